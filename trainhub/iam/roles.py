@@ -1,0 +1,39 @@
+"""Roles and the permission strings they grant, named as Vertex AI names its IAM permissions.
+
+viewer reads, user also submits and stops its jobs, admin holds every permission of the project.
+"""
+
+from __future__ import annotations
+
+VIEWER = "viewer"
+USER = "user"
+ADMIN = "admin"
+ROLE_CHOICES = [(VIEWER, "Viewer"), (USER, "User"), (ADMIN, "Admin")]
+
+_READ = [
+    "aiplatform.customJobs.get",
+    "aiplatform.customJobs.list",
+    "aiplatform.nodes.list",
+]
+_WRITE = [
+    "aiplatform.customJobs.create",
+    "aiplatform.customJobs.cancel",
+    "aiplatform.customJobs.delete",
+]
+_ADMIN = [
+    "aiplatform.projects.manageMembers",
+]
+
+PERMISSIONS_BY_ROLE: dict[str, frozenset[str]] = {
+    VIEWER: frozenset(_READ),
+    USER: frozenset(_READ + _WRITE),
+    ADMIN: frozenset(_READ + _WRITE + _ADMIN),
+}
+
+ALL_PERMISSIONS = PERMISSIONS_BY_ROLE[ADMIN]
+
+
+def role_grants(role: str, permission: str) -> bool:
+    if permission not in ALL_PERMISSIONS:
+        raise ValueError(f"unknown permission {permission!r}")
+    return permission in PERMISSIONS_BY_ROLE.get(role, frozenset())

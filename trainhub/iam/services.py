@@ -1,0 +1,50 @@
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from trainhub.iam.models import ApiToken, Membership, Project, new_token_key
+from trainhub.iam.roles import PERMISSIONS_BY_ROLE
+
+
+@transaction.atomic
+def project_create(*, project_id: str, display_name: str = "") -> Project:
+    project = Project(project_id=project_id, display_name=display_name or project_id,
+                      number=secrets.randbelow(10**12 - 10**11) + 10**11)
+    project.full_clean()
+    project.save()
+    return project
+
+
+@transaction.atomic
+def membership_set(*, project: Project, user: AbstractBaseUser, role: str) -> Membership:
+    if role not in PERMISSIONS_BY_ROLE:
+        raise ValueError(f"unknown role {role!r}")
+    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    return membership
+
+
+@transaction.atomic
+def api_token_get_or_create(*, user: AbstractBaseUser) -> ApiToken:
+    token, _ = ApiToken.objects.get_or_create(user=user)
+    return token
+
+
+@transaction.atomic
+def api_token_rotate(*, user: AbstractBaseUser) -> ApiToken:
+    token, created = ApiToken.objects.get_or_create(user=user)
+    if not created:
+        token.key = new_token_key()
+        token.save(update_fields=["key"])
+    return token
+
+
+@transaction.atomic
+def user_ensure(*, username: str, password: str, is_staff: bool = False) -> AbstractBaseUser:
+    user_model = get_user_model()
+    user, created = user_model.objects.get_or_create(username=username, defaults={"is_staff": is_staff})
+    if created:
+        user.set_password(password)
+        user.save()
+    return user

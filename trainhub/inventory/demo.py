@@ -1,0 +1,34 @@
+"""The demo cluster `make run` loads: idempotent, safe to run on every start."""
+
+from django.db import transaction
+
+from trainhub.iam.models import Project
+from trainhub.iam.roles import ADMIN
+from trainhub.iam.services import membership_set, project_create, user_ensure
+from trainhub.inventory.models import Executor
+from trainhub.inventory.services import node_pool_ensure
+
+DEMO_POOLS = [
+    # name, machine type, nodes, accelerator override, executor
+    ("a100-pool", "a2-highgpu-1g", 4, None, Executor.SUBPROCESS),
+    ("cpu-pool", "n1-standard-4", 4, ("NVIDIA_TESLA_T4", 4), Executor.SUBPROCESS),
+    ("l4-pool", "g2-standard-12", 4, None, Executor.SUBPROCESS),
+    ("h100-pool", "a3-highgpu-8g", 2, None, Executor.SIMULATED),
+    ("b200-pool", "a4-highgpu-8g", 2, None, Executor.SIMULATED),
+]
+
+
+@transaction.atomic
+def demo_load() -> dict:
+    user = user_ensure(username="demo", password="demo", is_staff=True)
+    if not user.is_superuser:
+        user.is_superuser = True
+        user.save(update_fields=["is_superuser"])
+    project = Project.objects.filter(project_id="demo").first() or project_create(project_id="demo",
+                                                                                  display_name="Demo project")
+    membership_set(project=project, user=user, role=ADMIN)
+    for name, machine_type, count, accelerator, executor in DEMO_POOLS:
+        accel_type, accel_count = accelerator or (None, None)
+        node_pool_ensure(name=name, machine_type=machine_type, node_count=count, accelerator_type=accel_type,
+                         accelerator_count=accel_count, executor=executor, simulated_runtime_seconds=60)
+    return {"user": user.username, "project": project.project_id, "pools": len(DEMO_POOLS)}

@@ -1,0 +1,58 @@
+import datetime as dt
+
+from django.db import transaction
+
+from trainhub.catalog.machines import NO_ACCELERATOR, machine_type_get
+from trainhub.inventory.models import Executor, Node, NodePool, NodeState
+
+
+@transaction.atomic
+def node_pool_ensure(
+    *,
+    name: str,
+    machine_type: str,
+    node_count: int,
+    accelerator_type: str | None = None,
+    accelerator_count: int | None = None,
+    location: str = "us-central1",
+    executor: str = Executor.SUBPROCESS,
+    simulated_runtime_seconds: int = 30,
+) -> NodePool:
+    """Create or update a pool and grow it to ``node_count`` nodes (idempotent, never shrinks)."""
+    machine = machine_type_get(machine_type)
+    if machine is None:
+        raise ValueError(f"unknown machine type {machine_type!r}")
+    if accelerator_type is None:
+        accelerator_type, accelerator_count = machine.fixed_gpu or (NO_ACCELERATOR, 0)
+    pool, _ = NodePool.objects.update_or_create(
+        name=name,
+        defaults={
+            "machine_type": machine_type,
+            "accelerator_type": accelerator_type,
+            "accelerator_count": accelerator_count or 0,
+            "location": location,
+            "executor": executor,
+            "simulated_runtime_seconds": simulated_runtime_seconds,
+        },
+    )
+    pool.full_clean()
+    existing = pool.nodes.count()
+    for index in range(existing, node_count):
+        Node.objects.create(pool=pool, name=f"{name}-{index}", hostname=f"{name}-{index}")
+    return pool
+
+
+@transaction.atomic
+def node_heartbeat(*, node_ids: list[int], now: dt.datetime) -> None:
+    Node.objects.filter(pk__in=node_ids).update(last_heartbeat=now)
+    Node.objects.filter(pk__in=node_ids, state=NodeState.DOWN, state_reason__startswith="heartbeat").update(
+        state=NodeState.UP, state_reason=""
+    )
+
+
+@transaction.atomic
+def node_set_state(*, node: Node, state: str, reason: str = "") -> Node:
+    node.state = state
+    node.state_reason = reason
+    node.save(update_fields=["state", "state_reason"])
+    return node

@@ -1,0 +1,119 @@
+from django.conf import settings
+from django.db import models
+
+from trainhub.iam.models import Project
+from trainhub.inventory.models import Node
+from trainhub.jobs import states
+
+JOB_STATE_CHOICES = [(name, name) for name in states.JOB_STATES.values()]
+
+
+class CustomJob(models.Model):
+    """A Vertex CustomJob. ``spec`` holds the canonical document (see jobs.spec)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="custom_jobs")
+    location = models.CharField(max_length=32)
+    job_id = models.CharField(max_length=24, unique=True)
+    display_name = models.CharField(max_length=128)
+    spec = models.JSONField()
+    labels = models.JSONField(default=dict)
+    strategy = models.CharField(max_length=24, default="STANDARD")
+    gpu_count = models.PositiveIntegerField(default=0)
+    replica_count = models.PositiveIntegerField(default=1)
+    timeout_seconds = models.PositiveIntegerField()
+    #: Seconds a FLEX_START job may wait for capacity; null = wait forever.
+    max_wait_seconds = models.PositiveIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=40, choices=JOB_STATE_CHOICES, default=states.QUEUED)
+    #: google.rpc.Status {code, message} when FAILED or CANCELLED.
+    error = models.JSONField(null=True, blank=True)
+    #: Why the job is not running yet, refreshed by every scheduler pass.
+    wait_reasons = models.JSONField(default=list, blank=True)
+    restart_count = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    create_time = models.DateTimeField()
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+    update_time = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["project", "location", "-create_time", "-id"], name="job_list_keyset"),
+            models.Index(fields=["state", "create_time"], name="job_state_age"),
+        ]
+
+    def __str__(self) -> str:
+        return self.resource_name
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project.project_id}/locations/{self.location}/customJobs/{self.job_id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in states.TERMINAL
+
+    @property
+    def short_state(self) -> str:
+        return self.state.removeprefix("JOB_STATE_")
+
+
+class Replica(models.Model):
+    """One replica of one worker pool, and - while ``active`` - its allocation of a whole node.
+
+    The partial unique constraint on (node) for active replicas is what makes double allocation
+    impossible: two transactions placing replicas on one node cannot both commit.
+    """
+
+    job = models.ForeignKey(CustomJob, on_delete=models.CASCADE, related_name="replicas")
+    pool_index = models.PositiveSmallIntegerField()
+    replica_index = models.PositiveIntegerField()
+    node = models.ForeignKey(Node, null=True, on_delete=models.SET_NULL, related_name="replicas")
+    gpu_indices = models.JSONField(default=list)
+    active = models.BooleanField(default=True)
+    state = models.CharField(max_length=16, choices=states.REPLICA_STATES, default=states.REPLICA_ASSIGNED)
+    attempt = models.PositiveIntegerField(default=0)
+    exit_code = models.IntegerField(null=True, blank=True)
+    stop_requested = models.BooleanField(default=False)
+    assigned_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    log_lines = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["pool_index", "replica_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node"], condition=models.Q(active=True), name="one_active_replica_per_node"),
+            models.UniqueConstraint(fields=["job", "pool_index", "replica_index", "attempt"], name="replica_identity"),
+        ]
+        indexes = [models.Index(fields=["node", "active"], name="replica_node_active")]
+
+    def __str__(self) -> str:
+        return f"{self.job.job_id}/{self.task_name}"
+
+    @property
+    def task_name(self) -> str:
+        return f"workerpool{self.pool_index}-{self.replica_index}"
+
+
+class LogLine(models.Model):
+    replica = models.ForeignKey(Replica, on_delete=models.CASCADE, related_name="logs")
+    job = models.ForeignKey(CustomJob, on_delete=models.CASCADE, related_name="logs")
+    stream = models.CharField(max_length=8, default="stdout")
+    time = models.DateTimeField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["job", "id"], name="log_job_seq")]
+
+
+class JobEvent(models.Model):
+    """The job's timeline: every state change and scheduler decision, with its time."""
+
+    job = models.ForeignKey(CustomJob, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField()
+    state = models.CharField(max_length=40, blank=True)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["time", "id"]

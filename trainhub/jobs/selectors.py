@@ -1,0 +1,118 @@
+"""Reads for the jobs API and pages. Every job lookup also checks the user's permission."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import re
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Prefetch, Q, QuerySet
+
+from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
+from trainhub.common.wire import format_timestamp, parse_timestamp
+from trainhub.iam.models import Project
+from trainhub.iam.selectors import project_get_for_user
+from trainhub.jobs import states
+from trainhub.jobs.filtering import Clause, FilterError, parse_filter
+from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+
+
+def _with_replicas(jobs: QuerySet[CustomJob]) -> QuerySet[CustomJob]:
+    return jobs.select_related("project").prefetch_related(
+        Prefetch("replicas", queryset=Replica.objects.select_related("node").order_by("pool_index", "replica_index"))
+    )
+
+
+def job_get_for_user(*, user: AbstractBaseUser, project_id: str, location: str, job_id: str,
+                     permission: str) -> CustomJob:
+    project = project_get_for_user(user=user, project_id=project_id, permission=permission)
+    job = (
+        CustomJob.objects.select_related("project")
+        .filter(project=project, location=location, job_id=job_id)
+        .first()
+    )
+    if job is None:
+        raise ApiError(404, f"CustomJob projects/{project_id}/locations/{location}/customJobs/{job_id} not found.")
+    return job
+
+
+def job_replicas(*, job: CustomJob) -> list[Replica]:
+    """The replicas of the job's latest attempt, in task order."""
+    return list(job.replicas.filter(attempt=job.restart_count).select_related("node").order_by(
+        "pool_index", "replica_index"))
+
+
+def job_events(*, job: CustomJob) -> QuerySet[JobEvent]:
+    return job.events.order_by("time", "id")
+
+
+def _clause_q(clause: Clause) -> Q:
+    if clause.field == "display_name":
+        if clause.op == ":":
+            pattern = "^" + ".*".join(re.escape(part) for part in str(clause.value).split("*")) + "$"
+            return Q(display_name__regex=pattern)
+        q = Q(display_name=clause.value)
+    elif clause.field == "state":
+        q = Q(state=clause.value)
+    elif clause.field == "create_time":
+        lookup = {"=": "", "!=": "", "<": "__lt", "<=": "__lte", ">": "__gt", ">=": "__gte"}[clause.op]
+        q = Q(**{f"create_time{lookup}": clause.value})
+    else:
+        key = clause.field.removeprefix("labels.")
+        if clause.op == ":":
+            return Q(labels__has_key=key)
+        q = Q(**{f"labels__{key}": clause.value})
+    return ~q if clause.op == "!=" else q
+
+
+def _encode_token(job: CustomJob) -> str:
+    payload = json.dumps([format_timestamp(job.create_time), job.pk]).encode()
+    return base64.urlsafe_b64encode(payload).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> tuple[dt.datetime, int]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        created, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        return parse_timestamp(created), int(pk)
+    except (ValueError, TypeError) as exc:
+        raise invalid_argument([FieldViolation("pageToken", "is not a token returned by a previous list call")]) from exc
+
+
+def jobs_list(*, project: Project, location: str, filter_expression: str = "", page_size: int | None = None,
+              page_token: str = "") -> tuple[list[CustomJob], str]:
+    """Newest first, keyset-paginated on (create_time, id) so deep pages stay cheap."""
+    size = DEFAULT_PAGE_SIZE if not page_size else min(page_size, MAX_PAGE_SIZE)
+    jobs = CustomJob.objects.filter(project=project, location=location)
+    if filter_expression:
+        try:
+            clauses = parse_filter(filter_expression)
+        except FilterError as exc:
+            raise invalid_argument([FieldViolation("filter", str(exc))]) from exc
+        for clause in clauses:
+            jobs = jobs.filter(_clause_q(clause))
+    if page_token:
+        created, pk = _decode_token(page_token)
+        jobs = jobs.filter(Q(create_time__lt=created) | Q(create_time=created, pk__lt=pk))
+    page = list(_with_replicas(jobs.order_by("-create_time", "-id"))[: size + 1])
+    next_token = _encode_token(page[size - 1]) if len(page) > size else ""
+    return page[:size], next_token
+
+
+def job_logs(*, job: CustomJob, after: int = 0, task_name: str = "", limit: int = 1000) -> list[LogLine]:
+    lines = LogLine.objects.filter(job=job, id__gt=after).select_related("replica")
+    if task_name:
+        match = re.fullmatch(r"workerpool(\d)-(\d+)", task_name)
+        if not match:
+            raise invalid_argument([FieldViolation("taskName", "must look like workerpool0-0")])
+        lines = lines.filter(replica__pool_index=int(match.group(1)), replica__replica_index=int(match.group(2)))
+    return list(lines.order_by("id")[:limit])
+
+
+def jobs_active_count(*, project: Project) -> int:
+    return CustomJob.objects.filter(project=project, state__in=states.ACTIVE).count()

@@ -1,0 +1,271 @@
+"""Every write to a CustomJob, its replicas, logs and timeline happens here.
+
+State changes go through ``_transition`` so the state machine in jobs.states is the only
+authority on what may follow what.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from typing import Any, Iterable
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from trainhub.common.errors import ApiError, invalid_argument
+from trainhub.iam.models import Project
+from trainhub.jobs import states
+from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
+from trainhub.jobs.spec import SpecError, parse_custom_job
+
+# google.rpc.Code values used in CustomJob.error.
+CODE_CANCELLED = 1
+CODE_INVALID_ARGUMENT = 3
+CODE_DEADLINE_EXCEEDED = 4
+CODE_RESOURCE_EXHAUSTED = 8
+CODE_ABORTED = 10
+CODE_INTERNAL = 13
+CODE_UNAVAILABLE = 14
+
+PRIMARY = (0, 0)
+
+
+def _request_scheduler_pass() -> None:
+    from trainhub.scheduling.tasks import scheduler_pass
+
+    transaction.on_commit(lambda: scheduler_pass.delay(), robust=True)
+
+
+def _event(job: CustomJob, now: dt.datetime, message: str, state: str = "") -> None:
+    JobEvent.objects.create(job=job, time=now, state=state, message=message)
+
+
+def _transition(job: CustomJob, target: str, now: dt.datetime, message: str, *, error: dict | None = None) -> None:
+    states.check_transition(job.state, target)
+    job.state = target
+    job.update_time = now
+    fields = ["state", "update_time"]
+    if target == states.RUNNING and job.start_time is None:
+        job.start_time = now
+        fields.append("start_time")
+    if target in states.TERMINAL:
+        job.end_time = now
+        job.wait_reasons = []
+        fields += ["end_time", "wait_reasons"]
+    if error is not None:
+        job.error = error
+        fields.append("error")
+    job.save(update_fields=fields)
+    _event(job, now, message, target)
+
+
+def _new_job_id() -> str:
+    # Vertex job ids are large decimal integers; 18 random digits keep the same shape.
+    return str(secrets.randbelow(9 * 10**17) + 10**17)
+
+
+def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None, body: Any,
+               now: dt.datetime | None = None) -> CustomJob:
+    """Validate a CustomJob document and queue it; 400 INVALID_ARGUMENT lists every violation."""
+    try:
+        parsed = parse_custom_job(body)
+    except SpecError as exc:
+        raise invalid_argument(exc.violations) from exc
+    if parsed.document["jobSpec"].get("persistentResourceId"):
+        raise invalid_argument([], "persistentResourceId: persistent resources are not available in this "
+                                   "trainhub yet; submit without jobSpec.persistentResourceId.")
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = CustomJob.objects.create(
+            project=project,
+            location=location,
+            job_id=_new_job_id(),
+            display_name=parsed.document["displayName"],
+            spec=parsed.document,
+            labels=parsed.document["labels"],
+            strategy=parsed.strategy,
+            gpu_count=sum(p.replica_count * p.shape.accelerator_count for p in parsed.pools),
+            replica_count=sum(p.replica_count for p in parsed.pools),
+            timeout_seconds=parsed.timeout_seconds,
+            max_wait_seconds=parsed.max_wait_seconds,
+            created_by=user if user is not None and user.is_authenticated else None,
+            create_time=now,
+            update_time=now,
+        )
+        _event(job, now, f"Job created by {user or 'system'} ({parsed.strategy}).", states.QUEUED)
+        _request_scheduler_pass()
+    return job
+
+
+def job_cancel(*, job: CustomJob, now: dt.datetime | None = None) -> CustomJob:
+    """Vertex cancel: best effort, asynchronous; a finished job is left as it is."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = CustomJob.objects.select_for_update().get(pk=job.pk)
+        if job.state in states.TERMINAL or job.state == states.CANCELLING:
+            return job
+        active = job.replicas.filter(active=True)
+        if not active.exists():
+            _transition(job, states.CANCELLED, now, "Job cancelled before any replica started.",
+                        error={"code": CODE_CANCELLED, "message": "CANCELED"})
+            _request_scheduler_pass()
+            return job
+        active.update(stop_requested=True)
+        _transition(job, states.CANCELLING, now, "Cancel requested; stopping every replica.")
+    return job
+
+
+def job_delete(*, job: CustomJob) -> None:
+    if job.state not in states.TERMINAL:
+        raise ApiError(400, f"CustomJob {job.resource_name} is in state {job.state} and cannot be deleted; "
+                            "cancel it first.", "FAILED_PRECONDITION")
+    job.delete()
+
+
+def job_place(*, job_pk: int, assignment: dict[tuple[int, int], tuple[int, list[int]]], now: dt.datetime) -> bool:
+    """Write a gang's allocation in one transaction; False if the job or a node was taken meanwhile.
+
+    ``assignment`` maps (pool index, replica index) to (node id, GPU indices).
+    """
+    from django.db import IntegrityError
+
+    try:
+        with transaction.atomic():
+            job = CustomJob.objects.select_for_update().get(pk=job_pk)
+            if job.state not in states.WAITING or job.replicas.filter(active=True).exists():
+                return False
+            Replica.objects.bulk_create(
+                Replica(job=job, pool_index=pool_index, replica_index=replica_index, node_id=node_id,
+                        gpu_indices=gpus, attempt=job.restart_count, assigned_at=now)
+                for (pool_index, replica_index), (node_id, gpus) in sorted(assignment.items())
+            )
+            job.wait_reasons = []
+            job.save(update_fields=["wait_reasons"])
+            message = f"All {len(assignment)} replica(s) placed; starting."
+            if job.state == states.PENDING:
+                job.update_time = now
+                job.save(update_fields=["update_time"])
+                _event(job, now, message, states.PENDING)
+            else:
+                _transition(job, states.PENDING, now, message)
+    except IntegrityError:
+        return False
+    return True
+
+
+def job_wait(*, job: CustomJob, reasons: list[str], now: dt.datetime, waiting_state: str) -> None:
+    """Record why a job is still waiting; FLEX_START jobs wait in PENDING, others in QUEUED."""
+    if job.state == states.QUEUED and waiting_state == states.PENDING:
+        _transition(job, states.PENDING, now, "Waiting until every requested GPU is free at once (FLEX_START).")
+    if job.wait_reasons != reasons:
+        job.wait_reasons = reasons
+        job.save(update_fields=["wait_reasons"])
+
+
+def job_fail(*, job: CustomJob, now: dt.datetime, code: int, message: str) -> None:
+    with transaction.atomic():
+        job = CustomJob.objects.select_for_update().get(pk=job.pk)
+        if job.state in states.TERMINAL:
+            return
+        job.replicas.filter(active=True).update(stop_requested=True)
+        _transition(job, states.FAILED, now, message, error={"code": code, "message": message})
+    _request_scheduler_pass()
+
+
+def job_requeue(*, job: CustomJob, now: dt.datetime, message: str) -> None:
+    """Put a running job back in the queue (worker restart with restartJobOnWorkerRestart)."""
+    with transaction.atomic():
+        job = CustomJob.objects.select_for_update().get(pk=job.pk)
+        if job.state in states.TERMINAL or job.state == states.CANCELLING:
+            return
+        job.replicas.filter(active=True).update(stop_requested=True, active=False, state=states.REPLICA_EXITED,
+                                                ended_at=now)
+        job.restart_count += 1
+        job.save(update_fields=["restart_count"])
+        _transition(job, states.QUEUED, now, message)
+    _request_scheduler_pass()
+
+
+def replica_started(*, replica: Replica, now: dt.datetime) -> None:
+    with transaction.atomic():
+        job = CustomJob.objects.select_for_update().get(pk=replica.job_id)
+        Replica.objects.filter(pk=replica.pk).update(state=states.REPLICA_RUNNING, started_at=now)
+        waiting = job.replicas.filter(active=True, state=states.REPLICA_ASSIGNED).exists()
+        if not waiting and job.state == states.PENDING:
+            _transition(job, states.RUNNING, now, "Every replica is running.")
+
+
+def _stop_others(job: CustomJob, replica: Replica) -> None:
+    job.replicas.filter(active=True).exclude(pk=replica.pk).update(stop_requested=True)
+
+
+def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime, lost_reason: str = "") -> None:
+    """A replica ended: free its node, then decide the job.
+
+    Vertex rule: the job succeeds when the primary replica (workerpool0-0) exits 0, and then the
+    other workers are shut down; any replica exiting non-zero fails the job.
+    """
+    with transaction.atomic():
+        job = CustomJob.objects.select_for_update().get(pk=replica.job_id)
+        replica = Replica.objects.select_for_update().get(pk=replica.pk)
+        if replica.state == states.REPLICA_EXITED:
+            return
+        replica.state = states.REPLICA_EXITED
+        replica.active = False
+        replica.exit_code = exit_code
+        replica.ended_at = now
+        replica.save(update_fields=["state", "active", "exit_code", "ended_at"])
+        task = replica.task_name
+        if lost_reason:
+            _event(job, now, f"Replica {task} lost: {lost_reason}")
+        else:
+            _event(job, now, f"Replica {task} exited with status {exit_code}.")
+        others_active = job.replicas.filter(active=True).exists()
+        if job.state == states.CANCELLING:
+            if not others_active:
+                _transition(job, states.CANCELLED, now, "Every replica stopped; job cancelled.",
+                            error={"code": CODE_CANCELLED, "message": "CANCELED"})
+        elif job.state in states.TERMINAL or replica.stop_requested:
+            pass
+        elif lost_reason:
+            restart = job.spec["jobSpec"]["scheduling"].get("restartJobOnWorkerRestart") and not \
+                job.spec["jobSpec"]["scheduling"].get("disableRetries")
+            if restart:
+                transaction.on_commit(lambda: job_requeue(job=job, now=now, message=f"Restarting the job: replica {task} lost ({lost_reason})."))
+            else:
+                _stop_others(job, replica)
+                message = f"The replica {task} was lost: {lost_reason}."
+                _transition(job, states.FAILED, now, message, error={"code": CODE_UNAVAILABLE, "message": message})
+        elif exit_code != 0:
+            _stop_others(job, replica)
+            message = f"The replica {task} exited with a non-zero status of {exit_code}."
+            _transition(job, states.FAILED, now, message, error={"code": CODE_INVALID_ARGUMENT, "message": message})
+        elif (replica.pool_index, replica.replica_index) == PRIMARY:
+            _stop_others(job, replica)
+            if job.state == states.PENDING:
+                _transition(job, states.RUNNING, now, "Every replica is running.")
+            _transition(job, states.SUCCEEDED, now, "The primary replica workerpool0-0 exited with status 0.")
+    _request_scheduler_pass()
+
+
+def replica_logs_append(*, replica: Replica, lines: Iterable[tuple[str, dt.datetime, str]]) -> int:
+    """Store (stream, time, text) lines of one replica; returns how many were stored."""
+    rows = [LogLine(replica=replica, job_id=replica.job_id, stream=stream, time=time, text=text[:65536])
+            for stream, time, text in lines]
+    if rows:
+        LogLine.objects.bulk_create(rows)
+    return len(rows)
+
+
+def jobs_enforce_timeouts(*, now: dt.datetime) -> int:
+    """Fail RUNNING jobs whose scheduling.timeout has passed (Vertex: DEADLINE_EXCEEDED)."""
+    count = 0
+    for job in CustomJob.objects.filter(state=states.RUNNING, start_time__isnull=False).only(
+            "pk", "start_time", "timeout_seconds", "state"):
+        if job.start_time + dt.timedelta(seconds=job.timeout_seconds) <= now:
+            job_fail(job=job, now=now, code=CODE_DEADLINE_EXCEEDED,
+                     message=f"Job timed out: it ran longer than scheduling.timeout ({job.timeout_seconds}s).")
+            count += 1
+    return count

