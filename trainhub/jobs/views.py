@@ -1,7 +1,158 @@
+"""Browser pages for CustomJobs. Thin: forms parse input, selectors read, services write."""
+
+from __future__ import annotations
+
+from functools import partial, wraps
+from typing import Callable
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.core.exceptions import BadRequest, PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from trainhub.common.errors import ApiError
+from trainhub.iam.selectors import project_get_for_user, user_has_permission
+from trainhub.jobs import page_selectors, selectors, services
+from trainhub.jobs.forms import DEFAULT_LOCATION, JobFilterForm, JobSubmitForm, LogFilterForm, machine_catalog
+from trainhub.jobs.models import CustomJob
+
+GET = "aiplatform.customJobs.get"
+LIST = "aiplatform.customJobs.list"
+CREATE = "aiplatform.customJobs.create"
+CANCEL = "aiplatform.customJobs.cancel"
+
+#: A fragment of a page: its template and a function building only the context it needs.
+Section = tuple[str, Callable[[], dict]]
 
 
-@login_required
-def job_list(request):
-    return HttpResponse("jobs")
+def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Require login, and show an ApiError from a selector or service as the HTML error page
+    of its status (404 and 403 render templates/404.html and templates/403.html)."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except ApiError as error:
+            if error.http_status == 404:
+                raise Http404(error.message) from error
+            if error.http_status == 403:
+                raise PermissionDenied(error.message) from error
+            raise BadRequest(error.message) from error
+
+    return login_required(wrapper)
+
+
+def render_page_or_fragment(request: HttpRequest, page_template: str, sections: dict[str, Section],
+                            fragment: str | None, **page_context) -> HttpResponse:
+    """The whole page, or just the section an htmx poll asked for, built alone so polls stay cheap."""
+    if fragment:
+        template, build_context = sections[fragment]
+        return render(request, template, build_context())
+    context = dict(page_context)
+    for _, build_context in sections.values():
+        context.update(build_context())
+    return render(request, page_template, context)
+
+
+def job_urls(job: CustomJob) -> dict[str, str]:
+    kwargs = {"project": job.project.project_id, "location": job.location, "job_id": job.job_id}
+    return {name: reverse(f"jobs:{name}", kwargs=kwargs) for name in ("detail", "detail_status", "detail_logs", "cancel")}
+
+
+def _job_for(request: HttpRequest, project: str, location: str, job_id: str, permission: str) -> CustomJob:
+    return selectors.job_get_for_user(user=request.user, project_id=project, location=location, job_id=job_id,
+                                      permission=permission)
+
+
+def _job_rows_context(request: HttpRequest) -> dict:
+    form = JobFilterForm(request.GET, projects=page_selectors.projects_with_permission(user=request.user,
+                                                                                      permission=LIST))
+    jobs, next_cursor = [], ""
+    if form.is_valid():
+        jobs, next_cursor = page_selectors.jobs_page(projects=form.selected_projects(),
+                                                     state=form.cleaned_data["state"],
+                                                     cursor=form.cleaned_data["cursor"])
+    return {"filter_form": form, "jobs": jobs, "next_cursor": next_cursor}
+
+
+@html_page
+def job_list(request: HttpRequest, fragment: str | None = None) -> HttpResponse:
+    sections = {"rows": ("jobs/_job_rows.html", partial(_job_rows_context, request))}
+    return render_page_or_fragment(request, "jobs/job_list.html", sections, fragment)
+
+
+def _status_context(request: HttpRequest, job: CustomJob) -> dict:
+    return {
+        "job": job,
+        "urls": job_urls(job),
+        "replicas": selectors.job_replicas(job=job),
+        "events": selectors.job_events(job=job),
+        "can_cancel": not job.is_terminal and user_has_permission(user=request.user, project=job.project,
+                                                                    permission=CANCEL),
+    }
+
+
+def _logs_context(request: HttpRequest, job: CustomJob) -> dict:
+    form = LogFilterForm(request.GET, job_spec=job.spec["jobSpec"])
+    lines = []
+    if form.is_valid():
+        lines = page_selectors.job_log_tail(job=job, after=form.cleaned_data["after"] or 0,
+                                            task=form.selected_task())
+    after = lines[-1].pk if lines else form.cleaned_data.get("after") or 0
+    return {"job": job, "urls": job_urls(job), "log_form": form, "log_lines": lines, "log_after": after,
+            "log_limit": page_selectors.LOG_TAIL_LINES,
+            "log_task": form.cleaned_data.get("task", ""), "logs_live": form.is_valid() and not job.is_terminal}
+
+
+@html_page
+def job_detail(request: HttpRequest, project: str, location: str, job_id: str,
+               fragment: str | None = None) -> HttpResponse:
+    job = _job_for(request, project, location, job_id, GET)
+    sections = {
+        "status": ("jobs/_job_status.html", partial(_status_context, request, job)),
+        "logs": ("jobs/_job_logs.html", partial(_logs_context, request, job)),
+    }
+    return render_page_or_fragment(request, "jobs/job_detail.html", sections, fragment)
+
+
+@require_POST
+@html_page
+def job_cancel(request: HttpRequest, project: str, location: str, job_id: str) -> HttpResponse:
+    job = services.job_cancel(job=_job_for(request, project, location, job_id, CANCEL))
+    messages.success(request, f"Cancel requested for {job.display_name}.")
+    return redirect(job_urls(job)["detail"])
+
+
+@html_page
+def job_create(request: HttpRequest, project: str, location: str) -> HttpResponse:
+    project_obj = project_get_for_user(user=request.user, project_id=project, permission=CREATE)
+    form = JobSubmitForm(request.POST if request.method == "POST" else None, location=location)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = services.job_submit(project=project_obj, location=form.location, user=request.user,
+                                      body=form.custom_job_body())
+        except ApiError as error:
+            if error.http_status != 400:
+                raise
+            form.show_service_error(error)
+        else:
+            messages.success(request, f"Job {job.display_name} submitted.")
+            return redirect(job_urls(job)["detail"])
+    other_projects = [p for p in page_selectors.projects_with_permission(user=request.user, permission=CREATE)
+                      if p != project_obj]
+    return render(request, "jobs/job_create.html", {"form": form, "project": project_obj,
+                                                    "other_projects": other_projects,
+                                                    "machine_catalog": machine_catalog()})
+
+
+@html_page
+def job_create_in_first_project(request: HttpRequest) -> HttpResponse:
+    """The nav's "Submit job": the form of the first project where the user may submit."""
+    projects = page_selectors.projects_with_permission(user=request.user, permission=CREATE)
+    if not projects:
+        raise PermissionDenied("You cannot submit jobs: no project grants you aiplatform.customJobs.create.")
+    return redirect("jobs:create", project=projects[0].project_id, location=DEFAULT_LOCATION)

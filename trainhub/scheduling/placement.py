@@ -91,18 +91,15 @@ class CapacityIndex:
         groups.sort(key=lambda g: (g[0].accelerator_type != NO_ACCELERATOR, g[0].gpu_count) if g else (True, 0))
         return groups
 
-    def count_eligible(self, shape: ReplicaShape) -> int:
-        total = 0
-        for group in self._candidate_groups(shape):
-            start = bisect.bisect_left(group, (shape.accelerator_count,), key=lambda n: (n.gpu_count,))
-            total += len(group) - start
-        return total
+    def take(self, demand: Sequence[tuple[ReplicaShape, int]]) -> list[list[FreeNode]] | Shortfall:
+        """Take ``count`` nodes for each (shape, count), all or nothing.
 
-    def take(self, demand: Sequence[tuple[ReplicaShape, int]]) -> list[list[FreeNode]] | None:
-        """Take ``count`` nodes for each (shape, count), all or nothing."""
+        On failure nothing is taken and the Shortfall names the first shape that ran out, counting
+        the nodes left for it after the gang's earlier shapes were served.
+        """
         taken: list[tuple[list[FreeNode], list[FreeNode]]] = []
         result: list[list[FreeNode]] = []
-        success = True
+        shortfall = None
         for shape, count in demand:
             chosen: list[FreeNode] = []
             for group in self._candidate_groups(shape):
@@ -116,13 +113,13 @@ class CapacityIndex:
                     chosen.extend(grab)
             result.append(chosen)
             if len(chosen) < count:
-                success = False
+                shortfall = Shortfall(shape, count, len(chosen))
                 break
-        if not success:
+        if shortfall is not None:
             for group, grab in taken:
                 for node in grab:
                     bisect.insort(group, node)
-            return None
+            return shortfall
         return result
 
 
@@ -139,12 +136,8 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode]) -
     for request in requests:
         demand = _demand(request)
         chosen = index.take(demand)
-        if chosen is None:
-            plan.shortfalls[request.key] = [
-                Shortfall(shape, count, index.count_eligible(shape))
-                for shape, count in demand
-                if index.count_eligible(shape) < count
-            ]
+        if isinstance(chosen, Shortfall):
+            plan.shortfalls[request.key] = [chosen]
             continue
         by_shape = {shape: list(nodes) for (shape, _), nodes in zip(demand, chosen)}
         assignment: dict[tuple[int, int], int] = {}

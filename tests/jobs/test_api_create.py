@@ -1,0 +1,90 @@
+import copy
+
+from tests.conftest import SEED_REST_BODY, container_pool, job_body
+from trainhub.jobs.models import CustomJob
+
+BASE = "/v1/projects/alpha/locations/us-central1/customJobs"
+
+
+def test_it_accepts_the_seed_body_and_answers_in_vertex_form(api):
+    response = api("uma").post(BASE, copy.deepcopy(SEED_REST_BODY), format="json")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["name"].startswith("projects/alpha/locations/us-central1/customJobs/")
+    assert body["name"].rsplit("/", 1)[1].isdigit()
+    assert body["displayName"] == "MyDwsJob"
+    assert body["state"] == "JOB_STATE_QUEUED"
+    assert body["createTime"].endswith("Z") and body["updateTime"].endswith("Z")
+    assert "startTime" not in body and "endTime" not in body and "error" not in body
+    pool = body["jobSpec"]["workerPoolSpecs"][0]
+    assert pool["replicaCount"] == "1"  # int64 as a string, like the v1 API
+    assert body["jobSpec"]["scheduling"] == {"strategy": "FLEX_START", "timeout": "604800s",
+                                             "maxWaitDuration": "1800s"}
+
+
+def test_it_rejects_viewer(api):
+    response = api("vic").post(BASE, job_body(container_pool()), format="json")
+    assert response.status_code == 403
+    assert response.json()["error"]["status"] == "PERMISSION_DENIED"
+    assert "aiplatform.customJobs.create" in response.json()["error"]["message"]
+    assert not CustomJob.objects.exists()
+
+
+def test_it_hides_other_projects(api):
+    response = api("mallory").post(BASE, job_body(container_pool()), format="json")
+    assert response.status_code == 404
+    assert response.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_it_requires_authentication(client, cast):
+    response = client.post(BASE, {}, content_type="application/json")
+    assert response.status_code == 401
+    assert response.json()["error"]["status"] == "UNAUTHENTICATED"
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_it_rejects_a_wrong_token(client, cast):
+    response = client.get(BASE, HTTP_AUTHORIZATION="Bearer th_not-a-token")
+    assert response.status_code == 401
+
+
+def test_invalid_spec_is_400_with_field_violations(api):
+    body = job_body(container_pool("a2-highgpu-1g", accelerator="NVIDIA_TESLA_T4"))
+    response = api("uma").post(BASE, body, format="json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT"
+    detail = error["details"][0]
+    assert detail["@type"] == "type.googleapis.com/google.rpc.BadRequest"
+    assert detail["fieldViolations"][0]["field"] == "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType"
+    assert not CustomJob.objects.exists()
+
+
+def test_malformed_json_is_400_not_500(api):
+    response = api("uma").post(BASE, data="{not json", content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_a_json_list_body_is_400(api):
+    response = api("uma").post(BASE, data="[1, 2]", content_type="application/json")
+    assert response.status_code == 400
+
+
+def test_non_json_content_type_is_400(api):
+    response = api("uma").post(BASE, data="a=b", content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 400
+    assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_persistent_resource_jobs_are_refused_clearly_until_supported(api):
+    body = job_body(container_pool(), persistentResourceId="my-pool")
+    response = api("uma").post(BASE, body, format="json")
+    assert response.status_code == 400
+    assert "persistent" in response.json()["error"]["message"]
+
+
+def test_unknown_api_path_is_a_json_404(api):
+    response = api("uma").get("/v1/projects/alpha/locations/us-central1/widgets")
+    assert response.status_code == 404
+    assert response.json()["error"]["status"] == "NOT_FOUND"

@@ -1,0 +1,269 @@
+"""Browser forms. They only turn text into the CustomJob wire shape; every rule about what a
+valid job is stays in jobs.spec, whose field violations are shown back on the matching fields."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+
+from trainhub.catalog.machines import MACHINE_TYPES
+from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.iam.models import Project
+from trainhub.jobs import states
+from trainhub.jobs.page_selectors import decode_cursor
+from trainhub.jobs.spec import MAX_DISPLAY_NAME, MAX_WORKER_POOLS
+
+DEFAULT_LOCATION = "us-central1"
+STRATEGY_CHOICES = [
+    ("STANDARD", "Standard: start as soon as the GPUs are free"),
+    ("FLEX_START", "Flex-start: wait until every GPU of the job is free at once"),
+    ("SPOT", "Spot: preemptible capacity"),
+]
+LISTED_STATES = [states.QUEUED, states.PENDING, states.RUNNING, states.SUCCEEDED, states.FAILED,
+                 states.CANCELLING, states.CANCELLED]
+
+
+def machine_catalog() -> dict[str, dict[str, list[int]]]:
+    """machine type -> attachable accelerator -> allowed counts; embedded in the submit page for its JS."""
+    return {name: {kind: list(counts) for kind, counts in machine.accelerators.items()}
+            for name, machine in MACHINE_TYPES.items()}
+
+
+def _machine_choices() -> list[tuple[str, list[tuple[str, str]]]]:
+    families: dict[str, list[tuple[str, str]]] = {}
+    for name, machine in MACHINE_TYPES.items():
+        gpus = f", {machine.fixed_gpu[1]} × {machine.fixed_gpu[0]}" if machine.fixed_gpu else ""
+        label = f"{name} ({machine.vcpus} vCPU, {machine.memory_gib:g} GiB{gpus})"
+        families.setdefault(name.split("-")[0].upper(), []).append((name, label))
+    return list(families.items())
+
+
+def _accelerator_choices() -> list[tuple[str, str]]:
+    kinds = sorted({kind for machine in MACHINE_TYPES.values() for kind in machine.accelerators})
+    return [("", "None / built in")] + [(kind, kind) for kind in kinds]
+
+
+def _count_choices() -> list[tuple[str, str]]:
+    counts = sorted({c for machine in MACHINE_TYPES.values() for cs in machine.accelerators.values() for c in cs})
+    return [("", "Default")] + [(str(count), str(count)) for count in counts]
+
+
+def _nonblank_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _duration(text: str) -> str | None:
+    """"3600" and "3600s" both mean an hour; anything else goes to the spec parser as written."""
+    text = text.strip()
+    if not text:
+        return None
+    return f"{text}s" if text.isdigit() else text
+
+
+class JobFilterForm(forms.Form):
+    """The GET filters of the job list. ``cursor`` is the keyset position of the page to show."""
+
+    project = forms.ChoiceField(required=False)
+    state = forms.ChoiceField(required=False, choices=[("", "Any state")] + [
+        (state, state.removeprefix("JOB_STATE_").capitalize()) for state in LISTED_STATES])
+    cursor = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, projects: list[Project], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.projects = projects
+        self.fields["project"].choices = [("", "All my projects")] + [(p.project_id, p.project_id) for p in projects]
+
+    def clean_cursor(self):
+        token = self.cleaned_data["cursor"]
+        if not token:
+            return None
+        try:
+            return decode_cursor(token)
+        except ApiError as exc:
+            raise ValidationError("This is not a link from a previous page; start again from the first page.") from exc
+
+    def selected_projects(self) -> list[Project]:
+        chosen = self.cleaned_data["project"]
+        return [p for p in self.projects if not chosen or p.project_id == chosen]
+
+
+class LogFilterForm(forms.Form):
+    """Which task's log lines to show, and (for the live tail) after which line id."""
+
+    task = forms.ChoiceField(required=False, label="Task")
+    after = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, job_spec: dict, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tasks = {
+            f"workerpool{pool_index}-{replica_index}": (pool_index, replica_index)
+            for pool_index, pool in enumerate(job_spec["workerPoolSpecs"]) if pool
+            for replica_index in range(pool["replicaCount"])
+        }
+        self.fields["task"].choices = [("", "All tasks")] + [(name, name) for name in self.tasks]
+
+    def selected_task(self) -> tuple[int, int] | None:
+        return self.tasks.get(self.cleaned_data["task"])
+
+
+class JobSettingsForm(forms.Form):
+    display_name = forms.CharField(max_length=MAX_DISPLAY_NAME)
+    location = forms.CharField(max_length=32, initial=DEFAULT_LOCATION, validators=[
+        RegexValidator(r"^[a-z][a-z0-9-]*[a-z0-9]$", "Lowercase letters, digits and hyphens, e.g. us-central1.")])
+    strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial="STANDARD")
+    timeout = forms.CharField(required=False, max_length=32,
+                              help_text='Longest run time, e.g. "3600s" or 3600. Empty: 7 days.')
+    max_wait = forms.CharField(required=False, max_length=32, label="Max wait duration",
+                               help_text='Flex-start only: how long to wait for capacity. Empty: 1 day; "0s": forever.')
+    restart_job_on_worker_restart = forms.BooleanField(
+        required=False, label="Restart the job when a worker restarts",
+        help_text="Requeue the whole job if a replica's node is lost, instead of failing it.")
+
+    def scheduling(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        scheduling = {"strategy": data["strategy"], "restartJobOnWorkerRestart": data["restart_job_on_worker_restart"]}
+        for key, field in (("timeout", "timeout"), ("maxWaitDuration", "max_wait")):
+            if duration := _duration(data[field]):
+                scheduling[key] = duration
+        return scheduling
+
+
+class WorkerPoolForm(forms.Form):
+    """One worker pool. Pool 0 is the primary replica (always one); pools 1-3 are skipped when
+    their machine type is left empty."""
+
+    machine_type = forms.ChoiceField(required=False)
+    accelerator_type = forms.ChoiceField(required=False, choices=_accelerator_choices)
+    accelerator_count = forms.ChoiceField(required=False, choices=_count_choices)
+    replica_count = forms.IntegerField(min_value=1, initial=1)
+    image_uri = forms.CharField(required=False, max_length=1024, label="Container image URI")
+    command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                              help_text="One item per line. Empty: the image's entrypoint.")
+    args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Arguments",
+                           help_text="One argument per line.")
+    env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Environment",
+                          help_text="NAME=value, one per line.")
+
+    def __init__(self, *args: Any, index: int, **kwargs: Any) -> None:
+        super().__init__(*args, prefix=f"pool{index}", **kwargs)
+        self.index = index
+        machine = self.fields["machine_type"]
+        machine.widget.attrs["data-machine-type"] = ""
+        if index == 0:
+            machine.required = True
+            machine.choices = [("", "Choose a machine type")] + _machine_choices()
+            del self.fields["replica_count"]  # the primary pool runs exactly one replica
+        else:
+            machine.choices = [("", "Not used (skip this pool)")] + _machine_choices()
+        self.fields["accelerator_type"].widget.attrs["data-accelerator-type"] = ""
+        self.fields["accelerator_count"].widget.attrs["data-accelerator-count"] = ""
+
+    @property
+    def task_name(self) -> str:
+        return f"workerpool{self.index}"
+
+    def clean_env(self) -> list[dict[str, str]]:
+        env = []
+        for number, line in enumerate(self.cleaned_data["env"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, equals, value = line.partition("=")
+            if not equals or not name.strip():
+                raise ValidationError(f"Line {number}: write NAME=value.")
+            env.append({"name": name.strip(), "value": value})
+        return env
+
+    def worker_pool_spec(self) -> dict[str, Any]:
+        """The pool as a workerPoolSpecs entry; {} (an unused pool) when no machine type is chosen."""
+        data = self.cleaned_data
+        if not data["machine_type"]:
+            return {}
+        machine_spec: dict[str, Any] = {"machineType": data["machine_type"]}
+        if data["accelerator_type"]:
+            machine_spec["acceleratorType"] = data["accelerator_type"]
+        if data["accelerator_count"]:
+            machine_spec["acceleratorCount"] = int(data["accelerator_count"])
+        return {
+            "machineSpec": machine_spec,
+            "replicaCount": data.get("replica_count", 1),
+            "containerSpec": {
+                "imageUri": data["image_uri"].strip(),
+                "command": _nonblank_lines(data["command"]),
+                "args": _nonblank_lines(data["args"]),
+                "env": data["env"],
+            },
+        }
+
+
+_POOL_PATH = re.compile(r"^jobSpec\.workerPoolSpecs\[(\d+)\]\.?(.*)$")
+_POOL_FIELD_BY_PATH = (
+    ("machineSpec.machineType", "machine_type"),
+    ("machineSpec.acceleratorType", "accelerator_type"),
+    ("machineSpec.acceleratorCount", "accelerator_count"),
+    ("replicaCount", "replica_count"),
+    ("containerSpec.imageUri", "image_uri"),
+    ("containerSpec.command", "command"),
+    ("containerSpec.args", "args"),
+    ("containerSpec.env", "env"),
+)
+_SETTINGS_FIELD_BY_PATH = {
+    "displayName": "display_name",
+    "jobSpec.scheduling.strategy": "strategy",
+    "jobSpec.scheduling.timeout": "timeout",
+    "jobSpec.scheduling.maxWaitDuration": "max_wait",
+    "jobSpec.scheduling.restartJobOnWorkerRestart": "restart_job_on_worker_restart",
+}
+
+
+class JobSubmitForm:
+    """The submit page: job settings and up to four worker pools, as one CustomJob body."""
+
+    def __init__(self, data: Any = None, *, location: str) -> None:
+        self.settings = JobSettingsForm(data, initial={"location": location})
+        self.pools = [WorkerPoolForm(data, index=index) for index in range(MAX_WORKER_POOLS)]
+        #: What the service rejected: listed at the top of the page, and on the matching fields.
+        self.violations: list[FieldViolation] = []
+        self.service_message = ""
+
+    def _forms(self) -> list[forms.Form]:
+        return [self.settings, *self.pools]
+
+    def is_valid(self) -> bool:
+        return all([form.is_valid() for form in self._forms()])  # a list: validate every form
+
+    @property
+    def has_field_errors(self) -> bool:
+        return any(form.errors for form in self._forms())
+
+    @property
+    def location(self) -> str:
+        return self.settings.cleaned_data["location"]
+
+    def custom_job_body(self) -> dict[str, Any]:
+        return {
+            "displayName": self.settings.cleaned_data["display_name"],
+            "jobSpec": {
+                "workerPoolSpecs": [pool.worker_pool_spec() for pool in self.pools],
+                "scheduling": self.settings.scheduling(),
+            },
+        }
+
+    def show_service_error(self, error: ApiError) -> None:
+        self.violations = list(error.violations)
+        if not self.violations:
+            self.service_message = error.message
+        for violation in self.violations:
+            form, field = self._field_for(violation.field)
+            form.add_error(field if field in form.fields else None, violation.description)
+
+    def _field_for(self, path: str) -> tuple[forms.Form, str | None]:
+        match = _POOL_PATH.match(path)
+        if match and int(match.group(1)) < len(self.pools):
+            rest = match.group(2)
+            field = next((name for prefix, name in _POOL_FIELD_BY_PATH if rest.startswith(prefix)), None)
+            return self.pools[int(match.group(1))], field
+        return self.settings, _SETTINGS_FIELD_BY_PATH.get(path)
