@@ -89,3 +89,72 @@ def test_no_node_is_ever_given_twice_and_gangs_are_whole(requests, a100, t4):
                     assert node.accelerator_type == shape.accelerator_type
         else:
             assert plan.shortfalls[request.key]
+
+
+def test_spot_jobs_are_preempted_newest_first_only_as_far_as_needed():
+    from trainhub.scheduling.placement import Victim
+
+    victims = [Victim("spot-new", tuple(a100_nodes(1, start=10))), Victim("spot-old", tuple(a100_nodes(1, start=20))),
+               Victim("spot-older", tuple(a100_nodes(1, start=30)))]
+    request = GangRequest.from_pools("standard", [(0, 1, A100), (1, 1, A100)], can_preempt=True)
+    plan = plan_pass([request], a100_nodes(1), victims=victims)
+    assert plan.preemptions == {"standard": ["spot-new"]}
+    assert set(plan.placements["standard"].values()) == {0, 10}
+
+
+def test_nobody_is_preempted_when_even_all_spot_jobs_would_not_make_room():
+    from trainhub.scheduling.placement import Victim
+
+    request = GangRequest.from_pools("huge", [(0, 1, A100), (1, 5, A100)], can_preempt=True)
+    plan = plan_pass([request, GangRequest.from_pools("small", [(0, 1, A100)])], a100_nodes(1),
+                     victims=[Victim("spot", tuple(a100_nodes(1, start=10)))])
+    assert plan.preemptions == {}
+    assert plan.placements["small"] == {(0, 0): 0}
+
+
+def test_spot_requests_never_preempt():
+    from trainhub.scheduling.placement import Victim
+
+    plan = plan_pass([GangRequest.from_pools("spot2", [(0, 1, A100)])], [],
+                     victims=[Victim("spot", tuple(a100_nodes(1)))])
+    assert plan.preemptions == {} and "spot2" in plan.shortfalls
+
+
+def test_a_reserving_gang_holds_idle_nodes_against_smaller_jobs():
+    big = GangRequest.from_pools("big", [(0, 1, A100), (1, 3, A100)], reserve=True)
+    small = GangRequest.from_pools("small", [(0, 1, A100)])
+    plan = plan_pass([big, small], a100_nodes(3))
+    assert plan.reservations == {"big": 3}
+    assert "small" in plan.shortfalls and "small" not in plan.placements
+
+
+def test_quota_admits_jobs_in_order_until_the_limit():
+    from trainhub.scheduling.quota import QuotaBook
+
+    book = QuotaBook(limits={("p", "us", "custom_model_training_nvidia_a100_gpus"): 2},
+                     usage={("p", "us", "custom_model_training_nvidia_a100_gpus"): 1})
+    demand = (("custom_model_training_nvidia_a100_gpus", 1),)
+    first = GangRequest.from_pools("first", [(0, 1, A100)], project="p", location="us", quota_demand=demand)
+    second = GangRequest.from_pools("second", [(0, 1, A100)], project="p", location="us", quota_demand=demand)
+    other = GangRequest.from_pools("other", [(0, 1, A100)], project="q", location="us", quota_demand=demand)
+    plan = plan_pass([first, second, other], a100_nodes(5), quotas=book)
+    assert set(plan.placements) == {"first", "other"}
+    shortfall = plan.quota_shortfalls["second"][0]
+    assert (shortfall.in_use, shortfall.requested, shortfall.limit) == (2, 1, 2)
+    assert "short by 1" in shortfall.describe()
+
+
+@settings(max_examples=150, deadline=None)
+@given(limit=st.integers(0, 8), requests=st.lists(st.integers(1, 4), min_size=1, max_size=10),
+       in_use=st.integers(0, 8))
+def test_quota_usage_never_exceeds_a_limit(limit, requests, in_use):
+    from trainhub.scheduling.quota import QuotaBook
+
+    metric = "custom_model_training_nvidia_a100_gpus"
+    in_use = min(in_use, limit)
+    book = QuotaBook(limits={("p", "us", metric): limit}, usage={("p", "us", metric): in_use})
+    gangs = [GangRequest.from_pools(i, [(0, 1, A100), (1, n - 1, A100)], project="p", location="us",
+                                    quota_demand=((metric, n),)) for i, n in enumerate(requests)]
+    plan = plan_pass(gangs, a100_nodes(40), quotas=book)
+    assert in_use + sum(requests[k] for k in plan.placements) <= limit
+    assert book.usage[("p", "us", metric)] <= limit

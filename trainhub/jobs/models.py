@@ -20,6 +20,8 @@ class CustomJob(models.Model):
     strategy = models.CharField(max_length=24, default="STANDARD")
     gpu_count = models.PositiveIntegerField(default=0)
     replica_count = models.PositiveIntegerField(default=1)
+    #: GPUs requested per quota metric (see scheduling.quota), fixed at submission.
+    quota_demand = models.JSONField(default=dict, blank=True)
     timeout_seconds = models.PositiveIntegerField()
     #: Seconds a FLEX_START job may wait for capacity; null = wait forever.
     max_wait_seconds = models.PositiveIntegerField(null=True, blank=True)

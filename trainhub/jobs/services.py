@@ -19,6 +19,8 @@ from trainhub.iam.models import Project
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
 from trainhub.jobs.spec import SpecError, parse_custom_job
+from trainhub.scheduling.quota import QuotaBook, quota_demand
+from trainhub.scheduling.selectors import quota_limits
 
 # google.rpc.Code values used in CustomJob.error.
 CODE_CANCELLED = 1
@@ -76,6 +78,8 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
     if parsed.document["jobSpec"].get("persistentResourceId"):
         raise invalid_argument([], "persistentResourceId: persistent resources are not available in this "
                                    "trainhub yet; submit without jobSpec.persistentResourceId.")
+    demand = quota_demand(((p.replica_count, p.shape) for p in parsed.pools), parsed.strategy)
+    _reject_requests_above_quota(project=project, location=location, demand=demand)
     now = now or timezone.now()
     with transaction.atomic():
         job = CustomJob.objects.create(
@@ -88,6 +92,7 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
             strategy=parsed.strategy,
             gpu_count=sum(p.replica_count * p.shape.accelerator_count for p in parsed.pools),
             replica_count=sum(p.replica_count for p in parsed.pools),
+            quota_demand=demand,
             timeout_seconds=parsed.timeout_seconds,
             max_wait_seconds=parsed.max_wait_seconds,
             created_by=user if user is not None and user.is_authenticated else None,
@@ -97,6 +102,18 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
         _event(job, now, f"Job created by {user or 'system'} ({parsed.strategy}).", states.QUEUED)
         _request_scheduler_pass()
     return job
+
+
+def _reject_requests_above_quota(*, project: Project, location: str, demand: dict[str, int]) -> None:
+    """A request larger than the limit itself can never run: 429 RESOURCE_EXHAUSTED at create.
+
+    A request that fits the limit but not the current usage is accepted and waits in QUEUED.
+    """
+    book = QuotaBook(limits=quota_limits(project_ids=[project.pk]))
+    outright = [s for s in book.shortfalls(project.pk, location, demand) if s.exceeds_limit_outright]
+    if outright:
+        raise ApiError(429, "The following quota metrics exceed quota limits: "
+                            + ", ".join(s.describe() for s in outright), "RESOURCE_EXHAUSTED")
 
 
 def job_cancel(*, job: CustomJob, now: dt.datetime | None = None) -> CustomJob:

@@ -1,14 +1,24 @@
-"""Gang placement: all replicas of all worker pools of a job get nodes at once, or none do.
+"""Gang placement with quotas, SPOT preemption and a reservation for a starving FLEX_START gang.
 
-Rule: a replica occupies one whole node (a Vertex replica is one VM) whose machine type equals
-``machineSpec.machineType``, whose accelerator type equals the requested one and which has at
-least ``acceleratorCount`` GPUs. Among eligible nodes the smallest (fewest GPUs, then lowest id)
-is taken first, so larger nodes stay free for requests that need them. A gang that does not fit
-consumes nothing and records, per replica shape, how many nodes were missing.
+Rules, applied to the waiting jobs in the order given (the caller sorts them oldest first):
+- Gang: all replicas of all worker pools of a job get nodes at once, or none do. A replica
+  occupies one whole node (a Vertex replica is one VM) whose machine type equals
+  ``machineSpec.machineType``, with the requested accelerator type and at least
+  ``acceleratorCount`` GPUs; among eligible nodes the smallest (fewest GPUs, then lowest id) is
+  taken first. A gang that does not fit consumes nothing; a job that does not fit does not
+  block smaller jobs behind it (except for a reservation, below).
+- Quota: a job is admitted only if the project's usage plus its request stays within every quota
+  limit it touches (see scheduling.quota); admitted jobs are charged immediately.
+- SPOT: SPOT jobs only use idle nodes. A STANDARD or FLEX_START job that does not fit on idle
+  nodes may preempt running SPOT jobs, taken in the order given (the caller passes the newest
+  first, so the least work is lost), stopping as soon as the gang fits; if even every SPOT job
+  would not make room, nobody is preempted.
+- Reservation: a request flagged ``reserve`` (the oldest FLEX_START gang that has waited past the
+  threshold) that does not fit holds the eligible idle nodes it can get, so a stream of smaller
+  jobs cannot starve it; it starts once the rest frees up.
 
-Jobs are considered in the order given (the caller sorts them); a job that does not fit does not
-block smaller jobs behind it. Pure Python, no Django: the pass takes a snapshot and returns
-decisions, so it is tested and benchmarked without a database.
+Pure Python, no Django: a pass takes a snapshot and returns decisions, so it is tested and
+benchmarked without a database.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from typing import Hashable, Iterable, Sequence
 
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.jobs.spec import ReplicaShape
+from trainhub.scheduling.quota import QuotaBook, QuotaShortfall
 
 
 @dataclass(frozen=True, order=True)
@@ -35,16 +46,29 @@ class GangRequest:
     key: Hashable
     #: (pool index, replica index, shape) for every replica of every pool.
     replicas: tuple[tuple[int, int, ReplicaShape], ...]
+    can_preempt: bool = False
+    reserve: bool = False
+    project: Hashable = None
+    location: str = ""
+    quota_demand: tuple[tuple[str, int], ...] = ()
 
     @classmethod
-    def from_pools(cls, key: Hashable, pools: Iterable[tuple[int, int, ReplicaShape]]) -> "GangRequest":
+    def from_pools(cls, key: Hashable, pools: Iterable[tuple[int, int, ReplicaShape]], **options) -> "GangRequest":
         """Build from (pool index, replica count, shape) triples."""
         replicas = tuple(
             (pool_index, replica_index, shape)
             for pool_index, count, shape in pools
             for replica_index in range(count)
         )
-        return cls(key, replicas)
+        return cls(key, replicas, **options)
+
+
+@dataclass(frozen=True)
+class Victim:
+    """A running SPOT job and the nodes it holds."""
+
+    key: Hashable
+    nodes: tuple[FreeNode, ...]
 
 
 @dataclass(frozen=True)
@@ -68,28 +92,55 @@ class Shortfall:
 class PassPlan:
     #: job key -> {(pool index, replica index): node id}
     placements: dict[Hashable, dict[tuple[int, int], int]] = field(default_factory=dict)
-    #: job key -> what it lacked when its turn came
+    #: job key -> the capacity it lacked when its turn came
     shortfalls: dict[Hashable, list[Shortfall]] = field(default_factory=dict)
+    #: job key -> the quotas it would exceed
+    quota_shortfalls: dict[Hashable, list[QuotaShortfall]] = field(default_factory=dict)
+    #: preempting job key -> SPOT job keys to stop for it
+    preemptions: dict[Hashable, list[Hashable]] = field(default_factory=dict)
+    #: job key -> number of idle nodes held for it
+    reservations: dict[Hashable, int] = field(default_factory=dict)
+
+
+def _at_least(group: list[FreeNode], gpus: int) -> int:
+    return bisect.bisect_left(group, (gpus,), key=lambda n: (n.gpu_count,))
 
 
 class CapacityIndex:
     """Free nodes grouped by (machine type, accelerator type), each group sorted by GPU count."""
 
-    def __init__(self, nodes: Iterable[FreeNode]):
+    def __init__(self, nodes: Iterable[FreeNode] = ()):
         self._groups: dict[tuple[str, str], list[FreeNode]] = {}
+        self.add(nodes)
+
+    def add(self, nodes: Iterable[FreeNode]) -> None:
         for node in nodes:
-            self._groups.setdefault((node.machine_type, node.accelerator_type), []).append(node)
-        for group in self._groups.values():
-            group.sort()
+            bisect.insort(self._groups.setdefault((node.machine_type, node.accelerator_type), []), node)
+
+    def remove(self, nodes: Iterable[FreeNode]) -> None:
+        for node in nodes:
+            group = self._groups[(node.machine_type, node.accelerator_type)]
+            del group[bisect.bisect_left(group, node)]
 
     def _candidate_groups(self, shape: ReplicaShape) -> list[list[FreeNode]]:
         if shape.accelerator_count:
             group = self._groups.get((shape.machine_type, shape.accelerator_type))
             return [group] if group else []
         # CPU-only replicas may use a node with attached GPUs, but nodes without GPUs come first.
-        groups = [g for (machine, accel), g in self._groups.items() if machine == shape.machine_type]
-        groups.sort(key=lambda g: (g[0].accelerator_type != NO_ACCELERATOR, g[0].gpu_count) if g else (True, 0))
+        groups = [g for (machine, _), g in self._groups.items() if machine == shape.machine_type and g]
+        groups.sort(key=lambda g: (g[0].accelerator_type != NO_ACCELERATOR, g[0].gpu_count))
         return groups
+
+    def _grab(self, shape: ReplicaShape, count: int) -> list[FreeNode]:
+        chosen: list[FreeNode] = []
+        for group in self._candidate_groups(shape):
+            if len(chosen) == count:
+                break
+            start = _at_least(group, shape.accelerator_count)
+            grab = group[start:start + count - len(chosen)]
+            del group[start:start + len(grab)]
+            chosen.extend(grab)
+        return chosen
 
     def take(self, demand: Sequence[tuple[ReplicaShape, int]]) -> list[list[FreeNode]] | Shortfall:
         """Take ``count`` nodes for each (shape, count), all or nothing.
@@ -97,30 +148,18 @@ class CapacityIndex:
         On failure nothing is taken and the Shortfall names the first shape that ran out, counting
         the nodes left for it after the gang's earlier shapes were served.
         """
-        taken: list[tuple[list[FreeNode], list[FreeNode]]] = []
         result: list[list[FreeNode]] = []
-        shortfall = None
         for shape, count in demand:
-            chosen: list[FreeNode] = []
-            for group in self._candidate_groups(shape):
-                if len(chosen) == count:
-                    break
-                start = bisect.bisect_left(group, (shape.accelerator_count,), key=lambda n: (n.gpu_count,))
-                grab = group[start:start + count - len(chosen)]
-                if grab:
-                    del group[start:start + len(grab)]
-                    taken.append((group, grab))
-                    chosen.extend(grab)
+            chosen = self._grab(shape, count)
             result.append(chosen)
             if len(chosen) < count:
-                shortfall = Shortfall(shape, count, len(chosen))
-                break
-        if shortfall is not None:
-            for group, grab in taken:
-                for node in grab:
-                    bisect.insort(group, node)
-            return shortfall
+                self.add(node for nodes in result for node in nodes)
+                return Shortfall(shape, count, len(chosen))
         return result
+
+    def hold(self, demand: Sequence[tuple[ReplicaShape, int]]) -> int:
+        """Take as many eligible nodes as there are, up to the demand (a reservation)."""
+        return sum(len(self._grab(shape, count)) for shape, count in demand)
 
 
 def _demand(request: GangRequest) -> list[tuple[ReplicaShape, int]]:
@@ -129,19 +168,67 @@ def _demand(request: GangRequest) -> list[tuple[ReplicaShape, int]]:
     return sorted(counts.items(), key=lambda item: (-item[0].accelerator_count, item[0].machine_type))
 
 
-def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode]) -> PassPlan:
-    """Place each gang in order on the free nodes; see the module docstring for the rule."""
+def _relevant(victim: Victim, demand: Sequence[tuple[ReplicaShape, int]]) -> bool:
+    machines = {shape.machine_type for shape, _ in demand}
+    return any(node.machine_type in machines for node in victim.nodes)
+
+
+def _take_with_preemption(index: CapacityIndex, demand, victims: list[Victim]):
+    """Add SPOT victims' nodes one by one until the gang fits; undo everything if it never does."""
+    added: list[Victim] = []
+    for victim in victims:
+        if not _relevant(victim, demand):
+            continue
+        index.add(victim.nodes)
+        added.append(victim)
+        chosen = index.take(demand)
+        if not isinstance(chosen, Shortfall):
+            return chosen, added
+    for victim in added:
+        index.remove(victim.nodes)
+    return None, []
+
+
+def _assign(request: GangRequest, demand, chosen: list[list[FreeNode]]) -> dict[tuple[int, int], int]:
+    by_shape = {shape: list(nodes) for (shape, _), nodes in zip(demand, chosen)}
+    return {(pool_index, replica_index): by_shape[shape].pop(0).node_id
+            for pool_index, replica_index, shape in request.replicas}
+
+
+def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *,
+              victims: Sequence[Victim] = (), quotas: QuotaBook | None = None) -> PassPlan:
+    """Decide one pass; see the module docstring for the rules."""
     index = CapacityIndex(free_nodes)
+    remaining_victims = list(victims)
     plan = PassPlan()
     for request in requests:
         demand = _demand(request)
+        quota_demand = dict(request.quota_demand)
+        if quotas is not None:
+            blocked = quotas.shortfalls(request.project, request.location, quota_demand)
+            if blocked:
+                plan.quota_shortfalls[request.key] = blocked
+                probe = index.take(demand)  # report capacity too: every blocking reason, not one
+                if isinstance(probe, Shortfall):
+                    plan.shortfalls[request.key] = [probe]
+                else:
+                    index.add(node for nodes in probe for node in nodes)
+                continue
         chosen = index.take(demand)
+        if isinstance(chosen, Shortfall) and request.can_preempt and remaining_victims:
+            shortfall = chosen
+            chosen, preempted = _take_with_preemption(index, demand, remaining_victims)
+            if chosen is None:
+                chosen = shortfall
+            else:
+                plan.preemptions[request.key] = [victim.key for victim in preempted]
+                remaining_victims = [v for v in remaining_victims if v not in preempted]
         if isinstance(chosen, Shortfall):
             plan.shortfalls[request.key] = [chosen]
+            if request.reserve:
+                plan.reservations[request.key] = index.hold(demand)
             continue
-        by_shape = {shape: list(nodes) for (shape, _), nodes in zip(demand, chosen)}
-        assignment: dict[tuple[int, int], int] = {}
-        for pool_index, replica_index, shape in request.replicas:
-            assignment[(pool_index, replica_index)] = by_shape[shape].pop(0).node_id
-        plan.placements[request.key] = assignment
+        if quotas is not None:
+            quotas.charge(request.project, request.location, quota_demand)
+        plan.placements[request.key] = _assign(request, demand, chosen)
     return plan

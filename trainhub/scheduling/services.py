@@ -3,7 +3,9 @@ write each gang's allocation in its own transaction.
 
 STANDARD jobs that do not fit keep retrying for TRAINHUB_STOCKOUT_RETRY_SECONDS and then fail
 with Vertex's stockout error; FLEX_START jobs wait (in PENDING) until their gang fits, up to
-maxWaitDuration (unset: one day; "0s": forever), then fail saying what never became free.
+maxWaitDuration (unset: one day; "0s": forever), then fail saying what never became free; SPOT
+jobs wait for idle capacity and are preempted (requeued, restart counted) for the others. A job
+short of quota waits in QUEUED for as long as it takes, as on Vertex.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
 from trainhub.jobs.spec import ReplicaShape
-from trainhub.scheduling.placement import FreeNode, GangRequest, Shortfall, plan_pass
+from trainhub.scheduling.placement import FreeNode, GangRequest, PassPlan, Victim, plan_pass
+from trainhub.scheduling.selectors import quota_book
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +34,7 @@ class PassResult:
     considered: int
     placed: int
     failed: int
+    preempted: int = 0
 
 
 def job_replica_shapes(job: CustomJob) -> list[tuple[int, int, ReplicaShape]]:
@@ -46,24 +50,34 @@ def job_replica_shapes(job: CustomJob) -> list[tuple[int, int, ReplicaShape]]:
     return result
 
 
-def _free_nodes(now: dt.datetime) -> list[FreeNode]:
+def _free_nodes(now: dt.datetime) -> tuple[list[FreeNode], list[Victim]]:
+    """Idle live nodes, and the running SPOT jobs (newest first) with the live nodes they hold."""
     fresh_after = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
+    live = Node.objects.filter(state=NodeState.UP, last_heartbeat__gte=fresh_after)
     busy = Replica.objects.filter(node=OuterRef("pk"), active=True)
-    rows = (
-        Node.objects.filter(state=NodeState.UP, last_heartbeat__gte=fresh_after)
-        .annotate(busy=Exists(busy))
-        .filter(busy=False)
-        .values_list("pk", "pool__machine_type", "pool__accelerator_type", "pool__accelerator_count")
+    rows = live.annotate(busy=Exists(busy)).filter(busy=False).values_list(
+        "pk", "pool__machine_type", "pool__accelerator_type", "pool__accelerator_count")
+    free = [FreeNode(gpus, pk, machine, accel) for pk, machine, accel, gpus in rows]
+    spot_rows = (
+        Replica.objects.filter(active=True, job__strategy="SPOT", job__state__in=(states.PENDING, states.RUNNING),
+                               node__in=live)
+        .order_by("-job__create_time", "-job_id")
+        .values_list("job_id", "node_id", "node__pool__machine_type", "node__pool__accelerator_type",
+                     "node__pool__accelerator_count")
     )
-    return [FreeNode(gpus, pk, machine, accel) for pk, machine, accel, gpus in rows]
+    held: dict[int, list[FreeNode]] = {}
+    for job_id, node_id, machine, accel, gpus in spot_rows:
+        held.setdefault(job_id, []).append(FreeNode(gpus, node_id, machine, accel))
+    return free, [Victim(job_id, tuple(nodes)) for job_id, nodes in held.items()]
 
 
-def _describe(shortfalls: list[Shortfall]) -> list[str]:
-    return [f"Waiting for capacity: {s.describe()}." for s in shortfalls]
+def _waited(job: CustomJob, now: dt.datetime) -> int:
+    return int((now - job.create_time).total_seconds())
 
 
 def _deadline_error(job: CustomJob, now: dt.datetime, reasons: list[str]) -> tuple[int, str] | None:
-    waited = int((now - job.create_time).total_seconds())
+    """FLEX_START fails after maxWaitDuration, STANDARD after the stockout retry window."""
+    waited = _waited(job, now)
     missing = " ".join(reasons) or "capacity never became free."
     if job.strategy == "FLEX_START":
         if job.max_wait_seconds is not None and waited >= job.max_wait_seconds:
@@ -71,11 +85,31 @@ def _deadline_error(job: CustomJob, now: dt.datetime, reasons: list[str]) -> tup
                     f"The job waited {waited}s, its scheduling.maxWaitDuration ({job.max_wait_seconds}s), "
                     f"without every requested GPU becoming free at once. {missing}")
         return None
-    if waited >= settings.TRAINHUB_STOCKOUT_RETRY_SECONDS:
+    if job.strategy == "STANDARD" and waited >= settings.TRAINHUB_STOCKOUT_RETRY_SECONDS:
         return (job_services.CODE_RESOURCE_EXHAUSTED,
                 f"Resources are insufficient in region: {job.location} . Try a different region or use a "
                 f"different accelerator. (Retried for {waited}s.) {missing}")
     return None
+
+
+def _reserving_job(waiting: list[CustomJob], now: dt.datetime) -> int | None:
+    """The oldest FLEX_START gang that has waited past the reservation threshold, if any."""
+    threshold = settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS
+    for job in waiting:
+        if job.strategy == "FLEX_START" and _waited(job, now) >= threshold:
+            return job.pk
+    return None
+
+
+def _wait_reasons(job: CustomJob, plan: PassPlan, reserving: int | None) -> list[str]:
+    reasons = [s.describe() for s in plan.quota_shortfalls.get(job.pk, [])]
+    reasons += [f"Waiting for capacity: {s.describe()}." for s in plan.shortfalls.get(job.pk, [])]
+    held = plan.reservations.get(job.pk)
+    if held is not None:
+        reasons.append(f"Holding {held} idle node(s) for this FLEX_START gang so smaller jobs cannot starve it.")
+    elif reserving is not None and reserving != job.pk and job.pk in plan.shortfalls:
+        reasons.append("Nodes are reserved for an older FLEX_START gang that has waited past the threshold.")
+    return reasons
 
 
 def scheduler_pass(*, now: dt.datetime) -> PassResult:
@@ -89,9 +123,21 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
         .select_related("project")
         .order_by("create_time", "id")
     )
-    free_nodes = _free_nodes(now)
-    requests = [GangRequest.from_pools(job.pk, job_replica_shapes(job)) for job in waiting]
-    plan = plan_pass(requests, free_nodes)
+    free_nodes, victims = _free_nodes(now)
+    reserving = _reserving_job(waiting, now)
+    requests = [
+        GangRequest.from_pools(
+            job.pk, job_replica_shapes(job), can_preempt=job.strategy != "SPOT", reserve=job.pk == reserving,
+            project=job.project_id, location=job.location, quota_demand=tuple(sorted(job.quota_demand.items())),
+        )
+        for job in waiting
+    ]
+    plan = plan_pass(requests, free_nodes, victims=victims, quotas=quota_book())
+    by_pk = {job.pk: job for job in waiting}
+    for preemptor, victim_keys in plan.preemptions.items():
+        for victim in CustomJob.objects.filter(pk__in=victim_keys):
+            job_services.job_requeue(job=victim, now=now, message=f"Preempted (SPOT) to make room for job "
+                                                                  f"{by_pk[preemptor].job_id}.")
     placed = failed = 0
     for job in waiting:
         assignment = plan.placements.get(job.pk)
@@ -104,15 +150,16 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
             if job_services.job_place(job_pk=job.pk, assignment=with_gpus, now=now):
                 placed += 1
             continue
-        reasons = _describe(plan.shortfalls.get(job.pk, []))
-        deadline = _deadline_error(job, now, reasons)
+        reasons = _wait_reasons(job, plan, reserving)
+        deadline = _deadline_error(job, now, reasons) if job.pk in plan.shortfalls else None
         if deadline is not None:
             job_services.job_fail(job=job, now=now, code=deadline[0], message=deadline[1])
             failed += 1
             continue
         waiting_state = states.PENDING if job.strategy == "FLEX_START" else states.QUEUED
         job_services.job_wait(job=job, reasons=reasons, now=now, waiting_state=waiting_state)
-    return PassResult(considered=len(waiting), placed=placed, failed=failed)
+    return PassResult(considered=len(waiting), placed=placed, failed=failed,
+                      preempted=sum(len(v) for v in plan.preemptions.values()))
 
 
 def nodes_sweep_heartbeats(*, now: dt.datetime) -> int:

@@ -1,0 +1,123 @@
+"""Quotas at create and in the pass, SPOT preemption and the FLEX_START reservation, in the DB."""
+
+import pytest
+
+from tests.conftest import container_pool, job_body, later
+from trainhub.jobs import services, states
+from trainhub.scheduling.models import Quota
+from trainhub.scheduling.services import scheduler_pass
+
+BASE = "/v1/projects/alpha/locations/us-central1/customJobs"
+A100_ON_DEMAND = "custom_model_training_nvidia_a100_gpus"
+A100_PREEMPTIBLE = "custom_model_training_preemptible_nvidia_a100_gpus"
+
+
+def a100(replicas=1):
+    return container_pool("a2-highgpu-1g", replicas=replicas, command=["sleep", "5"])
+
+
+def submit(cast, now, *pools, **kwargs):
+    return services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
+                               body=job_body(*pools, **kwargs), now=now)
+
+
+@pytest.fixture
+def a100_quota(cast):
+    return Quota.objects.create(project=cast["alpha"], location="us-central1", metric=A100_ON_DEMAND, limit=1)
+
+
+def test_a_request_above_the_limit_is_rejected_at_create_with_429(api, a100_quota):
+    response = api("uma").post(BASE, job_body(a100(), a100()), format="json")
+    assert response.status_code == 429
+    error = response.json()["error"]
+    assert error["status"] == "RESOURCE_EXHAUSTED"
+    assert f"aiplatform.googleapis.com/{A100_ON_DEMAND}" in error["message"]
+    assert "requested 2, limit 1" in error["message"]
+
+
+def test_flex_start_consumes_the_preemptible_quota_not_the_on_demand_one(api, a100_quota):
+    body = job_body(a100(), a100(), scheduling={"strategy": "FLEX_START"})
+    response = api("uma").post(BASE, body, format="json")
+    assert response.status_code == 200
+    from trainhub.jobs.models import CustomJob
+
+    assert CustomJob.objects.get().quota_demand == {A100_PREEMPTIBLE: 2}
+
+
+def test_a_job_that_fits_the_limit_but_not_current_usage_waits_queued(cast, nodes, now, a100_quota, settings):
+    settings.TRAINHUB_STOCKOUT_RETRY_SECONDS = 10
+    first = submit(cast, now, a100())
+    second = submit(cast, later(now, 1), a100())
+    scheduler_pass(now=later(now, 2))
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.state == states.PENDING
+    assert second.state == states.QUEUED
+    assert second.wait_reasons[0].startswith(f"Waiting for quota {A100_ON_DEMAND} in us-central1: 1 in use + 1")
+    scheduler_pass(now=later(now, 30))  # waiting for quota is not a stockout
+    second.refresh_from_db()
+    assert second.state == states.QUEUED
+    services.replica_exited(replica=first.replicas.get(), exit_code=0, now=later(now, 31))
+    scheduler_pass(now=later(now, 32))
+    second.refresh_from_db()
+    assert second.state == states.PENDING
+
+
+def test_a_standard_job_preempts_a_running_spot_job(cast, nodes, now):
+    spot_one = submit(cast, now, a100(), scheduling={"strategy": "SPOT"})
+    spot_two = submit(cast, later(now, 1), a100(), scheduling={"strategy": "SPOT"})
+    scheduler_pass(now=later(now, 2))
+    for job in (spot_one, spot_two):
+        services.replica_started(replica=job.replicas.get(), now=later(now, 2))
+    standard = submit(cast, later(now, 3), a100())
+    result = scheduler_pass(now=later(now, 4))
+    assert result.preempted == 1
+    for job in (spot_one, spot_two, standard):
+        job.refresh_from_db()
+    assert standard.state == states.PENDING
+    assert spot_two.state == states.QUEUED  # the newest SPOT job is the one preempted
+    assert spot_two.restart_count == 1
+    assert spot_two.events.filter(message__startswith="Preempted (SPOT)").exists()
+    assert spot_one.state == states.RUNNING
+
+
+def test_spot_jobs_wait_for_idle_capacity_without_failing(cast, nodes, now, settings):
+    settings.TRAINHUB_STOCKOUT_RETRY_SECONDS = 5
+    settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = 3600
+    submit(cast, now, a100(), a100())
+    spot = submit(cast, later(now, 1), a100(), scheduling={"strategy": "SPOT"})
+    scheduler_pass(now=later(now, 100))
+    spot.refresh_from_db()
+    assert spot.state == states.QUEUED
+    assert spot.wait_reasons
+
+
+def test_the_oldest_starving_flex_start_gang_holds_nodes_against_smaller_jobs(cast, nodes, now, settings):
+    settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = 60
+    settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = 3600
+    blocker = submit(cast, now, a100())
+    scheduler_pass(now=now)
+    gang = submit(cast, later(now, 1), a100(), a100(), scheduling={"strategy": "FLEX_START"})
+    small = submit(cast, later(now, 100), a100())
+    scheduler_pass(now=later(now, 101))
+    small.refresh_from_db()
+    gang.refresh_from_db()
+    assert small.state == states.QUEUED  # one A100 is idle, but it is held for the gang
+    assert any("reserved for an older FLEX_START gang" in r for r in small.wait_reasons)
+    assert any("Holding 1 idle node" in r for r in gang.wait_reasons)
+    services.replica_exited(replica=blocker.replicas.get(), exit_code=0, now=later(now, 102))
+    scheduler_pass(now=later(now, 103))
+    gang.refresh_from_db()
+    assert gang.state == states.PENDING and gang.replicas.count() == 2
+
+
+def test_before_the_threshold_small_jobs_may_pass_a_waiting_gang(cast, nodes, now, settings):
+    settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = 600
+    settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = 3600
+    submit(cast, now, a100())
+    scheduler_pass(now=now)
+    submit(cast, later(now, 1), a100(), a100(), scheduling={"strategy": "FLEX_START"})
+    small = submit(cast, later(now, 2), a100())
+    scheduler_pass(now=later(now, 3))
+    small.refresh_from_db()
+    assert small.state == states.PENDING

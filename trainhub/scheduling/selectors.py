@@ -1,0 +1,58 @@
+"""Reads of scheduler state: quota limits and usage."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Exists, OuterRef
+
+from trainhub.iam.models import Project
+from trainhub.jobs.models import CustomJob, Replica
+from trainhub.scheduling.models import Quota
+from trainhub.scheduling.quota import QuotaBook
+
+QuotaKey = tuple[int, str, str]
+
+
+def quota_limits(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
+    quotas = Quota.objects.all()
+    if project_ids is not None:
+        quotas = quotas.filter(project_id__in=project_ids)
+    return {(q.project_id, q.location, q.metric): q.limit for q in quotas}
+
+
+def quota_usage(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
+    """GPUs held per quota: the requests of every job that currently holds an allocation."""
+    allocated = CustomJob.objects.filter(Exists(Replica.objects.filter(job=OuterRef("pk"), active=True)))
+    if project_ids is not None:
+        allocated = allocated.filter(project_id__in=project_ids)
+    usage: dict[QuotaKey, int] = defaultdict(int)
+    for project_id, location, demand in allocated.values_list("project_id", "location", "quota_demand"):
+        for metric, gpus in (demand or {}).items():
+            usage[(project_id, location, metric)] += gpus
+    return dict(usage)
+
+
+def quota_book(*, project_ids: list[int] | None = None) -> QuotaBook:
+    return QuotaBook(limits=quota_limits(project_ids=project_ids), usage=quota_usage(project_ids=project_ids))
+
+
+@dataclass(frozen=True)
+class QuotaRow:
+    quota: Quota
+    in_use: int
+
+    @property
+    def percent(self) -> int:
+        return min(100, round(100 * self.in_use / self.quota.limit)) if self.quota.limit else 100
+
+
+def quota_rows_for_user(*, user: AbstractBaseUser) -> list[QuotaRow]:
+    """Every quota of the user's projects (all projects for staff) with its current usage."""
+    projects = Project.objects.all() if user.is_staff else Project.objects.filter(memberships__user=user)
+    project_ids = list(projects.values_list("pk", flat=True))
+    usage = quota_usage(project_ids=project_ids)
+    quotas = Quota.objects.filter(project_id__in=project_ids).select_related("project")
+    return [QuotaRow(q, usage.get((q.project_id, q.location, q.metric), 0)) for q in quotas]
