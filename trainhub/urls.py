@@ -32,5 +32,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("account/", include("trainhub.iam.urls")),
+    path("nodes/", include("trainhub.inventory.urls")),
+    path("quotas/", include("trainhub.scheduling.urls")),
     path("", include("trainhub.jobs.urls")),
 ]

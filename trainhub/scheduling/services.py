@@ -15,7 +15,10 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Exists, OuterRef
+
+from trainhub.iam.models import Project
 
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.inventory.models import Node, NodeState
@@ -23,6 +26,8 @@ from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
 from trainhub.jobs.spec import ReplicaShape
+from trainhub.scheduling.models import Quota
+from trainhub.scheduling.quota import all_metrics
 from trainhub.scheduling.placement import FreeNode, GangRequest, PassPlan, Victim, plan_pass
 from trainhub.scheduling.selectors import quota_book
 
@@ -174,3 +179,25 @@ def nodes_sweep_heartbeats(*, now: dt.datetime) -> int:
             job_services.replica_exited(replica=replica, exit_code=None, now=now,
                                         lost_reason=f"node {node.name} stopped responding")
     return len(stale)
+
+
+def quota_set(*, project: Project, location: str, metric: str, limit: int | None, actor: str) -> Quota | None:
+    """Set a project's limit for one quota metric in one region; ``None`` removes it (unlimited)."""
+    if metric not in all_metrics():
+        raise ValueError(f"unknown quota metric {metric!r}")
+    if limit is not None and limit < 0:
+        raise ValueError("a quota limit cannot be negative")
+    with transaction.atomic():
+        if limit is None:
+            Quota.objects.filter(project=project, location=location, metric=metric).delete()
+            return None
+        quota, _ = Quota.objects.update_or_create(project=project, location=location, metric=metric,
+                                                  defaults={"limit": limit, "updated_by": actor})
+    _request_pass()
+    return quota
+
+
+def _request_pass() -> None:
+    from trainhub.scheduling.tasks import scheduler_pass as scheduler_pass_task
+
+    transaction.on_commit(lambda: scheduler_pass_task.delay(), robust=True)

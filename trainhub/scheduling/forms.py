@@ -1,0 +1,12 @@
+from django import forms
+
+from trainhub.iam.models import Project
+from trainhub.scheduling.quota import all_metrics
+
+
+class QuotaForm(forms.Form):
+    project = forms.ModelChoiceField(queryset=Project.objects.all(), to_field_name="project_id")
+    location = forms.CharField(max_length=32, initial="us-central1")
+    metric = forms.ChoiceField(choices=[(m, m) for m in all_metrics()])
+    limit = forms.IntegerField(min_value=0, required=False,
+                               help_text="GPUs; leave empty to remove the limit (unlimited).")

@@ -1,0 +1,28 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from trainhub.scheduling.forms import QuotaForm
+from trainhub.scheduling.selectors import quota_rows_for_user
+from trainhub.scheduling.services import quota_set
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def quota_list(request):
+    """Usage vs limit for every quota of the user's projects; platform admins (staff) edit limits."""
+    form = QuotaForm(request.POST or None) if request.user.is_staff else None
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied("Only administrators can change quota limits.")
+        if form.is_valid():
+            data = form.cleaned_data
+            quota_set(project=data["project"], location=data["location"], metric=data["metric"],
+                      limit=data["limit"], actor=request.user.get_username())
+            messages.success(request, f"{data['metric']} for {data['project']} in {data['location']} set to "
+                                      f"{'unlimited' if data['limit'] is None else data['limit']}.")
+            return redirect("scheduling:quotas")
+    return render(request, "scheduling/quota_list.html", {"rows": quota_rows_for_user(user=request.user),
+                                                          "form": form})
