@@ -1,3 +1,5 @@
+import datetime as dt
+
 from django.conf import settings
 from django.db import models
 
@@ -30,6 +32,9 @@ class CustomJob(models.Model):
     error = models.JSONField(null=True, blank=True)
     #: Why the job is not running yet, refreshed by every scheduler pass.
     wait_reasons = models.JSONField(default=list, blank=True)
+    #: Among waiting jobs competing for the same kind of node (1 = next), and when it should start.
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
     restart_count = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     create_time = models.DateTimeField()
@@ -49,6 +54,13 @@ class CustomJob(models.Model):
     @property
     def resource_name(self) -> str:
         return f"projects/{self.project.project_id}/locations/{self.location}/customJobs/{self.job_id}"
+
+    @property
+    def flex_start_deadline(self):
+        """When a waiting FLEX_START job gives up (None: not FLEX_START, or waits forever)."""
+        if self.strategy != "FLEX_START" or self.max_wait_seconds is None:
+            return None
+        return self.create_time + dt.timedelta(seconds=self.max_wait_seconds)
 
     @property
     def is_terminal(self) -> bool:

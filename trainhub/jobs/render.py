@@ -47,6 +47,9 @@ def render_custom_job(job: CustomJob) -> dict[str, Any]:
         "strategy": job.strategy,
         "waitReasons": job.wait_reasons,
         "restartCount": job.restart_count,
+        "queuePosition": job.queue_position,
+        "estimatedStartTime": format_timestamp(job.estimated_start),
+        "flexStartDeadline": format_timestamp(job.flex_start_deadline),
         "replicas": [render_replica(r) for r in replicas],
     }
     return body

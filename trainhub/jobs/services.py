@@ -55,7 +55,8 @@ def _transition(job: CustomJob, target: str, now: dt.datetime, message: str, *, 
     if target in states.TERMINAL:
         job.end_time = now
         job.wait_reasons = []
-        fields += ["end_time", "wait_reasons"]
+        job.queue_position = job.estimated_start = None
+        fields += ["end_time", "wait_reasons", "queue_position", "estimated_start"]
     if error is not None:
         job.error = error
         fields.append("error")
@@ -159,7 +160,8 @@ def job_place(*, job_pk: int, assignment: dict[tuple[int, int], tuple[int, list[
                 for (pool_index, replica_index), (node_id, gpus) in sorted(assignment.items())
             )
             job.wait_reasons = []
-            job.save(update_fields=["wait_reasons"])
+            job.queue_position = job.estimated_start = None
+            job.save(update_fields=["wait_reasons", "queue_position", "estimated_start"])
             message = f"All {len(assignment)} replica(s) placed; starting."
             if job.state == states.PENDING:
                 job.update_time = now
@@ -172,13 +174,23 @@ def job_place(*, job_pk: int, assignment: dict[tuple[int, int], tuple[int, list[
     return True
 
 
-def job_wait(*, job: CustomJob, reasons: list[str], now: dt.datetime, waiting_state: str) -> None:
-    """Record why a job is still waiting; FLEX_START jobs wait in PENDING, others in QUEUED."""
+def job_wait(*, job: CustomJob, reasons: list[str], now: dt.datetime, waiting_state: str,
+             position: int | None = None, estimated_start: dt.datetime | None = None) -> None:
+    """Record why a job is still waiting, its queue position and estimated start.
+
+    FLEX_START jobs wait in PENDING (waiting for Dynamic Workload Scheduler capacity), others in
+    QUEUED. Only changed fields are written, so an idle queue costs no writes per pass.
+    """
     if job.state == states.QUEUED and waiting_state == states.PENDING:
         _transition(job, states.PENDING, now, "Waiting until every requested GPU is free at once (FLEX_START).")
-    if job.wait_reasons != reasons:
-        job.wait_reasons = reasons
-        job.save(update_fields=["wait_reasons"])
+    changed = {
+        name: value
+        for name, value in (("wait_reasons", reasons), ("queue_position", position),
+                            ("estimated_start", estimated_start))
+        if getattr(job, name) != value
+    }
+    if changed:
+        CustomJob.objects.filter(pk=job.pk).update(**changed)
 
 
 def job_fail(*, job: CustomJob, now: dt.datetime, code: int, message: str) -> None:

@@ -26,6 +26,7 @@ from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
 from trainhub.jobs.spec import ReplicaShape
+from trainhub.scheduling.estimate import NodeKind, WaitEstimate, estimate_waits, needs_by_kind
 from trainhub.scheduling.models import Quota
 from trainhub.scheduling.quota import all_metrics
 from trainhub.scheduling.placement import FreeNode, GangRequest, PassPlan, Victim, plan_pass
@@ -74,6 +75,35 @@ def _free_nodes(now: dt.datetime) -> tuple[list[FreeNode], list[Victim]]:
     for job_id, node_id, machine, accel, gpus in spot_rows:
         held.setdefault(job_id, []).append(FreeNode(gpus, node_id, machine, accel))
     return free, [Victim(job_id, tuple(nodes)) for job_id, nodes in held.items()]
+
+
+def _node_kinds(machine: str, accelerator: str) -> list[NodeKind]:
+    # A node with GPUs can also serve CPU-only replicas of its machine type.
+    kinds = [(machine, accelerator)]
+    if accelerator != NO_ACCELERATOR:
+        kinds.append((machine, NO_ACCELERATOR))
+    return kinds
+
+
+def _estimates(waiting: list[CustomJob], free_nodes: list[FreeNode], now: dt.datetime) -> dict[int, WaitEstimate]:
+    free_now: dict[NodeKind, int] = {}
+    for node in free_nodes:
+        for kind in _node_kinds(node.machine_type, node.accelerator_type):
+            free_now[kind] = free_now.get(kind, 0) + 1
+    busy_until: dict[NodeKind, list[dt.datetime]] = {}
+    rows = Replica.objects.filter(active=True, node__state=NodeState.UP).values_list(
+        "node__pool__machine_type", "node__pool__accelerator_type", "job__start_time", "assigned_at",
+        "job__timeout_seconds")
+    for machine, accel, started, assigned, timeout in rows:
+        ends = (started or assigned) + dt.timedelta(seconds=timeout)
+        for kind in _node_kinds(machine, accel):
+            busy_until.setdefault(kind, []).append(max(ends, now))
+    requests = [
+        (job.pk, needs_by_kind((count, shape.machine_type, shape.accelerator_type if shape.accelerator_count
+                                else NO_ACCELERATOR) for _, count, shape in job_replica_shapes(job)))
+        for job in waiting
+    ]
+    return estimate_waits(requests, free_now, busy_until, now)
 
 
 def _waited(job: CustomJob, now: dt.datetime) -> int:
@@ -139,6 +169,9 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
     ]
     plan = plan_pass(requests, free_nodes, victims=victims, quotas=quota_book())
     by_pk = {job.pk: job for job in waiting}
+    taken = {node_id for assignment in plan.placements.values() for node_id in assignment.values()}
+    estimates = _estimates([job for job in waiting if job.pk not in plan.placements],
+                           [node for node in free_nodes if node.node_id not in taken], now)
     for preemptor, victim_keys in plan.preemptions.items():
         for victim in CustomJob.objects.filter(pk__in=victim_keys):
             job_services.job_requeue(job=victim, now=now, message=f"Preempted (SPOT) to make room for job "
@@ -162,7 +195,9 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
             failed += 1
             continue
         waiting_state = states.PENDING if job.strategy == "FLEX_START" else states.QUEUED
-        job_services.job_wait(job=job, reasons=reasons, now=now, waiting_state=waiting_state)
+        estimate = estimates[job.pk]
+        job_services.job_wait(job=job, reasons=reasons, now=now, waiting_state=waiting_state,
+                              position=estimate.position, estimated_start=estimate.estimated_start)
     return PassResult(considered=len(waiting), placed=placed, failed=failed,
                       preempted=sum(len(v) for v in plan.preemptions.values()))
 
