@@ -1,0 +1,66 @@
+"""Playwright driving Debian's headless Chromium (/usr/bin/chromium; never a downloaded browser)
+against a live trainhub server. Screenshots go to artifacts/screenshots/."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("TRAINHUB_CHROMIUM", "/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+
+# Playwright's sync API runs an event loop in this thread; the tests still call the ORM directly.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/browser/" in str(item.fspath):
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def screenshot(page):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(name: str) -> None:
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+    return take
+
+
+@pytest.fixture
+def login(page, live_server):
+    def as_user(username: str) -> None:
+        page.goto(f"{live_server.url}/login/")
+        page.fill("[name=username]", username)
+        page.fill("[name=password]", f"{username}-password")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+
+    return as_user
