@@ -15,7 +15,12 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from trainhub.iam.roles import ADMIN, USER, VIEWER
-from trainhub.iam.services import api_token_get_or_create, membership_set, project_create, user_ensure
+from trainhub.iam.services import (
+    api_token_get_or_create,
+    membership_set,
+    project_create,
+    user_ensure,
+)
 from trainhub.inventory.models import Executor
 from trainhub.inventory.services import node_heartbeat, node_pool_ensure
 

@@ -5,7 +5,13 @@ import sys
 
 import pytest
 
-from trainhub.agent.environment import NotRunnable, ReplicaContext, expand, replica_argv, replica_environment
+from trainhub.agent.environment import (
+    NotRunnable,
+    ReplicaContext,
+    expand,
+    replica_argv,
+    replica_environment,
+)
 
 
 def spec(pools, base=None):

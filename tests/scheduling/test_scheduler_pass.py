@@ -1,7 +1,6 @@
 """The scheduler pass against the database: allocation, waiting, stockout, flex-start deadlines,
 timeouts, lost nodes, and the Redis leader lock."""
 
-import datetime as dt
 
 import pytest
 from django.db import IntegrityError, transaction

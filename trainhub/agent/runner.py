@@ -13,8 +13,18 @@ from pathlib import Path
 
 from django.db.models import Q
 
-from trainhub.agent.environment import NotRunnable, ReplicaContext, replica_argv, replica_environment
-from trainhub.agent.executors import FailedToStart, ReplicaProcess, SimulatedReplica, SubprocessReplica
+from trainhub.agent.environment import (
+    NotRunnable,
+    ReplicaContext,
+    replica_argv,
+    replica_environment,
+)
+from trainhub.agent.executors import (
+    FailedToStart,
+    ReplicaProcess,
+    SimulatedReplica,
+    SubprocessReplica,
+)
 from trainhub.inventory.models import Executor, Node
 from trainhub.inventory.services import node_heartbeat
 from trainhub.jobs import services as job_services

@@ -14,24 +14,12 @@ from urllib.parse import quote
 
 import requests
 
+# STATUS_BY_HTTP also names the error when a body carries no status (e.g. a proxy's HTML page).
+from trainhub.common.status import BAD_REQUEST_TYPE, STATUS_BY_HTTP
+
 TOKEN_PATH = "/auth/token"
 API_VERSION = "v1"
 DEFAULT_TIMEOUT_SECONDS = 30.0
-BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
-
-#: Used when an error body carries no status, e.g. an HTML page from a proxy in front of trainhub.
-STATUS_BY_HTTP = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ALREADY_EXISTS",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    502: "UNAVAILABLE",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
 
 #: urllib3 starts its messages with the connection object: "HTTPConnection(host=..., port=...): ".
 _CONNECTION_PREFIX = re.compile(r"^(<[^>]*>|\w+\([^)]*\)): ")

@@ -26,7 +26,13 @@ from typing import Any, NoReturn
 import requests
 import yaml
 
-from trainhub.cli.client import CliError, ResourceRef, TrainhubClient, parse_resource_ref, resource_path
+from trainhub.cli.client import (
+    CliError,
+    ResourceRef,
+    TrainhubClient,
+    parse_resource_ref,
+    resource_path,
+)
 from trainhub.cli.worker_pool_spec import (
     ConfigFileError,
     SpecError,

@@ -13,22 +13,7 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 
-BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
-
-STATUS_BY_HTTP = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    405: "UNIMPLEMENTED",
-    409: "ALREADY_EXISTS",
-    412: "FAILED_PRECONDITION",
-    415: "INVALID_ARGUMENT",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    503: "UNAVAILABLE",
-}
-
+from trainhub.common.status import BAD_REQUEST_TYPE, STATUS_BY_HTTP
 
 @dataclass(frozen=True)
 class FieldViolation:

@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
 from trainhub.common.errors import ApiError
-from trainhub.iam.models import Membership, Project
+from trainhub.iam.models import ApiToken, Membership, Project
 from trainhub.iam.roles import role_grants
 
 
@@ -44,3 +44,11 @@ def project_get_for_user(*, user: AbstractBaseUser, project_id: str, permission:
 def user_has_permission(*, user: AbstractBaseUser, project: Project, permission: str) -> bool:
     membership = Membership.objects.filter(user=user, project=project).only("role").first()
     return membership is not None and role_grants(membership.role, permission)
+
+def projects_with_permission(*, user: AbstractBaseUser, permission: str) -> list[Project]:
+    """The user's projects in which their role grants ``permission``, by project id."""
+    return [m.project for m in memberships_for_user(user=user) if role_grants(m.role, permission)]
+
+
+def api_token_for_user(*, user: AbstractBaseUser) -> ApiToken | None:
+    return ApiToken.objects.filter(user=user).first()

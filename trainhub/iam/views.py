@@ -7,8 +7,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from trainhub.iam.selectors import api_token_for_user, projects_with_permission
 from trainhub.iam.services import api_token_get_or_create, api_token_rotate
-from trainhub.jobs.page_selectors import api_token_for_user, projects_with_permission
 
 EXAMPLE_LOCATION = "us-central1"
 

@@ -5,7 +5,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from trainhub.jobs.page_selectors import node_pools_with_nodes, projects_with_permission
+from trainhub.iam.selectors import projects_with_permission
+from trainhub.inventory.selectors import node_pools_with_nodes
 
 NODES_LIST = "aiplatform.nodes.list"
 JOBS_GET = "aiplatform.customJobs.get"

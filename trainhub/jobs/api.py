@@ -13,7 +13,11 @@ from trainhub.common.errors import FieldViolation, invalid_argument
 from trainhub.common.wire import WireError, parse_int
 from trainhub.iam.selectors import project_get_for_user
 from trainhub.jobs import selectors, services
-from trainhub.jobs.render import render_custom_job, render_delete_operation, render_log_line
+from trainhub.jobs.render import (
+    render_custom_job,
+    render_delete_operation,
+    render_log_line,
+)
 
 
 def _int_param(request: Request, name: str, *, default: int = 0, maximum: int | None = None) -> int:

@@ -14,7 +14,7 @@ from trainhub.catalog.machines import MACHINE_TYPES
 from trainhub.common.errors import ApiError, FieldViolation
 from trainhub.iam.models import Project
 from trainhub.jobs import states
-from trainhub.jobs.page_selectors import decode_cursor
+from trainhub.jobs.selectors import decode_page_token
 from trainhub.jobs.spec import MAX_DISPLAY_NAME, MAX_WORKER_POOLS
 
 DEFAULT_LOCATION = "us-central1"
@@ -70,19 +70,19 @@ class JobFilterForm(forms.Form):
     project = forms.ChoiceField(required=False)
     state = forms.ChoiceField(required=False, choices=[("", "Any state")] + [
         (state, state.removeprefix("JOB_STATE_").capitalize()) for state in LISTED_STATES])
-    cursor = forms.CharField(required=False, widget=forms.HiddenInput)
+    cursor = forms.CharField(required=False)
 
     def __init__(self, *args: Any, projects: list[Project], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.projects = projects
         self.fields["project"].choices = [("", "All my projects")] + [(p.project_id, p.project_id) for p in projects]
 
-    def clean_cursor(self):
+    def clean_cursor(self) -> tuple | None:
         token = self.cleaned_data["cursor"]
         if not token:
             return None
         try:
-            return decode_cursor(token)
+            return decode_page_token(token)
         except ApiError as exc:
             raise ValidationError("This is not a link from a previous page; start again from the first page.") from exc
 
@@ -95,7 +95,7 @@ class LogFilterForm(forms.Form):
     """Which task's log lines to show, and (for the live tail) after which line id."""
 
     task = forms.ChoiceField(required=False, label="Task")
-    after = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+    after = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, job_spec: dict, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -136,10 +136,13 @@ class WorkerPoolForm(forms.Form):
     """One worker pool. Pool 0 is the primary replica (always one); pools 1-3 are skipped when
     their machine type is left empty."""
 
-    machine_type = forms.ChoiceField(required=False)
-    accelerator_type = forms.ChoiceField(required=False, choices=_accelerator_choices)
-    accelerator_count = forms.ChoiceField(required=False, choices=_count_choices)
-    replica_count = forms.IntegerField(min_value=1, initial=1)
+    # The data- attributes are the hooks of static/js/trainhub.js.
+    machine_type = forms.ChoiceField(required=False, widget=forms.Select(attrs={"data-machine-type": ""}))
+    accelerator_type = forms.ChoiceField(required=False, choices=_accelerator_choices,
+                                         widget=forms.Select(attrs={"data-accelerator-type": ""}))
+    accelerator_count = forms.ChoiceField(required=False, choices=_count_choices,
+                                          widget=forms.Select(attrs={"data-accelerator-count": ""}))
+    replica_count = forms.IntegerField(min_value=1, initial=1, required=False, help_text="Empty: 1.")
     image_uri = forms.CharField(required=False, max_length=1024, label="Container image URI")
     command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                               help_text="One item per line. Empty: the image's entrypoint.")
@@ -152,15 +155,12 @@ class WorkerPoolForm(forms.Form):
         super().__init__(*args, prefix=f"pool{index}", **kwargs)
         self.index = index
         machine = self.fields["machine_type"]
-        machine.widget.attrs["data-machine-type"] = ""
         if index == 0:
             machine.required = True
             machine.choices = [("", "Choose a machine type")] + _machine_choices()
             del self.fields["replica_count"]  # the primary pool runs exactly one replica
         else:
             machine.choices = [("", "Not used (skip this pool)")] + _machine_choices()
-        self.fields["accelerator_type"].widget.attrs["data-accelerator-type"] = ""
-        self.fields["accelerator_count"].widget.attrs["data-accelerator-count"] = ""
 
     @property
     def task_name(self) -> str:
@@ -189,7 +189,7 @@ class WorkerPoolForm(forms.Form):
             machine_spec["acceleratorCount"] = int(data["accelerator_count"])
         return {
             "machineSpec": machine_spec,
-            "replicaCount": data.get("replica_count", 1),
+            "replicaCount": data.get("replica_count") or 1,
             "containerSpec": {
                 "imageUri": data["image_uri"].strip(),
                 "command": _nonblank_lines(data["command"]),
@@ -236,7 +236,7 @@ class JobSubmitForm:
         return all([form.is_valid() for form in self._forms()])  # a list: validate every form
 
     @property
-    def has_field_errors(self) -> bool:
+    def has_errors(self) -> bool:
         return any(form.errors for form in self._forms())
 
     @property

@@ -8,8 +8,8 @@ from typing import Any
 from django.utils import timezone
 
 from trainhub.common.wire import format_timestamp
-from trainhub.jobs.costs import job_cost, render_cost
 from trainhub.jobs import states
+from trainhub.jobs.costs import job_cost, render_cost
 from trainhub.jobs.models import CustomJob, LogLine, Replica
 from trainhub.jobs.spec import render_job_spec
 

@@ -70,12 +70,12 @@ def _clause_q(clause: Clause) -> Q:
     return ~q if clause.op == "!=" else q
 
 
-def _encode_token(job: CustomJob) -> str:
+def encode_page_token(job: CustomJob) -> str:
     payload = json.dumps([format_timestamp(job.create_time), job.pk]).encode()
     return base64.urlsafe_b64encode(payload).decode().rstrip("=")
 
 
-def _decode_token(token: str) -> tuple[dt.datetime, int]:
+def decode_page_token(token: str) -> tuple[dt.datetime, int]:
     try:
         padded = token + "=" * (-len(token) % 4)
         created, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
@@ -96,11 +96,18 @@ def jobs_list(*, project: Project, location: str, filter_expression: str = "", p
             raise invalid_argument([FieldViolation("filter", str(exc))]) from exc
         for clause in clauses:
             jobs = jobs.filter(_clause_q(clause))
-    if page_token:
-        created, pk = _decode_token(page_token)
+    cursor = decode_page_token(page_token) if page_token else None
+    return keyset_page(_with_replicas(jobs), cursor=cursor, size=size)
+
+
+def keyset_page(jobs: QuerySet[CustomJob], *, cursor: tuple[dt.datetime, int] | None,
+                size: int) -> tuple[list[CustomJob], str]:
+    """One page newest first after ``cursor`` on the (create_time, id) index, and the next page's token."""
+    if cursor:
+        created, pk = cursor
         jobs = jobs.filter(Q(create_time__lt=created) | Q(create_time=created, pk__lt=pk))
-    page = list(_with_replicas(jobs.order_by("-create_time", "-id"))[: size + 1])
-    next_token = _encode_token(page[size - 1]) if len(page) > size else ""
+    page = list(jobs.order_by("-create_time", "-id")[: size + 1])
+    next_token = encode_page_token(page[size - 1]) if len(page) > size else ""
     return page[:size], next_token
 
 

@@ -14,9 +14,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
-from trainhub.iam.selectors import project_get_for_user, user_has_permission
+from trainhub.iam.selectors import project_get_for_user, projects_with_permission, user_has_permission
 from trainhub.jobs import page_selectors, selectors, services
-from trainhub.jobs.forms import DEFAULT_LOCATION, JobFilterForm, JobSubmitForm, LogFilterForm, machine_catalog
+from trainhub.jobs.forms import (
+    DEFAULT_LOCATION,
+    JobFilterForm,
+    JobSubmitForm,
+    LogFilterForm,
+    machine_catalog,
+)
 from trainhub.jobs.models import CustomJob
 
 GET = "aiplatform.customJobs.get"
@@ -47,12 +53,13 @@ def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 
 
 def render_page_or_fragment(request: HttpRequest, page_template: str, sections: dict[str, Section],
-                            fragment: str | None, **page_context) -> HttpResponse:
-    """The whole page, or just the section an htmx poll asked for, built alone so polls stay cheap."""
+                            fragment: str | None) -> HttpResponse:
+    """The whole page (every section), or only the section an htmx poll asked for: built alone,
+    so a poll runs just that section's queries."""
     if fragment:
         template, build_context = sections[fragment]
         return render(request, template, build_context())
-    context = dict(page_context)
+    context: dict = {}
     for _, build_context in sections.values():
         context.update(build_context())
     return render(request, page_template, context)
@@ -69,7 +76,7 @@ def _job_for(request: HttpRequest, project: str, location: str, job_id: str, per
 
 
 def _job_rows_context(request: HttpRequest) -> dict:
-    form = JobFilterForm(request.GET, projects=page_selectors.projects_with_permission(user=request.user,
+    form = JobFilterForm(request.GET, projects=projects_with_permission(user=request.user,
                                                                                       permission=LIST))
     jobs, next_cursor = [], ""
     if form.is_valid():
@@ -136,13 +143,11 @@ def job_create(request: HttpRequest, project: str, location: str) -> HttpRespons
             job = services.job_submit(project=project_obj, location=form.location, user=request.user,
                                       body=form.custom_job_body())
         except ApiError as error:
-            if error.http_status != 400:
-                raise
             form.show_service_error(error)
         else:
             messages.success(request, f"Job {job.display_name} submitted.")
             return redirect(job_urls(job)["detail"])
-    other_projects = [p for p in page_selectors.projects_with_permission(user=request.user, permission=CREATE)
+    other_projects = [p for p in projects_with_permission(user=request.user, permission=CREATE)
                       if p != project_obj]
     return render(request, "jobs/job_create.html", {"form": form, "project": project_obj,
                                                     "other_projects": other_projects,
@@ -152,7 +157,7 @@ def job_create(request: HttpRequest, project: str, location: str) -> HttpRespons
 @html_page
 def job_create_in_first_project(request: HttpRequest) -> HttpResponse:
     """The nav's "Submit job": the form of the first project where the user may submit."""
-    projects = page_selectors.projects_with_permission(user=request.user, permission=CREATE)
+    projects = projects_with_permission(user=request.user, permission=CREATE)
     if not projects:
         raise PermissionDenied("You cannot submit jobs: no project grants you aiplatform.customJobs.create.")
     return redirect("jobs:create", project=projects[0].project_id, location=DEFAULT_LOCATION)

@@ -18,18 +18,28 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from trainhub.iam.models import Project
-
 from trainhub.catalog.machines import NO_ACCELERATOR
+from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodeState
 from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
 from trainhub.jobs.spec import ReplicaShape
-from trainhub.scheduling.estimate import NodeKind, WaitEstimate, estimate_waits, needs_by_kind
+from trainhub.scheduling.estimate import (
+    NodeKind,
+    WaitEstimate,
+    estimate_waits,
+    needs_by_kind,
+)
 from trainhub.scheduling.models import Quota
+from trainhub.scheduling.placement import (
+    FreeNode,
+    GangRequest,
+    PassPlan,
+    Victim,
+    plan_pass,
+)
 from trainhub.scheduling.quota import all_metrics
-from trainhub.scheduling.placement import FreeNode, GangRequest, PassPlan, Victim, plan_pass
 from trainhub.scheduling.selectors import quota_book
 
 logger = logging.getLogger(__name__)

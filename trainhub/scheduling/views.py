@@ -8,7 +8,6 @@ from django.views.decorators.http import require_http_methods
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import projects_for_user
 from trainhub.jobs.costs import prices, project_costs
-
 from trainhub.scheduling.forms import QuotaForm
 from trainhub.scheduling.selectors import quota_rows_for_user
 from trainhub.scheduling.services import quota_set

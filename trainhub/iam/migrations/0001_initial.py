@@ -2,9 +2,10 @@
 
 import django.core.validators
 import django.db.models.deletion
-import trainhub.iam.models
 from django.conf import settings
 from django.db import migrations, models
+
+import trainhub.iam.models
 
 
 class Migration(migrations.Migration):

@@ -1,0 +1,1 @@
+"""trainhub benchmarks: ``python -m bench`` (or ``make bench``); see bench/README.md."""

@@ -1,0 +1,93 @@
+"""``python -m bench [--quick] [--only NAME] [--allow-flush] [--profile]``: run, print, save.
+
+Prints one table per benchmark and writes every figure, with a description of the machine, to
+``var/bench/bench-<UTC timestamp>.json`` and ``var/bench/latest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from typing import Any
+
+from bench import timing
+from bench.environment import (
+    RESULTS_DIR,
+    BenchSetupError,
+    machine_description,
+    setup_django,
+)
+from bench.report import Section, format_section, write_results
+from bench.scheduler_pass import BENCHMARKS, FULL, QUICK
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="Run trainhub's benchmarks.")
+    parser.add_argument("--quick", action="store_true", help="small sizes (for CI; well under a minute)")
+    parser.add_argument("--only", action="append", metavar="NAME", choices=[b.name for b in BENCHMARKS],
+                        help="run only this benchmark (repeatable): " + ", ".join(b.name for b in BENCHMARKS))
+    parser.add_argument("--allow-flush", action="store_true",
+                        help="DATABASE_URL points at a throwaway database the benchmarks may migrate and flush")
+    parser.add_argument("--profile", action="store_true",
+                        help=f"run every timed call under cProfile; .prof files go to {RESULTS_DIR} "
+                             "(times then include the profiler's overhead)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    selected = [b for b in BENCHMARKS if not args.only or b.name in args.only]
+    sizes = QUICK if args.quick else FULL
+    started = dt.datetime.now(dt.UTC)
+    database_note = "not used"
+    if any(b.needs_database for b in selected):
+        try:
+            database_note = setup_django(allow_flush=args.allow_flush).throwaway_note
+        except BenchSetupError as exc:
+            print(f"bench: {exc}", file=sys.stderr)
+            return 2
+    if args.profile:
+        timing.enable_profiling(RESULTS_DIR)
+
+    machine = machine_description()
+    mode = "quick" if args.quick else "full"
+    print(f"trainhub benchmarks ({mode}) - {started:%Y-%m-%d %H:%M:%S} UTC")
+    print(f"machine: {machine['cpu_model']}, {machine['cpu_cores']} cores; Python {machine['python']}; "
+          f"Django {machine['django']}")
+    print(f"database: {database_note}")
+    if args.profile:
+        print("profiling: ON - times include cProfile overhead")
+    print()
+
+    sections: dict[str, Any] = {}
+    for benchmark in selected:
+        begun = time.perf_counter()
+        section: Section = benchmark.run(sizes)
+        elapsed = time.perf_counter() - begun
+        print(format_section(section))
+        print(f"  ({benchmark.name}: {elapsed:.1f} s including setup)")
+        print()
+        sections[benchmark.name] = {**section.to_json(), "wall_seconds": elapsed}
+
+    document = {
+        "started_at": started.isoformat(),
+        "mode": mode,
+        "sizes": vars(sizes),
+        "profiled": args.profile,
+        "machine": machine,
+        "database_note": database_note,
+        "benchmarks": sections,
+        "total_seconds": (dt.datetime.now(dt.UTC) - started).total_seconds(),
+    }
+    stamped, latest = write_results(RESULTS_DIR, document, started)
+    print(f"figures written to {stamped} and {latest.name}")
+    for label, path in timing.profiles.items():
+        print(f"\n--- profile {label} ({path}) ---")
+        print(timing.profile_summary(path))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

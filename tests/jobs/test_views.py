@@ -1,0 +1,400 @@
+"""The job pages: list, detail with its live fragments, cancel, and the submit form."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from tests.conftest import container_pool, job_body, later
+from trainhub.jobs import services, states
+from trainhub.jobs.models import CustomJob
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(project, user, *pools, name="job", now=None, **kwargs) -> CustomJob:
+    body = job_body(*(pools or [container_pool()]), name=name, **kwargs)
+    return services.job_submit(project=project, location="us-central1", user=user, body=body, now=now)
+
+
+def job_url(job: CustomJob, name: str = "jobs:detail") -> str:
+    return reverse(name, kwargs={"project": job.project.project_id, "location": job.location, "job_id": job.job_id})
+
+
+def place_on(job: CustomJob, node, now) -> None:
+    """Allocate the job's single replica (workerpool0-0) to ``node``, as a scheduler pass would."""
+    assert services.job_place(job_pk=job.pk, assignment={(0, 0): (node.pk, [])}, now=now)
+
+
+def create_url(project="alpha", location="us-central1") -> str:
+    return reverse("jobs:create", kwargs={"project": project, "location": location})
+
+
+def form_data(**overrides) -> dict:
+    """A complete submit-form POST for one n1-standard-4 replica with a T4."""
+    data = {
+        "display_name": "from the form",
+        "location": "us-central1",
+        "strategy": "STANDARD",
+        "timeout": "3600",
+        "max_wait": "",
+        "pool0-machine_type": "n1-standard-4",
+        "pool0-accelerator_type": "NVIDIA_TESLA_T4",
+        "pool0-accelerator_count": "1",
+        "pool0-image_uri": "python:3.11",
+        "pool0-command": "python3\n-c",
+        "pool0-args": "print('hi')\n\n--flag=1\n",
+        "pool0-env": "MODE=train\nURL=http://x/?a=b",
+    }
+    for index in (1, 2, 3):
+        data[f"pool{index}-machine_type"] = ""
+        data[f"pool{index}-replica_count"] = "1"
+    data.update(overrides)
+    return data
+
+
+# Access -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, method", [
+    ("jobs:list", "get"), ("jobs:list_rows", "get"), ("jobs:create_default", "get"), ("jobs:create", "get"),
+    ("jobs:create", "post"), ("jobs:detail", "get"), ("jobs:detail_status", "get"), ("jobs:detail_logs", "get"),
+    ("jobs:cancel", "post"),
+])
+def test_every_job_page_sends_anonymous_visitors_to_the_login_page(client, cast, name, method):
+    job = submit(cast["alpha"], cast["uma"])
+    kwargs = {"project": "alpha", "location": "us-central1", "job_id": job.job_id}
+    if name == "jobs:create":
+        kwargs.pop("job_id")
+    elif name in ("jobs:list", "jobs:list_rows", "jobs:create_default"):
+        kwargs = {}
+    url = reverse(name, kwargs=kwargs)
+    response = getattr(client, method)(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login") + "?next=")
+
+
+def test_the_detail_page_of_another_projects_job_is_404(client, cast):
+    job = submit(cast["alpha"], cast["uma"])
+    client.force_login(cast["mallory"])
+    for name in ("jobs:detail", "jobs:detail_status", "jobs:detail_logs"):
+        response = client.get(job_url(job, name))
+        assert response.status_code == 404
+        assert b"not a member" in response.content
+    assert client.post(job_url(job, "jobs:cancel")).status_code == 404
+
+
+def test_an_unknown_job_id_is_404_with_the_html_page(client, cast):
+    client.force_login(cast["uma"])
+    response = client.get(reverse("jobs:detail", kwargs={"project": "alpha", "location": "us-central1",
+                                                         "job_id": "123"}))
+    assert response.status_code == 404
+    assert "404.html" in [t.name for t in response.templates]
+
+
+# Job list -----------------------------------------------------------------------------------
+
+def test_the_job_list_shows_only_jobs_of_the_users_projects(client, cast):
+    submit(cast["alpha"], cast["uma"], name="alpha-training")
+    submit(cast["beta"], cast["mallory"], name="beta-training")
+    client.force_login(cast["mallory"])
+    content = client.get(reverse("jobs:list")).content.decode()
+    assert "beta-training" in content
+    assert "alpha-training" not in content
+    client.force_login(cast["vic"])
+    content = client.get(reverse("jobs:list")).content.decode()
+    assert "alpha-training" in content
+    assert "beta-training" not in content
+
+
+def test_the_job_list_filters_by_state_and_project(client, cast):
+    from trainhub.iam.roles import USER
+    from trainhub.iam.services import membership_set
+
+    membership_set(project=cast["beta"], user=cast["uma"], role=USER)
+    cancelled = submit(cast["alpha"], cast["uma"], name="cancelled-one")
+    services.job_cancel(job=cancelled)
+    submit(cast["alpha"], cast["uma"], name="queued-one")
+    submit(cast["beta"], cast["uma"], name="beta-one")
+    client.force_login(cast["uma"])
+
+    content = client.get(reverse("jobs:list"), {"state": states.CANCELLED}).content.decode()
+    assert "cancelled-one" in content and "queued-one" not in content and "beta-one" not in content
+    content = client.get(reverse("jobs:list"), {"project": "beta"}).content.decode()
+    assert "beta-one" in content and "queued-one" not in content
+
+
+def test_a_project_the_user_is_not_in_is_a_filter_error_not_a_leak(client, cast):
+    submit(cast["beta"], cast["mallory"], name="beta-secret")
+    client.force_login(cast["alice"])
+    response = client.get(reverse("jobs:list"), {"project": "beta", "state": "NOPE"})
+    assert response.status_code == 200
+    assert b"Select a valid choice" in response.content
+    assert b"beta-secret" not in response.content
+
+
+def test_a_forged_cursor_is_reported_instead_of_failing(client, cast):
+    client.force_login(cast["uma"])
+    response = client.get(reverse("jobs:list"), {"cursor": "not-a-cursor"})
+    assert response.status_code == 200
+    assert b"not a link from a previous page" in response.content
+
+
+def test_the_job_list_is_newest_first_with_a_next_page_link_after_50_jobs(client, cast, now):
+    for index in range(52):
+        submit(cast["alpha"], cast["uma"], name=f"job-{index:02d}", now=later(now, index // 2))  # ties too
+    client.force_login(cast["uma"])
+    first = client.get(reverse("jobs:list"))
+    names = [job.display_name for job in first.context["jobs"]]
+    assert len(names) == 50
+    assert names[:2] == ["job-51", "job-50"]
+    cursor = first.context["next_cursor"]
+    assert f"cursor={cursor}" in first.content.decode()
+    second = client.get(reverse("jobs:list"), {"cursor": cursor})
+    assert [job.display_name for job in second.context["jobs"]] == ["job-01", "job-00"]
+    assert second.context["next_cursor"] == ""
+
+
+def test_the_job_list_runs_as_many_queries_for_30_jobs_as_for_3(client, cast, django_assert_max_num_queries):
+    for _ in range(3):
+        submit(cast["alpha"], cast["uma"])
+    client.force_login(cast["uma"])
+    with CaptureQueriesContext(connection) as few:
+        client.get(reverse("jobs:list"))
+    for _ in range(27):
+        submit(cast["alpha"], cast["uma"])
+    with django_assert_max_num_queries(len(few)):
+        response = client.get(reverse("jobs:list"))
+    assert len(response.context["jobs"]) == 30
+
+
+def test_the_job_table_body_polls_a_rows_fragment_with_the_same_filters(client, cast):
+    submit(cast["alpha"], cast["uma"], name="polled")
+    client.force_login(cast["uma"])
+    page = client.get(reverse("jobs:list"), {"state": states.QUEUED}).content.decode()
+    assert f'hx-get="{reverse("jobs:list_rows")}?state={states.QUEUED}"' in page
+    assert 'hx-trigger="every 3s"' in page
+    rows = client.get(reverse("jobs:list_rows"), {"state": states.QUEUED})
+    assert rows.status_code == 200
+    assert "polled" in rows.content.decode()
+    assert b"<html" not in rows.content and b"<table" not in rows.content
+
+
+# Job detail and its fragments ---------------------------------------------------------------
+
+def test_the_detail_page_shows_the_spec_replicas_timeline_and_logs(client, cast, nodes, now):
+    job = submit(cast["alpha"], cast["uma"], container_pool(command=["python3", "train.py"], args=["--lr", "0.1"]),
+                 name="detailed")
+    node = nodes["t4"].nodes.first()
+    place_on(job, node, now)
+    replica = job.replicas.get()
+    services.replica_started(replica=replica, now=now)
+    services.replica_logs_append(replica=replica, lines=[("stdout", now, "epoch 1 <done>"),
+                                                         ("stderr", now, "warning: slow")])
+    client.force_login(cast["vic"])
+    response = client.get(job_url(job))
+    content = response.content.decode()
+    assert response.status_code == 200
+    for text in ("detailed", "n1-standard-4", "python:3.11", "python3 train.py", "--lr", node.name,
+                 "workerpool0-0", "Every replica is running.", "epoch 1 &lt;done&gt;", "log-line--stderr",
+                 "badge--running"):
+        assert text in content, text
+    assert "Cancel job" not in content  # vic is a viewer
+
+
+def test_a_failed_job_shows_its_error_and_a_waiting_job_its_wait_reasons(client, cast, now):
+    waiting = submit(cast["alpha"], cast["uma"], name="waiting")
+    services.job_wait(job=waiting, reasons=["No free node of n1-standard-4."], now=now,
+                      waiting_state=states.QUEUED)
+    failed = submit(cast["alpha"], cast["uma"], name="failed")
+    services.job_fail(job=failed, now=now, code=services.CODE_INTERNAL, message="The node vanished.")
+    client.force_login(cast["uma"])
+    assert "No free node of n1-standard-4." in client.get(job_url(waiting)).content.decode()
+    content = client.get(job_url(failed)).content.decode()
+    assert "The node vanished." in content and "badge--failed" in content
+
+
+def test_the_logs_fragment_returns_only_lines_after_the_given_id_and_one_task(client, cast, nodes, now):
+    pools = (container_pool(), container_pool(replicas=1))
+    job = submit(cast["alpha"], cast["uma"], *pools)
+    first, second = nodes["t4"].nodes.all()[:2]
+    assert services.job_place(job_pk=job.pk, assignment={(0, 0): (first.pk, []), (1, 0): (second.pk, [])}, now=now)
+    primary, worker = job.replicas.order_by("pool_index")
+    services.replica_logs_append(replica=primary, lines=[("stdout", now, "old line")])
+    seen = job.logs.get().pk
+    services.replica_logs_append(replica=primary, lines=[("stdout", now, "primary new")])
+    services.replica_logs_append(replica=worker, lines=[("stderr", now, "worker new")])
+    client.force_login(cast["uma"])
+
+    content = client.get(job_url(job, "jobs:detail_logs"), {"after": seen}).content.decode()
+    assert "old line" not in content and "primary new" in content and "worker new" in content
+    assert 'hx-swap-oob="true"' in content and 'hx-swap="beforeend"' in content
+    assert f"after={job.logs.order_by('-pk').first().pk}" in content
+
+    only_worker = client.get(job_url(job, "jobs:detail_logs"), {"after": seen, "task": "workerpool1-0"})
+    assert "worker new" in only_worker.content.decode()
+    assert "primary new" not in only_worker.content.decode()
+    assert "task=workerpool1-0" in only_worker.content.decode()
+
+
+@pytest.mark.parametrize("params", [{"after": "-1"}, {"after": "x"}, {"task": "workerpool9-9"}])
+def test_bad_log_parameters_are_answered_without_polling_and_without_a_500(client, cast, params):
+    job = submit(cast["alpha"], cast["uma"])
+    client.force_login(cast["uma"])
+    assert client.get(job_url(job), params).status_code == 200
+    fragment = client.get(job_url(job, "jobs:detail_logs"), params)
+    assert fragment.status_code == 200
+    assert b"hx-trigger" not in fragment.content
+
+
+def test_the_fragments_poll_while_the_job_is_live_and_stop_once_it_is_terminal(client, cast):
+    job = submit(cast["alpha"], cast["uma"])
+    client.force_login(cast["uma"])
+    page = client.get(job_url(job)).content.decode()
+    assert page.count('hx-trigger="every 2s"') == 2
+    for name in ("jobs:detail_status", "jobs:detail_logs"):
+        response = client.get(job_url(job, name))
+        assert response.status_code == 200
+        assert b'hx-trigger="every 2s"' in response.content
+        assert b"<html" not in response.content
+
+    services.job_cancel(job=job)
+    assert b"hx-trigger" not in client.get(job_url(job)).content
+    for name in ("jobs:detail_status", "jobs:detail_logs"):
+        response = client.get(job_url(job, name))
+        assert response.status_code == 200
+        assert b"hx-trigger" not in response.content
+    assert b"CANCELLED" in client.get(job_url(job, "jobs:detail_status")).content
+
+
+# Cancel -------------------------------------------------------------------------------------
+
+def test_cancel_moves_a_queued_job_to_cancelled_and_returns_to_the_job(client, cast):
+    job = submit(cast["alpha"], cast["uma"])
+    client.force_login(cast["uma"])
+    assert b"Cancel job" in client.get(job_url(job)).content
+    response = client.post(job_url(job, "jobs:cancel"))
+    assert response.status_code == 302 and response["Location"] == job_url(job)
+    job.refresh_from_db()
+    assert job.state == states.CANCELLED
+    assert b"Cancel job" not in client.get(job_url(job)).content
+
+
+def test_a_viewer_gets_403_on_cancel_and_the_job_keeps_running(client, cast):
+    job = submit(cast["alpha"], cast["uma"])
+    client.force_login(cast["vic"])
+    response = client.post(job_url(job, "jobs:cancel"))
+    assert response.status_code == 403
+    assert b"aiplatform.customJobs.cancel" in response.content
+    job.refresh_from_db()
+    assert job.state == states.QUEUED
+
+
+def test_cancel_only_accepts_post(client, cast):
+    job = submit(cast["alpha"], cast["uma"])
+    client.force_login(cast["uma"])
+    assert client.get(job_url(job, "jobs:cancel")).status_code == 405
+
+
+# Submit form --------------------------------------------------------------------------------
+
+def test_the_nav_link_opens_the_form_of_the_first_project_where_the_user_may_submit(client, cast):
+    client.force_login(cast["uma"])
+    response = client.get(reverse("jobs:create_default"))
+    assert response.status_code == 302 and response["Location"] == create_url("alpha", "us-central1")
+    client.force_login(cast["vic"])
+    assert client.get(reverse("jobs:create_default")).status_code == 403
+
+
+def test_a_viewer_gets_403_on_the_submit_form(client, cast):
+    client.force_login(cast["vic"])
+    assert client.get(create_url()).status_code == 403
+    assert client.post(create_url(), form_data()).status_code == 403
+    assert not CustomJob.objects.exists()
+
+
+def test_a_stranger_gets_404_on_the_submit_form_of_a_project(client, cast):
+    client.force_login(cast["mallory"])
+    assert client.get(create_url("alpha")).status_code == 404
+
+
+def test_the_submit_form_embeds_the_machine_catalog_for_the_accelerator_selects(client, cast):
+    client.force_login(cast["uma"])
+    response = client.get(create_url())
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert '<script id="machine-catalog" type="application/json">' in content
+    assert '"n1-standard-4": {"NVIDIA_TESLA_T4": [1, 2, 4]' in content
+    assert 'value="us-central1"' in content
+    assert content.count("data-worker-pool") == 4
+
+
+def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast):
+    client.force_login(cast["uma"])
+    response = client.post(create_url(), form_data())
+    job = CustomJob.objects.get()
+    assert response.status_code == 302 and response["Location"] == job_url(job)
+    assert job.display_name == "from the form" and job.created_by == cast["uma"]
+    assert job.timeout_seconds == 3600 and job.gpu_count == 1
+    pool = job.spec["jobSpec"]["workerPoolSpecs"][0]
+    assert pool["machineSpec"] == {"machineType": "n1-standard-4", "acceleratorType": "NVIDIA_TESLA_T4",
+                                   "acceleratorCount": 1}
+    assert pool["containerSpec"]["command"] == ["python3", "-c"]
+    assert pool["containerSpec"]["args"] == ["print('hi')", "--flag=1"]
+    assert pool["containerSpec"]["env"] == [{"name": "MODE", "value": "train"}, {"name": "URL", "value": "http://x/?a=b"}]
+
+
+def test_the_form_submits_extra_pools_skips_empty_ones_and_uses_its_location(client, cast):
+    client.force_login(cast["uma"])
+    data = form_data(**{"location": "europe-west4", "strategy": "FLEX_START", "max_wait": "0s",
+                        "restart_job_on_worker_restart": "on",
+                        "pool0-machine_type": "a2-highgpu-1g", "pool0-accelerator_type": "",
+                        "pool0-accelerator_count": "",
+                        "pool2-machine_type": "a2-highgpu-1g", "pool2-replica_count": "3",
+                        "pool2-image_uri": "worker:1"})
+    response = client.post(create_url(), data)
+    job = CustomJob.objects.get()
+    assert response.status_code == 302 and job.location == "europe-west4"
+    pools = job.spec["jobSpec"]["workerPoolSpecs"]
+    assert pools[1] == {} and pools[2]["replicaCount"] == 3 and pools[2]["containerSpec"]["imageUri"] == "worker:1"
+    assert job.strategy == "FLEX_START" and job.max_wait_seconds is None and job.replica_count == 4
+    assert job.spec["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"] is True
+
+
+def test_an_accelerator_that_cannot_be_attached_is_shown_and_nothing_is_created(client, cast):
+    client.force_login(cast["uma"])
+    response = client.post(create_url(), form_data(**{"pool0-accelerator_type": "NVIDIA_H100_80GB"}))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType" in content  # the summary
+    assert 'id="id_pool0-accelerator_type_error"' in content  # and on the field itself
+    assert "NVIDIA_H100_80GB cannot be attached to machine type n1-standard-4" in content
+    assert not CustomJob.objects.exists()
+
+
+def test_a_missing_image_is_shown_on_its_field_and_nothing_is_created(client, cast):
+    client.force_login(cast["uma"])
+    response = client.post(create_url(), form_data(**{"pool0-image_uri": "", "timeout": "soon"}))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "jobSpec.workerPoolSpecs[0].containerSpec.imageUri" in content
+    assert 'id="id_pool0-image_uri_error"' in content
+    assert 'id="id_timeout_error"' in content
+    assert not CustomJob.objects.exists()
+
+
+@pytest.mark.parametrize("overrides, error_id", [
+    ({"pool0-env": "JUST_A_NAME"}, "id_pool0-env_error"),
+    ({"pool0-machine_type": ""}, "id_pool0-machine_type_error"),
+    ({"pool0-machine_type": "z9-imaginary"}, "id_pool0-machine_type_error"),
+    ({"pool1-machine_type": "n1-standard-4", "pool1-replica_count": "0"}, "id_pool1-replica_count_error"),
+    ({"display_name": ""}, "id_display_name_error"),
+    ({"location": "Not A Location"}, "id_location_error"),
+])
+def test_input_the_form_cannot_read_is_shown_on_its_field(client, cast, overrides, error_id):
+    client.force_login(cast["uma"])
+    response = client.post(create_url(), form_data(**overrides))
+    assert response.status_code == 200
+    assert f'id="{error_id}"' in response.content.decode()
+    assert not CustomJob.objects.exists()
