@@ -64,8 +64,9 @@ def pytest_unconfigure(config):
         server.shutdown()
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def redis_client():
+    """Every test starts with an empty Redis database (the scheduler then rebuilds from the DB)."""
     from trainhub.common.redis import get_redis
 
     client = get_redis()
@@ -144,3 +145,10 @@ def job_body(*pools, name="job", scheduling=None, **spec):
 
 def later(moment: dt.datetime, seconds: float) -> dt.datetime:
     return moment + dt.timedelta(seconds=seconds)
+
+
+def wait_reasons(job) -> list[str]:
+    """What the last scheduler pass said about why ``job`` waits."""
+    from trainhub.scheduling.selectors import wait_explanation
+
+    return wait_explanation(job_pk=job.pk).reasons

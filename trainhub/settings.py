@@ -133,6 +133,14 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.scheduling.tasks.scheduler_pass",
         "schedule": float(envint("TRAINHUB_SCHEDULER_INTERVAL_SECONDS", 5)),
     },
+    "flex-start-deadline-sweep": {
+        "task": "trainhub.scheduling.tasks.flex_start_deadline_sweep",
+        "schedule": 10.0,
+    },
+    "working-memory-resync": {
+        "task": "trainhub.scheduling.tasks.working_memory_resync",
+        "schedule": 60.0,
+    },
     "node-heartbeat-sweep": {
         "task": "trainhub.scheduling.tasks.node_heartbeat_sweep",
         "schedule": 15.0,

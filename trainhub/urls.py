@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from trainhub.iam.api import Me, TokenObtain
 from trainhub.jobs import api as jobs_api
+from trainhub.scheduling.api import SchedulerStatus
 
 JOB = "v1/projects/<str:project>/locations/<str:location>/customJobs/<str:job_id>"
 
@@ -22,6 +23,7 @@ api_patterns = [
          name="customjob-collection"),
     path("auth/token", TokenObtain.as_view(), name="auth-token"),
     path("v1/me", Me.as_view(), name="me"),
+    path("v1/scheduler:status", SchedulerStatus.as_view(), name="scheduler-status"),
 ]
 
 urlpatterns = [

@@ -8,8 +8,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from tests.conftest import container_pool, job_body, later
+from trainhub.common.redis import get_redis
 from trainhub.jobs import services, states
 from trainhub.jobs.models import CustomJob
+from trainhub.scheduling import working_memory
 
 pytestmark = pytest.mark.django_db
 
@@ -205,8 +207,8 @@ def test_the_detail_page_shows_the_spec_replicas_timeline_and_logs(client, cast,
 
 def test_a_failed_job_shows_its_error_and_a_waiting_job_its_wait_reasons(client, cast, now):
     waiting = submit(cast["alpha"], cast["uma"], name="waiting")
-    services.job_wait(job=waiting, reasons=["No free node of n1-standard-4."], now=now,
-                      waiting_state=states.QUEUED)
+    working_memory.waits_write(get_redis(), {waiting.pk: working_memory.WaitExplanation(
+        ["No free node of n1-standard-4."], 2, None, "")})
     failed = submit(cast["alpha"], cast["uma"], name="failed")
     services.job_fail(job=failed, now=now, code=services.CODE_INTERNAL, message="The node vanished.")
     client.force_login(cast["uma"])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import container_pool, job_body, later
+from tests.conftest import container_pool, job_body, later, wait_reasons
 from trainhub.jobs import services, states
 from trainhub.scheduling.models import Quota
 from trainhub.scheduling.services import scheduler_pass
@@ -53,7 +53,7 @@ def test_a_job_that_fits_the_limit_but_not_current_usage_waits_queued(cast, node
     second.refresh_from_db()
     assert first.state == states.PENDING
     assert second.state == states.QUEUED
-    assert second.wait_reasons[0].startswith(f"Waiting for quota {A100_ON_DEMAND} in us-central1: 1 in use + 1")
+    assert wait_reasons(second)[0].startswith(f"Waiting for quota {A100_ON_DEMAND} in us-central1: 1 in use + 1")
     scheduler_pass(now=later(now, 30))  # waiting for quota is not a stockout
     second.refresh_from_db()
     assert second.state == states.QUEUED
@@ -89,7 +89,7 @@ def test_spot_jobs_wait_for_idle_capacity_without_failing(cast, nodes, now, sett
     scheduler_pass(now=later(now, 100))
     spot.refresh_from_db()
     assert spot.state == states.QUEUED
-    assert spot.wait_reasons
+    assert wait_reasons(spot)
 
 
 def test_the_oldest_starving_flex_start_gang_holds_nodes_against_smaller_jobs(cast, nodes, now, settings):
@@ -103,8 +103,8 @@ def test_the_oldest_starving_flex_start_gang_holds_nodes_against_smaller_jobs(ca
     small.refresh_from_db()
     gang.refresh_from_db()
     assert small.state == states.QUEUED  # one A100 is idle, but it is held for the gang
-    assert any("reserved for an older FLEX_START gang" in r for r in small.wait_reasons)
-    assert any("Holding 1 idle node" in r for r in gang.wait_reasons)
+    assert any("reserved for an older FLEX_START gang" in r for r in wait_reasons(small))
+    assert any("Holding 1 idle node" in r for r in wait_reasons(gang))
     services.replica_exited(replica=blocker.replicas.get(), exit_code=0, now=later(now, 102))
     scheduler_pass(now=later(now, 103))
     gang.refresh_from_db()

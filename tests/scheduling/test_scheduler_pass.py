@@ -5,7 +5,7 @@ timeouts, lost nodes, and the Redis leader lock."""
 import pytest
 from django.db import IntegrityError, transaction
 
-from tests.conftest import container_pool, job_body, later
+from tests.conftest import container_pool, job_body, later, wait_reasons
 from trainhub.inventory.models import Node, NodeState
 from trainhub.jobs import services, states
 from trainhub.jobs.models import Replica
@@ -48,7 +48,7 @@ def test_a_gang_that_does_not_fit_waits_and_says_why(cast, nodes, now):
     small.refresh_from_db()
     assert big.state == states.QUEUED
     assert not big.replicas.exists()
-    assert big.wait_reasons == ["Waiting for capacity: 1 more a2-highgpu-1g node(s) with 1 x NVIDIA_TESLA_A100: "
+    assert wait_reasons(big) == ["Waiting for capacity: 1 more a2-highgpu-1g node(s) with 1 x NVIDIA_TESLA_A100: "
                                 "needs 3, 2 free."]
     assert small.state == states.PENDING
 
@@ -73,7 +73,7 @@ def test_flex_start_waits_in_pending_until_max_wait_then_fails(cast, nodes, now)
     scheduler_pass(now=later(now, 599))
     job.refresh_from_db()
     assert job.state == states.PENDING
-    assert job.wait_reasons
+    assert wait_reasons(job)
     scheduler_pass(now=later(now, 600))
     job.refresh_from_db()
     assert job.state == states.FAILED
@@ -193,3 +193,11 @@ def test_the_pass_task_runs_under_the_lock(cast, nodes, now, redis_client):
     task.apply()
     job.refresh_from_db()
     assert job.state == states.PENDING
+
+
+def test_marking_flex_jobs_waiting_never_overwrites_a_job_cancelled_during_the_pass(cast, nodes, now):
+    job = submit(cast, now, a100(), a100(replicas=5), scheduling={"strategy": "FLEX_START"})
+    services.job_cancel(job=job, now=now)
+    assert services.jobs_mark_flex_waiting(pks=[job.pk], now=later(now, 1)) == 0
+    job.refresh_from_db()
+    assert job.state == states.CANCELLED

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from trainhub.common.status import BAD_REQUEST_TYPE, STATUS_BY_HTTP
 
+
 @dataclass(frozen=True)
 class FieldViolation:
     field: str

@@ -1,9 +1,17 @@
 import datetime as dt
+import logging
 
+from django.conf import settings
 from django.db import transaction
+from redis.exceptions import RedisError
+
+from trainhub.common.redis import RedisNotConfigured, get_redis
 
 from trainhub.catalog.machines import NO_ACCELERATOR, machine_type_get
 from trainhub.inventory.models import Executor, Node, NodePool, NodeState
+from trainhub.scheduling import working_memory
+
+logger = logging.getLogger(__name__)
 
 
 @transaction.atomic
@@ -44,10 +52,19 @@ def node_pool_ensure(
 
 @transaction.atomic
 def node_heartbeat(*, node_ids: list[int], now: dt.datetime) -> None:
+    """The database keeps the last heartbeat (the record); Redis keeps a TTL key per node."""
     Node.objects.filter(pk__in=node_ids).update(last_heartbeat=now)
+    transaction.on_commit(lambda: _heartbeat_keys(node_ids))
     Node.objects.filter(pk__in=node_ids, state=NodeState.DOWN, state_reason__startswith="heartbeat").update(
         state=NodeState.UP, state_reason=""
     )
+
+
+def _heartbeat_keys(node_ids: list[int]) -> None:
+    try:
+        working_memory.heartbeat(get_redis(), node_ids, settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
+    except (RedisError, RedisNotConfigured):
+        logger.warning("heartbeat keys not written: Redis did not answer", exc_info=True)
 
 
 @transaction.atomic

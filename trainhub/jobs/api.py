@@ -18,6 +18,7 @@ from trainhub.jobs.render import (
     render_delete_operation,
     render_log_line,
 )
+from trainhub.scheduling.selectors import wait_explanation, wait_explanations
 
 
 def _int_param(request: Request, name: str, *, default: int = 0, maximum: int | None = None) -> int:
@@ -41,7 +42,8 @@ class CustomJobCollection(APIView):
             page_size=_int_param(request, "pageSize", maximum=10**6),
             page_token=request.query_params.get("pageToken", ""),
         )
-        body: dict = {"customJobs": [render_custom_job(job) for job in jobs]}
+        waits = wait_explanations(job_pks=[job.pk for job in jobs if not job.is_terminal])
+        body: dict = {"customJobs": [render_custom_job(job, waits.get(job.pk)) for job in jobs]}
         if next_token:
             body["nextPageToken"] = next_token
         return Response(body)
@@ -59,7 +61,7 @@ class CustomJobDetail(APIView):
     def get(self, request: Request, project: str, location: str, job_id: str) -> Response:
         job = selectors.job_get_for_user(user=request.user, project_id=project, location=location, job_id=job_id,
                                          permission="aiplatform.customJobs.get")
-        return Response(render_custom_job(job))
+        return Response(render_custom_job(job, wait_explanation(job_pk=job.pk)))
 
     @extend_schema(operation_id="customJobs.delete", responses=dict)
     def delete(self, request: Request, project: str, location: str, job_id: str) -> Response:

@@ -30,11 +30,6 @@ class CustomJob(models.Model):
     state = models.CharField(max_length=40, choices=JOB_STATE_CHOICES, default=states.QUEUED)
     #: google.rpc.Status {code, message} when FAILED or CANCELLED.
     error = models.JSONField(null=True, blank=True)
-    #: Why the job is not running yet, refreshed by every scheduler pass.
-    wait_reasons = models.JSONField(default=list, blank=True)
-    #: Among waiting jobs competing for the same kind of node (1 = next), and when it should start.
-    queue_position = models.PositiveIntegerField(null=True, blank=True)
-    estimated_start = models.DateTimeField(null=True, blank=True)
     restart_count = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     create_time = models.DateTimeField()

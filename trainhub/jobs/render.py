@@ -12,6 +12,7 @@ from trainhub.jobs import states
 from trainhub.jobs.costs import job_cost, render_cost
 from trainhub.jobs.models import CustomJob, LogLine, Replica
 from trainhub.jobs.spec import render_job_spec
+from trainhub.scheduling.working_memory import WaitExplanation
 
 
 def render_replica(replica: Replica) -> dict[str, Any]:
@@ -26,7 +27,9 @@ def render_replica(replica: Replica) -> dict[str, Any]:
     }
 
 
-def render_custom_job(job: CustomJob) -> dict[str, Any]:
+def render_custom_job(job: CustomJob, wait: WaitExplanation | None = None) -> dict[str, Any]:
+    """``wait``: the job's explanation from the last scheduler pass (waiting jobs only)."""
+    wait = wait if wait is not None and not job.is_terminal else WaitExplanation.empty()
     body: dict[str, Any] = {
         "name": job.resource_name,
         "displayName": job.display_name,
@@ -48,10 +51,10 @@ def render_custom_job(job: CustomJob) -> dict[str, Any]:
     replicas = [r for r in job.replicas.all() if r.attempt == job.restart_count]
     body["trainhubStatus"] = {
         "strategy": job.strategy,
-        "waitReasons": job.wait_reasons,
+        "waitReasons": wait.reasons,
         "restartCount": job.restart_count,
-        "queuePosition": job.queue_position,
-        "estimatedStartTime": format_timestamp(job.estimated_start),
+        "queuePosition": wait.position,
+        "estimatedStartTime": wait.estimated_start,
         "flexStartDeadline": format_timestamp(job.flex_start_deadline),
         "replicas": [render_replica(r) for r in replicas],
         "cost": render_cost(job_cost(job, timezone.now())),

@@ -7,18 +7,22 @@ authority on what may follow what.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import secrets
 from typing import Any, Iterable
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from trainhub.common.errors import ApiError, invalid_argument
+from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
 from trainhub.jobs.spec import SpecError, parse_custom_job
+from trainhub.scheduling import working_memory
 from trainhub.scheduling.quota import QuotaBook, quota_demand
 from trainhub.scheduling.selectors import quota_limits
 
@@ -33,11 +37,26 @@ CODE_UNAVAILABLE = 14
 
 PRIMARY = (0, 0)
 
+logger = logging.getLogger(__name__)
+
 
 def _request_scheduler_pass() -> None:
     from trainhub.scheduling.tasks import scheduler_pass
 
     transaction.on_commit(lambda: scheduler_pass.delay(), robust=True)
+
+
+def remember_pending(jobs: list[CustomJob]) -> None:
+    """Put jobs in the scheduler's Redis queue. Best effort: the periodic reconcile repairs a miss."""
+    try:
+        working_memory.pending_add(get_redis(), [queued_job(job) for job in jobs])
+    except (RedisError, RedisNotConfigured):
+        logger.warning("could not queue job(s) %s in Redis; the next reconcile will", [j.pk for j in jobs],
+                       exc_info=True)
+
+
+def queued_job(job: CustomJob) -> working_memory.QueuedJob:
+    return working_memory.QueuedJob(job.pk, job.create_time, job.flex_start_deadline)
 
 
 def _event(job: CustomJob, now: dt.datetime, message: str, state: str = "") -> None:
@@ -54,9 +73,7 @@ def _transition(job: CustomJob, target: str, now: dt.datetime, message: str, *, 
         fields.append("start_time")
     if target in states.TERMINAL:
         job.end_time = now
-        job.wait_reasons = []
-        job.queue_position = job.estimated_start = None
-        fields += ["end_time", "wait_reasons", "queue_position", "estimated_start"]
+        fields.append("end_time")
     if error is not None:
         job.error = error
         fields.append("error")
@@ -101,6 +118,8 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
             update_time=now,
         )
         _event(job, now, f"Job created by {user or 'system'} ({parsed.strategy}).", states.QUEUED)
+        # Queued before commit: the pass keeps a queued id it cannot see yet for a grace period.
+        remember_pending([job])
         _request_scheduler_pass()
     return job
 
@@ -159,9 +178,6 @@ def job_place(*, job_pk: int, assignment: dict[tuple[int, int], tuple[int, list[
                         gpu_indices=gpus, attempt=job.restart_count, assigned_at=now)
                 for (pool_index, replica_index), (node_id, gpus) in sorted(assignment.items())
             )
-            job.wait_reasons = []
-            job.queue_position = job.estimated_start = None
-            job.save(update_fields=["wait_reasons", "queue_position", "estimated_start"])
             message = f"All {len(assignment)} replica(s) placed; starting."
             if job.state == states.PENDING:
                 job.update_time = now
@@ -174,23 +190,21 @@ def job_place(*, job_pk: int, assignment: dict[tuple[int, int], tuple[int, list[
     return True
 
 
-def job_wait(*, job: CustomJob, reasons: list[str], now: dt.datetime, waiting_state: str,
-             position: int | None = None, estimated_start: dt.datetime | None = None) -> None:
-    """Record why a job is still waiting, its queue position and estimated start.
-
-    FLEX_START jobs wait in PENDING (waiting for Dynamic Workload Scheduler capacity), others in
-    QUEUED. Only changed fields are written, so an idle queue costs no writes per pass.
-    """
-    if job.state == states.QUEUED and waiting_state == states.PENDING:
-        _transition(job, states.PENDING, now, "Waiting until every requested GPU is free at once (FLEX_START).")
-    changed = {
-        name: value
-        for name, value in (("wait_reasons", reasons), ("queue_position", position),
-                            ("estimated_start", estimated_start))
-        if getattr(job, name) != value
-    }
-    if changed:
-        CustomJob.objects.filter(pk=job.pk).update(**changed)
+def jobs_mark_flex_waiting(*, pks: list[int], now: dt.datetime) -> int:
+    """FLEX_START jobs that cannot start yet wait in PENDING (waiting for Dynamic Workload
+    Scheduler capacity); moved in one transaction, and only those still QUEUED."""
+    if not pks:
+        return 0
+    states.check_transition(states.QUEUED, states.PENDING)
+    with transaction.atomic():
+        moved = list(CustomJob.objects.select_for_update().filter(pk__in=pks, state=states.QUEUED)
+                     .values_list("pk", flat=True))
+        CustomJob.objects.filter(pk__in=moved).update(state=states.PENDING, update_time=now)
+        JobEvent.objects.bulk_create(
+            JobEvent(job_id=pk, time=now, state=states.PENDING,
+                     message="Waiting until every requested GPU is free at once (FLEX_START).")
+            for pk in moved)
+    return len(moved)
 
 
 def job_fail(*, job: CustomJob, now: dt.datetime, code: int, message: str) -> None:
@@ -214,6 +228,7 @@ def job_requeue(*, job: CustomJob, now: dt.datetime, message: str) -> None:
         job.restart_count += 1
         job.save(update_fields=["restart_count"])
         _transition(job, states.QUEUED, now, message)
+        transaction.on_commit(lambda: remember_pending([job]))
     _request_scheduler_pass()
 
 

@@ -14,7 +14,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
-from trainhub.iam.selectors import project_get_for_user, projects_with_permission, user_has_permission
+from trainhub.iam.selectors import (
+    project_get_for_user,
+    projects_with_permission,
+    user_has_permission,
+)
 from trainhub.jobs import page_selectors, selectors, services
 from trainhub.jobs.forms import (
     DEFAULT_LOCATION,
@@ -24,6 +28,7 @@ from trainhub.jobs.forms import (
     machine_catalog,
 )
 from trainhub.jobs.models import CustomJob
+from trainhub.scheduling.selectors import wait_explanation
 
 GET = "aiplatform.customJobs.get"
 LIST = "aiplatform.customJobs.list"
@@ -95,6 +100,7 @@ def job_list(request: HttpRequest, fragment: str | None = None) -> HttpResponse:
 def _status_context(request: HttpRequest, job: CustomJob) -> dict:
     return {
         "job": job,
+        "wait": wait_explanation(job_pk=job.pk),
         "urls": job_urls(job),
         "replicas": selectors.job_replicas(job=job),
         "events": selectors.job_events(job=job),

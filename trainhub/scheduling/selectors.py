@@ -2,18 +2,48 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Exists, OuterRef
+from redis.exceptions import RedisError
 
+from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs.models import CustomJob, Replica
+from trainhub.scheduling import working_memory
 from trainhub.scheduling.models import Quota
 from trainhub.scheduling.quota import QuotaBook
 
 QuotaKey = tuple[int, str, str]
+logger = logging.getLogger(__name__)
+
+
+def wait_explanations(*, job_pks: list[int]) -> dict[int, working_memory.WaitExplanation]:
+    """Why each waiting job waits, as the last scheduler pass wrote it to Redis.
+
+    Ephemeral by design: if Redis is unreachable or was just flushed, jobs show no explanation
+    until the next pass recomputes it, and pages and the API keep working.
+    """
+    try:
+        return working_memory.waits_read(get_redis(), job_pks)
+    except (RedisError, RedisNotConfigured):
+        logger.warning("wait explanations unavailable: Redis did not answer", exc_info=True)
+        return {}
+
+
+def wait_explanation(*, job_pk: int) -> working_memory.WaitExplanation:
+    return wait_explanations(job_pks=[job_pk]).get(job_pk, working_memory.WaitExplanation.empty())
+
+
+def scheduler_snapshot() -> dict:
+    """The last pass's view (free nodes, queue length, quota usage) for live status pages."""
+    try:
+        return working_memory.snapshot_read(get_redis())
+    except (RedisError, RedisNotConfigured):
+        return {}
 
 
 def quota_limits(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:

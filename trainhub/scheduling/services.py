@@ -19,12 +19,15 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 
 from trainhub.catalog.machines import NO_ACCELERATOR
+from trainhub.common.redis import get_redis
+from trainhub.common.wire import format_timestamp
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodeState
 from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
 from trainhub.jobs.spec import ReplicaShape
+from trainhub.scheduling import working_memory
 from trainhub.scheduling.estimate import (
     NodeKind,
     WaitEstimate,
@@ -120,21 +123,14 @@ def _waited(job: CustomJob, now: dt.datetime) -> int:
     return int((now - job.create_time).total_seconds())
 
 
-def _deadline_error(job: CustomJob, now: dt.datetime, reasons: list[str]) -> tuple[int, str] | None:
-    """FLEX_START fails after maxWaitDuration, STANDARD after the stockout retry window."""
+def _stockout_error(job: CustomJob, now: dt.datetime, reasons: list[str]) -> str | None:
+    """STANDARD jobs retry placement for TRAINHUB_STOCKOUT_RETRY_SECONDS, then fail as Vertex does."""
     waited = _waited(job, now)
-    missing = " ".join(reasons) or "capacity never became free."
-    if job.strategy == "FLEX_START":
-        if job.max_wait_seconds is not None and waited >= job.max_wait_seconds:
-            return (job_services.CODE_RESOURCE_EXHAUSTED,
-                    f"The job waited {waited}s, its scheduling.maxWaitDuration ({job.max_wait_seconds}s), "
-                    f"without every requested GPU becoming free at once. {missing}")
+    if job.strategy != "STANDARD" or waited < settings.TRAINHUB_STOCKOUT_RETRY_SECONDS:
         return None
-    if job.strategy == "STANDARD" and waited >= settings.TRAINHUB_STOCKOUT_RETRY_SECONDS:
-        return (job_services.CODE_RESOURCE_EXHAUSTED,
-                f"Resources are insufficient in region: {job.location} . Try a different region or use a "
-                f"different accelerator. (Retried for {waited}s.) {missing}")
-    return None
+    missing = " ".join(reasons) or "capacity never became free."
+    return (f"Resources are insufficient in region: {job.location} . Try a different region or use a "
+            f"different accelerator. (Retried for {waited}s.) {missing}")
 
 
 def _reserving_job(waiting: list[CustomJob], now: dt.datetime) -> int | None:
@@ -157,17 +153,102 @@ def _wait_reasons(job: CustomJob, plan: PassPlan, reserving: int | None) -> list
     return reasons
 
 
-def scheduler_pass(*, now: dt.datetime) -> PassResult:
-    """One pass over every waiting job, oldest first."""
-    job_services.jobs_enforce_timeouts(now=now)
+STALE_QUEUE_ENTRY_SECONDS = 300
+_ID_CHUNK = 5000
+
+
+def _waiting_jobs(pks: list[int]) -> list[CustomJob]:
+    """The queued ids that are really waiting and hold no allocation, oldest first."""
     allocated = Replica.objects.filter(job=OuterRef("pk"), active=True)
-    waiting = list(
-        CustomJob.objects.filter(state__in=states.WAITING)
-        .annotate(allocated=Exists(allocated))
-        .filter(allocated=False)
-        .select_related("project")
-        .order_by("create_time", "id")
-    )
+    jobs: list[CustomJob] = []
+    for chunk in _chunks(pks):
+        jobs += (CustomJob.objects.filter(pk__in=chunk, state__in=states.WAITING)
+                 .annotate(allocated=Exists(allocated)).filter(allocated=False).select_related("project"))
+    jobs.sort(key=lambda job: (job.create_time, job.pk))
+    return jobs
+
+
+def _chunks(pks: list[int]):
+    for start in range(0, len(pks), _ID_CHUNK):  # SQLite caps the parameters of one statement
+        yield pks[start:start + _ID_CHUNK]
+
+
+def _forget_stale(client, queued: list[int], waiting: list[CustomJob], now: dt.datetime) -> None:
+    """Drop queue entries whose job no longer waits.
+
+    An id with no row may be a submission whose transaction has not committed yet (jobs are queued
+    before commit), so it is kept until its submission time is STALE_QUEUE_ENTRY_SECONDS old.
+    """
+    seen = {job.pk for job in waiting}
+    unseen = [pk for pk in queued if pk not in seen]
+    if not unseen:
+        return
+    existing: set[int] = set()
+    for chunk in _chunks(unseen):
+        existing.update(CustomJob.objects.filter(pk__in=chunk).values_list("pk", flat=True))
+    vanished = [pk for pk in unseen if pk not in existing]
+    scores = client.zmscore(working_memory.PENDING, vanished) if vanished else []
+    stale_before = (now - dt.timedelta(seconds=STALE_QUEUE_ENTRY_SECONDS)).timestamp()
+    gone = [pk for pk in unseen if pk in existing]
+    gone += [pk for pk, score in zip(vanished, scores) if score is None or score < stale_before]
+    working_memory.pending_remove(client, gone)
+
+
+def working_memory_reconcile(*, now: dt.datetime, rebuild: bool = True) -> int:
+    """Rebuild Redis from the database: the waiting queue, FLEX_START deadlines, heartbeats.
+
+    Runs when Redis answers empty (FLUSHALL, restart), at worker start, and every minute from beat
+    without ``rebuild`` as a resync that adds whatever a failed Redis write missed.
+    """
+    allocated = Replica.objects.filter(job=OuterRef("pk"), active=True)
+    waiting = (CustomJob.objects.filter(state__in=states.WAITING).annotate(allocated=Exists(allocated))
+               .filter(allocated=False).only("pk", "create_time", "strategy", "max_wait_seconds"))
+    queued = [job_services.queued_job(job) for job in waiting.iterator(chunk_size=5000)]
+    ttl = settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS
+    heartbeats = {
+        pk: int(ttl - (now - beat).total_seconds())
+        for pk, beat in Node.objects.filter(state=NodeState.UP, last_heartbeat__isnull=False)
+        .values_list("pk", "last_heartbeat")
+    }
+    working_memory.reconcile(get_redis(), waiting=queued, heartbeats=heartbeats, now=now, rebuild=rebuild)
+    logger.info("working memory rebuilt from the database: %d waiting job(s)", len(queued))
+    return len(queued)
+
+
+def _ensure_warm(client, now: dt.datetime) -> None:
+    if not working_memory.is_warm(client):
+        working_memory_reconcile(now=now)
+
+
+def flex_start_deadline_sweep(*, now: dt.datetime) -> int:
+    """Fail FLEX_START jobs whose maxWaitDuration has run out (the deadline sorted set, swept by beat)."""
+    client = get_redis()
+    _ensure_warm(client, now)
+    expired = working_memory.flex_expired(client, now)
+    if not expired:
+        return 0
+    jobs = _waiting_jobs(expired)
+    last_reasons = working_memory.waits_read(client, [job.pk for job in jobs])
+    for job in jobs:
+        reasons = last_reasons.get(job.pk, working_memory.WaitExplanation.empty()).reasons
+        missing = " ".join(reasons) or "capacity never became free."
+        job_services.job_fail(
+            job=job, now=now, code=job_services.CODE_RESOURCE_EXHAUSTED,
+            message=(f"The job waited {_waited(job, now)}s, its scheduling.maxWaitDuration "
+                     f"({job.max_wait_seconds}s), without every requested GPU becoming free at once. {missing}"))
+    working_memory.pending_remove(client, expired)
+    return len(jobs)
+
+
+def scheduler_pass(*, now: dt.datetime) -> PassResult:
+    """One pass over the queue in Redis, oldest first; decisions are written to the database."""
+    client = get_redis()
+    _ensure_warm(client, now)
+    flex_start_deadline_sweep(now=now)
+    job_services.jobs_enforce_timeouts(now=now)
+    queued = working_memory.pending_ids(client)
+    waiting = _waiting_jobs(queued)
+    _forget_stale(client, queued, waiting, now)
     free_nodes, victims = _free_nodes(now)
     reserving = _reserving_job(waiting, now)
     requests = [
@@ -177,16 +258,19 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
         )
         for job in waiting
     ]
-    plan = plan_pass(requests, free_nodes, victims=victims, quotas=quota_book())
+    quotas = quota_book()
+    plan = plan_pass(requests, free_nodes, victims=victims, quotas=quotas)
     by_pk = {job.pk: job for job in waiting}
-    taken = {node_id for assignment in plan.placements.values() for node_id in assignment.values()}
-    estimates = _estimates([job for job in waiting if job.pk not in plan.placements],
-                           [node for node in free_nodes if node.node_id not in taken], now)
     for preemptor, victim_keys in plan.preemptions.items():
         for victim in CustomJob.objects.filter(pk__in=victim_keys):
             job_services.job_requeue(job=victim, now=now, message=f"Preempted (SPOT) to make room for job "
                                                                   f"{by_pk[preemptor].job_id}.")
-    placed = failed = 0
+    taken = {node_id for assignment in plan.placements.values() for node_id in assignment.values()}
+    still_free = [node for node in free_nodes if node.node_id not in taken]
+    estimates = _estimates([job for job in waiting if job.pk not in plan.placements], still_free, now)
+    done: list[int] = []
+    explanations: dict[int, working_memory.WaitExplanation] = {}
+    flex_waiting: list[int] = []
     for job in waiting:
         assignment = plan.placements.get(job.pk)
         if assignment is not None:
@@ -196,20 +280,33 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
                 for key, node_id in assignment.items()
             }
             if job_services.job_place(job_pk=job.pk, assignment=with_gpus, now=now):
-                placed += 1
+                done.append(job.pk)
             continue
         reasons = _wait_reasons(job, plan, reserving)
-        deadline = _deadline_error(job, now, reasons) if job.pk in plan.shortfalls else None
-        if deadline is not None:
-            job_services.job_fail(job=job, now=now, code=deadline[0], message=deadline[1])
-            failed += 1
+        stockout = _stockout_error(job, now, reasons) if job.pk in plan.shortfalls else None
+        if stockout is not None:
+            job_services.job_fail(job=job, now=now, code=job_services.CODE_RESOURCE_EXHAUSTED, message=stockout)
+            done.append(job.pk)
             continue
-        waiting_state = states.PENDING if job.strategy == "FLEX_START" else states.QUEUED
+        if job.strategy == "FLEX_START" and job.state == states.QUEUED:
+            flex_waiting.append(job.pk)
         estimate = estimates[job.pk]
-        job_services.job_wait(job=job, reasons=reasons, now=now, waiting_state=waiting_state,
-                              position=estimate.position, estimated_start=estimate.estimated_start)
-    return PassResult(considered=len(waiting), placed=placed, failed=failed,
-                      preempted=sum(len(v) for v in plan.preemptions.values()))
+        explanations[job.pk] = working_memory.WaitExplanation(
+            reasons, estimate.position, format_timestamp(estimate.estimated_start), format_timestamp(now))
+    job_services.jobs_mark_flex_waiting(pks=flex_waiting, now=now)
+    working_memory.pending_remove(client, done)
+    working_memory.waits_write(client, explanations)
+    placed = len(plan.placements)
+    result = PassResult(considered=len(waiting), placed=placed, failed=len(done) - placed,
+                        preempted=sum(len(v) for v in plan.preemptions.values()))
+    working_memory.snapshot_write(
+        client,
+        free_gpus={node.node_id: node.gpu_count for node in still_free},
+        quota_usage={f"{project}:{location}:{metric}": gpus for (project, location, metric), gpus in quotas.usage.items()},
+        summary={"time": format_timestamp(now), "considered": result.considered, "placed": result.placed,
+                 "failed": result.failed, "preempted": result.preempted},
+    )
+    return result
 
 
 def nodes_sweep_heartbeats(*, now: dt.datetime) -> int:
