@@ -27,7 +27,7 @@ def job_url(job: CustomJob, name: str = "jobs:detail") -> str:
 
 def place_on(job: CustomJob, node, now) -> None:
     """Allocate the job's single replica (workerpool0-0) to ``node``, as a scheduler pass would."""
-    assert services.job_place(job_pk=job.pk, assignment={(0, 0): (node.pk, [])}, now=now)
+    assert services.jobs_place(assignments={job.pk: {(0, 0): (node.pk, [])}}, now=now) == {job.pk}
 
 
 def create_url(project="alpha", location="us-central1") -> str:
@@ -221,7 +221,7 @@ def test_the_logs_fragment_returns_only_lines_after_the_given_id_and_one_task(cl
     pools = (container_pool(), container_pool(replicas=1))
     job = submit(cast["alpha"], cast["uma"], *pools)
     first, second = nodes["t4"].nodes.all()[:2]
-    assert services.job_place(job_pk=job.pk, assignment={(0, 0): (first.pk, []), (1, 0): (second.pk, [])}, now=now)
+    assert services.jobs_place(assignments={job.pk: {(0, 0): (first.pk, []), (1, 0): (second.pk, [])}}, now=now)
     primary, worker = job.replicas.order_by("pool_index")
     services.replica_logs_append(replica=primary, lines=[("stdout", now, "old line")])
     seen = job.logs.get().pk

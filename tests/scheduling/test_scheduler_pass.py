@@ -104,6 +104,18 @@ def test_drained_nodes_get_nothing(cast, nodes, now):
     assert job.state == states.QUEUED
 
 
+def test_a_batch_with_one_conflicting_gang_still_places_the_others(cast, nodes, now):
+    first, second = submit(cast, now, a100()), submit(cast, now, a100())
+    node_ids = list(Node.objects.filter(pool__name="a100").values_list("pk", flat=True))
+    services.jobs_place(assignments={first.pk: {(0, 0): (node_ids[0], [0])}}, now=now)
+    third = submit(cast, now, a100())
+    placed = services.jobs_place(assignments={second.pk: {(0, 0): (node_ids[0], [0])},  # taken meanwhile
+                                              third.pk: {(0, 0): (node_ids[1], [0])}}, now=now)
+    assert placed == {third.pk}
+    second.refresh_from_db()
+    assert second.state == states.QUEUED and not second.replicas.exists()
+
+
 def test_the_database_refuses_two_active_replicas_on_one_node(cast, nodes, now):
     first = submit(cast, now, a100())
     second = submit(cast, now, a100())
@@ -117,7 +129,7 @@ def test_placing_an_already_placed_job_again_is_refused(cast, nodes, now):
     job = submit(cast, now, a100())
     scheduler_pass(now=now)
     free_node = Node.objects.filter(pool__name="a100").exclude(replicas__active=True).first()
-    assert services.job_place(job_pk=job.pk, assignment={(0, 0): (free_node.pk, [0])}, now=now) is False
+    assert services.jobs_place(assignments={job.pk: {(0, 0): (free_node.pk, [0])}}, now=now) == set()
     assert job.replicas.count() == 1
 
 

@@ -12,7 +12,8 @@ import secrets
 from typing import Any, Iterable
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from redis.exceptions import RedisError
 
@@ -161,33 +162,57 @@ def job_delete(*, job: CustomJob) -> None:
     job.delete()
 
 
-def job_place(*, job_pk: int, assignment: dict[tuple[int, int], tuple[int, list[int]]], now: dt.datetime) -> bool:
-    """Write a gang's allocation in one transaction; False if the job or a node was taken meanwhile.
+Assignment = dict[tuple[int, int], tuple[int, list[int]]]
+_ID_CHUNK = 5000
 
-    ``assignment`` maps (pool index, replica index) to (node id, GPU indices).
+
+def jobs_place(*, assignments: dict[int, Assignment], now: dt.datetime) -> set[int]:
+    """Write the allocations of many gangs; return the job ids placed.
+
+    ``assignments`` maps job id -> {(pool index, replica index): (node id, GPU indices)}. All gangs
+    are written in one transaction; if any node was taken meanwhile (the partial unique index on
+    active replicas refuses it) each gang is retried in a transaction of its own, so one conflict
+    costs only that gang. A job that stopped waiting meanwhile is skipped.
     """
-    from django.db import IntegrityError
-
+    if not assignments:
+        return set()
     try:
         with transaction.atomic():
-            job = CustomJob.objects.select_for_update().get(pk=job_pk)
-            if job.state not in states.WAITING or job.replicas.filter(active=True).exists():
-                return False
-            Replica.objects.bulk_create(
-                Replica(job=job, pool_index=pool_index, replica_index=replica_index, node_id=node_id,
-                        gpu_indices=gpus, attempt=job.restart_count, assigned_at=now)
-                for (pool_index, replica_index), (node_id, gpus) in sorted(assignment.items())
-            )
-            message = f"All {len(assignment)} replica(s) placed; starting."
-            if job.state == states.PENDING:
-                job.update_time = now
-                job.save(update_fields=["update_time"])
-                _event(job, now, message, states.PENDING)
-            else:
-                _transition(job, states.PENDING, now, message)
+            return _place_gangs(assignments, now)
     except IntegrityError:
-        return False
-    return True
+        if len(assignments) == 1:
+            return set()
+        placed: set[int] = set()
+        for pk, assignment in assignments.items():
+            placed |= jobs_place(assignments={pk: assignment}, now=now)
+        return placed
+
+
+def _place_gangs(assignments: dict[int, Assignment], now: dt.datetime) -> set[int]:
+    pks = sorted(assignments)
+    allocated = Replica.objects.filter(job=OuterRef("pk"), active=True)
+    jobs: list[CustomJob] = []
+    for start in range(0, len(pks), _ID_CHUNK):  # SQLite caps the parameters of one statement
+        jobs += (CustomJob.objects.select_for_update().filter(pk__in=pks[start:start + _ID_CHUNK],
+                                                                state__in=states.WAITING)
+                 .exclude(Exists(allocated)).only("pk", "state", "restart_count"))
+    Replica.objects.bulk_create(
+        (Replica(job_id=job.pk, pool_index=pool_index, replica_index=replica_index, node_id=node_id,
+                 gpu_indices=gpus, attempt=job.restart_count, assigned_at=now)
+         for job in jobs for (pool_index, replica_index), (node_id, gpus) in sorted(assignments[job.pk].items())),
+        batch_size=1000,
+    )
+    states.check_transition(states.QUEUED, states.PENDING)
+    placed = [job.pk for job in jobs]
+    for start in range(0, len(placed), _ID_CHUNK):
+        CustomJob.objects.filter(pk__in=placed[start:start + _ID_CHUNK]).update(state=states.PENDING,
+                                                                               update_time=now)
+    JobEvent.objects.bulk_create(
+        (JobEvent(job_id=job.pk, time=now, state=states.PENDING,
+                  message=f"All {len(assignments[job.pk])} replica(s) placed; starting.") for job in jobs),
+        batch_size=1000,
+    )
+    return set(placed)
 
 
 def jobs_mark_flex_waiting(*, pks: list[int], now: dt.datetime) -> int:

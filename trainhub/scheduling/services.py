@@ -268,19 +268,18 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
     taken = {node_id for assignment in plan.placements.values() for node_id in assignment.values()}
     still_free = [node for node in free_nodes if node.node_id not in taken]
     estimates = _estimates([job for job in waiting if job.pk not in plan.placements], still_free, now)
-    done: list[int] = []
+    shapes_by_job = {job.pk: {index: shape for index, _, shape in job_replica_shapes(job)} for job in waiting
+                     if job.pk in plan.placements}
+    placed = job_services.jobs_place(assignments={
+        pk: {key: (node_id, list(range(shapes_by_job[pk][key[0]].accelerator_count)))
+             for key, node_id in assignment.items()}
+        for pk, assignment in plan.placements.items()
+    }, now=now)
+    done: list[int] = list(placed)
     explanations: dict[int, working_memory.WaitExplanation] = {}
     flex_waiting: list[int] = []
     for job in waiting:
-        assignment = plan.placements.get(job.pk)
-        if assignment is not None:
-            shapes = {index: shape for index, _, shape in job_replica_shapes(job)}
-            with_gpus = {
-                key: (node_id, list(range(shapes[key[0]].accelerator_count)))
-                for key, node_id in assignment.items()
-            }
-            if job_services.job_place(job_pk=job.pk, assignment=with_gpus, now=now):
-                done.append(job.pk)
+        if job.pk in plan.placements:
             continue
         reasons = _wait_reasons(job, plan, reserving)
         stockout = _stockout_error(job, now, reasons) if job.pk in plan.shortfalls else None
@@ -296,8 +295,7 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
     job_services.jobs_mark_flex_waiting(pks=flex_waiting, now=now)
     working_memory.pending_remove(client, done)
     working_memory.waits_write(client, explanations)
-    placed = len(plan.placements)
-    result = PassResult(considered=len(waiting), placed=placed, failed=len(done) - placed,
+    result = PassResult(considered=len(waiting), placed=len(placed), failed=len(done) - len(placed),
                         preempted=sum(len(v) for v in plan.preemptions.values()))
     working_memory.snapshot_write(
         client,
