@@ -29,3 +29,13 @@ def test_a_job_shows_estimated_and_accrued_cost(cast, now, settings, api):
     rendered = api("uma").get(f"/v1/{job.resource_name}").json()["trainhubStatus"]["cost"]
     assert rendered["estimated"]["totalUsd"] == 8.0
     assert project_costs(project_ids=[cast["alpha"].pk], now=now + dt.timedelta(hours=1))[0].total == 4.0
+
+
+def test_the_job_page_shows_accrued_and_estimated_cost(client, cast, now, settings):
+    settings.TRAINHUB_GPU_PRICES = {"NVIDIA_TESLA_A100": {"onDemand": 2.0}}
+    settings.TRAINHUB_MANAGEMENT_FEE_PERCENT = 0
+    body = job_body(container_pool("a2-highgpu-1g"), scheduling={"timeout": "3600s"})
+    job = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"], body=body, now=now)
+    client.force_login(cast["vic"])
+    content = client.get(f"/projects/alpha/locations/us-central1/jobs/{job.job_id}/").content.decode()
+    assert "Estimated cost" in content and "$2.00" in content and "$0.00" in content

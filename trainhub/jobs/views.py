@@ -11,6 +11,7 @@ from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
@@ -20,6 +21,7 @@ from trainhub.iam.selectors import (
     user_has_permission,
 )
 from trainhub.jobs import page_selectors, selectors, services
+from trainhub.jobs.costs import job_cost
 from trainhub.jobs.forms import (
     DEFAULT_LOCATION,
     JobFilterForm,
@@ -101,6 +103,7 @@ def _status_context(request: HttpRequest, job: CustomJob) -> dict:
     return {
         "job": job,
         "wait": wait_explanation(job_pk=job.pk),
+        "cost": job_cost(job, timezone.now()),
         "urls": job_urls(job),
         "replicas": selectors.job_replicas(job=job),
         "events": selectors.job_events(job=job),
