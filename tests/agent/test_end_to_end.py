@@ -22,7 +22,7 @@ def make_agent(tmp_path, grace=1):
     return NodeAgent(nodes=list(Node.objects.all()), work_dir=tmp_path, grace_seconds=grace)
 
 
-def run_until(agent, job, moment, final_states=states.TERMINAL, limit=400):
+def run_until(agent, job, moment, final_states=states.TERMINAL, limit=1000):
     """Tick the agent until the job reaches one of ``final_states`` (bounded: never hangs)."""
     for step in range(limit):
         moment = later(moment, 0.05)
@@ -36,8 +36,10 @@ def run_until(agent, job, moment, final_states=states.TERMINAL, limit=400):
 
 
 def test_a_three_replica_job_sees_its_cluster_spec_and_succeeds(api, nodes, now, tmp_path):
-    script = "import os; print(os.environ['CLUSTER_SPEC']); print('RANK', os.environ['RANK'])"
-    body = job_body(container_pool(replicas=1, command=["python3", "-c", script]),
+    script = "import os; print(os.environ['CLUSTER_SPEC']); print('RANK', os.environ['RANK'], flush=True)"
+    # The primary outlives the workers: once it exits 0 the job succeeds and the rest are stopped.
+    primary = script + "; import time; time.sleep(4)"
+    body = job_body(container_pool(replicas=1, command=["python3", "-c", primary]),
                     container_pool(replicas=2, command=["python3", "-c", script]), name="three")
     response = api("uma").post(BASE, body, format="json")
     assert response.status_code == 200, response.content
