@@ -14,7 +14,6 @@ from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.wire import format_timestamp, parse_timestamp
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user
-from trainhub.jobs import states
 from trainhub.jobs.filtering import Clause, FilterError, parse_filter
 from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
 
@@ -119,7 +118,3 @@ def job_logs(*, job: CustomJob, after: int = 0, task_name: str = "", limit: int 
             raise invalid_argument([FieldViolation("taskName", "must look like workerpool0-0")])
         lines = lines.filter(replica__pool_index=int(match.group(1)), replica__replica_index=int(match.group(2)))
     return list(lines.order_by("id")[:limit])
-
-
-def jobs_active_count(*, project: Project) -> int:
-    return CustomJob.objects.filter(project=project, state__in=states.ACTIVE).count()
