@@ -7,6 +7,7 @@ from trainhub.iam.roles import ADMIN
 from trainhub.iam.services import membership_set, project_create, user_ensure
 from trainhub.inventory.models import Executor
 from trainhub.inventory.services import node_pool_ensure
+from trainhub.scheduling.services import quota_set
 
 DEMO_POOLS = [
     # name, machine type, nodes, accelerator override, executor
@@ -15,6 +16,14 @@ DEMO_POOLS = [
     ("l4-pool", "g2-standard-12", 4, None, Executor.SUBPROCESS),
     ("h100-pool", "a3-highgpu-8g", 2, None, Executor.SIMULATED),
     ("b200-pool", "a4-highgpu-8g", 2, None, Executor.SIMULATED),
+]
+
+
+DEMO_QUOTAS = [
+    ("custom_model_training_nvidia_a100_gpus", 4),
+    ("custom_model_training_preemptible_nvidia_a100_gpus", 4),
+    ("custom_model_training_nvidia_h100_gpus", 16),
+    ("custom_model_training_preemptible_nvidia_h100_gpus", 16),
 ]
 
 
@@ -31,4 +40,6 @@ def demo_load() -> dict:
         accel_type, accel_count = accelerator or (None, None)
         node_pool_ensure(name=name, machine_type=machine_type, node_count=count, accelerator_type=accel_type,
                          accelerator_count=accel_count, executor=executor, simulated_runtime_seconds=60)
+    for metric, limit in DEMO_QUOTAS:
+        quota_set(project=project, location="us-central1", metric=metric, limit=limit, actor="demo loader")
     return {"user": user.username, "project": project.project_id, "pools": len(DEMO_POOLS)}
