@@ -52,6 +52,8 @@ def pytest_configure(config):
         config._trainhub_redis = server
         settings.REDIS_URL = f"unix://{server.socket_file}"
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    # PBKDF2's deliberate slowness made every fixture user cost ~0.5 s; tests need no real hashing.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.TRAINHUB_WORK_DIR = tempfile.mkdtemp(prefix="trainhub-test-work-")
     from pathlib import Path
 
