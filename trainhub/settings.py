@@ -58,6 +58,10 @@ INSTALLED_APPS = [
     "trainhub.jobs",
     "trainhub.scheduling",
     "trainhub.agent",
+    "trainhub.resources",
+    "trainhub.slurm",
+    "trainhub.tuning",
+    "trainhub.dashboards",
 ]
 
 MIDDLEWARE = [
