@@ -55,6 +55,9 @@ class Node(models.Model):
     state = models.CharField(max_length=8, choices=NodeState.choices, default=NodeState.UP)
     state_reason = models.CharField(max_length=255, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    #: Who holds this node exclusively ("persistentResources/<pk>", "slurmClusters/<pk>"); empty
+    #: means the shared pool the serverless scheduler places CustomJobs on.
+    dedicated_to = models.CharField(max_length=96, blank=True, default="", db_index=True)
 
     class Meta:
         ordering = ["pool_id", "name"]

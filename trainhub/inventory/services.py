@@ -73,3 +73,35 @@ def node_set_state(*, node: Node, state: str, reason: str = "") -> Node:
     node.state_reason = reason
     node.save(update_fields=["state", "state_reason"])
     return node
+
+
+class NodesUnavailable(Exception):
+    """The inventory cannot supply the nodes asked for; the message says what is short."""
+
+
+@transaction.atomic
+def nodes_dedicate(*, nodes: list[Node], owner: str) -> list[Node]:
+    """Give ``nodes`` exclusively to ``owner``; all or nothing.
+
+    Refused if any node is already dedicated to someone else or still runs a shared replica, so a
+    node never serves two masters.
+    """
+    from trainhub.jobs.models import Replica
+
+    locked = list(Node.objects.select_for_update().filter(pk__in=[n.pk for n in nodes]).order_by("pk"))
+    taken = [n.name for n in locked if n.dedicated_to not in ("", owner)]
+    if taken:
+        raise NodesUnavailable(f"node(s) {', '.join(taken)} are dedicated to something else")
+    busy = sorted(Replica.objects.filter(node__in=locked, active=True).values_list("node__name", flat=True))
+    if busy:
+        raise NodesUnavailable(f"node(s) {', '.join(busy)} are running jobs")
+    Node.objects.filter(pk__in=[n.pk for n in locked]).update(dedicated_to=owner)
+    for node in locked:
+        node.dedicated_to = owner
+    return locked
+
+
+@transaction.atomic
+def nodes_release(*, owner: str) -> int:
+    """Return every node ``owner`` holds to the shared pool."""
+    return Node.objects.filter(dedicated_to=owner).update(dedicated_to="")

@@ -72,7 +72,7 @@ def job_replica_shapes(job: CustomJob) -> list[tuple[int, int, ReplicaShape]]:
 def _free_nodes(now: dt.datetime) -> tuple[list[FreeNode], list[Victim]]:
     """Idle live nodes, and the running SPOT jobs (newest first) with the live nodes they hold."""
     fresh_after = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
-    live = Node.objects.filter(state=NodeState.UP, last_heartbeat__gte=fresh_after)
+    live = Node.objects.filter(state=NodeState.UP, last_heartbeat__gte=fresh_after, dedicated_to="")
     busy = Replica.objects.filter(node=OuterRef("pk"), active=True)
     rows = live.annotate(busy=Exists(busy)).filter(busy=False).values_list(
         "pk", "pool__machine_type", "pool__accelerator_type", "pool__accelerator_count")
@@ -105,7 +105,7 @@ def _estimates(waiting: list[CustomJob], shapes: dict[int, list[tuple[int, int, 
         for kind in _node_kinds(node.machine_type, node.accelerator_type):
             free_now[kind] = free_now.get(kind, 0) + 1
     busy_until: dict[NodeKind, list[dt.datetime]] = {}
-    rows = Replica.objects.filter(active=True, node__state=NodeState.UP).values_list(
+    rows = Replica.objects.filter(active=True, node__state=NodeState.UP, node__dedicated_to="").values_list(
         "node__pool__machine_type", "node__pool__accelerator_type", "job__start_time", "assigned_at",
         "job__timeout_seconds")
     for machine, accel, started, assigned, timeout in rows:
