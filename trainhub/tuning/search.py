@@ -286,12 +286,14 @@ def _parse_children(check: Checker, raw: Any, path: str, parent: Parameter,
     return tuple(children), canonical
 
 
-def _all_parameters(parameters: tuple[Parameter, ...], path: str = "studySpec.parameters") -> Iterator[tuple[str, Parameter]]:
+def _all_parameters(parameters: tuple[Parameter, ...], path: str = "studySpec.parameters",
+                    suffix: str = "") -> Iterator[tuple[str, Parameter]]:
+    """Every parameter, conditional ones included, with its path in the StudySpec."""
     for index, parameter in enumerate(parameters):
-        here = f"{path}[{index}]"
+        here = f"{path}[{index}]{suffix}"
         yield here, parameter
         yield from _all_parameters(tuple(c.parameter for c in parameter.children),
-                                   f"{here}.conditionalParameterSpecs")
+                                   f"{here}.conditionalParameterSpecs", ".parameterSpec")
 
 
 def parse_study_spec(raw: Any) -> tuple[Study, dict[str, Any]]:
