@@ -44,13 +44,15 @@ def resource_get_for_user(*, kind: type[DjangoModel], user: AbstractBaseUser, pr
 
 
 def resources_list(*, kind: type[DjangoModel], projects: list[Project], location: str | None = None,
-                   page_size: int | None = None, page_token: str = "",
+                   state: str = "", page_size: int | None = None, page_token: str = "",
                    cursor: tuple[dt.datetime, int] | None = None) -> tuple[list, str]:
     """Newest first, keyset-paginated on (create_time, id) with the same tokens as customJobs.list."""
     size = DEFAULT_PAGE_SIZE if not page_size else min(page_size, MAX_PAGE_SIZE)
     rows = kind.objects.filter(project__in=projects)
     if location is not None:
         rows = rows.filter(location=location)
+    if state:
+        rows = rows.filter(state=state)
     if page_token:
         cursor = decode_page_token(page_token)
     return keyset_page(_with_related(kind, rows), cursor=cursor, size=size)
