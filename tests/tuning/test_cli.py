@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from tests.tuning.helpers import double, study, tuning_body
-from tests.tuning.test_end_to_end import cli  # noqa: F401 - the live CLI fixture
+from tests.cli.test_cli_live import cli  # noqa: F401 - the live CLI fixture (uma logged in)
 from trainhub.cli.hp_tuning_jobs import build_tuning_job
 from trainhub.cli.main import main
 from trainhub.tuning.models import HyperparameterTuningJob

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from tests.agent.test_end_to_end import make_agent
+from tests.cli.test_cli_live import cli  # noqa: F401 - the live CLI fixture (uma logged in)
 from tests.conftest import later
 from tests.tuning.helpers import BASE
-from trainhub.cli.main import main
 from trainhub.jobs.models import CustomJob
 from trainhub.scheduling.services import scheduler_pass
 from trainhub.tuning.models import HyperparameterTuningJob
@@ -37,19 +37,6 @@ CONFIG = {
 }
 
 
-@pytest.fixture
-def cli(live_server, cast, tmp_path, capsys):
-    environ = {"TRAINHUB_CONFIG": str(tmp_path / "config.json"), "TRAINHUB_PROJECT": "alpha"}
-
-    def run(*argv):
-        code = main(list(argv), environ=environ)
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    assert run("auth", "login", "--url", live_server.url, "--username", "uma", "--password", "uma-password")[0] == 0
-    return run
-
-
 def run_study(job, agent, moment, limit=3000):
     """Step agent and scheduler until the study ends; return the most trial jobs ever live at once."""
     most_live = 0
@@ -66,7 +53,7 @@ def run_study(job, agent, moment, limit=3000):
     raise AssertionError(f"tuning job stuck in {job.state}")
 
 
-def test_eight_trials_two_at_a_time_find_the_best_point(cli, api, client, cast, nodes, now, tmp_path):
+def test_eight_trials_two_at_a_time_find_the_best_point(cli, api, client, cast, nodes, now, tmp_path):  # noqa: F811
     config = tmp_path / "hptuning.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     code, out, err = cli("ai", "hp-tuning-jobs", "create", "--region", "us-central1", "--display-name", "quadratic",

@@ -98,25 +98,24 @@ def test_the_form_creates_a_tuning_job(browser, nodes):
     assert job.trials.count() == 2
 
 
-def test_the_form_shows_a_grid_search_violation_on_the_parameters_field(browser):
-    data = {"display_name": "bad", "location": "us-central1", "strategy": "STANDARD",
+def form_data(parameters, algorithm):
+    return {"display_name": "bad", "location": "us-central1", "strategy": "STANDARD",
             "pool0-machine_type": "n1-standard-4", "pool0-image_uri": "python:3.11", "pool0-command": "python3",
-            "study-metric_id": "m", "study-goal": "MAXIMIZE", "study-parameters": "lr double 0.1 1",
-            "study-algorithm": "GRID_SEARCH", "study-measurement_selection": "LAST_MEASUREMENT",
+            "study-metric_id": "m", "study-goal": "MAXIMIZE", "study-parameters": parameters,
+            "study-algorithm": algorithm, "study-measurement_selection": "LAST_MEASUREMENT",
             "study-max_trial_count": "4", "study-parallel_trial_count": "2", "study-max_failed_trial_count": "0"}
-    html = browser.post(CREATE, data).content.decode()
+
+
+def test_the_form_shows_a_grid_search_violation_on_the_parameters_field(browser):
+    html = browser.post(CREATE, form_data("lr double 0.1 1", "GRID_SEARCH")).content.decode()
     assert "The tuning job was not created." in html
     assert "studySpec.parameters[0]" in html and "GRID_SEARCH needs every parameter" in html
     assert not HyperparameterTuningJob.objects.exists()
 
 
 def test_the_form_reports_an_unparseable_parameter_line(browser):
-    data = {"display_name": "bad", "location": "us-central1", "strategy": "STANDARD",
-            "pool0-machine_type": "n1-standard-4", "pool0-image_uri": "i", "pool0-command": "python3",
-            "study-metric_id": "m", "study-goal": "MAXIMIZE", "study-parameters": "lr float 0.1 1",
-            "study-algorithm": "RANDOM_SEARCH", "study-measurement_selection": "LAST_MEASUREMENT",
-            "study-max_trial_count": "4", "study-parallel_trial_count": "2", "study-max_failed_trial_count": "0"}
-    assert "Line 1: the type must be double, integer, categorical or discrete" in browser.post(CREATE, data).content.decode()
+    html = browser.post(CREATE, form_data("lr float 0.1 1", "RANDOM_SEARCH")).content.decode()
+    assert "Line 1: the type must be double, integer, categorical or discrete" in html
 
 
 def test_a_viewer_is_refused_the_form_and_cancel(client, cast, finished):

@@ -124,13 +124,19 @@ def _parse_tuning(check: Checker, job: dict[str, Any], prefix: str = "") -> Pars
     return ParsedTuningJob(document, study)
 
 
+def _top_level(check: Checker, body: Any, allowed: set[str], kind: str) -> dict[str, Any]:
+    """The request body with camelCase keys, its unknown fields recorded as violations."""
+    document = camelize(body, verbatim_maps=frozenset({"labels"})) if isinstance(body, dict) else body
+    resource = check.mapping(document, "", allowed)
+    if resource is None:
+        raise DocumentError(check.violations or [FieldViolation(kind, "must be a JSON object")])
+    return resource
+
+
 def parse_tuning_job(body: Any) -> ParsedTuningJob:
     """Validate a HyperparameterTuningJob body; raise DocumentError with every violation."""
     check = Checker()
-    document = camelize(body, verbatim_maps=frozenset({"labels"})) if isinstance(body, dict) else body
-    job = check.mapping(document, "", _TUNING_FIELDS | _OUTPUT_ONLY)
-    if job is None:
-        raise DocumentError(check.violations or [FieldViolation("hyperparameterTuningJob", "must be a JSON object")])
+    job = _top_level(check, body, _TUNING_FIELDS | _OUTPUT_ONLY, "hyperparameterTuningJob")
     parsed = _parse_tuning(check, job)
     if parsed is None:
         raise DocumentError(check.violations)
@@ -203,10 +209,7 @@ def _parse_model(check: Checker, value: Any) -> dict[str, Any] | None:
 def parse_pipeline(body: Any) -> ParsedPipeline:
     """Validate a TrainingPipeline body; raise DocumentError with every violation."""
     check = Checker()
-    document = camelize(body, verbatim_maps=frozenset({"labels"})) if isinstance(body, dict) else body
-    pipeline = check.mapping(document, "", _PIPELINE_FIELDS | _PIPELINE_OUTPUT_ONLY)
-    if pipeline is None:
-        raise DocumentError(check.violations or [FieldViolation("trainingPipeline", "must be a JSON object")])
+    pipeline = _top_level(check, body, _PIPELINE_FIELDS | _PIPELINE_OUTPUT_ONLY, "trainingPipeline")
     definition = check.string(pipeline.get("trainingTaskDefinition"), "trainingTaskDefinition", required=True)
     if definition and definition not in (CUSTOM_TASK, TUNING_TASK):
         check.add("trainingTaskDefinition", f"must be {CUSTOM_TASK} or {TUNING_TASK}")
