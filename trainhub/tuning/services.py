@@ -216,8 +216,9 @@ def _stop_live_trials(trials: list[Trial], now: dt.datetime) -> None:
 def study_advance(*, tuning_job: HyperparameterTuningJob, now: dt.datetime) -> None:
     """Sync the trials with their jobs, then fail, finish, or launch trials into free slots."""
     with transaction.atomic():
-        job = HyperparameterTuningJob.objects.select_for_update().select_related("project", "created_by").get(
-            pk=tuning_job.pk)
+        # of=self: PostgreSQL cannot lock the nullable side (created_by) of the join.
+        job = (HyperparameterTuningJob.objects.select_for_update(of=("self",))
+               .select_related("project", "created_by").get(pk=tuning_job.pk))
         parsed = study_of(job.spec)
         trials = list(job.trials.select_related("custom_job").order_by("number"))
         for trial in trials:
@@ -366,7 +367,7 @@ def _pipelines_follow(tuning_job: HyperparameterTuningJob, now: dt.datetime) -> 
 def pipeline_follow(*, pipeline: TrainingPipeline, now: dt.datetime) -> None:
     """Mirror the state of the job the pipeline runs; on success register its model first."""
     with transaction.atomic():
-        pipeline = TrainingPipeline.objects.select_for_update().select_related(
+        pipeline = TrainingPipeline.objects.select_for_update(of=("self",)).select_related(
             "project", "custom_job", "tuning_job").get(pk=pipeline.pk)
         if pipeline.is_terminal:
             return
