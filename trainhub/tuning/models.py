@@ -24,50 +24,65 @@ def pipeline_state(job_state: str) -> str:
     return "PIPELINE_STATE_" + job_state.removeprefix("JOB_STATE_")
 
 
-class HyperparameterTuningJob(models.Model):
-    """A Vertex HyperparameterTuningJob. ``spec`` holds its canonical document (see tuning.spec);
-    its state follows the CustomJob state machine (jobs.states)."""
+class _OwnedResource(models.Model):
+    """What a tuning job and a pipeline share: a named resource of a project that submits jobs
+    on its creator's behalf (its CustomJobs carry ``owner_key``)."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tuning_jobs")
+    #: The REST collection, and the field holding the id in it.
+    COLLECTION = ""
+    ID_FIELD = ""
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     location = models.CharField(max_length=32)
-    job_id = models.CharField(max_length=24, unique=True)
     display_name = models.CharField(max_length=128)
     spec = models.JSONField()
-    #: Seeds the search algorithm, so a study's suggestions can be replayed.
-    seed = models.BigIntegerField()
-    #: maxFailedTrialCount with 0 replaced by the service default (search.default_max_failed_trials).
-    failure_limit = models.PositiveIntegerField()
-    state = models.CharField(max_length=40, choices=JOB_STATE_CHOICES, default=states.QUEUED)
     error = models.JSONField(null=True, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     create_time = models.DateTimeField()
     start_time = models.DateTimeField(null=True, blank=True)
     end_time = models.DateTimeField(null=True, blank=True)
     update_time = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["project", "location", "-create_time", "-id"], name="tuning_list_keyset"),
-                   models.Index(fields=["state"], name="tuning_state")]
+        abstract = True
 
     def __str__(self) -> str:
         return self.resource_name
 
     @property
     def resource_name(self) -> str:
-        return f"projects/{self.project.project_id}/locations/{self.location}/hyperparameterTuningJobs/{self.job_id}"
+        resource_id = getattr(self, self.ID_FIELD)
+        return f"projects/{self.project.project_id}/locations/{self.location}/{self.COLLECTION}/{resource_id}"
 
     @property
     def owner_key(self) -> str:
-        """What its trials' CustomJob.owner holds."""
-        return f"hyperparameterTuningJobs/{self.pk}"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.state in states.TERMINAL
+        """What the CustomJob.owner of the jobs it submits holds."""
+        return f"{self.COLLECTION}/{self.pk}"
 
     @property
     def short_state(self) -> str:
-        return self.state.removeprefix("JOB_STATE_")
+        return self.state.split("_STATE_", 1)[1]
+
+    @property
+    def is_terminal(self) -> bool:
+        return "JOB_STATE_" + self.short_state in states.TERMINAL
+
+
+class HyperparameterTuningJob(_OwnedResource):
+    """A Vertex HyperparameterTuningJob. ``spec`` holds its canonical document (see tuning.spec);
+    its state follows the CustomJob state machine (jobs.states)."""
+
+    COLLECTION = "hyperparameterTuningJobs"
+    ID_FIELD = "job_id"
+    job_id = models.CharField(max_length=24, unique=True)
+    #: Seeds the search algorithm, so a study's suggestions can be replayed.
+    seed = models.BigIntegerField()
+    #: maxFailedTrialCount with 0 replaced by the service default (search.default_max_failed_trials).
+    failure_limit = models.PositiveIntegerField()
+    state = models.CharField(max_length=40, choices=JOB_STATE_CHOICES, default=states.QUEUED)
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "location", "-create_time", "-id"], name="tuning_list_keyset"),
+                   models.Index(fields=["state"], name="tuning_state")]
 
 
 class Trial(models.Model):
@@ -103,48 +118,21 @@ class Trial(models.Model):
         return self.state in TRIAL_FINAL
 
 
-class TrainingPipeline(models.Model):
+class TrainingPipeline(_OwnedResource):
     """A Vertex TrainingPipeline: runs a CustomJob or a HyperparameterTuningJob and, when it
     succeeds, registers the model it wrote as a ModelVersion."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="training_pipelines")
-    location = models.CharField(max_length=32)
+    COLLECTION = "trainingPipelines"
+    ID_FIELD = "pipeline_id"
     pipeline_id = models.CharField(max_length=24, unique=True)
-    display_name = models.CharField(max_length=128)
-    spec = models.JSONField()
     state = models.CharField(max_length=40, default="PIPELINE_STATE_QUEUED")
-    error = models.JSONField(null=True, blank=True)
     custom_job = models.ForeignKey(CustomJob, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="pipelines")
     tuning_job = models.ForeignKey(HyperparameterTuningJob, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="pipelines")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
-    create_time = models.DateTimeField()
-    start_time = models.DateTimeField(null=True, blank=True)
-    end_time = models.DateTimeField(null=True, blank=True)
-    update_time = models.DateTimeField()
 
     class Meta:
         indexes = [models.Index(fields=["project", "location", "-create_time", "-id"], name="pipeline_list_keyset")]
-
-    def __str__(self) -> str:
-        return self.resource_name
-
-    @property
-    def resource_name(self) -> str:
-        return f"projects/{self.project.project_id}/locations/{self.location}/trainingPipelines/{self.pipeline_id}"
-
-    @property
-    def owner_key(self) -> str:
-        return f"trainingPipelines/{self.pk}"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.state in ("PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED")
-
-    @property
-    def short_state(self) -> str:
-        return self.state.removeprefix("PIPELINE_STATE_")
 
 
 class Model(models.Model):
