@@ -149,6 +149,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.scheduling.tasks.node_heartbeat_sweep",
         "schedule": 15.0,
     },
+    # Studies and pipelines advance on their jobs' signals; this sweep only repairs a lost one.
+    "tuning-live-work-advance": {
+        "task": "trainhub.tuning.tasks.live_work_advance",
+        "schedule": 30.0,
+    },
 }
 
 # Scheduling knobs.

@@ -24,6 +24,7 @@ api_patterns = [
     path("auth/token", TokenObtain.as_view(), name="auth-token"),
     path("v1/me", Me.as_view(), name="me"),
     path("v1/scheduler:status", SchedulerStatus.as_view(), name="scheduler-status"),
+    path("", include("trainhub.tuning.api_urls")),
 ]
 
 urlpatterns = [
@@ -37,5 +38,6 @@ urlpatterns = [
     path("account/", include("trainhub.iam.urls")),
     path("nodes/", include("trainhub.inventory.urls")),
     path("quotas/", include("trainhub.scheduling.urls")),
+    path("", include("trainhub.tuning.urls")),
     path("", include("trainhub.jobs.urls")),
 ]

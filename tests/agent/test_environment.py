@@ -99,3 +99,31 @@ def test_a_container_without_command_cannot_run_as_a_subprocess():
 
 def test_expand_leaves_unknown_references():
     assert expand("$(A)-$(B)", {"A": "1"}) == "1-$(B)"
+
+
+def test_a_trial_gets_its_id_and_a_metric_file_in_its_own_working_directory():
+    ctx = context(trial="3")
+    env = replica_environment(ReplicaContext(**{**ctx.__dict__, "work_dir": "/work/123/workerpool0-0-0"}))
+    assert env["CLOUD_ML_TRIAL_ID"] == "3"
+    assert env["CLOUD_ML_HP_METRIC_FILE"] == "/work/123/workerpool0-0-0/hypertune/output.metrics"
+    assert json.loads(env["CLUSTER_SPEC"])["task"]["trial"] == "3"
+
+
+def test_a_job_that_is_not_a_trial_has_no_metric_file():
+    ctx = context()
+    env = replica_environment(ReplicaContext(**{**ctx.__dict__, "work_dir": "/work/123/workerpool0-0-0"}))
+    assert "CLOUD_ML_HP_METRIC_FILE" not in env and "CLOUD_ML_TRIAL_ID" not in env
+
+
+def test_cloud_storage_output_maps_under_the_nodes_storage_root_per_trial():
+    ctx = context(base="gs://bucket/runs/", trial="2")
+    env = replica_environment(ReplicaContext(**{**ctx.__dict__, "storage_root": "/var/trainhub/gcs"}))
+    assert env["AIP_MODEL_DIR"] == "/var/trainhub/gcs/bucket/runs/2/model/"
+    assert env["AIP_CHECKPOINT_DIR"] == "/var/trainhub/gcs/bucket/runs/2/checkpoints/"
+    assert env["AIP_TENSORBOARD_LOG_DIR"] == "/var/trainhub/gcs/bucket/runs/2/logs/"
+
+
+def test_a_file_uri_output_is_a_local_path():
+    ctx = context(base="file:///data/out/")
+    env = replica_environment(ReplicaContext(**{**ctx.__dict__, "storage_root": "/var/trainhub/gcs"}))
+    assert env["AIP_MODEL_DIR"] == "/data/out/model/"

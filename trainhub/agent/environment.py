@@ -8,7 +8,13 @@
   workerpool0 and workerpool1 (Vertex starts one process per VM): RANK 0 for the primary and
   1 + index for workerpool1.
 - CUDA_VISIBLE_DEVICES from the allocated GPU indices; AIP_MODEL_DIR, AIP_CHECKPOINT_DIR and
-  AIP_TENSORBOARD_LOG_DIR under baseOutputDirectory; CLOUD_ML_JOB_ID, CLOUD_ML_PROJECT_ID.
+  AIP_TENSORBOARD_LOG_DIR under baseOutputDirectory (under <base>/<trial id>/ for a tuning trial);
+  CLOUD_ML_JOB_ID, CLOUD_ML_PROJECT_ID.
+- Tuning trials: CLOUD_ML_TRIAL_ID, and CLOUD_ML_HP_METRIC_FILE naming a file in the replica's own
+  working directory (cloudml-hypertune's default, /tmp/hypertune/output.metrics, would be shared
+  by every trial on the node).
+- Nodes have no Cloud Storage: with a ``storage_root``, gs://BUCKET/PATH becomes
+  <storage_root>/BUCKET/PATH, as Vertex mounts buckets at /gcs/BUCKET; file:///PATH becomes /PATH.
 - $(VAR) in command, args and env values expands from earlier variables; $$(VAR) escapes.
 """
 
@@ -37,6 +43,27 @@ class ReplicaContext:
     hosts: dict[int, list[str]]
     gpu_indices: list[int]
     trial_id: str | None = None
+    #: The replica's working directory on the node (holds a trial's metric file).
+    work_dir: str | None = None
+    #: Where the node keeps Cloud Storage buckets; None leaves gs:// URIs as written.
+    storage_root: str | None = None
+
+
+METRIC_FILE = "hypertune/output.metrics"
+
+
+def metric_file_path(work_dir: str) -> str:
+    """The cloudml-hypertune file of the replica running in ``work_dir``."""
+    return f"{work_dir.rstrip('/')}/{METRIC_FILE}"
+
+
+def local_output_uri(uri: str, storage_root: str | None) -> str:
+    """Where an output URI lives on the node (see the module docstring); a trailing / is kept."""
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    if uri.startswith("gs://") and storage_root is not None:
+        return f"{storage_root.rstrip('/')}/{uri[len('gs://'):]}"
+    return uri
 
 
 def expand(text: str, variables: dict[str, str]) -> str:
@@ -86,8 +113,11 @@ def replica_environment(ctx: ReplicaContext) -> dict[str, str]:
     }
     if ctx.trial_id is not None:
         env["CLOUD_ML_TRIAL_ID"] = ctx.trial_id
+        if ctx.work_dir is not None:
+            env["CLOUD_ML_HP_METRIC_FILE"] = metric_file_path(ctx.work_dir)
     base = (ctx.spec["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
     if base:
+        base = local_output_uri(base, ctx.storage_root)
         if ctx.trial_id is not None:
             base = f"{base}{ctx.trial_id}/"
         env["AIP_MODEL_DIR"] = f"{base}model/"

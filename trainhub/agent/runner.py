@@ -25,6 +25,7 @@ from trainhub.agent.executors import (
     SimulatedReplica,
     SubprocessReplica,
 )
+from trainhub.agent.outputs import list_model_files, read_hypertune_file
 from trainhub.inventory.models import Executor, Node
 from trainhub.inventory.services import node_heartbeat
 from trainhub.jobs import services as job_services
@@ -34,11 +35,21 @@ from trainhub.jobs.models import Replica
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _PrimaryOutputs:
+    """Where the primary replica of a job leaves what the agent reports when it exits."""
+
+    host: str
+    metric_file: Path | None
+    model_dir: Path | None
+
+
 @dataclass
 class _Running:
     process: ReplicaProcess
     replica: Replica
     stop_sent: dt.datetime | None = None
+    outputs: _PrimaryOutputs | None = None
 
 
 class NodeAgent:
@@ -88,14 +99,17 @@ class NodeAgent:
         hosts: dict[int, list[str]] = {}
         for peer in peers:
             hosts.setdefault(peer.pool_index, []).append(peer.node.hostname if peer.node else "unknown")
+        work_dir = self.work_dir / job.job_id / f"{replica.task_name}-{replica.attempt}"
         ctx = ReplicaContext(
             job_id=job.job_id, project_number=job.project.number, spec=job.spec,
             pool_index=replica.pool_index, replica_index=replica.replica_index,
-            hosts=hosts, gpu_indices=list(replica.gpu_indices),
+            hosts=hosts, gpu_indices=list(replica.gpu_indices), trial_id=job.trial_id or None,
+            work_dir=str(work_dir), storage_root=str(self.work_dir / "gcs"),
         )
         env = replica_environment(ctx)
         pool = replica.node.pool
         process: ReplicaProcess
+        outputs = None
         if pool.executor == Executor.SIMULATED:
             process = SimulatedReplica(
                 started=now, runtime=dt.timedelta(seconds=pool.simulated_runtime_seconds),
@@ -103,14 +117,15 @@ class NodeAgent:
                           f"CLUSTER_SPEC={env['CLUSTER_SPEC']}"],
             )
         else:
-            work_dir = self.work_dir / job.job_id / f"{replica.task_name}-{replica.attempt}"
+            if (replica.pool_index, replica.replica_index) == job_services.PRIMARY:
+                outputs = _prepare_outputs(replica.node.hostname, env)
             try:
                 process = SubprocessReplica(replica_argv(ctx, env), env, work_dir)
             except NotRunnable as exc:
                 process = FailedToStart(now, str(exc))
             except OSError as exc:
                 process = FailedToStart(now, f"cannot start the replica's command: {exc}")
-        self.running[replica.pk] = _Running(process, replica)
+        self.running[replica.pk] = _Running(process, replica, outputs=outputs)
         job_services.replica_started(replica=replica, now=now)
 
     def _supervise(self, pk: int, now: dt.datetime) -> None:
@@ -128,6 +143,8 @@ class NodeAgent:
             job_services.replica_logs_append(replica=replica, lines=lines)
         if code is not None:
             del self.running[pk]
+            if handle.outputs is not None:
+                _report_outputs(replica, handle.outputs)
             job_services.replica_exited(replica=replica, exit_code=code, now=now)
 
     def shutdown(self) -> None:
@@ -141,3 +158,25 @@ class NodeAgent:
                     wait(self.grace.total_seconds())
                 except Exception:  # noqa: BLE001 - a process that ignores SIGTERM is killed below
                     handle.process.kill()
+
+
+def _prepare_outputs(host: str, env: dict[str, str]) -> _PrimaryOutputs | None:
+    """Create the AIP_* output directories (a Cloud Storage mount would accept writes under any
+    path) and note where the primary's metric file and model directory are."""
+    for name in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
+        if env.get(name, "").startswith("/"):
+            Path(env[name]).mkdir(parents=True, exist_ok=True)
+    metric_file = Path(env["CLOUD_ML_HP_METRIC_FILE"]) if "CLOUD_ML_HP_METRIC_FILE" in env else None
+    model_dir = Path(env["AIP_MODEL_DIR"]) if env.get("AIP_MODEL_DIR", "").startswith("/") else None
+    if metric_file is None and model_dir is None:
+        return None
+    return _PrimaryOutputs(host, metric_file, model_dir)
+
+
+def _report_outputs(replica: Replica, outputs: _PrimaryOutputs) -> None:
+    hp_metrics = read_hypertune_file(outputs.metric_file) if outputs.metric_file else []
+    artifacts = {}
+    if outputs.model_dir is not None:
+        artifacts = {"host": outputs.host, "path": str(outputs.model_dir),
+                     "files": list_model_files(outputs.model_dir)}
+    job_services.job_outputs_record(job=replica.job, hp_metrics=hp_metrics, model_artifacts=artifacts)

@@ -273,7 +273,15 @@ def register_custom_jobs(subparsers: Any, common: ArgumentParser) -> None:
     stream.add_argument("--task-name", help="only this task's logs, e.g. workerpool0-0")
 
 
-AI_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (register_custom_jobs,)
+def register_hp_tuning_jobs(subparsers: Any, common: ArgumentParser) -> None:
+    """`trainhub ai hp-tuning-jobs ...`, defined in trainhub.cli.hp_tuning_jobs (imported here, at
+    parser-building time, because it builds on this module's helpers)."""
+    from trainhub.cli import hp_tuning_jobs
+
+    hp_tuning_jobs.register(subparsers, common)
+
+
+AI_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (register_custom_jobs, register_hp_tuning_jobs)
 
 
 def register_ai(subparsers: Any, common: ArgumentParser) -> None:

@@ -14,11 +14,23 @@ _READ = [
     "aiplatform.customJobs.get",
     "aiplatform.customJobs.list",
     "aiplatform.nodes.list",
+    "aiplatform.hyperparameterTuningJobs.get",
+    "aiplatform.hyperparameterTuningJobs.list",
+    "aiplatform.trainingPipelines.get",
+    "aiplatform.trainingPipelines.list",
+    "aiplatform.models.get",
+    "aiplatform.models.list",
 ]
 _WRITE = [
     "aiplatform.customJobs.create",
     "aiplatform.customJobs.cancel",
     "aiplatform.customJobs.delete",
+    "aiplatform.hyperparameterTuningJobs.create",
+    "aiplatform.hyperparameterTuningJobs.cancel",
+    "aiplatform.hyperparameterTuningJobs.delete",
+    "aiplatform.trainingPipelines.create",
+    "aiplatform.trainingPipelines.cancel",
+    "aiplatform.trainingPipelines.delete",
 ]
 _ADMIN = [
     "aiplatform.projects.manageMembers",

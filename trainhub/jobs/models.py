@@ -31,6 +31,16 @@ class CustomJob(models.Model):
     #: google.rpc.Status {code, message} when FAILED or CANCELLED.
     error = models.JSONField(null=True, blank=True)
     restart_count = models.PositiveIntegerField(default=0)
+    #: The resource that submitted this job on the user's behalf ("hyperparameterTuningJobs/<pk>",
+    #: "trainingPipelines/<pk>"); empty for a job the user submitted. Told of every state change.
+    owner = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    #: Trial id (from "1") when the job is a hyperparameter tuning trial: CLUSTER_SPEC.task.trial.
+    trial_id = models.CharField(max_length=16, blank=True, default="")
+    #: What the primary replica reported through the cloudml-hypertune file, as the agent read it:
+    #: [{"globalStep": int, "timestamp": float, "metrics": {tag: value}}], in report order.
+    hp_metrics = models.JSONField(default=list, blank=True)
+    #: Files the primary replica left under AIP_MODEL_DIR: {"uri", "host", "path", "files": [{"path", "sizeBytes"}]}.
+    model_artifacts = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     create_time = models.DateTimeField()
     start_time = models.DateTimeField(null=True, blank=True)

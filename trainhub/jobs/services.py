@@ -22,7 +22,8 @@ from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
-from trainhub.jobs.spec import SpecError, parse_custom_job
+from trainhub.jobs.signals import job_state_changed
+from trainhub.jobs.spec import ParsedCustomJob, SpecError, parse_custom_job
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.quota import QuotaBook, quota_demand
 from trainhub.scheduling.selectors import quota_limits
@@ -80,6 +81,7 @@ def _transition(job: CustomJob, target: str, now: dt.datetime, message: str, *, 
         fields.append("error")
     job.save(update_fields=fields)
     _event(job, now, message, target)
+    transaction.on_commit(lambda: job_state_changed.send(sender=CustomJob, job=job, state=target), robust=True)
 
 
 def _new_job_id() -> str:
@@ -87,9 +89,16 @@ def _new_job_id() -> str:
     return str(secrets.randbelow(9 * 10**17) + 10**17)
 
 
-def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None, body: Any,
-               now: dt.datetime | None = None) -> CustomJob:
-    """Validate a CustomJob document and queue it; 400 INVALID_ARGUMENT lists every violation."""
+def _quota_demand(parsed: ParsedCustomJob) -> dict[str, int]:
+    return quota_demand(((p.replica_count, p.shape) for p in parsed.pools), parsed.strategy)
+
+
+def job_submission_check(*, project: Project, location: str, body: Any) -> ParsedCustomJob:
+    """Every rule job_submit applies before it writes: raises the ApiError it would answer.
+
+    Resources that submit jobs later (tuning trials, pipelines) call it at their own creation so a
+    spec that could never be submitted is refused at once, not one trial at a time.
+    """
     try:
         parsed = parse_custom_job(body)
     except SpecError as exc:
@@ -97,8 +106,20 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
     if parsed.document["jobSpec"].get("persistentResourceId"):
         raise invalid_argument([], "persistentResourceId: persistent resources are not available in this "
                                    "trainhub yet; submit without jobSpec.persistentResourceId.")
-    demand = quota_demand(((p.replica_count, p.shape) for p in parsed.pools), parsed.strategy)
-    _reject_requests_above_quota(project=project, location=location, demand=demand)
+    _reject_requests_above_quota(project=project, location=location, demand=_quota_demand(parsed))
+    return parsed
+
+
+def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None, body: Any,
+               now: dt.datetime | None = None, owner: str = "", trial_id: str = "") -> CustomJob:
+    """Validate a CustomJob document and queue it; 400 INVALID_ARGUMENT lists every violation.
+
+    ``owner`` names the resource submitting the job for the user ("hyperparameterTuningJobs/<pk>"),
+    which is then told of its state changes through signals.job_state_changed; ``trial_id`` makes
+    the job a tuning trial (CLUSTER_SPEC.task.trial, CLOUD_ML_TRIAL_ID, AIP_* dirs per trial).
+    """
+    parsed = job_submission_check(project=project, location=location, body=body)
+    demand = _quota_demand(parsed)
     now = now or timezone.now()
     with transaction.atomic():
         job = CustomJob.objects.create(
@@ -112,6 +133,8 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
             gpu_count=sum(p.replica_count * p.shape.accelerator_count for p in parsed.pools),
             replica_count=sum(p.replica_count for p in parsed.pools),
             quota_demand=demand,
+            owner=owner,
+            trial_id=trial_id,
             timeout_seconds=parsed.timeout_seconds,
             max_wait_seconds=parsed.max_wait_seconds,
             created_by=user if user is not None and user.is_authenticated else None,
@@ -317,6 +340,15 @@ def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime,
                 _transition(job, states.RUNNING, now, "Every replica is running.")
             _transition(job, states.SUCCEEDED, now, "The primary replica workerpool0-0 exited with status 0.")
     _request_scheduler_pass()
+
+
+def job_outputs_record(*, job: CustomJob, hp_metrics: list[dict], model_artifacts: dict) -> None:
+    """Store what the primary replica left behind: its hypertune reports and model files.
+
+    The agent calls this before it reports the primary's exit, so whoever reacts to the job's
+    end (a tuning study, a pipeline) finds the outputs already stored.
+    """
+    CustomJob.objects.filter(pk=job.pk).update(hp_metrics=hp_metrics, model_artifacts=model_artifacts)
 
 
 def replica_logs_append(*, replica: Replica, lines: Iterable[tuple[str, dt.datetime, str]]) -> int:

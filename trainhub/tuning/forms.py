@@ -1,0 +1,150 @@
+"""Browser forms for tuning jobs. They only turn text into the HyperparameterTuningJob wire shape;
+tuning.search and jobs.spec decide what is valid, and their field violations are shown on the
+matching fields. The trial's CustomJob is the job submit form itself (jobs.forms.JobSubmitForm)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.jobs.forms import JobSubmitForm
+
+ALGORITHM_CHOICES = [
+    ("ALGORITHM_UNSPECIFIED", "Bayesian optimisation (TPE)"),
+    ("GRID_SEARCH", "Grid search (integer, categorical and discrete parameters only)"),
+    ("RANDOM_SEARCH", "Random search"),
+]
+SCALES = {"linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE", "reverse-log": "UNIT_REVERSE_LOG_SCALE"}
+_STUDY_FIELD_BY_PATH = (
+    ("studySpec.metrics[0].metricId", "metric_id"),
+    ("studySpec.metrics[0].goal", "goal"),
+    ("studySpec.parameters", "parameters"),
+    ("studySpec.algorithm", "algorithm"),
+    ("studySpec.measurementSelectionType", "measurement_selection"),
+    ("maxTrialCount", "max_trial_count"),
+    ("parallelTrialCount", "parallel_trial_count"),
+    ("maxFailedTrialCount", "max_failed_trial_count"),
+)
+_PARAMETERS_HELP = (
+    "One parameter per line: NAME double MIN MAX [linear|log|reverse-log], NAME integer MIN MAX [scale], "
+    "NAME categorical A,B,C or NAME discrete 1,2,4 [scale]. Each trial gets --NAME=VALUE appended to its "
+    "arguments. Conditional parameters: use the REST API or the CLI.")
+
+
+def _parameter(line: str) -> dict[str, Any]:
+    """One line of the parameters field as a ParameterSpec; ValueError says what is wrong."""
+    words = line.split()
+    if len(words) < 3:
+        raise ValueError("write NAME TYPE followed by the range or the values")
+    name, kind, rest = words[0], words[1].lower(), words[2:]
+    scale = None
+    if rest[-1].lower() in SCALES:
+        scale = SCALES[rest.pop().lower()]
+    spec: dict[str, Any] = {"parameterId": name}
+    if kind in ("double", "integer"):
+        if len(rest) != 2:
+            raise ValueError(f"a {kind} parameter takes MIN MAX")
+        spec[f"{kind}ValueSpec"] = {"minValue": rest[0], "maxValue": rest[1]}
+    elif kind in ("categorical", "discrete") and len(rest) == 1:
+        values = [value for value in rest[0].split(",") if value]
+        spec[f"{kind}ValueSpec"] = {"values": values}
+    else:
+        raise ValueError("the type must be double, integer, categorical or discrete; list values as A,B,C")
+    if kind == "double":
+        spec["doubleValueSpec"] = {key: _float(value) for key, value in spec["doubleValueSpec"].items()}
+    if kind == "discrete":
+        spec["discreteValueSpec"]["values"] = [_float(value) for value in spec["discreteValueSpec"]["values"]]
+    if scale:
+        spec["scaleType"] = scale
+    return spec
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+
+
+class StudyForm(forms.Form):
+    metric_id = forms.CharField(max_length=128, initial="score", label="Metric",
+                                help_text="The tag the training code reports with cloudml-hypertune.")
+    goal = forms.ChoiceField(choices=[("MAXIMIZE", "Maximize"), ("MINIMIZE", "Minimize")])
+    parameters = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), help_text=_PARAMETERS_HELP,
+                                 initial="x double -5 5\ny double -5 5")
+    algorithm = forms.ChoiceField(choices=ALGORITHM_CHOICES)
+    measurement_selection = forms.ChoiceField(label="Final measurement", choices=[
+        ("LAST_MEASUREMENT", "Last reported"), ("BEST_MEASUREMENT", "Best reported")])
+    max_trial_count = forms.IntegerField(min_value=1, initial=8, label="Trials")
+    parallel_trial_count = forms.IntegerField(min_value=1, initial=2, label="Trials at once")
+    max_failed_trial_count = forms.IntegerField(
+        min_value=0, initial=0, label="Failed trials allowed",
+        help_text="The study fails when this many trials failed. 0: max(3, a fifth of the trials).")
+
+    def clean_parameters(self) -> list[dict[str, Any]]:
+        specs, problems = [], []
+        for number, line in enumerate(self.cleaned_data["parameters"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                specs.append(_parameter(line))
+            except ValueError as exc:
+                problems.append(f"Line {number}: {exc}.")
+        if problems:
+            raise ValidationError(problems)
+        return specs
+
+    def study_fields(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "studySpec": {"metrics": [{"metricId": data["metric_id"], "goal": data["goal"]}],
+                          "parameters": data["parameters"], "algorithm": data["algorithm"],
+                          "measurementSelectionType": data["measurement_selection"]},
+            "maxTrialCount": data["max_trial_count"],
+            "parallelTrialCount": data["parallel_trial_count"],
+            "maxFailedTrialCount": data["max_failed_trial_count"],
+        }
+
+
+class TuningJobForm:
+    """The create page: the study, and the trial's CustomJob as on the job submit page."""
+
+    def __init__(self, data: Any = None, *, location: str) -> None:
+        self.study = StudyForm(data, prefix="study")
+        self.job = JobSubmitForm(data, location=location)
+        self.violations: list[FieldViolation] = []
+        self.service_message = ""
+
+    def is_valid(self) -> bool:
+        return all([self.study.is_valid(), self.job.is_valid()])
+
+    @property
+    def has_errors(self) -> bool:
+        return bool(self.study.errors) or self.job.has_errors
+
+    @property
+    def location(self) -> str:
+        return self.job.location
+
+    def tuning_job_body(self) -> dict[str, Any]:
+        trial_job = self.job.custom_job_body()
+        return {"displayName": trial_job["displayName"], **self.study.study_fields(),
+                "trialJobSpec": trial_job["jobSpec"]}
+
+    def show_service_error(self, error: ApiError) -> None:
+        self.violations = list(error.violations)
+        if not self.violations:
+            self.service_message = error.message
+        for violation in self.violations:
+            if violation.field.startswith("trialJobSpec") or violation.field == "displayName":
+                moved = re.sub(r"^trialJobSpec", "jobSpec", violation.field)
+                form, field = self.job._field_for(moved)
+            else:
+                form = self.study
+                field = next((name for prefix, name in _STUDY_FIELD_BY_PATH if violation.field.startswith(prefix)),
+                             None)
+            form.add_error(field if field in form.fields else None, violation.description)

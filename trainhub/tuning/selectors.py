@@ -1,0 +1,67 @@
+"""Reads for the tuning API and pages. Every lookup also checks the user's permission in the
+project (another project's resources are 404, as for CustomJobs)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Model as DjangoModel
+from django.db.models import Prefetch, QuerySet
+
+from trainhub.common.errors import ApiError
+from trainhub.iam.models import Project
+from trainhub.iam.selectors import project_get_for_user
+from trainhub.jobs.selectors import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, decode_page_token, keyset_page
+from trainhub.tuning.models import HyperparameterTuningJob, Model, ModelVersion, TrainingPipeline, Trial
+
+_LOOKUP_FIELD = {HyperparameterTuningJob: "job_id", TrainingPipeline: "pipeline_id", Model: "model_id"}
+_COLLECTION = {HyperparameterTuningJob: "hyperparameterTuningJobs", TrainingPipeline: "trainingPipelines",
+               Model: "models"}
+
+
+def _with_related(kind: type[DjangoModel], rows: QuerySet) -> QuerySet:
+    rows = rows.select_related("project")
+    if kind is HyperparameterTuningJob:
+        return rows.prefetch_related(Prefetch("trials", queryset=Trial.objects.select_related("custom_job__project")))
+    if kind is TrainingPipeline:
+        return rows.select_related("custom_job__project", "tuning_job__project").prefetch_related(
+            Prefetch("model_versions", queryset=ModelVersion.objects.select_related("model__project")))
+    return rows.prefetch_related(Prefetch("versions", queryset=ModelVersion.objects.select_related(
+        "pipeline__project", "custom_job__project")))
+
+
+def resource_get_for_user(*, kind: type[DjangoModel], user: AbstractBaseUser, project_id: str, location: str,
+                          resource_id: str, permission: str):
+    """A tuning job, pipeline or model of the project, if the user holds ``permission`` there."""
+    project = project_get_for_user(user=user, project_id=project_id, permission=permission)
+    found = _with_related(kind, kind.objects.filter(project=project, location=location,
+                                                    **{_LOOKUP_FIELD[kind]: resource_id})).first()
+    if found is None:
+        raise ApiError(404, f"{kind.__name__} projects/{project_id}/locations/{location}/{_COLLECTION[kind]}/"
+                            f"{resource_id} not found.")
+    return found
+
+
+def resources_list(*, kind: type[DjangoModel], projects: list[Project], location: str | None = None,
+                   state: str = "", page_size: int | None = None, page_token: str = "",
+                   cursor: tuple[dt.datetime, int] | None = None) -> tuple[list, str]:
+    """Newest first, keyset-paginated on (create_time, id) with the same tokens as customJobs.list."""
+    size = DEFAULT_PAGE_SIZE if not page_size else min(page_size, MAX_PAGE_SIZE)
+    rows = kind.objects.filter(project__in=projects)
+    if location is not None:
+        rows = rows.filter(location=location)
+    if state:
+        rows = rows.filter(state=state)
+    if page_token:
+        cursor = decode_page_token(page_token)
+    return keyset_page(_with_related(kind, rows), cursor=cursor, size=size)
+
+
+def trials_sorted(*, tuning_job: HyperparameterTuningJob, maximize: bool, by_metric: bool) -> list[Trial]:
+    """Trials by number, or best first by the primary metric (trials without a value last)."""
+    trials = list(tuning_job.trials.all())
+    if by_metric:
+        trials.sort(key=lambda t: (t.objective is None, -(t.objective or 0) if maximize else (t.objective or 0),
+                                   t.number))
+    return trials
