@@ -1,9 +1,13 @@
 """Thin Celery wrappers: take the leader lock, call one service."""
 
 import logging
+import os
+import socket
+import time
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 from django.utils import timezone
 
 from trainhub.common.redis import get_redis
@@ -15,13 +19,17 @@ logger = logging.getLogger(__name__)
 
 @shared_task(autoretry_for=(ConnectionError,), retry_backoff=True, max_retries=5, ignore_result=True)
 def scheduler_pass() -> None:
-    with leader_lock(get_redis()) as leading:
+    with leader_lock(get_redis(), ttl_seconds=settings.TRAINHUB_SCHEDULER_LOCK_SECONDS) as leading:
         if not leading:
             logger.debug("another worker is running the scheduler pass")
             return
+        started = time.time()
         result = services.scheduler_pass(now=timezone.now())
-        if result.placed or result.failed:
-            logger.info("scheduler pass: %s", result)
+        # One line per pass led, with wall-clock bounds: which worker led when, and how long it took
+        # (`make chaos` reads these lines to prove that passes never overlap).
+        logger.info("scheduler pass led by %s:%d started=%.6f ended=%.6f considered=%d placed=%d failed=%d "
+                    "preempted=%d", socket.gethostname(), os.getpid(), started, time.time(), result.considered,
+                    result.placed, result.failed, result.preempted)
 
 
 @shared_task(ignore_result=True)
