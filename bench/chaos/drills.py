@@ -138,6 +138,7 @@ def scheduler_kill(cluster: Cluster, sizes: Sizes) -> DrillResult:
             begun = time.monotonic()
             worker = cluster.wait_ready(cluster.restart(worker))
             restart_seconds.append(time.monotonic() - begun)
+            time.sleep(rng.uniform(0, 2))  # let some passes complete before the next kill
         result.did(f"killed the worker {attempts} times, {mid_pass} of them while it held the leader lock "
                    f"(mid-pass); restarted it each time")
         _finish(result, load, sampler, sizes, {SUCCEEDED})
