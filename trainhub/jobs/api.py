@@ -57,7 +57,7 @@ class CustomJobCollection(APIView):
         project_obj = project_get_for_user(user=request.user, project_id=project,
                                            permission="aiplatform.customJobs.create")
         job = services.job_submit(project=project_obj, location=location, user=request.user, body=request.data)
-        return Response(render_custom_job(job))
+        return Response(render_custom_job(job, replicas=[]))  # just created: nothing placed yet
 
 
 class CustomJobDetail(APIView):
