@@ -12,7 +12,9 @@ import itertools
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -65,7 +67,19 @@ def google_error_format(ctx, response, case):
 
 
 @pytest.fixture
-def alpha_jobs(cast):
+def test_transaction_kept():
+    """Calls go straight to the WSGI handler, whose request signals would close the test's database
+    connection (it is inside a transaction); Django's own test client disconnects them the same way."""
+    signals = (request_started, request_finished)
+    for signal in signals:
+        signal.disconnect(close_old_connections)
+    yield
+    for signal in signals:
+        signal.connect(close_old_connections)
+
+
+@pytest.fixture
+def alpha_jobs(cast, test_transaction_kept):
     job = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
                               body=job_body(container_pool(), name="queued"))
     CustomJob.objects.filter(pk=job.pk).update(job_id=QUEUED_JOB)
