@@ -81,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     stamped, latest = write_results(RESULTS_DIR, document, started, prefix="chaos")
     failed = [r.name for r in results if not r.ok]
-    print(f"{len(results) - len(failed)} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
     print(f"summary written to {stamped} and {latest.name}; process logs in {RESULTS_DIR / 'logs'}")
+    if failed:
+        print(f"violated: {', '.join(failed)}")
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
 
 
