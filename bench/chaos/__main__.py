@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = SHORT if args.short else FULL
     started = dt.datetime.now(dt.UTC)
     try:
-        cluster = Cluster.create(allow_flush=args.allow_flush, overrides={})
+        cluster = Cluster.create(allow_flush=args.allow_flush)
     except ChaosSetupError as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 2

@@ -70,7 +70,6 @@ class Process:
     env: dict[str, str]
     log: Path
     popen: subprocess.Popen | None = None
-    kills: int = 0
     #: Where this start's output begins in ``log`` (a restarted process appends to the same file).
     log_offset: int = 0
 
@@ -101,7 +100,6 @@ class Process:
         """SIGKILL the process and everything in its session, and reap it."""
         self._signal_group(signal.SIGKILL)
         self.popen.wait(timeout=10)
-        self.kills += 1
 
     def stop(self) -> None:
         if self.popen is None or self.popen.poll() is not None:
@@ -142,7 +140,7 @@ class Cluster:
     # --- set-up -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, *, allow_flush: bool, overrides: dict[str, str]) -> "Cluster":
+    def create(cls, *, allow_flush: bool) -> "Cluster":
         database_url = os.environ.get("DATABASE_URL", "")
         allow_flush = allow_flush or os.environ.get(ALLOW_FLUSH_ENV, "").lower() in ("1", "true", "yes")
         if database_url and not allow_flush:
@@ -168,7 +166,6 @@ class Cluster:
             "LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",
             "CELERY_TASK_ALWAYS_EAGER": "false",
-            **overrides,
         }
         os.environ.update(env)  # this process reads the same database and Redis to check the invariants
         note = (f"PostgreSQL {_safe_url(database_url)} (flushed before each drill)" if database_url
@@ -259,7 +256,7 @@ class Cluster:
     def restart(self, process: Process) -> Process:
         """Start a fresh copy of a killed process, appending to the same log."""
         self.processes.remove(process)
-        copy = Process(process.name, process.argv, process.env, process.log, kills=process.kills)
+        copy = Process(process.name, process.argv, process.env, process.log)
         self.processes.append(copy.start())
         return copy
 
