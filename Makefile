@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-browser bench install clean
+.PHONY: run test test-browser bench chaos chaos-short install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,14 @@ test-browser: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# Reliability drills against real processes (embedded default, or DATABASE_URL/REDIS_URL).
+# `make chaos CHAOS_SHORT=1` (= `make chaos-short`) is the CI form.
+chaos: $(STAMP)
+	$(PY) -m bench.chaos $(if $(filter-out 0,$(CHAOS_SHORT)),--short)
+
+chaos-short: $(STAMP)
+	$(PY) -m bench.chaos --short
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -20,7 +20,11 @@ from bench.environment import (
     setup_django,
 )
 from bench.report import Section, format_section, write_results
-from bench.scheduler_pass import BENCHMARKS, FULL, QUICK
+from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
+from bench.scheduler_pass import FULL, QUICK, Benchmark
+from bench.submission import bench_rest_submit
+
+BENCHMARKS = SCHEDULER_BENCHMARKS + (Benchmark("rest_submit", bench_rest_submit, needs_database=True),)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

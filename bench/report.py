@@ -69,11 +69,12 @@ def format_section(section: Section) -> str:
     return "\n".join(out)
 
 
-def write_results(directory: Path, document: dict[str, Any], started: dt.datetime) -> tuple[Path, Path]:
-    """Write ``bench-<UTC timestamp>.json`` and ``latest.json`` (same content) into ``directory``."""
+def write_results(directory: Path, document: dict[str, Any], started: dt.datetime,
+                  prefix: str = "bench") -> tuple[Path, Path]:
+    """Write ``<prefix>-<UTC timestamp>.json`` and ``latest.json`` (same content) into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     text = json.dumps(document, indent=2, sort_keys=False, default=str) + "\n"
-    stamped = directory / f"bench-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
+    stamped = directory / f"{prefix}-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
     stamped.write_text(text, encoding="utf-8")
     latest = directory / "latest.json"
     latest.write_text(text, encoding="utf-8")

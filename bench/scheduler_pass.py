@@ -58,6 +58,8 @@ class Sizes:
     submit_jobs: int
     submit_repeat: int
     admission_jobs: int
+    #: CustomJobs POSTed over HTTP by the rest_submit benchmark (bench/submission.py).
+    rest_jobs: int
 
     def pure_repeat_for(self, jobs: int) -> int:
         return 3 if jobs >= self.pure_long_queue else self.pure_repeat
@@ -65,10 +67,10 @@ class Sizes:
 
 FULL = Sizes(pure_jobs=(1_000, 10_000, 50_000), pure_nodes=(100, 1_000), pure_repeat=5, pure_long_queue=50_000,
              db_nodes=1_000, db_jobs=(1_000, 10_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3,
-             admission_jobs=15_000)
+             admission_jobs=15_000, rest_jobs=10_000)
 QUICK = Sizes(pure_jobs=(1_000, 10_000), pure_nodes=(100, 1_000), pure_repeat=3, pure_long_queue=10_000,
               db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2,
-              admission_jobs=1_500)
+              admission_jobs=1_500, rest_jobs=1_000)
 
 
 # --- 1. pure placement pass -------------------------------------------------------------------

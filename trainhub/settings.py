@@ -131,6 +131,14 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = "UTC"
+# Scheduling knobs.
+TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
+TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
+TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
+TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
+#: How long the scheduler leader lock outlives a worker that died mid-pass (no pass runs meanwhile).
+TRAINHUB_SCHEDULER_LOCK_SECONDS = envint("TRAINHUB_SCHEDULER_LOCK_SECONDS", 60)
+
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {
     "scheduler-pass": {
@@ -147,7 +155,8 @@ CELERY_BEAT_SCHEDULE = {
     },
     "node-heartbeat-sweep": {
         "task": "trainhub.scheduling.tasks.node_heartbeat_sweep",
-        "schedule": 15.0,
+        # A node goes DOWN at most half a TTL after its heartbeat expires (and every 15 s at most).
+        "schedule": float(max(1, min(15, TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS // 2))),
     },
     # Studies and pipelines advance on their jobs' signals; this sweep only repairs a lost one.
     "tuning-live-work-advance": {
@@ -156,11 +165,6 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# Scheduling knobs.
-TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
-TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
-TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
-TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
 def envjson(name: str, default: str) -> dict:
     try:
         value = json.loads(os.environ.get(name) or default)

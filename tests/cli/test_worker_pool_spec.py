@@ -229,3 +229,16 @@ def test_it_adds_labels_and_the_persistent_resource_to_the_body() -> None:
 def test_it_leaves_labels_out_when_none_are_given() -> None:
     body = build_custom_job(display_name="j", worker_pool_specs=[parse_worker_pool_spec(CONTAINER_POOL)])
     assert set(body) == {"displayName", "jobSpec"}
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("  timeout: 2024-01-01", "[scheduling.timeout] is a YAML date"),
+    ("  maxWaitDuration: .nan", "[scheduling.maxWaitDuration] is nan"),
+    ("  7: x", "key [7] under [scheduling] must be a string"),
+])
+def test_a_config_value_json_cannot_carry_is_a_config_file_error(tmp_path: Path, line, fragment) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(SEED_CONFIG + line + "\n")
+    with pytest.raises(ConfigFileError) as caught:
+        load_job_spec_config(path)
+    assert fragment in str(caught.value)

@@ -88,3 +88,12 @@ def test_unknown_api_path_is_a_json_404(api):
     response = api("uma").get("/v1/projects/alpha/locations/us-central1/widgets")
     assert response.status_code == 404
     assert response.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_a_submission_costs_a_fixed_handful_of_queries(api, cast, django_assert_max_num_queries):
+    """Token, membership, quota limits, then the job and its creation event in one transaction:
+    the answer renders the new job without reading anything back."""
+    client = api("uma")
+    client.post(BASE, job_body(container_pool()), format="json")  # the token's last_used is recorded once
+    with django_assert_max_num_queries(7):
+        assert client.post(BASE, job_body(container_pool()), format="json").status_code == 200

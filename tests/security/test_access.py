@@ -1,65 +1,130 @@
-"""Every API endpoint and page refuses anonymous callers, and another project's job is invisible."""
+"""Every route of the URL conf (tests/security/urlconf.py) refuses anonymous callers, hides another
+project's resources (404), and refuses a session POST without a CSRF token; the admin site and
+admin-only actions refuse non-staff users."""
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
 from tests.conftest import container_pool, job_body
+from tests.security.urlconf import CSRF_EXEMPT, PUBLIC, protected_routes, routes
 from trainhub.jobs import services
+
+SECRET = "alpha-secret-experiment"
 
 
 @pytest.fixture
 def alpha_job(cast):
     return services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
-                               body=job_body(container_pool(), name="alpha-secret-experiment"))
+                               body=job_body(container_pool(), name=SECRET))
 
 
-def api_paths(job):
-    base = "/v1/projects/alpha/locations/us-central1/customJobs"
-    return [("get", base), ("post", base), ("get", f"{base}/{job.job_id}"), ("delete", f"{base}/{job.job_id}"),
-            ("post", f"{base}/{job.job_id}:cancel"), ("get", f"{base}/{job.job_id}/logs"), ("get", "/v1/me"),
-            ("get", "/v1/scheduler:status")]
+@pytest.fixture
+def alpha_values(alpha_job):
+    """Route parameters pointing at alpha's resources."""
+    return {"project": "alpha", "location": "us-central1", "job_id": alpha_job.job_id}
 
 
-def page_paths(job):
-    detail = f"/projects/alpha/locations/us-central1/jobs/{job.job_id}"
-    return ["/", "/jobs/rows", "/jobs/new", "/projects/alpha/locations/us-central1/jobs/new", f"{detail}/",
-            f"{detail}/status", f"{detail}/logs", "/nodes/", "/quotas/", "/account/token"]
+def call(client, method, path):
+    if method == "get":
+        return client.get(path)
+    return getattr(client, method)(path, data="{}", content_type="application/json")
 
 
-def test_every_api_endpoint_refuses_anonymous_callers(client, alpha_job):
-    for method, path in api_paths(alpha_job):
-        response = getattr(client, method)(path, content_type="application/json")
-        assert response.status_code == 401, (method, path)
-        assert response.json()["error"]["status"] == "UNAUTHENTICATED"
+def test_the_public_routes_are_the_listed_ones_and_exist():
+    names = {route.name for route in routes()}
+    assert set(PUBLIC) <= names
 
 
-def test_every_page_sends_anonymous_visitors_to_login(client, alpha_job):
-    for path in page_paths(alpha_job):
+def test_every_api_endpoint_refuses_anonymous_callers_in_the_error_format(client, alpha_values):
+    checked = 0
+    for route in protected_routes():
+        if not route.is_api:
+            continue
+        for method in route.methods():
+            response = call(client, method, route.path(alpha_values))
+            assert response.status_code == 401, (method, route.route)
+            assert response.json()["error"]["status"] == "UNAUTHENTICATED", (method, route.route)
+            checked += 1
+    assert checked >= 8
+
+
+def test_every_page_sends_anonymous_visitors_to_login(client, alpha_values):
+    checked = 0
+    for route in protected_routes():
+        if route.is_api:
+            continue
+        path = route.path(alpha_values)
         response = client.get(path)
-        assert response.status_code == 302 and response["Location"].startswith("/login/"), path
+        if response.status_code == 405:  # a POST-only action
+            response = client.post(path)
+        assert response.status_code == 302 and response["Location"].startswith("/login/"), route.route
+        checked += 1
+    assert checked >= 10
 
 
-def test_another_projects_job_is_not_found_anywhere(api, client, cast, alpha_job):
-    for method, path in api_paths(alpha_job):
-        if "customJobs/" in path:
-            assert getattr(api("mallory"), method)(path, format="json").status_code == 404, (method, path)
+def test_another_projects_resources_are_not_found_on_every_route(client, api, cast, alpha_values, alpha_job):
+    """mallory (admin of beta only) asks for alpha's project and job, and for alpha's job under beta."""
     client.force_login(cast["mallory"])
-    for path in page_paths(alpha_job):
-        if alpha_job.job_id in path:
-            assert client.get(path).status_code == 404, path
-    assert alpha_job.display_name not in client.get("/").content.decode()
+    beta_values = {**alpha_values, "project": "beta"}
+    checked = 0
+    for route in protected_routes():
+        if "project" not in route.parameters:
+            continue
+        variants = [alpha_values] + ([beta_values] if "job_id" in route.parameters else [])
+        for values in variants:
+            path = route.path(values)
+            statuses = set()
+            for method in route.methods():
+                response = call(api("mallory") if route.is_api else client, method, path)
+                assert SECRET not in response.content.decode(), (method, path)
+                statuses.add(response.status_code)
+            # 405: a page that takes only POST (or only GET) refuses the other method before any lookup.
+            assert 404 in statuses and statuses <= {404, 405}, (path, statuses)
+            checked += 1
+    assert checked >= 10
 
 
-def test_cancel_from_a_page_needs_a_csrf_token(cast, alpha_job):
-    from django.test import Client
+def test_no_page_shows_another_projects_job(client, cast, alpha_values):
+    client.force_login(cast["mallory"])
+    for route in protected_routes():
+        if route.is_api or route.parameters:
+            continue
+        response = client.get(route.path(alpha_values))
+        assert SECRET not in response.content.decode(), route.route
 
+
+def test_every_route_refuses_a_session_post_without_a_csrf_token(cast, alpha_values, alpha_job):
     browser = Client(enforce_csrf_checks=True)
-    browser.force_login(cast["uma"])
-    response = browser.post(f"/projects/alpha/locations/us-central1/jobs/{alpha_job.job_id}/cancel")
-    assert response.status_code == 403
+    browser.force_login(cast["alice"])
+    checked = 0
+    for route in routes():
+        if route.name in CSRF_EXEMPT:
+            continue
+        for method in route.methods():
+            if method == "get":
+                continue
+            response = call(browser, method, route.path(alpha_values))
+            assert response.status_code == 403, (method, route.route, response.status_code)
+            checked += 1
+    assert checked >= 8
     alpha_job.refresh_from_db()
-    assert alpha_job.state == "JOB_STATE_QUEUED"
+    assert alpha_job.state == "JOB_STATE_QUEUED"  # the cancel without a token did nothing
 
 
-def test_admin_pages_refuse_non_staff(client, cast):
+def test_the_admin_site_refuses_users_who_are_not_staff(client, cast):
+    from django.contrib import admin
+
+    client.force_login(cast["alice"])  # admin of a project, not of the platform
+    urls = [reverse("admin:index")] + [
+        reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist") for model in admin.site._registry]
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), url
+
+
+def test_quota_limits_are_changed_by_staff_only(client, cast):
     client.force_login(cast["alice"])
-    assert client.get("/admin/").status_code == 302
+    response = client.post("/quotas/", {"project": cast["alpha"].pk, "location": "us-central1",
+                                        "metric": "custom_model_training_nvidia_a100_gpus", "limit": 99})
+    assert response.status_code == 403

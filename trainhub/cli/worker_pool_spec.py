@@ -9,6 +9,7 @@ counts, scheduling rules). Pure Python: no HTTP, no Django.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,7 +138,29 @@ def load_job_spec_config(path: str | Path) -> dict[str, Any]:
             f"config file [{path}] must hold a CustomJobSpec mapping (workerPoolSpecs, scheduling, ...), "
             f"got a {type(document).__name__}"
         )
+    problem = _not_json(document, "")
+    if problem:
+        raise ConfigFileError(f"config file [{path}]: {problem}")
     return document
+
+
+def _not_json(value: Any, where: str) -> str:
+    """What in a YAML document JSON cannot carry (dates, binary, sets, NaN, non-string keys), or ""."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"key [{key}] under [{where or '/'}] must be a string; quote it"
+            problem = _not_json(item, f"{where}.{key}" if where else key)
+            if problem:
+                return problem
+        return ""
+    if isinstance(value, list):
+        return next((p for i, item in enumerate(value) if (p := _not_json(item, f"{where}[{i}]"))), "")
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"[{where}] is {value}, which a request cannot carry; write a number"
+    if value is None or isinstance(value, (str, int, float)):
+        return ""
+    return f"[{where}] is a YAML {type(value).__name__}, which a request cannot carry; quote it to send it as text"
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

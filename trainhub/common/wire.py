@@ -8,6 +8,7 @@ v1 API does. Pure Python, no Django.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -88,6 +89,8 @@ def parse_duration(value: Any) -> Decimal:
     """Parse a google.protobuf.Duration ("1800s", "0.5s"); plain numbers are read as seconds."""
     if isinstance(value, bool):
         raise WireError("must be a duration such as \"1800s\"")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise WireError(f"must be a finite duration, got {value!r}")
     if isinstance(value, (int, float)):
         seconds = Decimal(str(value))
     elif isinstance(value, str):

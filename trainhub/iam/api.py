@@ -7,6 +7,7 @@ from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
+from trainhub.common.openapi import AUTHENTICATED_ERRORS, obj, responses
 from trainhub.iam.selectors import memberships_for_user
 from trainhub.iam.services import api_token_get_or_create
 
@@ -22,7 +23,11 @@ class TokenObtain(APIView):
     authentication_classes: list = []
     throttle_classes = [LoginThrottle]
 
-    @extend_schema(operation_id="auth.token", request=dict, responses=dict)
+    @extend_schema(operation_id="auth.token",
+                   request={"application/json": obj({"username": {"type": "string"}, "password": {"type": "string"}},
+                                                    required=("username", "password"))},
+                   responses=responses(obj({"token": {"type": "string"}, "username": {"type": "string"}},
+                                           required=("token", "username")), (400, 401, 429)))
     def post(self, request: Request) -> Response:
         data = request.data if isinstance(request.data, dict) else {}
         missing = [FieldViolation(name, "is required") for name in ("username", "password")
@@ -36,7 +41,10 @@ class TokenObtain(APIView):
 
 
 class Me(APIView):
-    @extend_schema(operation_id="auth.me", responses=dict)
+    @extend_schema(operation_id="auth.me", responses=responses(obj({
+        "username": {"type": "string"},
+        "projects": {"type": "array", "items": obj({"projectId": {"type": "string"}, "role": {"type": "string"}})},
+    }, required=("username", "projects")), AUTHENTICATED_ERRORS))
     def get(self, request: Request) -> Response:
         return Response({
             "username": request.user.get_username(),

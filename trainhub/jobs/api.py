@@ -10,9 +10,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from trainhub.common.errors import FieldViolation, invalid_argument
+from trainhub.common.openapi import PROJECT_ERRORS, responses
 from trainhub.common.wire import WireError, parse_int
 from trainhub.iam.selectors import project_get_for_user
-from trainhub.jobs import selectors, services
+from trainhub.jobs import openapi, selectors, services
 from trainhub.jobs.render import (
     render_custom_job,
     render_delete_operation,
@@ -33,7 +34,9 @@ def _int_param(request: Request, name: str, *, default: int = 0, maximum: int | 
 
 class CustomJobCollection(APIView):
     @extend_schema(operation_id="customJobs.list", parameters=[
-        OpenApiParameter("filter", str), OpenApiParameter("pageSize", int), OpenApiParameter("pageToken", str)])
+        OpenApiParameter("filter", str, description='AIP-160 subset, e.g. state="JOB_STATE_RUNNING"'),
+        OpenApiParameter("pageSize", int), OpenApiParameter("pageToken", str)],
+        responses=responses(openapi.CUSTOM_JOB_LIST, PROJECT_ERRORS))
     def get(self, request: Request, project: str, location: str) -> Response:
         project_obj = project_get_for_user(user=request.user, project_id=project, permission="aiplatform.customJobs.list")
         jobs, next_token = selectors.jobs_list(
@@ -48,22 +51,23 @@ class CustomJobCollection(APIView):
             body["nextPageToken"] = next_token
         return Response(body)
 
-    @extend_schema(operation_id="customJobs.create", request=dict, responses=dict)
+    @extend_schema(operation_id="customJobs.create", request={"application/json": openapi.CUSTOM_JOB_REQUEST},
+                   responses=responses(openapi.CUSTOM_JOB, PROJECT_ERRORS + (429,)))
     def post(self, request: Request, project: str, location: str) -> Response:
         project_obj = project_get_for_user(user=request.user, project_id=project,
                                            permission="aiplatform.customJobs.create")
         job = services.job_submit(project=project_obj, location=location, user=request.user, body=request.data)
-        return Response(render_custom_job(job))
+        return Response(render_custom_job(job, replicas=[]))  # just created: nothing placed yet
 
 
 class CustomJobDetail(APIView):
-    @extend_schema(operation_id="customJobs.get", responses=dict)
+    @extend_schema(operation_id="customJobs.get", responses=responses(openapi.CUSTOM_JOB, PROJECT_ERRORS))
     def get(self, request: Request, project: str, location: str, job_id: str) -> Response:
         job = selectors.job_get_for_user(user=request.user, project_id=project, location=location, job_id=job_id,
                                          permission="aiplatform.customJobs.get")
         return Response(render_custom_job(job, wait_explanation(job_pk=job.pk)))
 
-    @extend_schema(operation_id="customJobs.delete", responses=dict)
+    @extend_schema(operation_id="customJobs.delete", responses=responses(openapi.DELETE_OPERATION, PROJECT_ERRORS))
     def delete(self, request: Request, project: str, location: str, job_id: str) -> Response:
         job = selectors.job_get_for_user(user=request.user, project_id=project, location=location, job_id=job_id,
                                          permission="aiplatform.customJobs.delete")
@@ -73,7 +77,8 @@ class CustomJobDetail(APIView):
 
 
 class CustomJobCancel(APIView):
-    @extend_schema(operation_id="customJobs.cancel", request=dict, responses=dict)
+    @extend_schema(operation_id="customJobs.cancel", request={"application/json": {"type": "object"}},
+                   responses=responses({"type": "object"}, PROJECT_ERRORS))
     def post(self, request: Request, project: str, location: str, job_id: str) -> Response:
         job = selectors.job_get_for_user(user=request.user, project_id=project, location=location, job_id=job_id,
                                          permission="aiplatform.customJobs.cancel")
@@ -86,7 +91,7 @@ class CustomJobLogs(APIView):
 
     @extend_schema(operation_id="customJobs.logs", parameters=[
         OpenApiParameter("after", int), OpenApiParameter("taskName", str), OpenApiParameter("limit", int)],
-        responses=dict)
+        responses=responses(openapi.LOG_ENTRIES, PROJECT_ERRORS))
     def get(self, request: Request, project: str, location: str, job_id: str) -> Response:
         job = selectors.job_get_for_user(user=request.user, project_id=project, location=location, job_id=job_id,
                                          permission="aiplatform.customJobs.get")

@@ -27,8 +27,10 @@ def render_replica(replica: Replica) -> dict[str, Any]:
     }
 
 
-def render_custom_job(job: CustomJob, wait: WaitExplanation | None = None) -> dict[str, Any]:
-    """``wait``: the job's explanation from the last scheduler pass (waiting jobs only)."""
+def render_custom_job(job: CustomJob, wait: WaitExplanation | None = None, *,
+                      replicas: list[Replica] | None = None) -> dict[str, Any]:
+    """``wait``: the job's explanation from the last scheduler pass (waiting jobs only);
+    ``replicas``: those of its current attempt when the caller knows them (read otherwise)."""
     wait = wait if wait is not None and not job.is_terminal else WaitExplanation.empty()
     body: dict[str, Any] = {
         "name": job.resource_name,
@@ -48,7 +50,8 @@ def render_custom_job(job: CustomJob, wait: WaitExplanation | None = None) -> di
         body["labels"] = job.labels
     if job.spec.get("encryptionSpec"):
         body["encryptionSpec"] = job.spec["encryptionSpec"]
-    replicas = [r for r in job.replicas.all() if r.attempt == job.restart_count]
+    if replicas is None:
+        replicas = [r for r in job.replicas.all() if r.attempt == job.restart_count]
     body["trainhubStatus"] = {
         "strategy": job.strategy,
         "waitReasons": wait.reasons,

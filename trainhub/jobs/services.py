@@ -25,6 +25,7 @@ from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
 from trainhub.jobs.signals import job_state_changed
 from trainhub.jobs.spec import ParsedCustomJob, SpecError, parse_custom_job
 from trainhub.scheduling import working_memory
+from trainhub.scheduling.pass_requests import request_pass
 from trainhub.scheduling.quota import QuotaBook, quota_demand
 from trainhub.scheduling.selectors import quota_limits
 
@@ -40,12 +41,6 @@ CODE_UNAVAILABLE = 14
 PRIMARY = (0, 0)
 
 logger = logging.getLogger(__name__)
-
-
-def _request_scheduler_pass() -> None:
-    from trainhub.scheduling.tasks import scheduler_pass
-
-    transaction.on_commit(lambda: scheduler_pass.delay(), robust=True)
 
 
 def remember_pending(jobs: list[CustomJob]) -> None:
@@ -144,7 +139,7 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
         _event(job, now, f"Job created by {user or 'system'} ({parsed.strategy}).", states.QUEUED)
         # Queued before commit: the pass keeps a queued id it cannot see yet for a grace period.
         remember_pending([job])
-        _request_scheduler_pass()
+        request_pass()
     return job
 
 
@@ -171,7 +166,7 @@ def job_cancel(*, job: CustomJob, now: dt.datetime | None = None) -> CustomJob:
         if not active.exists():
             _transition(job, states.CANCELLED, now, "Job cancelled before any replica started.",
                         error={"code": CODE_CANCELLED, "message": "CANCELED"})
-            _request_scheduler_pass()
+            request_pass()
             return job
         active.update(stop_requested=True)
         _transition(job, states.CANCELLING, now, "Cancel requested; stopping every replica.")
@@ -262,7 +257,7 @@ def job_fail(*, job: CustomJob, now: dt.datetime, code: int, message: str) -> No
             return
         job.replicas.filter(active=True).update(stop_requested=True)
         _transition(job, states.FAILED, now, message, error={"code": code, "message": message})
-    _request_scheduler_pass()
+    request_pass()
 
 
 def job_requeue(*, job: CustomJob, now: dt.datetime, message: str) -> None:
@@ -277,7 +272,7 @@ def job_requeue(*, job: CustomJob, now: dt.datetime, message: str) -> None:
         job.save(update_fields=["restart_count"])
         _transition(job, states.QUEUED, now, message)
         transaction.on_commit(lambda: remember_pending([job]))
-    _request_scheduler_pass()
+    request_pass()
 
 
 def replica_started(*, replica: Replica, now: dt.datetime) -> None:
@@ -339,7 +334,7 @@ def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime,
             if job.state == states.PENDING:
                 _transition(job, states.RUNNING, now, "Every replica is running.")
             _transition(job, states.SUCCEEDED, now, "The primary replica workerpool0-0 exited with status 0.")
-    _request_scheduler_pass()
+    request_pass()
 
 
 def job_outputs_record(*, job: CustomJob, hp_metrics: list[dict], model_artifacts: dict) -> None:

@@ -28,6 +28,7 @@ from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
 from trainhub.jobs.spec import ReplicaShape
 from trainhub.scheduling import working_memory
+from trainhub.scheduling.pass_requests import request_pass
 from trainhub.scheduling.estimate import (
     NodeKind,
     WaitEstimate,
@@ -337,11 +338,5 @@ def quota_set(*, project: Project, location: str, metric: str, limit: int | None
             return None
         quota, _ = Quota.objects.update_or_create(project=project, location=location, metric=metric,
                                                   defaults={"limit": limit, "updated_by": actor})
-    _request_pass()
+    request_pass()
     return quota
-
-
-def _request_pass() -> None:
-    from trainhub.scheduling.tasks import scheduler_pass as scheduler_pass_task
-
-    transaction.on_commit(lambda: scheduler_pass_task.delay(), robust=True)

