@@ -5,10 +5,14 @@ admin-only actions refuse non-staff users."""
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.conftest import container_pool, job_body
 from tests.security.urlconf import CSRF_EXEMPT, PUBLIC, protected_routes, routes
 from trainhub.jobs import services
+from trainhub.tuning import services as tuning_services
+from trainhub.tuning.models import Model
+from trainhub.tuning.spec import CUSTOM_TASK
 
 SECRET = "alpha-secret-experiment"
 
@@ -20,9 +24,25 @@ def alpha_job(cast):
 
 
 @pytest.fixture
-def alpha_values(alpha_job):
+def alpha_values(alpha_job, cast):
     """Route parameters pointing at alpha's resources."""
-    return {"project": "alpha", "location": "us-central1", "job_id": alpha_job.job_id}
+    alpha = cast["alpha"]
+    trial_job = {"workerPoolSpecs": [container_pool()]}
+    study = {"metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+             "parameters": [{"parameterId": "x", "discreteValueSpec": {"values": [1, 2]}}],
+             "algorithm": "GRID_SEARCH"}
+    tuning_job = tuning_services.tuning_job_create(
+        project=alpha, location="us-central1", user=cast["uma"],
+        body={"displayName": SECRET, "studySpec": study, "maxTrialCount": 2, "parallelTrialCount": 1,
+              "trialJobSpec": trial_job})
+    pipeline = tuning_services.pipeline_create(
+        project=alpha, location="us-central1", user=cast["uma"],
+        body={"displayName": SECRET, "trainingTaskDefinition": CUSTOM_TASK,
+              "trainingTaskInputs": trial_job})
+    model = Model.objects.create(project=alpha, location="us-central1", model_id="secret-model",
+                                 display_name=SECRET, create_time=timezone.now(), update_time=timezone.now())
+    return {"project": "alpha", "location": "us-central1", "job_id": alpha_job.job_id,
+            "tuning_job_id": tuning_job.job_id, "pipeline_id": pipeline.pipeline_id, "model_id": model.model_id}
 
 
 def call(client, method, path):
@@ -71,7 +91,8 @@ def test_another_projects_resources_are_not_found_on_every_route(client, api, ca
     for route in protected_routes():
         if "project" not in route.parameters:
             continue
-        variants = [alpha_values] + ([beta_values] if "job_id" in route.parameters else [])
+        names_a_resource = any(name.endswith("_id") for name in route.parameters)
+        variants = [alpha_values] + ([beta_values] if names_a_resource else [])
         for values in variants:
             path = route.path(values)
             statuses = set()

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import project_get_for_user
+from trainhub.common.openapi import PROJECT_ERRORS, responses
 from trainhub.jobs.api import _int_param
 from trainhub.jobs.render import render_delete_operation
 from trainhub.tuning import selectors, services
@@ -24,10 +25,16 @@ from trainhub.tuning.models import HyperparameterTuningJob, Model, TrainingPipel
 from trainhub.tuning.render import render_model, render_model_version, render_pipeline, render_tuning_job
 
 
+#: Tuning jobs, pipelines and models are documented in vertex-api.md; the schema names only their shape.
+RESOURCE = {"type": "object", "description": "A Vertex AI v1 resource in its JSON wire format."}
+
+
 @dataclass(frozen=True)
 class Collection:
     kind: type
     key: str
+    #: The URL parameter naming one resource of this collection.
+    id_param: str
     permission_prefix: str
     render: Callable[[Any], dict]
     create: Callable[..., Any] | None = None
@@ -38,27 +45,28 @@ class Collection:
         return f"{self.permission_prefix}.{verb}"
 
 
-TUNING_JOBS = Collection(HyperparameterTuningJob, "hyperparameterTuningJobs", "aiplatform.hyperparameterTuningJobs",
+TUNING_JOBS = Collection(HyperparameterTuningJob, "hyperparameterTuningJobs", "tuning_job_id", "aiplatform.hyperparameterTuningJobs",
                          render_tuning_job, services.tuning_job_create,
                          lambda obj: services.tuning_job_cancel(tuning_job=obj),
                          lambda obj: services.tuning_job_delete(tuning_job=obj))
-PIPELINES = Collection(TrainingPipeline, "trainingPipelines", "aiplatform.trainingPipelines", render_pipeline,
+PIPELINES = Collection(TrainingPipeline, "trainingPipelines", "pipeline_id", "aiplatform.trainingPipelines", render_pipeline,
                        services.pipeline_create,
                        lambda obj: services.pipeline_cancel(pipeline=obj),
                        lambda obj: services.pipeline_delete(pipeline=obj))
-MODELS = Collection(Model, "models", "aiplatform.models", render_model)
+MODELS = Collection(Model, "models", "model_id", "aiplatform.models", render_model)
 
 
-def _get(collection: Collection, request: Request, project: str, location: str, resource_id: str, verb: str):
+def _get(collection: Collection, request: Request, project: str, location: str, ids: dict[str, str], verb: str):
     return selectors.resource_get_for_user(kind=collection.kind, user=request.user, project_id=project,
-                                           location=location, resource_id=resource_id,
+                                           location=location, resource_id=ids[collection.id_param],
                                            permission=collection.permission(verb))
 
 
 class ResourceCollection(APIView):
     collection: Collection
 
-    @extend_schema(parameters=[OpenApiParameter("pageSize", int), OpenApiParameter("pageToken", str)], responses=dict)
+    @extend_schema(parameters=[OpenApiParameter("pageSize", int), OpenApiParameter("pageToken", str)],
+                   responses=responses(RESOURCE, PROJECT_ERRORS))
     def get(self, request: Request, project: str, location: str) -> Response:
         project_obj = project_get_for_user(user=request.user, project_id=project,
                                            permission=self.collection.permission("list"))
@@ -70,7 +78,7 @@ class ResourceCollection(APIView):
             body["nextPageToken"] = next_token
         return Response(body)
 
-    @extend_schema(request=dict, responses=dict)
+    @extend_schema(request={"application/json": RESOURCE}, responses=responses(RESOURCE, PROJECT_ERRORS + (405, 409)))
     def post(self, request: Request, project: str, location: str) -> Response:
         if self.collection.create is None:
             raise ApiError(405, f"{self.collection.key} are created by training pipelines, not directly.")
@@ -83,15 +91,15 @@ class ResourceCollection(APIView):
 class ResourceDetail(APIView):
     collection: Collection
 
-    @extend_schema(responses=dict)
-    def get(self, request: Request, project: str, location: str, resource_id: str) -> Response:
-        return Response(self.collection.render(_get(self.collection, request, project, location, resource_id, "get")))
+    @extend_schema(responses=responses(RESOURCE, PROJECT_ERRORS))
+    def get(self, request: Request, project: str, location: str, **ids: str) -> Response:
+        return Response(self.collection.render(_get(self.collection, request, project, location, ids, "get")))
 
-    @extend_schema(responses=dict)
-    def delete(self, request: Request, project: str, location: str, resource_id: str) -> Response:
+    @extend_schema(responses=responses(RESOURCE, PROJECT_ERRORS + (405,)))
+    def delete(self, request: Request, project: str, location: str, **ids: str) -> Response:
         if self.collection.delete is None:
             raise ApiError(405, f"Deleting {self.collection.key} is not supported.")
-        found = _get(self.collection, request, project, location, resource_id, "delete")
+        found = _get(self.collection, request, project, location, ids, "delete")
         name = found.resource_name
         self.collection.delete(found)
         return Response(render_delete_operation(name, str(secrets.randbelow(10**18))))
@@ -100,18 +108,18 @@ class ResourceDetail(APIView):
 class ResourceCancel(APIView):
     collection: Collection
 
-    @extend_schema(request=dict, responses=dict)
-    def post(self, request: Request, project: str, location: str, resource_id: str) -> Response:
-        self.collection.cancel(_get(self.collection, request, project, location, resource_id, "cancel"))
+    @extend_schema(request={"application/json": RESOURCE}, responses=responses(RESOURCE, PROJECT_ERRORS))
+    def post(self, request: Request, project: str, location: str, **ids: str) -> Response:
+        self.collection.cancel(_get(self.collection, request, project, location, ids, "cancel"))
         return Response({})
 
 
 class ModelVersions(APIView):
     """models.listVersions: every version of a model, oldest first."""
 
-    @extend_schema(responses=dict)
-    def get(self, request: Request, project: str, location: str, resource_id: str) -> Response:
-        model = _get(MODELS, request, project, location, resource_id, "get")
+    @extend_schema(responses=responses(RESOURCE, PROJECT_ERRORS))
+    def get(self, request: Request, project: str, location: str, **ids: str) -> Response:
+        model = _get(MODELS, request, project, location, ids, "get")
         versions = list(model.versions.all())
         return Response({"models": [render_model_version(v, latest=v is versions[-1]) for v in versions]})
 

@@ -10,10 +10,11 @@ urlpatterns = []
 for collection in (TUNING_JOBS, PIPELINES, MODELS):
     listing, detail, cancel = views_for(collection)
     base = f"{LOCATION}/{collection.key}"
+    one = f"{base}/<str:{collection.id_param}>"
     urlpatterns += [
-        path(f"{base}/<str:resource_id>:listVersions", ModelVersions.as_view(), name="model-versions")
+        path(f"{one}:listVersions", ModelVersions.as_view(), name="model-versions")
         if collection is MODELS else
-        path(f"{base}/<str:resource_id>:cancel", cancel, name=f"{collection.key}-cancel"),
-        path(f"{base}/<str:resource_id>", detail, name=f"{collection.key}-detail"),
+        path(f"{one}:cancel", cancel, name=f"{collection.key}-cancel"),
+        path(one, detail, name=f"{collection.key}-detail"),
         path(base, listing, name=f"{collection.key}-collection"),
     ]

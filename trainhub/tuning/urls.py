@@ -5,7 +5,7 @@ from trainhub.tuning import views
 app_name = "tuning"
 
 LOCATION = "projects/<str:project>/locations/<str:location>/hyperparameterTuningJobs"
-JOB = f"{LOCATION}/<str:job_id>"
+JOB = f"{LOCATION}/<str:tuning_job_id>"
 
 urlpatterns = [
     path("tuning/", views.tuning_list, name="list"),

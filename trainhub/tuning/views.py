@@ -29,14 +29,14 @@ SORTS = ("number", "metric")
 
 
 def tuning_urls(job: HyperparameterTuningJob) -> dict[str, str]:
-    kwargs = {"project": job.project.project_id, "location": job.location, "job_id": job.job_id}
+    kwargs = {"project": job.project.project_id, "location": job.location, "tuning_job_id": job.job_id}
     return {name: reverse(f"tuning:{name}", kwargs=kwargs)
             for name in ("detail", "detail_status", "detail_charts", "cancel")}
 
 
-def _job_for(request: HttpRequest, project: str, location: str, job_id: str, permission: str):
+def _job_for(request: HttpRequest, project: str, location: str, tuning_job_id: str, permission: str):
     return selectors.resource_get_for_user(kind=HyperparameterTuningJob, user=request.user, project_id=project,
-                                           location=location, resource_id=job_id, permission=permission)
+                                           location=location, resource_id=tuning_job_id, permission=permission)
 
 
 def _rows_context(request: HttpRequest) -> dict:
@@ -108,9 +108,9 @@ def _charts_context(request: HttpRequest, job: HyperparameterTuningJob) -> dict:
 
 
 @html_page
-def tuning_detail(request: HttpRequest, project: str, location: str, job_id: str,
+def tuning_detail(request: HttpRequest, project: str, location: str, tuning_job_id: str,
                   fragment: str | None = None) -> HttpResponse:
-    job = _job_for(request, project, location, job_id, GET)
+    job = _job_for(request, project, location, tuning_job_id, GET)
     sections = {
         "status": ("tuning/_tuning_status.html", partial(_status_context, request, job)),
         "charts": ("tuning/_tuning_charts.html", partial(_charts_context, request, job)),
@@ -120,8 +120,8 @@ def tuning_detail(request: HttpRequest, project: str, location: str, job_id: str
 
 @require_POST
 @html_page
-def tuning_cancel(request: HttpRequest, project: str, location: str, job_id: str) -> HttpResponse:
-    job = _job_for(request, project, location, job_id, CANCEL)
+def tuning_cancel(request: HttpRequest, project: str, location: str, tuning_job_id: str) -> HttpResponse:
+    job = _job_for(request, project, location, tuning_job_id, CANCEL)
     services.tuning_job_cancel(tuning_job=job)
     messages.success(request, f"Cancel requested for {job.display_name}.")
     return redirect(tuning_urls(job)["detail"])
