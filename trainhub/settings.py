@@ -149,6 +149,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.scheduling.tasks.node_heartbeat_sweep",
         "schedule": 15.0,
     },
+    "persistent-resources-advance": {
+        "task": "trainhub.resources.tasks.persistent_resources_advance",
+        "schedule": 10.0,
+    },
 }
 
 # Scheduling knobs.
@@ -156,6 +160,12 @@ TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
 TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
 TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
 TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
+# Persistent resources: how long reserved nodes may stay silent while the resource provisions or
+# reboots before it goes to ERROR, how long an autoscaled node idles before it is given back, and
+# how often each pool's utilisation is sampled for its chart.
+TRAINHUB_RESOURCE_PROVISIONING_TIMEOUT_SECONDS = envint("TRAINHUB_RESOURCE_PROVISIONING_TIMEOUT_SECONDS", 600)
+TRAINHUB_RESOURCE_SCALE_DOWN_AFTER_SECONDS = envint("TRAINHUB_RESOURCE_SCALE_DOWN_AFTER_SECONDS", 300)
+TRAINHUB_RESOURCE_SAMPLE_SECONDS = envint("TRAINHUB_RESOURCE_SAMPLE_SECONDS", 60)
 def envjson(name: str, default: str) -> dict:
     try:
         value = json.loads(os.environ.get(name) or default)

@@ -23,6 +23,7 @@ from trainhub.iam.models import Project
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
 from trainhub.jobs.spec import SpecError, parse_custom_job
+from trainhub.resources.selectors import job_resource_check
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.quota import QuotaBook, quota_demand
 from trainhub.scheduling.selectors import quota_limits
@@ -95,10 +96,15 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
     except SpecError as exc:
         raise invalid_argument(exc.violations) from exc
     if parsed.document["jobSpec"].get("persistentResourceId"):
-        raise invalid_argument([], "persistentResourceId: persistent resources are not available in this "
-                                   "trainhub yet; submit without jobSpec.persistentResourceId.")
-    demand = quota_demand(((p.replica_count, p.shape) for p in parsed.pools), parsed.strategy)
-    _reject_requests_above_quota(project=project, location=location, demand=demand)
+        # The resource's machines are already held (and billed) for the project: no quota, no
+        # provisioning; the job must fit one of its pools exactly.
+        violations = job_resource_check(project=project, location=location, job_spec=parsed.document["jobSpec"])
+        if violations:
+            raise invalid_argument(violations)
+        demand = {}
+    else:
+        demand = quota_demand(((p.replica_count, p.shape) for p in parsed.pools), parsed.strategy)
+        _reject_requests_above_quota(project=project, location=location, demand=demand)
     now = now or timezone.now()
     with transaction.atomic():
         job = CustomJob.objects.create(
