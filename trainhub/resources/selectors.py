@@ -273,3 +273,7 @@ def job_resource_check(*, project: Project, location: str, job_spec: dict) -> li
                             "be submitted to it.", "FAILED_PRECONDITION")
     _, violations = match_worker_pools(job_spec["workerPoolSpecs"], pool_views(resource), resource.resource_name)
     return violations
+
+
+def resource_with_pools(*, pk: int) -> PersistentResource:
+    return _with_pools(PersistentResource.objects.filter(pk=pk)).get()
