@@ -157,9 +157,13 @@ def test_a_new_range_keeps_the_size_inside_it():
     assert (auto.min_replica_count, auto.replica_count, auto.max_replica_count) == (3, 3, 6)
 
 
-def test_naming_autoscaling_without_giving_it_turns_autoscaling_off():
-    update = parse_update("resourcePools.autoscalingSpec", {"resourcePools": [{"id": "auto"}]}, CURRENT)
+def test_an_empty_autoscaling_spec_turns_autoscaling_off_and_a_pool_that_omits_it_keeps_it():
+    update = parse_update("resourcePools.autoscalingSpec,resourcePools.replicaCount", {"resourcePools": [
+        {"id": "fixed", "replicaCount": 3}, {"id": "auto", "autoscalingSpec": {}}]}, CURRENT)
+    assert update.pools[0].replica_count == 3 and not update.pools[0].autoscaling
     assert not update.pools[1].autoscaling and update.pools[1].replica_count == 2
+    kept = parse_update("resourcePools.autoscalingSpec", {"resourcePools": [{"id": "auto"}]}, CURRENT)
+    assert kept.pools[1].autoscaling
 
 
 @pytest.mark.parametrize("body, field", [

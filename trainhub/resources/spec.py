@@ -13,7 +13,8 @@ Rules (shared/reference/vertex-api.md section 5, issue 4):
   at minReplicaCount. (The issue's bounds win over the proto comment's strict min < max.)
 - An update names the fields it changes in updateMask: displayName, labels, and of the pools only
   replicaCount and autoscalingSpec (machineSpec and diskSpec are immutable, pools are neither
-  added nor removed). Any other path is refused, naming it.
+  added nor removed). Any other path is refused, naming it. The pools in the body (by id, else by
+  position) change the named parts they give; ``autoscalingSpec: {}`` turns autoscaling off.
 """
 
 from __future__ import annotations
@@ -241,21 +242,19 @@ def _check_immutable(check: _Checker, path: str, raw: dict, current: PoolSpec) -
 
 
 def _updated_pool(check: _Checker, raw: dict, path: str, current: PoolSpec, changes: set[str]) -> PoolSpec:
-    """The pool after the changes the mask names. Naming autoscalingSpec (or the whole pool)
-    replaces it with the body's, so leaving it out turns autoscaling off."""
+    """The pool after the changes the mask names, for the parts this pool of the body gives (a
+    pool that leaves a part out keeps it); ``autoscalingSpec: {}`` turns autoscaling off."""
     _check_immutable(check, path, raw, current)
     replica_count, minimum, maximum = current.replica_count, current.min_replica_count, current.max_replica_count
-    if changes & {"counts", "autoscalingSpec"}:
-        minimum, maximum = _parse_autoscaling(check, raw.get("autoscalingSpec"), path)
+    if changes & {"counts", "autoscalingSpec"} and "autoscalingSpec" in raw:
+        minimum, maximum = _parse_autoscaling(check, raw["autoscalingSpec"], path)
     autoscaling = raw.get("autoscalingSpec") if isinstance(raw.get("autoscalingSpec"), dict) else {}
-    if "minReplicaCount" in changes:
-        minimum = _count(check, autoscaling, "minReplicaCount", f"{path}.autoscalingSpec")
-    if "maxReplicaCount" in changes:
-        maximum = _count(check, autoscaling, "maxReplicaCount", f"{path}.autoscalingSpec")
+    for bound in ("minReplicaCount", "maxReplicaCount"):
+        if bound in changes and bound in autoscaling:
+            value = _count(check, autoscaling, bound, f"{path}.autoscalingSpec")
+            minimum, maximum = (value, maximum) if bound == "minReplicaCount" else (minimum, value)
     if changes & {"counts", "replicaCount"} and raw.get("replicaCount") is not None:
         replica_count = _count(check, raw, "replicaCount", path)
-    elif "replicaCount" in changes:
-        check.add(f"{path}.replicaCount", "is named in updateMask but not given")
     elif minimum is not None and maximum is not None:
         # A new range without a new size keeps the pool's size, moved inside the range.
         replica_count = min(max(replica_count, minimum), maximum)
