@@ -19,7 +19,7 @@ METADATA_TYPES = {
     OperationKind.REBOOT: "RebootPersistentResourceOperationMetadata",
     OperationKind.DELETE: "DeleteOperationMetadata",
 }
-NO_USAGE = selectors.PoolUsage(0, 0, 0)
+NO_USAGE = selectors.NO_USAGE
 
 
 def render_persistent_resource(resource: PersistentResource, usage: dict[int, selectors.PoolUsage],

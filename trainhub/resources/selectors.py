@@ -169,11 +169,14 @@ def pool_usage(*, resources: list[PersistentResource], now: dt.datetime) -> dict
     return {pk: PoolUsage(*counts) for pk, counts in usage.items()}
 
 
+NO_USAGE = PoolUsage(0, 0, 0)
+
+
 def held_gpus(resource: PersistentResource, usage: dict[int, PoolUsage]) -> dict[str, int]:
     """GPUs the resource holds now, by accelerator type, from its provisioned machines."""
     gpus: dict[str, int] = defaultdict(int)
     for pool in resource.pools.all():
-        provisioned = usage.get(pool.pk, PoolUsage(0, 0, 0)).provisioned
+        provisioned = usage.get(pool.pk, NO_USAGE).provisioned
         if pool.accelerator_count and provisioned:
             gpus[pool.accelerator_type] += pool.accelerator_count * provisioned
     return dict(gpus)
@@ -277,3 +280,39 @@ def job_resource_check(*, project: Project, location: str, job_spec: dict) -> li
 
 def resource_with_pools(*, pk: int) -> PersistentResource:
     return _with_pools(PersistentResource.objects.filter(pk=pk)).get()
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """One pool on the pool page: its size, usage, machines and the jobs running on them."""
+
+    pool: ResourcePool
+    usage: PoolUsage
+    members: list[Member]
+    jobs: list[CustomJob]
+
+
+def resource_page(*, resource: PersistentResource, now: dt.datetime) -> dict:
+    """Everything the pool page shows of a resource, in a fixed number of queries."""
+    members = resource_members(resource_pks=[resource.pk], now=now).get(resource.pk, [])
+    usage = pool_usage(resources=[resource], now=now)
+    running, waiting = pool_jobs(resource=resource)
+    pools = [PoolView(pool, usage.get(pool.pk, NO_USAGE), [m for m in members if m.pool_pk == pool.pk],
+                      running.get(pool.pk, [])) for pool in resource.pools.all()]
+    return {"pools": pools, "waiting_jobs": waiting, "cost": resource_cost(resource, usage, now),
+            "operations": operations_of(resource=resource)}
+
+
+@dataclass(frozen=True)
+class ResourceRow:
+    resource: PersistentResource
+    pools: list[tuple[ResourcePool, PoolUsage]]
+    cost: ResourceCost
+
+
+def resource_rows(*, projects: list[Project], now: dt.datetime) -> list[ResourceRow]:
+    """The list page: every live resource of ``projects`` with its pools' usage and its cost."""
+    resources = resources_of_projects(projects=projects)
+    usage = pool_usage(resources=resources, now=now)
+    return [ResourceRow(resource, [(pool, usage.get(pool.pk, NO_USAGE)) for pool in resource.pools.all()],
+                        resource_cost(resource, usage, now)) for resource in resources]

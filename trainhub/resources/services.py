@@ -321,7 +321,7 @@ def _resize_targets(resource: PersistentResource, pools: tuple[PoolSpec, ...], c
     pk_of = {pool.pool_id: pool.pk for pool in resource.pools.all()}
     targets = []
     for pool, before in zip(pools, current):
-        held = usage.get(pk_of[pool.pool_id], selectors.PoolUsage(0, 0, 0))
+        held = usage.get(pk_of[pool.pool_id], selectors.NO_USAGE)
         target = _target_size(pool, before, held.provisioned)
         if target < held.used:
             raise _failed_precondition(f"Resource pool {pool.pool_id!r} has {held.used} machine(s) running jobs; "
@@ -537,6 +537,6 @@ def _sample(resource: PersistentResource, now: dt.datetime) -> None:
         return
     usage = selectors.pool_usage(resources=[resource], now=now)
     UtilisationSample.objects.bulk_create(
-        UtilisationSample(pool=pool, time=now, provisioned=usage.get(pool.pk, selectors.PoolUsage(0, 0, 0)).provisioned,
-                          used=usage.get(pool.pk, selectors.PoolUsage(0, 0, 0)).used) for pool in pools)
+        UtilisationSample(pool=pool, time=now, provisioned=usage.get(pool.pk, selectors.NO_USAGE).provisioned,
+                          used=usage.get(pool.pk, selectors.NO_USAGE).used) for pool in pools)
     UtilisationSample.objects.filter(pool__in=pools, time__lt=now - SAMPLE_RETENTION).delete()
