@@ -3,20 +3,27 @@ services record (machines provisioned and in use per pool), drawn by the vendore
 
 from __future__ import annotations
 
+import datetime as dt
+
 import plotly.graph_objects as go
 
 from trainhub.resources.models import ResourcePool, UtilisationSample
+from trainhub.resources.selectors import NO_USAGE, PoolUsage
 
 
-def utilisation_figure(pools: list[ResourcePool], series: dict[int, list[UtilisationSample]]) -> go.Figure:
-    """Per pool: machines provisioned (a line) and in use by jobs (filled), as step lines."""
+def utilisation_figure(pools: list[ResourcePool], series: dict[int, list[UtilisationSample]],
+                       current: dict[int, PoolUsage], now: dt.datetime) -> go.Figure:
+    """Per pool: machines provisioned (a dotted line) and in use by jobs (filled), as step lines
+    from the samples up to ``now``, where the ``current`` usage closes each line."""
     figure = go.Figure()
     for pool in pools:
         samples = series.get(pool.pk, [])
-        times = [sample.time for sample in samples]
-        figure.add_trace(go.Scatter(x=times, y=[s.provisioned for s in samples], name=f"{pool.pool_id}: provisioned",
-                                    mode="lines", line={"shape": "hv", "dash": "dot"}))
-        figure.add_trace(go.Scatter(x=times, y=[s.used for s in samples], name=f"{pool.pool_id}: in use",
+        usage = current.get(pool.pk, NO_USAGE)
+        times = [sample.time for sample in samples] + [now]
+        figure.add_trace(go.Scatter(x=times, y=[s.provisioned for s in samples] + [usage.provisioned],
+                                    name=f"{pool.pool_id}: provisioned", mode="lines",
+                                    line={"shape": "hv", "dash": "dot"}))
+        figure.add_trace(go.Scatter(x=times, y=[s.used for s in samples] + [usage.used], name=f"{pool.pool_id}: in use",
                                     mode="lines", line={"shape": "hv"}, fill="tozeroy"))
     figure.update_layout(
         height=320, margin={"l": 48, "r": 16, "t": 16, "b": 40}, hovermode="x unified",

@@ -70,9 +70,10 @@ def _status_context(request: HttpRequest, resource: PersistentResource) -> dict:
 
 
 def _chart_context(resource: PersistentResource) -> dict:
-    since = timezone.now() - dt.timedelta(hours=CHART_HOURS)
-    series = selectors.utilisation_series(resource=resource, since=since)
-    figure = utilisation_figure(list(resource.pools.all()), series)
+    now = timezone.now()
+    series = selectors.utilisation_series(resource=resource, since=now - dt.timedelta(hours=CHART_HOURS))
+    figure = utilisation_figure(list(resource.pools.all()), series, selectors.pool_usage(resources=[resource], now=now),
+                                now)
     return {"resource": resource, "urls": resource_urls(resource), "chart_hours": CHART_HOURS,
             "has_samples": any(series.values()), "chart": figure_html(figure, f"utilisation-{resource.pk}")}
 
