@@ -50,17 +50,19 @@ def targets_persistent_resource(job: CustomJob) -> bool:
     return bool(job.spec["jobSpec"].get("persistentResourceId"))
 
 
-def _kind(pool: ResourcePool) -> str:
-    """The node kind plan_pass sees for a pool's machines: only replicas routed to it match."""
-    return f"persistentResources/{pool.resource_id}/{pool.pool_id}"
+def _shape(pool: ResourcePool) -> ReplicaShape:
+    """What plan_pass sees of a replica routed to ``pool``; the pool's machines are a node kind of
+    their own (the machine type slot names the pool), so only replicas routed to it match them."""
+    return ReplicaShape(f"persistentResources/{pool.resource_id}/{pool.pool_id}", pool.accelerator_type,
+                        pool.accelerator_count)
 
 
 @dataclass
 class _Routed:
     job: CustomJob
     resource: PersistentResource
-    #: (worker pool index, replica count, resource pool)
-    pools: list[tuple[int, int, ResourcePool]]
+    #: (worker pool index, replica count, resource pool, its shape for plan_pass)
+    pools: list[tuple[int, int, ResourcePool, ReplicaShape]]
 
 
 def _resources_of(jobs: list[CustomJob]) -> dict[tuple[int, str, str], PersistentResource]:
@@ -73,6 +75,9 @@ def _resources_of(jobs: list[CustomJob]) -> dict[tuple[int, str, str], Persisten
 def _route(jobs: list[CustomJob], now: dt.datetime) -> tuple[list[_Routed], list[int], dict[int, list[str]]]:
     """Jobs that may be placed now, jobs failed, and the reasons of those waiting for their resource."""
     resources = _resources_of(jobs)
+    views = {resource.pk: selectors.pool_views(resource) for resource in resources.values()}
+    pools_of = {resource.pk: {pool.pool_id: (pool, _shape(pool)) for pool in resource.pools.all()}
+                for resource in resources.values()}
     routed: list[_Routed] = []
     failed: list[int] = []
     waiting: dict[int, list[str]] = {}
@@ -84,8 +89,7 @@ def _route(jobs: list[CustomJob], now: dt.datetime) -> tuple[list[_Routed], list
         if resource is None or resource.state == State.STOPPING:
             problem = f"The persistent resource {resource_id} no longer exists or is being deleted."
         else:
-            mapping, violations = match_worker_pools(worker_pools, selectors.pool_views(resource),
-                                                     resource.resource_name)
+            mapping, violations = match_worker_pools(worker_pools, views[resource.pk], resource.resource_name)
             if violations:
                 problem = "The job no longer fits its persistent resource: " + "; ".join(
                     f"{v.field}: {v.description}" for v in violations)
@@ -98,8 +102,8 @@ def _route(jobs: list[CustomJob], now: dt.datetime) -> tuple[list[_Routed], list
             waiting[job.pk] = [f"Persistent resource {resource.resource_id} is {resource.state}{detail}; jobs "
                                "start on it once it is RUNNING."]
             continue
-        pools = {pool.pool_id: pool for pool in resource.pools.all()}
-        routed.append(_Routed(job, resource, [(index, worker_pools[index]["replicaCount"], pools[pool_id])
+        pools = pools_of[resource.pk]
+        routed.append(_Routed(job, resource, [(index, worker_pools[index]["replicaCount"], *pools[pool_id])
                                               for index, pool_id in sorted(mapping.items())]))
     return routed, failed, waiting
 
@@ -109,7 +113,7 @@ def _autoscale(routed: list[_Routed], members: dict[int, list[selectors.Member]]
     demand: dict[int, int] = defaultdict(int)
     pools: dict[int, tuple[PersistentResource, ResourcePool]] = {}
     for item in routed:
-        for _, count, pool in item.pools:
+        for _, count, pool, _ in item.pools:
             demand[pool.pk] += count
             pools[pool.pk] = (item.resource, pool)
     grew = False
@@ -132,15 +136,15 @@ def resource_jobs_pass(*, client, jobs: list[CustomJob], now: dt.datetime) -> Re
     members = selectors.resource_members(resource_pks=resource_pks, now=now)
     if _autoscale(routed, members, now):
         members = selectors.resource_members(resource_pks=resource_pks, now=now)
-    pools_by_kind = {_kind(pool): pool for item in routed for _, _, pool in item.pools}
-    free_nodes = [FreeNode(m.node.pool.accelerator_count, m.node.pk, _kind(m.membership.pool),
-                           m.node.pool.accelerator_type)
-                  for resource_members in members.values() for m in resource_members if m.live and not m.busy]
-    requests = [GangRequest.from_pools(item.job.pk, [
-        (index, count, ReplicaShape(_kind(pool), pool.accelerator_type, pool.accelerator_count))
-        for index, count, pool in item.pools]) for item in routed]
+    kinds = {pool.pk: shape.machine_type for item in routed for _, _, pool, shape in item.pools}
+    pools_by_kind = {shape.machine_type: pool for item in routed for _, _, pool, shape in item.pools}
+    free_nodes = [FreeNode(m.node.pool.accelerator_count, m.node.pk, kinds[m.pool_pk], m.node.pool.accelerator_type)
+                  for resource_members in members.values() for m in resource_members
+                  if m.live and not m.busy and m.pool_pk in kinds]
+    requests = [GangRequest.from_pools(item.job.pk, [(index, count, shape) for index, count, _, shape in item.pools])
+                for item in routed]
     plan = plan_pass(requests, free_nodes)
-    counts = {item.job.pk: {index: pool.accelerator_count for index, _, pool in item.pools} for item in routed}
+    counts = {item.job.pk: {index: pool.accelerator_count for index, _, pool, _ in item.pools} for item in routed}
     placed = job_services.jobs_place(assignments={
         pk: {key: (node_id, list(range(counts[pk][key[0]]))) for key, node_id in assignment.items()}
         for pk, assignment in plan.placements.items()}, now=now)
@@ -187,8 +191,8 @@ def _estimates(waiting: list[_Routed], free_nodes: list[FreeNode], pools_by_kind
     needs = []
     for item in waiting:
         need: dict[tuple[str, str], int] = defaultdict(int)
-        for _, count, pool in item.pools:
-            need[(_kind(pool), "")] += count
+        for _, count, _, shape in item.pools:
+            need[(shape.machine_type, "")] += count
         needs.append((item.job.pk, need))
     return {pk: (estimate.position, format_timestamp(estimate.estimated_start))
             for pk, estimate in estimate_waits(needs, free_now, busy_until, now).items()}
