@@ -196,3 +196,10 @@ def test_users_and_viewers_cannot_create(cast, nodes):
 def test_the_nav_links_to_the_resources(cast, pr):
     page = browser(cast, "vic").get(url("list")).content.decode()
     assert 'href="/persistent-resources/" aria-current="page"' in page
+
+
+def test_a_jobs_page_links_to_its_resource(cast, pr, now):
+    job = submit(cast, now, t4_job())
+    page = browser(cast, "uma").get(reverse("jobs:detail", kwargs={"project": "alpha", "location": "us-central1",
+                                                                    "job_id": job.job_id})).content.decode()
+    assert f'href="{url("detail")}"' in page

@@ -29,9 +29,6 @@ class State(models.TextChoices):
     UPDATING = "UPDATING"
 
 
-#: PersistentResource.State enum numbers as the v1 proto defines them (there is no 2).
-STATE_NUMBERS: dict[int, str] = {0: "STATE_UNSPECIFIED", 1: State.PROVISIONING, 3: State.RUNNING,
-                                 4: State.STOPPING, 5: State.ERROR, 6: State.REBOOTING, 7: State.UPDATING}
 #: States in which the nodes are up and held for the project, so the resource is billed.
 BILLABLE_STATES = frozenset({State.RUNNING, State.UPDATING, State.REBOOTING})
 

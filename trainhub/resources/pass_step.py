@@ -153,9 +153,9 @@ def resource_jobs_pass(*, client, jobs: list[CustomJob], now: dt.datetime) -> Re
     for pk, shortfalls in plan.shortfalls.items():
         explanations[pk] = [
             f"Waiting for free replicas in resource pool {pool.pool_id!r} of persistent resource "
-            f"{pool.resource.resource_id}: needs {s.needed}, {after[pool.pk][0]} free, {after[pool.pk][1]} in use "
-            "by other jobs."
-            for s in shortfalls for pool in (pools_by_kind[s.shape.machine_type],)]
+            f"{pool.resource.resource_id}: needs {s.needed}, {free} free, {in_use} in use by other jobs."
+            for s in shortfalls for pool in (pools_by_kind[s.shape.machine_type],)
+            for free, in_use in (after.get(pool.pk, (0, 0)),)]
     estimates = _estimates([item for item in routed if item.job.pk not in plan.placements],
                            [node for node in free_nodes if node.node_id not in taken], pools_by_kind, now)
     working_memory.pending_remove(client, list(placed) + failed)

@@ -102,32 +102,38 @@ def _describe_shortfall(shortfall: Shortfall, location: str, whose: str) -> str:
 
 
 def _largest_first(wants: list[tuple[ResourcePool, int]]) -> list[tuple[ResourcePool, int]]:
-    # As the scheduler does: the most demanding shapes choose first, so a small pool cannot take
-    # the only big node.
+    """The pools that want nodes, the most demanding first (as the scheduler orders shapes), so a
+    small pool cannot take the only big node."""
     return sorted((item for item in wants if item[1] > 0), key=lambda item: -item[0].accelerator_count)
 
 
 def _reserve(resource: PersistentResource, wants: list[tuple[ResourcePool, int]], now: dt.datetime, *,
-             live_only: bool) -> str | None:
-    """Dedicate ``count`` more nodes to each pool, all or nothing; the shortage, or None."""
-    wants = _largest_first(wants)
-    if not wants:
-        return None
+             live_only: bool, partial: bool = False) -> tuple[int, str | None]:
+    """Dedicate ``count`` more nodes to each pool: all or nothing, or with ``partial`` as many as
+    there are. Returns how many nodes were dedicated and the shortage (None: none)."""
     index = CapacityIndex(_idle_nodes(resource.location, live_since=selectors.live_after(now) if live_only else None))
-    chosen = index.take([(pool.shape, count) for pool, count in wants])
-    if isinstance(chosen, Shortfall):
-        pool = next(pool for pool, _ in wants if pool.shape == chosen.shape)
-        return _describe_shortfall(chosen, resource.location, f"resource pool {pool.pool_id!r}")
-    node_ids = [node.node_id for nodes in chosen for node in nodes]
+    chosen: list[tuple[ResourcePool, list[FreeNode]]] = []
+    shortage = None
+    for pool, count in _largest_first(wants):  # a shortage drops the index: nothing to give back
+        taken = index.take([(pool.shape, count)])
+        if isinstance(taken, Shortfall):
+            shortage = _describe_shortfall(taken, resource.location, f"resource pool {pool.pool_id!r}")
+            if not partial:
+                return 0, shortage
+            taken = index.take([(pool.shape, taken.free)]) if taken.free else [[]]
+        chosen.append((pool, taken[0]))
+    node_ids = [node.node_id for _, nodes in chosen for node in nodes]
+    if not node_ids:
+        return 0, shortage
     try:
         with transaction.atomic():
             _settle_billing(resource, now)
             nodes_dedicate(nodes=list(Node.objects.filter(pk__in=node_ids)), owner=resource.owner)
             PoolNode.objects.bulk_create(PoolNode(pool=pool, node_id=node.node_id, added_at=now)
-                                         for (pool, _), nodes in zip(wants, chosen) for node in nodes)
+                                         for pool, nodes in chosen for node in nodes)
     except NodesUnavailable as exc:  # taken between the read and the write; the next run retries
-        return str(exc)
-    return None
+        return 0, str(exc)
+    return len(node_ids), shortage
 
 
 def _release(resource: PersistentResource, members: Iterable[selectors.Member], now: dt.datetime) -> int:
@@ -142,13 +148,10 @@ def _release(resource: PersistentResource, members: Iterable[selectors.Member], 
 
 def resource_pool_grow(*, resource: PersistentResource, pool: ResourcePool, count: int, now: dt.datetime) -> int:
     """Autoscale up: dedicate up to ``count`` more live idle nodes to ``pool``; how many it got."""
-    index = CapacityIndex(_idle_nodes(resource.location, live_since=selectors.live_after(now)))
-    probe = index.take([(pool.shape, count)])
-    available = probe.free if isinstance(probe, Shortfall) else count
-    if available <= 0 or _reserve(resource, [(pool, available)], now, live_only=True) is not None:
-        return 0
-    logger.info("persistent resource %s: pool %s grew by %d", resource, pool.pool_id, available)
-    return available
+    grown, _ = _reserve(resource, [(pool, count)], now, live_only=True, partial=True)
+    if grown:
+        logger.info("persistent resource %s: pool %s grew by %d", resource, pool.pool_id, grown)
+    return grown
 
 
 # Billing and state ----------------------------------------------------------------------------
@@ -182,14 +185,13 @@ def _operation_start(resource: PersistentResource, kind: str, now: dt.datetime, 
         progress_message=progress, create_time=now, update_time=now)
 
 
-def _operation_finish(operation: ResourceOperation | None, now: dt.datetime, *, error: dict | None = None,
-                      progress: str = "") -> None:
+def _operation_finish(operation: ResourceOperation | None, now: dt.datetime, *, error: dict | None = None) -> None:
     if operation is None or operation.done:
         return
     operation.done = True
     operation.error = error
     operation.update_time = now
-    operation.progress_message = progress or ("Failed." if error else "Done.")
+    operation.progress_message = "Failed." if error else "Done."
     operation.save(update_fields=["done", "error", "update_time", "progress_message"])
 
 
@@ -428,7 +430,7 @@ def _provision(resource: PersistentResource, members: list[selectors.Member], no
     missing = _missing(resource, members, initial=initial)
     if not any(count > 0 for _, count in missing):
         return members
-    shortage = _reserve(resource, missing, now, live_only=False)
+    _, shortage = _reserve(resource, missing, now, live_only=False)
     if shortage is not None:
         _fail(resource, selectors.operation_in_flight(resource=resource), now, CODE_RESOURCE_EXHAUSTED,
               f"Resources are insufficient in region: {resource.location}. {shortage}.")
@@ -454,7 +456,7 @@ def _advance_updating(resource: PersistentResource, members: list[selectors.Memb
     pools = {pool.pool_id: pool for pool in resource.pools.all()}
     held = {pool_id: [m for m in members if m.pool_pk == pool.pk] for pool_id, pool in pools.items()}
     grow = [(pools[pool_id], item["target"] - len(held[pool_id])) for pool_id, item in targets.items()]
-    shortage = _reserve(resource, grow, now, live_only=True)
+    _, shortage = _reserve(resource, grow, now, live_only=True)
     if shortage is not None:
         _set_state(resource, State.RUNNING, now)
         _operation_finish(operation, now, error={"code": CODE_RESOURCE_EXHAUSTED,
