@@ -88,14 +88,25 @@ class PersistentResourceReboot(APIView):
         return _operation_response(services.persistent_resource_reboot(resource=resource))
 
 
+def _operation_get(request: Request, project: str, location: str, operation_id: str,
+                   resource_id: str | None = None) -> Response:
+    operation = selectors.operation_get_for_user(user=request.user, project_id=project, location=location,
+                                                 operation_id=operation_id, resource_id=resource_id, permission=GET)
+    return _operation_response(operation)
+
+
 class ResourceOperationDetail(APIView):
-    """GET an operation by the name it was returned with (…/persistentResources/ID/operations/OP),
-    or as projects/P/locations/L/operations/OP (what `gcloud ai operations describe` asks)."""
+    """GET an operation by the name it was returned with: …/persistentResources/ID/operations/OP."""
 
     @extend_schema(operation_id="persistentResources.operations.get", responses=dict)
-    def get(self, request: Request, project: str, location: str, operation_id: str,
-            resource_id: str | None = None) -> Response:
-        operation = selectors.operation_get_for_user(user=request.user, project_id=project, location=location,
-                                                     operation_id=operation_id, resource_id=resource_id,
-                                                     permission=GET)
-        return _operation_response(operation)
+    def get(self, request: Request, project: str, location: str, resource_id: str, operation_id: str) -> Response:
+        return _operation_get(request, project, location, operation_id, resource_id)
+
+
+class LocationOperationDetail(APIView):
+    """GET an operation as projects/P/locations/L/operations/OP (what `gcloud ai operations
+    describe` asks for)."""
+
+    @extend_schema(operation_id="operations.get", responses=dict)
+    def get(self, request: Request, project: str, location: str, operation_id: str) -> Response:
+        return _operation_get(request, project, location, operation_id)

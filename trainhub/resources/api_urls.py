@@ -12,5 +12,5 @@ urlpatterns = [
     path(RESOURCE, api.PersistentResourceDetail.as_view(), name="persistentresource-detail"),
     path(f"{LOCATION}/persistentResources", api.PersistentResourceCollection.as_view(),
          name="persistentresource-collection"),
-    path(f"{LOCATION}/operations/<str:operation_id>", api.ResourceOperationDetail.as_view(), name="operation-detail"),
+    path(f"{LOCATION}/operations/<str:operation_id>", api.LocationOperationDetail.as_view(), name="operation-detail"),
 ]
