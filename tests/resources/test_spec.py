@@ -171,6 +171,8 @@ def test_an_empty_autoscaling_spec_turns_autoscaling_off_and_a_pool_that_omits_i
      "resourcePools[0].machineSpec"),
     ({"resourcePools": [{"id": "fixed", "diskSpec": {"bootDiskSizeGb": 200}}]}, "resourcePools[0].diskSpec"),
     ({"resourcePools": [{"id": "nope", "replicaCount": 1}]}, "resourcePools[0].id"),
+    ({"resourcePools": [{"id": ["not", "a", "string"], "replicaCount": 1}]}, "resourcePools[0].id"),
+    ({"resourcePools": ["not a pool"]}, "resourcePools[0]"),
     ({"resourcePools": [{}, {}, {"replicaCount": 1}]}, "resourcePools[2]"),
     ({"resourcePools": [{"id": "auto", "autoscalingSpec": {"minReplicaCount": 3, "maxReplicaCount": 2}}]},
      "resourcePools[0].autoscalingSpec.minReplicaCount"),

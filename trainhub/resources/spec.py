@@ -299,7 +299,7 @@ def _updated_pools(check: _Checker, raw_pools: Any, current: Sequence[PoolSpec],
                 check.add(path, f"the resource has {len(current)} resource pool(s); pools cannot be added")
                 continue
             pool_id = current[index].pool_id
-        if pool_id not in by_id:
+        if not isinstance(pool_id, str) or pool_id not in by_id:
             check.add(f"{path}.id", f"no resource pool {pool_id!r}; pools cannot be added "
                                     f"(existing: {', '.join(by_id)})")
             continue
