@@ -163,7 +163,20 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.tuning.tasks.live_work_advance",
         "schedule": 30.0,
     },
+    "persistent-resources-advance": {
+        "task": "trainhub.resources.tasks.persistent_resources_advance",
+        "schedule": 10.0,
+    },
 }
+
+
+# Persistent resources: how long reserved nodes may stay silent while the resource provisions or
+# reboots before it goes to ERROR, how long an autoscaled node idles before it is given back, and
+# how often each pool's utilisation is sampled for its chart.
+TRAINHUB_RESOURCE_PROVISIONING_TIMEOUT_SECONDS = envint("TRAINHUB_RESOURCE_PROVISIONING_TIMEOUT_SECONDS", 600)
+TRAINHUB_RESOURCE_SCALE_DOWN_AFTER_SECONDS = envint("TRAINHUB_RESOURCE_SCALE_DOWN_AFTER_SECONDS", 300)
+TRAINHUB_RESOURCE_SAMPLE_SECONDS = envint("TRAINHUB_RESOURCE_SAMPLE_SECONDS", 60)
+
 
 def envjson(name: str, default: str) -> dict:
     try:

@@ -21,6 +21,7 @@ api_patterns = [
     path(JOB, jobs_api.CustomJobDetail.as_view(), name="customjob-detail"),
     path("v1/projects/<str:project>/locations/<str:location>/customJobs", jobs_api.CustomJobCollection.as_view(),
          name="customjob-collection"),
+    path("", include("trainhub.resources.api_urls")),
     path("auth/token", TokenObtain.as_view(), name="auth-token"),
     path("v1/me", Me.as_view(), name="me"),
     path("v1/scheduler:status", SchedulerStatus.as_view(), name="scheduler-status"),
@@ -39,5 +40,6 @@ urlpatterns = [
     path("nodes/", include("trainhub.inventory.urls")),
     path("quotas/", include("trainhub.scheduling.urls")),
     path("", include("trainhub.tuning.urls")),
+    path("", include("trainhub.resources.urls")),
     path("", include("trainhub.jobs.urls")),
 ]

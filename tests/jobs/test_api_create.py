@@ -77,13 +77,6 @@ def test_non_json_content_type_is_400(api):
     assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
 
 
-def test_persistent_resource_jobs_are_refused_clearly_until_supported(api):
-    body = job_body(container_pool(), persistentResourceId="my-pool")
-    response = api("uma").post(BASE, body, format="json")
-    assert response.status_code == 400
-    assert "persistent" in response.json()["error"]["message"]
-
-
 def test_unknown_api_path_is_a_json_404(api):
     response = api("uma").get("/v1/projects/alpha/locations/us-central1/widgets")
     assert response.status_code == 404

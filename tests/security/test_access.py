@@ -10,6 +10,7 @@ from django.utils import timezone
 from tests.conftest import container_pool, job_body
 from tests.security.urlconf import CSRF_EXEMPT, PUBLIC, protected_routes, routes
 from trainhub.jobs import services
+from trainhub.resources import services as resource_services
 from trainhub.tuning import services as tuning_services
 from trainhub.tuning.models import Model
 from trainhub.tuning.spec import CUSTOM_TASK
@@ -24,9 +25,14 @@ def alpha_job(cast):
 
 
 @pytest.fixture
-def alpha_values(alpha_job, cast):
+def alpha_values(alpha_job, cast, nodes, now):
     """Route parameters pointing at alpha's resources."""
     alpha = cast["alpha"]
+    operation = resource_services.persistent_resource_create(
+        project=alpha, location="us-central1", resource_id="secret-resource", user=cast["alice"], now=now,
+        body={"displayName": SECRET, "resourcePools": [
+            {"machineSpec": {"machineType": "n1-standard-4", "acceleratorType": "NVIDIA_TESLA_T4",
+                             "acceleratorCount": 1}, "replicaCount": 1}]})
     trial_job = {"workerPoolSpecs": [container_pool()]}
     study = {"metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
              "parameters": [{"parameterId": "x", "discreteValueSpec": {"values": [1, 2]}}],
@@ -42,6 +48,7 @@ def alpha_values(alpha_job, cast):
     model = Model.objects.create(project=alpha, location="us-central1", model_id="secret-model",
                                  display_name=SECRET, create_time=timezone.now(), update_time=timezone.now())
     return {"project": "alpha", "location": "us-central1", "job_id": alpha_job.job_id,
+            "resource_id": "secret-resource", "operation_id": operation.operation_id,
             "tuning_job_id": tuning_job.job_id, "pipeline_id": pipeline.pipeline_id, "model_id": model.model_id}
 
 

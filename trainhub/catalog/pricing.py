@@ -68,7 +68,11 @@ class Cost:
 
 def cost_of(gpus_by_type: Mapping[str, int], seconds: float, strategy: str, prices: Prices) -> Cost:
     hours = max(0.0, seconds) / 3600
-    gpu_hours = {accel: gpus * hours for accel, gpus in gpus_by_type.items() if gpus}
+    return cost_of_gpu_hours({accel: gpus * hours for accel, gpus in gpus_by_type.items() if gpus}, strategy, prices)
+
+
+def cost_of_gpu_hours(gpu_hours: Mapping[str, float], strategy: str, prices: Prices) -> Cost:
+    """What GPU-hours by accelerator type cost at the strategy's price, plus the management fee."""
     infrastructure = sum(h * prices.per_gpu_hour(accel, strategy) for accel, h in gpu_hours.items())
     on_demand = sum(h * prices.on_demand.get(accel, 0.0) for accel, h in gpu_hours.items())
-    return Cost(gpu_hours, infrastructure, infrastructure * prices.management_fee_fraction, on_demand)
+    return Cost(dict(gpu_hours), infrastructure, infrastructure * prices.management_fee_fraction, on_demand)

@@ -33,6 +33,7 @@ from trainhub.cli.client import (
     parse_resource_ref,
     resource_path,
 )
+from trainhub.cli.persistent_resources import register_operations, register_persistent_resources
 from trainhub.cli.worker_pool_spec import (
     ConfigFileError,
     SpecError,
@@ -209,7 +210,7 @@ def _add_command(
 
 
 def _add_region(parser: ArgumentParser, *, required: bool) -> None:
-    help_text = "region (location) of the job" + ("" if required else "; not needed with a full resource name")
+    help_text = "region (location)" + ("" if required else "; not needed with a full resource name")
     parser.add_argument("--region", required=required, help=help_text)
 
 
@@ -281,7 +282,8 @@ def register_hp_tuning_jobs(subparsers: Any, common: ArgumentParser) -> None:
     hp_tuning_jobs.register(subparsers, common)
 
 
-AI_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (register_custom_jobs, register_hp_tuning_jobs)
+AI_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (
+    register_custom_jobs, register_hp_tuning_jobs, register_persistent_resources, register_operations)
 
 
 def register_ai(subparsers: Any, common: ArgumentParser) -> None:
@@ -327,8 +329,12 @@ class Context:
 
     def job(self) -> ResourceRef:
         """The custom job named by the JOB argument and --region."""
+        return self.resource(self.args.job, CUSTOM_JOBS)
+
+    def resource(self, value: str, collection: str) -> ResourceRef:
+        """The regional resource ``value`` names: an ID (with --region) or a full resource name."""
         try:
-            return parse_resource_ref(self.args.job, collection=CUSTOM_JOBS, project=self.settings.project,
+            return parse_resource_ref(value, collection=collection, project=self.settings.project,
                                       location=self.args.region)
         except ValueError as exc:
             self.usage_error(str(exc))

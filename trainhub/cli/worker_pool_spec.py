@@ -121,6 +121,14 @@ def parse_worker_pool_spec(text: str) -> dict[str, Any]:
 
 def load_job_spec_config(path: str | Path) -> dict[str, Any]:
     """Read a `--config` YAML file holding a CustomJobSpec; an empty file is an empty spec."""
+    return load_config_mapping(path, "a CustomJobSpec mapping (workerPoolSpecs, scheduling, ...)")
+
+
+def load_config_mapping(path: str | Path, expected: str) -> dict[str, Any]:
+    """Read a `--config` YAML (or JSON) file holding one mapping; an empty file is an empty one.
+
+    `expected` names the mapping in the error for any other document.
+    """
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -134,10 +142,7 @@ def load_job_spec_config(path: str | Path) -> dict[str, Any]:
     if document is None:
         return {}
     if not isinstance(document, dict):
-        raise ConfigFileError(
-            f"config file [{path}] must hold a CustomJobSpec mapping (workerPoolSpecs, scheduling, ...), "
-            f"got a {type(document).__name__}"
-        )
+        raise ConfigFileError(f"config file [{path}] must hold {expected}, got a {type(document).__name__}")
     problem = _not_json(document, "")
     if problem:
         raise ConfigFileError(f"config file [{path}]: {problem}")

@@ -1,6 +1,10 @@
 """Roles and the permission strings they grant, named as Vertex AI names its IAM permissions.
 
 viewer reads, user also submits and stops its jobs, admin holds every permission of the project.
+Persistent resources: viewers and users see them and users run jobs on them (customJobs.create,
+as Vertex requires); creating, resizing, rebooting and deleting one is for admins, because it
+holds nodes for the whole project and bills it while RUNNING (Vertex's docs likewise send you to
+roles/aiplatform.admin for these).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ _READ = [
     "aiplatform.trainingPipelines.list",
     "aiplatform.models.get",
     "aiplatform.models.list",
+    "aiplatform.persistentResources.get",
+    "aiplatform.persistentResources.list",
 ]
 _WRITE = [
     "aiplatform.customJobs.create",
@@ -34,6 +40,9 @@ _WRITE = [
 ]
 _ADMIN = [
     "aiplatform.projects.manageMembers",
+    "aiplatform.persistentResources.create",
+    "aiplatform.persistentResources.update",
+    "aiplatform.persistentResources.delete",
 ]
 
 PERMISSIONS_BY_ROLE: dict[str, frozenset[str]] = {

@@ -7,6 +7,8 @@ from trainhub.iam.roles import ADMIN
 from trainhub.iam.services import membership_set, project_create, user_ensure
 from trainhub.inventory.models import Executor
 from trainhub.inventory.services import node_pool_ensure
+from trainhub.resources.selectors import resource_find
+from trainhub.resources.services import persistent_resource_create
 from trainhub.scheduling.services import quota_set
 
 DEMO_POOLS = [
@@ -27,6 +29,20 @@ DEMO_QUOTAS = [
 ]
 
 
+#: The seed's shape: n1-standard-4 machines with a T4, one to start with, autoscaling to two; the
+#: other cpu-pool nodes stay shared.
+DEMO_RESOURCE_ID = "demo-pool"
+DEMO_RESOURCE = {
+    "displayName": "Demo persistent resource",
+    "resourcePools": [{
+        "id": "t4",
+        "machineSpec": {"machineType": "n1-standard-4", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 1},
+        "replicaCount": 1,
+        "autoscalingSpec": {"minReplicaCount": 1, "maxReplicaCount": 2},
+    }],
+}
+
+
 @transaction.atomic
 def demo_load() -> dict:
     user = user_ensure(username="demo", password="demo", is_staff=True)
@@ -42,4 +58,9 @@ def demo_load() -> dict:
                          accelerator_count=accel_count, executor=executor, simulated_runtime_seconds=60)
     for metric, limit in DEMO_QUOTAS:
         quota_set(project=project, location="us-central1", metric=metric, limit=limit, actor="demo loader")
-    return {"user": user.username, "project": project.project_id, "pools": len(DEMO_POOLS)}
+    if resource_find(project=project, location="us-central1", resource_id=DEMO_RESOURCE_ID) is None:
+        # Its nodes are reserved by the operation once a worker runs; RUNNING when their agent answers.
+        persistent_resource_create(project=project, location="us-central1", resource_id=DEMO_RESOURCE_ID,
+                                   body=DEMO_RESOURCE, user=user)
+    return {"user": user.username, "project": project.project_id, "pools": len(DEMO_POOLS),
+            "persistent_resource": DEMO_RESOURCE_ID}

@@ -102,6 +102,9 @@ def nodes_dedicate(*, nodes: list[Node], owner: str) -> list[Node]:
 
 
 @transaction.atomic
-def nodes_release(*, owner: str) -> int:
-    """Return every node ``owner`` holds to the shared pool."""
-    return Node.objects.filter(dedicated_to=owner).update(dedicated_to="")
+def nodes_release(*, owner: str, nodes: list[Node] | None = None) -> int:
+    """Return every node ``owner`` holds (or only those of ``nodes`` it holds) to the shared pool."""
+    held = Node.objects.filter(dedicated_to=owner)
+    if nodes is not None:
+        held = held.filter(pk__in=[node.pk for node in nodes])
+    return held.update(dedicated_to="")

@@ -18,6 +18,9 @@ def prices() -> Prices:
 
 
 def gpus_by_type(spec: dict[str, Any]) -> dict[str, int]:
+    """The GPUs a job is charged for; none on a persistent resource, which is billed instead."""
+    if spec["jobSpec"].get("persistentResourceId"):
+        return {}
     gpus: dict[str, int] = defaultdict(int)
     for pool in spec["jobSpec"]["workerPoolSpecs"]:
         machine = pool.get("machineSpec") if pool else None
@@ -48,13 +51,14 @@ def job_cost(job: CustomJob, now: dt.datetime, table: Prices | None = None) -> J
     )
 
 
-def render_cost(cost: JobCost) -> dict[str, Any]:
-    def one(c: Cost) -> dict[str, Any]:
-        return {"gpuHours": {k: round(v, 4) for k, v in c.gpu_hours.items()},
-                "infrastructureUsd": round(c.infrastructure, 4), "managementFeeUsd": round(c.management_fee, 4),
-                "totalUsd": round(c.total, 4), "onDemandEquivalentUsd": round(c.on_demand_equivalent, 4)}
+def render_cost_breakdown(cost: Cost) -> dict[str, Any]:
+    return {"gpuHours": {k: round(v, 4) for k, v in cost.gpu_hours.items()},
+            "infrastructureUsd": round(cost.infrastructure, 4), "managementFeeUsd": round(cost.management_fee, 4),
+            "totalUsd": round(cost.total, 4), "onDemandEquivalentUsd": round(cost.on_demand_equivalent, 4)}
 
-    return {"estimated": one(cost.estimated), "accrued": one(cost.accrued)}
+
+def render_cost(cost: JobCost) -> dict[str, Any]:
+    return {"estimated": render_cost_breakdown(cost.estimated), "accrued": render_cost_breakdown(cost.accrued)}
 
 
 @dataclass(frozen=True)

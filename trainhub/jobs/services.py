@@ -24,6 +24,7 @@ from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
 from trainhub.jobs.signals import job_state_changed
 from trainhub.jobs.spec import ParsedCustomJob, SpecError, parse_custom_job
+from trainhub.resources.selectors import job_resource_check
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
 from trainhub.scheduling.quota import QuotaBook, quota_demand
@@ -85,6 +86,9 @@ def _new_job_id() -> str:
 
 
 def _quota_demand(parsed: ParsedCustomJob) -> dict[str, int]:
+    if parsed.document["jobSpec"].get("persistentResourceId"):
+        # The resource's machines are already held (and billed) for the project: no quota, no provisioning.
+        return {}
     return quota_demand(((p.replica_count, p.shape) for p in parsed.pools), parsed.strategy)
 
 
@@ -99,8 +103,10 @@ def job_submission_check(*, project: Project, location: str, body: Any) -> Parse
     except SpecError as exc:
         raise invalid_argument(exc.violations) from exc
     if parsed.document["jobSpec"].get("persistentResourceId"):
-        raise invalid_argument([], "persistentResourceId: persistent resources are not available in this "
-                                   "trainhub yet; submit without jobSpec.persistentResourceId.")
+        # The job must fit one of the resource's pools exactly.
+        violations = job_resource_check(project=project, location=location, job_spec=parsed.document["jobSpec"])
+        if violations:
+            raise invalid_argument(violations)
     _reject_requests_above_quota(project=project, location=location, demand=_quota_demand(parsed))
     return parsed
 

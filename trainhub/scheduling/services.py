@@ -27,6 +27,7 @@ from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
 from trainhub.jobs.spec import ReplicaShape
+from trainhub.resources.pass_step import resource_jobs_pass, targets_persistent_resource
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
 from trainhub.scheduling.estimate import (
@@ -254,6 +255,10 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
     queued = working_memory.pending_ids(client)
     waiting = _waiting_jobs(queued)
     _forget_stale(client, queued, waiting, now)
+    # Jobs on a persistent resource use only its dedicated nodes: a step of their own.
+    on_resources = [job for job in waiting if targets_persistent_resource(job)]
+    waiting = [job for job in waiting if not targets_persistent_resource(job)]
+    on_resources_result = resource_jobs_pass(client=client, jobs=on_resources, now=now)
     free_nodes, victims = _free_nodes(now)
     reserving = _reserving_job(waiting, now)
     shapes = {job.pk: job_replica_shapes(job) for job in waiting}
@@ -300,7 +305,8 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
     job_services.jobs_mark_flex_waiting(pks=flex_waiting, now=now)
     working_memory.pending_remove(client, done)
     working_memory.waits_write(client, explanations)
-    result = PassResult(considered=len(waiting), placed=len(placed), failed=len(done) - len(placed),
+    result = PassResult(considered=len(waiting) + len(on_resources), placed=len(placed) + on_resources_result.placed,
+                        failed=len(done) - len(placed) + on_resources_result.failed,
                         preempted=sum(len(v) for v in plan.preemptions.values()))
     working_memory.snapshot_write(
         client,

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_http_methods
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import projects_for_user
 from trainhub.jobs.costs import prices, project_costs
+from trainhub.resources.selectors import project_resource_costs
 from trainhub.scheduling.forms import QuotaForm
 from trainhub.scheduling.selectors import quota_rows_for_user
 from trainhub.scheduling.services import quota_set
@@ -29,8 +30,10 @@ def quota_list(request):
                                       f"{'unlimited' if data['limit'] is None else data['limit']}.")
             return redirect("scheduling:quotas")
     projects = Project.objects.all() if request.user.is_staff else projects_for_user(user=request.user)
-    costs = project_costs(project_ids=list(projects.values_list("pk", flat=True)), now=timezone.now())
+    project_ids = list(projects.values_list("pk", flat=True))
+    costs = project_costs(project_ids=project_ids, now=timezone.now())
     return render(request, "scheduling/quota_list.html", {
         "rows": quota_rows_for_user(user=request.user), "form": form, "costs": costs,
+        "resource_costs": project_resource_costs(project_ids=project_ids, now=timezone.now()),
         "fee_percent": round(prices().management_fee_fraction * 100, 2),
     })
