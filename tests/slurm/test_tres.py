@@ -101,3 +101,15 @@ def test_a_unit_on_a_non_memory_weight_is_rejected():
                        st.integers(min_value=1, max_value=10**7)))
 def test_printed_tres_parse_back(tres):
     assert parse_tres(format_tres(tres)) == tres if tres else format_tres(tres) == ""
+
+
+def test_the_documented_billing_examples():
+    """priority_multifactor.shtml: TRESBillingWeights=CPU=1.0,Mem=0.25G on 16-CPU 64 GB nodes."""
+    weights = parse_billing_weights("CPU=1.0,Mem=0.25G")
+    jobs = {"Job1": {"cpu": 1, "mem": 60 * 1024}, "Job2": {"cpu": 16, "mem": 1024}, "Job3": {"cpu": 16, "mem": 60 * 1024}}
+    assert {name: billable_tres(tres, weights) for name, tres in jobs.items()} == {
+        "Job1": 16, "Job2": 16.25, "Job3": 31}
+    # The MAX_TRES table of the same page (its Job2 has 15 CPUs there and Job3 64 GB).
+    max_jobs = {"Job1": {"cpu": 1, "mem": 60 * 1024}, "Job2": {"cpu": 15, "mem": 1024}, "Job3": {"cpu": 16, "mem": 64 * 1024}}
+    assert {name: billable_tres(tres, weights, max_tres=True) for name, tres in max_jobs.items()} == {
+        "Job1": 15, "Job2": 15, "Job3": 16}

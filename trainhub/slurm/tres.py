@@ -8,6 +8,7 @@ Public API (pure Python, no Django)::
                                                             # "cpu=8,mem=64G,gres/gpu=4" -> {"cpu": 8, "mem": 65536, "gres/gpu": 4}
                                                             # with allow_unset, "-1" -> None (sacctmgr clears the limit)
     format_tres(tres: Mapping[str, int]) -> str             # "cpu=8,mem=64G,node=1,billing=8,gres/gpu=4" (Slurm's id order)
+    tres_sort_key(name: str)                                # sort TRES names in that order
     parse_gres(text: str) -> list[GresRequest]              # --gres / NodeName Gres=: "gpu:a100:4,nic:1"
     gres_tres(requests) -> dict[str, int]                   # {"gres/gpu": 4, "gres/gpu:a100": 4, ...}
     parse_billing_weights(text: str) -> dict[str, float]    # TRESBillingWeights="CPU=1.0,Mem=0.25G,GRES/gpu=2.0"
@@ -43,6 +44,7 @@ __all__ = [
     "parse_gres",
     "parse_memory_mb",
     "parse_tres",
+    "tres_sort_key",
 ]
 
 _MEMORY = re.compile(r"^(\d+)([KMGTkmgt]?)$")
@@ -122,7 +124,7 @@ def parse_tres(text: str, *, allow_unset: bool = False) -> dict[str, int | None]
     return result
 
 
-def _tres_order(name: str) -> tuple[int, str]:
+def tres_sort_key(name: str) -> tuple[int, str]:
     """Slurm prints TRES by id: the fixed types in their id order, then gres, license, bb by name."""
     if name in _SIMPLE_TRES:
         return (_SIMPLE_TRES.index(name), "")
@@ -132,7 +134,7 @@ def _tres_order(name: str) -> tuple[int, str]:
 def format_tres(tres: Mapping[str, int]) -> str:
     """``cpu=8,mem=64G,node=1,billing=8,gres/gpu=4``: zero counts are left out, as Slurm does."""
     parts = []
-    for name in sorted(tres, key=_tres_order):
+    for name in sorted(tres, key=tres_sort_key):
         count = tres[name]
         if not count:
             continue

@@ -1,0 +1,276 @@
+"""priority/multifactor: a job's priority and the per-factor breakdown that sprio prints.
+
+Public API (pure Python, no Django)::
+
+    PriorityJob                 # what the formula reads of one job (see fields)
+    PriorityContext.build(config=SlurmConfig, cluster_nodes=, cluster_cpus=, partitions={name: PartitionFacts},
+                          qos_priorities={name: int}, max_assoc_priority=int)
+    PartitionFacts(priority_job_factor=1, tres_totals={...}, max_time_minutes=None)
+    compute_priority(job, context, now) -> PriorityBreakdown
+    compute_priorities(jobs, context, now) -> list[PriorityBreakdown]
+    PriorityBreakdown           # .priority (int), .factors {"age","assoc","fairshare","jobsize","partition","qos"}
+                                #   -> Factor(factor, weight, weighted), .tres {name: Factor}, .site, .nice,
+                                #   .admin_set, .tres_weighted (sum); .sprio_priority (what sprio's PRIORITY shows)
+    FACTOR_NAMES                # the six weighted factors in sprio's column order
+    PRIORITY_MAX = 4294967295
+
+The formula (priority_multifactor.shtml; slurm:src/plugins/priority/multifactor/priority_multifactor.c
+``_get_priority_internal``/``set_priority_factors``; reference section 1)::
+
+    priority = site
+             + PriorityWeightAge * age + PriorityWeightAssoc * assoc + PriorityWeightFairshare * fairshare
+             + PriorityWeightJobSize * jobsize + PriorityWeightPartition * partition + PriorityWeightQOS * qos
+             + sum(PriorityWeightTRES[t] * tres_factor[t]) - nice
+
+every product a double; the sum is raised to 1 if below 1 ("0 is reserved for held jobs"), capped
+at 4294967295 and **truncated** to an integer (``(uint32_t)priority``), never rounded.
+
+Factors:
+- Age = min(1, (now - accrue) / PriorityMaxAge), whole seconds. ``accrue`` is the job's eligible
+  time (``PriorityJob.eligible_time``: when it was last released/its begin time passed; None while
+  held, dependent or not yet begun) or, with PriorityFlags=ACCRUE_ALWAYS, its submit time. Accrue
+  limits (MaxJobsAccrue...) are not modelled.
+- Assoc = association Priority / the highest association Priority (raw with NO_NORMAL_ASSOC).
+- Fairshare = the association's factor from :mod:`trainhub.slurm.fairshare`.
+- JobSize: favour-large ``(min_nodes/nodes + cpus/cluster_cpus) / 2``; PriorityFavorSmall
+  ``((nodes-min_nodes)/nodes + (cluster_cpus-cpus)/cluster_cpus) / 2``; SMALL_RELATIVE_TO_TIME
+  ``max(min_nodes*cluster_cpus/nodes, cpus) / time_limit_minutes / cluster_cpus`` (1 - that when
+  favouring small); clamped to [0, 1]. Node and CPU counts are the whole cluster's, not the partition's.
+- Partition = PriorityJobFactor / the highest PriorityJobFactor of all partitions (raw with NO_NORMAL_PART).
+  PriorityTier is not in the formula (it orders scheduling and drives preemption).
+- QOS = QOS Priority / the highest QOS Priority (raw with NO_NORMAL_QOS).
+- TRES[t] = the job's count of t / its partition's total of t (raw with NO_NORMAL_TRES), weighted by
+  PriorityWeightTRES[t] (weights may be negative).
+- site and nice are added/subtracted unweighted; an admin-set priority (``scontrol update priority=``)
+  replaces everything and zeroes the factors; a held job's priority is 0.
+- PriorityFlags=INCR_ONLY keeps the previous priority when the new one is lower.
+- PriorityType=priority/basic: FIFO; the priority is the job's ``basic_priority`` and no factors apply.
+
+sprio's PRIORITY column is recomputed by sprio from the factors without the 2**32 cap; every
+factor column is printed rounded (``%.0f``), so the columns need not add up (reference section 9).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from trainhub.slurm.conf import SlurmConfig
+
+__all__ = [
+    "FACTOR_NAMES",
+    "PRIORITY_MAX",
+    "Factor",
+    "PartitionFacts",
+    "PriorityBreakdown",
+    "PriorityContext",
+    "PriorityJob",
+    "compute_priorities",
+    "compute_priority",
+]
+
+PRIORITY_MAX = 4_294_967_295
+#: Slurm's INFINITE time limit (0xfffffffe minutes), used by SMALL_RELATIVE_TO_TIME for no limit.
+_INFINITE_MINUTES = 0xFFFFFFFE
+FACTOR_NAMES = ("age", "assoc", "fairshare", "jobsize", "partition", "qos")
+
+
+@dataclass(frozen=True)
+class PriorityJob:
+    """What the multifactor formula reads of a job. ``cpus`` is the job's total CPU count
+    (allocated if running); ``tres`` its TRES counts (cpu, mem, node, billing, gres/gpu...)."""
+
+    job_id: int
+    partition: str
+    submit_time: dt.datetime
+    eligible_time: dt.datetime | None = None
+    user: str = ""
+    account: str = ""
+    qos: str | None = None
+    min_nodes: int = 1
+    cpus: int = 1
+    time_limit_minutes: int | None = None
+    tres: Mapping[str, int] = field(default_factory=dict)
+    fairshare_factor: float = 0.0
+    assoc_priority: int = 0
+    nice: int = 0
+    site_factor: int = 0
+    held: bool = False
+    admin_priority: int | None = None
+    previous_priority: int | None = None
+    #: priority/basic's FIFO value (Slurm gives each new job one less than the last).
+    basic_priority: int = 1
+
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    priority_job_factor: int = 1
+    tres_totals: Mapping[str, int] = field(default_factory=dict)
+    max_time_minutes: int | None = None
+
+
+@dataclass(frozen=True)
+class PriorityContext:
+    """Cluster-wide inputs: weights/flags and the maxima the factors are normalised against.
+    Build it once per pass with :meth:`build`."""
+
+    config: SlurmConfig
+    cluster_nodes: int
+    cluster_cpus: int
+    partitions: Mapping[str, PartitionFacts]
+    qos_priorities: Mapping[str, int]
+    max_assoc_priority: int
+    max_partition_factor: int
+    max_qos_priority: int
+
+    @classmethod
+    def build(cls, *, config: SlurmConfig, cluster_nodes: int, cluster_cpus: int,
+              partitions: Mapping[str, PartitionFacts], qos_priorities: Mapping[str, int] | None = None,
+              max_assoc_priority: int = 0) -> PriorityContext:
+        qos_priorities = dict(qos_priorities or {})
+        return cls(config=config, cluster_nodes=cluster_nodes, cluster_cpus=cluster_cpus,
+                   partitions=dict(partitions), qos_priorities=qos_priorities,
+                   max_assoc_priority=max_assoc_priority,
+                   max_partition_factor=max((p.priority_job_factor for p in partitions.values()), default=0),
+                   max_qos_priority=max(qos_priorities.values(), default=0))
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One factor of one job: the normalised ``factor``, its ``weight`` and ``weighted`` = factor * weight."""
+
+    factor: float
+    weight: float
+    weighted: float
+
+
+_ZERO = Factor(0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class PriorityBreakdown:
+    job_id: int
+    partition: str
+    user: str
+    account: str
+    qos: str | None
+    priority: int
+    factors: dict[str, Factor]
+    tres: dict[str, Factor]
+    site: int
+    nice: int
+    admin_set: bool = False
+
+    @property
+    def tres_weighted(self) -> float:
+        return sum(item.weighted for item in self.tres.values())
+
+    @property
+    def sprio_priority(self) -> int:
+        """sprio's PRIORITY: the factors summed again client-side (min 1, truncated, no 2**32 cap)."""
+        if self.admin_set or self.priority == 0:
+            return self.priority
+        total = sum(item.weighted for item in self.factors.values()) + self.tres_weighted + self.site - self.nice
+        return int(max(total, 1.0))
+
+
+def _ratio(value: float, maximum: float) -> float:
+    return value / maximum if maximum else 0.0
+
+
+def _age(job: PriorityJob, config: SlurmConfig, now: dt.datetime) -> float:
+    accrue = job.submit_time if "ACCRUE_ALWAYS" in config.priority_flags else job.eligible_time
+    if accrue is None or not config.priority_weight_age:
+        return 0.0
+    waited = max(0, int((now - accrue).total_seconds()))
+    max_age = config.priority_max_age
+    return waited / max_age if waited < max_age else 1.0
+
+
+def _job_size(job: PriorityJob, context: PriorityContext) -> float:
+    config = context.config
+    nodes, cpus_total = context.cluster_nodes, context.cluster_cpus
+    if not config.priority_weight_job_size or nodes <= 0 or cpus_total <= 0:
+        return 0.0
+    cpus = job.cpus
+    if "SMALL_RELATIVE_TO_TIME" in config.priority_flags:
+        limit = job.time_limit_minutes
+        if limit is None:
+            facts = context.partitions.get(job.partition)
+            limit = facts.max_time_minutes if facts else None
+        size = max(job.min_nodes * cpus_total / nodes, cpus) / (limit or _INFINITE_MINUTES) / cpus_total
+        if config.priority_favor_small:
+            size = 1.0 - size
+    elif config.priority_favor_small:
+        size = (nodes - job.min_nodes) / nodes if nodes > job.min_nodes else 0.0
+        if cpus:
+            size = (size + (cpus_total - cpus) / cpus_total) / 2
+    else:
+        size = job.min_nodes / nodes
+        if cpus:
+            size = (size + cpus / cpus_total) / 2
+    return min(max(size, 0.0), 1.0)
+
+
+def _tres(job: PriorityJob, context: PriorityContext) -> dict[str, Factor]:
+    weights = context.config.priority_weight_tres
+    if not weights:
+        return {}
+    normalise = context.config.normalises("TRES")
+    facts = context.partitions.get(job.partition)
+    totals = facts.tres_totals if facts else {}
+    result = {}
+    for name, weight in weights.items():
+        value = float(job.tres.get(name, 0))
+        factor = value if not normalise else _ratio(value, totals.get(name, 0))
+        result[name] = Factor(factor, weight, factor * weight)
+    return result
+
+
+def _weighted(factor: float, weight: int) -> Factor:
+    """As slurmctld, a factor whose weight is 0 is not computed (sprio -n shows 0 for it)."""
+    return Factor(factor, float(weight), factor * weight) if weight else _ZERO
+
+
+def compute_priority(job: PriorityJob, context: PriorityContext, now: dt.datetime) -> PriorityBreakdown:
+    """The job's priority as slurmctld computes it at ``now`` (see the module doc)."""
+    config = context.config
+    identity = dict(job_id=job.job_id, partition=job.partition, user=job.user, account=job.account, qos=job.qos)
+    if job.admin_priority is not None and job.admin_priority > 0:
+        return PriorityBreakdown(**identity, priority=job.admin_priority, factors=dict.fromkeys(FACTOR_NAMES, _ZERO),
+                                 tres={}, site=job.site_factor, nice=job.nice, admin_set=True)
+    if config.priority_type == "priority/basic":
+        return PriorityBreakdown(**identity, priority=0 if job.held else job.basic_priority,
+                                 factors=dict.fromkeys(FACTOR_NAMES, _ZERO), tres={}, site=0, nice=job.nice)
+    partition = context.partitions.get(job.partition)
+    part_factor_raw = partition.priority_job_factor if partition else 0
+    qos_raw = context.qos_priorities.get(job.qos, 0) if job.qos else 0
+    factors = {
+        "age": _weighted(_age(job, config, now), config.priority_weight_age),
+        "assoc": _weighted(job.assoc_priority if not config.normalises("ASSOC")
+                           else _ratio(job.assoc_priority, context.max_assoc_priority), config.priority_weight_assoc),
+        "fairshare": _weighted(job.fairshare_factor, config.priority_weight_fairshare),
+        "jobsize": _weighted(_job_size(job, context), config.priority_weight_job_size),
+        "partition": _weighted(part_factor_raw if not config.normalises("PART")
+                               else _ratio(part_factor_raw, context.max_partition_factor),
+                               config.priority_weight_partition),
+        "qos": _weighted(qos_raw if not config.normalises("QOS") else _ratio(qos_raw, context.max_qos_priority),
+                         config.priority_weight_qos),
+    }
+    tres = _tres(job, context)
+    total = (sum(item.weighted for item in factors.values()) + sum(item.weighted for item in tres.values())
+             + job.site_factor - job.nice)
+    priority = int(min(max(total, 1.0), float(PRIORITY_MAX)))
+    if "INCR_ONLY" in config.priority_flags and job.previous_priority is not None:
+        priority = max(priority, job.previous_priority)
+    if job.held:
+        priority = 0
+    return PriorityBreakdown(**identity, priority=priority, factors=factors, tres=tres, site=job.site_factor,
+                             nice=job.nice)
+
+
+def compute_priorities(jobs: Iterable[PriorityJob], context: PriorityContext,
+                       now: dt.datetime) -> list[PriorityBreakdown]:
+    """:func:`compute_priority` for every job (one decay-thread pass)."""
+    return [compute_priority(job, context, now) for job in jobs]
