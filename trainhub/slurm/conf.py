@@ -29,6 +29,8 @@ cluster") or is stricter than slurmctld:
   is always tracked.
 - ``PreemptMode`` SUSPEND and GANG are rejected: trainhub's node agent cannot suspend a job or
   time-slice nodes. OFF, CANCEL, REQUEUE (+ PRIORITY, WITHIN) are supported.
+- ``PriorityFlags`` DEPTH_OBLIVIOUS and MAX_TRES_GRES are rejected (not implemented); every other
+  flag of slurm.conf.5 is honoured.
 - Unknown ``SchedulerParameters`` options are rejected (slurmctld ignores them silently), so a typo
   is reported instead of having no effect.
 - Keys trainhub owns (ClusterName, SlurmctldHost, NodeName, PartitionName, Prolog, Epilog, paths,
@@ -316,9 +318,14 @@ class ConfigKey:
     parse: Callable[[str], Any] = field(repr=False, compare=False)
 
 
-PRIORITY_FLAGS = ("ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "NO_FAIR_TREE", "INCR_ONLY",
-                  "MAX_TRES", "MAX_TRES_GRES", "NO_NORMAL_ALL", "NO_NORMAL_ASSOC", "NO_NORMAL_PART",
-                  "NO_NORMAL_QOS", "NO_NORMAL_TRES", "SMALL_RELATIVE_TO_TIME")
+PRIORITY_FLAGS = ("ACCRUE_ALWAYS", "CALCULATE_RUNNING", "NO_FAIR_TREE", "INCR_ONLY", "MAX_TRES",
+                  "NO_NORMAL_ALL", "NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES",
+                  "SMALL_RELATIVE_TO_TIME")
+_PRIORITY_UNSUPPORTED = {
+    "DEPTH_OBLIVIOUS": "DEPTH_OBLIVIOUS is not supported: trainhub implements Fair Tree and classic fair-share "
+                       "(NO_FAIR_TREE)",
+    "MAX_TRES_GRES": "MAX_TRES_GRES is not supported (use MAX_TRES)",
+}
 ENFORCE_FLAGS = ("associations", "limits", "qos", "safe", "wckeys", "nojobs", "nosteps", "all")
 PREEMPT_MODES = ("OFF", "CANCEL", "REQUEUE", "PRIORITY", "WITHIN")
 _PREEMPT_UNSUPPORTED = {
@@ -368,7 +375,7 @@ CATALOGUE: dict[str, ConfigKey] = {key.name: key for key in (
     _key("PriorityFavorSmall", "yes_no", "NO", "YES gives small jobs the larger job size factor",
          "priority_favor_small", _yes_no),
     _key("PriorityFlags", "flags", "", "comma list of " + ", ".join(PRIORITY_FLAGS), "priority_flags",
-         _flags(PRIORITY_FLAGS)),
+         _flags(PRIORITY_FLAGS, unsupported=_PRIORITY_UNSUPPORTED)),
     _key("FairShareDampeningFactor", "integer", "1", "dampens the classic fair-share curve (1..10000)",
          "fair_share_dampening_factor", _integer(1, 10_000)),
     _key("PreemptType", "choice", "preempt/none", "preempt/none, preempt/partition_prio or preempt/qos",
@@ -472,8 +479,8 @@ class SlurmConfig:
 
     @property
     def fair_tree(self) -> bool:
-        """Fair Tree unless NO_FAIR_TREE or DEPTH_OBLIVIOUS (which implies NO_FAIR_TREE)."""
-        return not self.priority_flags & {"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"}
+        """Fair Tree (the default) unless PriorityFlags=NO_FAIR_TREE."""
+        return "NO_FAIR_TREE" not in self.priority_flags
 
     def normalises(self, factor: str) -> bool:
         """Whether ``factor`` (ASSOC, PART, QOS, TRES) is normalised (no NO_NORMAL_<factor>/NO_NORMAL_ALL)."""
