@@ -159,6 +159,22 @@ def test_malformed_trees_are_refused(associations):
         compute_fairshare(associations)
 
 
+def test_a_tie_passes_through_an_account_without_users_as_in_fair_tree_c():
+    """a3 (no users) ties a1 at Level FS 0, so a1's first user keeps the rank u1 got under a4."""
+    result = compute_fairshare([ROOT, acct("a4"), acct("a3", shares=0), acct("a1", shares=0),
+                                user("u1", "a4", shares=0), user("u0", "a1", shares=0)])
+    assert result.factor("u1@a4") == result.factor("u0@a1") == 1.0
+
+
+def test_a_fairshare_parent_account_first_in_its_level_starts_tied_as_in_fair_tree_c():
+    """prev_level_fs starts at NO_VAL, the Level FS of a FairShare=parent account, so that account's
+    first user keeps the previous rank even though its ancestor ranks lower."""
+    result = compute_fairshare([ROOT, acct("a2"), acct("a0", shares=0), acct("a1", "a0", None),
+                                user("u2", "a2", 1.0, shares=0), user("u1", "a1", shares=0)])
+    assert rows_by_key(result)["a2"].level_fs > rows_by_key(result)["a0"].level_fs
+    assert result.factor("u2@a2") == result.factor("u1@a1") == 1.0
+
+
 def test_usage_halves_after_one_half_life():
     week = 7 * 86400
     assert decayed(1000.0, week, week) == pytest.approx(500.0, rel=1e-3)
@@ -220,9 +236,10 @@ def test_factors_are_between_zero_and_one(associations, fair_tree):
 def test_in_fair_tree_a_higher_level_fs_sibling_account_outranks_all_users_of_a_lower_one(associations):
     """fair_tree.shtml: if sibling A has a higher Level FS than B, every user under A outranks every user under B.
 
-    Only where no two sibling accounts tie: fair_tree.c carries a tie from one account to the next
-    (even through an account without users), so the first user of a tied account keeps the rank last
-    given, possibly in another subtree -- real Slurm does that too."""
+    Only where no two sibling accounts tie and no account is FairShare=parent: fair_tree.c carries a
+    tie from one account to the next (even through an account without users), so the first user of
+    a tied account keeps the rank last given, possibly in another subtree -- real Slurm does that too
+    (see the two tests below)."""
     result = compute_fairshare(associations)
     rows = rows_by_key(result)
     by_parent = {}
@@ -231,6 +248,7 @@ def test_in_fair_tree_a_higher_level_fs_sibling_account_outranks_all_users_of_a_
             by_parent.setdefault(a.parent, []).append(a.key)
     for siblings in by_parent.values():
         assume(len({rows[key].level_fs for key in siblings}) == len(siblings))
+    assume(not any(a.user is None and a.shares is None and a.parent for a in associations))
 
     def users_under(key):
         found = [a.key for a in associations if a.user and a.parent == key]

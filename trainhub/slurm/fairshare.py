@@ -32,8 +32,10 @@ gets ``rank / number_of_user_associations`` and the rank drops by one per user, 
 tied with the previous sibling keeps the previous rank, and an account tied with the previous
 sibling passes the tie to its first child. The documentation also says tied sibling *accounts*
 have their children merged; the code's ``_count_tied_accounts`` stops at the first account, so
-that never happens -- trainhub follows the code (reference 2.3 [obs], section 9.6). Equal siblings
-keep their input order (Slurm's qsort order is unspecified there).
+that never happens -- trainhub follows the code (reference 2.3 [obs], section 9.6). Two more code
+facts are kept: the "previous Level FS" starts at NO_VAL, so a FairShare=parent account sorted
+first among its siblings starts tied; and a tie carries through an account without users. Equal
+siblings keep their input order (Slurm's qsort order is unspecified there).
 
 Classic (PriorityFlags=NO_FAIR_TREE; classic_fair_share.shtml; reference 2.2): NormShares is the
 product down the path of shares / level shares, NormUsage = usage / root usage (at most 1),
