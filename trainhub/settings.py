@@ -149,6 +149,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.scheduling.tasks.node_heartbeat_sweep",
         "schedule": 15.0,
     },
+    "slurm-cluster-passes": {
+        "task": "trainhub.slurm.tasks.all_clusters_pass",
+        "schedule": float(envint("TRAINHUB_SLURM_PASS_INTERVAL_SECONDS", 5)),
+    },
 }
 
 # Scheduling knobs.

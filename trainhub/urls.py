@@ -24,6 +24,7 @@ api_patterns = [
     path("auth/token", TokenObtain.as_view(), name="auth-token"),
     path("v1/me", Me.as_view(), name="me"),
     path("v1/scheduler:status", SchedulerStatus.as_view(), name="scheduler-status"),
+    path("", include("trainhub.slurm.api.urls")),
 ]
 
 urlpatterns = [

@@ -14,14 +14,26 @@ _READ = [
     "aiplatform.customJobs.get",
     "aiplatform.customJobs.list",
     "aiplatform.nodes.list",
+    "aiplatform.slurmClusters.get",
+    "aiplatform.slurmClusters.list",
+    "aiplatform.slurmJobs.get",
+    "aiplatform.slurmJobs.list",
 ]
 _WRITE = [
     "aiplatform.customJobs.create",
     "aiplatform.customJobs.cancel",
     "aiplatform.customJobs.delete",
+    "aiplatform.slurmJobs.create",
+    "aiplatform.slurmJobs.cancel",
+    "aiplatform.slurmJobs.update",
 ]
 _ADMIN = [
     "aiplatform.projects.manageMembers",
+    # Slurm cluster administration (also needs a platform admin, is_staff): create/delete clusters,
+    # slurm.conf, prolog/epilog, partitions, accounts/users/QOS, and other users' jobs.
+    "aiplatform.slurmClusters.create",
+    "aiplatform.slurmClusters.delete",
+    "aiplatform.slurmClusters.update",
 ]
 
 PERMISSIONS_BY_ROLE: dict[str, frozenset[str]] = {

@@ -1,0 +1,171 @@
+"""What the pure Slurm modules read, loaded from the database in a handful of queries.
+
+A ClusterState holds a cluster's parsed slurm.conf, partitions (options, nodes, TRES totals),
+nodes (CPUs, memory, GPUs, state), associations and QOS. From it come the inputs of
+trainhub.slurm.fairshare (the association tree with its usage), trainhub.slurm.priority (the
+context and one PriorityJob per job) and trainhub.slurm.scheduler.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from trainhub.inventory.models import Node, NodeState
+from trainhub.slurm import fairshare, priority
+from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
+from trainhub.slurm.models import Association, Hold, Qos, SlurmCluster, SlurmJob
+from trainhub.slurm.slurmconf import gpu_type, node_spec
+from trainhub.slurm.tres import billable_tres
+
+
+#: priority/basic's first job priority (TOP_PRIORITY); each later job gets one less.
+BASIC_TOP_PRIORITY = 0xFFFF0000
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    pk: int
+    name: str
+    cpus: int
+    memory_mb: int
+    gpus: int
+    gpu_type: str
+    #: UP with a live agent; DRAIN/DOWN nodes take no new jobs.
+    available: bool
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    position: int
+    options: PartitionOptions
+    node_pks: tuple[int, ...]
+    tres_totals: dict[str, int]
+
+
+@dataclass
+class ClusterState:
+    cluster: SlurmCluster
+    config: SlurmConfig
+    partitions: dict[str, PartitionInfo]
+    nodes: dict[int, NodeInfo]
+    associations: list[Association]
+    qos: dict[str, Qos]
+
+    def association_for(self, *, account: str, user: str, partition: str) -> Association | None:
+        """The association a job of (account, user, partition) runs under: the partition's own, else
+        the one for every partition."""
+        return self._by_key.get((account, user, partition)) or self._by_key.get((account, user, ""))
+
+    def __post_init__(self) -> None:
+        self._by_key = {(a.account.name, a.user, a.partition): a for a in self.associations}
+
+    @property
+    def cluster_cpus(self) -> int:
+        return sum(node.cpus for node in self.nodes.values())
+
+
+def _node_info(node: Node, fresh_after: dt.datetime) -> NodeInfo:
+    spec = node_spec(node)
+    alive = node.last_heartbeat is not None and node.last_heartbeat >= fresh_after
+    return NodeInfo(pk=node.pk, name=node.name, cpus=spec.cpus, memory_mb=spec.real_memory_mb,
+                    gpus=node.pool.accelerator_count, gpu_type=gpu_type(node.pool),
+                    available=node.state == NodeState.UP and alive, state=node.state, reason=node.state_reason)
+
+
+def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
+    config = parse_config(cluster.config)
+    fresh_after = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
+    partitions_rows = list(cluster.partitions.prefetch_related("node_pools").order_by("position", "name"))
+    pool_ids = {pool.pk for p in partitions_rows for pool in p.node_pools.all()}
+    nodes = {node.pk: _node_info(node, fresh_after)
+             for node in Node.objects.filter(pool_id__in=pool_ids, dedicated_to=cluster.owner_key)
+             .select_related("pool").order_by("name")}
+    pool_of = dict(Node.objects.filter(pk__in=nodes).values_list("pk", "pool_id"))
+    partitions = {}
+    for row in partitions_rows:
+        members = {pool.pk for pool in row.node_pools.all()}
+        node_pks = tuple(pk for pk in nodes if pool_of[pk] in members)
+        totals = {"cpu": sum(nodes[pk].cpus for pk in node_pks), "mem": sum(nodes[pk].memory_mb for pk in node_pks),
+                  "node": len(node_pks), "gres/gpu": sum(nodes[pk].gpus for pk in node_pks)}
+        partitions[row.name] = PartitionInfo(row.name, row.position, parse_partition_options(row.config), node_pks,
+                                             totals)
+    associations = list(Association.objects.filter(cluster=cluster).select_related("account"))
+    qos = {row.name: row for row in Qos.objects.filter(cluster=cluster)}
+    return ClusterState(cluster, config, partitions, nodes, associations, qos)
+
+
+def fairshare_tree(state: ClusterState) -> list[fairshare.Association]:
+    return [fairshare.Association(key=str(a.pk), account=a.account.name, user=a.user or None,
+                                  parent=str(a.parent_id) if a.parent_id else None, shares=a.shares,
+                                  usage=a.raw_usage, partition=a.partition or None)
+            for a in state.associations]
+
+
+def compute_fairshare(state: ClusterState) -> fairshare.FairShareResult:
+    return fairshare.compute_fairshare(fairshare_tree(state), fair_tree=state.config.fair_tree,
+                                       dampening_factor=state.config.fair_share_dampening_factor)
+
+
+def priority_context(state: ClusterState) -> priority.PriorityContext:
+    partitions = {name: priority.PartitionFacts(priority_job_factor=info.options.priority_job_factor,
+                                                tres_totals=info.tres_totals,
+                                                max_time_minutes=info.options.max_time_minutes)
+                  for name, info in state.partitions.items()}
+    return priority.PriorityContext.build(
+        config=state.config, cluster_nodes=len(state.nodes), cluster_cpus=state.cluster_cpus, partitions=partitions,
+        qos_priorities={name: int(row.settings.get("Priority", 0)) for name, row in state.qos.items()},
+        max_assoc_priority=max((int(a.settings.get("Priority", 0)) for a in state.associations), default=0))
+
+
+def job_cpus(job: SlurmJob) -> int:
+    return job.num_tasks * job.cpus_per_task
+
+
+def job_tres(job: SlurmJob, state: ClusterState) -> dict[str, int]:
+    """The TRES a job asks for (``billing`` by its partition's TRESBillingWeights, else its CPUs)."""
+    tres = {"cpu": job_cpus(job), "node": job.num_nodes}
+    if job.gpus_per_node:
+        tres["gres/gpu"] = job.gpus_per_node * job.num_nodes
+    partition = state.partitions.get(job.partition)
+    weights = partition.options.billing_weights if partition else {}
+    tres["billing"] = int(billable_tres(tres, weights, max_tres="MAX_TRES" in state.config.priority_flags))
+    return tres
+
+
+def priority_job(job: SlurmJob, state: ClusterState, shares: fairshare.FairShareResult) -> priority.PriorityJob:
+    assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
+    return priority.PriorityJob(
+        job_id=job.job_id, partition=job.partition, submit_time=job.submit_time, eligible_time=job.accrue_time,
+        user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
+        time_limit_minutes=job.time_limit, tres=job_tres(job, state),
+        fairshare_factor=shares.factor(str(assoc.pk)) if assoc else 0.0,
+        assoc_priority=int(assoc.settings.get("Priority", 0)) if assoc else 0, nice=job.nice,
+        site_factor=job.site_factor, held=job.hold != Hold.NONE,
+        previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - job.job_id)
+
+
+def breakdown_json(breakdown: priority.PriorityBreakdown, now: dt.datetime) -> dict:
+    """A PriorityBreakdown as SlurmJob.priority_factors stores it (with when it was computed)."""
+    return {
+        "time": now.isoformat(),
+        "priority": breakdown.priority,
+        "factors": {name: [f.factor, f.weight, f.weighted] for name, f in breakdown.factors.items()},
+        "tres": {name: [f.factor, f.weight, f.weighted] for name, f in breakdown.tres.items()},
+        "site": breakdown.site,
+        "nice": breakdown.nice,
+        "adminSet": breakdown.admin_set,
+    }
+
+
+def breakdown_from_json(job: SlurmJob, data: dict) -> priority.PriorityBreakdown:
+    return priority.PriorityBreakdown(
+        job_id=job.job_id, partition=job.partition, user=job.user_name, account=job.account, qos=job.qos or None,
+        priority=data["priority"], factors={name: priority.Factor(*values) for name, values in data["factors"].items()},
+        tres={name: priority.Factor(*values) for name, values in data["tres"].items()}, site=data["site"],
+        nice=data["nice"], admin_set=data["adminSet"])
