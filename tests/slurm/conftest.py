@@ -62,3 +62,44 @@ def slurm_pools(db, now):
     }
     node_heartbeat(node_ids=[n.pk for pool in pools.values() for n in pool.nodes.all()], now=now)
     return pools
+
+
+@pytest.fixture
+def cluster(admin, slurm_pools, now):
+    """The seed's cluster, created by alice as c1."""
+    from trainhub.slurm.services.clusters import cluster_create
+
+    return cluster_create(project=admin.memberships.get().project, location="us-central1", cluster_id="c1",
+                          body=seed_spec(), user=admin, now=now)
+
+
+def make_job(cluster, *, user="uma", job_id=None, script="#!/bin/bash\necho hello\n", now=None, **fields):
+    """A pending job written directly (tests of what happens after submission)."""
+    from django.utils import timezone
+
+    from trainhub.slurm.models import SlurmJob
+
+    now = now or timezone.now()
+    if job_id is None:
+        job_id = cluster.next_job_id
+        cluster.next_job_id += 1
+        cluster.save(update_fields=["next_job_id"])
+    values = dict(name="job", user_name=user, account="ml", partition=cluster.default_partition, qos="normal",
+                  script=script, work_dir=f"/home/{user}", submit_time=now, begin_time=now, accrue_time=now)
+    values.update(fields)
+    return SlurmJob.objects.create(cluster=cluster, job_id=job_id, **values)
+
+
+def start_job(job, node_names, gpus_per_node=None, now=None, billing=1.0):
+    """Allocate ``job`` on the named nodes as a scheduler pass would."""
+    from django.utils import timezone
+
+    from trainhub.inventory.models import Node
+    from trainhub.slurm.services.lifecycle import JobStart, NodeGrant, jobs_start
+
+    gpus = job.gpus_per_node if gpus_per_node is None else gpus_per_node
+    nodes = {node.name: node for node in Node.objects.filter(name__in=node_names)}
+    grants = tuple(NodeGrant(nodes[name].pk, tuple(range(gpus)), job.cpus_per_task) for name in node_names)
+    started = jobs_start(starts=[JobStart(job.pk, grants, billing)], now=now or timezone.now())
+    job.refresh_from_db()
+    return started

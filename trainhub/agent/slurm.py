@@ -263,7 +263,7 @@ class SlurmNodeWork:
             try:
                 # The batch script inherits the agent's basic environment (PATH, HOME, ...), as
                 # sbatch exports the submitter's.
-                subprocess_replica = SubprocessReplica([BASH, str(script)], env, submit_dir)
+                subprocess_replica = SubprocessReplica([BASH, str(script), *job.script_args], env, submit_dir)
                 process, pgid = subprocess_replica, subprocess_replica.pid
             except OSError as exc:
                 process = FailedToStart(now, f"slurmstepd: error: execve(): {script}: {exc.strerror}")

@@ -229,6 +229,8 @@ class SlurmJob(models.Model):
     #: Minutes; null = UNLIMITED.
     time_limit = models.PositiveIntegerField(null=True, blank=True)
     script = models.TextField()
+    #: Arguments after the script on sbatch's command line, passed to the script.
+    script_args = models.JSONField(default=list, blank=True)
     work_dir = models.CharField(max_length=1024)
     stdout_pattern = models.CharField(max_length=1024, default="slurm-%j.out")
     stderr_pattern = models.CharField(max_length=1024, blank=True)

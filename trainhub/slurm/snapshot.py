@@ -9,12 +9,12 @@ context and one PriorityJob per job) and trainhub.slurm.scheduler.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from django.conf import settings
 
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import fairshare, priority
+from trainhub.slurm import fairshare, limits, priority
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Association, Hold, Qos, SlurmCluster, SlurmJob
 from trainhub.slurm.slurmconf import gpu_type, node_spec
@@ -119,8 +119,8 @@ def priority_context(state: ClusterState) -> priority.PriorityContext:
                   for name, info in state.partitions.items()}
     return priority.PriorityContext.build(
         config=state.config, cluster_nodes=len(state.nodes), cluster_cpus=state.cluster_cpus, partitions=partitions,
-        qos_priorities={name: int(row.settings.get("Priority", 0)) for name, row in state.qos.items()},
-        max_assoc_priority=max((int(a.settings.get("Priority", 0)) for a in state.associations), default=0))
+        qos_priorities={name: int(row.settings.get("priority", 0)) for name, row in state.qos.items()},
+        max_assoc_priority=max((int(a.settings.get("priority", 0)) for a in state.associations), default=0))
 
 
 def job_cpus(job: SlurmJob) -> int:
@@ -145,7 +145,7 @@ def priority_job(job: SlurmJob, state: ClusterState, shares: fairshare.FairShare
         user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
         time_limit_minutes=job.time_limit, tres=job_tres(job, state),
         fairshare_factor=shares.factor(str(assoc.pk)) if assoc else 0.0,
-        assoc_priority=int(assoc.settings.get("Priority", 0)) if assoc else 0, nice=job.nice,
+        assoc_priority=int(assoc.settings.get("priority", 0)) if assoc else 0, nice=job.nice,
         site_factor=job.site_factor, held=job.hold != Hold.NONE,
         previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - job.job_id)
 
@@ -169,3 +169,50 @@ def breakdown_from_json(job: SlurmJob, data: dict) -> priority.PriorityBreakdown
         priority=data["priority"], factors={name: priority.Factor(*values) for name, values in data["factors"].items()},
         tres={name: priority.Factor(*values) for name, values in data["tres"].items()}, site=data["site"],
         nice=data["nice"], admin_set=data["adminSet"])
+
+
+_ASSOC_LIMITS = {f.name for f in fields(limits.AssocRecord)} - {"key", "account", "user", "partition", "parent",
+                                                                 "qos"}
+_QOS_SETTINGS = {f.name for f in fields(limits.QosRecord)} - {"name", "flags", "preempt"}
+
+
+def assoc_record(assoc: Association) -> limits.AssocRecord:
+    """Association.settings holds AssocRecord's limit fields by name (plus ``priority``)."""
+    values = {name: value for name, value in assoc.settings.items() if name in _ASSOC_LIMITS}
+    return limits.AssocRecord(key=str(assoc.pk), account=assoc.account.name, user=assoc.user or None,
+                              partition=assoc.partition or None,
+                              parent=str(assoc.parent_id) if assoc.parent_id else None,
+                              qos=frozenset(assoc.settings.get("qos", ())), **values)
+
+
+def qos_record(qos: Qos) -> limits.QosRecord:
+    """Qos.settings holds QosRecord's fields by name (flags and preempt as lists)."""
+    values = {name: value for name, value in qos.settings.items() if name in _QOS_SETTINGS}
+    return limits.QosRecord(name=qos.name, flags=frozenset(qos.settings.get("flags", ())),
+                            preempt=frozenset(qos.settings.get("preempt", ())), **values)
+
+
+def limit_context(state: ClusterState) -> limits.LimitContext:
+    return limits.LimitContext(
+        config=state.config, associations={str(a.pk): assoc_record(a) for a in state.associations},
+        qos={name: qos_record(row) for name, row in state.qos.items()},
+        partitions={name: info.options for name, info in state.partitions.items()})
+
+
+def limit_request(job: SlurmJob, state: ClusterState) -> limits.JobRequest:
+    assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
+    return limits.JobRequest(user=job.user_name, account=job.account, partition=job.partition, qos=job.qos or None,
+                             assoc_key=str(assoc.pk) if assoc else None, nodes=job.num_nodes,
+                             tres=job_tres(job, state), time_limit_minutes=job.time_limit)
+
+
+def limit_usage(state: ClusterState, context: limits.LimitContext, jobs: list[SlurmJob]) -> limits.LimitUsage:
+    """Pending and running jobs counted against the limits."""
+    return limits.LimitUsage.of(context, [(limit_request(job, state), job.state == "RUNNING") for job in jobs])
+
+
+def has_submit_count_limits(context: limits.LimitContext) -> bool:
+    """Whether a submission must count the queue (only submit-count limits need it)."""
+    return (any(a.grp_submit_jobs is not None or a.max_submit_jobs is not None for a in context.associations.values())
+            or any(q.grp_submit_jobs is not None or q.max_submit_jobs_per_user is not None
+                   or q.max_submit_jobs_per_account is not None for q in context.qos.values()))

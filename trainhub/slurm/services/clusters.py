@@ -119,7 +119,9 @@ def cluster_create(*, project: Project, location: str, cluster_id: str, body: An
             partition.node_pools.set([pools[name] for name in item.pool_names])
         root = Account.objects.create(cluster=cluster, name=ROOT, description="default root account",
                                       organization=ROOT)
-        Association.objects.create(cluster=cluster, account=root, parent=None, shares=1)
+        # As `sacctmgr add cluster`: the root association allows (and defaults to) QOS normal.
+        Association.objects.create(cluster=cluster, account=root, parent=None, shares=1,
+                                   settings={"qos": [DEFAULT_QOS]})
         Qos.objects.create(cluster=cluster, name=DEFAULT_QOS, description="Normal QOS default")
         try:
             nodes_dedicate(nodes=list(Node.objects.filter(pool__in=pools.values())), owner=cluster.owner_key)

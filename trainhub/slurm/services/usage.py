@@ -28,7 +28,7 @@ def charge_runs(*, cluster: SlurmCluster, runs: list[tuple[SlurmJob, JobRun, flo
     by_qos: dict[int, float] = defaultdict(float)
     for job, run, seconds in runs:
         qos = qos_rows.get(job.qos)
-        factor = float(qos.settings.get("UsageFactor", 1.0)) if qos else 1.0
+        factor = float(qos.settings.get("usage_factor", 1.0)) if qos else 1.0
         charge = usage_increment(run.billing, seconds, config.priority_decay_half_life, factor)
         if charge <= 0:
             continue
@@ -48,7 +48,7 @@ def _decay_all(cluster: SlurmCluster, seconds: float, half_life: int) -> None:
     for assoc in Association.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage"):
         Association.objects.filter(pk=assoc.pk).update(raw_usage=decayed(assoc.raw_usage, seconds, half_life))
     for qos in Qos.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage", "settings"):
-        if "NoDecay" not in qos.settings.get("Flags", []):
+        if "nodecay" not in {flag.lower() for flag in qos.settings.get("flags", [])}:
             Qos.objects.filter(pk=qos.pk).update(raw_usage=decayed(qos.raw_usage, seconds, half_life))
 
 
