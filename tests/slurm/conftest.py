@@ -103,3 +103,35 @@ def start_job(job, node_names, gpus_per_node=None, now=None, billing=1.0):
     started = jobs_start(starts=[JobStart(job.pk, grants, billing)], now=now or timezone.now())
     job.refresh_from_db()
     return started
+
+
+@pytest.fixture
+def accounts(cluster, now):
+    """Account ml under root with uma and alice; account bio with bob (no trainhub login)."""
+    from trainhub.slurm.services.accounting import account_add, user_add
+
+    account_add(cluster=cluster, name="ml", actor="test", now=now)
+    account_add(cluster=cluster, name="bio", actor="test", now=now)
+    user_add(cluster=cluster, name="uma", accounts=["ml"], actor="test", now=now)
+    user_add(cluster=cluster, name="alice", accounts=["ml"], actor="test", now=now)
+    user_add(cluster=cluster, name="bob", accounts=["bio"], actor="test", now=now)
+    return cluster
+
+
+JOBS = f"{CLUSTERS}/c1/jobs"
+
+
+def sbatch(api, user, *args, script=None):
+    body = {"sbatchArgs": list(args)}
+    if script is not None:
+        body["script"] = script
+    return api(user).post(JOBS, body, format="json")
+
+
+def run_pass(cluster, now=None):
+    """One scheduler pass of the cluster (tests step the scheduler; on_commit requests do not run)."""
+    from django.utils import timezone
+
+    from trainhub.slurm.services.passes import cluster_pass
+
+    return cluster_pass(cluster=cluster, now=now or timezone.now())

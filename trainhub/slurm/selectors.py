@@ -90,3 +90,16 @@ def job_events(*, job: SlurmJob) -> list[JobEvent]:
 
 def job_log(*, job: SlurmJob, after: int = 0, limit: int = 1000) -> list[JobLogLine]:
     return list(JobLogLine.objects.filter(job=job, id__gt=after).order_by("id")[:limit])
+
+
+def jobs_page(*, cluster: SlurmCluster, state: str = "", user: str = "", partition: str = "", after: int = 0,
+              size: int = 100) -> list[SlurmJob]:
+    """Jobs by job id after ``after`` (keyset pages), optionally one state / user / partition."""
+    jobs = SlurmJob.objects.filter(cluster=cluster, job_id__gt=after)
+    if state:
+        jobs = jobs.filter(state=state.upper())
+    if user:
+        jobs = jobs.filter(user_name=user)
+    if partition:
+        jobs = jobs.filter(partition=partition)
+    return list(jobs.order_by("job_id")[:size])
