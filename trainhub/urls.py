@@ -38,5 +38,6 @@ urlpatterns = [
     path("account/", include("trainhub.iam.urls")),
     path("nodes/", include("trainhub.inventory.urls")),
     path("quotas/", include("trainhub.scheduling.urls")),
+    path("slurm/", include("trainhub.slurm.urls")),
     path("", include("trainhub.jobs.urls")),
 ]

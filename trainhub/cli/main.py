@@ -33,6 +33,7 @@ from trainhub.cli.client import (
     parse_resource_ref,
     resource_path,
 )
+from trainhub.cli.slurm import register_slurm
 from trainhub.cli.worker_pool_spec import (
     ConfigFileError,
     SpecError,
@@ -283,7 +284,7 @@ def register_ai(subparsers: Any, common: ArgumentParser) -> None:
         register(ai, common)
 
 
-COMMAND_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (register_auth, register_ai)
+COMMAND_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (register_auth, register_ai, register_slurm)
 
 
 def build_parser() -> ArgumentParser:

@@ -1,0 +1,23 @@
+from django.urls import path
+
+from trainhub.slurm.views import clusters, jobs
+
+app_name = "slurm"
+
+CLUSTER = "projects/<str:project>/locations/<str:location>/clusters/<str:cluster>"
+JOB = f"{CLUSTER}/jobs/<str:job_id>"
+
+urlpatterns = [
+    path("", clusters.cluster_list, name="list"),
+    path(f"{CLUSTER}/", clusters.cluster_detail, name="detail"),
+    path(f"{CLUSTER}/slurm.conf", clusters.slurm_conf, name="slurm_conf"),
+    path(f"{CLUSTER}/config", clusters.config_edit, name="config"),
+    path(f"{CLUSTER}/scripts/<str:kind>", clusters.scripts_edit, name="scripts"),
+    path(f"{CLUSTER}/partitions/<str:partition>", clusters.partition_edit, name="partition"),
+    path(f"{CLUSTER}/nodes/<str:node>/state", clusters.node_state, name="node_state"),
+    path(f"{CLUSTER}/jobs/new", jobs.job_submit, name="submit"),
+    path(f"{JOB}/", jobs.job_detail, name="job"),
+    path(f"{JOB}/status", jobs.job_detail, {"fragment": "status"}, name="job_status"),
+    path(f"{JOB}/log", jobs.job_detail, {"fragment": "log"}, name="job_log"),
+    path(f"{JOB}/action", jobs.job_action, name="job_action"),
+]
