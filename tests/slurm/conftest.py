@@ -129,9 +129,13 @@ def sbatch(api, user, *args, script=None):
 
 
 def run_pass(cluster, now=None):
-    """One scheduler pass of the cluster (tests step the scheduler; on_commit requests do not run)."""
+    """One scheduler pass of the cluster at ``now``, its nodes' agents alive then (tests step the
+    scheduler; the on_commit requests for a pass do not run in tests)."""
     from django.utils import timezone
 
+    from trainhub.inventory.models import Node
     from trainhub.slurm.services.passes import cluster_pass
 
-    return cluster_pass(cluster=cluster, now=now or timezone.now())
+    now = now or timezone.now()
+    Node.objects.filter(dedicated_to=cluster.owner_key).update(last_heartbeat=now)
+    return cluster_pass(cluster=cluster, now=now)

@@ -72,12 +72,15 @@ def test_hold_then_release(api, accounts):
     assert response.status_code == 200
     run_pass(accounts)
     job.refresh_from_db()
-    assert job.hold == Hold.NONE and job.priority > 0
-    assert api("uma").post(f"{JOBS}/{job_id}:hold", {}, format="json").json()["reason"] == "JobHeldUser"
+    assert job.hold == Hold.NONE and job.state == JobState.RUNNING
+    response = api("uma").post(f"{JOBS}/{job_id}:hold", {}, format="json")
+    assert response.json()["error"]["message"] == f"scontrol: error: Job is no longer pending execution for job {job_id}"
+    later = sbatch(api, "uma", "--begin=now+1hours", "--wrap", "x").json()["jobId"]
+    assert api("uma").post(f"{JOBS}/{later}:hold", {}, format="json").json()["reason"] == "JobHeldUser"
 
 
 def test_an_admins_hold_only_an_admin_releases(api, accounts):
-    job_id = sbatch(api, "uma", "--wrap", "x").json()["jobId"]
+    job_id = sbatch(api, "uma", "--begin=now+1hours", "--wrap", "x").json()["jobId"]
     assert api("alice").post(f"{JOBS}/{job_id}:hold", {}, format="json").json()["reason"] == "JobHeldAdmin"
     response = api("uma").post(f"{JOBS}/{job_id}:release", {}, format="json")
     assert response.status_code == 403
@@ -106,7 +109,7 @@ def test_users_cannot_cancel_other_users_jobs(api, accounts, cast):
 
 
 def test_nice_lowers_priority_and_only_admins_go_negative(api, accounts):
-    job_id = sbatch(api, "uma", "--wrap", "x").json()["jobId"]
+    job_id = sbatch(api, "uma", "--begin=now+1hours", "--wrap", "x").json()["jobId"]
     run_pass(accounts)
     before = SlurmJob.objects.get(job_id=job_id).priority
     assert api("uma").post(f"{JOBS}/{job_id}:update", {"nice": 50}, format="json").json()["nice"] == 50

@@ -276,7 +276,7 @@ class SlurmNodeWork:
         if job_node.stop_requested and batch.stop_sent is None:
             batch.process.terminate()
             batch.stop_sent = now
-        elif job_node.stop_requested and now - batch.stop_sent >= self.grace:
+        elif job_node.stop_requested and now >= (job_node.kill_at or batch.stop_sent + self.grace):
             batch.process.kill()
         if batch.pgid is not None:
             rss = process_group_rss_kb(batch.pgid)

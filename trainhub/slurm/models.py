@@ -320,6 +320,8 @@ class JobNode(models.Model):
     phase = models.CharField(max_length=8, choices=NodePhase.choices, default=NodePhase.PROLOG)
     #: The agent must stop the batch script (cancel, time limit, preemption).
     stop_requested = models.BooleanField(default=False)
+    #: With stop_requested: SIGKILL at this time (preemption GraceTime); else after KillWait.
+    kill_at = models.DateTimeField(null=True, blank=True)
     prolog_exit = models.IntegerField(null=True, blank=True)
     epilog_exit = models.IntegerField(null=True, blank=True)
     max_rss_kb = models.PositiveBigIntegerField(null=True, blank=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from django.conf import settings
 
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import fairshare, limits, priority
+from trainhub.slurm import fairshare, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Association, Hold, Qos, SlurmCluster, SlurmJob
 from trainhub.slurm.slurmconf import gpu_type, node_spec
@@ -127,14 +127,20 @@ def job_cpus(job: SlurmJob) -> int:
     return job.num_tasks * job.cpus_per_task
 
 
+def job_billing(job: SlurmJob, state: ClusterState) -> float:
+    """Billable TRES per second: the partition's TRESBillingWeights applied, else the CPU count."""
+    tres = {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job.gpus_per_node * job.num_nodes}
+    partition = state.partitions.get(job.partition)
+    weights = partition.options.billing_weights if partition else {}
+    return billable_tres(tres, weights, max_tres="MAX_TRES" in state.config.priority_flags)
+
+
 def job_tres(job: SlurmJob, state: ClusterState) -> dict[str, int]:
-    """The TRES a job asks for (``billing`` by its partition's TRESBillingWeights, else its CPUs)."""
+    """The TRES a job asks for, ``billing`` included (as Slurm's TRES counts, an integer)."""
     tres = {"cpu": job_cpus(job), "node": job.num_nodes}
     if job.gpus_per_node:
         tres["gres/gpu"] = job.gpus_per_node * job.num_nodes
-    partition = state.partitions.get(job.partition)
-    weights = partition.options.billing_weights if partition else {}
-    tres["billing"] = int(billable_tres(tres, weights, max_tres="MAX_TRES" in state.config.priority_flags))
+    tres["billing"] = int(job_billing(job, state))
     return tres
 
 
@@ -216,3 +222,58 @@ def has_submit_count_limits(context: limits.LimitContext) -> bool:
     return (any(a.grp_submit_jobs is not None or a.max_submit_jobs is not None for a in context.associations.values())
             or any(q.grp_submit_jobs is not None or q.max_submit_jobs_per_user is not None
                    or q.max_submit_jobs_per_account is not None for q in context.qos.values()))
+
+
+# --- the scheduler's snapshot -------------------------------------------------------------------
+
+def job_memory_mb(job: SlurmJob, state: ClusterState, cpus: int) -> int:
+    """Memory per node: DefMemPerNode, else DefMemPerGPU x GPUs, else DefMemPerCPU x CPUs. Without
+    any of them a job takes no memory, so jobs share nodes by GPUs and CPUs (Slurm would give it
+    the node's whole RealMemory, making every job exclusive)."""
+    config = state.config
+    if config.def_mem_per_node:
+        return config.def_mem_per_node
+    if config.def_mem_per_gpu and job.gpus_per_node:
+        return config.def_mem_per_gpu * job.gpus_per_node
+    return (config.def_mem_per_cpu or 0) * cpus
+
+
+def per_node_request(job: SlurmJob, state: ClusterState) -> scheduler.Resources:
+    cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
+    return scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus),
+                               gres={"gpu": job.gpus_per_node} if job.gpus_per_node else {})
+
+
+def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
+    return [scheduler.NodeState(name=node.name, cpus=node.cpus, memory_mb=node.memory_mb,
+                                gres={"gpu": node.gpus} if node.gpus else {}, usable=node.available)
+            for node in state.nodes.values()]
+
+
+def pending_job(job: SlurmJob, state: ClusterState) -> scheduler.PendingJob:
+    qos = state.qos.get(job.qos)
+    return scheduler.PendingJob(
+        job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
+        nodes=job.num_nodes, per_node=per_node_request(job, state), time_limit_minutes=job.time_limit,
+        user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
+        hold_reason={Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(job.hold),
+        no_reserve=bool(qos and "noreserve" in {f.lower() for f in qos.settings.get("flags", ())}),
+        requeue=job.requeue, restart_count=job.restart_count, limit_request=limit_request(job, state))
+
+
+def running_job(job: SlurmJob, nodes: list[tuple[str, int, int]], state: ClusterState) -> scheduler.RunningJob:
+    """``nodes``: (node name, CPUs, GPUs) of the job's current allocation."""
+    allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus),
+                                            gres={"gpu": gpus} if gpus else {})
+                  for name, cpus, gpus in nodes}
+    end = job.start_time + dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None
+    return scheduler.RunningJob(job_id=job.job_id, partition=job.partition, allocation=allocation,
+                                start_time=job.start_time, end_time=end, user=job.user_name, account=job.account,
+                                qos=job.qos or None, priority=job.priority, requeue=job.requeue,
+                                restart_count=job.restart_count, limit_request=limit_request(job, state))
+
+
+def preempt_policy(state: ClusterState, context: limits.LimitContext) -> preemption.PreemptPolicy:
+    return preemption.PreemptPolicy(config=state.config,
+                                    partitions={name: info.options for name, info in state.partitions.items()},
+                                    qos=context.qos)

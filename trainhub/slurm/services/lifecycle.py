@@ -72,12 +72,12 @@ def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | 
     run.save(update_fields=["state", "end_time", "exit_code", "exit_signal", "state_desc"])
 
 
-def _leave_nodes(job: SlurmJob) -> None:
+def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
     """Free the job's GPUs and send every node of its current run to the epilog; a batch script
     still running is stopped first (the agent moves its node on when it has exited)."""
     GpuAllocation.objects.filter(job=job, active=True).update(active=False)
     nodes = _current_nodes(job).exclude(phase__in=[NodePhase.EPILOG, NodePhase.DONE])
-    nodes.filter(phase=NodePhase.RUNNING, batch_host=True).update(stop_requested=True)
+    nodes.filter(phase=NodePhase.RUNNING, batch_host=True).update(stop_requested=True, kill_at=kill_at)
     nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG)
 
 
@@ -99,20 +99,23 @@ def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, 
               (f", exit code {exit_code}:{signal}" if exit_code is not None else "") + ".")
 
 
-def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str,
-                hold: str = Hold.NONE) -> None:
+def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str, hold: str = Hold.NONE,
+                submit_time: dt.datetime | None = None, begin_time: dt.datetime | None = None,
+                kill_at: dt.datetime | None = None) -> None:
     """Requeue a RUNNING job (preemption, prolog failure, node failure, scontrol requeue).
 
     As batch_requeue_fini: the run's record closes as ``record_state`` (PREEMPTED, REQUEUED,
     NODE_FAIL); the job returns to PENDING with the same id, restart count + 1, a new submit time,
     begin time ~121 s ahead (reason BeginTime), no accrued age, and its priority recomputed.
+    A preempted job's batch script is killed at ``kill_at`` (its GraceTime), and the requeue
+    counts from then (``submit_time``/``begin_time`` of preemption.preempt).
     """
     _close_run(job, record_state, now, exit_code=0, signal=0, desc=desc)
-    _leave_nodes(job)
+    _leave_nodes(job, kill_at)
     job.state = JobState.PENDING
     job.restart_count += 1
-    job.submit_time = now
-    job.begin_time = now + REQUEUE_DELAY
+    job.submit_time = submit_time or now
+    job.begin_time = begin_time or now + REQUEUE_DELAY
     job.accrue_time = None
     job.start_time = None
     job.end_time = None
@@ -127,7 +130,8 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     job_event(job, now, f"Requeued ({record_state}: {desc}); restart count {job.restart_count}.")
 
 
-def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = "") -> None:
+def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = "",
+             kill_at: dt.datetime | None = None) -> None:
     """End a RUNNING job in ``ending_state`` (CANCELLED, TIMEOUT, PREEMPTED).
 
     A batch script that runs is signalled first and the job ends when it has exited; a job still
@@ -137,7 +141,7 @@ def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = 
     if batch is None:
         _end(job, ending_state, now, exit_code=0, signal=15 if ending_state != JobState.TIMEOUT else 0, desc=desc)
         return
-    JobNode.objects.filter(pk=batch.pk).update(stop_requested=True)
+    JobNode.objects.filter(pk=batch.pk).update(stop_requested=True, kill_at=kill_at)
     job.ending_state = ending_state
     job.state_desc = desc
     job.save(update_fields=["ending_state", "state_desc"])

@@ -23,8 +23,8 @@ from django.db.models import F
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import snapshot
-from trainhub.slurm.models import Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm import scheduler, snapshot
+from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.usage import usage_pass
@@ -114,6 +114,77 @@ def _recompute_priorities(cluster: SlurmCluster, state: snapshot.ClusterState, n
     return len(jobs)
 
 
+def _gpu_grants(state: snapshot.ClusterState, start: scheduler.Start,
+                taken: set[tuple[int, int]]) -> tuple[lifecycle.NodeGrant, ...]:
+    """GPU indices for a start: the lowest free ones of each node (``taken`` grows as they go)."""
+    pk_by_name = {node.name: node.pk for node in state.nodes.values()}
+    grants = []
+    for name in start.nodes:
+        pk, resources = pk_by_name[name], start.allocation[name]
+        free = [index for index in range(state.nodes[pk].gpus) if (pk, index) not in taken]
+        chosen = tuple(free[:resources.gres.get("gpu", 0)])
+        taken.update((pk, index) for index in chosen)
+        grants.append(lifecycle.NodeGrant(pk, chosen, resources.cpus))
+    return tuple(grants)
+
+
+def _preempt(jobs: dict[int, SlurmJob], plan: scheduler.SchedulePlan, now: dt.datetime) -> int:
+    preemptor_of = {victim: job_id for job_id, waiting in plan.waiting.items() for victim in waiting.preempting}
+    for action in plan.preemptions:
+        desc = f"preempted by job {preemptor_of.get(action.job_id, '?')}"
+        with transaction.atomic():
+            job = SlurmJob.objects.select_for_update().get(pk=jobs[action.job_id].pk)
+            if job.state != JobState.RUNNING:
+                continue
+            if action.mode == "REQUEUE":
+                lifecycle.job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=desc,
+                                      submit_time=action.submit_time, begin_time=action.begin_time,
+                                      kill_at=action.kill_at)
+            else:
+                lifecycle.job_stop(job=job, ending_state=JobState.PREEMPTED, now=now, desc=desc, kill_at=action.kill_at)
+    return len(plan.preemptions)
+
+
+def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime, summary: PassSummary) -> None:
+    """Main + backfill + preemption on the current queue; decisions written to the database."""
+    jobs = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
+    by_id = {job.job_id: job for job in jobs}
+    allocations: dict[int, list[tuple[str, int, int]]] = {}
+    for job_pk, name, cpus, gpus in (JobNode.objects.filter(job__in=[j for j in jobs if j.state == JobState.RUNNING],
+                                                             run_index=F("job__restart_count"))
+                                     .values_list("job_id", "node__name", "cpus", "gpu_indices")):
+        allocations.setdefault(job_pk, []).append((name, cpus, len(gpus)))
+    context = snapshot.limit_context(state)
+    usage = snapshot.limit_usage(state, context, jobs)
+    pending = [job for job in jobs if job.state == JobState.PENDING]
+    plan = scheduler.schedule(
+        scheduler.Snapshot(
+            nodes=snapshot.scheduler_nodes(state),
+            partitions={name: [state.nodes[pk].name for pk in info.node_pks] for name, info in state.partitions.items()},
+            partition_options={name: info.options for name, info in state.partitions.items()},
+            running=[snapshot.running_job(job, allocations.get(job.pk, []), state)
+                     for job in jobs if job.state == JobState.RUNNING],
+            pending=[snapshot.pending_job(job, state) for job in pending]),
+        state.config, now, limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context))
+    summary.preempted = _preempt(by_id, plan, now)
+    taken = set(GpuAllocation.objects.filter(job__cluster=cluster, active=True).values_list("node_id", "gpu_index"))
+    starts = [lifecycle.JobStart(by_id[start.job_id].pk, _gpu_grants(state, start, taken),
+                                 snapshot.job_billing(by_id[start.job_id], state)) for start in plan.starts]
+    summary.started = len(lifecycle.jobs_start(starts=starts, now=now))
+    changed = []
+    for job in pending:
+        waiting = plan.waiting.get(job.job_id)
+        if waiting is None:
+            continue
+        if (job.reason, job.expected_start) != (waiting.reason, waiting.estimated_start):
+            job.reason, job.expected_start = waiting.reason, waiting.estimated_start
+            changed.append(job)
+    # Only rows still pending: a job may have been cancelled or started since it was read.
+    for job in changed:
+        SlurmJob.objects.filter(pk=job.pk, state=JobState.PENDING).update(reason=job.reason,
+                                                                        expected_start=job.expected_start)
+
+
 def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary = PassSummary()
     state = snapshot.load_cluster(cluster, now=now)
@@ -123,6 +194,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     _start_accruing(cluster, now)
     state = snapshot.load_cluster(cluster, now=now)
     summary.priorities_computed = _recompute_priorities(cluster, state, now)
+    _schedule(cluster, state, now, summary)
     summary.pending = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).count()
     summary.running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).count()
     return summary
