@@ -81,6 +81,7 @@ def make_job(cluster, *, user="uma", job_id=None, script="#!/bin/bash\necho hell
 
     now = now or timezone.now()
     if job_id is None:
+        cluster.refresh_from_db(fields=["next_job_id"])
         job_id = cluster.next_job_id
         cluster.next_job_id += 1
         cluster.save(update_fields=["next_job_id"])

@@ -169,10 +169,11 @@ def breakdown_json(breakdown: priority.PriorityBreakdown, now: dt.datetime) -> d
     }
 
 
-def breakdown_from_json(job: SlurmJob, data: dict) -> priority.PriorityBreakdown:
+def breakdown_from_values(*, job_id: int, partition: str, user: str, account: str, qos: str,
+                          data: dict) -> priority.PriorityBreakdown:
+    """A stored priority_factors document back as the PriorityBreakdown sprio prints."""
     return priority.PriorityBreakdown(
-        job_id=job.job_id, partition=job.partition, user=job.user_name, account=job.account, qos=job.qos or None,
-        priority=data["priority"], factors={name: priority.Factor(*values) for name, values in data["factors"].items()},
+        job_id=job_id, partition=partition, user=user, account=account, qos=qos or None, priority=data["priority"], factors={name: priority.Factor(*values) for name, values in data["factors"].items()},
         tres={name: priority.Factor(*values) for name, values in data["tres"].items()}, site=data["site"],
         nice=data["nice"], admin_set=data["adminSet"])
 

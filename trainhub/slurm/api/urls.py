@@ -1,6 +1,6 @@
 from django.urls import path
 
-from trainhub.slurm.api import clusters, jobs
+from trainhub.slurm.api import clusters, jobs, reports
 
 CLUSTERS = "v1/projects/<str:project>/locations/<str:location>/slurmClusters"
 CLUSTER = f"{CLUSTERS}/<str:cluster>"
@@ -21,4 +21,8 @@ urlpatterns = [
     path(f"{JOB}:update", jobs.SlurmJobUpdate.as_view(), name="slurmjob-update"),
     path(f"{JOB}/log", jobs.SlurmJobLog.as_view(), name="slurmjob-log"),
     path(JOB, jobs.SlurmJobDetail.as_view(), name="slurmjob-detail"),
+    path(f"{CLUSTER}/squeue", reports.SqueueView.as_view(), name="slurmcluster-squeue"),
+    path(f"{CLUSTER}/sprio", reports.SprioView.as_view(), name="slurmcluster-sprio"),
+    path(f"{CLUSTER}/sshare", reports.SshareView.as_view(), name="slurmcluster-sshare"),
+    path(f"{CLUSTER}/sacct", reports.SacctView.as_view(), name="slurmcluster-sacct"),
 ]
