@@ -14,6 +14,7 @@ from trainhub.slurm import selectors
 from trainhub.slurm.render import render_cluster
 from trainhub.slurm.selectors import ADMIN_PERMISSION, cluster_get_for_user
 from trainhub.slurm.services import clusters as services
+from trainhub.slurm.services.sacctmgr import sacctmgr_run
 from trainhub.slurm.slurmconf import cluster_slurm_conf
 
 GET = "aiplatform.slurmClusters.get"
@@ -108,3 +109,19 @@ class SlurmClusterUpdateScripts(APIView):
             cluster_obj = services.cluster_scripts_set(cluster=cluster_obj, kind=kinds[field], scripts=scripts,
                                                        actor=request.user.get_username())
         return Response(_render(cluster_obj))
+
+
+class SlurmClusterSacctmgr(APIView):
+    """{"command": "sacctmgr -i add user uma account=ml"} (a string, or its argument list) ->
+    {"output", "exitCode", "needsConfirmation"}. Everyone may `show`; changes need an admin."""
+
+    @extend_schema(operation_id="slurmClusters.sacctmgr", request=dict, responses=dict)
+    def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
+        cluster_obj = cluster_for(request, project, location, cluster)
+        line = _object(request).get("command")
+        if not (isinstance(line, str) or (isinstance(line, list) and all(isinstance(w, str) for w in line))):
+            raise invalid_argument([FieldViolation("command", "must be a sacctmgr command line or its argument list")])
+        result = sacctmgr_run(cluster=cluster_obj, line=line, actor=request.user.get_username(),
+                              is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj))
+        return Response({"output": result.output, "exitCode": result.exit_code,
+                         "needsConfirmation": result.needs_confirmation})

@@ -11,6 +11,7 @@ urlpatterns = [
     path(f"{CLUSTER}:updateConfig", clusters.SlurmClusterUpdateConfig.as_view(), name="slurmcluster-update-config"),
     path(f"{CLUSTER}:updateScripts", clusters.SlurmClusterUpdateScripts.as_view(),
          name="slurmcluster-update-scripts"),
+    path(f"{CLUSTER}:sacctmgr", clusters.SlurmClusterSacctmgr.as_view(), name="slurmcluster-sacctmgr"),
     path(f"{CLUSTER}/slurmConf", clusters.SlurmConf.as_view(), name="slurmcluster-slurm-conf"),
     path(CLUSTER, clusters.SlurmClusterDetail.as_view(), name="slurmcluster-detail"),
     path(f"{CLUSTER}/jobs", jobs.SlurmJobCollection.as_view(), name="slurmjob-collection"),

@@ -83,6 +83,26 @@ def account_add(*, cluster: SlurmCluster, name: str, actor: str, parent: str = R
     return account
 
 
+def account_move(*, cluster: SlurmCluster, account: Account, parent: str, actor: str,
+                 now: dt.datetime | None = None) -> Account:
+    """``modify account NAME set parent=P``: the account and its subtree move under P."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        assoc = _account_association(account)
+        new_parent = _account_association(_account(cluster, parent))
+        ancestor: Association | None = new_parent
+        while ancestor is not None:
+            if ancestor.pk == assoc.pk:
+                raise AccountingError(f" Can't move account {account.name} under its own sub-account {parent}")
+            ancestor = ancestor.parent
+        old = assoc.parent.account.name if assoc.parent else None
+        assoc.parent = new_parent
+        assoc.save(update_fields=["parent"])
+        audit(cluster, actor=actor, subject=f"account {account.name} parent", old=old, new=parent, now=now)
+        request_pass(cluster)
+    return account
+
+
 def user_add(*, cluster: SlurmCluster, name: str, accounts: Iterable[str], actor: str, partition: str = "",
              default_account: str | None = None, admin_level: str | None = None, shares: int | None = 1,
              settings: Mapping[str, Any] | None = None, now: dt.datetime | None = None) -> list[Association]:
