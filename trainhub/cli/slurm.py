@@ -22,6 +22,8 @@ from trainhub.cli.client import CliError, resource_path
 from trainhub.slurm.sbatch import SbatchError, parse_options
 
 DEFAULT_REGION = "us-central1"
+#: Replaced by tests instead of reading a terminal.
+_input: Any = input
 CLUSTERS = "slurmClusters"
 
 
@@ -102,12 +104,25 @@ def scontrol(ctx: Any) -> int:
 
 
 def sacctmgr(ctx: Any) -> int:
+    """Without -i a change is shown and committed only if the user answers y, as sacctmgr asks."""
     args = ctx.args
     options = [flag for flag, given in (("-i", args.immediate), ("-n", args.noheader), ("-p", args.parsable),
                                         ("-P", args.parsable2)) if given]
-    answer = ctx.client().post(_cluster_path(ctx, ":sacctmgr"), {"command": options + list(args.words)})
-    _print(answer.get("output", ""))
-    return int(answer.get("exitCode", 0))
+    path = _cluster_path(ctx, ":sacctmgr")
+    answer = ctx.client().post(path, {"command": options + list(args.words)})
+    if not answer.get("needsConfirmation"):
+        _print(answer.get("output", ""))
+        return int(answer.get("exitCode", 0))
+    sys.stdout.write(answer.get("output", ""))
+    sys.stdout.flush()
+    interactive = sys.stdin.isatty()
+    reply = _input() if interactive else ""
+    if reply.strip().lower() not in ("y", "yes"):
+        # Without a terminal nothing was typed after the prompt, so the line still has to end.
+        _print((" " if interactive else "\n ") + "Changes Discarded")
+        return 0
+    confirmed = ctx.client().post(path, {"command": ["-i", *options, *args.words]})
+    return int(confirmed.get("exitCode", 0))
 
 
 def register_slurm(subparsers: Any, common: Any) -> None:
