@@ -195,3 +195,75 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     for row, more in zip(rows_json, extra):
         row.update(more)
     return Report(formats.sacct_text(records, fields=selected), rows_json)
+
+
+# --- one job's priority, factor by factor ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class FactorLine:
+    name: str
+    factor: float
+    weight: float
+    contribution: float
+    why: str
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    return (f"{days}-" if days else "") + f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+
+
+def job_priority(job: SlurmJob, *, now: dt.datetime) -> tuple[list[FactorLine], PriorityBreakdown | None]:
+    """Each factor of the job's last computed priority: its value, weight, contribution and why."""
+    if not job.priority_factors:
+        return [], None
+    breakdown = snapshot.breakdown_from_values(job_id=job.job_id, partition=job.partition, user=job.user_name,
+                                               account=job.account, qos=job.qos, data=job.priority_factors)
+    state = snapshot.load_cluster(job.cluster, now=now)
+    config = state.config
+    computed = dt.datetime.fromisoformat(job.priority_factors["time"])
+    assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
+    share = next((row for row in snapshot.compute_fairshare(state).rows if assoc and row.key == str(assoc.pk)), None)
+    partition = state.partitions.get(job.partition)
+    qos_priorities = {name: int(row.settings.get("priority", 0)) for name, row in state.qos.items()}
+    assoc_priorities = [int(a.settings.get("priority", 0)) for a in state.associations]
+    waited = (computed - job.accrue_time).total_seconds() if job.accrue_time else None
+    why = {
+        "age": (f"eligible since {job.accrue_time:%Y-%m-%d %H:%M:%S}: waited {_duration(waited)} of PriorityMaxAge "
+                f"{_duration(config.priority_max_age)}" if waited is not None
+                else "accrues no age: held or before its begin time"),
+        "assoc": f"association Priority {int(assoc.settings.get('priority', 0)) if assoc else 0} of the highest "
+                 f"{max(assoc_priorities, default=0)}",
+        "fairshare": (f"{'Fair Tree' if config.fair_tree else 'classic fair-share'} for {job.user_name}@{job.account}:"
+                      f" shares {share.norm_shares:.4f} of its level, usage {share.effective_usage:.4f} of its "
+                      f"parent's (Level FS {'inf' if share.level_fs is None or share.level_fs == float('inf') else f'{share.level_fs:.4f}'})"
+                      if share else "no association: factor 0"),
+        "jobsize": (f"{job.num_nodes} of the cluster's {len(state.nodes)} node(s), {snapshot.job_cpus(job)} of "
+                    f"{state.cluster_cpus} CPUs (PriorityFavorSmall={'YES' if config.priority_favor_small else 'NO'})"),
+        "partition": (f"partition {job.partition} PriorityJobFactor "
+                      f"{partition.options.priority_job_factor if partition else 0} of the highest "
+                      f"{max((p.options.priority_job_factor for p in state.partitions.values()), default=0)}"),
+        "qos": f"QOS {job.qos or 'none'} Priority {qos_priorities.get(job.qos, 0)} of the highest "
+               f"{max(qos_priorities.values(), default=0)}",
+    }
+    lines = [FactorLine(name, f.factor, f.weight, f.weighted, why[name]) for name, f in breakdown.factors.items()]
+    lines += [FactorLine(f"tres {name}", f.factor, f.weight, f.weighted,
+                         f"{name} of partition {job.partition}'s total") for name, f in breakdown.tres.items()]
+    lines.append(FactorLine("site", float(breakdown.site), 1.0, float(breakdown.site), "set by an administrator"))
+    lines.append(FactorLine("nice", float(breakdown.nice), -1.0, -float(breakdown.nice),
+                            "subtracted as is (scontrol update nice=, sbatch --nice)"))
+    return lines, breakdown
+
+
+def queue_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, include: int, limit: int = 30
+                     ) -> list[PriorityBreakdown]:
+    """The ``limit`` highest-priority eligible pending jobs, plus job ``include`` if it is not among them."""
+    rows = (SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", begin_time__lte=now)
+            .exclude(priority_factors={}).order_by("-priority", "job_id"))
+    chosen = list(rows.values_list("job_id", "partition", "user_name", "account", "qos", "priority_factors")[:limit])
+    if include not in {row[0] for row in chosen}:
+        chosen += list(rows.filter(job_id=include).values_list("job_id", "partition", "user_name", "account", "qos",
+                                                                "priority_factors"))
+    return [snapshot.breakdown_from_values(job_id=job_id, partition=part, user=user, account=account, qos=qos,
+                                           data=data) for job_id, part, user, account, qos, data in chosen]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from trainhub.slurm.views import clusters, jobs
+from trainhub.slurm.views import clusters, jobs, reports
 
 app_name = "slurm"
 
@@ -15,9 +15,14 @@ urlpatterns = [
     path(f"{CLUSTER}/scripts/<str:kind>", clusters.scripts_edit, name="scripts"),
     path(f"{CLUSTER}/partitions/<str:partition>", clusters.partition_edit, name="partition"),
     path(f"{CLUSTER}/nodes/<str:node>/state", clusters.node_state, name="node_state"),
+    path(f"{CLUSTER}/queue", reports.queue_page, name="queue"),
+    path(f"{CLUSTER}/priority", reports.priority_page, name="priority"),
+    path(f"{CLUSTER}/fairshare", reports.fairshare_page, name="fairshare"),
+    path(f"{CLUSTER}/accounting", reports.accounting_page, name="accounting"),
     path(f"{CLUSTER}/jobs/new", jobs.job_submit, name="submit"),
     path(f"{JOB}/", jobs.job_detail, name="job"),
     path(f"{JOB}/status", jobs.job_detail, {"fragment": "status"}, name="job_status"),
     path(f"{JOB}/log", jobs.job_detail, {"fragment": "log"}, name="job_log"),
     path(f"{JOB}/action", jobs.job_action, name="job_action"),
+    path(f"{JOB}/priority", reports.job_priority, name="job_priority"),
 ]

@@ -59,7 +59,7 @@ def _status_context(request: HttpRequest, job: SlurmJob) -> dict:
             "can_hold": mine and job.state == JobState.PENDING and not job.hold,
             "can_release": mine and job.state == JobState.PENDING and job.hold and (admin or job.hold == "user"),
             "urls": {name: job_url(job.cluster, job.job_id, name) for name in
-                     ("job", "job_status", "job_log", "job_action")}}
+                     ("job", "job_status", "job_log", "job_action", "job_priority")}}
 
 
 def _log_context(request: HttpRequest, job: SlurmJob) -> dict:
