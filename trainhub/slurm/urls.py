@@ -1,6 +1,6 @@
 from django.urls import path
 
-from trainhub.slurm.views import clusters, jobs, reports
+from trainhub.slurm.views import accounting, clusters, jobs, reports
 
 app_name = "slurm"
 
@@ -19,6 +19,10 @@ urlpatterns = [
     path(f"{CLUSTER}/priority", reports.priority_page, name="priority"),
     path(f"{CLUSTER}/fairshare", reports.fairshare_page, name="fairshare"),
     path(f"{CLUSTER}/accounting", reports.accounting_page, name="accounting"),
+    path(f"{CLUSTER}/sacctmgr", accounting.console, name="sacctmgr"),
+    path(f"{CLUSTER}/accounts", accounting.accounts, name="accounts"),
+    path(f"{CLUSTER}/accounts/associations/<int:pk>", accounting.association_edit, name="association"),
+    path(f"{CLUSTER}/accounts/qos/<str:name>", accounting.qos_edit, name="qos"),
     path(f"{CLUSTER}/jobs/new", jobs.job_submit, name="submit"),
     path(f"{JOB}/", jobs.job_detail, name="job"),
     path(f"{JOB}/status", jobs.job_detail, {"fragment": "status"}, name="job_status"),

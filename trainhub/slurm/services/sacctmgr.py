@@ -82,6 +82,8 @@ def _settings(specs: Mapping[str, syntax.Spec], names: Mapping[str, str],
         if key in LIST_KEYS:
             value = _list_value(spec, (current or {}).get(names[key], []))
             settings[names[key]] = value or None
+        elif key == "DefaultQOS" and spec.value == "-1":
+            settings[names[key]] = None  # sacctmgr's -1 clears it (the parser keeps "-1" as a name)
         else:
             settings[names[key]] = spec.value
     return settings

@@ -10,7 +10,7 @@ from trainhub.slurm.selectors import cluster_get_for_user, is_cluster_admin
 
 GET = "aiplatform.slurmClusters.get"
 ADMIN = "aiplatform.slurmClusters.update"
-PAGES = ("detail", "queue", "priority", "fairshare", "accounting", "submit")
+PAGES = ("detail", "queue", "priority", "fairshare", "accounting", "sacctmgr", "accounts", "submit")
 
 
 def cluster_for(request: HttpRequest, project: str, location: str, cluster: str, permission: str = GET) -> SlurmCluster:
