@@ -173,28 +173,46 @@ class Factor(NamedTuple):
 
 
 _ZERO = Factor(0.0, 0.0, 0.0)
+_NO_FACTORS = (0.0,) * len(FACTOR_NAMES)
 
 
-@dataclass(slots=True)
 class PriorityBreakdown:
-    """A job's priority and its factors (a value: treat it as read-only). ``values`` holds the six
-    normalised factors in FACTOR_NAMES order and ``weights`` their weights (a factor whose weight is
-    0 is not computed and stays 0, as in slurmctld); ``factors`` presents them by name."""
+    """A job's priority and its factors (a value: treat it as read-only).
 
-    job_id: int
-    partition: str
-    user: str
-    account: str
-    qos: str | None
-    priority: int
-    values: tuple[float, ...]
-    weights: tuple[float, ...]
-    tres: dict[str, Factor]
-    site: int
-    nice: int
-    admin_set: bool = False
-    #: the unclamped sum of the weighted factors, TRES, site and nice (what sprio adds up again)
-    total: float = 0.0
+    ``values`` holds the six normalised factors in FACTOR_NAMES order and ``weights`` their weights
+    (a factor whose weight is 0 is not computed and stays 0, as in slurmctld); ``factors`` presents
+    them by name. It can also be built from ``factors={name: Factor}`` (e.g. when read back from
+    storage). ``total`` is the unclamped sum of the weighted factors, TRES, site and nice -- what sprio
+    adds up again for its PRIORITY column.
+    """
+
+    __slots__ = ("job_id", "partition", "user", "account", "qos", "priority", "values", "weights", "tres", "site",
+                 "nice", "admin_set", "total")
+
+    def __init__(self, job_id: int, partition: str, user: str, account: str, qos: str | None, priority: int,
+                 values: tuple[float, ...] | None = None, weights: tuple[float, ...] | None = None,
+                 tres: dict[str, Factor] | None = None, site: int = 0, nice: int = 0, admin_set: bool = False,
+                 total: float | None = None, *, factors: Mapping[str, Factor] | None = None):
+        if factors is not None:
+            values = tuple(factors[name].factor if name in factors else 0.0 for name in FACTOR_NAMES)
+            weights = tuple(factors[name].weight if name in factors else 0.0 for name in FACTOR_NAMES)
+        self.job_id, self.partition, self.user, self.account, self.qos = job_id, partition, user, account, qos
+        self.priority = priority
+        self.values = values or _NO_FACTORS
+        self.weights = weights or _NO_FACTORS
+        self.tres = tres or {}
+        self.site, self.nice, self.admin_set = site, nice, admin_set
+        if total is None:
+            total = (sum(v * w for v, w in zip(self.values, self.weights, strict=True))
+                     + sum(item.weighted for item in self.tres.values()) + site - nice)
+        self.total = total
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PriorityBreakdown) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    def __repr__(self) -> str:
+        return f"PriorityBreakdown(job_id={self.job_id}, partition={self.partition!r}, priority={self.priority})"
 
     @property
     def factors(self) -> dict[str, Factor]:
@@ -254,12 +272,9 @@ def _tres(job: PriorityJob, context: PriorityContext) -> dict[str, Factor]:
     return result
 
 
-_NO_FACTORS = (0.0,) * len(FACTOR_NAMES)
-
-
 def _unweighted(job: PriorityJob, priority: int, *, admin_set: bool) -> PriorityBreakdown:
     return PriorityBreakdown(job.job_id, job.partition, job.user, job.account, job.qos, priority, _NO_FACTORS,
-                             _NO_FACTORS, {}, job.site_factor if admin_set else 0, job.nice, admin_set)
+                             _NO_FACTORS, {}, job.site_factor if admin_set else 0, job.nice, admin_set, priority)
 
 
 def compute_priority(job: PriorityJob, context: PriorityContext, now: dt.datetime) -> PriorityBreakdown:
