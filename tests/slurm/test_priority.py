@@ -3,7 +3,7 @@
 import datetime as dt
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainhub.slurm.conf import parse_config
@@ -157,6 +157,7 @@ def test_sprio_priority_is_the_truncated_sum_of_unrounded_factors():
     assert result.sprio_priority == int(result.factors["age"].weighted + result.factors["fairshare"].weighted)
 
 
+@settings(deadline=None)
 @given(age_days=st.floats(0, 30), fairshare=st.floats(0, 1), nodes=st.integers(1, 4), cpus=st.integers(1, 128),
        nice=st.integers(-10**6, 10**6), site=st.integers(0, 10**6), qos_priority=st.integers(0, 1000),
        flags=st.sets(st.sampled_from(["ACCRUE_ALWAYS", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_QOS"])),
