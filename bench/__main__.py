@@ -20,7 +20,11 @@ from bench.environment import (
     setup_django,
 )
 from bench.report import Section, format_section, write_results
-from bench.scheduler_pass import BENCHMARKS, FULL, QUICK
+from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
+from bench.scheduler_pass import FULL, QUICK, Benchmark
+from bench.slurm_priority import bench_slurm_priority
+
+BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("slurm_priority", bench_slurm_priority, needs_database=False))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

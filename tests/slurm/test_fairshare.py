@@ -5,7 +5,7 @@ import datetime as dt
 import math
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from trainhub.slurm.fairshare import (
@@ -219,6 +219,7 @@ def trees(draw):
     return associations
 
 
+@settings(deadline=None)
 @given(trees(), st.booleans())
 def test_factors_are_between_zero_and_one(associations, fair_tree):
     result = compute_fairshare(associations, fair_tree=fair_tree)
@@ -232,6 +233,7 @@ def test_factors_are_between_zero_and_one(associations, fair_tree):
         assert all(value >= 0 and value != NO_VAL for value in level_fs)
 
 
+@settings(deadline=None)
 @given(trees())
 def test_in_fair_tree_a_higher_level_fs_sibling_account_outranks_all_users_of_a_lower_one(associations):
     """fair_tree.shtml: if sibling A has a higher Level FS than B, every user under A outranks every user under B.

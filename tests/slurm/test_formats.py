@@ -19,7 +19,7 @@ from trainhub.slurm.formats import (
     sshare_rows,
     sshare_text,
 )
-from trainhub.slurm.priority import Factor, PriorityBreakdown
+from trainhub.slurm.priority import FACTOR_NAMES, Factor, PriorityBreakdown
 
 ALL_WEIGHTS = parse_config({"PriorityWeightAge": "1000", "PriorityWeightAssoc": "10", "PriorityWeightFairshare": "100000",
                             "PriorityWeightJobSize": "1000", "PriorityWeightPartition": "10000",
@@ -31,11 +31,13 @@ FIVE_WEIGHTS = parse_config({"PriorityWeightAge": "1000", "PriorityWeightFairsha
 
 def breakdown(job_id=65539, partition="gpu", *, weighted=None, normal=None, tres=None, **fields):
     weighted = {"age": 0, "assoc": 0, "fairshare": 0, "jobsize": 0, "partition": 0, "qos": 0, **(weighted or {})}
+    """A breakdown whose weighted factors are ``weighted`` (normalised values ``normal`` when given)."""
     normal = normal or {}
-    factors = {name: Factor(normal.get(name, 0.0), 1.0, float(value)) for name, value in weighted.items()}
-    priority = int(sum(weighted.values()) + sum(f.weighted for f in (tres or {}).values()))
-    defaults = dict(user="alice", account="ml-team", qos="normal", priority=priority, site=0, nice=0)
-    return PriorityBreakdown(job_id=job_id, partition=partition, factors=factors, tres=tres or {},
+    values = tuple(normal.get(name) or float(weighted[name]) for name in FACTOR_NAMES)
+    weights = tuple(weighted[name] / normal[name] if normal.get(name) else 1.0 for name in FACTOR_NAMES)
+    total = sum(weighted.values()) + sum(f.weighted for f in (tres or {}).values())
+    defaults = dict(user="alice", account="ml-team", qos="normal", priority=int(total), site=0, nice=0, total=total)
+    return PriorityBreakdown(job_id=job_id, partition=partition, values=values, weights=weights, tres=tres or {},
                              **{**defaults, **fields})
 
 

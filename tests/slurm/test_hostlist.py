@@ -1,7 +1,7 @@
 """Slurm host lists compress to ranges and expand back, keeping zero padding."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainhub.slurm.hostlist import HostlistError, compress, expand
@@ -34,6 +34,7 @@ def test_malformed_lists_are_rejected(text):
         expand(text)
 
 
+@settings(deadline=None)
 @given(st.sets(st.tuples(st.sampled_from(["a4-", "h100-", "node"]), st.integers(0, 60)), min_size=1))
 def test_compressed_lists_expand_to_the_same_hosts(pairs):
     names = {f"{prefix}{number}" for prefix, number in pairs}
@@ -45,6 +46,7 @@ def test_padded_and_unpadded_numbers_of_different_widths_stay_apart():
     assert expand("n[08,9]") == ["n08", "n9"]
 
 
+@settings(deadline=None)
 @given(st.sets(st.tuples(st.sampled_from(["a", "b-"]), st.integers(0, 120), st.sampled_from([0, 2, 3])), min_size=1))
 def test_padded_names_survive_the_round_trip(triples):
     names = {f"{prefix}{number:0{width}d}" for prefix, number, width in triples}

@@ -3,7 +3,7 @@ and what REQUEUE / CANCEL do to a victim."""
 
 import datetime as dt
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainhub.slurm.conf import parse_config, parse_partition_options
@@ -111,6 +111,7 @@ def test_a_cancelled_victim_gets_its_grace_time_and_ends_preempted():
     assert action.signal_at == NOW and action.kill_at == NOW + dt.timedelta(seconds=120)
 
 
+@settings(deadline=None)
 @given(st.lists(st.integers(1, 8), min_size=1, max_size=8), st.integers(1, 30))
 def test_victims_always_suffice_and_none_of_them_is_superfluous(sizes, needed):
     jobs = [running(index, nodes=size) for index, size in enumerate(sizes)]

@@ -3,13 +3,14 @@
 import datetime as dt
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.priority import (
     PRIORITY_MAX,
     PartitionFacts,
+    PriorityBreakdown,
     PriorityContext,
     PriorityJob,
     compute_priorities,
@@ -156,6 +157,7 @@ def test_sprio_priority_is_the_truncated_sum_of_unrounded_factors():
     assert result.sprio_priority == int(result.factors["age"].weighted + result.factors["fairshare"].weighted)
 
 
+@settings(deadline=None)
 @given(age_days=st.floats(0, 30), fairshare=st.floats(0, 1), nodes=st.integers(1, 4), cpus=st.integers(1, 128),
        nice=st.integers(-10**6, 10**6), site=st.integers(0, 10**6), qos_priority=st.integers(0, 1000),
        flags=st.sets(st.sampled_from(["ACCRUE_ALWAYS", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_QOS"])),
@@ -173,3 +175,15 @@ def test_priorities_stay_in_range_and_factors_in_zero_one(age_days, fairshare, n
     for name, factor in result.factors.items():
         if not (name == "qos" and "NO_NORMAL_QOS" in flags):
             assert 0.0 <= factor.factor <= 1.0, name
+
+
+def test_a_breakdown_rebuilt_from_its_factors_prints_the_same():
+    config = {**SEED, "PriorityWeightTRES": "GRES/gpu=1000", "PriorityWeightQOS": "500"}
+    original = compute_priority(job(fairshare_factor=0.42, qos="normal", tres={"gres/gpu": 4}),
+                                context(config, qos={"normal": 1}), NOW)
+    stored = PriorityBreakdown(job_id=original.job_id, partition=original.partition, user=original.user,
+                               account=original.account, qos=original.qos, priority=original.priority,
+                               factors=original.factors, tres=original.tres, site=original.site, nice=original.nice)
+    assert stored.factors == original.factors
+    assert stored.sprio_priority == original.sprio_priority
+    assert stored == original

@@ -2,7 +2,7 @@
 refused with sacctmgr's messages, nothing else ever escapes, and output looks like sacctmgr's."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainhub.slurm.sacctmgr import (
@@ -122,6 +122,7 @@ def test_wrong_commands_get_a_clear_message(line, start):
     assert error(line).startswith(start)
 
 
+@settings(deadline=None)
 @given(st.lists(st.one_of(
     st.sampled_from(["sacctmgr", "-i", "-P", "add", "modify", "delete", "show", "user", "account", "qos", "assoc",
                      "cluster", "where", "set", "name=x", "acc=ml", "fairshare=parent", "maxjobs=-1", "qos+=a",
@@ -134,6 +135,7 @@ def test_the_parser_never_raises_anything_but_its_own_error(tokens):
         assert isinstance(exc.message, str) and exc.message
 
 
+@settings(deadline=None)
 @given(st.text(max_size=60))
 def test_any_line_of_text_gives_a_command_or_a_message(line):
     try:

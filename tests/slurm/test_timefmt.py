@@ -1,7 +1,7 @@
 """Slurm time strings: every -t form, UNLIMITED, rounding, and squeue/sacct printing."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainhub.slurm.timefmt import (
@@ -77,11 +77,13 @@ def test_squeue_time_drops_leading_zero_fields():
     assert format_time_limit(60) == "1:00:00"
 
 
+@settings(deadline=None)
 @given(st.integers(min_value=0, max_value=10**9))
 def test_formatted_seconds_parse_back_to_the_same_value(seconds):
     assert parse_seconds(format_secs(seconds)) == seconds
 
 
+@settings(deadline=None)
 @given(st.text(max_size=12))
 def test_parsing_never_fails_other_than_with_time_format_error(text):
     try:

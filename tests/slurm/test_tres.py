@@ -1,7 +1,7 @@
 """Memory sizes, TRES strings, --gres requests and billing weights as Slurm reads and prints them."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainhub.slurm.tres import (
@@ -97,6 +97,7 @@ def test_a_unit_on_a_non_memory_weight_is_rejected():
         parse_billing_weights("CPU=1G")
 
 
+@settings(deadline=None)
 @given(st.dictionaries(st.sampled_from(["cpu", "mem", "node", "billing", "gres/gpu", "license/x"]),
                        st.integers(min_value=1, max_value=10**7)))
 def test_printed_tres_parse_back(tres):

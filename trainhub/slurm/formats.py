@@ -49,9 +49,8 @@ from typing import Any
 
 from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.fairshare import NO_VAL, ShareRow
-from trainhub.slurm.priority import PRIORITY_MAX, PriorityBreakdown
+from trainhub.slurm.priority import FACTOR_NAMES, PRIORITY_MAX, PriorityBreakdown
 from trainhub.slurm.timefmt import format_elapsed, format_secs, format_time_limit
-from trainhub.slurm.tres import tres_sort_key
 
 __all__ = [
     "SPRIO_NO_JOBS",
@@ -80,7 +79,7 @@ def _cell(text: str, width: int, right: bool) -> str:
     """``_print_str`` with cut_output: right-justified or left, then cut/padded to ``width``."""
     if not width:
         return text
-    return (text.rjust(width) if right else text)[:width].ljust(width)
+    return format(text, f">{width}" if right else f"<{width}")[:width]
 
 
 @dataclass(frozen=True)
@@ -102,14 +101,21 @@ def _parse_format(text: str) -> tuple[str, list[_Token]]:
     return prefix, tokens
 
 
-def _render(format_text: str, headers: Mapping[str, str], cells: Callable[[Any, str], str],
+def _render(format_text: str, headers: Mapping[str, str], getter_for: Callable[[str], Callable[[Any], str]],
             items: Iterable[Any], header: bool) -> str:
+    """Lay out ``items`` with a Slurm format string; ``getter_for(letter)`` gives each field's text.
+    ``{:>W.W}`` is ``_print_str``'s right-justify-then-cut (``{:<W.W}`` the left one) in one step."""
     prefix, tokens = _parse_format(format_text)
-    lines = []
-    if header:
-        lines.append(prefix + "".join(_cell(headers.get(t.letter, ""), t.width, t.right) + t.suffix for t in tokens))
-    for item in items:
-        lines.append(prefix + "".join(_cell(cells(item, t.letter), t.width, t.right) + t.suffix for t in tokens))
+
+    def escaped(text: str) -> str:
+        return text.replace("{", "{{").replace("}", "}}")
+
+    fields = [f"{{{index}:{'>' if t.right else '<'}{t.width}.{t.width}}}" if t.width else f"{{{index}}}"
+              for index, t in enumerate(tokens)]
+    template = escaped(prefix) + "".join(field_ + escaped(t.suffix) for field_, t in zip(fields, tokens, strict=True))
+    getters = [getter_for(t.letter) for t in tokens]
+    lines = [template.format(*(headers.get(t.letter, "") for t in tokens))] if header else []
+    lines += [template.format(*[getter(item) for getter in getters]) for item in items]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -143,41 +149,36 @@ def sprio_format(config: SlurmConfig, *, long: bool = False, norm: bool = False,
 
 
 def _tres_cell(breakdown: PriorityBreakdown, normalised: bool) -> str:
-    items = []
-    for name in sorted(breakdown.tres, key=tres_sort_key):
-        factor = breakdown.tres[name]
-        if factor.weighted == 0:
-            continue
-        items.append(f"{name}={factor.factor:.2f}" if normalised else f"{name}={factor.weighted:.0f}")
-    return ",".join(items)
+    """The non-zero weighted TRES terms (the breakdown keeps them in Slurm's TRES order)."""
+    if normalised:
+        return ",".join(f"{name}={f.factor:.2f}" for name, f in breakdown.tres.items() if f.weighted)
+    return ",".join(f"{name}={f.weighted:.0f}" for name, f in breakdown.tres.items() if f.weighted)
 
 
-def _sprio_cell(item: PriorityBreakdown, letter: str) -> str:
-    if letter == "i":
-        return str(item.job_id)
-    if letter == "r":
-        return item.partition
-    if letter == "u":
-        return item.user
-    if letter == "o":
-        return item.account
-    if letter == "n":
-        return item.qos or ""
-    if letter == "Y":
-        return str(item.sprio_priority)
-    if letter == "y":
-        return f"{item.sprio_priority / PRIORITY_MAX:16.14f}"
-    if letter == "S":
-        return "0" if item.admin_set else str(item.site)
-    if letter == "N":
-        return str(item.nice)
-    if letter in ("T", "t"):
-        return "" if item.admin_set else _tres_cell(item, letter == "t")
-    factor = _SPRIO_FACTORS.get(letter.upper())
-    if factor:
-        value = item.factors[factor]
-        return f"{value.weighted:.0f}" if letter.isupper() else f"{value.factor:.7f}"
-    return ""
+def _weighted_getter(factor: str) -> Callable[[PriorityBreakdown], str]:
+    index = FACTOR_NAMES.index(factor)
+    return lambda item: f"{item.values[index] * item.weights[index]:.0f}"
+
+
+def _normalised_getter(factor: str) -> Callable[[PriorityBreakdown], str]:
+    index = FACTOR_NAMES.index(factor)
+    return lambda item: f"{item.values[index]:.7f}"
+
+
+_SPRIO_GETTERS: dict[str, Callable[[PriorityBreakdown], str]] = {
+    "i": lambda item: str(item.job_id), "r": lambda item: item.partition, "u": lambda item: item.user,
+    "o": lambda item: item.account, "n": lambda item: item.qos or "", "Y": lambda item: str(item.sprio_priority),
+    "y": lambda item: f"{item.sprio_priority / PRIORITY_MAX:16.14f}",
+    "S": lambda item: "0" if item.admin_set else str(item.site), "N": lambda item: str(item.nice),
+    "T": lambda item: "" if item.admin_set else _tres_cell(item, False),
+    "t": lambda item: "" if item.admin_set else _tres_cell(item, True),
+    **{letter: _weighted_getter(factor) for letter, factor in _SPRIO_FACTORS.items()},
+    **{letter.lower(): _normalised_getter(factor) for letter, factor in _SPRIO_FACTORS.items()},
+}
+
+
+def _sprio_getter(letter: str) -> Callable[[PriorityBreakdown], str]:
+    return _SPRIO_GETTERS.get(letter, lambda item: "")
 
 
 def _weights_cell(config: SlurmConfig, letter: str) -> str:
@@ -198,10 +199,10 @@ def sprio_text(breakdowns: Iterable[PriorityBreakdown], config: SlurmConfig, *, 
     printed by ascending job id, sprio's default sort. ``weights`` prints ``sprio -w`` instead."""
     format_text = format or sprio_format(config, long=long, norm=norm, with_user=with_user)
     if weights:
-        return _render(format_text, _SPRIO_HEADERS, lambda _item, letter: _weights_cell(config, letter), [None],
-                       header)
+        return _render(format_text, _SPRIO_HEADERS, lambda letter: lambda _item: _weights_cell(config, letter),
+                       [None], header)
     rows = sorted(breakdowns, key=lambda b: (b.job_id, b.partition))
-    return _render(format_text, _SPRIO_HEADERS, _sprio_cell, rows, header)
+    return _render(format_text, _SPRIO_HEADERS, _sprio_getter, rows, header)
 
 
 def sprio_rows(breakdowns: Iterable[PriorityBreakdown]) -> list[dict[str, Any]]:
@@ -391,18 +392,19 @@ _SQUEUE_HEADERS = {"i": "JOBID", "P": "PARTITION", "j": "NAME", "u": "USER", "t"
                    "Q": "PRIORITY", "r": "REASON", "N": "NODELIST"}
 
 
-def _squeue_cell(job: SqueueJob, letter: str) -> str:
-    pending = job.state == "PENDING"
-    values: dict[str, Callable[[], str]] = {
-        "i": lambda: str(job.job_id), "P": lambda: job.partition, "j": lambda: job.name, "u": lambda: job.user,
-        "t": lambda: _STATE_CODES.get(job.state, job.state[:2]), "T": lambda: job.state,
-        "M": lambda: format_elapsed(job.elapsed_seconds), "l": lambda: format_time_limit(job.time_limit_minutes),
-        "D": lambda: str(job.nodes), "R": lambda: f"({job.reason})" if pending else job.nodelist,
-        "S": lambda: job.start_time.strftime("%Y-%m-%dT%H:%M:%S") if job.start_time else "N/A",
-        "Y": lambda: job.sched_nodes or "(null)", "Q": lambda: str(job.priority), "r": lambda: job.reason,
-        "N": lambda: job.nodelist,
-    }
-    return values[letter]() if letter in values else ""
+_SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
+    "i": lambda job: str(job.job_id), "P": lambda job: job.partition, "j": lambda job: job.name,
+    "u": lambda job: job.user, "t": lambda job: _STATE_CODES.get(job.state, job.state[:2]), "T": lambda job: job.state,
+    "M": lambda job: format_elapsed(job.elapsed_seconds), "l": lambda job: format_time_limit(job.time_limit_minutes),
+    "D": lambda job: str(job.nodes), "R": lambda job: f"({job.reason})" if job.state == "PENDING" else job.nodelist,
+    "S": lambda job: job.start_time.strftime("%Y-%m-%dT%H:%M:%S") if job.start_time else "N/A",
+    "Y": lambda job: job.sched_nodes or "(null)", "Q": lambda job: str(job.priority), "r": lambda job: job.reason,
+    "N": lambda job: job.nodelist,
+}
+
+
+def _squeue_getter(letter: str) -> Callable[[SqueueJob], str]:
+    return _SQUEUE_GETTERS.get(letter, lambda job: "")
 
 
 _STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "SUSPENDED": 2, "COMPLETING": 3}
@@ -419,7 +421,7 @@ def squeue_text(jobs: Iterable[SqueueJob], *, long: bool = False, start: bool = 
     else:
         rows = sorted(jobs, key=lambda job: (job.partition, _STATE_ORDER.get(job.state, 9), -job.priority, job.job_id))
     format_text = format or (SQUEUE_START if start else SQUEUE_LONG if long else SQUEUE_DEFAULT)
-    return _render(format_text, _SQUEUE_HEADERS, _squeue_cell, rows, header)
+    return _render(format_text, _SQUEUE_HEADERS, _squeue_getter, rows, header)
 
 
 def squeue_rows(jobs: Iterable[SqueueJob]) -> list[dict[str, Any]]:

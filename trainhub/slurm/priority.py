@@ -9,8 +9,9 @@ Public API (pure Python, no Django)::
     compute_priority(job, context, now) -> PriorityBreakdown
     compute_priorities(jobs, context, now) -> list[PriorityBreakdown]
     PriorityBreakdown           # .priority (int), .factors {"age","assoc","fairshare","jobsize","partition","qos"}
-                                #   -> Factor(factor, weight, weighted), .tres {name: Factor}, .site, .nice,
-                                #   .admin_set, .tres_weighted (sum); .sprio_priority (what sprio's PRIORITY shows)
+                                #   -> Factor(factor, weight, weighted) (also .values/.weights tuples in that
+                                #   order), .tres {name: Factor}, .site, .nice, .admin_set, .tres_weighted (sum);
+                                #   .sprio_priority (what sprio's PRIORITY shows)
     FACTOR_NAMES                # the six weighted factors in sprio's column order
     PRIORITY_MAX = 4294967295
 
@@ -55,8 +56,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from trainhub.slurm.conf import SlurmConfig
+from trainhub.slurm.tres import tres_sort_key
 
 __all__ = [
     "FACTOR_NAMES",
@@ -76,9 +79,9 @@ _INFINITE_MINUTES = 0xFFFFFFFE
 FACTOR_NAMES = ("age", "assoc", "fairshare", "jobsize", "partition", "qos")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PriorityJob:
-    """What the multifactor formula reads of a job. ``cpus`` is the job's total CPU count
+    """What the multifactor formula reads of a job (an input record; built once per job per pass). ``cpus`` is the job's total CPU count
     (allocated if running); ``tres`` its TRES counts (cpu, mem, node, billing, gres/gpu...)."""
 
     job_id: int
@@ -113,7 +116,8 @@ class PartitionFacts:
 @dataclass(frozen=True)
 class PriorityContext:
     """Cluster-wide inputs: weights/flags and the maxima the factors are normalised against.
-    Build it once per pass with :meth:`build`."""
+    Build it once per pass with :meth:`build` (which also precomputes the per-partition and per-QOS
+    factors, so each job costs a few dictionary lookups)."""
 
     config: SlurmConfig
     cluster_nodes: int
@@ -123,21 +127,44 @@ class PriorityContext:
     max_assoc_priority: int
     max_partition_factor: int
     max_qos_priority: int
+    partition_factors: Mapping[str, float] = field(default_factory=dict)
+    qos_factors: Mapping[str, float] = field(default_factory=dict)
+    #: partition -> [(TRES name, weight, partition total or None when not normalised)]
+    tres_terms: Mapping[str, list[tuple[str, float, float | None]]] = field(default_factory=dict)
+    #: the six weights in FACTOR_NAMES order, and flags read per job
+    weights: tuple[float, ...] = (0.0,) * 6
+    accrue_always: bool = False
+    normal_assoc: bool = True
+    incr_only: bool = False
 
     @classmethod
     def build(cls, *, config: SlurmConfig, cluster_nodes: int, cluster_cpus: int,
               partitions: Mapping[str, PartitionFacts], qos_priorities: Mapping[str, int] | None = None,
               max_assoc_priority: int = 0) -> PriorityContext:
         qos_priorities = dict(qos_priorities or {})
+        max_partition = max((p.priority_job_factor for p in partitions.values()), default=0)
+        max_qos = max(qos_priorities.values(), default=0)
+        normal_part, normal_qos, normal_tres = (config.normalises(f) for f in ("PART", "QOS", "TRES"))
         return cls(config=config, cluster_nodes=cluster_nodes, cluster_cpus=cluster_cpus,
                    partitions=dict(partitions), qos_priorities=qos_priorities,
-                   max_assoc_priority=max_assoc_priority,
-                   max_partition_factor=max((p.priority_job_factor for p in partitions.values()), default=0),
-                   max_qos_priority=max(qos_priorities.values(), default=0))
+                   max_assoc_priority=max_assoc_priority, max_partition_factor=max_partition,
+                   max_qos_priority=max_qos,
+                   partition_factors={name: _ratio(p.priority_job_factor, max_partition) if normal_part
+                                      else float(p.priority_job_factor) for name, p in partitions.items()},
+                   qos_factors={name: _ratio(value, max_qos) if normal_qos else float(value)
+                                for name, value in qos_priorities.items()},
+                   tres_terms={name: [(tres, config.priority_weight_tres[tres],
+                                       float(p.tres_totals.get(tres, 0)) if normal_tres else None)
+                                      for tres in sorted(config.priority_weight_tres, key=tres_sort_key)]
+                               for name, p in partitions.items()} if config.priority_weight_tres else {},
+                   weights=tuple(float(w) for w in (
+                       config.priority_weight_age, config.priority_weight_assoc, config.priority_weight_fairshare,
+                       config.priority_weight_job_size, config.priority_weight_partition, config.priority_weight_qos)),
+                   accrue_always="ACCRUE_ALWAYS" in config.priority_flags, normal_assoc=config.normalises("ASSOC"),
+                   incr_only="INCR_ONLY" in config.priority_flags)
 
 
-@dataclass(frozen=True)
-class Factor:
+class Factor(NamedTuple):
     """One factor of one job: the normalised ``factor``, its ``weight`` and ``weighted`` = factor * weight."""
 
     factor: float
@@ -146,21 +173,54 @@ class Factor:
 
 
 _ZERO = Factor(0.0, 0.0, 0.0)
+_NO_FACTORS = (0.0,) * len(FACTOR_NAMES)
 
 
-@dataclass(frozen=True)
 class PriorityBreakdown:
-    job_id: int
-    partition: str
-    user: str
-    account: str
-    qos: str | None
-    priority: int
-    factors: dict[str, Factor]
-    tres: dict[str, Factor]
-    site: int
-    nice: int
-    admin_set: bool = False
+    """A job's priority and its factors (a value: treat it as read-only).
+
+    ``values`` holds the six normalised factors in FACTOR_NAMES order and ``weights`` their weights
+    (a factor whose weight is 0 is not computed and stays 0, as in slurmctld); ``factors`` presents
+    them by name. It can also be built from ``factors={name: Factor}`` (e.g. when read back from
+    storage). ``total`` is the unclamped sum of the weighted factors, TRES, site and nice -- what sprio
+    adds up again for its PRIORITY column.
+    """
+
+    __slots__ = ("job_id", "partition", "user", "account", "qos", "priority", "values", "weights", "tres", "site",
+                 "nice", "admin_set", "total")
+
+    def __init__(self, job_id: int, partition: str, user: str, account: str, qos: str | None, priority: int,
+                 values: tuple[float, ...] | None = None, weights: tuple[float, ...] | None = None,
+                 tres: dict[str, Factor] | None = None, site: int = 0, nice: int = 0, admin_set: bool = False,
+                 total: float | None = None, *, factors: Mapping[str, Factor] | None = None):
+        if factors is not None:
+            values = tuple(factors[name].factor if name in factors else 0.0 for name in FACTOR_NAMES)
+            weights = tuple(factors[name].weight if name in factors else 0.0 for name in FACTOR_NAMES)
+        self.job_id, self.partition, self.user, self.account, self.qos = job_id, partition, user, account, qos
+        self.priority = priority
+        self.values = values or _NO_FACTORS
+        self.weights = weights or _NO_FACTORS
+        self.tres = tres or {}
+        self.site, self.nice, self.admin_set = site, nice, admin_set
+        if total is None:
+            total = (sum(v * w for v, w in zip(self.values, self.weights, strict=True))
+                     + sum(item.weighted for item in self.tres.values()) + site - nice)
+        self.total = total
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PriorityBreakdown) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    def __repr__(self) -> str:
+        return f"PriorityBreakdown(job_id={self.job_id}, partition={self.partition!r}, priority={self.priority})"
+
+    @property
+    def factors(self) -> dict[str, Factor]:
+        return {name: Factor(value, weight, value * weight)
+                for name, value, weight in zip(FACTOR_NAMES, self.values, self.weights, strict=True)}
+
+    def weighted(self, index: int) -> float:
+        return self.values[index] * self.weights[index]
 
     @property
     def tres_weighted(self) -> float:
@@ -171,27 +231,17 @@ class PriorityBreakdown:
         """sprio's PRIORITY: the factors summed again client-side (min 1, truncated, no 2**32 cap)."""
         if self.admin_set or self.priority == 0:
             return self.priority
-        total = sum(item.weighted for item in self.factors.values()) + self.tres_weighted + self.site - self.nice
-        return int(max(total, 1.0))
+        return int(max(self.total, 1.0))
 
 
 def _ratio(value: float, maximum: float) -> float:
     return value / maximum if maximum else 0.0
 
 
-def _age(job: PriorityJob, config: SlurmConfig, now: dt.datetime) -> float:
-    accrue = job.submit_time if "ACCRUE_ALWAYS" in config.priority_flags else job.eligible_time
-    if accrue is None or not config.priority_weight_age:
-        return 0.0
-    waited = max(0, int((now - accrue).total_seconds()))
-    max_age = config.priority_max_age
-    return waited / max_age if waited < max_age else 1.0
-
-
 def _job_size(job: PriorityJob, context: PriorityContext) -> float:
     config = context.config
     nodes, cpus_total = context.cluster_nodes, context.cluster_cpus
-    if not config.priority_weight_job_size or nodes <= 0 or cpus_total <= 0:
+    if nodes <= 0 or cpus_total <= 0:
         return 0.0
     cpus = job.cpus
     if "SMALL_RELATIVE_TO_TIME" in config.priority_flags:
@@ -214,60 +264,54 @@ def _job_size(job: PriorityJob, context: PriorityContext) -> float:
 
 
 def _tres(job: PriorityJob, context: PriorityContext) -> dict[str, Factor]:
-    weights = context.config.priority_weight_tres
-    if not weights:
-        return {}
-    normalise = context.config.normalises("TRES")
-    facts = context.partitions.get(job.partition)
-    totals = facts.tres_totals if facts else {}
     result = {}
-    for name, weight in weights.items():
+    for name, weight, total in context.tres_terms.get(job.partition, ()):
         value = float(job.tres.get(name, 0))
-        factor = value if not normalise else _ratio(value, totals.get(name, 0))
+        factor = value if total is None else (value / total if total else 0.0)
         result[name] = Factor(factor, weight, factor * weight)
     return result
 
 
-def _weighted(factor: float, weight: int) -> Factor:
-    """As slurmctld, a factor whose weight is 0 is not computed (sprio -n shows 0 for it)."""
-    return Factor(factor, float(weight), factor * weight) if weight else _ZERO
+def _unweighted(job: PriorityJob, priority: int, *, admin_set: bool) -> PriorityBreakdown:
+    return PriorityBreakdown(job.job_id, job.partition, job.user, job.account, job.qos, priority, _NO_FACTORS,
+                             _NO_FACTORS, {}, job.site_factor if admin_set else 0, job.nice, admin_set, priority)
 
 
 def compute_priority(job: PriorityJob, context: PriorityContext, now: dt.datetime) -> PriorityBreakdown:
     """The job's priority as slurmctld computes it at ``now`` (see the module doc)."""
     config = context.config
-    identity = dict(job_id=job.job_id, partition=job.partition, user=job.user, account=job.account, qos=job.qos)
     if job.admin_priority is not None and job.admin_priority > 0:
-        return PriorityBreakdown(**identity, priority=job.admin_priority, factors=dict.fromkeys(FACTOR_NAMES, _ZERO),
-                                 tres={}, site=job.site_factor, nice=job.nice, admin_set=True)
+        return _unweighted(job, job.admin_priority, admin_set=True)
     if config.priority_type == "priority/basic":
-        return PriorityBreakdown(**identity, priority=0 if job.held else job.basic_priority,
-                                 factors=dict.fromkeys(FACTOR_NAMES, _ZERO), tres={}, site=0, nice=job.nice)
-    partition = context.partitions.get(job.partition)
-    part_factor_raw = partition.priority_job_factor if partition else 0
-    qos_raw = context.qos_priorities.get(job.qos, 0) if job.qos else 0
-    factors = {
-        "age": _weighted(_age(job, config, now), config.priority_weight_age),
-        "assoc": _weighted(job.assoc_priority if not config.normalises("ASSOC")
-                           else _ratio(job.assoc_priority, context.max_assoc_priority), config.priority_weight_assoc),
-        "fairshare": _weighted(job.fairshare_factor, config.priority_weight_fairshare),
-        "jobsize": _weighted(_job_size(job, context), config.priority_weight_job_size),
-        "partition": _weighted(part_factor_raw if not config.normalises("PART")
-                               else _ratio(part_factor_raw, context.max_partition_factor),
-                               config.priority_weight_partition),
-        "qos": _weighted(qos_raw if not config.normalises("QOS") else _ratio(qos_raw, context.max_qos_priority),
-                         config.priority_weight_qos),
-    }
-    tres = _tres(job, context)
-    total = (sum(item.weighted for item in factors.values()) + sum(item.weighted for item in tres.values())
-             + job.site_factor - job.nice)
+        return _unweighted(job, 0 if job.held else job.basic_priority, admin_set=False)
+    w_age, w_assoc, w_fs, w_js, w_part, w_qos = weights = context.weights
+    age = 0.0
+    if w_age:
+        accrue = job.submit_time if context.accrue_always else job.eligible_time
+        if accrue is not None:
+            waited = max(0, int((now - accrue).total_seconds()))
+            age = waited / config.priority_max_age if waited < config.priority_max_age else 1.0
+    assoc = 0.0
+    if w_assoc:
+        assoc = _ratio(job.assoc_priority, context.max_assoc_priority) if context.normal_assoc else (
+            float(job.assoc_priority))
+    fairshare = job.fairshare_factor if w_fs else 0.0
+    job_size = _job_size(job, context) if w_js else 0.0
+    partition = context.partition_factors.get(job.partition, 0.0) if w_part else 0.0
+    qos = context.qos_factors.get(job.qos, 0.0) if w_qos and job.qos else 0.0
+    tres = _tres(job, context) if context.tres_terms else {}
+    total = (age * w_age + assoc * w_assoc + fairshare * w_fs + job_size * w_js + partition * w_part
+             + qos * w_qos + job.site_factor - job.nice)
+    if tres:
+        total += sum(item.weighted for item in tres.values())
     priority = int(min(max(total, 1.0), float(PRIORITY_MAX)))
-    if "INCR_ONLY" in config.priority_flags and job.previous_priority is not None:
+    if job.previous_priority is not None and context.incr_only:
         priority = max(priority, job.previous_priority)
     if job.held:
         priority = 0
-    return PriorityBreakdown(**identity, priority=priority, factors=factors, tres=tres, site=job.site_factor,
-                             nice=job.nice)
+    return PriorityBreakdown(job.job_id, job.partition, job.user, job.account, job.qos, priority,
+                             (age, assoc, fairshare, job_size, partition, qos), weights, tres, job.site_factor,
+                             job.nice, False, total)
 
 
 def compute_priorities(jobs: Iterable[PriorityJob], context: PriorityContext,

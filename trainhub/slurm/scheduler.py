@@ -48,8 +48,10 @@ bf_min_prio_reserve. Jobs without a time limit run "forever" and only fit where 
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import functools
+import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,8 +84,16 @@ class Resources:
     gres: Mapping[str, int] = field(default_factory=dict)
 
     def fits_in(self, free: Resources) -> bool:
-        return (self.cpus <= free.cpus and self.memory_mb <= free.memory_mb
-                and all(count <= free.gres.get(name, 0) for name, count in self.gres.items()))
+        if self.cpus > free.cpus or self.memory_mb > free.memory_mb:
+            return False
+        for name, count in self.gres.items():
+            if count > free.gres.get(name, 0):
+                return False
+        return True
+
+    @property
+    def key(self) -> tuple[int, int, tuple[tuple[str, int], ...]]:
+        return self.cpus, self.memory_mb, tuple(sorted(self.gres.items()))
 
     def plus(self, other: Resources) -> Resources:
         gres = dict(self.gres)
@@ -237,27 +247,55 @@ class _Node:
     free: Resources
     #: job id -> (end time in seconds, resources it releases then), for the jobs running on the node.
     releases: dict[int, tuple[float, Resources]] = field(default_factory=dict)
-    #: whole-node reservations [start, end) in seconds.
+    #: whole-node reservations [start, end) in seconds, kept sorted.
     blocks: list[tuple[float, float]] = field(default_factory=list)
+    #: request key -> earliest availability; cleared whenever the node's jobs change.
+    available: dict[object, float] = field(default_factory=dict)
+    #: (earliest, duration) -> start windows; cleared whenever its jobs or reservations change.
+    windows: dict[tuple[float, float], list[tuple[float, float]]] = field(default_factory=dict)
 
-    def available_from(self, need: Resources, exclusive: bool, now: float) -> float:
+    def changed(self) -> None:
+        self.available.clear()
+        self.windows.clear()
+
+    def reserve(self, start: float, end: float) -> None:
+        bisect.insort(self.blocks, (start, end))
+        self.windows.clear()
+
+    def available_from(self, need: Resources, key: object, exclusive: bool, now: float) -> float:
         """Earliest time the running jobs leave enough free (the free amount only grows)."""
+        cached = self.available.get(key)
+        if cached is not None:
+            return cached
         if exclusive:
-            return max((end for end, _ in self.releases.values()), default=now)
-        if need.fits_in(self.free):
-            return now
-        free = self.free
-        for end, released in sorted(self.releases.values(), key=lambda item: item[0]):
-            free = free.plus(released)
-            if need.fits_in(free):
-                return end
-        return _FOREVER
+            result = max((end for end, _ in self.releases.values()), default=now)
+        elif need.fits_in(self.free):
+            result = now
+        else:
+            result, free = _FOREVER, self.free
+            for end, released in sorted(self.releases.values(), key=lambda item: item[0]):
+                free = free.plus(released)
+                if need.fits_in(free):
+                    result = end
+                    break
+        self.available[key] = result
+        return result
 
     def start_windows(self, earliest: float, duration: float) -> list[tuple[float, float]]:
         """Closed intervals of start times >= earliest whose [start, start+duration) misses every block."""
+        if not self.blocks:
+            return [(earliest, _FOREVER)]
+        cached = self.windows.get((earliest, duration))
+        if cached is None:
+            cached = self.windows[(earliest, duration)] = self._start_windows(earliest, duration)
+        return cached
+
+    def _start_windows(self, earliest: float, duration: float) -> list[tuple[float, float]]:
         windows = []
         cursor = earliest
-        for block_start, block_end in sorted(self.blocks):
+        # reservations never overlap on a node, so their ends are sorted too: skip the past ones
+        first = bisect.bisect_right(self.blocks, (earliest, _FOREVER)) - 1
+        for block_start, block_end in self.blocks[max(first, 0):]:
             if block_end <= cursor:
                 continue
             if cursor + duration <= block_start:
@@ -278,6 +316,8 @@ class _Pass:
         self.exclusive = config.select_type == "select/linear"
         self.plan = SchedulePlan()
         self.nodes = {node.name: _Node(node, node.capacity) for node in snapshot.nodes}
+        #: (partition, request key) -> [(availability, node name)] ascending; cleared when any node changes
+        self.by_availability: dict[tuple[str, object], list[tuple[float, str]]] = {}
         self.running = {job.job_id: job for job in snapshot.running}
         for job in snapshot.running:
             self._occupy(job.job_id, job.allocation, _seconds(job.end_time) if job.end_time else _FOREVER)
@@ -291,6 +331,8 @@ class _Pass:
                 continue
             node.free = node.free.minus(resources)
             node.releases[job_id] = (end, resources)
+            node.changed()
+        self.by_availability.clear()
 
     def _need(self, job: PendingJob, node: _Node) -> Resources:
         return node.state.capacity if self.exclusive else job.per_node
@@ -401,9 +443,11 @@ class _Pass:
             for name in self.running.pop(victim.job_id).allocation:
                 end, resources = self.nodes[name].releases[victim.job_id]
                 self.nodes[name].releases[victim.job_id] = (min(end, _seconds(ready)), resources)
+                self.nodes[name].changed()
+        self.by_availability.clear()
         block_end = _seconds(ready) + self._duration(job)
         for name in names or []:
-            self.nodes[name].blocks.append((self.now_s, block_end))
+            self.nodes[name].reserve(self.now_s, block_end)
         self.plan.waiting[job.job_id] = Waiting("Resources", ready, tuple(names or ()),
                                                 tuple(v.job_id for v in victims))
         return True
@@ -440,28 +484,44 @@ class _Pass:
         resolution = self.config.scheduler_parameters.bf_resolution
         return seconds if seconds == _FOREVER else math.floor(seconds / resolution) * resolution
 
-    def _earliest(self, job: PendingJob) -> tuple[float, list[str]] | None:
+    def _availability(self, job: PendingJob) -> list[tuple[float, str]]:
+        """The job's partition nodes by when they could hold one of its node requests."""
+        key = "exclusive" if self.exclusive else job.per_node.key
+        cached = self.by_availability.get((job.partition, key))
+        if cached is None:
+            cached = sorted((self.nodes[name].available_from(self._need(job, self.nodes[name]), key, self.exclusive,
+                                                             self.now_s), name)
+                            for name in self.partition_nodes.get(job.partition, []))
+            self.by_availability[(job.partition, key)] = cached
+        return cached
+
+    def _earliest(self, job: PendingJob, horizon: float) -> tuple[float, list[str]] | None:
+        """The earliest start (not after ``horizon``) at which ``job.nodes`` nodes are free for the
+        whole time limit, and those nodes. Nodes are visited in order of availability and their
+        start windows (gaps between reservations) swept as events, so a small job looks at few nodes."""
         duration = self._duration(job)
+        ordered = self._availability(job)
         events: list[tuple[float, int, str]] = []
-        for name in self.partition_nodes.get(job.partition, []):
-            node = self.nodes[name]
-            available = node.available_from(self._need(job, node), self.exclusive, self.now_s)
-            if available == _FOREVER:
+        open_nodes: dict[str, float] = {}
+        index = 0
+        while True:
+            next_available = ordered[index][0] if index < len(ordered) else _FOREVER
+            if next_available <= horizon and (not events or next_available <= events[0][0]):
+                name = ordered[index][1]
+                index += 1
+                for first, last in self.nodes[name].start_windows(next_available, duration):
+                    heapq.heappush(events, (first, 0, name))
+                    heapq.heappush(events, (last, 1, name))
                 continue
-            for first, last in node.start_windows(available, duration):
-                events.append((first, 0, name))
-                events.append((last, 1, name))
-        open_nodes: dict[str, None] = {}
-        for moment, kind, name in sorted(events):
-            if kind == 0:
-                open_nodes[name] = None
-                if len(open_nodes) >= job.nodes:
-                    chosen = sorted(open_nodes, key=lambda n: (self.nodes[n].available_from(
-                        self._need(job, self.nodes[n]), self.exclusive, self.now_s), n))[:job.nodes]
-                    return moment, chosen
-            else:
+            if not events or events[0][0] > horizon:
+                return None
+            moment, kind, name = heapq.heappop(events)
+            if kind == 1:
                 open_nodes.pop(name, None)
-        return None
+                continue
+            open_nodes[name] = moment
+            if len(open_nodes) >= job.nodes:
+                return moment, sorted(open_nodes, key=lambda n: (open_nodes[n], n))[:job.nodes]
 
     def backfill(self, remaining: list[PendingJob]) -> None:
         params = self.config.scheduler_parameters
@@ -485,7 +545,8 @@ class _Pass:
             if reason:
                 self.plan.waiting[job.job_id] = Waiting(reason)
                 continue
-            found = self._earliest(job)
+            reserves = not job.no_reserve and job.priority >= params.bf_min_prio_reserve
+            found = self._earliest(job, window_end if reserves else self.now_s)
             if found is None:
                 continue
             moment, names = found
@@ -497,12 +558,10 @@ class _Pass:
                 self.plan.waiting.pop(job.job_id, None)
                 started += 1
                 continue
-            if moment > window_end or job.no_reserve or job.priority < params.bf_min_prio_reserve:
-                continue
             start = self._slot(moment)
             end = self._slot(moment + self._duration(job) + params.bf_resolution - 1)
             for name in names:
-                self.nodes[name].blocks.append((start, end))
+                self.nodes[name].reserve(start, end)
             current = self.plan.waiting.get(job.job_id, Waiting("Priority"))
             self.plan.waiting[job.job_id] = Waiting(current.reason, dt.datetime.fromtimestamp(moment, self.now.tzinfo),
                                                     tuple(names))
