@@ -10,5 +10,5 @@ def test_the_demo_loads_twice_without_duplicating_anything(db):
     counts = (Node.objects.count(), Quota.objects.count(), Membership.objects.count())
     call_command("load_demo")
     assert (Node.objects.count(), Quota.objects.count(), Membership.objects.count()) == counts
-    assert counts[0] == 16 and counts[1] == 4
+    assert counts[0] == 21 and counts[1] == 4
     assert Membership.objects.get().role == "admin"

@@ -126,3 +126,22 @@ def test_sacct_duplicates_show_a_preempted_run_and_the_requeued_job(api, account
 def test_reports_need_membership(api, queue):
     for name in ("squeue", "sprio", "sshare", "sacct"):
         assert api("mallory").get(f"{BASE}/{name}").status_code == 404
+
+
+def test_rows_come_a_page_at_a_time_with_the_whole_text(api, queue):
+    first = api("vic").get(f"{BASE}/sprio", {"pageSize": 2}).json()
+    assert [row["jobId"] for row in first["rows"]] == [1, 2] and len(first["text"].splitlines()) == 4
+    rest = api("vic").get(f"{BASE}/sprio", {"pageSize": 2, "pageToken": first["nextPageToken"]}).json()
+    assert [row["jobId"] for row in rest["rows"]] == [3] and "nextPageToken" not in rest
+    assert api("vic").get(f"{BASE}/sprio", {"pageSize": 0}).status_code == 400
+
+
+def test_tres_weights_add_a_tres_column(api, queue, accounts, now):
+    from trainhub.slurm.services.clusters import cluster_config_set
+
+    cluster_config_set(cluster=accounts, changes={"PriorityWeightTRES": "GRES/gpu=2000"}, actor="alice")
+    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    lines = api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()
+    assert lines[0].split()[-1] == "TRES"
+    # 8 of the partition's 16 GPUs: 0.5 * 2000
+    assert lines[1].split()[-1] == "gres/gpu=1000"

@@ -8,6 +8,7 @@ from trainhub.iam.services import membership_set, project_create, user_ensure
 from trainhub.inventory.models import Executor
 from trainhub.inventory.services import node_pool_ensure
 from trainhub.scheduling.services import quota_set
+from trainhub.slurm.demo import demo_slurm_cluster
 
 DEMO_POOLS = [
     # name, machine type, nodes, accelerator override, executor
@@ -16,6 +17,9 @@ DEMO_POOLS = [
     ("l4-pool", "g2-standard-12", 4, None, Executor.SUBPROCESS),
     ("h100-pool", "a3-highgpu-8g", 2, None, Executor.SIMULATED),
     ("b200-pool", "a4-highgpu-8g", 2, None, Executor.SIMULATED),
+    # the Slurm cluster's: compute (the seed's a4 partition) and login nodes
+    ("slurm-a4", "a4-highgpu-8g", 4, None, Executor.SIMULATED),
+    ("slurm-login", "n1-standard-4", 1, None, Executor.SUBPROCESS),
 ]
 
 
@@ -42,4 +46,6 @@ def demo_load() -> dict:
                          accelerator_count=accel_count, executor=executor, simulated_runtime_seconds=60)
     for metric, limit in DEMO_QUOTAS:
         quota_set(project=project, location="us-central1", metric=metric, limit=limit, actor="demo loader")
-    return {"user": user.username, "project": project.project_id, "pools": len(DEMO_POOLS)}
+    cluster = demo_slurm_cluster(project=project, user=user, compute_pool="slurm-a4", login_pool="slurm-login")
+    return {"user": user.username, "project": project.project_id, "pools": len(DEMO_POOLS),
+            "slurm_cluster": cluster.cluster_id}

@@ -243,8 +243,19 @@ class SlurmJob(models.Model):
     #: scontrol's state_desc ("launch failed requeued held", "cancelled by alice").
     state_desc = models.CharField(max_length=255, blank=True)
     priority = models.PositiveBigIntegerField(default=0)
-    #: The factors behind ``priority`` at its last computation (priority.py's breakdown).
-    priority_factors = models.JSONField(default=dict, blank=True)
+    #: When ``priority`` and the factors below were last computed; null: at the next pass (new,
+    #: requeued, released or reniced jobs, and every job after a config change).
+    priority_time = models.DateTimeField(null=True, blank=True)
+    #: The six multifactor factors (0..1) of that computation, in priority.FACTOR_NAMES order; their
+    #: weights are the cluster's PriorityWeight* (kept as typed columns: sprio reads 10,000s of them).
+    factor_age = models.FloatField(default=0.0)
+    factor_assoc = models.FloatField(default=0.0)
+    factor_fairshare = models.FloatField(default=0.0)
+    factor_jobsize = models.FloatField(default=0.0)
+    factor_partition = models.FloatField(default=0.0)
+    factor_qos = models.FloatField(default=0.0)
+    #: PriorityWeightTRES terms {tres: [factor, weight]}; empty without PriorityWeightTRES.
+    factor_tres = models.JSONField(default=dict, blank=True)
     nice = models.IntegerField(default=0)
     site_factor = models.IntegerField(default=0)
     hold = models.CharField(max_length=8, choices=Hold.choices, blank=True, default=Hold.NONE)
@@ -267,7 +278,8 @@ class SlurmJob(models.Model):
     class Meta:
         ordering = ["cluster_id", "job_id"]
         constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="slurm_job_id_per_cluster")]
-        indexes = [models.Index(fields=["cluster", "state", "job_id"], name="slurm_job_queue")]
+        indexes = [models.Index(fields=["cluster", "state", "job_id"], name="slurm_job_queue"),
+                   models.Index(fields=["cluster", "state", "priority_time"], name="slurm_job_priority_due")]
 
     def __str__(self) -> str:
         return f"{self.cluster.cluster_id}/{self.job_id}"

@@ -12,6 +12,7 @@ the CLI (formats.py lays the text out). Each report takes the filters of its com
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.db.models import Q
@@ -40,10 +41,17 @@ def _states(text: str) -> set[str]:
     return {_STATE_NAMES.get(item.upper(), item.upper()) for item in _names(text)}
 
 
-@dataclass(frozen=True)
 class Report:
-    text: str
-    rows: list[dict]
+    """A command's text and the items it printed; their JSON rows are built only for the items
+    asked for (pages show just the text, the API a page of rows)."""
+
+    def __init__(self, text: str, items: Sequence = (), to_rows: Callable[[Sequence], list[dict]] = list):
+        self.text = text
+        self.items = items
+        self._to_rows = to_rows
+
+    def rows(self, start: int = 0, size: int | None = None) -> list[dict]:
+        return self._to_rows(self.items[start:None if size is None else start + size])
 
 
 # --- squeue -------------------------------------------------------------------------------------
@@ -73,40 +81,45 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
             elapsed_seconds=max(0, int(running_for)), time_limit_minutes=job.time_limit, nodes=job.num_nodes,
             nodelist=job.node_list, reason=job.reason,
             start_time=job.expected_start if state == JobState.PENDING else job.start_time, priority=job.priority))
-    return Report(formats.squeue_text(items, long=long, start=start), formats.squeue_rows(items))
+    return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
 
 
 # --- sprio --------------------------------------------------------------------------------------
 
-def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", jobs: str = "",
-                        partition: str = "") -> list[PriorityBreakdown]:
-    """Eligible, unheld pending jobs with their last computed factors (what sprio lists)."""
-    rows = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", begin_time__lte=now).exclude(
-        priority_factors={})
+def _eligible(cluster: SlurmCluster, now: dt.datetime):
+    """Pending jobs past their begin time, not held, with a computed priority (what sprio lists)."""
+    return SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", begin_time__lte=now,
+                                   priority_time__isnull=False)
+
+
+def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: SlurmConfig, user: str = "",
+                        jobs: str = "", partition: str = "") -> list[PriorityBreakdown]:
+    """Eligible, unheld pending jobs with the factors of their last priority computation."""
+    rows = _eligible(cluster, now)
     if user:
         rows = rows.filter(user_name__in=_names(user))
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
     if partition:
         rows = rows.filter(partition__in=_names(partition))
-    return [snapshot.breakdown_from_values(job_id=job_id, partition=part, user=user_name, account=account, qos=qos,
-                                           data=factors)
-            for job_id, part, user_name, account, qos, factors in
-            rows.values_list("job_id", "partition", "user_name", "account", "qos", "priority_factors")]
+    weights = snapshot.priority_weights(config)
+    return [snapshot.breakdown_from_row(row, weights) for row in rows.values_list(*snapshot.breakdown_fields(config))]
 
 
 def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weights: bool = False, norm: bool = False,
-          user: str = "", jobs: str = "", partition: str = "", config: SlurmConfig | None = None) -> Report:
-    config = config or parse_config(cluster.config)
+          user: str = "", jobs: str = "", partition: str = "") -> Report:
+    config = parse_config(cluster.config)
     if config.priority_type != "priority/multifactor":
         text = (f"You are not running a supported priority plugin\n({config.priority_type}).\n"
                 "Only 'priority/multifactor' is supported.\n")
-        return Report(text, [])
-    breakdowns = [] if weights else priority_breakdowns(cluster, now=now, user=user, jobs=jobs, partition=partition)
+        return Report(text)
+    breakdowns = [] if weights else priority_breakdowns(cluster, now=now, config=config, user=user, jobs=jobs,
+                                                        partition=partition)
     if jobs and not breakdowns and not weights:
-        return Report(formats.SPRIO_NO_JOBS + "\n", [])
+        return Report(formats.SPRIO_NO_JOBS + "\n")
+    breakdowns.sort(key=lambda b: (b.job_id, b.partition))
     text = formats.sprio_text(breakdowns, config, long=long, norm=norm, with_user=bool(user), weights=weights)
-    return Report(text, formats.sprio_rows(breakdowns))
+    return Report(text, breakdowns, formats.sprio_rows)
 
 
 # --- sshare -------------------------------------------------------------------------------------
@@ -124,7 +137,7 @@ def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool =
         rows = [row for row in rows if row.user is None or row.user in wanted_users]
         all_users = True
     text = formats.sshare_text(rows, fair_tree=state.config.fair_tree, long=long, user=user, all_users=all_users)
-    return Report(text, formats.sshare_rows(rows, user=user, all_users=all_users))
+    return Report(text, rows, lambda chosen: formats.sshare_rows(chosen, user=user, all_users=all_users))
 
 
 # --- sacct --------------------------------------------------------------------------------------
@@ -191,10 +204,12 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
             records.append(record)
             extra.append(_accounting(record, run))
     selected = ["jobid", "state", "exitcode"] if brief else fields
-    rows_json = formats.sacct_rows(records, fields=selected)
-    for row, more in zip(rows_json, extra):
-        row.update(more)
-    return Report(formats.sacct_text(records, fields=selected), rows_json)
+
+    def to_rows(chosen: Sequence[tuple[formats.SacctJob, dict]]) -> list[dict]:
+        rows_json = formats.sacct_rows([record for record, _ in chosen], fields=selected)
+        return [{**row, **more} for row, (_, more) in zip(rows_json, chosen)]
+
+    return Report(formats.sacct_text(records, fields=selected), list(zip(records, extra)), to_rows)
 
 
 # --- one job's priority, factor by factor ---------------------------------------------------------
@@ -216,13 +231,13 @@ def _duration(seconds: float) -> str:
 
 def job_priority(job: SlurmJob, *, now: dt.datetime) -> tuple[list[FactorLine], PriorityBreakdown | None]:
     """Each factor of the job's last computed priority: its value, weight, contribution and why."""
-    if not job.priority_factors:
+    if job.priority_time is None:
         return [], None
-    breakdown = snapshot.breakdown_from_values(job_id=job.job_id, partition=job.partition, user=job.user_name,
-                                               account=job.account, qos=job.qos, data=job.priority_factors)
     state = snapshot.load_cluster(job.cluster, now=now)
     config = state.config
-    computed = dt.datetime.fromisoformat(job.priority_factors["time"])
+    breakdown = snapshot.breakdown_from_row(tuple(getattr(job, field) for field in snapshot.breakdown_fields(config)),
+                                            snapshot.priority_weights(config))
+    computed = job.priority_time
     assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
     share = next((row for row in snapshot.compute_fairshare(state).rows if assoc and row.key == str(assoc.pk)), None)
     partition = state.partitions.get(job.partition)
@@ -259,11 +274,11 @@ def job_priority(job: SlurmJob, *, now: dt.datetime) -> tuple[list[FactorLine], 
 def queue_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, include: int, limit: int = 30
                      ) -> list[PriorityBreakdown]:
     """The ``limit`` highest-priority eligible pending jobs, plus job ``include`` if it is not among them."""
-    rows = (SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", begin_time__lte=now)
-            .exclude(priority_factors={}).order_by("-priority", "job_id"))
-    chosen = list(rows.values_list("job_id", "partition", "user_name", "account", "qos", "priority_factors")[:limit])
+    config = parse_config(cluster.config)
+    fields = snapshot.breakdown_fields(config)
+    rows = _eligible(cluster, now).order_by("-priority", "job_id")
+    chosen = list(rows.values_list(*fields)[:limit])
     if include not in {row[0] for row in chosen}:
-        chosen += list(rows.filter(job_id=include).values_list("job_id", "partition", "user_name", "account", "qos",
-                                                                "priority_factors"))
-    return [snapshot.breakdown_from_values(job_id=job_id, partition=part, user=user, account=account, qos=qos,
-                                           data=data) for job_id, part, user, account, qos, data in chosen]
+        chosen += list(rows.filter(job_id=include).values_list(*fields))
+    weights = snapshot.priority_weights(config)
+    return [snapshot.breakdown_from_row(row, weights) for row in chosen]

@@ -156,26 +156,37 @@ def priority_job(job: SlurmJob, state: ClusterState, shares: fairshare.FairShare
         previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - job.job_id)
 
 
-def breakdown_json(breakdown: priority.PriorityBreakdown, now: dt.datetime) -> dict:
-    """A PriorityBreakdown as SlurmJob.priority_factors stores it (with when it was computed)."""
-    return {
-        "time": now.isoformat(),
-        "priority": breakdown.priority,
-        "factors": {name: [f.factor, f.weight, f.weighted] for name, f in breakdown.factors.items()},
-        "tres": {name: [f.factor, f.weight, f.weighted] for name, f in breakdown.tres.items()},
-        "site": breakdown.site,
-        "nice": breakdown.nice,
-        "adminSet": breakdown.admin_set,
-    }
+#: SlurmJob's factor columns, in priority.FACTOR_NAMES order.
+FACTOR_FIELDS = tuple(f"factor_{name}" for name in priority.FACTOR_NAMES)
+#: What a stored breakdown is read back from (see breakdown_from_row); ``factor_tres`` only when
+#: PriorityWeightTRES is set (decoding 10,000 JSON documents costs more than the rest of a row).
+BREAKDOWN_FIELDS = ("job_id", "partition", "user_name", "account", "qos", "priority", "site_factor", "nice",
+                    *FACTOR_FIELDS)
 
 
-def breakdown_from_values(*, job_id: int, partition: str, user: str, account: str, qos: str,
-                          data: dict) -> priority.PriorityBreakdown:
-    """A stored priority_factors document back as the PriorityBreakdown sprio prints."""
-    return priority.PriorityBreakdown(
-        job_id=job_id, partition=partition, user=user, account=account, qos=qos or None, priority=data["priority"], factors={name: priority.Factor(*values) for name, values in data["factors"].items()},
-        tres={name: priority.Factor(*values) for name, values in data["tres"].items()}, site=data["site"],
-        nice=data["nice"], admin_set=data["adminSet"])
+def breakdown_fields(config: SlurmConfig) -> tuple[str, ...]:
+    return (*BREAKDOWN_FIELDS, "factor_tres") if config.priority_weight_tres else BREAKDOWN_FIELDS
+
+
+def store_breakdown(job: SlurmJob, breakdown: priority.PriorityBreakdown, now: dt.datetime) -> None:
+    job.priority = breakdown.priority
+    job.priority_time = now
+    for field, value in zip(FACTOR_FIELDS, breakdown.values, strict=True):
+        setattr(job, field, value)
+    job.factor_tres = {name: [f.factor, f.weight] for name, f in breakdown.tres.items()}
+
+
+def priority_weights(config: SlurmConfig) -> tuple[float, ...]:
+    """The six PriorityWeight* values in FACTOR_NAMES order."""
+    return priority.PriorityContext.build(config=config, cluster_nodes=0, cluster_cpus=0, partitions={}).weights
+
+
+def breakdown_from_row(row: tuple, weights: tuple[float, ...]) -> priority.PriorityBreakdown:
+    """A job's stored factors (a ``breakdown_fields`` values row) as the PriorityBreakdown sprio prints."""
+    tres = {name: priority.Factor(factor, weight, factor * weight) for name, (factor, weight) in row[14].items()
+            } if len(row) > 14 else {}
+    return priority.PriorityBreakdown(row[0], row[1], row[2], row[3], row[4] or None, row[5], row[8:14], weights,
+                                      tres, row[6], row[7])
 
 
 _ASSOC_LIMITS = {f.name for f in fields(limits.AssocRecord)} - {"key", "account", "user", "partition", "parent",

@@ -1,4 +1,5 @@
-"""squeue, sprio, sshare and sacct as JSON: ``{"text": <the command's output>, "rows": [...]}``.
+"""squeue, sprio, sshare and sacct as JSON: ``{"text": <the command's whole output>, "rows": [...],
+"nextPageToken"}``; rows come a page at a time (``pageSize``, default 100, at most 10,000).
 
 Query parameters are the commands' flags by their long names (``long``, ``start``, ``weights``,
 ``norm``, ``all``, ``duplicates``, ``brief`` are booleans; ``user``, ``partition``, ``states``,
@@ -17,12 +18,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from trainhub.common.errors import FieldViolation, invalid_argument
+from trainhub.common.wire import WireError, parse_int
 from trainhub.slurm import reports
 from trainhub.slurm.api.clusters import cluster_for
 from trainhub.slurm.models import SlurmCluster
 from trainhub.slurm.sbatch import SbatchError, parse_begin
 
 LIST = "aiplatform.slurmJobs.list"
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 10_000
 TRUE = ("1", "true", "yes", "on")
 
 
@@ -79,8 +83,17 @@ def _view(name: str) -> type[APIView]:
         @extend_schema(operation_id=f"slurmClusters.{name}", responses=dict)
         def get(self, request: Request, project: str, location: str, cluster: str) -> Response:
             cluster_obj = cluster_for(request, project, location, cluster, LIST)
-            report = build(cluster_obj, request.query_params, request.user.get_username(), timezone.now())
-            return Response({"text": report.text, "rows": report.rows})
+            params = request.query_params
+            try:
+                size = parse_int(params.get("pageSize") or DEFAULT_PAGE_SIZE, minimum=1, maximum=MAX_PAGE_SIZE)
+                start = parse_int(params.get("pageToken") or 0, minimum=0)
+            except WireError as exc:
+                raise invalid_argument([FieldViolation("pageSize/pageToken", str(exc))]) from exc
+            report = build(cluster_obj, params, request.user.get_username(), timezone.now())
+            body = {"text": report.text, "rows": report.rows(start, size)}
+            if start + size < len(report.items):
+                body["nextPageToken"] = str(start + size)
+            return Response(body)
 
     ReportView.__name__ = f"{name.capitalize()}View"
     return ReportView

@@ -162,7 +162,9 @@ def cluster_config_set(*, cluster: SlurmCluster, changes: dict[str, Any], actor:
                 audit(cluster, actor=actor, subject=f"slurm.conf {key}", old=old.get(key), new=new.get(key), now=now)
         cluster.config = new
         cluster.update_time = now
-        cluster.save(update_fields=["config", "update_time"])
+        # Every pending job's priority is recomputed by the next pass, with the new weights.
+        cluster.last_priority_time = None
+        cluster.save(update_fields=["config", "update_time", "last_priority_time"])
         request_pass(cluster)
     return cluster
 
@@ -208,6 +210,7 @@ def partition_config_set(*, partition: Partition, options: dict[str, Any], actor
                   new=new, now=now)
             partition.config = new
             partition.save(update_fields=["config"])
+            SlurmCluster.objects.filter(pk=partition.cluster_id).update(last_priority_time=None)
             request_pass(partition.cluster)
     return partition
 

@@ -201,8 +201,8 @@ def job_release(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: 
             job.reason = "BeginTime" if job.begin_time > now else "None"
             job.state_desc = ""
             job.accrue_time = now if job.begin_time <= now else None
-            job.priority_factors = {}
-            job.save(update_fields=["hold", "reason", "state_desc", "accrue_time", "priority_factors"])
+            job.priority_time = None
+            job.save(update_fields=["hold", "reason", "state_desc", "accrue_time", "priority_time"])
             job_event(job, now, f"Released by {actor.get_username()}.")
             request_pass(job.cluster)
     return job
@@ -217,8 +217,8 @@ def job_set_nice(*, job: SlurmJob, nice: int, actor: AbstractBaseUser, is_admin:
     with transaction.atomic():
         job = _pending_for_update(job, "scontrol")
         job.nice = nice
-        job.priority_factors = {}
-        job.save(update_fields=["nice", "priority_factors"])
+        job.priority_time = None
+        job.save(update_fields=["nice", "priority_time"])
         job_event(job, now, f"Nice set to {nice} by {actor.get_username()}.")
         request_pass(job.cluster)
     return job

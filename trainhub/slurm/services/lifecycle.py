@@ -125,7 +125,7 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     job.state_desc = desc
     job.reason = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(hold, "BeginTime")
     job.priority = 0 if hold else job.priority
-    job.priority_factors = {}
+    job.priority_time = None
     job.save()
     job_event(job, now, f"Requeued ({record_state}: {desc}); restart count {job.restart_count}.")
 
