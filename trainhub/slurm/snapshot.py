@@ -46,6 +46,8 @@ class PartitionInfo:
     options: PartitionOptions
     node_pks: tuple[int, ...]
     tres_totals: dict[str, int]
+    #: TRESBillingWeights, parsed once.
+    billing_weights: dict[str, float]
 
 
 @dataclass
@@ -64,6 +66,15 @@ class ClusterState:
 
     def __post_init__(self) -> None:
         self._by_key = {(a.account.name, a.user, a.partition): a for a in self.associations}
+        self._tres: dict[int, dict[str, int]] = {}
+
+    def tres_of(self, job: SlurmJob) -> dict[str, int]:
+        """job_tres, computed once per job and state (a pass asks for it several times)."""
+        if job.pk is None:
+            return job_tres(job, self)
+        if job.pk not in self._tres:
+            self._tres[job.pk] = job_tres(job, self)
+        return self._tres[job.pk]
 
     @property
     def cluster_cpus(self) -> int:
@@ -93,8 +104,9 @@ def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
         node_pks = tuple(pk for pk in nodes if pool_of[pk] in members)
         totals = {"cpu": sum(nodes[pk].cpus for pk in node_pks), "mem": sum(nodes[pk].memory_mb for pk in node_pks),
                   "node": len(node_pks), "gres/gpu": sum(nodes[pk].gpus for pk in node_pks)}
-        partitions[row.name] = PartitionInfo(row.name, row.position, parse_partition_options(row.config), node_pks,
-                                             totals)
+        options = parse_partition_options(row.config)
+        partitions[row.name] = PartitionInfo(row.name, row.position, options, node_pks, totals,
+                                             options.billing_weights)
     associations = list(Association.objects.filter(cluster=cluster).select_related("account"))
     qos = {row.name: row for row in Qos.objects.filter(cluster=cluster)}
     return ClusterState(cluster, config, partitions, nodes, associations, qos)
@@ -131,8 +143,8 @@ def job_billing(job: SlurmJob, state: ClusterState) -> float:
     """Billable TRES per second: the partition's TRESBillingWeights applied, else the CPU count."""
     tres = {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job.gpus_per_node * job.num_nodes}
     partition = state.partitions.get(job.partition)
-    weights = partition.options.billing_weights if partition else {}
-    return billable_tres(tres, weights, max_tres="MAX_TRES" in state.config.priority_flags)
+    return billable_tres(tres, partition.billing_weights if partition else {},
+                         max_tres="MAX_TRES" in state.config.priority_flags)
 
 
 def job_tres(job: SlurmJob, state: ClusterState) -> dict[str, int]:
@@ -149,7 +161,7 @@ def priority_job(job: SlurmJob, state: ClusterState, shares: fairshare.FairShare
     return priority.PriorityJob(
         job_id=job.job_id, partition=job.partition, submit_time=job.submit_time, eligible_time=job.accrue_time,
         user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
-        time_limit_minutes=job.time_limit, tres=job_tres(job, state),
+        time_limit_minutes=job.time_limit, tres=state.tres_of(job),
         fairshare_factor=shares.factor(str(assoc.pk)) if assoc else 0.0,
         assoc_priority=int(assoc.settings.get("priority", 0)) if assoc else 0, nice=job.nice,
         site_factor=job.site_factor, held=job.hold != Hold.NONE,
@@ -221,12 +233,14 @@ def limit_request(job: SlurmJob, state: ClusterState) -> limits.JobRequest:
     assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
     return limits.JobRequest(user=job.user_name, account=job.account, partition=job.partition, qos=job.qos or None,
                              assoc_key=str(assoc.pk) if assoc else None, nodes=job.num_nodes,
-                             tres=job_tres(job, state), time_limit_minutes=job.time_limit)
+                             tres=state.tres_of(job), time_limit_minutes=job.time_limit)
 
 
-def limit_usage(state: ClusterState, context: limits.LimitContext, jobs: list[SlurmJob]) -> limits.LimitUsage:
-    """Pending and running jobs counted against the limits."""
-    return limits.LimitUsage.of(context, [(limit_request(job, state), job.state == "RUNNING") for job in jobs])
+def limit_usage(state: ClusterState, context: limits.LimitContext, jobs: list[SlurmJob],
+                requests: dict[int, limits.JobRequest] | None = None) -> limits.LimitUsage:
+    """Pending and running jobs counted against the limits (``requests``: their JobRequests by pk)."""
+    requests = requests if requests is not None else {job.pk: limit_request(job, state) for job in jobs}
+    return limits.LimitUsage.of(context, [(requests[job.pk], job.state == "RUNNING") for job in jobs])
 
 
 def has_submit_count_limits(context: limits.LimitContext) -> bool:
@@ -262,7 +276,7 @@ def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
             for node in state.nodes.values()]
 
 
-def pending_job(job: SlurmJob, state: ClusterState) -> scheduler.PendingJob:
+def pending_job(job: SlurmJob, state: ClusterState, request: limits.JobRequest) -> scheduler.PendingJob:
     qos = state.qos.get(job.qos)
     return scheduler.PendingJob(
         job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
@@ -270,10 +284,11 @@ def pending_job(job: SlurmJob, state: ClusterState) -> scheduler.PendingJob:
         user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
         hold_reason={Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(job.hold),
         no_reserve=bool(qos and "noreserve" in {f.lower() for f in qos.settings.get("flags", ())}),
-        requeue=job.requeue, restart_count=job.restart_count, limit_request=limit_request(job, state))
+        requeue=job.requeue, restart_count=job.restart_count, limit_request=request)
 
 
-def running_job(job: SlurmJob, nodes: list[tuple[str, int, int]], state: ClusterState) -> scheduler.RunningJob:
+def running_job(job: SlurmJob, nodes: list[tuple[str, int, int]], state: ClusterState,
+                request: limits.JobRequest) -> scheduler.RunningJob:
     """``nodes``: (node name, CPUs, GPUs) of the job's current allocation."""
     allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus),
                                             gres={"gpu": gpus} if gpus else {})
@@ -282,7 +297,7 @@ def running_job(job: SlurmJob, nodes: list[tuple[str, int, int]], state: Cluster
     return scheduler.RunningJob(job_id=job.job_id, partition=job.partition, allocation=allocation,
                                 start_time=job.start_time, end_time=end, user=job.user_name, account=job.account,
                                 qos=job.qos or None, priority=job.priority, requeue=job.requeue,
-                                restart_count=job.restart_count, limit_request=limit_request(job, state))
+                                restart_count=job.restart_count, limit_request=request)
 
 
 def preempt_policy(state: ClusterState, context: limits.LimitContext) -> preemption.PreemptPolicy:

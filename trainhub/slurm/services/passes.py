@@ -91,15 +91,13 @@ def _start_accruing(cluster: SlurmCluster, now: dt.datetime) -> None:
                             begin_time__lte=now).update(accrue_time=F("begin_time"))
 
 
-def _recompute_priorities(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime) -> int:
+def _recompute_priorities(cluster: SlurmCluster, state: snapshot.ClusterState, pending: list[SlurmJob],
+                          now: dt.datetime) -> int:
     """Every pending job's priority each PriorityCalcPeriod (the decay thread); in between only
     jobs that have none yet (new, requeued, released, reniced)."""
     due = (cluster.last_priority_time is None
            or (now - cluster.last_priority_time).total_seconds() >= state.config.priority_calc_period)
-    jobs = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING)
-    if not due:
-        jobs = jobs.filter(priority_time__isnull=True)
-    jobs = list(jobs)
+    jobs = pending if due else [job for job in pending if job.priority_time is None]
     if not jobs:
         return 0
     shares = snapshot.compute_fairshare(state)
@@ -143,9 +141,9 @@ def _preempt(jobs: dict[int, SlurmJob], plan: scheduler.SchedulePlan, now: dt.da
     return len(plan.preemptions)
 
 
-def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime, summary: PassSummary) -> None:
+def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[SlurmJob], now: dt.datetime,
+              summary: PassSummary) -> None:
     """Main + backfill + preemption on the current queue; decisions written to the database."""
-    jobs = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
     by_id = {job.job_id: job for job in jobs}
     allocations: dict[int, list[tuple[str, int, int]]] = {}
     for job_pk, name, cpus, gpus in (JobNode.objects.filter(job__in=[j for j in jobs if j.state == JobState.RUNNING],
@@ -153,16 +151,17 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datet
                                      .values_list("job_id", "node__name", "cpus", "gpu_indices")):
         allocations.setdefault(job_pk, []).append((name, cpus, len(gpus)))
     context = snapshot.limit_context(state)
-    usage = snapshot.limit_usage(state, context, jobs)
+    requests = {job.pk: snapshot.limit_request(job, state) for job in jobs}
+    usage = snapshot.limit_usage(state, context, jobs, requests)
     pending = [job for job in jobs if job.state == JobState.PENDING]
     plan = scheduler.schedule(
         scheduler.Snapshot(
             nodes=snapshot.scheduler_nodes(state),
             partitions={name: [state.nodes[pk].name for pk in info.node_pks] for name, info in state.partitions.items()},
             partition_options={name: info.options for name, info in state.partitions.items()},
-            running=[snapshot.running_job(job, allocations.get(job.pk, []), state)
+            running=[snapshot.running_job(job, allocations.get(job.pk, []), state, requests[job.pk])
                      for job in jobs if job.state == JobState.RUNNING],
-            pending=[snapshot.pending_job(job, state) for job in pending]),
+            pending=[snapshot.pending_job(job, state, requests[job.pk]) for job in pending]),
         state.config, now, limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context))
     summary.preempted = _preempt(by_id, plan, now)
     taken = set(GpuAllocation.objects.filter(job__cluster=cluster, active=True).values_list("node_id", "gpu_index"))
@@ -216,8 +215,13 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary.timed_out = _stop_timed_out(cluster, state, now)
     _start_accruing(cluster, now)
     state = snapshot.load_cluster(cluster, now=now)
-    summary.priorities_computed = _recompute_priorities(cluster, state, now)
-    _schedule(cluster, state, now, summary)
+    # What a pass reads of each job (the script and output patterns are the agent's business).
+    jobs = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
+                .defer("script", "script_args", "work_dir", "stdout_pattern", "stderr_pattern", "comment",
+                       "state_desc", "factor_tres"))
+    summary.priorities_computed = _recompute_priorities(
+        cluster, state, [job for job in jobs if job.state == JobState.PENDING], now)
+    _schedule(cluster, state, jobs, now, summary)
     summary.pending = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).count()
     summary.running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).count()
     return summary
