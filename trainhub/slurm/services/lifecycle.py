@@ -99,6 +99,7 @@ def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, 
               (f", exit code {exit_code}:{signal}" if exit_code is not None else "") + ".")
 
 
+@transaction.atomic
 def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str, hold: str = Hold.NONE,
                 submit_time: dt.datetime | None = None, begin_time: dt.datetime | None = None,
                 kill_at: dt.datetime | None = None) -> None:
@@ -130,6 +131,7 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     job_event(job, now, f"Requeued ({record_state}: {desc}); restart count {job.restart_count}.")
 
 
+@transaction.atomic
 def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = "",
              kill_at: dt.datetime | None = None) -> None:
     """End a RUNNING job in ``ending_state`` (CANCELLED, TIMEOUT, PREEMPTED).
