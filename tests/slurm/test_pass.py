@@ -179,3 +179,30 @@ def test_a_requeued_job_runs_again_under_the_same_id(tiered, cast, now):
     low = reload(low)
     assert (low.state, low.restart_count) == (JobState.RUNNING, 1)
     assert [run.state for run in low.runs.order_by("index")] == [JobState.PREEMPTED, JobState.RUNNING]
+
+
+def test_a_failed_pass_is_recorded_on_the_cluster_and_shown(accounts, client, cast, now, monkeypatch):
+    from trainhub.slurm.services import passes
+
+    def broken(**_kwargs):
+        raise RuntimeError("the scheduler fell over")
+
+    monkeypatch.setattr(passes, "cluster_pass", broken)
+    assert passes.cluster_pass_recorded(cluster_pk=accounts.pk, now=now) is None
+    accounts.refresh_from_db()
+    assert accounts.last_pass_summary == {"time": accounts.last_pass_summary["time"], "ok": False,
+                                          "error": "RuntimeError: the scheduler fell over"}
+    client.force_login(cast["vic"])
+    page = client.get("/slurm/projects/alpha/locations/us-central1/clusters/c1/").content.decode()
+    assert "failed: RuntimeError: the scheduler fell over" in page
+
+
+def test_a_finished_job_asks_for_a_pass(accounts, cast, now, django_capture_on_commit_callbacks):
+    from trainhub.slurm.services.lifecycle import job_batch_finished
+
+    job = submit(accounts, cast["uma"], "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    with django_capture_on_commit_callbacks(execute=True):
+        job_batch_finished(job_node=JobNode.objects.get(job=job), exit_code=0, signal=0, max_rss_kb=None, now=now)
+    accounts.refresh_from_db()
+    assert accounts.last_pass_summary["ok"] and accounts.last_pass_time > now  # the pass ran (eager Celery)

@@ -29,6 +29,7 @@ from trainhub.slurm.models import (
     SlurmJob,
 )
 from trainhub.slurm.hostlist import compress
+from trainhub.slurm.services.clusters import request_pass
 from trainhub.slurm.services.usage import charge_runs
 
 #: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
@@ -97,6 +98,7 @@ def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, 
                             "reason", "expected_start"])
     job_event(job, now, f"Job ended {state}" + (f" ({desc})" if desc else "") +
               (f", exit code {exit_code}:{signal}" if exit_code is not None else "") + ".")
+    request_pass(job.cluster)  # its GPUs are free: the queue may move now rather than at the next beat
 
 
 @transaction.atomic
@@ -129,6 +131,7 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     job.priority_time = None
     job.save()
     job_event(job, now, f"Requeued ({record_state}: {desc}); restart count {job.restart_count}.")
+    request_pass(job.cluster)
 
 
 @transaction.atomic
