@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 
 import pytest
 
 from trainhub.inventory.models import Executor
 from trainhub.inventory.services import node_heartbeat, node_pool_ensure
+from trainhub.slurm.demo import SEED_SLURM_SPEC
 
-#: The seed's example cluster specification (orchestratorSpec.slurmSpec), word for word.
-SEED_SPEC = {
-    "orchestratorSpec": {
-        "slurmSpec": {
-            "partitions": [{"id": "a4", "node_pool_ids": ["a4"]}],
-            "login_node_pool_id": "login",
-            "home_directory_storage": "projects/PROJECT_ID/locations/REGION-ZONE/instances/FILESTORE_INSTANCE_ID",
-            "config": {
-                "AccountingStorageEnforce": "associations,limits,qos",
-                "PriorityType": "priority/multifactor",
-                "PriorityWeightAge": "1000",
-                "PriorityWeightFairshare": "10000",
-                "PreemptType": "preempt/partition_prio",
-                "PreemptMode": "REQUEUE",
-                "PreemptExemptTime": "00:10:00",
-            },
-            "prolog_bash_scripts": [
-                "#!/bin/bash\necho 'First prolog script running'",
-                "#!/bin/bash\necho 'Second prolog script running'",
-            ],
-            "epilog_bash_scripts": ["#!/bin/bash\necho 'Epilog script running'"],
-        }
-    }
-}
+#: The seed's example cluster specification (orchestratorSpec.slurmSpec): its partition and login
+#: pool, and its config block and scripts word for word (trainhub.slurm.demo keeps those).
+SEED_SPEC = {"orchestratorSpec": {"slurmSpec": {"partitions": [{"id": "a4", "node_pool_ids": ["a4"]}],
+                                                "login_node_pool_id": "login", **SEED_SLURM_SPEC}}}
 CLUSTERS = "/v1/projects/alpha/locations/us-central1/slurmClusters"
 
 
@@ -50,6 +32,15 @@ def admin(cast):
     cast["alice"].is_staff = True
     cast["alice"].save(update_fields=["is_staff"])
     return cast["alice"]
+
+
+@pytest.fixture
+def browser(client, cast):
+    """browser("uma") -> the test client logged in as uma."""
+    def login(name):
+        client.force_login(cast[name])
+        return client
+    return login
 
 
 @pytest.fixture
@@ -140,3 +131,25 @@ def run_pass(cluster, now=None):
     now = now or timezone.now()
     Node.objects.filter(dedicated_to=cluster.owner_key).update(last_heartbeat=now)
     return cluster_pass(cluster=cluster, now=now)
+
+
+DAY = dt.timedelta(days=1)
+
+
+@pytest.fixture
+def queue(accounts, cast, now):
+    """Nodes drained so everything pends; usage uma 100, alice 0, bob 50 (reference 2.3's vector)."""
+    from trainhub.inventory.models import Node, NodeState
+    from trainhub.slurm.models import Association
+    from trainhub.slurm.services.jobs import Submission, job_submit
+
+    Node.objects.filter(name__startswith="a4").update(state=NodeState.DRAIN, state_reason="maintenance")
+    for user, usage in (("uma", 100.0), ("alice", 0.0), ("bob", 50.0)):
+        Association.objects.filter(cluster=accounts, user=user).update(raw_usage=usage)
+    jobs = {}
+    for user in ("uma", "alice"):
+        jobs[user] = job_submit(cluster=accounts, user=cast[user], now=now,
+                                submission=Submission(argv=("--gres=gpu:8", "--wrap", "train")))
+    jobs["bob"] = make_job(accounts, user="bob", account="bio", gpus_per_node=8, now=now, accrue_time=None)
+    run_pass(accounts, now + DAY)
+    return jobs

@@ -4,35 +4,19 @@ import datetime as dt
 
 import pytest
 
-from tests.slurm.conftest import CLUSTERS, make_job, run_pass
+from tests.slurm.conftest import CLUSTERS, DAY, run_pass
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm.models import Association, JobNode, JobState, SlurmJob
+from trainhub.slurm.models import JobNode, JobState, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit
 from trainhub.slurm.services.lifecycle import job_batch_finished
 
 BASE = f"{CLUSTERS}/c1"
-DAY = dt.timedelta(days=1)
 
 
 def row(*cells):
     """A sprio line: JOBID right 15, PARTITION left 9, then right-justified 10-wide numbers."""
     job_id, partition, *numbers = cells
     return " ".join([str(job_id).rjust(15), partition.ljust(9), *(str(n).rjust(10) for n in numbers)])
-
-
-@pytest.fixture
-def queue(accounts, cast, now):
-    """Nodes drained so everything pends; usage uma 100, alice 0, bob 50 (reference 2.3's vector)."""
-    Node.objects.filter(name__startswith="a4").update(state=NodeState.DRAIN, state_reason="maintenance")
-    for user, usage in (("uma", 100.0), ("alice", 0.0), ("bob", 50.0)):
-        Association.objects.filter(cluster=accounts, user=user).update(raw_usage=usage)
-    jobs = {}
-    for user in ("uma", "alice"):
-        jobs[user] = job_submit(cluster=accounts, user=cast[user], now=now,
-                                submission=Submission(argv=("--gres=gpu:8", "--wrap", "train")))
-    jobs["bob"] = make_job(accounts, user="bob", account="bio", gpus_per_node=8, now=now, accrue_time=None)
-    run_pass(accounts, now + DAY)
-    return jobs
 
 
 def test_sprio_shows_age_and_fair_tree_fairshare(api, queue):

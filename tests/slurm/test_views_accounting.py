@@ -1,19 +1,10 @@
 """The sacctmgr console and the accounting admin pages run sacctmgr commands; CSRF and admin rules."""
 
-import pytest
 from django.test import Client
 
 from trainhub.slurm.models import Account, Association, Qos
 
 BASE = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
-
-
-@pytest.fixture
-def browser(client, cast):
-    def login(name):
-        client.force_login(cast[name])
-        return client
-    return login
 
 
 def test_the_console_shows_then_commits_a_change(browser, cluster):

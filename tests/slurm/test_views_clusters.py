@@ -1,20 +1,11 @@
 """Cluster and job pages: members see them, strangers get 404, admins edit, forms need CSRF."""
 
-import pytest
 from django.test import Client
 
 from tests.slurm.conftest import make_job
 from trainhub.slurm.models import ClusterAuditEntry, JobState, SlurmCluster
 
 BASE = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
-
-
-@pytest.fixture
-def browser(client, cast):
-    def login(name):
-        client.force_login(cast[name])
-        return client
-    return login
 
 
 def test_members_see_the_cluster_list_and_page(browser, cluster):

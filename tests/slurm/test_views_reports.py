@@ -3,8 +3,6 @@ page explains each factor and draws the queue's contributions with Plotly."""
 
 import pytest
 
-from tests.slurm.test_api_reports import queue  # noqa: F401 - the pending queue fixture
-
 BASE = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
 
 
@@ -14,7 +12,7 @@ def browser(client, cast):
     return client
 
 
-def test_each_report_page_shows_its_commands_text(browser, queue):  # noqa: F811
+def test_each_report_page_shows_its_commands_text(browser, queue):
     assert "JOBID PARTITION     NAME     USER ST" in browser.get(f"{BASE}/queue").content.decode()
     priority = browser.get(f"{BASE}/priority").content.decode()
     assert "JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE" in priority
@@ -23,12 +21,12 @@ def test_each_report_page_shows_its_commands_text(browser, queue):  # noqa: F811
     assert "AllocCPUS" in browser.get(f"{BASE}/accounting", {"allusers": "on"}).content.decode()
 
 
-def test_flags_reach_the_command(browser, queue):  # noqa: F811
+def test_flags_reach_the_command(browser, queue):
     text = browser.get(f"{BASE}/priority", {"weights": "on"}).content.decode()
     assert "Weights" in text
 
 
-def test_the_job_priority_page_explains_each_factor(browser, queue):  # noqa: F811
+def test_the_job_priority_page_explains_each_factor(browser, queue):
     page = browser.get(f"{BASE}/jobs/1/priority")
     assert page.status_code == 200
     lines = {line.name: line for line in page.context["lines"]}
@@ -42,7 +40,7 @@ def test_the_job_priority_page_explains_each_factor(browser, queue):  # noqa: F8
     assert 'data-plotly-figure="priority-figure"' in body and "vendor/plotly.min.js" in body
 
 
-def test_report_pages_are_for_members_only(client, cast, queue):  # noqa: F811
+def test_report_pages_are_for_members_only(client, cast, queue):
     client.force_login(cast["mallory"])
     for page in ("queue", "priority", "fairshare", "accounting", "jobs/1/priority"):
         assert client.get(f"{BASE}/{page}").status_code == 404
