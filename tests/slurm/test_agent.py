@@ -155,3 +155,43 @@ def test_a_job_waits_for_the_previous_job_on_its_gpus_to_leave(cluster, real_poo
     assert first.runs.get().state == JobState.PREEMPTED
     first.refresh_from_db()
     assert first.state == JobState.PENDING and first.restart_count == 1
+
+
+def test_output_and_error_files_follow_the_patterns(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\necho out; echo err >&2\n", name="named", now=now,
+                   stdout_pattern="/scratch/%x-%j.log", stderr_pattern="errors/%j.err")
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    root = tmp_path / "slurm" / "c1"
+    assert (root / "scratch" / f"named-{job.job_id}.log").read_text() == "out\n"
+    assert (root / "home" / "uma" / "errors" / f"{job.job_id}.err").read_text() == "err\n"
+
+
+def test_a_restarted_agent_requeues_the_job_whose_script_it_lost(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\nsleep 30\n", now=now)
+    start_job(job, ["a4-0"], now=now)
+    first = agent_for(tmp_path)
+    run_until(first, job, now, lambda j: JobNode.objects.filter(job=j, phase=NodePhase.RUNNING).exists())
+    first.shutdown()
+    assert agent_for(tmp_path).recover(now=later(now, 5)) == 1
+    job.refresh_from_db()
+    assert (job.state, job.restart_count) == (JobState.PENDING, 1)
+    assert job.runs.get().state == JobState.NODE_FAIL
+
+
+def test_a_preempted_script_gets_its_grace_time_before_sigkill(cluster, real_pools, now, tmp_path):
+    from trainhub.slurm.services.lifecycle import job_requeue
+
+    # The script ignores SIGTERM, as a job checkpointing in its GraceTime would keep running.
+    job = make_job(cluster, script="#!/bin/bash\ntrap '' TERM\necho up\nwhile true; do sleep 0.1; done\n", now=now)
+    start_job(job, ["a4-0"], now=now)
+    agent = agent_for(tmp_path)
+    moment = run_until(agent, job, now, lambda j: "up" in lines(j, "stdout"))
+    job_requeue(job=job, now=moment, record_state=JobState.PREEMPTED, desc="preempted", kill_at=later(moment, 30))
+    for _ in range(20):  # well past the agent's 1 s KillWait, inside the 30 s GraceTime
+        moment = later(moment, 0.5)
+        agent.tick(now=moment)
+        time.sleep(0.02)
+    assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.RUNNING
+    run_until(agent, job, later(moment, 30), nodes_done)
+    assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.DONE

@@ -41,6 +41,9 @@ def test_sbatch_directives_in_the_script_are_honoured_and_the_command_line_wins(
     (["-N", "3", "--wrap", "x"], "sbatch: error: Batch job submission failed: Node count specification invalid"),
     (["--frobnicate"], "sbatch: unrecognized option '--frobnicate'"),
     ([], "sbatch: error: Batch job submission failed: a batch script or --wrap is required"),
+    (["-o", "../../etc/x", "--wrap", "x"], "sbatch: error: --output=../../etc/x: the path may not leave the "
+                                           "cluster's file system"),
+    (["-D", "/home/../etc", "--wrap", "x"], "sbatch: error: chdir(/home/../etc): no such directory on the cluster"),
 ])
 def test_sbatch_refuses_with_slurms_message(api, accounts, args, message):
     response = sbatch(api, "uma", *args)

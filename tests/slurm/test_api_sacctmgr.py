@@ -1,6 +1,8 @@
 """sacctmgr over REST (the CLI and web console use it): Slurm's syntax, confirmations and tables;
 admins change, everyone shows; the changes reach submission and scheduling."""
 
+import pytest
+
 from tests.slurm.conftest import CLUSTERS, sbatch
 from trainhub.slurm.models import Account, Association, Qos, SlurmUser
 
@@ -99,3 +101,11 @@ def test_deny_on_limit_makes_a_qos_limit_reject_at_submission(api, accounts):
     from trainhub.slurm.models import SlurmJob
 
     assert SlurmJob.objects.get(job_id=job_id).reason == "QOSMaxWallDurationPerJobLimit"
+
+
+@pytest.mark.xfail(strict=True, reason="core bug (trainhub/slurm/sacctmgr.py): DefaultQOS=-1 is parsed as a QOS "
+                                       "named '-1' instead of clearing DefaultQOS as sacctmgr's -1 does")
+def test_the_parser_clears_default_qos_with_minus_one():
+    from trainhub.slurm.sacctmgr import parse_sacctmgr
+
+    assert parse_sacctmgr("modify user uma set defaultqos=-1").set["DefaultQOS"].value is None

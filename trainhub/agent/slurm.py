@@ -156,11 +156,16 @@ class SlurmNodeWork:
         return context, jobenv.NodeContext(index=index, gpu_indices=tuple(job_node.gpu_indices))
 
     def _output_paths(self, job_node: JobNode, submit_dir: Path) -> tuple[Path, Path]:
+        """--output/--error: relative to the working directory, or absolute on the cluster's file system."""
         job = job_node.job
         names = {"job_id": job.job_id, "job_name": job.name, "user": job.user_name, "node": job_node.node.name}
-        stdout = submit_dir / jobenv.output_path(job.stdout_pattern, **names)
-        stderr = submit_dir / jobenv.output_path(job.stderr_pattern, **names) if job.stderr_pattern else stdout
-        return stdout, stderr
+
+        def resolve(pattern: str) -> Path:
+            path = jobenv.output_path(pattern, **names)
+            return host_path(self.work_dir, job.cluster.cluster_id, path) if path.startswith("/") else submit_dir / path
+
+        stdout = resolve(job.stdout_pattern)
+        return stdout, resolve(job.stderr_pattern) if job.stderr_pattern else stdout
 
     def _spool(self, job_node: JobNode) -> Path:
         """slurmd's spool directory for one run of a job (scripts are written here)."""

@@ -52,10 +52,16 @@ def _options(submission: Submission) -> SbatchOptions:
 
 def _work_dir(options: SbatchOptions, user: str) -> str:
     path = options.chdir or f"/home/{user}"
-    normal = posixpath.normpath(path if path.startswith("/") else f"/home/{user}/{path}")
-    if ".." in path.split("/") or not normal.startswith("/"):
+    if ".." in path.split("/"):
         raise _refuse(f"sbatch: error: chdir({path}): no such directory on the cluster")
-    return normal
+    return posixpath.normpath(path if path.startswith("/") else f"/home/{user}/{path}")
+
+
+def _output_pattern(pattern: str | None, flag: str) -> str:
+    """--output/--error stay inside the cluster's file system: no ``..`` components."""
+    if pattern and ".." in pattern.split("/"):
+        raise _refuse(f"sbatch: error: {flag}={pattern}: the path may not leave the cluster's file system")
+    return pattern or ""
 
 
 def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str) -> str | None:
@@ -122,7 +128,8 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
             submitted_by=user, user_name=username, account=accepted.account, partition=partition,
             qos=accepted.qos or "", time_limit=accepted.time_limit_minutes, script=script,
             script_args=list(submission.script_args), work_dir=_work_dir(options, username),
-            stdout_pattern=options.output or "slurm-%j.out", stderr_pattern=options.error or "",
+            stdout_pattern=_output_pattern(options.output, "--output") or "slurm-%j.out",
+            stderr_pattern=_output_pattern(options.error, "--error"),
             requeue=options.requeue if options.requeue is not None else bool(state.config.job_requeue),
             comment=options.comment or "", nice=options.nice or 0, hold=hold, submit_time=now, begin_time=begin,
             reason=reason, **fields)
