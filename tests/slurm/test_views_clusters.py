@@ -91,3 +91,11 @@ def test_the_job_page_cancels_for_its_owner_only(browser, accounts):
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED
     assert browser("uma").get(f"{url}/status").status_code == 200
+
+
+def test_a_pending_jobs_page_gives_its_reason_and_position(browser, accounts, now):
+    first = make_job(accounts, user="uma", priority=100, submit_time=now)
+    second = make_job(accounts, user="uma", priority=50, submit_time=now, reason="Priority")
+    page = browser("uma").get(f"{BASE}/jobs/{second.job_id}/").content.decode()
+    assert "Priority" in page and "position 2 in partition a4" in page
+    assert "position 1 in partition a4" in browser("uma").get(f"{BASE}/jobs/{first.job_id}/").content.decode()

@@ -18,10 +18,6 @@ from django.db import models
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodePool
 
-#: Slurm's largest job priority (uint32); 0 means held.
-MAX_PRIORITY = 4_294_967_295
-
-
 class JobState(models.TextChoices):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -34,14 +30,7 @@ class JobState(models.TextChoices):
     NODE_FAIL = "NODE_FAIL"
 
 
-#: squeue's compact state codes (job_state_codes.shtml).
-STATE_CODES = {
-    JobState.PENDING: "PD", JobState.RUNNING: "R", JobState.COMPLETED: "CD", JobState.FAILED: "F",
-    JobState.CANCELLED: "CA", JobState.TIMEOUT: "TO", JobState.PREEMPTED: "PR", JobState.REQUEUED: "RQ",
-    JobState.NODE_FAIL: "NF",
-}
 ACTIVE_STATES = frozenset({JobState.PENDING, JobState.RUNNING})
-FINISHED_STATES = frozenset(set(JobState) - ACTIVE_STATES)
 
 
 class Hold(models.TextChoices):
@@ -283,10 +272,6 @@ class SlurmJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster.cluster_id}/{self.job_id}"
-
-    @property
-    def state_code(self) -> str:
-        return STATE_CODES[JobState(self.state)]
 
     @property
     def is_active(self) -> bool:

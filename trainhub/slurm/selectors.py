@@ -103,3 +103,15 @@ def jobs_page(*, cluster: SlurmCluster, state: str = "", user: str = "", partiti
     if partition:
         jobs = jobs.filter(partition=partition)
     return list(jobs.order_by("job_id")[:size])
+
+
+def job_queue_position(*, job: SlurmJob) -> int | None:
+    """1 + the pending jobs of its partition that Slurm evaluates first (higher priority, then
+    earlier submission, then lower job id); None when the job is not pending."""
+    if job.state != "PENDING":
+        return None
+    ahead = SlurmJob.objects.filter(cluster_id=job.cluster_id, partition=job.partition, state="PENDING").filter(
+        Q(priority__gt=job.priority)
+        | Q(priority=job.priority, submit_time__lt=job.submit_time)
+        | Q(priority=job.priority, submit_time=job.submit_time, job_id__lt=job.job_id))
+    return ahead.count() + 1

@@ -40,7 +40,6 @@ _SHOW_KEYS = {"max_tres_per_job": "max_tres", "max_wall_minutes": "max_wall", "m
 LIST_KEYS = ("QOS", "Preempt", "Flags")
 #: What slurmdbd stores for a QOS setting nobody set (sacctmgr show qos prints them).
 QOS_SHOW_DEFAULTS = {"priority": 0, "grace_time": 0, "preempt_mode": "cluster", "usage_factor": 1.0}
-CHANGES_DISCARDED = " Changes Discarded\n"
 
 
 @dataclass(frozen=True)

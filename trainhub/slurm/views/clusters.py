@@ -35,7 +35,7 @@ def cluster_detail(request: HttpRequest, project: str, location: str, cluster: s
     context = cluster_context(request, cluster_obj, "detail")
     context.update(partitions=selectors.cluster_partitions(cluster=cluster_obj),
                    nodes=selectors.cluster_nodes(cluster=cluster_obj),
-                   audit=selectors.cluster_audit(cluster=cluster_obj), node_form=NodeStateForm())
+                   audit=selectors.cluster_audit(cluster=cluster_obj))
     return render(request, "slurm/cluster_detail.html", context)
 
 

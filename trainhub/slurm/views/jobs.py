@@ -54,6 +54,7 @@ def _status_context(request: HttpRequest, job: SlurmJob) -> dict:
     admin = selectors.is_cluster_admin(user=request.user, cluster=job.cluster)
     mine = admin or job.user_name == request.user.get_username()
     return {"job": job, "runs": selectors.job_runs(job=job), "job_nodes": selectors.job_nodes(job=job),
+            "position": selectors.job_queue_position(job=job),
             "events": selectors.job_events(job=job),
             "can_cancel": mine and job.is_active and not job.ending_state,
             "can_hold": mine and job.state == JobState.PENDING and not job.hold,
