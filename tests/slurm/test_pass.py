@@ -206,3 +206,17 @@ def test_a_finished_job_asks_for_a_pass(accounts, cast, now, django_capture_on_c
         job_batch_finished(job_node=JobNode.objects.get(job=job), exit_code=0, signal=0, max_rss_kb=None, now=now)
     accounts.refresh_from_db()
     assert accounts.last_pass_summary["ok"] and accounts.last_pass_time > now  # the pass ran (eager Celery)
+
+
+def test_usage_decays_by_the_half_life_and_resets_at_the_period(accounts, now):
+    from trainhub.slurm.services.clusters import cluster_config_set
+
+    cluster_config_set(cluster=accounts, changes={"PriorityDecayHalfLife": "1-0"}, actor="alice")
+    Association.objects.filter(user="uma").update(raw_usage=1000.0)
+    run_pass(accounts, now)
+    run_pass(accounts, at(now, days=1))
+    # Slurm's per-second factor 1 - 0.693/half-life, to the power of a day: about one half
+    assert Association.objects.get(user="uma").raw_usage == pytest.approx(500, rel=0.01)
+    cluster_config_set(cluster=accounts, changes={"PriorityUsageResetPeriod": "DAILY"}, actor="alice")
+    run_pass(accounts, at(now, days=2, hours=1))
+    assert Association.objects.get(user="uma").raw_usage == 0
