@@ -22,9 +22,13 @@ from bench.environment import (
 from bench.report import Section, format_section, write_results
 from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
 from bench.scheduler_pass import FULL, QUICK, Benchmark
+from bench.slurm_pages import bench_slurm_pages
+from bench.slurm_priority import bench_slurm_priority
 from bench.submission import bench_rest_submit
 
-BENCHMARKS = SCHEDULER_BENCHMARKS + (Benchmark("rest_submit", bench_rest_submit, needs_database=True),)
+BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("rest_submit", bench_rest_submit, needs_database=True),
+              Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
+              Benchmark("slurm_pages", bench_slurm_pages, needs_database=True))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

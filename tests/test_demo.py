@@ -14,7 +14,7 @@ def test_the_demo_loads_twice_without_duplicating_anything(db):
     call_command("load_demo")
     assert (Node.objects.count(), Quota.objects.count(), Membership.objects.count(),
             PersistentResource.objects.count()) == counts
-    assert counts == (16, 4, 1, 1)
+    assert counts == (21, 4, 1, 1)
     assert Membership.objects.get().role == "admin"
 
 

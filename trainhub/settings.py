@@ -167,6 +167,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.resources.tasks.persistent_resources_advance",
         "schedule": 10.0,
     },
+    "slurm-cluster-passes": {
+        "task": "trainhub.slurm.tasks.all_clusters_pass",
+        "schedule": float(envint("TRAINHUB_SLURM_PASS_INTERVAL_SECONDS", 5)),
+    },
 }
 
 

@@ -26,6 +26,7 @@ api_patterns = [
     path("v1/me", Me.as_view(), name="me"),
     path("v1/scheduler:status", SchedulerStatus.as_view(), name="scheduler-status"),
     path("", include("trainhub.tuning.api_urls")),
+    path("", include("trainhub.slurm.api.urls")),
 ]
 
 urlpatterns = [
@@ -41,5 +42,6 @@ urlpatterns = [
     path("quotas/", include("trainhub.scheduling.urls")),
     path("", include("trainhub.tuning.urls")),
     path("", include("trainhub.resources.urls")),
+    path("slurm/", include("trainhub.slurm.urls")),
     path("", include("trainhub.jobs.urls")),
 ]

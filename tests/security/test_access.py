@@ -8,9 +8,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.conftest import container_pool, job_body
+from tests.slurm.conftest import accounts, admin, cluster, make_job, slurm_pools  # noqa: F401 - fixtures
 from tests.security.urlconf import CSRF_EXEMPT, PUBLIC, protected_routes, routes
 from trainhub.jobs import services
 from trainhub.resources import services as resource_services
+from trainhub.slurm.models import Association
 from trainhub.tuning import services as tuning_services
 from trainhub.tuning.models import Model
 from trainhub.tuning.spec import CUSTOM_TASK
@@ -25,9 +27,11 @@ def alpha_job(cast):
 
 
 @pytest.fixture
-def alpha_values(alpha_job, cast, nodes, now):
-    """Route parameters pointing at alpha's resources."""
+def alpha_values(alpha_job, cast, nodes, accounts, now):
+    """Route parameters pointing at alpha's resources: one of every kind."""
     alpha = cast["alpha"]
+    slurm_job = make_job(accounts, name=SECRET, now=now)
+    association = Association.objects.filter(cluster=accounts, user="uma").first()
     operation = resource_services.persistent_resource_create(
         project=alpha, location="us-central1", resource_id="secret-resource", user=cast["alice"], now=now,
         body={"displayName": SECRET, "resourcePools": [
@@ -49,7 +53,9 @@ def alpha_values(alpha_job, cast, nodes, now):
                                  display_name=SECRET, create_time=timezone.now(), update_time=timezone.now())
     return {"project": "alpha", "location": "us-central1", "job_id": alpha_job.job_id,
             "resource_id": "secret-resource", "operation_id": operation.operation_id,
-            "tuning_job_id": tuning_job.job_id, "pipeline_id": pipeline.pipeline_id, "model_id": model.model_id}
+            "tuning_job_id": tuning_job.job_id, "pipeline_id": pipeline.pipeline_id, "model_id": model.model_id,
+            "cluster": accounts.cluster_id, "slurm_job_id": str(slurm_job.job_id), "kind": "prolog",
+            "partition": "a4", "node": "a4-0", "pk": str(association.pk), "name": "normal"}
 
 
 def call(client, method, path):

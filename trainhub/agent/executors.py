@@ -32,9 +32,10 @@ def _pump(stream, name: str, lines: queue.Queue) -> None:
 class SubprocessReplica:
     """A replica running as a child process in its own session (so signals reach its children)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], work_dir: Path):
+    def __init__(self, argv: list[str], env: dict[str, str], work_dir: Path,
+                 inherit: tuple[str, ...] = INHERITED_ENV):
         work_dir.mkdir(parents=True, exist_ok=True)
-        base_env = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
+        base_env = {name: os.environ[name] for name in inherit if name in os.environ}
         self._lines: queue.Queue = queue.Queue()
         self._process = subprocess.Popen(  # noqa: S603 - argv list, never a shell
             argv, cwd=work_dir, env={**base_env, **env}, stdin=subprocess.DEVNULL,
@@ -46,6 +47,11 @@ class SubprocessReplica:
         ]
         for reader in self._readers:
             reader.start()
+
+    @property
+    def pid(self) -> int:
+        """Also the process group id: the replica leads its own session."""
+        return self._process.pid
 
     def poll(self, now: dt.datetime) -> int | None:
         code = self._process.poll()

@@ -26,6 +26,7 @@ from trainhub.agent.executors import (
     SubprocessReplica,
 )
 from trainhub.agent.outputs import list_model_files, read_hypertune_file
+from trainhub.agent.slurm import SlurmNodeWork
 from trainhub.inventory.models import Executor, Node
 from trainhub.inventory.services import node_heartbeat
 from trainhub.jobs import services as job_services
@@ -58,6 +59,7 @@ class NodeAgent:
         self.work_dir = work_dir
         self.grace = dt.timedelta(seconds=grace_seconds)
         self.running: dict[int, _Running] = {}
+        self.slurm = SlurmNodeWork(node_ids=self.node_ids, work_dir=work_dir, grace=self.grace)
 
     def recover(self, *, now: dt.datetime) -> int:
         """At start-up: replicas this agent was running before it died are lost."""
@@ -67,7 +69,7 @@ class NodeAgent:
             job_services.replica_exited(replica=replica, exit_code=None, now=now,
                                         lost_reason="the node agent restarted while it was running")
             count += 1
-        return count
+        return count + self.slurm.recover(now=now)
 
     def tick(self, *, now: dt.datetime) -> None:
         node_heartbeat(node_ids=self.node_ids, now=now)
@@ -88,6 +90,7 @@ class NodeAgent:
                     self._launch(replica, now)
         for pk in list(self.running):
             self._supervise(pk, now)
+        self.slurm.tick(now=now)
 
     def _launch(self, replica: Replica, now: dt.datetime) -> None:
         job = replica.job
@@ -148,7 +151,8 @@ class NodeAgent:
             job_services.replica_exited(replica=replica, exit_code=code, now=now)
 
     def shutdown(self) -> None:
-        """Stop every replica this agent runs (SIGTERM, then SIGKILL) when the agent exits."""
+        """Stop every replica and Slurm job this agent runs (SIGTERM, then SIGKILL) when the agent exits."""
+        self.slurm.shutdown()
         for handle in self.running.values():
             handle.process.terminate()
         for handle in self.running.values():

@@ -34,6 +34,7 @@ from trainhub.cli.client import (
     resource_path,
 )
 from trainhub.cli.persistent_resources import register_operations, register_persistent_resources
+from trainhub.cli.slurm import register_slurm
 from trainhub.cli.worker_pool_spec import (
     ConfigFileError,
     SpecError,
@@ -293,7 +294,7 @@ def register_ai(subparsers: Any, common: ArgumentParser) -> None:
         register(ai, common)
 
 
-COMMAND_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (register_auth, register_ai)
+COMMAND_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (register_auth, register_ai, register_slurm)
 
 
 def build_parser() -> ArgumentParser:

@@ -26,6 +26,10 @@ _READ = [
     "aiplatform.models.list",
     "aiplatform.persistentResources.get",
     "aiplatform.persistentResources.list",
+    "aiplatform.slurmClusters.get",
+    "aiplatform.slurmClusters.list",
+    "aiplatform.slurmJobs.get",
+    "aiplatform.slurmJobs.list",
 ]
 _WRITE = [
     "aiplatform.customJobs.create",
@@ -37,12 +41,20 @@ _WRITE = [
     "aiplatform.trainingPipelines.create",
     "aiplatform.trainingPipelines.cancel",
     "aiplatform.trainingPipelines.delete",
+    "aiplatform.slurmJobs.create",
+    "aiplatform.slurmJobs.cancel",
+    "aiplatform.slurmJobs.update",
 ]
 _ADMIN = [
     "aiplatform.projects.manageMembers",
     "aiplatform.persistentResources.create",
     "aiplatform.persistentResources.update",
     "aiplatform.persistentResources.delete",
+    # Slurm cluster administration (also needs a platform admin, is_staff): create/delete clusters,
+    # slurm.conf, prolog/epilog, partitions, accounts/users/QOS, and other users' jobs.
+    "aiplatform.slurmClusters.create",
+    "aiplatform.slurmClusters.delete",
+    "aiplatform.slurmClusters.update",
 ]
 
 PERMISSIONS_BY_ROLE: dict[str, frozenset[str]] = {

@@ -10,6 +10,7 @@ from trainhub.inventory.services import node_pool_ensure
 from trainhub.resources.selectors import resource_find
 from trainhub.resources.services import persistent_resource_create
 from trainhub.scheduling.services import quota_set
+from trainhub.slurm.demo import demo_slurm_cluster
 
 DEMO_POOLS = [
     # name, machine type, nodes, accelerator override, executor
@@ -18,6 +19,9 @@ DEMO_POOLS = [
     ("l4-pool", "g2-standard-12", 4, None, Executor.SUBPROCESS),
     ("h100-pool", "a3-highgpu-8g", 2, None, Executor.SIMULATED),
     ("b200-pool", "a4-highgpu-8g", 2, None, Executor.SIMULATED),
+    # the Slurm cluster's: compute (the seed's a4 partition) and login nodes
+    ("slurm-a4", "a4-highgpu-8g", 4, None, Executor.SIMULATED),
+    ("slurm-login", "n1-standard-4", 1, None, Executor.SUBPROCESS),
 ]
 
 
@@ -62,5 +66,6 @@ def demo_load() -> dict:
         # Its nodes are reserved by the operation once a worker runs; RUNNING when their agent answers.
         persistent_resource_create(project=project, location="us-central1", resource_id=DEMO_RESOURCE_ID,
                                    body=DEMO_RESOURCE, user=user)
+    cluster = demo_slurm_cluster(project=project, user=user, compute_pool="slurm-a4", login_pool="slurm-login")
     return {"user": user.username, "project": project.project_id, "pools": len(DEMO_POOLS),
-            "persistent_resource": DEMO_RESOURCE_ID}
+            "persistent_resource": DEMO_RESOURCE_ID, "slurm_cluster": cluster.cluster_id}

@@ -1,0 +1,121 @@
+"""sprio of a long queue through the database: the priority page, the sprio API and the report
+behind both, over N pending jobs of one Slurm cluster (10,000 in the full run), and the scheduler
+pass that computes their priorities.
+
+The cluster is the seed's (PriorityWeightAge 1000, PriorityWeightFairshare 10000, preempt/
+partition_prio) on 16 simulated B200x8 nodes, with 20 users in 4 accounts and some usage so Fair
+Tree ranks them apart. Jobs are bulk-inserted pending (begin time reached, every node drained so
+none starts) and one untimed pass computes their priorities; then each of the three reads is timed.
+Target: the page and the API under 0.5 s at 10,000 jobs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+from bench.report import Column, Section
+from bench.timing import measure
+
+NODES = 16
+ACCOUNTS = 4
+USERS = 20
+RUNS = 5
+TARGET_SECONDS = 0.5
+
+
+def _cluster(now: dt.datetime):
+    from trainhub.iam.models import Project
+    from trainhub.iam.roles import ADMIN
+    from trainhub.iam.services import membership_set, project_create, user_ensure
+    from trainhub.inventory.models import Executor, Node, NodeState
+    from trainhub.inventory.services import node_pool_ensure
+    from trainhub.slurm.demo import SEED_SLURM_SPEC
+    from trainhub.slurm.models import Association, SlurmCluster
+    from trainhub.slurm.services.accounting import account_add, user_add
+    from trainhub.slurm.services.clusters import cluster_create
+
+    SlurmCluster.objects.all().delete()
+    admin = user_ensure(username="bench-admin", password="bench", is_staff=True)
+    project = Project.objects.filter(project_id="bench-slurm").first() or project_create(project_id="bench-slurm")
+    membership_set(project=project, user=admin, role=ADMIN)
+    node_pool_ensure(name="bench-a4", machine_type="a4-highgpu-8g", node_count=NODES, executor=Executor.SIMULATED)
+    node_pool_ensure(name="bench-login", machine_type="n1-standard-4", node_count=1)
+    body = {"orchestratorSpec": {"slurmSpec": {**SEED_SLURM_SPEC, "partitions": [
+        {"id": "a4", "node_pool_ids": ["bench-a4"]}], "login_node_pool_id": "bench-login"}}}
+    cluster = cluster_create(project=project, location="us-central1", cluster_id="bench", body=body, user=admin,
+                             now=now)
+    Node.objects.filter(pool__name="bench-a4").update(state=NodeState.DRAIN, state_reason="benchmark",
+                                                      last_heartbeat=now)
+    rng = random.Random(42)
+    users = []
+    for index in range(ACCOUNTS):
+        account_add(cluster=cluster, name=f"acct{index}", actor="bench", shares=rng.randint(1, 5), now=now)
+    for index in range(USERS):
+        name = f"user{index}"
+        user_add(cluster=cluster, name=name, accounts=[f"acct{index % ACCOUNTS}"], actor="bench", now=now)
+        Association.objects.filter(cluster=cluster, user=name).update(raw_usage=rng.uniform(0, 1e6))
+        users.append(name)
+    return cluster, admin, users
+
+
+def _queue(cluster, users: list[str], jobs: int, now: dt.datetime) -> None:
+    from trainhub.slurm.models import SlurmJob
+
+    rng = random.Random(7)
+    rows = []
+    for index in range(jobs):
+        user = users[index % len(users)]
+        submitted = now - dt.timedelta(seconds=rng.randint(0, 7 * 86400))
+        rows.append(SlurmJob(cluster=cluster, job_id=index + 1, name=f"job{index}", user_name=user,
+                             account=f"acct{users.index(user) % ACCOUNTS}", partition="a4", qos="normal",
+                             num_nodes=rng.choice((1, 1, 2, 4)), gpus_per_node=rng.choice((1, 2, 4, 8)),
+                             time_limit=rng.choice((60, 240, 1440)), script="#!/bin/sh\ntrue\n",
+                             work_dir=f"/home/{user}", submit_time=submitted, begin_time=submitted,
+                             accrue_time=submitted, reason="None"))
+    SlurmJob.objects.bulk_create(rows, batch_size=2000)
+    cluster.next_job_id = jobs + 1
+    cluster.save(update_fields=["next_job_id"])
+
+
+def bench_slurm_pages(sizes) -> Section:
+    from django.test import Client
+    from django.utils import timezone
+
+    from trainhub.slurm import reports
+    from trainhub.slurm.services.passes import cluster_pass
+
+    jobs = sizes.db_jobs[-1]
+    now = timezone.now().replace(microsecond=0)
+    cluster, admin, users = _cluster(now)
+    _queue(cluster, users, jobs, now)
+    pass_timing = measure(lambda: cluster_pass(cluster=cluster, now=now), repeat=1, label=f"slurm_pages-pass-{jobs}")
+    client = Client()
+    client.force_login(admin)
+    base = "/slurm/projects/bench-slurm/locations/us-central1/clusters/bench"
+    api = "/v1/projects/bench-slurm/locations/us-central1/slurmClusters/bench/sprio"
+    timings = {
+        "report": measure(lambda: reports.sprio(cluster, now=now), repeat=RUNS, label=f"slurm_pages-report-{jobs}"),
+        "api": measure(lambda: client.get(api), repeat=RUNS, label=f"slurm_pages-api-{jobs}"),
+        "page": measure(lambda: client.get(f"{base}/priority"), repeat=RUNS, label=f"slurm_pages-page-{jobs}"),
+    }
+    listed = len(timings["report"].result.text.splitlines()) - 1
+    assert timings["api"].result.status_code == 200 and timings["page"].result.status_code == 200
+    section = Section(
+        name="slurm_pages",
+        title=f"sprio of {jobs:,} pending jobs through the database (Slurm cluster, {NODES} nodes, {USERS} users)",
+        columns=[Column("what", "what"), Column("jobs", "jobs listed"), Column("median_s", "median s"),
+                 Column("best_s", "best s"), Column("under_target", f"under {TARGET_SECONDS} s")],
+    )
+    for what, timing in timings.items():
+        section.rows.append({"what": f"sprio {what}", "jobs": listed, **timing.figures("s"),
+                             "under_target": timing.median < TARGET_SECONDS})
+    section.rows.append({"what": "scheduler pass (priorities + schedule)", "jobs": jobs, **pass_timing.figures("s"),
+                         "under_target": None})
+    section.notes += [
+        "report = trainhub.slurm.reports.sprio (query + PriorityBreakdown + sprio text); api = GET .../sprio "
+        "(JSON text and rows); page = GET the priority page (text with linked job ids).",
+        "The pass is the first one over the queue: it computes every job's priority (Fair Tree over 25 "
+        "associations) and tries to schedule them on drained nodes.",
+    ]
+    return section

@@ -1,0 +1,155 @@
+"""Slurm fixtures: the seed's cluster document, pools for it, a staff admin, a cluster made from it."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+
+import pytest
+
+from trainhub.inventory.models import Executor
+from trainhub.inventory.services import node_heartbeat, node_pool_ensure
+from trainhub.slurm.demo import SEED_SLURM_SPEC
+
+#: The seed's example cluster specification (orchestratorSpec.slurmSpec): its partition and login
+#: pool, and its config block and scripts word for word (trainhub.slurm.demo keeps those).
+SEED_SPEC = {"orchestratorSpec": {"slurmSpec": {"partitions": [{"id": "a4", "node_pool_ids": ["a4"]}],
+                                                "login_node_pool_id": "login", **SEED_SLURM_SPEC}}}
+CLUSTERS = "/v1/projects/alpha/locations/us-central1/slurmClusters"
+
+
+def seed_spec() -> dict:
+    return copy.deepcopy(SEED_SPEC)
+
+
+def slurm_spec(body: dict) -> dict:
+    return body["orchestratorSpec"]["slurmSpec"]
+
+
+@pytest.fixture
+def admin(cast):
+    """alice, admin of alpha, is also a platform administrator (is_staff)."""
+    cast["alice"].is_staff = True
+    cast["alice"].save(update_fields=["is_staff"])
+    return cast["alice"]
+
+
+@pytest.fixture
+def browser(client, cast):
+    """browser("uma") -> the test client logged in as uma."""
+    def login(name):
+        client.force_login(cast[name])
+        return client
+    return login
+
+
+@pytest.fixture
+def slurm_pools(db, now):
+    """a4: two B200x8 nodes (simulated), login: one n1-standard-4; agents alive."""
+    pools = {
+        "a4": node_pool_ensure(name="a4", machine_type="a4-highgpu-8g", node_count=2, executor=Executor.SIMULATED,
+                               simulated_runtime_seconds=30),
+        "login": node_pool_ensure(name="login", machine_type="n1-standard-4", node_count=1),
+    }
+    node_heartbeat(node_ids=[n.pk for pool in pools.values() for n in pool.nodes.all()], now=now)
+    return pools
+
+
+@pytest.fixture
+def cluster(admin, slurm_pools, now):
+    """The seed's cluster, created by alice as c1."""
+    from trainhub.slurm.services.clusters import cluster_create
+
+    return cluster_create(project=admin.memberships.get().project, location="us-central1", cluster_id="c1",
+                          body=seed_spec(), user=admin, now=now)
+
+
+def make_job(cluster, *, user="uma", job_id=None, script="#!/bin/bash\necho hello\n", now=None, **fields):
+    """A pending job written directly (tests of what happens after submission)."""
+    from django.utils import timezone
+
+    from trainhub.slurm.models import SlurmJob
+
+    now = now or timezone.now()
+    if job_id is None:
+        cluster.refresh_from_db(fields=["next_job_id"])
+        job_id = cluster.next_job_id
+        cluster.next_job_id += 1
+        cluster.save(update_fields=["next_job_id"])
+    values = dict(name="job", user_name=user, account="ml", partition=cluster.default_partition, qos="normal",
+                  script=script, work_dir=f"/home/{user}", submit_time=now, begin_time=now, accrue_time=now)
+    values.update(fields)
+    return SlurmJob.objects.create(cluster=cluster, job_id=job_id, **values)
+
+
+def start_job(job, node_names, gpus_per_node=None, now=None, billing=1.0):
+    """Allocate ``job`` on the named nodes as a scheduler pass would."""
+    from django.utils import timezone
+
+    from trainhub.inventory.models import Node
+    from trainhub.slurm.services.lifecycle import JobStart, NodeGrant, jobs_start
+
+    gpus = job.gpus_per_node if gpus_per_node is None else gpus_per_node
+    nodes = {node.name: node for node in Node.objects.filter(name__in=node_names)}
+    grants = tuple(NodeGrant(nodes[name].pk, tuple(range(gpus)), job.cpus_per_task) for name in node_names)
+    started = jobs_start(starts=[JobStart(job.pk, grants, billing)], now=now or timezone.now())
+    job.refresh_from_db()
+    return started
+
+
+@pytest.fixture
+def accounts(cluster, now):
+    """Account ml under root with uma and alice; account bio with bob (no trainhub login)."""
+    from trainhub.slurm.services.accounting import account_add, user_add
+
+    account_add(cluster=cluster, name="ml", actor="test", now=now)
+    account_add(cluster=cluster, name="bio", actor="test", now=now)
+    user_add(cluster=cluster, name="uma", accounts=["ml"], actor="test", now=now)
+    user_add(cluster=cluster, name="alice", accounts=["ml"], actor="test", now=now)
+    user_add(cluster=cluster, name="bob", accounts=["bio"], actor="test", now=now)
+    return cluster
+
+
+JOBS = f"{CLUSTERS}/c1/jobs"
+
+
+def sbatch(api, user, *args, script=None):
+    body = {"sbatchArgs": list(args)}
+    if script is not None:
+        body["script"] = script
+    return api(user).post(JOBS, body, format="json")
+
+
+def run_pass(cluster, now=None):
+    """One scheduler pass of the cluster at ``now``, its nodes' agents alive then (tests step the
+    scheduler; the on_commit requests for a pass do not run in tests)."""
+    from django.utils import timezone
+
+    from trainhub.inventory.models import Node
+    from trainhub.slurm.services.passes import cluster_pass
+
+    now = now or timezone.now()
+    Node.objects.filter(dedicated_to=cluster.owner_key).update(last_heartbeat=now)
+    return cluster_pass(cluster=cluster, now=now)
+
+
+DAY = dt.timedelta(days=1)
+
+
+@pytest.fixture
+def queue(accounts, cast, now):
+    """Nodes drained so everything pends; usage uma 100, alice 0, bob 50 (reference 2.3's vector)."""
+    from trainhub.inventory.models import Node, NodeState
+    from trainhub.slurm.models import Association
+    from trainhub.slurm.services.jobs import Submission, job_submit
+
+    Node.objects.filter(name__startswith="a4").update(state=NodeState.DRAIN, state_reason="maintenance")
+    for user, usage in (("uma", 100.0), ("alice", 0.0), ("bob", 50.0)):
+        Association.objects.filter(cluster=accounts, user=user).update(raw_usage=usage)
+    jobs = {}
+    for user in ("uma", "alice"):
+        jobs[user] = job_submit(cluster=accounts, user=cast[user], now=now,
+                                submission=Submission(argv=("--gres=gpu:8", "--wrap", "train")))
+    jobs["bob"] = make_job(accounts, user="bob", account="bio", gpus_per_node=8, now=now, accrue_time=None)
+    run_pass(accounts, now + DAY)
+    return jobs

@@ -1,0 +1,197 @@
+"""The node agent runs Slurm jobs: prolog on every node, the batch script with Slurm's environment
+on the batch host, the epilog; failures drain nodes and requeue held, as slurmd/slurmctld do."""
+
+import time
+
+import pytest
+
+from tests.conftest import later
+from tests.slurm.conftest import make_job, start_job
+from trainhub.agent.runner import NodeAgent
+from trainhub.inventory.models import Executor, Node, NodeState
+from trainhub.slurm.models import GpuAllocation, Hold, JobLogLine, JobNode, JobState, NodePhase
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def real_pools(slurm_pools):
+    """The a4 nodes run real subprocesses (the agent runs bash on this host)."""
+    slurm_pools["a4"].executor = Executor.SUBPROCESS
+    slurm_pools["a4"].save(update_fields=["executor"])
+    return slurm_pools
+
+
+def agent_for(tmp_path):
+    return NodeAgent(nodes=list(Node.objects.all()), work_dir=tmp_path, grace_seconds=1)
+
+
+def run_until(agent, job, moment, done, limit=400):
+    for _ in range(limit):
+        moment = later(moment, 0.05)
+        agent.tick(now=moment)
+        job.refresh_from_db()
+        if done(job):
+            return moment
+        time.sleep(0.02)
+    raise AssertionError(f"job stuck in {job.state} ({list(JobNode.objects.filter(job=job).values('phase'))})")
+
+
+def nodes_done(job):
+    return not JobNode.objects.filter(job=job).exclude(phase=NodePhase.DONE).exists()
+
+
+def lines(job, stream, node=None):
+    rows = JobLogLine.objects.filter(job=job, stream=stream).order_by("id")
+    return [line.text for line in (rows.filter(node_name=node) if node else rows)]
+
+
+SCRIPT = """#!/bin/bash
+echo "id=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST n=$SLURM_NNODES part=$SLURM_JOB_PARTITION acct=$SLURM_JOB_ACCOUNT"
+echo "user=$SLURM_JOB_USER name=$SLURM_JOB_NAME cluster=$SLURM_CLUSTER_NAME tasks=$SLURM_NTASKS"
+echo "gpus=$SLURM_GPUS_ON_NODE cuda=$CUDA_VISIBLE_DEVICES dir=$SLURM_SUBMIT_DIR"
+echo oops >&2
+"""
+
+
+def test_a_job_runs_prolog_script_and_epilog_with_slurms_environment(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script=SCRIPT, name="train", num_nodes=2, num_tasks=2, gpus_per_node=2, now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    agent = agent_for(tmp_path)
+    run_until(agent, job, now, nodes_done)
+    assert job.state == JobState.COMPLETED and job.exit_code == 0
+    assert lines(job, "stdout") == [
+        f"id={job.job_id} nodes=a4-[0-1] n=2 part=a4 acct=ml",
+        "user=uma name=train cluster=c1 tasks=2",
+        f"gpus=2 cuda=0,1 dir={tmp_path}/slurm/c1/home/uma",
+    ]
+    assert lines(job, "stderr") == ["oops"]
+    # two prolog scripts on each of two nodes, in order; the epilog on both nodes
+    for node in ("a4-0", "a4-1"):
+        assert lines(job, "prolog", node) == ["First prolog script running", "Second prolog script running"]
+        assert lines(job, "epilog", node) == ["Epilog script running"]
+    out = (tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.out").read_text()
+    assert out.startswith(f"id={job.job_id} nodes=a4-[0-1]") and "oops" in out
+    assert not GpuAllocation.objects.filter(active=True).exists()
+    run = job.runs.get()
+    assert run.state == JobState.COMPLETED and run.end_time is not None and run.alloc_gpus == 4
+
+
+def test_prolog_and_epilog_get_slurms_prolog_environment(cluster, real_pools, now, tmp_path):
+    cluster.prolog_scripts = ["#!/bin/bash\necho \"$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID $SLURM_JOB_USER "
+                              "$SLURM_JOB_NODELIST $SLURMD_NODENAME $SLURM_JOB_RESTART_COUNT home=${HOME:-none}\""]
+    cluster.epilog_scripts = ["#!/bin/bash\necho \"$SLURM_SCRIPT_CONTEXT $SLURM_JOB_EXIT_CODE2\""]
+    cluster.save()
+    job = make_job(cluster, script="#!/bin/bash\nexit 3\n", now=now)
+    start_job(job, ["a4-1"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    assert lines(job, "prolog") == [f"prolog_slurmd {job.job_id} uma a4-1 a4-1 0 home=none"]
+    assert lines(job, "epilog") == ["epilog_slurmd 3:0"]
+    assert job.state == JobState.FAILED and job.exit_code == 3
+
+
+def test_a_failing_prolog_drains_the_node_and_requeues_the_job_held(cluster, real_pools, now, tmp_path):
+    cluster.prolog_scripts = ["#!/bin/bash\necho broken; exit 1"]
+    cluster.save()
+    job = make_job(cluster, now=now)
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    node = Node.objects.get(name="a4-0")
+    assert (node.state, node.state_reason) == (NodeState.DRAIN, "Prolog error")
+    assert (job.state, job.hold, job.reason, job.priority) == (JobState.PENDING, Hold.USER, "JobHeldUser", 0)
+    assert job.state_desc == "launch failed requeued held"
+    assert job.restart_count == 1
+    assert job.runs.get().state == JobState.REQUEUED
+    assert not lines(job, "stdout")
+
+
+def test_a_failing_epilog_drains_the_node(cluster, real_pools, now, tmp_path):
+    cluster.epilog_scripts = ["#!/bin/bash\nexit 2"]
+    cluster.save()
+    job = make_job(cluster, now=now)
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    assert job.state == JobState.COMPLETED
+    node = Node.objects.get(name="a4-0")
+    assert (node.state, node.state_reason) == (NodeState.DRAIN, "Epilog error")
+
+
+def test_cancelling_a_running_job_signals_its_script(cluster, real_pools, now, tmp_path, cast):
+    from trainhub.slurm.services.jobs import job_cancel
+
+    job = make_job(cluster, script="#!/bin/bash\necho started\nsleep 30\n", now=now)
+    start_job(job, ["a4-0"], now=now)
+    agent = agent_for(tmp_path)
+    moment = run_until(agent, job, now, lambda j: "started" in lines(j, "stdout"))
+    job_cancel(job=job, actor=cast["uma"], is_admin=False, now=moment)
+    run_until(agent, job, moment, nodes_done)
+    assert job.state == JobState.CANCELLED
+    assert (job.exit_code, job.exit_signal, job.state_desc) == (0, 15, "by uma")
+
+
+def test_a_simulated_pool_runs_no_script_but_prolog_and_epilog_run(cluster, slurm_pools, now, tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\ntouch /should-not-exist\n", now=now)
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done, limit=10**4)
+    assert job.state == JobState.COMPLETED
+    assert lines(job, "stdout")[0] == f"simulated batch script of job {job.job_id} on a4-0"
+    assert lines(job, "prolog") == ["First prolog script running", "Second prolog script running"]
+
+
+def test_a_job_waits_for_the_previous_job_on_its_gpus_to_leave(cluster, real_pools, now, tmp_path):
+    from trainhub.slurm.services.lifecycle import job_requeue
+
+    first = make_job(cluster, script="#!/bin/bash\necho first\nsleep 30\n", gpus_per_node=8, now=now)
+    start_job(first, ["a4-0"], now=now)
+    agent = agent_for(tmp_path)
+    moment = run_until(agent, first, now, lambda j: "first" in lines(j, "stdout"))
+    job_requeue(job=first, now=moment, record_state=JobState.PREEMPTED, desc="preempted")
+    second = make_job(cluster, script="#!/bin/bash\necho second\n", gpus_per_node=8, now=moment)
+    start_job(second, ["a4-0"], now=moment)
+    agent.tick(now=later(moment, 0.01))
+    assert JobNode.objects.get(job=second).phase == NodePhase.PROLOG and not lines(second, "prolog")
+    run_until(agent, second, moment, nodes_done)
+    assert second.state == JobState.COMPLETED
+    assert first.runs.get().state == JobState.PREEMPTED
+    first.refresh_from_db()
+    assert first.state == JobState.PENDING and first.restart_count == 1
+
+
+def test_output_and_error_files_follow_the_patterns(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\necho out; echo err >&2\n", name="named", now=now,
+                   stdout_pattern="/scratch/%x-%j.log", stderr_pattern="errors/%j.err")
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    root = tmp_path / "slurm" / "c1"
+    assert (root / "scratch" / f"named-{job.job_id}.log").read_text() == "out\n"
+    assert (root / "home" / "uma" / "errors" / f"{job.job_id}.err").read_text() == "err\n"
+
+
+def test_a_restarted_agent_requeues_the_job_whose_script_it_lost(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\nsleep 30\n", now=now)
+    start_job(job, ["a4-0"], now=now)
+    first = agent_for(tmp_path)
+    run_until(first, job, now, lambda j: JobNode.objects.filter(job=j, phase=NodePhase.RUNNING).exists())
+    first.shutdown()
+    assert agent_for(tmp_path).recover(now=later(now, 5)) == 1
+    job.refresh_from_db()
+    assert (job.state, job.restart_count) == (JobState.PENDING, 1)
+    assert job.runs.get().state == JobState.NODE_FAIL
+
+
+def test_a_preempted_script_gets_its_grace_time_before_sigkill(cluster, real_pools, now, tmp_path):
+    from trainhub.slurm.services.lifecycle import job_requeue
+
+    # The script ignores SIGTERM, as a job checkpointing in its GraceTime would keep running.
+    job = make_job(cluster, script="#!/bin/bash\ntrap '' TERM\necho up\nwhile true; do sleep 0.1; done\n", now=now)
+    start_job(job, ["a4-0"], now=now)
+    agent = agent_for(tmp_path)
+    moment = run_until(agent, job, now, lambda j: "up" in lines(j, "stdout"))
+    job_requeue(job=job, now=moment, record_state=JobState.PREEMPTED, desc="preempted", kill_at=later(moment, 30))
+    for _ in range(20):  # well past the agent's 1 s KillWait, inside the 30 s GraceTime
+        moment = later(moment, 0.5)
+        agent.tick(now=moment)
+        time.sleep(0.02)
+    assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.RUNNING
+    run_until(agent, job, later(moment, 30), nodes_done)
+    assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.DONE

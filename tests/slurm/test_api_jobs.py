@@ -1,0 +1,135 @@
+"""Slurm jobs over REST: sbatch with Slurm's validation and messages, squeue-like listing,
+scancel and scontrol hold / release / nice, with Slurm's permissions."""
+
+import pytest
+
+from tests.slurm.conftest import JOBS, run_pass, sbatch
+from trainhub.slurm.models import Hold, JobState, SlurmJob
+
+
+def test_sbatch_wrap_queues_a_job_in_the_default_partition(api, accounts):
+    response = sbatch(api, "uma", "--wrap", "hostname", "-t", "10")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["message"] == f"Submitted batch job {body['jobId']}"
+    job = SlurmJob.objects.get(job_id=body["jobId"])
+    assert (job.partition, job.account, job.qos, job.user_name, job.time_limit) == ("a4", "ml", "normal", "uma", 10)
+    assert job.script == "#!/bin/sh\n# This script was created by sbatch --wrap.\n\nhostname\n"
+    assert job.state == JobState.PENDING
+
+
+def test_job_ids_increase_per_cluster(api, accounts):
+    ids = [sbatch(api, "uma", "--wrap", "true").json()["jobId"] for _ in range(3)]
+    assert ids == [1, 2, 3]
+
+
+def test_sbatch_directives_in_the_script_are_honoured_and_the_command_line_wins(api, accounts):
+    script = "#!/bin/bash\n#SBATCH -J from-script\n#SBATCH --gres=gpu:4\n#SBATCH -t 30\nnvidia-smi\n"
+    job_id = sbatch(api, "uma", "-t", "5", script=script).json()["jobId"]
+    job = SlurmJob.objects.get(job_id=job_id)
+    assert (job.name, job.gpus_per_node, job.time_limit) == ("from-script", 4, 5)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-A", "bio", "--wrap", "x"], "sbatch: error: Batch job submission failed: Invalid account or "
+                                   "account/partition combination specified"),
+    (["-q", "nope", "--wrap", "x"], "sbatch: error: Batch job submission failed: Invalid qos specification"),
+    (["-p", "gpu", "--wrap", "x"], "sbatch: error: invalid partition specified: gpu\nsbatch: error: Batch job "
+                                   "submission failed: Invalid partition name specified"),
+    (["--gres=gpu:9", "--wrap", "x"], "sbatch: error: Batch job submission failed: Requested node configuration "
+                                      "is not available"),
+    (["-N", "3", "--wrap", "x"], "sbatch: error: Batch job submission failed: Node count specification invalid"),
+    (["--frobnicate"], "sbatch: unrecognized option '--frobnicate'"),
+    ([], "sbatch: error: Batch job submission failed: a batch script or --wrap is required"),
+    (["-o", "../../etc/x", "--wrap", "x"], "sbatch: error: --output=../../etc/x: the path may not leave the "
+                                           "cluster's file system"),
+    (["-D", "/home/../etc", "--wrap", "x"], "sbatch: error: chdir(/home/../etc): no such directory on the cluster"),
+])
+def test_sbatch_refuses_with_slurms_message(api, accounts, args, message):
+    response = sbatch(api, "uma", *args)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == message
+    assert not SlurmJob.objects.exists()
+
+
+def test_a_user_without_an_association_cannot_submit(api, accounts):
+    response = sbatch(api, "vic", "--wrap", "x")
+    assert response.status_code == 403  # viewers may not submit at all
+    from trainhub.iam.models import Membership
+
+    Membership.objects.filter(user__username="vic").update(role="user")
+    response = sbatch(api, "vic", "--wrap", "x")
+    assert response.json()["error"]["message"].endswith("Invalid account or account/partition combination specified")
+
+
+def test_a_script_needs_a_shebang(api, accounts):
+    response = sbatch(api, "uma", script="echo hi\n")
+    assert "This does not look like a batch script" in response.json()["error"]["message"]
+
+
+def test_hold_then_release(api, accounts):
+    job_id = sbatch(api, "uma", "-H", "--wrap", "x").json()["jobId"]
+    job = SlurmJob.objects.get(job_id=job_id)
+    assert (job.hold, job.reason, job.priority) == (Hold.USER, "JobHeldUser", 0)
+    response = api("uma").post(f"{JOBS}/{job_id}:release", {}, format="json")
+    assert response.status_code == 200
+    run_pass(accounts)
+    job.refresh_from_db()
+    assert job.hold == Hold.NONE and job.state == JobState.RUNNING
+    response = api("uma").post(f"{JOBS}/{job_id}:hold", {}, format="json")
+    assert response.json()["error"]["message"] == f"scontrol: error: Job is no longer pending execution for job {job_id}"
+    later = sbatch(api, "uma", "--begin=now+1hours", "--wrap", "x").json()["jobId"]
+    assert api("uma").post(f"{JOBS}/{later}:hold", {}, format="json").json()["reason"] == "JobHeldUser"
+
+
+def test_an_admins_hold_only_an_admin_releases(api, accounts):
+    job_id = sbatch(api, "uma", "--begin=now+1hours", "--wrap", "x").json()["jobId"]
+    assert api("alice").post(f"{JOBS}/{job_id}:hold", {}, format="json").json()["reason"] == "JobHeldAdmin"
+    response = api("uma").post(f"{JOBS}/{job_id}:release", {}, format="json")
+    assert response.status_code == 403
+    assert response.json()["error"]["message"] == f"scontrol: error: Access/permission denied for job {job_id}"
+    assert api("alice").post(f"{JOBS}/{job_id}:release", {}, format="json").status_code == 200
+
+
+def test_scancel_a_pending_job(api, accounts):
+    job_id = sbatch(api, "uma", "--wrap", "x").json()["jobId"]
+    body = api("uma").post(f"{JOBS}/{job_id}:cancel", {}, format="json").json()
+    assert body["state"] == "CANCELLED" and body["stateDesc"] == "by uma"
+    again = api("uma").post(f"{JOBS}/{job_id}:cancel", {}, format="json")
+    assert again.json()["error"]["message"] == (
+        f"scancel: error: Kill job error on job id {job_id}: Job/step already completing or completed")
+
+
+def test_users_cannot_cancel_other_users_jobs(api, accounts, cast):
+    from trainhub.iam.models import Membership
+
+    Membership.objects.filter(user__username="vic").update(role="user")
+    job_id = sbatch(api, "uma", "--wrap", "x").json()["jobId"]
+    response = api("vic").post(f"{JOBS}/{job_id}:cancel", {}, format="json")
+    assert response.status_code == 403
+    assert response.json()["error"]["message"] == (
+        f"scancel: error: Kill job error on job id {job_id}: Access/permission denied")
+
+
+def test_nice_lowers_priority_and_only_admins_go_negative(api, accounts):
+    job_id = sbatch(api, "uma", "--begin=now+1hours", "--wrap", "x").json()["jobId"]
+    run_pass(accounts)
+    before = SlurmJob.objects.get(job_id=job_id).priority
+    assert api("uma").post(f"{JOBS}/{job_id}:update", {"nice": 50}, format="json").json()["nice"] == 50
+    run_pass(accounts)
+    assert SlurmJob.objects.get(job_id=job_id).priority == before - 50
+    assert api("uma").post(f"{JOBS}/{job_id}:update", {"nice": -10}, format="json").status_code == 403
+    assert api("alice").post(f"{JOBS}/{job_id}:update", {"nice": -10}, format="json").json()["nice"] == -10
+
+
+def test_listing_and_getting_jobs(api, accounts):
+    ids = [sbatch(api, "uma", "--wrap", "x").json()["jobId"] for _ in range(3)]
+    page = api("vic").get(JOBS, {"pageSize": 2}).json()
+    assert [job["jobId"] for job in page["jobs"]] == ids[:2]
+    rest = api("vic").get(JOBS, {"pageSize": 2, "pageToken": page["nextPageToken"]}).json()
+    assert [job["jobId"] for job in rest["jobs"]] == ids[2:]
+    detail = api("vic").get(f"{JOBS}/{ids[0]}").json()
+    assert detail["events"][0]["message"].startswith("Submitted by uma")
+    assert api("mallory").get(f"{JOBS}/{ids[0]}").status_code == 404
+    assert api("vic").get(f"{JOBS}/999").json()["error"]["message"] == (
+        "slurm_load_jobs error: Invalid job id specified (999).")

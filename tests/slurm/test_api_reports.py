@@ -1,0 +1,131 @@
+"""squeue, sprio, sshare and sacct over REST: Slurm's layouts with the numbers Slurm would print."""
+
+import datetime as dt
+
+import pytest
+
+from tests.slurm.conftest import CLUSTERS, DAY, run_pass
+from trainhub.inventory.models import Node, NodeState
+from trainhub.slurm.models import JobNode, JobState, SlurmJob
+from trainhub.slurm.services.jobs import Submission, job_submit
+from trainhub.slurm.services.lifecycle import job_batch_finished
+
+BASE = f"{CLUSTERS}/c1"
+
+
+def row(*cells):
+    """A sprio line: JOBID right 15, PARTITION left 9, then right-justified 10-wide numbers."""
+    job_id, partition, *numbers = cells
+    return " ".join([str(job_id).rjust(15), partition.ljust(9), *(str(n).rjust(10) for n in numbers)])
+
+
+def test_sprio_shows_age_and_fair_tree_fairshare(api, queue):
+    text = api("vic").get(f"{BASE}/sprio").json()["text"]
+    # age 1000 * 1 day / 7 days = 142.857 (printed 143); Fair Tree: bob 1.0, alice 2/3, uma 1/3
+    assert text.splitlines() == [
+        "          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE",
+        row(1, "a4", 3476, 0, 143, 3333),
+        row(2, "a4", 6809, 0, 143, 6667),
+        row(3, "a4", 10142, 0, 143, 10000),
+    ]
+
+
+def test_sprio_weights_long_and_norm(api, queue):
+    assert api("vic").get(f"{BASE}/sprio", {"weights": "true"}).json()["text"].splitlines()[1] == (
+        "        Weights                               1       1000      10000")
+    long = api("vic").get(f"{BASE}/sprio", {"long": "true", "jobs": "1"}).json()["text"].splitlines()
+    assert long[0].split() == ["JOBID", "PARTITION", "USER", "ACCOUNT", "PRIORITY", "SITE", "AGE", "ASSOC",
+                               "FAIRSHARE", "JOBSIZE", "PARTITION", "QOSNAME", "QOS", "NICE", "TRES"]
+    assert long[1].split() == ["1", "a4", "uma", "ml", "3476", "0", "143", "0", "3333", "0", "0", "normal", "0", "0"]
+    norm = api("vic").get(f"{BASE}/sprio", {"norm": "true", "jobs": "3"}).json()["text"].splitlines()
+    assert norm[1].split() == ["3", "a4", "0.00000236", "0.1428571", "1.0000000"]
+    rows = api("vic").get(f"{BASE}/sprio").json()["rows"]
+    assert rows[0]["factors"]["fairshare"]["factor"] == pytest.approx(1 / 3)
+
+
+def test_sprio_for_an_unknown_job(api, queue):
+    assert api("vic").get(f"{BASE}/sprio", {"jobs": "99"}).json()["text"] == (
+        "Unable to find jobs matching user/id(s) specified\n")
+
+
+def test_squeue_shows_pending_reasons_and_running_nodes(api, queue, accounts, now):
+    Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
+    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    text = api("vic").get(f"{BASE}/squeue").json()["text"].splitlines()
+    assert text[0] == "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    # bob's job has the highest priority and takes the free node; the others wait (squeue sorts
+    # by partition, state - pending first - and descending priority)
+    assert text[1].split() == ["2", "a4", "wrap", "alice", "PD", "0:00", "1", "(Resources)"]
+    assert text[2].split() == ["1", "a4", "wrap", "uma", "PD", "0:00", "1", "(Priority)"]
+    assert text[3].split() == ["3", "a4", "job", "bob", "R", "0:00", "1", "a4-0"]
+    mine = api("vic").get(f"{BASE}/squeue", {"user": "uma", "long": "true"}).json()["text"].splitlines()
+    assert mine[0].split()[4:7] == ["STATE", "TIME", "TIME_LIMI"]  # cut to its 9 columns, as squeue -l prints it and mine[1].split()[4] == "PENDING"
+
+
+def test_sshare_all_shows_the_tree(api, queue):
+    text = api("vic").get(f"{BASE}/sshare", {"all": "true"}).json()["text"].splitlines()
+    assert text[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "
+    accounts = [(line[:20].rstrip(), line[21:31].strip()) for line in text[2:]]
+    assert accounts[0] == ("root", "")
+    fairshare = {line[21:31].strip(): float(line.split()[-1]) for line in text[2:] if line[21:31].strip()}
+    assert fairshare == pytest.approx({"uma": 0.333333, "alice": 0.666667, "bob": 1.0}, abs=1e-6)
+
+
+def test_sacct_shows_the_callers_runs_with_accounting(api, accounts, cast, now):
+    job = job_submit(cluster=accounts, user=cast["uma"], now=now,
+                     submission=Submission(argv=("-J", "train", "--gres=gpu:2", "-n", "4", "--wrap", "x")))
+    run_pass(accounts, now)
+    job.refresh_from_db()
+    job_batch_finished(job_node=JobNode.objects.get(job=job), exit_code=0, signal=0, max_rss_kb=2048,
+                       now=now + dt.timedelta(seconds=60))
+    body = api("uma").get(f"{BASE}/sacct").json()
+    assert body["text"].splitlines() == [
+        "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode ",
+        "------------ ---------- ---------- ---------- ---------- ---------- -------- ",
+        f"{job.job_id:<12}      train         a4         ml          4  COMPLETED      0:0 ",
+    ]
+    accounting = body["rows"][0]
+    assert (accounting["elapsedSeconds"], accounting["cpuSeconds"], accounting["gpuSeconds"],
+            accounting["maxRssKb"]) == (60, 240, 120, 2048)
+    assert api("alice").get(f"{BASE}/sacct").json()["rows"] == []  # only one's own jobs without -a
+    assert len(api("alice").get(f"{BASE}/sacct", {"allusers": "true"}).json()["rows"]) == 1
+
+
+def test_sacct_duplicates_show_a_preempted_run_and_the_requeued_job(api, accounts, cast, now):
+    from trainhub.slurm.services.lifecycle import job_requeue
+
+    job = job_submit(cluster=accounts, user=cast["uma"], now=now, submission=Submission(argv=("--wrap", "x")))
+    run_pass(accounts, now)
+    job_requeue(job=SlurmJob.objects.get(pk=job.pk), now=now + dt.timedelta(seconds=30),
+                record_state=JobState.PREEMPTED, desc="preempted by job 9")
+    states = [line.split()[5] for line in api("uma").get(f"{BASE}/sacct", {"duplicates": "true"}).json()["text"]
+              .splitlines()[2:]]
+    assert states == ["PREEMPTED", "PENDING"]
+    latest = api("uma").get(f"{BASE}/sacct").json()["text"].splitlines()[2:]
+    assert [line.split()[5] for line in latest] == ["PENDING"]
+    brief = api("uma").get(f"{BASE}/sacct", {"brief": "true", "duplicates": "true"}).json()["text"].splitlines()
+    assert brief[0].split() == ["JobID", "State", "ExitCode"]
+
+
+def test_reports_need_membership(api, queue):
+    for name in ("squeue", "sprio", "sshare", "sacct"):
+        assert api("mallory").get(f"{BASE}/{name}").status_code == 404
+
+
+def test_rows_come_a_page_at_a_time_with_the_whole_text(api, queue):
+    first = api("vic").get(f"{BASE}/sprio", {"pageSize": 2}).json()
+    assert [row["jobId"] for row in first["rows"]] == [1, 2] and len(first["text"].splitlines()) == 4
+    rest = api("vic").get(f"{BASE}/sprio", {"pageSize": 2, "pageToken": first["nextPageToken"]}).json()
+    assert [row["jobId"] for row in rest["rows"]] == [3] and "nextPageToken" not in rest
+    assert api("vic").get(f"{BASE}/sprio", {"pageSize": 0}).status_code == 400
+
+
+def test_tres_weights_add_a_tres_column(api, queue, accounts, now):
+    from trainhub.slurm.services.clusters import cluster_config_set
+
+    cluster_config_set(cluster=accounts, changes={"PriorityWeightTRES": "GRES/gpu=2000"}, actor="alice")
+    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    lines = api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()
+    assert lines[0].split()[-1] == "TRES"
+    # 8 of the partition's 16 GPUs: 0.5 * 2000
+    assert lines[1].split()[-1] == "gres/gpu=1000"

@@ -1,0 +1,103 @@
+"""`trainhub slurm ...` against a live server: sbatch with --wrap and with a script file, squeue,
+sprio, sshare, sacct, scancel, scontrol and sacctmgr print what the Slurm commands print."""
+
+import pytest
+
+from tests.slurm.conftest import run_pass
+from trainhub.cli import slurm as slurm_cli
+from trainhub.cli.main import main
+from trainhub.slurm.models import Association, Hold, JobState, SlurmJob
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def cli(live_server, cast, tmp_path, capsys):
+    def as_user(name):
+        environ = {"TRAINHUB_CONFIG": str(tmp_path / f"{name}.json"), "TRAINHUB_PROJECT": "alpha"}
+        code = main(["auth", "login", "--url", live_server.url, "--username", name, "--password",
+                     f"{name}-password"], environ=environ)
+        assert code == 0
+        capsys.readouterr()
+
+        def run(*argv):
+            code = main(["slurm", *argv], environ=environ)
+            captured = capsys.readouterr()
+            return code, captured.out, captured.err
+
+        return run
+
+    return as_user
+
+
+def test_the_issue_command_line_submits_and_squeue_shows_it(cli, accounts):
+    uma = cli("uma")
+    code, out, err = uma("sbatch", "--cluster", "c1", "-p", "a4", "-A", "ml", "-q", "normal", "-N", "1",
+                         "--gres=gpu:2", "-t", "10", "--wrap", "hostname")
+    assert code == 0, err
+    job = SlurmJob.objects.get()
+    assert out == f"Submitted batch job {job.job_id}\n"
+    code, out, _ = uma("squeue", "--cluster", "c1")
+    assert out.splitlines()[0] == "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    # the submission asked for a pass (Celery runs eagerly here), which started the job at once
+    assert out.splitlines()[1].split()[:5] == [str(job.job_id), "a4", "wrap", "uma", "R"]
+
+
+def test_a_script_file_with_sbatch_lines_and_arguments(cli, accounts, tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/bash\n#SBATCH -J train\n#SBATCH --gres=gpu:4\necho $1\n")
+    code, out, err = cli("uma")("sbatch", "-t", "5", str(script), "epoch-1")  # the region's only cluster
+    assert code == 0, err
+    job = SlurmJob.objects.get()
+    assert (job.name, job.gpus_per_node, job.time_limit, job.script_args) == ("train", 4, 5, ["epoch-1"])
+
+
+def test_sbatch_errors_are_slurms(cli, accounts):
+    code, _, err = cli("uma")("sbatch", "-A", "bio", "--wrap", "x")
+    assert code == 1
+    assert "Invalid account or account/partition combination specified" in err
+    code, _, err = cli("uma")("sbatch", "--bogus")
+    assert code == 1 and "sbatch: unrecognized option '--bogus'" in err
+
+
+def test_scontrol_hold_release_and_scancel(cli, accounts):
+    uma = cli("uma")
+    uma("sbatch", "--begin=now+1hours", "--wrap", "x")
+    job = SlurmJob.objects.get()
+    assert uma("scontrol", "hold", str(job.job_id))[0] == 0
+    job.refresh_from_db()
+    assert job.hold == Hold.USER
+    assert uma("scontrol", "release", str(job.job_id))[0] == 0
+    assert uma("scontrol", "update", f"jobid={job.job_id}", "nice=10")[0] == 0
+    job.refresh_from_db()
+    assert (job.hold, job.nice) == (Hold.NONE, 10)
+    assert uma("scancel", str(job.job_id)) == (0, "", "")
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+
+
+def test_sprio_sshare_and_sacct(cli, accounts):
+    uma = cli("uma")
+    uma("sbatch", "--begin=now+1hours", "--wrap", "x")
+    Association.objects.filter(user="uma").update(raw_usage=10)
+    run_pass(accounts)
+    code, out, _ = uma("sprio", "-w")
+    assert out.splitlines()[1].split() == ["Weights", "1", "1000", "10000"]
+    code, out, _ = uma("sshare")
+    assert [line.split()[1] for line in out.splitlines()[2:] if len(line[21:31].strip())] == ["uma"]
+    code, out, _ = uma("sacct")
+    assert out.splitlines()[2].split()[-2:] == ["PENDING", "0:0"]
+
+
+def test_sacctmgr_with_i_commits_and_without_it_discards_when_not_interactive(cli, cluster, monkeypatch):
+    alice = cli("alice")
+    code, out, _ = alice("sacctmgr", "add", "account", "ml")
+    assert out.endswith("(N/y): \n Changes Discarded\n")
+    code, out, _ = alice("sacctmgr", "-i", "add", "account", "ml")
+    assert code == 0 and out.startswith(" Adding Account(s)\n  ml\n")
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr(slurm_cli, "_input", lambda: "y")
+    code, out, _ = alice("sacctmgr", "add", "User", "Accounts=ml", "Partition=a4", "uma")
+    assert code == 0 and Association.objects.filter(user="uma", partition="a4").exists()
+    code, out, _ = cli("uma")("sacctmgr", "modify", "user", "uma", "set", "maxjobs=1")
+    assert code == 1 and "privilege" in out

@@ -1,0 +1,159 @@
+"""sprio, sshare, squeue and sacct text exactly as Slurm lays it out (reference sections 2.4, 3, 5.4, 6.2)."""
+
+import datetime as dt
+import math
+
+from trainhub.slurm.conf import parse_config
+from trainhub.slurm.fairshare import Association, compute_fairshare
+from trainhub.slurm.formats import (
+    PrintField,
+    SacctJob,
+    SqueueJob,
+    print_fields,
+    sacct_rows,
+    sacct_text,
+    sprio_format,
+    sprio_rows,
+    sprio_text,
+    squeue_text,
+    sshare_rows,
+    sshare_text,
+)
+from trainhub.slurm.priority import FACTOR_NAMES, Factor, PriorityBreakdown
+
+ALL_WEIGHTS = parse_config({"PriorityWeightAge": "1000", "PriorityWeightAssoc": "10", "PriorityWeightFairshare": "100000",
+                            "PriorityWeightJobSize": "1000", "PriorityWeightPartition": "10000",
+                            "PriorityWeightQOS": "1000", "PriorityWeightTRES": "GRES/gpu=1000"})
+FIVE_WEIGHTS = parse_config({"PriorityWeightAge": "1000", "PriorityWeightFairshare": "100000",
+                             "PriorityWeightJobSize": "1000", "PriorityWeightPartition": "10000",
+                             "PriorityWeightQOS": "1000"})
+
+
+def breakdown(job_id=65539, partition="gpu", *, weighted=None, normal=None, tres=None, **fields):
+    weighted = {"age": 0, "assoc": 0, "fairshare": 0, "jobsize": 0, "partition": 0, "qos": 0, **(weighted or {})}
+    """A breakdown whose weighted factors are ``weighted`` (normalised values ``normal`` when given)."""
+    normal = normal or {}
+    values = tuple(normal.get(name) or float(weighted[name]) for name in FACTOR_NAMES)
+    weights = tuple(weighted[name] / normal[name] if normal.get(name) else 1.0 for name in FACTOR_NAMES)
+    total = sum(weighted.values()) + sum(f.weighted for f in (tres or {}).values())
+    defaults = dict(user="alice", account="ml-team", qos="normal", priority=int(total), site=0, nice=0, total=total)
+    return PriorityBreakdown(job_id=job_id, partition=partition, values=values, weights=weights, tres=tres or {},
+                             **{**defaults, **fields})
+
+
+def test_sprio_default_header_with_every_weight():
+    assert sprio_text([], ALL_WEIGHTS) == (
+        "          JOBID PARTITION   PRIORITY       SITE        AGE      ASSOC  FAIRSHARE    JOBSIZE  PARTITION"
+        "        QOS                 TRES\n")
+
+
+def test_sprio_default_row_shows_only_weighted_factors():
+    text = sprio_text([breakdown(weighted={"fairshare": 51664, "jobsize": 1000, "partition": 10000})], FIVE_WEIGHTS)
+    assert text.splitlines() == [
+        "          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE    JOBSIZE  PARTITION        QOS",
+        "          65539 gpu            62664          0          0      51664       1000      10000          0"]
+
+
+def test_sprio_rounds_columns_but_truncates_the_priority():
+    text = sprio_text([breakdown(weighted={"age": 142.857, "fairshare": 5000.6})], FIVE_WEIGHTS)
+    cells = text.splitlines()[1].split()
+    assert cells[2] == "5143" and cells[4] == "143" and cells[5] == "5001"
+
+
+def test_sprio_long_layout():
+    config = parse_config({"PriorityWeightTRES": "GRES/gpu=1000"})
+    row = breakdown(1234, weighted={"age": 231, "fairshare": 5000, "partition": 10000},
+                    tres={"gres/gpu": Factor(0.125, 1000.0, 125.0)})
+    assert sprio_text([row], config, long=True).splitlines() == [
+        "          JOBID PARTITION     USER  ACCOUNT   PRIORITY       SITE        AGE      ASSOC  FAIRSHARE    JOBSIZE"
+        "  PARTITION    QOSNAME        QOS        NICE                 TRES",
+        "           1234 gpu          alice  ml-team      15356          0        231          0       5000          0"
+        "      10000     normal          0           0         gres/gpu=125"]
+
+
+def test_sprio_normalised_layout():
+    config = parse_config({"PriorityWeightAge": "1000", "PriorityWeightFairshare": "100000",
+                           "PriorityWeightPartition": "10000", "PriorityWeightQOS": "1000"})
+    row = breakdown(weighted={"age": 0.718, "fairshare": 51664.7, "partition": 10000},
+                    normal={"age": 0.000718, "fairshare": 0.516647, "partition": 1.0})
+    assert sprio_format(config, norm=True) == "%.15i %9r %10y %10a %10f %10p %10q"
+    assert sprio_text([row], config, norm=True).splitlines() == [
+        "          JOBID PARTITION PRIORITY   AGE        FAIRSHARE  PARTITION  QOS       ",
+        "          65539 gpu       0.00001435 0.0007180  0.5166470  1.0000000  0.0000000 "]
+
+
+def test_sprio_weights_row():
+    config = parse_config({"PriorityWeightFairshare": "100000"})
+    assert sprio_text([], config, weights=True).splitlines() == [
+        "          JOBID PARTITION   PRIORITY       SITE  FAIRSHARE",
+        "        Weights                               1     100000"]
+
+
+def test_sprio_rows_sort_by_job_id_and_cut_long_names():
+    rows = [breakdown(9, "a-very-long-partition"), breakdown(3)]
+    lines = sprio_text(rows, FIVE_WEIGHTS).splitlines()
+    assert lines[1].split()[0] == "3" and "a-very-lo " in lines[2]
+    assert sprio_rows(rows)[0]["jobId"] == 3
+    assert sprio_rows(rows)[0]["factors"]["fairshare"] == {"factor": 0.0, "weight": 1.0, "weighted": 0.0}
+
+
+def test_sshare_fair_tree_layout_indents_the_tree():
+    result = compute_fairshare([Association("root", "root", shares=None),
+                                Association("ml", "ml", parent="root", shares=1),
+                                Association("alice@ml", "ml", user="alice", parent="ml", usage=100.7),
+                                Association("bob@ml", "ml", user="bob", parent="ml", shares=2)])
+    assert sshare_text(result.rows, all_users=True).splitlines() == [
+        "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare ",
+        "-------------------- ---------- ---------- ----------- ----------- ------------- ---------- ",
+        "root                                          1.000000         100      1.000000            ",
+        " ml                                      1    1.000000         100      1.000000            ",
+        "  ml                      alice          1    0.333333         100      1.000000   0.500000 ",
+        "  ml                        bob          2    0.666667           0      0.000000   1.000000 "]
+    long_rows = [line.split("|") for line in sshare_text(result.rows, long=True, all_users=True,
+                                                          parsable="plain").splitlines()]
+    assert long_rows[0][8] == "LevelFS"
+    assert [row[8] for row in long_rows[1:]] == ["", "1.000000", "0.333333", "inf"]
+    assert len(sshare_text(result.rows, user="bob").splitlines()) == 5
+    assert sshare_rows(result.rows)[2]["levelFsInfinite"] is False
+    assert sshare_text(result.rows, parsable="plain", all_users=True).splitlines()[0] == (
+        "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare")
+    assert sshare_text(result.rows, parsable="ending", all_users=True).splitlines()[1] == (
+        "root|||1.000000|100|1.000000||")
+
+
+def test_print_fields_cuts_strings_with_a_plus_and_blanks_unset_numbers():
+    fields = [PrintField("Name", -6), PrintField("Count", 5, "uint"), PrintField("Share", 8, "double")]
+    assert print_fields(fields, [["averylongname", None, 4294967294.0], ["ok", 3, math.inf]]).splitlines() == [
+        "Name   Count    Share ", "------ ----- -------- ", "avery+                ", "ok         3      inf "]
+
+
+def test_squeue_default_and_start_layouts():
+    now = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
+    jobs = [SqueueJob(1234, "gpu", "train", "alice", "PENDING", reason="Priority", priority=5,
+                      start_time=now + dt.timedelta(hours=1), sched_nodes="a4-[0-1]"),
+            SqueueJob(1200, "gpu", "train", "alice", "RUNNING", elapsed_seconds=3723, nodes=2, nodelist="a4-[0-1]")]
+    assert squeue_text(jobs).splitlines() == [
+        "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)",
+        "              1234       gpu    train    alice PD       0:00      1 (Priority)",
+        "              1200       gpu    train    alice  R    1:02:03      2 a4-[0-1]"]
+    assert squeue_text(jobs, start=True).splitlines() == [
+        "             JOBID PARTITION     NAME     USER ST          START_TIME  NODES SCHEDNODES           "
+        "NODELIST(REASON)",
+        "              1234       gpu    train    alice PD 2025-03-01T13:00:00      1 a4-[0-1]             (Priority)"]
+    assert squeue_text(jobs, long=True).splitlines()[0] == (
+        "             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)")
+
+
+def test_sacct_default_layout_and_cancelled_state():
+    jobs = [SacctJob("17", "train", "gpu", "ml-team", 8, "CANCELLED by 1000", "0:15"),
+            SacctJob("18", "train", "gpu", "ml-team", 8, "COMPLETED")]
+    assert sacct_text(jobs).splitlines() == [
+        "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode ",
+        "------------ ---------- ---------- ---------- ---------- ---------- -------- ",
+        "17                train        gpu    ml-team          8 CANCELLED+     0:15 ",
+        "18                train        gpu    ml-team          8  COMPLETED      0:0 "]
+    text = sacct_text([SacctJob("5", "x", "gpu", "a", 2, "TIMEOUT", elapsed_seconds=90061, time_limit_minutes=60)],
+                      fields=["JobID", "Elapsed", "Timelimit", "CPUTime%12"], parsable="plain")
+    assert text.splitlines() == ["JobID|Elapsed|Timelimit|CPUTime", "5|1-01:01:01|01:00:00|2-02:02:02"]
+    assert sacct_rows(jobs, fields=["jobid", "state"]) == [{"JobID": "17", "State": "CANCELLED by 1000"},
+                                                            {"JobID": "18", "State": "COMPLETED"}]

@@ -1,0 +1,222 @@
+"""The scheduler pass on the database: allocation at GPU granularity, Slurm's pending reasons,
+backfill estimates, limits, time limits, usage, and partition_prio preemption with REQUEUE."""
+
+import datetime as dt
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from tests.slurm.conftest import run_pass, seed_spec, slurm_spec
+from trainhub.inventory.models import Node, NodeState
+from trainhub.slurm.models import Association, GpuAllocation, JobNode, JobState, SlurmJob
+from trainhub.slurm.services.accounting import account_add, associations_modify, user_add
+from trainhub.slurm.services.clusters import cluster_create
+from trainhub.slurm.services.jobs import Submission, job_submit
+
+
+def at(now, **delta):
+    return now + dt.timedelta(**delta)
+
+
+def submit(cluster, user, *args, now, script=None):
+    return job_submit(cluster=cluster, user=user, submission=Submission(argv=tuple(args), script=script), now=now)
+
+
+def reload(job):
+    job.refresh_from_db()
+    return job
+
+
+def test_jobs_share_a_node_by_gpus_and_never_get_the_same_gpu(accounts, cast, now):
+    first = submit(accounts, cast["uma"], "--gres=gpu:4", "--wrap", "a", now=now)
+    second = submit(accounts, cast["uma"], "--gres=gpu:4", "--wrap", "b", now=now)
+    run_pass(accounts, now)
+    first, second = reload(first), reload(second)
+    assert first.state == second.state == JobState.RUNNING
+    assert first.node_list == second.node_list  # best fit packs the second job onto the same node
+    gpus = [set(JobNode.objects.get(job=job).gpu_indices) for job in (first, second)]
+    assert gpus[0].isdisjoint(gpus[1]) and gpus[0] | gpus[1] == set(range(8))
+    node = Node.objects.get(name=first.node_list)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        GpuAllocation.objects.create(job=first, node=node, gpu_index=min(gpus[1]))
+
+
+def test_a_multi_node_job_gets_all_its_nodes_at_once_or_waits(accounts, cast, now):
+    small = submit(accounts, cast["uma"], "--gres=gpu:1", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    big = submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "--wrap", "b", now=at(now, seconds=1))
+    run_pass(accounts, at(now, seconds=2))
+    big = reload(big)
+    assert big.state == JobState.PENDING and big.reason == "Resources"
+    assert not JobNode.objects.filter(job=big).exists()
+    from trainhub.slurm.services.jobs import job_cancel
+
+    job_cancel(job=reload(small), actor=cast["uma"], is_admin=False, now=at(now, seconds=3))
+    small = reload(small)
+    assert small.state == JobState.CANCELLED  # no batch script ran yet: it ends at once
+    run_pass(accounts, at(now, seconds=4))
+    big = reload(big)
+    assert big.state == JobState.RUNNING and big.node_list == "a4-[0-1]"
+    assert sorted(JobNode.objects.filter(job=big).values_list("batch_host", flat=True)) == [False, True]
+
+
+def test_later_jobs_of_a_blocked_partition_wait_for_priority(accounts, cast, now):
+    jobs = [submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "--wrap", str(i), now=now) for i in range(3)]
+    run_pass(accounts, now)
+    assert [reload(job).state for job in jobs] == [JobState.RUNNING, JobState.PENDING, JobState.PENDING]
+    assert [reload(job).reason for job in jobs[1:]] == ["Resources", "Priority"]
+
+
+def test_backfill_starts_a_short_job_that_delays_no_reservation_and_estimates_starts(accounts, cast, now):
+    running = submit(accounts, cast["uma"], "--gres=gpu:8", "-t", "60", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    big = submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "-t", "60", "--wrap", "b", now=at(now, seconds=1))
+    short = submit(accounts, cast["uma"], "--gres=gpu:8", "-t", "30", "--wrap", "c", now=at(now, seconds=2))
+    long = submit(accounts, cast["uma"], "--gres=gpu:8", "-t", "120", "--wrap", "d", now=at(now, seconds=3))
+    run_pass(accounts, at(now, seconds=4))
+    assert reload(running).state == JobState.RUNNING
+    big, short, long = reload(big), reload(short), reload(long)
+    assert big.state == JobState.PENDING and big.reason == "Resources"
+    # the big job's start is bounded by the running job's time limit (bf_resolution rounds it)
+    assert big.expected_start is not None and big.expected_start <= at(now, minutes=60, seconds=1)
+    assert short.state == JobState.RUNNING  # ends before the big job's reservation
+    assert long.state == JobState.PENDING  # would delay the big job
+
+
+def test_a_job_past_its_time_limit_is_stopped_as_timeout(accounts, cast, now):
+    job = submit(accounts, cast["uma"], "-t", "1", "--wrap", "sleep 600", now=now)
+    run_pass(accounts, now)
+    assert reload(job).state == JobState.RUNNING
+    run_pass(accounts, at(now, minutes=2))
+    job = reload(job)
+    # the batch script never launched (no agent ran its prolog), so it ends at once
+    assert job.state == JobState.TIMEOUT and job.state_desc == "DUE TO TIME LIMIT"
+
+
+def test_a_group_gpu_limit_keeps_jobs_pending_with_slurms_reason(accounts, cast, now):
+    ml = Association.objects.get(cluster=accounts, account__name="ml", user="")
+    associations_modify(cluster=accounts, associations=[ml], actor="test", settings={"grp_tres": {"gres/gpu": 8}})
+    first = submit(accounts, cast["uma"], "--gres=gpu:8", "--wrap", "a", now=now)
+    second = submit(accounts, cast["alice"], "--gres=gpu:1", "--wrap", "b", now=now)
+    run_pass(accounts, now)
+    assert reload(first).state == JobState.RUNNING
+    second = reload(second)
+    assert (second.state, second.reason) == (JobState.PENDING, "AssocGrpGRES")
+
+
+def test_running_jobs_accrue_billable_usage_on_their_association(accounts, cast, now):
+    job = submit(accounts, cast["uma"], "-n", "4", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    assert reload(job).state == JobState.RUNNING
+    run_pass(accounts, at(now, seconds=100))
+    uma = Association.objects.get(cluster=accounts, account__name="ml", user="uma")
+    # 4 CPUs billed (no TRESBillingWeights) for 100 s, decayed by a 7-day half-life
+    assert uma.raw_usage == pytest.approx(400, rel=1e-3)
+
+
+def test_a_node_that_goes_down_requeues_its_jobs_as_node_fail(accounts, cast, now):
+    job = submit(accounts, cast["uma"], "--gres=gpu:8", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    job = reload(job)
+    Node.objects.filter(name=job.node_list).update(state=NodeState.DOWN)
+    run_pass(accounts, at(now, seconds=5))
+    job = reload(job)
+    assert (job.state, job.restart_count, job.reason) == (JobState.PENDING, 1, "BeginTime")
+    assert job.runs.get().state == JobState.NODE_FAIL
+
+
+@pytest.fixture
+def tiered(admin, slurm_pools, now):
+    """The seed's config with two partitions on the same pool: low (PriorityTier=1), high (2)."""
+    body = seed_spec()
+    slurm_spec(body)["partitions"] = [
+        {"id": "low", "node_pool_ids": ["a4"]},
+        {"id": "high", "node_pool_ids": ["a4"], "config": {"PriorityTier": "2"}},
+    ]
+    cluster = cluster_create(project=admin.memberships.get().project, location="us-central1", cluster_id="tiers",
+                             body=body, user=admin, now=now)
+    account_add(cluster=cluster, name="ml", actor="test", now=now)
+    user_add(cluster=cluster, name="uma", accounts=["ml"], actor="test", now=now)
+    user_add(cluster=cluster, name="alice", accounts=["ml"], actor="test", now=now)
+    return cluster
+
+
+def test_partition_priority_preemption_requeues_the_lower_tier_job(tiered, cast, now):
+    low = submit(tiered, cast["uma"], "-p", "low", "-N", "2", "--gres=gpu:8", "--wrap", "train", now=now)
+    run_pass(tiered, now)
+    assert reload(low).state == JobState.RUNNING
+    high = submit(tiered, cast["alice"], "-p", "high", "--gres=gpu:8", "--wrap", "urgent", now=at(now, minutes=1))
+    run_pass(tiered, at(now, minutes=1))
+    # PreemptExemptTime=00:10:00: the low job may not be preempted before it ran 10 minutes
+    assert reload(low).state == JobState.RUNNING
+    assert reload(high).reason == "Resources"
+    moment = at(now, minutes=11)
+    run_pass(tiered, moment)
+    low = reload(low)
+    assert (low.state, low.restart_count, low.reason) == (JobState.PENDING, 1, "BeginTime")
+    assert low.begin_time == at(moment, seconds=121)
+    assert low.accrue_time is None and low.start_time is None
+    record = low.runs.get()
+    assert record.state == JobState.PREEMPTED and record.state_desc == f"preempted by job {high.job_id}"
+    assert not GpuAllocation.objects.filter(job=low, active=True).exists()
+    run_pass(tiered, at(moment, seconds=5))
+    high = reload(high)
+    assert high.state == JobState.RUNNING
+    assert reload(low).state == JobState.PENDING and SlurmJob.objects.get(pk=low.pk).job_id == low.job_id
+
+
+def test_a_requeued_job_runs_again_under_the_same_id(tiered, cast, now):
+    low = submit(tiered, cast["uma"], "-p", "low", "-N", "2", "--gres=gpu:8", "--wrap", "train", now=now)
+    run_pass(tiered, now)
+    high = submit(tiered, cast["alice"], "-p", "high", "-N", "2", "--gres=gpu:8", "-t", "5", "--wrap", "u",
+                  now=at(now, minutes=11))
+    run_pass(tiered, at(now, minutes=11))
+    run_pass(tiered, at(now, minutes=11, seconds=1))
+    assert reload(high).state == JobState.RUNNING
+    run_pass(tiered, at(now, minutes=17))  # high hits its 5-minute limit
+    assert reload(high).state == JobState.TIMEOUT
+    run_pass(tiered, at(now, minutes=17, seconds=1))
+    low = reload(low)
+    assert (low.state, low.restart_count) == (JobState.RUNNING, 1)
+    assert [run.state for run in low.runs.order_by("index")] == [JobState.PREEMPTED, JobState.RUNNING]
+
+
+def test_a_failed_pass_is_recorded_on_the_cluster_and_shown(accounts, client, cast, now, monkeypatch):
+    from trainhub.slurm.services import passes
+
+    def broken(**_kwargs):
+        raise RuntimeError("the scheduler fell over")
+
+    monkeypatch.setattr(passes, "cluster_pass", broken)
+    assert passes.cluster_pass_recorded(cluster_pk=accounts.pk, now=now) is None
+    accounts.refresh_from_db()
+    assert accounts.last_pass_summary == {"time": accounts.last_pass_summary["time"], "ok": False,
+                                          "error": "RuntimeError: the scheduler fell over"}
+    client.force_login(cast["vic"])
+    page = client.get("/slurm/projects/alpha/locations/us-central1/clusters/c1/").content.decode()
+    assert "failed: RuntimeError: the scheduler fell over" in page
+
+
+def test_a_finished_job_asks_for_a_pass(accounts, cast, now, django_capture_on_commit_callbacks):
+    from trainhub.slurm.services.lifecycle import job_batch_finished
+
+    job = submit(accounts, cast["uma"], "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    with django_capture_on_commit_callbacks(execute=True):
+        job_batch_finished(job_node=JobNode.objects.get(job=job), exit_code=0, signal=0, max_rss_kb=None, now=now)
+    accounts.refresh_from_db()
+    assert accounts.last_pass_summary["ok"] and accounts.last_pass_time > now  # the pass ran (eager Celery)
+
+
+def test_usage_decays_by_the_half_life_and_resets_at_the_period(accounts, now):
+    from trainhub.slurm.services.clusters import cluster_config_set
+
+    cluster_config_set(cluster=accounts, changes={"PriorityDecayHalfLife": "1-0"}, actor="alice")
+    Association.objects.filter(user="uma").update(raw_usage=1000.0)
+    run_pass(accounts, now)
+    run_pass(accounts, at(now, days=1))
+    # Slurm's per-second factor 1 - 0.693/half-life, to the power of a day: about one half
+    assert Association.objects.get(user="uma").raw_usage == pytest.approx(500, rel=0.01)
+    cluster_config_set(cluster=accounts, changes={"PriorityUsageResetPeriod": "DAILY"}, actor="alice")
+    run_pass(accounts, at(now, days=2, hours=1))
+    assert Association.objects.get(user="uma").raw_usage == 0

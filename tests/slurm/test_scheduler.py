@@ -1,0 +1,257 @@
+"""The scheduling pass: priority order, atomic multi-node starts, Slurm's reasons, backfill that never
+delays a reservation, squeue --start estimates, preemption."""
+
+import datetime as dt
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainhub.slurm.conf import parse_config, parse_partition_options
+from trainhub.slurm.limits import AssocRecord, JobRequest, LimitContext, LimitUsage, QosRecord
+from trainhub.slurm.preemption import PreemptPolicy
+from trainhub.slurm.scheduler import (
+    NodeState,
+    PendingJob,
+    Resources,
+    RunningJob,
+    Snapshot,
+    node_config_available,
+    queue_order,
+    schedule,
+)
+
+NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
+GPU4 = Resources(cpus=8, memory_mb=1000, gres={"gpu": 4})
+GPU8 = Resources(cpus=16, memory_mb=2000, gres={"gpu": 8})
+
+
+def nodes(count, prefix="n"):
+    return [NodeState(f"{prefix}{i}", cpus=16, memory_mb=64000, gres={"gpu": 8}) for i in range(count)]
+
+
+def pending(job_id, priority=100, nodes=1, per_node=GPU8, minutes=60, partition="gpu", **fields):
+    return PendingJob(job_id=job_id, partition=partition, priority=priority,
+                      submit_time=NOW - dt.timedelta(minutes=job_id), nodes=nodes, per_node=per_node,
+                      time_limit_minutes=minutes, **fields)
+
+
+def running(job_id, names, minutes_left, per_node=GPU8, partition="gpu", started_minutes_ago=30, **fields):
+    return RunningJob(job_id=job_id, partition=partition, allocation={name: per_node for name in names},
+                      start_time=NOW - dt.timedelta(minutes=started_minutes_ago),
+                      end_time=NOW + dt.timedelta(minutes=minutes_left), **fields)
+
+
+def snapshot(node_list, pending_jobs, running_jobs=(), partitions=None, options=None):
+    partitions = partitions or {"gpu": [node.name for node in node_list]}
+    options = options or {name: parse_partition_options({}) for name in partitions}
+    return Snapshot(nodes=node_list, partitions=partitions, partition_options=options, running=list(running_jobs),
+                    pending=list(pending_jobs))
+
+
+CONFIG = parse_config({})
+
+
+def started(plan):
+    return {start.job_id: start for start in plan.starts}
+
+
+def test_jobs_start_in_priority_order_on_free_nodes():
+    plan = schedule(snapshot(nodes(2), [pending(1, 10), pending(2, 30), pending(3, 20)]), CONFIG, NOW)
+    assert set(started(plan)) == {2, 3}
+    assert plan.waiting[1].reason == "Resources"
+
+
+def test_a_multi_node_job_gets_all_its_nodes_or_none():
+    plan = schedule(snapshot(nodes(3), [pending(1, 100, nodes=4), pending(2, 50)]), CONFIG, NOW)
+    assert 1 not in started(plan)
+    assert plan.waiting[1].reason == "PartitionNodeLimit"
+    plan = schedule(snapshot(nodes(4), [pending(1, 100, nodes=3), pending(2, 50, nodes=2)]), CONFIG, NOW)
+    assert len(started(plan)[1].nodes) == 3 and 2 not in started(plan)
+
+
+def test_after_a_blocked_job_its_partition_waits_with_priority():
+    node_list = nodes(2)
+    jobs = [pending(1, 100, nodes=2), pending(2, 50), pending(3, 40)]
+    run = [running(9, ["n0"], 30)]
+    plan = schedule(snapshot(node_list, jobs, run), parse_config({"SchedulerType": "sched/builtin"}), NOW)
+    assert plan.waiting[1].reason == "Resources"
+    assert plan.waiting[2].reason == plan.waiting[3].reason == "Priority"
+    assert not plan.starts
+
+
+def test_gpus_are_shared_per_node_and_the_best_fitting_node_is_used():
+    node_list = nodes(2)
+    run = [running(9, ["n1"], 30, per_node=GPU4)]
+    plan = schedule(snapshot(node_list, [pending(1, per_node=GPU4)], run), CONFIG, NOW)
+    assert started(plan)[1].nodes == ("n1",)
+    assert started(plan)[1].end_time == NOW + dt.timedelta(minutes=60)
+
+
+def test_select_linear_gives_whole_nodes():
+    config = parse_config({"SelectType": "select/linear"})
+    run = [running(9, ["n1"], 30, per_node=GPU4)]
+    plan = schedule(snapshot(nodes(2), [pending(1, 20, per_node=GPU4), pending(2, 10, per_node=GPU4)], run),
+                    config, NOW)
+    assert started(plan)[1].nodes == ("n0",)
+    assert started(plan)[1].allocation["n0"].gres == {"gpu": 8}
+    assert 2 not in started(plan)
+
+
+def test_held_future_dependent_and_down_partition_jobs_wait_without_blocking():
+    jobs = [pending(1, 100, hold_reason="JobHeldUser"), pending(2, 90, begin_time=NOW + dt.timedelta(hours=1)),
+            pending(3, 80, blocked_reason="Dependency"), pending(4, 70)]
+    plan = schedule(snapshot(nodes(1), jobs), CONFIG, NOW)
+    assert [plan.waiting[i].reason for i in (1, 2, 3)] == ["JobHeldUser", "BeginTime", "Dependency"]
+    assert 4 in started(plan)
+    down = {"gpu": parse_partition_options({"State": "DOWN"})}
+    assert schedule(snapshot(nodes(1), [pending(1)], options=down), CONFIG, NOW).waiting[1].reason == "PartitionDown"
+
+
+def test_partition_time_limit_keeps_a_job_waiting():
+    options = {"gpu": parse_partition_options({"MaxTime": "30"})}
+    plan = schedule(snapshot(nodes(1), [pending(1, minutes=60), pending(2, minutes=20)], options=options), CONFIG, NOW)
+    assert plan.waiting[1].reason == "PartitionTimeLimit" and 2 in started(plan)
+
+
+def test_higher_tier_partitions_are_scheduled_first():
+    node_list = nodes(1)
+    options = {"low": parse_partition_options({"PriorityTier": "1"}), "high": parse_partition_options({"PriorityTier": "5"})}
+    jobs = [pending(1, 1000, partition="low"), pending(2, 1, partition="high")]
+    plan = schedule(snapshot(node_list, jobs, partitions={"low": ["n0"], "high": ["n0"]}, options=options), CONFIG, NOW)
+    assert set(started(plan)) == {2}
+    order = queue_order(jobs, options)
+    assert [job.job_id for job in order] == [2, 1]
+
+
+def test_equal_priorities_go_by_submit_time_then_job_id():
+    jobs = [pending(3, 5), pending(1, 5), pending(2, 5)]  # job_id minutes ago: 1 is the newest
+    assert [job.job_id for job in queue_order(jobs, {"gpu": parse_partition_options({})})] == [3, 2, 1]
+
+
+def test_backfill_starts_a_short_job_that_ends_before_the_reservation():
+    """n0 busy for 30 more minutes, n1 free. The 2-node top job reserves both nodes from +30 min:
+    a 20-minute job backfills onto n1 now, a 60-minute job may not."""
+    node_list = nodes(2)
+    run = [running(9, ["n0"], 30)]
+    jobs = [pending(1, 100, nodes=2), pending(2, 50, minutes=60), pending(3, 40, minutes=20)]
+    plan = schedule(snapshot(node_list, jobs, run), CONFIG, NOW)
+    assert plan.waiting[1].reason == "Resources"
+    assert plan.waiting[1].estimated_start == NOW + dt.timedelta(minutes=30)
+    assert set(plan.waiting[1].planned_nodes) == {"n0", "n1"}
+    assert 3 in started(plan) and started(plan)[3].backfilled
+    assert plan.waiting[2].reason == "Priority"
+    assert plan.waiting[2].estimated_start == NOW + dt.timedelta(minutes=90)
+
+
+def test_builtin_scheduler_does_not_backfill():
+    run = [running(9, ["n0"], 30)]
+    jobs = [pending(1, 100, nodes=2), pending(3, 40, minutes=20)]
+    plan = schedule(snapshot(nodes(2), jobs, run), parse_config({"SchedulerType": "sched/builtin"}), NOW)
+    assert not plan.starts and plan.waiting[1].estimated_start is None
+
+
+def test_a_job_without_time_limit_cannot_backfill_before_a_reservation():
+    run = [running(9, ["n0"], 30)]
+    jobs = [pending(1, 100, nodes=2), pending(2, 50, minutes=None)]
+    plan = schedule(snapshot(nodes(2), jobs, run), CONFIG, NOW)
+    assert 2 not in started(plan)
+
+
+def test_no_reservation_beyond_bf_window():
+    config = parse_config({"SchedulerParameters": "bf_window=60"})
+    run = [running(9, ["n0"], 120)]
+    plan = schedule(snapshot(nodes(1), [pending(1)], run), config, NOW)
+    assert plan.waiting[1].estimated_start is None
+
+
+def test_reservations_are_rounded_to_bf_resolution():
+    config = parse_config({"SchedulerParameters": "bf_resolution=600"})
+    run = [RunningJob(9, "gpu", {"n0": GPU8}, NOW, NOW + dt.timedelta(minutes=25))]
+    plan = schedule(snapshot(nodes(1), [pending(1, 100), pending(2, 50, minutes=5)], run), config, NOW)
+    # job 1 is planned at +25 min; its reservation runs from the slot at +20 min to
+    # floor(+85 min + 599 s) = +90 min, so job 2 is planned after that.
+    assert plan.waiting[1].estimated_start == NOW + dt.timedelta(minutes=25)
+    assert plan.waiting[2].estimated_start == NOW + dt.timedelta(minutes=90)
+
+
+def test_limits_keep_jobs_waiting_with_their_reason_and_update_as_jobs_start():
+    context = LimitContext(parse_config({"AccountingStorageEnforce": "associations,limits"}),
+                           {"root": AssocRecord("root", "root"),
+                            "ml": AssocRecord("ml", "ml", parent="root", grp_tres={"gres/gpu": 8}),
+                            "a@ml": AssocRecord("a@ml", "ml", user="a", parent="ml")},
+                           {"normal": QosRecord("normal")}, {"gpu": parse_partition_options({})})
+    request = JobRequest("a", "ml", "gpu", "normal", "a@ml", 1, {"gres/gpu": 8}, 60)
+    usage = LimitUsage.of(context, [(request, False), (request, False)])
+    jobs = [pending(1, 100, limit_request=request), pending(2, 90, limit_request=request)]
+    plan = schedule(snapshot(nodes(2), jobs), parse_config({}), NOW, limits=(context, usage))
+    assert 1 in started(plan)
+    assert plan.waiting[2].reason == "AssocGrpGRES"
+
+
+def test_preemption_requeues_a_lower_tier_job_and_keeps_its_nodes_for_the_preemptor():
+    config = parse_config({"PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE",
+                           "PreemptExemptTime": "00:10:00"})
+    options = {"low": parse_partition_options({"PriorityTier": "1"}),
+               "high": parse_partition_options({"PriorityTier": "10"})}
+    partitions = {"low": ["n0", "n1"], "high": ["n0", "n1"]}
+    run = [running(7, ["n0"], 600, partition="low", started_minutes_ago=60),
+           running(8, ["n1"], 600, partition="low", started_minutes_ago=5)]
+    jobs = [pending(1, 100, partition="high"), pending(2, 500, partition="low")]
+    policy = PreemptPolicy(config, options, {})
+    plan = schedule(snapshot(nodes(2), jobs, run, partitions, options), config, NOW, preempt_policy=policy)
+    assert [(a.job_id, a.mode) for a in plan.preemptions] == [(7, "REQUEUE")]  # job 8 is still exempt
+    assert plan.waiting[1].preempting == (7,) and plan.waiting[1].planned_nodes == ("n0",)
+    assert plan.waiting[1].estimated_start == NOW
+    # job 2's partition shares the withheld nodes: it waits for Resources.
+    assert not plan.starts and plan.waiting[2].reason == "Resources"
+
+
+def test_node_config_availability_checks_node_capacity():
+    assert node_config_available(GPU8, 2, nodes(2))
+    assert not node_config_available(Resources(gres={"gpu": 9}), 1, nodes(4))
+    assert not node_config_available(GPU8, 3, nodes(2))
+
+
+@st.composite
+def clusters(draw):
+    node_count = draw(st.integers(1, 5))
+    node_list = nodes(node_count)
+    run = []
+    for job_id in range(100, 100 + draw(st.integers(0, 4))):
+        name = f"n{draw(st.integers(0, node_count - 1))}"
+        share = draw(st.sampled_from([GPU4, GPU8]))
+        run.append(running(job_id, [name], draw(st.integers(1, 300)), per_node=share))
+    # drop running jobs that would overcommit a node
+    used: dict[str, int] = {}
+    fitting = []
+    for job in run:
+        name, res = next(iter(job.allocation.items()))
+        if used.get(name, 0) + res.gres["gpu"] <= 8:
+            used[name] = used.get(name, 0) + res.gres["gpu"]
+            fitting.append(job)
+    jobs = [pending(job_id, draw(st.integers(1, 1000)), nodes=draw(st.integers(1, node_count)),
+                    per_node=draw(st.sampled_from([GPU4, GPU8])), minutes=draw(st.sampled_from([10, 30, 60, 240, None])))
+            for job_id in range(1, draw(st.integers(1, 8)) + 1)]
+    return node_list, fitting, jobs
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_backfill_never_delays_a_higher_priority_reservation_and_never_overcommits(cluster):
+    node_list, run, jobs = cluster
+    plan = schedule(snapshot(node_list, jobs, run), CONFIG, NOW)
+    gpus = {node.name: 8 for node in node_list}
+    for job in run:
+        for name, res in job.allocation.items():
+            gpus[name] -= res.gres["gpu"]
+    for start in plan.starts:
+        for name, res in start.allocation.items():
+            gpus[name] -= res.gres["gpu"]
+    assert all(free >= 0 for free in gpus.values())
+    order = queue_order(jobs, {"gpu": parse_partition_options({})})
+    for index, job in enumerate(order):
+        estimate = plan.waiting.get(job.job_id)
+        if estimate is None or estimate.estimated_start is None:
+            continue
+        alone = schedule(snapshot(node_list, order[:index + 1], run), CONFIG, NOW)
+        assert alone.waiting[job.job_id].estimated_start == estimate.estimated_start

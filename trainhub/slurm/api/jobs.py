@@ -1,0 +1,142 @@
+"""Slurm jobs: sbatch (POST), list, get, scancel / scontrol hold / release / requeue / update nice, log."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from trainhub.common.errors import FieldViolation, invalid_argument
+from trainhub.common.wire import WireError, camelize, format_timestamp, parse_int
+from trainhub.slurm import selectors
+from trainhub.slurm.api.clusters import cluster_for
+from trainhub.slurm.api.schema import BODY, ERRORS, responses
+from trainhub.slurm.render import render_job, render_run
+from trainhub.slurm.services import jobs as services
+
+GET = "aiplatform.slurmJobs.get"
+LIST = "aiplatform.slurmJobs.list"
+CREATE = "aiplatform.slurmJobs.create"
+CANCEL = "aiplatform.slurmJobs.cancel"
+UPDATE = "aiplatform.slurmJobs.update"
+SUBMIT_FIELDS = ("sbatchArgs", "script", "scriptArgs")
+
+
+def _strings(value, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise invalid_argument([FieldViolation(field, "must be a list of strings")])
+    return tuple(value)
+
+
+def submission_from(body) -> services.Submission:
+    """{"sbatchArgs": ["-p", "a4", ...], "script": "#!/bin/bash ...", "scriptArgs": [...]} (or snake_case)."""
+    if not isinstance(body, dict):
+        raise invalid_argument([FieldViolation("body", "must be a JSON object")])
+    body = camelize(body)
+    unknown = [key for key in body if key not in SUBMIT_FIELDS]
+    if unknown:
+        raise invalid_argument([FieldViolation(key, "unknown field; expected " + ", ".join(SUBMIT_FIELDS))
+                                for key in unknown])
+    script = body.get("script")
+    if script is not None and not isinstance(script, str):
+        raise invalid_argument([FieldViolation("script", "must be the text of a batch script")])
+    return services.Submission(argv=_strings(body.get("sbatchArgs"), "sbatchArgs"), script=script,
+                               script_args=_strings(body.get("scriptArgs"), "scriptArgs"))
+
+
+def _job_for(request: Request, project: str, location: str, cluster: str, slurm_job_id: str, permission: str):
+    return selectors.job_get_for_user(user=request.user, project_id=project, location=location, cluster_id=cluster,
+                                      job_id=slurm_job_id, permission=permission)
+
+
+def _detail(job) -> dict:
+    return {**render_job(job), "runs": [render_run(run) for run in selectors.job_runs(job=job)],
+            "events": [{"time": format_timestamp(e.time), "message": e.message}
+                       for e in selectors.job_events(job=job)]}
+
+
+class SlurmJobCollection(APIView):
+    @extend_schema(operation_id="slurmJobs.list", parameters=[
+        OpenApiParameter("state", str), OpenApiParameter("user", str), OpenApiParameter("partition", str),
+        OpenApiParameter("pageSize", int), OpenApiParameter("pageToken", str)], responses=responses(BODY, ERRORS))
+    def get(self, request: Request, project: str, location: str, cluster: str) -> Response:
+        cluster_obj = cluster_for(request, project, location, cluster, LIST)
+        params = request.query_params
+        try:
+            size = parse_int(params.get("pageSize") or 100, minimum=1, maximum=1000)
+            after = parse_int(params.get("pageToken") or 0, minimum=0)
+        except WireError as exc:
+            raise invalid_argument([FieldViolation("pageSize/pageToken", str(exc))]) from exc
+        jobs = selectors.jobs_page(cluster=cluster_obj, state=params.get("state", ""), user=params.get("user", ""),
+                                   partition=params.get("partition", ""), after=after, size=size + 1)
+        body: dict = {"jobs": [render_job(job) for job in jobs[:size]]}
+        if len(jobs) > size:
+            body["nextPageToken"] = str(jobs[size - 1].job_id)
+        return Response(body)
+
+    @extend_schema(operation_id="slurmJobs.create", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
+        cluster_obj = cluster_for(request, project, location, cluster, CREATE)
+        job = services.job_submit(cluster=cluster_obj, user=request.user, submission=submission_from(request.data),
+                                  is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj))
+        return Response({"jobId": job.job_id, "message": f"Submitted batch job {job.job_id}", "job": render_job(job)})
+
+
+class SlurmJobDetail(APIView):
+    @extend_schema(operation_id="slurmJobs.get", responses=responses(BODY, ERRORS))
+    def get(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
+        return Response(_detail(_job_for(request, project, location, cluster, slurm_job_id, GET)))
+
+
+def _action(service, permission: str, operation: str):
+    class JobAction(APIView):
+        @extend_schema(operation_id=f"slurmJobs.{operation}", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+        def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
+            job = _job_for(request, project, location, cluster, slurm_job_id, permission)
+            job = service(job=job, actor=request.user,
+                          is_admin=selectors.is_cluster_admin(user=request.user, cluster=job.cluster))
+            return Response(render_job(job))
+
+    JobAction.__name__ = f"SlurmJob{operation.capitalize()}"
+    return JobAction
+
+
+SlurmJobCancel = _action(services.job_cancel, CANCEL, "cancel")
+SlurmJobHold = _action(services.job_hold, UPDATE, "hold")
+SlurmJobRelease = _action(services.job_release, UPDATE, "release")
+SlurmJobRequeue = _action(services.job_requeue_by_user, UPDATE, "requeue")
+
+
+class SlurmJobUpdate(APIView):
+    """scontrol update jobid=N nice=V: {"nice": V}."""
+
+    @extend_schema(operation_id="slurmJobs.update", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
+        job = _job_for(request, project, location, cluster, slurm_job_id, UPDATE)
+        data = request.data if isinstance(request.data, dict) else {}
+        if set(data) != {"nice"}:
+            raise invalid_argument([FieldViolation("nice", "is the field scontrol update sets here")])
+        try:
+            nice = parse_int(data["nice"], minimum=-2147483645, maximum=2147483645)
+        except WireError as exc:
+            raise invalid_argument([FieldViolation("nice", str(exc))]) from exc
+        job = services.job_set_nice(job=job, nice=nice, actor=request.user,
+                                    is_admin=selectors.is_cluster_admin(user=request.user, cluster=job.cluster))
+        return Response(render_job(job))
+
+
+class SlurmJobLog(APIView):
+    @extend_schema(operation_id="slurmJobs.log", parameters=[OpenApiParameter("after", int)], responses=responses(BODY, ERRORS))
+    def get(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
+        job = _job_for(request, project, location, cluster, slurm_job_id, GET)
+        try:
+            after = parse_int(request.query_params.get("after") or 0, minimum=0)
+        except WireError as exc:
+            raise invalid_argument([FieldViolation("after", str(exc))]) from exc
+        lines = selectors.job_log(job=job, after=after)
+        return Response({"entries": [{"id": line.pk, "time": format_timestamp(line.time), "node": line.node_name,
+                                      "stream": line.stream, "text": line.text} for line in lines],
+                         "nextAfter": lines[-1].pk if lines else after, "state": job.state})

@@ -1,0 +1,103 @@
+"""squeue, sprio, sshare and sacct as JSON: ``{"text": <the command's whole output>, "rows": [...],
+"nextPageToken"}``; rows come a page at a time (``pageSize``, default 100, at most 10,000).
+
+Query parameters are the commands' flags by their long names (``long``, ``start``, ``weights``,
+``norm``, ``all``, ``duplicates``, ``brief`` are booleans; ``user``, ``partition``, ``states``,
+``jobs``, ``accounts``, ``users``, ``state``, ``format`` take comma lists; sacct's ``starttime`` /
+``endtime`` take a date, a time or YYYY-MM-DDTHH:MM[:SS])."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from trainhub.common.errors import FieldViolation, invalid_argument
+from trainhub.common.wire import WireError, parse_int
+from trainhub.slurm import reports
+from trainhub.slurm.api.clusters import cluster_for
+from trainhub.slurm.api.schema import BODY, ERRORS, responses
+from trainhub.slurm.models import SlurmCluster
+from trainhub.slurm.sbatch import SbatchError, parse_begin
+
+LIST = "aiplatform.slurmJobs.list"
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 10_000
+TRUE = ("1", "true", "yes", "on")
+
+
+def flag(params, name: str) -> bool:
+    return str(params.get(name, "")).lower() in TRUE
+
+
+def moment(params, name: str, now: dt.datetime) -> dt.datetime | None:
+    text = params.get(name, "")
+    if not text:
+        return None
+    try:
+        return parse_begin(text, now)
+    except SbatchError as exc:
+        raise invalid_argument([FieldViolation(name, f"invalid time {text!r}")]) from exc
+
+
+def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -> reports.Report:
+    return reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
+                          states=params.get("states", ""), jobs=params.get("jobs", ""), long=flag(params, "long"),
+                          start=flag(params, "start"))
+
+
+def sprio_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -> reports.Report:
+    return reports.sprio(cluster, now=now, long=flag(params, "long"), weights=flag(params, "weights"),
+                         norm=flag(params, "norm"), user=params.get("user", ""), jobs=params.get("jobs", ""),
+                         partition=params.get("partition", ""))
+
+
+def sshare_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -> reports.Report:
+    return reports.sshare(cluster, now=now, viewer=viewer, long=flag(params, "long"), all_users=flag(params, "all"),
+                          accounts=params.get("accounts", ""), users=params.get("users", ""))
+
+
+def sacct_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -> reports.Report:
+    fields = [item for item in params.get("format", "").split(",") if item.strip()] or None
+    try:
+        return reports.sacct(cluster, now=now, viewer=viewer, jobs=params.get("jobs", ""), user=params.get("user", ""),
+                             all_users=flag(params, "allusers"), duplicates=flag(params, "duplicates"),
+                             starttime=moment(params, "starttime", now), endtime=moment(params, "endtime", now),
+                             state=params.get("state", ""), brief=flag(params, "brief"), fields=fields)
+    except ValueError as exc:  # formats refuses an unknown --format field with sacct's message
+        raise invalid_argument([FieldViolation("format", str(exc))], str(exc)) from exc
+
+
+REPORTS: dict[str, Callable[..., reports.Report]] = {
+    "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report}
+
+
+def _view(name: str) -> type[APIView]:
+    build = REPORTS[name]
+
+    class ReportView(APIView):
+        @extend_schema(operation_id=f"slurmClusters.{name}", responses=responses(BODY, ERRORS))
+        def get(self, request: Request, project: str, location: str, cluster: str) -> Response:
+            cluster_obj = cluster_for(request, project, location, cluster, LIST)
+            params = request.query_params
+            try:
+                size = parse_int(params.get("pageSize") or DEFAULT_PAGE_SIZE, minimum=1, maximum=MAX_PAGE_SIZE)
+                start = parse_int(params.get("pageToken") or 0, minimum=0)
+            except WireError as exc:
+                raise invalid_argument([FieldViolation("pageSize/pageToken", str(exc))]) from exc
+            report = build(cluster_obj, params, request.user.get_username(), timezone.now())
+            body = {"text": report.text, "rows": report.rows(start, size)}
+            if start + size < len(report.items):
+                body["nextPageToken"] = str(start + size)
+            return Response(body)
+
+    ReportView.__name__ = f"{name.capitalize()}View"
+    return ReportView
+
+
+SqueueView, SprioView, SshareView, SacctView = (_view(name) for name in ("squeue", "sprio", "sshare", "sacct"))

@@ -1,0 +1,29 @@
+from django.urls import path
+
+from trainhub.slurm.api import clusters, jobs, reports
+
+CLUSTERS = "v1/projects/<str:project>/locations/<str:location>/slurmClusters"
+CLUSTER = f"{CLUSTERS}/<str:cluster>"
+JOB = f"{CLUSTER}/jobs/<str:slurm_job_id>"
+
+urlpatterns = [
+    path(CLUSTERS, clusters.SlurmClusterCollection.as_view(), name="slurmcluster-collection"),
+    path(f"{CLUSTER}:updateConfig", clusters.SlurmClusterUpdateConfig.as_view(), name="slurmcluster-update-config"),
+    path(f"{CLUSTER}:updateScripts", clusters.SlurmClusterUpdateScripts.as_view(),
+         name="slurmcluster-update-scripts"),
+    path(f"{CLUSTER}:sacctmgr", clusters.SlurmClusterSacctmgr.as_view(), name="slurmcluster-sacctmgr"),
+    path(f"{CLUSTER}/slurmConf", clusters.SlurmConf.as_view(), name="slurmcluster-slurm-conf"),
+    path(CLUSTER, clusters.SlurmClusterDetail.as_view(), name="slurmcluster-detail"),
+    path(f"{CLUSTER}/jobs", jobs.SlurmJobCollection.as_view(), name="slurmjob-collection"),
+    path(f"{JOB}:cancel", jobs.SlurmJobCancel.as_view(), name="slurmjob-cancel"),
+    path(f"{JOB}:hold", jobs.SlurmJobHold.as_view(), name="slurmjob-hold"),
+    path(f"{JOB}:release", jobs.SlurmJobRelease.as_view(), name="slurmjob-release"),
+    path(f"{JOB}:requeue", jobs.SlurmJobRequeue.as_view(), name="slurmjob-requeue"),
+    path(f"{JOB}:update", jobs.SlurmJobUpdate.as_view(), name="slurmjob-update"),
+    path(f"{JOB}/log", jobs.SlurmJobLog.as_view(), name="slurmjob-log"),
+    path(JOB, jobs.SlurmJobDetail.as_view(), name="slurmjob-detail"),
+    path(f"{CLUSTER}/squeue", reports.SqueueView.as_view(), name="slurmcluster-squeue"),
+    path(f"{CLUSTER}/sprio", reports.SprioView.as_view(), name="slurmcluster-sprio"),
+    path(f"{CLUSTER}/sshare", reports.SshareView.as_view(), name="slurmcluster-sshare"),
+    path(f"{CLUSTER}/sacct", reports.SacctView.as_view(), name="slurmcluster-sacct"),
+]

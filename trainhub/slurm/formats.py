@@ -1,0 +1,521 @@
+"""Text layouts of sprio, sshare, squeue and sacct (and the print_fields tables sacctmgr shares), plus
+the same data as JSON rows.
+
+Public API (pure Python, no Django)::
+
+    # sprio (reference section 3; slurm:src/sprio/sprio.c, print.c)
+    sprio_format(config, *, long=False, norm=False, with_user=False) -> str      # e.g. "%.15i %9r %.10Y ..."
+    sprio_text(breakdowns, config, *, long=False, norm=False, with_user=False, weights=False,
+               header=True, format=None) -> str
+    sprio_rows(breakdowns) -> list[dict]                                            # JSON
+    SPRIO_NO_JOBS = "Unable to find jobs matching user/id(s) specified"
+    # sshare (reference 2.4; slurm:src/sshare/process.c)
+    sshare_text(rows, *, fair_tree=True, long=False, partitions=False, user=None, all_users=False,
+                parsable=None, header=True) -> str
+    sshare_rows(rows, ...) -> list[dict]
+    # squeue (reference 5.4)
+    SqueueJob(job_id, partition, name, user, state, elapsed_seconds=0, time_limit_minutes=None, nodes=1,
+              nodelist="", reason="None", start_time=None, sched_nodes="", priority=0)
+    squeue_text(jobs, *, long=False, start=False, header=True, format=None) -> str
+    squeue_rows(jobs) -> list[dict]
+    # sacct (reference 6.2)
+    SacctJob(job_id, name, partition, account, alloc_cpus, state, exit_code="0:0", user="", elapsed_seconds=0, ...)
+    sacct_text(jobs, *, fields=None, parsable=None, header=True) -> str
+    sacct_rows(jobs, *, fields=None) -> list[dict]
+    # print_fields (slurm:src/common/print_fields.c), used by sshare, sacct and sacctmgr
+    PrintField(name, width, kind)       # kind: str, uint, double, time (minutes), time_secs, tres; width < 0 = left
+    print_fields(fields, rows, *, parsable=None, header=True) -> str   # parsable: None, "ending" (-p), "plain" (-P)
+
+Two printing engines, as in Slurm:
+- sprio and squeue (``_print_str``): ``%[.][size]type`` -- in the code ``.`` means RIGHT-justify (the
+  man pages say left; reference 9.1), values are cut to the width without a marker, every field is
+  followed by its literal suffix (one space).
+- print_fields (sshare, sacct, sacctmgr): header ``%*.*s``, a dashed line, strings longer than the
+  width end in ``+``, doubles ``%f`` (``inf`` for no usage; Slurm's NO_VAL/INFINITE print blank), uint
+  blank when unset; parsable output joins with ``|`` (``-p`` ends each line with one, ``-P`` does not).
+sprio cells: weighted factors ``%.0f`` (rounded), PRIORITY the truncated client-side sum (so the
+columns need not add up), ``-n`` normalised ``%.7f`` and PRIORITY/4294967295 as ``%16.14f``, TRES
+``name=%.0f`` (``-n``: ``%.2f``) of the non-zero terms; ``-w`` prints one "Weights" row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainhub.slurm.conf import SlurmConfig
+from trainhub.slurm.fairshare import NO_VAL, ShareRow
+from trainhub.slurm.priority import FACTOR_NAMES, PRIORITY_MAX, PriorityBreakdown
+from trainhub.slurm.timefmt import format_elapsed, format_secs, format_time_limit
+
+__all__ = [
+    "SPRIO_NO_JOBS",
+    "PrintField",
+    "SacctJob",
+    "SqueueJob",
+    "print_fields",
+    "sacct_rows",
+    "sacct_text",
+    "sprio_format",
+    "sprio_rows",
+    "sprio_text",
+    "squeue_rows",
+    "squeue_text",
+    "sshare_rows",
+    "sshare_text",
+]
+
+SPRIO_NO_JOBS = "Unable to find jobs matching user/id(s) specified"
+_FORMAT_TOKEN = re.compile(r"%(\.?)(\d*)([A-Za-z])")
+
+
+# --- the sprio/squeue engine --------------------------------------------------------------------
+
+def _cell(text: str, width: int, right: bool) -> str:
+    """``_print_str`` with cut_output: right-justified or left, then cut/padded to ``width``."""
+    if not width:
+        return text
+    return format(text, f">{width}" if right else f"<{width}")[:width]
+
+
+@dataclass(frozen=True)
+class _Token:
+    letter: str
+    width: int
+    right: bool
+    suffix: str
+
+
+def _parse_format(text: str) -> tuple[str, list[_Token]]:
+    """A Slurm format string -> leading text and its fields (each with the text up to the next field)."""
+    matches = list(_FORMAT_TOKEN.finditer(text))
+    prefix = text[:matches[0].start()] if matches else text
+    tokens = []
+    for index, match in enumerate(matches):
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
+        tokens.append(_Token(match.group(3), int(match.group(2) or 0), bool(match.group(1)), text[match.end():end]))
+    return prefix, tokens
+
+
+def _render(format_text: str, headers: Mapping[str, str], getter_for: Callable[[str], Callable[[Any], str]],
+            items: Iterable[Any], header: bool) -> str:
+    """Lay out ``items`` with a Slurm format string; ``getter_for(letter)`` gives each field's text.
+    ``{:>W.W}`` is ``_print_str``'s right-justify-then-cut (``{:<W.W}`` the left one) in one step."""
+    prefix, tokens = _parse_format(format_text)
+
+    def escaped(text: str) -> str:
+        return text.replace("{", "{{").replace("}", "}}")
+
+    fields = [f"{{{index}:{'>' if t.right else '<'}{t.width}.{t.width}}}" if t.width else f"{{{index}}}"
+              for index, t in enumerate(tokens)]
+    template = escaped(prefix) + "".join(field_ + escaped(t.suffix) for field_, t in zip(fields, tokens, strict=True))
+    getters = [getter_for(t.letter) for t in tokens]
+    lines = [template.format(*(headers.get(t.letter, "") for t in tokens))] if header else []
+    lines += [template.format(*[getter(item) for getter in getters]) for item in items]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+# --- sprio --------------------------------------------------------------------------------------
+
+_SPRIO_HEADERS = {"i": "JOBID", "r": "PARTITION", "u": "USER", "o": "ACCOUNT", "Y": "PRIORITY", "y": "PRIORITY",
+                  "S": "SITE", "A": "AGE", "a": "AGE", "B": "ASSOC", "b": "ASSOC", "F": "FAIRSHARE",
+                  "f": "FAIRSHARE", "J": "JOBSIZE", "j": "JOBSIZE", "P": "PARTITION", "p": "PARTITION",
+                  "n": "QOSNAME", "Q": "QOS", "q": "QOS", "N": "NICE", "T": "TRES", "t": "TRES", "c": "CLUSTER"}
+#: factor column letters (weighted upper case, normalised lower case) -> breakdown factor name
+_SPRIO_FACTORS = {"A": "age", "B": "assoc", "F": "fairshare", "J": "jobsize", "P": "partition", "Q": "qos"}
+_WEIGHT_ATTRIBUTES = {"age": "priority_weight_age", "assoc": "priority_weight_assoc",
+                      "fairshare": "priority_weight_fairshare", "jobsize": "priority_weight_job_size",
+                      "partition": "priority_weight_partition", "qos": "priority_weight_qos"}
+
+
+def sprio_format(config: SlurmConfig, *, long: bool = False, norm: bool = False, with_user: bool = False) -> str:
+    """sprio's default format, built as sprio.c does: factor columns only for non-zero weights."""
+    if long:
+        if norm:
+            return "%.15i %9r %.8u %.8o %10y %10a %10b %10f %10j %10p %10n %10q %20t"
+        return "%.15i %9r %.8u %.8o %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10n %.10Q %.11N %.20T"
+    parts = ["%.15i", "%9r"] + (["%.8u"] if with_user else [])
+    parts += ["%10y"] if norm else ["%.10Y", "%.10S"]
+    for letter, factor in _SPRIO_FACTORS.items():
+        if getattr(config, _WEIGHT_ATTRIBUTES[factor]):
+            parts.append(f"%10{letter.lower()}" if norm else f"%.10{letter}")
+    if config.priority_weight_tres:
+        parts.append("%20t" if norm else "%.20T")
+    return " ".join(parts)
+
+
+def _tres_cell(breakdown: PriorityBreakdown, normalised: bool) -> str:
+    """The non-zero weighted TRES terms (the breakdown keeps them in Slurm's TRES order)."""
+    if normalised:
+        return ",".join(f"{name}={f.factor:.2f}" for name, f in breakdown.tres.items() if f.weighted)
+    return ",".join(f"{name}={f.weighted:.0f}" for name, f in breakdown.tres.items() if f.weighted)
+
+
+def _weighted_getter(factor: str) -> Callable[[PriorityBreakdown], str]:
+    index = FACTOR_NAMES.index(factor)
+    return lambda item: f"{item.values[index] * item.weights[index]:.0f}"
+
+
+def _normalised_getter(factor: str) -> Callable[[PriorityBreakdown], str]:
+    index = FACTOR_NAMES.index(factor)
+    return lambda item: f"{item.values[index]:.7f}"
+
+
+_SPRIO_GETTERS: dict[str, Callable[[PriorityBreakdown], str]] = {
+    "i": lambda item: str(item.job_id), "r": lambda item: item.partition, "u": lambda item: item.user,
+    "o": lambda item: item.account, "n": lambda item: item.qos or "", "Y": lambda item: str(item.sprio_priority),
+    "y": lambda item: f"{item.sprio_priority / PRIORITY_MAX:16.14f}",
+    "S": lambda item: "0" if item.admin_set else str(item.site), "N": lambda item: str(item.nice),
+    "T": lambda item: "" if item.admin_set else _tres_cell(item, False),
+    "t": lambda item: "" if item.admin_set else _tres_cell(item, True),
+    **{letter: _weighted_getter(factor) for letter, factor in _SPRIO_FACTORS.items()},
+    **{letter.lower(): _normalised_getter(factor) for letter, factor in _SPRIO_FACTORS.items()},
+}
+
+
+def _sprio_getter(letter: str) -> Callable[[PriorityBreakdown], str]:
+    return _SPRIO_GETTERS.get(letter, lambda item: "")
+
+
+def _weights_cell(config: SlurmConfig, letter: str) -> str:
+    if letter == "i":
+        return "Weights"
+    if letter == "S":
+        return "1"
+    if letter in ("T", "t"):
+        return config.explicit.get("PriorityWeightTRES", "")
+    factor = _SPRIO_FACTORS.get(letter.upper())
+    return str(getattr(config, _WEIGHT_ATTRIBUTES[factor])) if factor else ""
+
+
+def sprio_text(breakdowns: Iterable[PriorityBreakdown], config: SlurmConfig, *, long: bool = False,
+               norm: bool = False, with_user: bool = False, weights: bool = False, header: bool = True,
+               format: str | None = None) -> str:
+    """sprio's output for the given rows (already filtered: pending, eligible, not held); rows are
+    printed by ascending job id, sprio's default sort. ``weights`` prints ``sprio -w`` instead."""
+    format_text = format or sprio_format(config, long=long, norm=norm, with_user=with_user)
+    if weights:
+        return _render(format_text, _SPRIO_HEADERS, lambda letter: lambda _item: _weights_cell(config, letter),
+                       [None], header)
+    rows = sorted(breakdowns, key=lambda b: (b.job_id, b.partition))
+    return _render(format_text, _SPRIO_HEADERS, _sprio_getter, rows, header)
+
+
+def sprio_rows(breakdowns: Iterable[PriorityBreakdown]) -> list[dict[str, Any]]:
+    """The sprio data as JSON rows (unrounded values; ``priority`` is sprio's PRIORITY)."""
+    rows = []
+    for item in sorted(breakdowns, key=lambda b: (b.job_id, b.partition)):
+        rows.append({
+            "jobId": item.job_id, "partition": item.partition, "user": item.user, "account": item.account,
+            "qos": item.qos, "priority": item.sprio_priority, "jobPriority": item.priority, "site": item.site,
+            "nice": item.nice, "adminSet": item.admin_set,
+            "factors": {name: {"factor": f.factor, "weight": f.weight, "weighted": f.weighted}
+                        for name, f in item.factors.items()},
+            "tres": {name: {"factor": f.factor, "weight": f.weight, "weighted": f.weighted}
+                     for name, f in item.tres.items()},
+        })
+    return rows
+
+
+# --- print_fields -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PrintField:
+    """One print_fields column: ``width`` < 0 left-justifies; ``kind`` picks the print routine."""
+
+    name: str
+    width: int
+    kind: str = "str"
+
+    def with_width(self, width: int) -> PrintField:
+        return PrintField(self.name, width, self.kind)
+
+
+_UNSET_NUMBERS = (float(NO_VAL), 4_294_967_295.0, float(2**64 - 2), float(2**64 - 1))
+
+
+def _double_text(value: float, width: int) -> str:
+    text = f"{value:{width}f}"
+    if len(text) <= width:
+        return text
+    precision = width
+    text = f"{value:{width}.{precision}e}"
+    if len(text) > width:
+        precision -= len(text) - width
+        text = f"{value:{width}.{max(precision, 0)}e}"
+    return text
+
+
+def _field_text(field_: PrintField, value: Any, parsable: bool) -> str | None:
+    """The value as print_fields prints it; None for an unset value (blank)."""
+    if value is None:
+        return None
+    kind = field_.kind
+    if kind == "double":
+        number = float(value)
+        if number in _UNSET_NUMBERS:
+            return None
+        return f"{number:f}" if parsable else _double_text(number, abs(field_.width))
+    if kind == "uint":
+        return str(int(value))
+    if kind == "time":  # minutes, mins2time_str
+        return format_secs(int(value) * 60)
+    if kind == "time_secs":
+        return format_secs(int(value))
+    return str(value)
+
+
+def print_fields(fields: Sequence[PrintField], rows: Iterable[Sequence[Any]], *, parsable: str | None = None,
+                 header: bool = True) -> str:
+    """A print_fields table; ``rows`` hold one value per field. ``parsable``: "ending" = ``-p``
+    (every field followed by ``|``), "plain" = ``-P`` (no ``|`` after the last field)."""
+    out: list[str] = []
+
+    def join(cells: list[str]) -> str:
+        if parsable == "ending":
+            return "".join(f"{cell}|" for cell in cells)
+        if parsable == "plain":
+            return "|".join(cells)
+        return "".join(f"{cell} " for cell in cells)
+
+    if header:
+        if parsable:
+            out.append(join([f.name for f in fields]))
+        else:
+            out.append(join([(f.name.rjust(abs(f.width)) if f.width > 0 else f.name.ljust(abs(f.width)))[:abs(f.width)]
+                             for f in fields]))
+            out.append(join(["-" * abs(f.width) for f in fields]))
+    for row in rows:
+        cells = []
+        for field_, value in zip(fields, row, strict=True):
+            text = _field_text(field_, value, bool(parsable))
+            if parsable:
+                cells.append(text or "")
+                continue
+            width = abs(field_.width)
+            if text is None:
+                text = ""
+            elif field_.kind in ("str", "tres") and len(text) > width:
+                text = text[:width - 1] + "+"
+            cells.append(text.rjust(width) if field_.width > 0 else text.ljust(width))
+        out.append(join(cells))
+    return "\n".join(out) + ("\n" if out else "")
+
+
+# --- sshare -------------------------------------------------------------------------------------
+
+_SSHARE_FIELDS = {
+    "Account": PrintField("Account", -20), "User": PrintField("User", 10), "Partition": PrintField("Partition", 12),
+    "RawShares": PrintField("RawShares", 10), "NormShares": PrintField("NormShares", 11, "double"),
+    "RawUsage": PrintField("RawUsage", 11, "uint"), "NormUsage": PrintField("NormUsage", 11, "double"),
+    "EffectvUsage": PrintField("EffectvUsage", 13, "double"), "FairShare": PrintField("FairShare", 10, "double"),
+    "LevelFS": PrintField("LevelFS", 10, "double"), "GrpTRESMins": PrintField("GrpTRESMins", 30, "tres"),
+    "TRESRunMins": PrintField("TRESRunMins", 30, "tres"),
+}
+
+
+def _sshare_columns(*, fair_tree: bool, long: bool, partitions: bool) -> list[str]:
+    names = ["Account", "User"] + (["Partition"] if partitions else []) + ["RawShares", "NormShares", "RawUsage"]
+    if long:
+        names += ["NormUsage", "EffectvUsage", "FairShare"] + (["LevelFS"] if fair_tree else [])
+        return names + ["GrpTRESMins", "TRESRunMins"]
+    return names + ["EffectvUsage", "FairShare"]
+
+
+def _sshare_values(row: ShareRow) -> dict[str, Any]:
+    raw_shares = None if row.is_root else ("parent" if row.raw_shares is None else row.raw_shares)
+    return {"Account": " " * row.depth + row.account,
+            "User": row.user, "Partition": row.partition, "RawShares": raw_shares, "NormShares": row.norm_shares,
+            "RawUsage": int(row.raw_usage), "NormUsage": row.norm_usage, "EffectvUsage": row.effective_usage,
+            "FairShare": row.fairshare, "LevelFS": row.level_fs, "GrpTRESMins": "", "TRESRunMins": ""}
+
+
+def _sshare_selected(rows: Iterable[ShareRow], user: str | None, all_users: bool) -> list[ShareRow]:
+    """Without -a, sshare shows every account but only the requesting user's user rows."""
+    return [row for row in rows if row.user is None or all_users or row.user == user]
+
+
+def sshare_text(rows: Iterable[ShareRow], *, fair_tree: bool = True, long: bool = False, partitions: bool = False,
+                user: str | None = None, all_users: bool = False, parsable: str | None = None,
+                header: bool = True) -> str:
+    names = _sshare_columns(fair_tree=fair_tree, long=long, partitions=partitions)
+    fields = [_SSHARE_FIELDS[name] for name in names]
+    values = [_sshare_values(row) for row in _sshare_selected(rows, user, all_users)]
+    return print_fields(fields, ([value[name] for name in names] for value in values), parsable=parsable,
+                        header=header)
+
+
+def sshare_rows(rows: Iterable[ShareRow], *, user: str | None = None, all_users: bool = True) -> list[dict[str, Any]]:
+    return [{"account": row.account, "user": row.user, "partition": row.partition, "depth": row.depth,
+             "rawShares": "parent" if row.raw_shares is None and not row.is_root else row.raw_shares,
+             "normShares": row.norm_shares, "rawUsage": row.raw_usage, "normUsage": row.norm_usage,
+             "effectiveUsage": row.effective_usage, "fairShare": row.fairshare,
+             "levelFs": None if row.level_fs is None or math.isinf(row.level_fs) else row.level_fs,
+             "levelFsInfinite": row.level_fs is not None and math.isinf(row.level_fs)}
+            for row in _sshare_selected(rows, user, all_users)]
+
+
+# --- squeue -------------------------------------------------------------------------------------
+
+_STATE_CODES = {"PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "CANCELLED": "CA",
+                "FAILED": "F", "TIMEOUT": "TO", "PREEMPTED": "PR", "NODE_FAIL": "NF", "REQUEUED": "RQ",
+                "SUSPENDED": "S", "BOOT_FAIL": "BF", "OUT_OF_MEMORY": "OOM", "DEADLINE": "DL",
+                "CONFIGURING": "CF", "REQUEUE_HOLD": "RH", "RESIZING": "RS", "REVOKED": "RV"}
+
+
+@dataclass(frozen=True)
+class SqueueJob:
+    job_id: int
+    partition: str
+    name: str
+    user: str
+    state: str
+    elapsed_seconds: int = 0
+    time_limit_minutes: int | None = None
+    nodes: int = 1
+    nodelist: str = ""
+    reason: str = "None"
+    start_time: dt.datetime | None = None
+    sched_nodes: str = ""
+    priority: int = 0
+
+
+SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+SQUEUE_LONG = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+SQUEUE_START = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
+_SQUEUE_HEADERS = {"i": "JOBID", "P": "PARTITION", "j": "NAME", "u": "USER", "t": "ST", "T": "STATE", "M": "TIME",
+                   "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)", "S": "START_TIME", "Y": "SCHEDNODES",
+                   "Q": "PRIORITY", "r": "REASON", "N": "NODELIST"}
+
+
+_SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
+    "i": lambda job: str(job.job_id), "P": lambda job: job.partition, "j": lambda job: job.name,
+    "u": lambda job: job.user, "t": lambda job: _STATE_CODES.get(job.state, job.state[:2]), "T": lambda job: job.state,
+    "M": lambda job: format_elapsed(job.elapsed_seconds), "l": lambda job: format_time_limit(job.time_limit_minutes),
+    "D": lambda job: str(job.nodes), "R": lambda job: f"({job.reason})" if job.state == "PENDING" else job.nodelist,
+    "S": lambda job: job.start_time.strftime("%Y-%m-%dT%H:%M:%S") if job.start_time else "N/A",
+    "Y": lambda job: job.sched_nodes or "(null)", "Q": lambda job: str(job.priority), "r": lambda job: job.reason,
+    "N": lambda job: job.nodelist,
+}
+
+
+def _squeue_getter(letter: str) -> Callable[[SqueueJob], str]:
+    return _SQUEUE_GETTERS.get(letter, lambda job: "")
+
+
+_STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "SUSPENDED": 2, "COMPLETING": 3}
+
+
+def squeue_text(jobs: Iterable[SqueueJob], *, long: bool = False, start: bool = False, header: bool = True,
+                format: str | None = None) -> str:
+    """squeue's default (``-S P,t,-p``: partition, state, descending priority), ``-l`` or ``--start``
+    (pending jobs by expected start, unknown last)."""
+    if start:
+        rows = sorted((job for job in jobs if job.state == "PENDING"),
+                      key=lambda job: (job.start_time is None, job.start_time or dt.datetime.max.replace(
+                          tzinfo=dt.UTC), -job.priority, job.job_id))
+    else:
+        rows = sorted(jobs, key=lambda job: (job.partition, _STATE_ORDER.get(job.state, 9), -job.priority, job.job_id))
+    format_text = format or (SQUEUE_START if start else SQUEUE_LONG if long else SQUEUE_DEFAULT)
+    return _render(format_text, _SQUEUE_HEADERS, _squeue_getter, rows, header)
+
+
+def squeue_rows(jobs: Iterable[SqueueJob]) -> list[dict[str, Any]]:
+    return [{"jobId": job.job_id, "partition": job.partition, "name": job.name, "user": job.user, "state": job.state,
+             "stateCode": _STATE_CODES.get(job.state, job.state[:2]), "time": format_elapsed(job.elapsed_seconds),
+             "timeLimit": format_time_limit(job.time_limit_minutes), "nodes": job.nodes, "nodelist": job.nodelist,
+             "reason": job.reason, "priority": job.priority,
+             "startTime": job.start_time.isoformat() if job.start_time else None, "schedNodes": job.sched_nodes}
+            for job in jobs]
+
+
+# --- sacct --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SacctJob:
+    """One sacct record (a run of a job). ``state`` like COMPLETED or "CANCELLED by 1000"."""
+
+    job_id: str
+    name: str
+    partition: str
+    account: str
+    alloc_cpus: int
+    state: str
+    exit_code: str = "0:0"
+    user: str = ""
+    elapsed_seconds: int = 0
+    time_limit_minutes: int | None = None
+    nnodes: int = 0
+    nodelist: str = ""
+    qos: str = ""
+    priority: int = 0
+    restarts: int = 0
+    submit: dt.datetime | None = None
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+    alloc_tres: str = ""
+
+
+def _timestamp(moment: dt.datetime | None) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") if moment else "Unknown"
+
+
+#: field name (lower case) -> (PrintField, value getter); widths from slurm:src/sacct/sacct.c
+SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
+    "jobid": (PrintField("JobID", -12), lambda j: j.job_id),
+    "jobname": (PrintField("JobName", 10), lambda j: j.name),
+    "partition": (PrintField("Partition", 10), lambda j: j.partition),
+    "account": (PrintField("Account", 10), lambda j: j.account),
+    "alloccpus": (PrintField("AllocCPUS", 10, "uint"), lambda j: j.alloc_cpus),
+    "state": (PrintField("State", 10), lambda j: j.state),
+    "exitcode": (PrintField("ExitCode", 8), lambda j: j.exit_code),
+    "user": (PrintField("User", 9), lambda j: j.user),
+    "elapsed": (PrintField("Elapsed", 10, "time_secs"), lambda j: j.elapsed_seconds),
+    "timelimit": (PrintField("Timelimit", 10), lambda j: format_time_limit_sacct(j.time_limit_minutes)),
+    "cputime": (PrintField("CPUTime", 10, "time_secs"), lambda j: j.elapsed_seconds * j.alloc_cpus),
+    "nnodes": (PrintField("NNodes", 8, "uint"), lambda j: j.nnodes),
+    "nodelist": (PrintField("NodeList", 15), lambda j: j.nodelist),
+    "qos": (PrintField("QOS", 10), lambda j: j.qos),
+    "priority": (PrintField("Priority", 10, "uint"), lambda j: j.priority),
+    "restarts": (PrintField("Restarts", 8, "uint"), lambda j: j.restarts),
+    "submit": (PrintField("Submit", 19), lambda j: _timestamp(j.submit)),
+    "start": (PrintField("Start", 19), lambda j: _timestamp(j.start)),
+    "end": (PrintField("End", 19), lambda j: _timestamp(j.end)),
+    "alloctres": (PrintField("AllocTRES", 10), lambda j: j.alloc_tres),
+}
+SACCT_DEFAULT_FIELDS = ("jobid", "jobname", "partition", "account", "alloccpus", "state", "exitcode")
+
+
+def format_time_limit_sacct(minutes: int | None) -> str:
+    """sacct's Timelimit: ``mins2time_str`` (``UNLIMITED``, ``01:00:00``, ``1-00:00:00``)."""
+    return format_secs(None if minutes is None else minutes * 60)
+
+
+def _sacct_selection(fields: Sequence[str] | None) -> list[tuple[PrintField, Callable[[SacctJob], Any]]]:
+    """``--format`` items (case-insensitive, ``name%width`` overrides the width)."""
+    chosen = []
+    for item in fields or SACCT_DEFAULT_FIELDS:
+        name, _, width = item.partition("%")
+        if name.lower() not in SACCT_FIELDS:
+            raise ValueError(f'Invalid field requested: "{name}"')
+        print_field, getter = SACCT_FIELDS[name.lower()]
+        if width.lstrip("-").isdigit() and int(width):
+            print_field = print_field.with_width(int(width))
+        chosen.append((print_field, getter))
+    return chosen
+
+
+def sacct_text(jobs: Iterable[SacctJob], *, fields: Sequence[str] | None = None, parsable: str | None = None,
+               header: bool = True) -> str:
+    chosen = _sacct_selection(fields)
+    return print_fields([f for f, _ in chosen], ([getter(job) for _, getter in chosen] for job in jobs),
+                        parsable=parsable, header=header)
+
+
+def sacct_rows(jobs: Iterable[SacctJob], *, fields: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    chosen = _sacct_selection(fields)
+    return [{f.name: getter(job) for f, getter in chosen} for job in jobs]

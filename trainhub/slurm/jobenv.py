@@ -1,0 +1,169 @@
+"""The environment Slurm gives a batch script, and the one it gives Prolog and Epilog. Pure Python.
+
+Batch script (sbatch.1 "OUTPUT ENVIRONMENT VARIABLES"): SLURM_JOB_ID / SLURM_JOBID,
+SLURM_JOB_NAME, SLURM_JOB_NODELIST / SLURM_NODELIST (hostlist-compressed), SLURM_JOB_NUM_NODES /
+SLURM_NNODES, SLURM_JOB_PARTITION, SLURM_JOB_ACCOUNT, SLURM_JOB_QOS, SLURM_JOB_USER,
+SLURM_CLUSTER_NAME, SLURM_SUBMIT_DIR, SLURM_SUBMIT_HOST, SLURM_NTASKS / SLURM_NPROCS,
+SLURM_TASKS_PER_NODE and SLURM_JOB_CPUS_PER_NODE in Slurm's ``N(xK)`` form, SLURM_CPUS_ON_NODE,
+SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES / GPU_DEVICE_ORDINAL, SLURM_NODEID,
+SLURM_PROCID, SLURM_LOCALID, SLURMD_NODENAME, SLURM_RESTART_COUNT (only after a requeue),
+SLURM_JOB_START_TIME / SLURM_JOB_END_TIME (epoch seconds).
+
+Prolog and Epilog (prolog_epilog.shtml): SLURM_JOB_ID, SLURM_JOBID, SLURM_JOB_USER,
+SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION, SLURM_JOB_QOS, SLURM_JOB_NODELIST, SLURM_JOB_NUM_NODES,
+SLURM_JOB_CPUS_PER_NODE, SLURM_JOB_START_TIME, SLURM_JOB_END_TIME, SLURM_CLUSTER_NAME,
+SLURM_JOB_RESTART_COUNT, SLURM_JOB_WORK_DIR, SLURM_JOB_STDOUT, SLURM_JOB_STDERR,
+SLURM_JOB_COMMENT, SLURMD_NODENAME, CUDA_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL, SLURM_JOB_GPUS and
+SLURM_SCRIPT_CONTEXT (prolog_slurmd / epilog_slurmd); the Epilog also gets SLURM_JOB_EXIT_CODE
+(the wait() status), SLURM_JOB_EXIT_CODE2 (``exit:signal``) and SLURM_JOB_DERIVED_EC. Slurm sets
+no PATH for them, and neither does trainhub.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainhub.slurm.hostlist import compress
+
+
+@dataclass(frozen=True)
+class JobContext:
+    cluster_name: str
+    job_id: int
+    job_name: str
+    user: str
+    account: str
+    partition: str
+    qos: str
+    #: Hostnames of the allocation, batch host first.
+    hosts: tuple[str, ...]
+    cpus_per_node: tuple[int, ...]
+    num_tasks: int
+    restart_count: int
+    submit_dir: str
+    submit_host: str
+    stdout_path: str
+    stderr_path: str
+    comment: str
+    start_epoch: int
+    #: None: no time limit.
+    end_epoch: int | None
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """The node the script runs on: its index in the allocation and the GPUs it got there."""
+
+    index: int
+    gpu_indices: tuple[int, ...]
+
+
+def repeat_counts(values: list[int]) -> str:
+    """Slurm's compressed per-node list: ``[8, 8, 4]`` -> ``"8(x2),4"``."""
+    parts: list[str] = []
+    index = 0
+    while index < len(values):
+        run = 1
+        while index + run < len(values) and values[index + run] == values[index]:
+            run += 1
+        parts.append(f"{values[index]}(x{run})" if run > 1 else str(values[index]))
+        index += run
+    return ",".join(parts)
+
+
+def tasks_per_node(num_tasks: int, num_nodes: int) -> list[int]:
+    """Block distribution, as Slurm's default: the first ``num_tasks % num_nodes`` nodes get one more."""
+    base, extra = divmod(num_tasks, num_nodes)
+    return [base + (1 if i < extra else 0) for i in range(num_nodes)]
+
+
+def _common(job: JobContext, node: NodeContext) -> dict[str, str]:
+    gpus = ",".join(str(i) for i in node.gpu_indices)
+    env = {
+        "SLURM_JOB_ID": str(job.job_id),
+        "SLURM_JOBID": str(job.job_id),
+        "SLURM_JOB_USER": job.user,
+        "SLURM_JOB_ACCOUNT": job.account,
+        "SLURM_JOB_PARTITION": job.partition,
+        "SLURM_JOB_QOS": job.qos,
+        "SLURM_JOB_NODELIST": compress(job.hosts),
+        "SLURM_JOB_NUM_NODES": str(len(job.hosts)),
+        "SLURM_JOB_CPUS_PER_NODE": repeat_counts(list(job.cpus_per_node)),
+        "SLURM_CLUSTER_NAME": job.cluster_name,
+        "SLURM_JOB_START_TIME": str(job.start_epoch),
+        "SLURMD_NODENAME": job.hosts[node.index],
+        "CUDA_VISIBLE_DEVICES": gpus,
+        "GPU_DEVICE_ORDINAL": gpus,
+        "SLURM_JOB_GPUS": gpus,
+    }
+    if job.end_epoch is not None:
+        env["SLURM_JOB_END_TIME"] = str(job.end_epoch)
+    return env
+
+
+def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
+    """What the batch script sees (it runs on the batch host: node index 0, task 0)."""
+    env = _common(job, node)
+    env.update({
+        "SLURM_JOB_NAME": job.job_name,
+        "SLURM_NODELIST": env["SLURM_JOB_NODELIST"],
+        "SLURM_NNODES": str(len(job.hosts)),
+        "SLURM_SUBMIT_DIR": job.submit_dir,
+        "SLURM_SUBMIT_HOST": job.submit_host,
+        "SLURM_NTASKS": str(job.num_tasks),
+        "SLURM_NPROCS": str(job.num_tasks),
+        "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(job.num_tasks, len(job.hosts))),
+        "SLURM_CPUS_ON_NODE": str(job.cpus_per_node[node.index]),
+        "SLURM_GPUS_ON_NODE": str(len(node.gpu_indices)),
+        "SLURM_NODEID": str(node.index),
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_GTIDS": "0",
+    })
+    if job.restart_count:
+        env["SLURM_RESTART_COUNT"] = str(job.restart_count)
+    return env
+
+
+def _script_environment(job: JobContext, node: NodeContext, context: str) -> dict[str, str]:
+    env = _common(job, node)
+    env.update({
+        "SLURM_SCRIPT_CONTEXT": context,
+        "SLURM_JOB_RESTART_COUNT": str(job.restart_count),
+        "SLURM_JOB_WORK_DIR": job.submit_dir,
+        "SLURM_JOB_STDOUT": job.stdout_path,
+        "SLURM_JOB_STDERR": job.stderr_path,
+        "SLURM_JOB_COMMENT": job.comment,
+    })
+    return env
+
+
+def prolog_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
+    return _script_environment(job, node, "prolog_slurmd")
+
+
+def epilog_environment(job: JobContext, node: NodeContext, *, exit_code: int, signal: int) -> dict[str, str]:
+    """``exit_code``/``signal`` of the batch script: SLURM_JOB_EXIT_CODE is the raw wait() status."""
+    env = _script_environment(job, node, "epilog_slurmd")
+    env.update({
+        "SLURM_JOB_EXIT_CODE": str((exit_code << 8) | signal),
+        "SLURM_JOB_EXIT_CODE2": f"{exit_code}:{signal}",
+        "SLURM_JOB_DERIVED_EC": str(exit_code),
+    })
+    return env
+
+
+def output_path(pattern: str, *, job_id: int, job_name: str, user: str, node: str) -> str:
+    """sbatch's filename pattern: %j / %A job id, %x job name, %u user, %N node, %% a percent sign."""
+    replacements = {"j": str(job_id), "A": str(job_id), "x": job_name, "u": user, "N": node, "%": "%"}
+    out: list[str] = []
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "%" and index + 1 < len(pattern) and pattern[index + 1] in replacements:
+            out.append(replacements[pattern[index + 1]])
+            index += 2
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)

@@ -1,0 +1,571 @@
+"""AccountingStorageEnforce: submit-time validation against associations, QOS and partitions, and the
+pending reasons that association/QOS limits give at scheduling time -- Slurm's messages and strings.
+
+Public API (pure Python, no Django)::
+
+    AssocRecord(key, account, user=None, partition=None, parent=None, qos=frozenset(), default_qos=None,
+                grp_jobs=None, grp_submit_jobs=None, grp_tres={}, max_jobs=None, max_submit_jobs=None,
+                max_tres_per_job={}, max_tres_per_node={}, max_wall_minutes=None)     # None = no limit
+    QosRecord(name, priority=0, flags=frozenset(), grp_jobs=None, grp_submit_jobs=None, grp_tres={},
+              max_jobs_per_user=None, max_jobs_per_account=None, max_submit_jobs_per_user=None,
+              max_submit_jobs_per_account=None, max_tres_per_job={}, max_tres_per_node={},
+              max_tres_per_user={}, max_tres_per_account={}, min_tres_per_job={}, max_wall_minutes=None,
+              preempt=frozenset(), preempt_mode="CLUSTER", preempt_exempt_time=None, grace_time=0,
+              usage_factor=1.0)
+    LimitContext(config, associations={key: AssocRecord}, qos={name: QosRecord}, partitions={name: PartitionOptions})
+        .find_association(user, account, partition) -> AssocRecord | None
+        .chain(assoc_key) -> list[AssocRecord]          # the user's association up to the root
+        .allowed_qos(assoc_key) / .default_qos(assoc_key)
+    JobRequest(user, account, partition, qos, assoc_key, nodes, tres, time_limit_minutes)
+    LimitUsage.of(context, [(JobRequest, running: bool), ...]); usage.add(job, running=); usage.start(job)
+    validate_submission(context, usage, user=, account=, partition=, qos=, nodes=, tres=,
+                        time_limit_minutes=, default_account=) -> Submission     # raises SubmitRejected(message)
+    limit_reason(context, usage, job) -> str | None      # why limits keep a pending job from starting
+    SubmitRejected.message: one of Slurm's error strings below
+
+Messages (slurm:src/common/slurm_errno.c): INVALID_ACCOUNT "Invalid account or account/partition
+combination specified", INVALID_QOS "Invalid qos specification", ACCOUNTING_POLICY "Job violates
+accounting/QOS policy (job submit limit, user's size and/or time limits)", INVALID_TIME_LIMIT
+"Requested time limit is invalid (missing or exceeds some limit)", INVALID_NODE_COUNT "Node count
+specification invalid", PARTITION_NOT_AVAIL "Required partition not available (inactive or drain)".
+
+Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
+- ``associations`` (implied by limits/qos/safe): the job needs an association (user, account,
+  partition) or (user, account); the account defaults to the user's default account. Partition
+  AllowAccounts / AllowQos refuse with INVALID_ACCOUNT / INVALID_QOS.
+- ``qos``: the QOS (requested, else the association's DefaultQOS, else its only allowed QOS, else the
+  root's DefaultQOS, else "normal" -- job_mgr ``_get_default_qos``) must exist and be allowed. The
+  allowed list is inherited from the nearest ancestor that has one, so the root association needs
+  one (``sacctmgr add cluster`` gives it QOS normal).
+- ``limits``: submit counts always reject (MaxSubmitJobs, GrpSubmitJobs, QOS MaxSubmitJobsPerUser/
+  PerAccount, GrpSubmitJobs). Per-job limits (MaxTRESPerJob/PerNode, MaxWall, MinTRES, a Grp limit the
+  job alone exceeds) reject only under strict checking -- Flags=DenyOnLimit on the partition QOS or the
+  job QOS, or a job without QOS -- and otherwise leave the job pending with the reason.
+- A job without a time limit gets the partition's DefaultTime, else the tightest MaxWall that applies,
+  else the partition MaxTime (``_set_time_limit``).
+- A QOS limit, where set, replaces the association's limit of the same kind (partition QOS first,
+  unless the job QOS has OverPartQOS); Max* association limits are inherited from the nearest ancestor
+  that sets them and count the user's jobs; Grp* limits apply at every level to the whole subtree.
+- EnforcePartLimits=NO (default): over MaxTime / MaxNodes pends (PartitionTimeLimit,
+  PartitionNodeLimit); ALL/ANY/YES reject. A DOWN partition pends (PartitionDown); DRAIN/INACTIVE reject.
+- Scheduling-time order (acct_policy_job_runnable_pre_select, then _post_select): QOS then associations
+  for job counts and wall time, then QOS then associations for TRES; the first limit hit is the reason.
+
+Not modelled: TRES-minutes limits (GrpTRESMins, MaxTRESMins, GrpTRESRunMins), GrpWall, accrue limits,
+UsageThreshold, WCKeys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from trainhub.slurm.conf import PartitionOptions, SlurmConfig
+from trainhub.slurm.tres import tres_sort_key
+
+__all__ = [
+    "ACCOUNTING_POLICY",
+    "INVALID_ACCOUNT",
+    "INVALID_NODE_COUNT",
+    "INVALID_QOS",
+    "INVALID_TIME_LIMIT",
+    "PARTITION_NOT_AVAIL",
+    "AssocRecord",
+    "JobRequest",
+    "LimitContext",
+    "LimitUsage",
+    "QosRecord",
+    "SubmitRejected",
+    "Submission",
+    "limit_reason",
+    "validate_submission",
+]
+
+INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
+INVALID_QOS = "Invalid qos specification"
+ACCOUNTING_POLICY = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+INVALID_TIME_LIMIT = "Requested time limit is invalid (missing or exceeds some limit)"
+INVALID_NODE_COUNT = "Node count specification invalid"
+PARTITION_NOT_AVAIL = "Required partition not available (inactive or drain)"
+
+
+# --- reason strings (slurm:src/common/job_state_reason.c) ----------------------------------------
+
+def _reasons(cpu: str, mem: str, node: str | None, energy: str, gres: str, license_: str | None, bb: str,
+             billing: str, unknown: str) -> dict[str, str]:
+    table = {"cpu": cpu, "mem": mem, "energy": energy, "gres": gres, "bb": bb, "billing": billing, "": unknown}
+    if node:
+        table["node"] = node
+    if license_:
+        table["license"] = license_
+    return table
+
+
+_ASSOC_GRP = _reasons("AssocGrpCpuLimit", "AssocGrpMemLimit", "AssocGrpNodeLimit", "AssocGrpEnergy",
+                      "AssocGrpGRES", "AssocGrpLicense", "AssocGrpBB", "AssocGrpBilling", "AssocGrpUnknown")
+_ASSOC_MAX_PER_JOB = _reasons("AssocMaxCpuPerJobLimit", "AssocMaxMemPerJob", "AssocMaxNodePerJobLimit",
+                              "AssocMaxEnergyPerJob", "AssocMaxGRESPerJob", "AssocMaxLicensePerJob",
+                              "AssocMaxBBPerJob", "AssocMaxBillingPerJob", "AssocMaxUnknownPerJob")
+_ASSOC_MAX_PER_NODE = _reasons("AssocMaxCpuPerNode", "AssocMaxMemPerNode", None, "AssocMaxEnergyPerNode",
+                               "AssocMaxGRESPerNode", None, "AssocMaxBBPerNode", "AssocMaxBillingPerNode",
+                               "AssocMaxUnknownPerNode")
+_QOS_GRP = _reasons("QOSGrpCpuLimit", "QOSGrpMemLimit", "QOSGrpNodeLimit", "QOSGrpEnergy", "QOSGrpGRES",
+                    "QOSGrpLicense", "QOSGrpBB", "QOSGrpBilling", "QOSGrpUnknown")
+_QOS_MAX_PER_JOB = _reasons("QOSMaxCpuPerJobLimit", "QOSMaxMemoryPerJob", "QOSMaxNodePerJobLimit",
+                            "QOSMaxEnergyPerJob", "QOSMaxGRESPerJob", "QOSMaxLicensePerJob", "QOSMaxBBPerJob",
+                            "QOSMaxBillingPerJob", "QOSMaxUnknownPerJob")
+_QOS_MAX_PER_NODE = _reasons("QOSMaxCpuPerNode", "QOSMaxMemoryPerNode", None, "QOSMaxEnergyPerNode",
+                             "QOSMaxGRESPerNode", None, "QOSMaxBBPerNode", "QOSMaxBillingPerNode",
+                             "QOSMaxUnknownPerNode")
+_QOS_MAX_PER_USER = _reasons("QOSMaxCpuPerUserLimit", "QOSMaxMemoryPerUser", "QOSMaxNodePerUserLimit",
+                             "QOSMaxEnergyPerUser", "QOSMaxGRESPerUser", "QOSMaxLicensePerUser", "QOSMaxBBPerUser",
+                             "QOSMaxBillingPerUser", "QOSMaxUnknownPerUser")
+_QOS_MAX_PER_ACCOUNT = _reasons("MaxCpuPerAccount", "MaxMemoryPerAccount", "MaxNodePerAccount",
+                                "MaxEnergyPerAccount", "MaxGRESPerAccount", "MaxLicensePerAccount",
+                                "MaxBBPerAccount", "MaxBillingPerAccount", "MaxUnknownPerAccount")
+_QOS_MIN = _reasons("QOSMinCpuNotSatisfied", "QOSMinMemory", "QOSMinNode", "QOSMinEnergy", "QOSMinGRES",
+                    "QOSMinLicense", "QOSMinBB", "QOSMinBilling", "QOSMinUnknown")
+
+
+def _reason(table: Mapping[str, str], tres: str) -> str:
+    """The reason for a TRES name: ``gres/gpu`` -> the GRES entry (``_get_tres_state_reason``)."""
+    kind = tres.split("/", 1)[0]
+    return table.get(kind, table[""])
+
+
+# --- records ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AssocRecord:
+    """An association with its own limits (None / missing TRES = not set here)."""
+
+    key: str
+    account: str
+    user: str | None = None
+    partition: str | None = None
+    parent: str | None = None
+    qos: frozenset[str] = frozenset()
+    default_qos: str | None = None
+    grp_jobs: int | None = None
+    grp_submit_jobs: int | None = None
+    grp_tres: Mapping[str, int] = field(default_factory=dict)
+    max_jobs: int | None = None
+    max_submit_jobs: int | None = None
+    max_tres_per_job: Mapping[str, int] = field(default_factory=dict)
+    max_tres_per_node: Mapping[str, int] = field(default_factory=dict)
+    max_wall_minutes: int | None = None
+
+
+@dataclass(frozen=True)
+class QosRecord:
+    name: str
+    priority: int = 0
+    flags: frozenset[str] = frozenset()
+    grp_jobs: int | None = None
+    grp_submit_jobs: int | None = None
+    grp_tres: Mapping[str, int] = field(default_factory=dict)
+    max_jobs_per_user: int | None = None
+    max_jobs_per_account: int | None = None
+    max_submit_jobs_per_user: int | None = None
+    max_submit_jobs_per_account: int | None = None
+    max_tres_per_job: Mapping[str, int] = field(default_factory=dict)
+    max_tres_per_node: Mapping[str, int] = field(default_factory=dict)
+    max_tres_per_user: Mapping[str, int] = field(default_factory=dict)
+    max_tres_per_account: Mapping[str, int] = field(default_factory=dict)
+    min_tres_per_job: Mapping[str, int] = field(default_factory=dict)
+    max_wall_minutes: int | None = None
+    preempt: frozenset[str] = frozenset()
+    preempt_mode: str = "CLUSTER"
+    preempt_exempt_time: int | None = None
+    grace_time: int = 0
+    usage_factor: float = 1.0
+
+    def has_flag(self, flag: str) -> bool:
+        return flag.lower() in {f.lower() for f in self.flags}
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A job as limits see it. ``tres`` holds the job's totals (cpu, mem, node, billing, gres/gpu...);
+    ``node`` is filled from ``nodes`` when missing."""
+
+    user: str
+    account: str
+    partition: str
+    qos: str | None
+    assoc_key: str | None
+    nodes: int = 1
+    tres: Mapping[str, int] = field(default_factory=dict)
+    time_limit_minutes: int | None = None
+
+    @property
+    def tres_with_nodes(self) -> dict[str, int]:
+        return {"node": self.nodes, **self.tres}
+
+
+@dataclass(frozen=True)
+class Submission:
+    """An accepted submission: the association, account, QOS and time limit the job gets, and the
+    reason it will pend for (None if nothing known at submit time keeps it waiting)."""
+
+    assoc_key: str | None
+    account: str
+    qos: str | None
+    time_limit_minutes: int | None
+    pending_reason: str | None = None
+
+
+class SubmitRejected(ValueError):
+    """A submission slurmctld would refuse; ``message`` is Slurm's text, ``reason`` the limit behind it."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        self.message = message
+        self.reason = reason
+        super().__init__(message)
+
+
+# --- context ------------------------------------------------------------------------------------
+
+@dataclass
+class LimitContext:
+    config: SlurmConfig
+    associations: Mapping[str, AssocRecord]
+    qos: Mapping[str, QosRecord]
+    partitions: Mapping[str, PartitionOptions]
+
+    def __post_init__(self) -> None:
+        self._by_identity = {(a.user, a.account, a.partition): a for a in self.associations.values() if a.user}
+        self._chains: dict[str, list[AssocRecord]] = {}
+
+    def find_association(self, user: str, account: str, partition: str | None) -> AssocRecord | None:
+        """The user's association for the partition, else the one valid in every partition."""
+        return self._by_identity.get((user, account, partition)) or self._by_identity.get((user, account, None))
+
+    def chain(self, assoc_key: str | None) -> list[AssocRecord]:
+        if assoc_key is None:
+            return []
+        if assoc_key not in self._chains:
+            chain, seen = [], set()
+            current = self.associations.get(assoc_key)
+            while current is not None and current.key not in seen:
+                chain.append(current)
+                seen.add(current.key)
+                current = self.associations.get(current.parent) if current.parent else None
+            self._chains[assoc_key] = chain
+        return self._chains[assoc_key]
+
+    def allowed_qos(self, assoc_key: str) -> frozenset[str]:
+        """The QOS list of the association, inherited from the nearest ancestor that has one."""
+        return next((a.qos for a in self.chain(assoc_key) if a.qos), frozenset())
+
+    def default_qos(self, assoc_key: str | None) -> str:
+        chain = self.chain(assoc_key)
+        explicit = next((a.default_qos for a in chain if a.default_qos), None)
+        if explicit:
+            return explicit
+        allowed = self.allowed_qos(assoc_key) if assoc_key else frozenset()
+        if len(allowed) == 1:
+            return next(iter(allowed))
+        root_default = chain[-1].default_qos if chain else None
+        return root_default or "normal"
+
+    def job_qos_order(self, job: JobRequest) -> list[QosRecord]:
+        """Partition QOS then job QOS (job QOS first with OverPartQOS); the same QOS once."""
+        partition = self.partitions.get(job.partition)
+        part_qos = self.qos.get(partition.qos) if partition and partition.qos else None
+        job_qos = self.qos.get(job.qos) if job.qos else None
+        order = [part_qos, job_qos]
+        if job_qos and job_qos.has_flag("OverPartQOS"):
+            order.reverse()
+        unique: list[QosRecord] = []
+        for qos in order:
+            if qos and qos.name not in {q.name for q in unique}:
+                unique.append(qos)
+        return unique
+
+
+# --- usage --------------------------------------------------------------------------------------
+
+@dataclass
+class _Counter:
+    running_jobs: int = 0
+    submitted_jobs: int = 0
+    running_tres: dict[str, int] = field(default_factory=dict)
+
+    def add(self, tres: Mapping[str, int], *, running: bool, submitted: bool) -> None:
+        self.submitted_jobs += submitted
+        if running:
+            self.running_jobs += 1
+            for name, count in tres.items():
+                self.running_tres[name] = self.running_tres.get(name, 0) + count
+
+
+@dataclass
+class LimitUsage:
+    """Jobs counted against limits: submitted = pending + running. Association counters hold the
+    association's whole subtree; QOS counters are kept per QOS, per (QOS, user), per (QOS, account)."""
+
+    context: LimitContext
+    assoc: dict[str, _Counter] = field(default_factory=dict)
+    qos: dict[str, _Counter] = field(default_factory=dict)
+    qos_user: dict[tuple[str, str], _Counter] = field(default_factory=dict)
+    qos_account: dict[tuple[str, str], _Counter] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, context: LimitContext, jobs: Iterable[tuple[JobRequest, bool]]) -> LimitUsage:
+        usage = cls(context)
+        for job, running in jobs:
+            usage.add(job, running=running)
+        return usage
+
+    def _counters(self, job: JobRequest) -> list[_Counter]:
+        counters = [self.assoc.setdefault(a.key, _Counter()) for a in self.context.chain(job.assoc_key)]
+        for qos in self.context.job_qos_order(job):
+            counters += [self.qos.setdefault(qos.name, _Counter()),
+                         self.qos_user.setdefault((qos.name, job.user), _Counter()),
+                         self.qos_account.setdefault((qos.name, job.account), _Counter())]
+        return counters
+
+    def add(self, job: JobRequest, *, running: bool) -> None:
+        """Count a newly submitted job (pending, or already running)."""
+        for counter in self._counters(job):
+            counter.add(job.tres_with_nodes, running=running, submitted=True)
+
+    def start(self, job: JobRequest) -> None:
+        """A counted pending job starts running (the scheduler calls this as it starts jobs)."""
+        for counter in self._counters(job):
+            counter.add(job.tres_with_nodes, running=True, submitted=False)
+
+    def counter(self, table: str, key: object) -> _Counter:
+        return getattr(self, table).get(key) or _Counter()
+
+
+# --- effective limits ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _QosLimits:
+    """The QOS limits of a job after merging partition QOS and job QOS (first set wins)."""
+
+    qos: tuple[QosRecord, ...]
+
+    def first(self, attribute: str) -> tuple[QosRecord, int] | None:
+        for qos in self.qos:
+            value = getattr(qos, attribute)
+            if value is not None:
+                return qos, value
+        return None
+
+    def tres(self, attribute: str) -> dict[str, tuple[QosRecord, int]]:
+        merged: dict[str, tuple[QosRecord, int]] = {}
+        for qos in self.qos:
+            for name, value in getattr(qos, attribute).items():
+                merged.setdefault(name, (qos, value))
+        return merged
+
+
+def _inherited(chain: list[AssocRecord], attribute: str):
+    """A Max* association limit: the user's own, else the nearest ancestor's (assoc_mgr inheritance)."""
+    for assoc in chain:
+        value = getattr(assoc, attribute)
+        if value is not None:
+            return value
+    return None
+
+
+def _inherited_tres(chain: list[AssocRecord], attribute: str) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for assoc in chain:
+        for name, value in getattr(assoc, attribute).items():
+            merged.setdefault(name, value)
+    return merged
+
+
+def _ordered(tres: Mapping[str, object]) -> list[str]:
+    return sorted(tres, key=tres_sort_key)
+
+
+def _per_node(job: JobRequest) -> dict[str, int]:
+    return {name: math.ceil(count / max(job.nodes, 1)) for name, count in job.tres.items() if name != "node"}
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+def _submit_count_reason(context: LimitContext, usage: LimitUsage, job: JobRequest) -> str | None:
+    """Submit-count limits, counting this job: always a rejection."""
+    qos = _QosLimits(tuple(context.job_qos_order(job)))
+    for qos_record in qos.qos:
+        checks = ((qos_record.grp_submit_jobs, usage.counter("qos", qos_record.name), "QOSGrpSubmitJobsLimit"),
+                  (qos_record.max_submit_jobs_per_account,
+                   usage.counter("qos_account", (qos_record.name, job.account)), "MaxSubmitJobsPerAccount"),
+                  (qos_record.max_submit_jobs_per_user,
+                   usage.counter("qos_user", (qos_record.name, job.user)), "QOSMaxSubmitJobPerUserLimit"))
+        for limit, counter, reason in checks:
+            if limit is not None and counter.submitted_jobs + 1 > limit:
+                return reason
+    chain = context.chain(job.assoc_key)
+    for assoc in chain:
+        if qos.first("grp_submit_jobs") is None and assoc.grp_submit_jobs is not None and (
+                usage.counter("assoc", assoc.key).submitted_jobs + 1 > assoc.grp_submit_jobs):
+            return "AssocGrpSubmitJobsLimit"
+    max_submit = _inherited(chain, "max_submit_jobs")
+    if chain and qos.first("max_submit_jobs_per_user") is None and max_submit is not None and (
+            usage.counter("assoc", chain[0].key).submitted_jobs + 1 > max_submit):
+        return "AssocMaxSubmitJobLimit"
+    return None
+
+
+def _over(used: int, job: int, limit: int) -> bool:
+    return used + job > limit
+
+
+def _limit_reasons(context: LimitContext, job: JobRequest, usage: LimitUsage | None) -> Iterable[str]:
+    """Every limit keeping ``job`` from running, in acct_policy's order. With ``usage`` None the job
+    is checked alone (strict submit checking): running-job counts are then not limits."""
+    qos = _QosLimits(tuple(context.job_qos_order(job)))
+    chain = context.chain(job.assoc_key)
+    tres, per_node = job.tres_with_nodes, _per_node(job)
+
+    def counter(table: str, key: object) -> _Counter:
+        return usage.counter(table, key) if usage is not None else _Counter()
+
+    # acct_policy_job_runnable_pre_select: job counts and wall time, QOS then associations.
+    if usage is not None:
+        for attribute, table, key_of, reason in (
+                ("grp_jobs", "qos", lambda q: q.name, "QOSGrpJobsLimit"),
+                ("max_jobs_per_account", "qos_account", lambda q: (q.name, job.account), "MaxJobsPerAccount"),
+                ("max_jobs_per_user", "qos_user", lambda q: (q.name, job.user), "QOSMaxJobsPerUserLimit")):
+            found = qos.first(attribute)
+            if found and _over(counter(table, key_of(found[0])).running_jobs, 1, found[1]):
+                yield reason
+    wall = qos.first("max_wall_minutes")
+    limit = job.time_limit_minutes
+    if wall and (limit is None or limit > wall[1]):
+        yield "QOSMaxWallDurationPerJobLimit"
+    if usage is not None:
+        for assoc in chain:
+            if not qos.first("grp_jobs") and assoc.grp_jobs is not None and _over(
+                    counter("assoc", assoc.key).running_jobs, 1, assoc.grp_jobs):
+                yield "AssocGrpJobsLimit"
+        max_jobs = _inherited(chain, "max_jobs")
+        if chain and not qos.first("max_jobs_per_user") and max_jobs is not None and _over(
+                counter("assoc", chain[0].key).running_jobs, 1, max_jobs):
+            yield "AssocMaxJobsLimit"
+    assoc_wall = _inherited(chain, "max_wall_minutes")
+    if not wall and assoc_wall is not None and (limit is None or limit > assoc_wall):
+        yield "AssocMaxWallDurationPerJobLimit"
+
+    # acct_policy_job_runnable_post_select: TRES, QOS then associations.
+    for attribute, table, used_of, values in (
+            ("grp_tres", _QOS_GRP, lambda q: counter("qos", q.name).running_tres, tres),
+            ("max_tres_per_job", _QOS_MAX_PER_JOB, None, tres),
+            ("max_tres_per_node", _QOS_MAX_PER_NODE, None, per_node),
+            ("max_tres_per_account", _QOS_MAX_PER_ACCOUNT,
+             lambda q: counter("qos_account", (q.name, job.account)).running_tres, tres),
+            ("max_tres_per_user", _QOS_MAX_PER_USER,
+             lambda q: counter("qos_user", (q.name, job.user)).running_tres, tres)):
+        limits = qos.tres(attribute)
+        for name in _ordered(limits):
+            record, value = limits[name]
+            used = used_of(record).get(name, 0) if used_of else 0
+            if _over(used, values.get(name, 0), value):
+                yield _reason(table, name)
+    minimum = qos.tres("min_tres_per_job")
+    for name in _ordered(minimum):
+        if tres.get(name, 0) < minimum[name][1]:
+            yield _reason(_QOS_MIN, name)
+    qos_grp = qos.tres("grp_tres")
+    for assoc in chain:
+        used = counter("assoc", assoc.key).running_tres
+        for name in _ordered(assoc.grp_tres):
+            if name not in qos_grp and _over(used.get(name, 0), tres.get(name, 0), assoc.grp_tres[name]):
+                yield _reason(_ASSOC_GRP, name)
+    for attribute, table, values in (("max_tres_per_job", _ASSOC_MAX_PER_JOB, tres),
+                                     ("max_tres_per_node", _ASSOC_MAX_PER_NODE, per_node)):
+        limits, qos_limits = _inherited_tres(chain, attribute), qos.tres(attribute)
+        for name in _ordered(limits):
+            if name not in qos_limits and values.get(name, 0) > limits[name]:
+                yield _reason(table, name)
+
+
+def limit_reason(context: LimitContext, usage: LimitUsage, job: JobRequest) -> str | None:
+    """The reason association/QOS limits keep a pending job waiting, or None (only with ``limits``)."""
+    if not context.config.enforces_limits:
+        return None
+    return next(iter(_limit_reasons(context, job, usage)), None)
+
+
+def _strict(qos_order: list[QosRecord], job: JobRequest) -> bool:
+    return job.qos is None or any(qos.has_flag("DenyOnLimit") for qos in qos_order)
+
+
+def _resolve_time_limit(context: LimitContext, job: JobRequest, partition: PartitionOptions) -> int | None:
+    """Partition DefaultTime, else the applying MaxWall (QOS first), else the partition MaxTime."""
+    if job.time_limit_minutes is not None:
+        return job.time_limit_minutes
+    if partition.default_time_minutes is not None:
+        return partition.default_time_minutes
+    if context.config.enforces_limits:
+        wall = _QosLimits(tuple(context.job_qos_order(job))).first("max_wall_minutes")
+        limit = wall[1] if wall else _inherited(context.chain(job.assoc_key), "max_wall_minutes")
+        if limit is not None:
+            return min(limit, partition.max_time_minutes) if partition.max_time_minutes is not None else limit
+    return partition.max_time_minutes
+
+
+def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest) -> str | None:
+    if partition.state in ("DRAIN", "INACTIVE"):
+        raise SubmitRejected(PARTITION_NOT_AVAIL)
+    enforce = config.enforce_part_limits != "NO"
+    over_time = partition.max_time_minutes is not None and (
+        job.time_limit_minutes is None or job.time_limit_minutes > partition.max_time_minutes)
+    if over_time:
+        if enforce:
+            raise SubmitRejected(INVALID_TIME_LIMIT, "PartitionTimeLimit")
+        return "PartitionTimeLimit"
+    if partition.max_nodes is not None and job.nodes > partition.max_nodes:
+        if enforce:
+            raise SubmitRejected(INVALID_NODE_COUNT, "PartitionNodeLimit")
+        return "PartitionNodeLimit"
+    return "PartitionDown" if partition.state == "DOWN" else None
+
+
+def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, account: str | None,
+                        partition: str, qos: str | None, nodes: int, tres: Mapping[str, int],
+                        time_limit_minutes: int | None, default_account: str | None) -> Submission:
+    """Accept a job as slurmctld would, or raise :class:`SubmitRejected` with Slurm's message.
+
+    ``partition`` must be a partition of the cluster (the caller reports unknown partitions).
+    """
+    config = context.config
+    partition_options = context.partitions[partition]
+    account = account or default_account or ""
+    assoc = context.find_association(user, account, partition) if account else None
+    if config.enforces_associations and assoc is None:
+        raise SubmitRejected(INVALID_ACCOUNT)
+    if partition_options.allow_accounts and account not in partition_options.allow_accounts:
+        raise SubmitRejected(INVALID_ACCOUNT)
+    assoc_key = assoc.key if assoc else None
+    job_qos = qos or (context.default_qos(assoc_key) if assoc_key or config.enforces_qos else None)
+    if job_qos is not None and job_qos not in context.qos:
+        if config.enforces_qos:
+            raise SubmitRejected(INVALID_QOS)
+        job_qos = None
+    if config.enforces_qos and assoc_key and job_qos not in context.allowed_qos(assoc_key):
+        raise SubmitRejected(INVALID_QOS)
+    if partition_options.allow_qos and job_qos not in partition_options.allow_qos:
+        raise SubmitRejected(INVALID_QOS)
+    job = JobRequest(user=user, account=account, partition=partition, qos=job_qos, assoc_key=assoc_key,
+                     nodes=nodes, tres=dict(tres), time_limit_minutes=time_limit_minutes)
+    job = replace(job, time_limit_minutes=_resolve_time_limit(context, job, partition_options))
+    reason = _partition_reason(config, partition_options, job)
+    if config.enforces_limits:
+        submit_reason = _submit_count_reason(context, usage, job)
+        if submit_reason:
+            raise SubmitRejected(ACCOUNTING_POLICY, submit_reason)
+        alone = next(iter(_limit_reasons(context, job, None)), None)
+        if alone and _strict(context.job_qos_order(job), job):
+            raise SubmitRejected(ACCOUNTING_POLICY, alone)
+        reason = reason or alone
+    return Submission(assoc_key=assoc_key, account=account, qos=job_qos,
+                      time_limit_minutes=job.time_limit_minutes, pending_reason=reason)

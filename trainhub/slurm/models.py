@@ -1,0 +1,369 @@
+"""Slurm clusters as the database records them: what slurmctld keeps in memory and slurmdbd on disk.
+
+- A cluster owns node pools (its nodes are dedicated to it), partitions over those pools, its
+  slurm.conf keys and prolog/epilog scripts; every admin change leaves a ClusterAuditEntry.
+- Accounting (slurmdbd): accounts in a tree under ``root``, users, associations (account, user,
+  partition) with shares, limits and decayed usage, and QOS.
+- Jobs: SlurmJob (the job as squeue sees it), one JobRun per run (the accounting record sacct
+  shows; a requeued job has several), JobNode per allocated node of the current run (the agent's
+  prolog / batch / epilog phases there) and GpuAllocation rows whose partial unique index makes
+  allocating one GPU twice impossible.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from trainhub.iam.models import Project
+from trainhub.inventory.models import Node, NodePool
+
+class JobState(models.TextChoices):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    PREEMPTED = "PREEMPTED"
+    REQUEUED = "REQUEUED"
+    NODE_FAIL = "NODE_FAIL"
+
+
+ACTIVE_STATES = frozenset({JobState.PENDING, JobState.RUNNING})
+
+
+class Hold(models.TextChoices):
+    NONE = "", "not held"
+    USER = "user", "held by its user (JobHeldUser)"
+    ADMIN = "admin", "held by an administrator (JobHeldAdmin)"
+
+
+class NodePhase(models.TextChoices):
+    """What the agent does with a job on one node: prolog, then the batch script (on the batch
+    host), then the epilog; DONE when the node is free of the job."""
+
+    PROLOG = "PROLOG"
+    READY = "READY"
+    RUNNING = "RUNNING"
+    EPILOG = "EPILOG"
+    DONE = "DONE"
+
+
+class SlurmCluster(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="slurm_clusters")
+    location = models.CharField(max_length=32)
+    cluster_id = models.SlugField(max_length=63)
+    display_name = models.CharField(max_length=128, blank=True)
+    login_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="slurm_login_clusters")
+    home_directory_storage = models.CharField(max_length=255, blank=True)
+    #: slurm.conf keys set by the spec or by admins (key -> value text), as Slurm's config maps.
+    config = models.JSONField(default=dict)
+    prolog_scripts = models.JSONField(default=list)
+    epilog_scripts = models.JSONField(default=list)
+    default_partition = models.CharField(max_length=63)
+    next_job_id = models.PositiveBigIntegerField(default=1)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    create_time = models.DateTimeField()
+    update_time = models.DateTimeField()
+    #: priority_last_decay_ran: usage is decayed and accrued from here to the next pass.
+    last_decay_time = models.DateTimeField(null=True, blank=True)
+    #: When every pending job's priority was last recomputed (every PriorityCalcPeriod).
+    last_priority_time = models.DateTimeField(null=True, blank=True)
+    last_usage_reset = models.DateTimeField(null=True, blank=True)
+    #: The last scheduler pass: when it ran and what it did or which error stopped it.
+    last_pass_time = models.DateTimeField(null=True, blank=True)
+    last_pass_summary = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["project_id", "location", "cluster_id"]
+        constraints = [models.UniqueConstraint(fields=["project", "location", "cluster_id"],
+                                               name="slurm_cluster_identity")]
+
+    def __str__(self) -> str:
+        return self.cluster_id
+
+    @property
+    def owner_key(self) -> str:
+        """What the cluster's nodes carry in Node.dedicated_to."""
+        return f"slurmClusters/{self.pk}"
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project.project_id}/locations/{self.location}/slurmClusters/{self.cluster_id}"
+
+
+class Partition(models.Model):
+    """A PartitionName= line: a named set of the cluster's node pools and its scheduling knobs."""
+
+    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="partitions")
+    name = models.CharField(max_length=63)
+    position = models.PositiveSmallIntegerField(default=0)
+    node_pools = models.ManyToManyField(NodePool, related_name="slurm_partitions")
+    #: The options of its PartitionName= line (PriorityTier, MaxTime, PreemptMode, ...), as set.
+    config = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["cluster_id", "position", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="slurm_partition_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ClusterAuditEntry(models.Model):
+    """Who changed what on a cluster, from which value to which (None = unset)."""
+
+    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="audit")
+    time = models.DateTimeField()
+    actor = models.CharField(max_length=150)
+    subject = models.CharField(max_length=128)
+    old_value = models.JSONField(null=True, blank=True)
+    new_value = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-time", "-id"]
+
+
+class Qos(models.Model):
+    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="qos_set")
+    name = models.CharField(max_length=64)
+    description = models.CharField(max_length=255, blank=True)
+    #: Every QOS setting sacctmgr knows (Priority, Flags, Preempt, MaxWall, GrpTRES, ...), by its
+    #: Slurm name; absent = not set.
+    settings = models.JSONField(default=dict)
+    raw_usage = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["cluster_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="slurm_qos_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Account(models.Model):
+    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="accounts")
+    name = models.CharField(max_length=64)
+    description = models.CharField(max_length=255, blank=True)
+    organization = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["cluster_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="slurm_account_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SlurmUser(models.Model):
+    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="slurm_users")
+    name = models.CharField(max_length=150)
+    default_account = models.CharField(max_length=64, blank=True)
+    admin_level = models.CharField(max_length=16, default="None")
+
+    class Meta:
+        ordering = ["cluster_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="slurm_user_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Association(models.Model):
+    """(account, user, partition) with its shares, limits and decayed usage.
+
+    user == "" is the account's own association (a node of the tree; its parent is the parent
+    account's association); root's has no parent. partition == "" applies to every partition.
+    """
+
+    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="associations")
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="associations")
+    user = models.CharField(max_length=150, blank=True)
+    partition = models.CharField(max_length=63, blank=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    #: Fairshare=N; ``None`` is Fairshare=parent.
+    shares = models.PositiveIntegerField(null=True, default=1)
+    #: Priority, GrpTRES, MaxJobs, MaxWall, QOS, DefaultQOS, ... by Slurm name; absent = not set.
+    settings = models.JSONField(default=dict)
+    #: Usage in billable TRES-seconds, decayed by PriorityDecayHalfLife.
+    raw_usage = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["cluster_id", "account__name", "user", "partition"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "account", "user", "partition"],
+                                               name="slurm_association_identity")]
+
+    def __str__(self) -> str:
+        who = f"{self.user}@" if self.user else ""
+        where = f"/{self.partition}" if self.partition else ""
+        return f"{who}{self.account.name}{where}"
+
+
+class SlurmJob(models.Model):
+    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="jobs")
+    job_id = models.PositiveBigIntegerField()
+    name = models.CharField(max_length=255)
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                     related_name="slurm_jobs")
+    user_name = models.CharField(max_length=150)
+    account = models.CharField(max_length=64)
+    partition = models.CharField(max_length=63)
+    qos = models.CharField(max_length=64)
+    num_nodes = models.PositiveIntegerField(default=1)
+    num_tasks = models.PositiveIntegerField(default=1)
+    cpus_per_task = models.PositiveIntegerField(default=1)
+    gpus_per_node = models.PositiveIntegerField(default=0)
+    #: Minutes; null = UNLIMITED.
+    time_limit = models.PositiveIntegerField(null=True, blank=True)
+    script = models.TextField()
+    #: Arguments after the script on sbatch's command line, passed to the script.
+    script_args = models.JSONField(default=list, blank=True)
+    work_dir = models.CharField(max_length=1024)
+    stdout_pattern = models.CharField(max_length=1024, default="slurm-%j.out")
+    stderr_pattern = models.CharField(max_length=1024, blank=True)
+    requeue = models.BooleanField(default=True)
+    comment = models.CharField(max_length=255, blank=True)
+
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
+    #: squeue's REASON for a pending job (Priority, Resources, AssocGrpGRES, ...).
+    reason = models.CharField(max_length=64, default="None")
+    #: scontrol's state_desc ("launch failed requeued held", "cancelled by alice").
+    state_desc = models.CharField(max_length=255, blank=True)
+    priority = models.PositiveBigIntegerField(default=0)
+    #: When ``priority`` and the factors below were last computed; null: at the next pass (new,
+    #: requeued, released or reniced jobs, and every job after a config change).
+    priority_time = models.DateTimeField(null=True, blank=True)
+    #: The six multifactor factors (0..1) of that computation, in priority.FACTOR_NAMES order; their
+    #: weights are the cluster's PriorityWeight* (kept as typed columns: sprio reads 10,000s of them).
+    factor_age = models.FloatField(default=0.0)
+    factor_assoc = models.FloatField(default=0.0)
+    factor_fairshare = models.FloatField(default=0.0)
+    factor_jobsize = models.FloatField(default=0.0)
+    factor_partition = models.FloatField(default=0.0)
+    factor_qos = models.FloatField(default=0.0)
+    #: PriorityWeightTRES terms {tres: [factor, weight]}; empty without PriorityWeightTRES.
+    factor_tres = models.JSONField(default=dict, blank=True)
+    nice = models.IntegerField(default=0)
+    site_factor = models.IntegerField(default=0)
+    hold = models.CharField(max_length=8, choices=Hold.choices, blank=True, default=Hold.NONE)
+    restart_count = models.PositiveIntegerField(default=0)
+    submit_time = models.DateTimeField()
+    #: Earliest start (--begin; a requeue pushes it ~121 s ahead); eligible from then on.
+    begin_time = models.DateTimeField()
+    #: Age counts from here; null while not accruing (held, not yet eligible).
+    accrue_time = models.DateTimeField(null=True, blank=True)
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+    #: squeue --start: when the scheduler expects the job to start (null: unknown).
+    expected_start = models.DateTimeField(null=True, blank=True)
+    node_list = models.CharField(max_length=1024, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_signal = models.IntegerField(default=0)
+    #: Set while a RUNNING job is being stopped: the state it ends in (CANCELLED, TIMEOUT, ...).
+    ending_state = models.CharField(max_length=16, blank=True)
+
+    class Meta:
+        ordering = ["cluster_id", "job_id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="slurm_job_id_per_cluster")]
+        indexes = [models.Index(fields=["cluster", "state", "job_id"], name="slurm_job_queue"),
+                   models.Index(fields=["cluster", "state", "priority_time"], name="slurm_job_priority_due")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.cluster_id}/{self.job_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+class JobRun(models.Model):
+    """One run of a job: the accounting record sacct prints (sacct -D shows every run)."""
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="runs")
+    index = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.RUNNING)
+    submit_time = models.DateTimeField()
+    start_time = models.DateTimeField()
+    end_time = models.DateTimeField(null=True, blank=True)
+    node_list = models.CharField(max_length=1024, blank=True)
+    num_nodes = models.PositiveIntegerField()
+    alloc_cpus = models.PositiveIntegerField()
+    alloc_gpus = models.PositiveIntegerField()
+    #: Billable TRES of the allocation (what fair-share charges per second).
+    billing = models.FloatField()
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_signal = models.IntegerField(default=0)
+    #: Largest resident set the agent saw on any node, kilobytes.
+    max_rss_kb = models.PositiveBigIntegerField(null=True, blank=True)
+    state_desc = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["job", "index"], name="slurm_run_identity")]
+
+
+class JobNode(models.Model):
+    """One allocated node of one run, and where the agent is with the job on it."""
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="job_nodes")
+    run_index = models.PositiveIntegerField()
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="slurm_job_nodes")
+    gpu_indices = models.JSONField(default=list)
+    cpus = models.PositiveIntegerField(default=1)
+    #: The first node of the allocation runs the batch script (BatchHost).
+    batch_host = models.BooleanField(default=False)
+    phase = models.CharField(max_length=8, choices=NodePhase.choices, default=NodePhase.PROLOG)
+    #: The agent must stop the batch script (cancel, time limit, preemption).
+    stop_requested = models.BooleanField(default=False)
+    #: With stop_requested: SIGKILL at this time (preemption GraceTime); else after KillWait.
+    kill_at = models.DateTimeField(null=True, blank=True)
+    prolog_exit = models.IntegerField(null=True, blank=True)
+    epilog_exit = models.IntegerField(null=True, blank=True)
+    max_rss_kb = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "run_index", "-batch_host", "node__name"]
+        constraints = [models.UniqueConstraint(fields=["job", "run_index", "node"], name="slurm_job_node_identity")]
+        indexes = [models.Index(fields=["node", "phase"], name="slurm_job_node_phase")]
+
+
+class GpuAllocation(models.Model):
+    """One GPU of one node held by a job. Two live rows for the same GPU cannot both commit."""
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="gpu_allocations")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="slurm_gpu_allocations")
+    gpu_index = models.PositiveSmallIntegerField()
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "gpu_index"], condition=models.Q(active=True),
+                                               name="slurm_one_job_per_gpu")]
+        indexes = [models.Index(fields=["job", "active"], name="slurm_gpu_alloc_job")]
+
+
+class JobLogLine(models.Model):
+    """Output of a job: the batch script's stdout/stderr and the prolog/epilog scripts' output."""
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="log_lines")
+    run_index = models.PositiveIntegerField()
+    node_name = models.CharField(max_length=63)
+    stream = models.CharField(max_length=8)
+    time = models.DateTimeField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["job", "id"], name="slurm_log_job_seq")]
+
+
+class JobEvent(models.Model):
+    """The job's timeline as scontrol/slurmctld logs would tell it."""
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField()
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["time", "id"]

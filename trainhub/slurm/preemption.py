@@ -1,0 +1,217 @@
+"""Preemption: who may preempt whom, which running jobs are chosen, and what happens to them.
+
+Public API (pure Python, no Django)::
+
+    PreemptJob(job_id, partition, qos=None, priority=0, start_time=None, node_count=1, requeue=True,
+               restart_count=0)                          # a running candidate or a pending preemptor
+    PreemptPolicy(config, partitions={name: PartitionOptions}, qos={name: QosRecord})
+        .can_preempt(preemptor, candidate, now) -> bool
+        .candidates(preemptor, running, now) -> list[PreemptJob]    # preemptable, in Slurm's victim order
+        .mode(candidate) -> "REQUEUE" | "CANCEL" | "OFF"             # what preemption does to it
+        .grace_time(candidate) -> int
+        .preemptable_at(candidate) -> datetime | None                 # start + PreemptExemptTime
+    choose_victims(ordered_candidates, fits, *, reorder_count=1) -> list[PreemptJob] | None
+        # ``fits(frozenset_of_job_ids) -> bool``: does the preemptor fit once these jobs are gone?
+    preempt(policy, victim, now, *, requeue_delay=REQUEUE_DELAY) -> PreemptAction
+        # kill_at = now + GraceTime; the run is recorded PREEMPTED; REQUEUE -> back to PENDING, same id,
+        # restart_count + 1, submit_time = now, begin_time = now + requeue_delay + 1 (reason BeginTime),
+        # eligible/accrue time cleared so age restarts; CANCEL -> the job ends PREEMPTED.
+
+Rules (reference section 4; slurm:src/plugins/preempt/partition_prio, preempt/qos,
+src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld/job_mgr.c):
+- preempt/partition_prio: the candidate's partition PriorityTier must be lower than the preemptor's
+  and its PreemptMode (partition's, else the cluster's) not OFF. preempt/qos: the preemptor's QOS
+  Preempt list must name the candidate's QOS (the same QOS only with PreemptMode WITHIN, and then
+  only of a lower-priority job). PreemptMode PRIORITY additionally requires a higher job priority.
+  "The Priority of a QOS is NOT related to QOS preemption" (sacctmgr.1).
+- Only running jobs are candidates, and not before ``start + PreemptExemptTime`` (the job QOS's
+  PreemptExemptTime if set, else the cluster's; ``acct_policy_get_preemptable_time``).
+- Candidates are tried lowest first by Slurm's "preempt priority": partition_prio
+  ``(PriorityTier << 16) + min(nodes, 0xffff)``, qos ``(min(QOS Priority, 0xffff) << 16) + nodes``,
+  so lower tiers and then smaller jobs go first; PreemptParameters=youngest_first is not offered.
+- cons_tres removes candidates in that order until the job fits, then moves the job whose removal
+  made it fit to the front and tries again (reorder_count times, default 1), which preempts fewer
+  jobs (doc example: 2-, 4- and 8-node candidates for an 8-node job -> only the 8-node job). Jobs
+  the final allocation does not need are then left alone. (Slurm orders the other candidates by
+  how many usable nodes they hold; here they keep their order, as PreemptParameters=strict_order.)
+- REQUEUE falls back to CANCEL for a job that cannot be requeued (``--no-requeue`` / JobRequeue=0).
+  SUSPEND and GANG are not supported (the config parser refuses them): trainhub's agent cannot
+  suspend a job.
+- GraceTime: partition_prio uses the partition's GraceTime, preempt/qos the QOS's. The victim gets
+  SIGTERM at once and is killed at ``now + GraceTime``; either way it is then requeued or cancelled.
+- Requeue delay: slurmctld sets ``begin_time = now + cred_expire + 1`` with cred_expire default
+  120 s (``batch_requeue_fini``), so a requeued job pends with reason BeginTime for 121 s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from trainhub.slurm.conf import PartitionOptions, SlurmConfig
+from trainhub.slurm.limits import QosRecord
+
+__all__ = [
+    "REQUEUE_DELAY",
+    "PreemptAction",
+    "PreemptJob",
+    "PreemptPolicy",
+    "choose_victims",
+    "preempt",
+]
+
+REQUEUE_DELAY = 120
+_UINT16 = 0xFFFF
+
+
+@dataclass(frozen=True)
+class PreemptJob:
+    job_id: int
+    partition: str
+    qos: str | None = None
+    priority: int = 0
+    start_time: dt.datetime | None = None
+    node_count: int = 1
+    requeue: bool = True
+    restart_count: int = 0
+
+
+@dataclass(frozen=True)
+class PreemptAction:
+    """What preemption does to one victim. ``kill_at`` is when it is stopped (now + GraceTime);
+    for REQUEUE the job returns to PENDING with the fields below; for CANCEL it ends PREEMPTED."""
+
+    job_id: int
+    mode: str
+    signal_at: dt.datetime
+    kill_at: dt.datetime
+    run_state: str = "PREEMPTED"
+    restart_count: int | None = None
+    submit_time: dt.datetime | None = None
+    begin_time: dt.datetime | None = None
+    pending_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class PreemptPolicy:
+    config: SlurmConfig
+    partitions: Mapping[str, PartitionOptions]
+    qos: Mapping[str, QosRecord]
+
+    def _tier(self, job: PreemptJob) -> int:
+        options = self.partitions.get(job.partition)
+        return options.priority_tier if options else 1
+
+    def _qos(self, job: PreemptJob) -> QosRecord | None:
+        return self.qos.get(job.qos) if job.qos else None
+
+    def mode(self, candidate: PreemptJob) -> str:
+        """REQUEUE, CANCEL or OFF for this candidate (REQUEUE -> CANCEL if it cannot be requeued)."""
+        mode = self.config.preempt_base_mode
+        if self.config.preempt_type == "preempt/partition_prio":
+            options = self.partitions.get(candidate.partition)
+            mode = options.preempt_mode if options and options.preempt_mode else mode
+        elif self.config.preempt_type == "preempt/qos":
+            qos = self._qos(candidate)
+            if qos and qos.preempt_mode.upper() not in ("CLUSTER", ""):
+                mode = qos.preempt_mode.upper()
+        else:
+            return "OFF"
+        if mode == "REQUEUE" and not (candidate.requeue and self.config.job_requeue):
+            return "CANCEL"
+        return mode
+
+    def grace_time(self, candidate: PreemptJob) -> int:
+        if self.config.preempt_type == "preempt/qos":
+            qos = self._qos(candidate)
+            return qos.grace_time if qos else 0
+        options = self.partitions.get(candidate.partition)
+        return options.grace_time if options else 0
+
+    def preemptable_at(self, candidate: PreemptJob) -> dt.datetime | None:
+        if candidate.start_time is None:
+            return None
+        qos = self._qos(candidate)
+        exempt = qos.preempt_exempt_time if qos and qos.preempt_exempt_time is not None else (
+            self.config.preempt_exempt_time)
+        return candidate.start_time + dt.timedelta(seconds=exempt or 0)
+
+    def can_preempt(self, preemptor: PreemptJob, candidate: PreemptJob, now: dt.datetime) -> bool:
+        config = self.config
+        if not config.preemption_enabled or candidate.start_time is None or self.mode(candidate) == "OFF":
+            return False
+        preemptable_at = self.preemptable_at(candidate)
+        if preemptable_at is not None and now < preemptable_at:
+            return False
+        higher_priority = preemptor.priority > candidate.priority
+        if "PRIORITY" in config.preempt_mode and not higher_priority:
+            return False
+        if config.preempt_type == "preempt/partition_prio":
+            return self._tier(candidate) < self._tier(preemptor)
+        preemptor_qos = self._qos(preemptor)
+        if preemptor_qos is None or candidate.qos is None:
+            return False
+        if candidate.qos == preemptor_qos.name:
+            return "WITHIN" in config.preempt_mode and higher_priority
+        return candidate.qos in preemptor_qos.preempt
+
+    def _preempt_priority(self, candidate: PreemptJob) -> int:
+        size = min(candidate.node_count, _UINT16)
+        if self.config.preempt_type == "preempt/qos":
+            qos = self._qos(candidate)
+            return (min(qos.priority if qos else 0, _UINT16) << 16) + size
+        return (self._tier(candidate) << 16) + size
+
+    def candidates(self, preemptor: PreemptJob, running: Iterable[PreemptJob], now: dt.datetime) -> list[PreemptJob]:
+        """The running jobs ``preemptor`` may preempt, lowest preempt priority first (stable)."""
+        eligible = [job for job in running if job.job_id != preemptor.job_id and self.can_preempt(preemptor, job, now)]
+        return sorted(eligible, key=self._preempt_priority)
+
+
+def _first_fit(order: list[PreemptJob], fits: Callable[[frozenset[int]], bool]) -> list[PreemptJob] | None:
+    removed: list[PreemptJob] = []
+    for job in order:
+        removed.append(job)
+        if fits(frozenset(j.job_id for j in removed)):
+            return removed
+    return None
+
+
+def choose_victims(ordered_candidates: list[PreemptJob], fits: Callable[[frozenset[int]], bool], *,
+                   reorder_count: int = 1) -> list[PreemptJob] | None:
+    """The jobs to preempt so the preemptor fits, or None if preempting all candidates is not enough.
+
+    ``ordered_candidates`` comes from :meth:`PreemptPolicy.candidates`. Returns [] when the job fits
+    without preempting anything.
+    """
+    if fits(frozenset()):
+        return []
+    victims = _first_fit(ordered_candidates, fits)
+    if victims is None:
+        return None
+    order = list(ordered_candidates)
+    for _ in range(reorder_count):
+        decisive = victims[-1]
+        order = [decisive, *(job for job in order if job.job_id != decisive.job_id)]
+        victims = _first_fit(order, fits) or victims
+    kept = list(victims)
+    for job in reversed(victims):  # leave alone what the final allocation does not need
+        trial = [other for other in kept if other.job_id != job.job_id]
+        if fits(frozenset(other.job_id for other in trial)):
+            kept = trial
+    return kept
+
+
+def preempt(policy: PreemptPolicy, victim: PreemptJob, now: dt.datetime, *,
+            requeue_delay: int = REQUEUE_DELAY) -> PreemptAction:
+    """The action for one chosen victim (see the module doc)."""
+    mode = policy.mode(victim)
+    if mode == "OFF":
+        raise ValueError(f"job {victim.job_id} is not preemptable")
+    kill_at = now + dt.timedelta(seconds=policy.grace_time(victim))
+    if mode == "CANCEL":
+        return PreemptAction(job_id=victim.job_id, mode=mode, signal_at=now, kill_at=kill_at)
+    return PreemptAction(job_id=victim.job_id, mode=mode, signal_at=now, kill_at=kill_at,
+                         restart_count=victim.restart_count + 1, submit_time=kill_at,
+                         begin_time=kill_at + dt.timedelta(seconds=requeue_delay + 1), pending_reason="BeginTime")

@@ -1,0 +1,87 @@
+"""Slurm clusters and jobs as JSON (camelCase, RFC 3339 times, durations as "1800s")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainhub.common.wire import format_timestamp
+from trainhub.inventory.models import Node
+from trainhub.slurm.models import JobRun, Partition, SlurmCluster, SlurmJob
+from trainhub.slurm.timefmt import format_time_limit
+
+
+def render_partition(partition: Partition, default: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": partition.name,
+                            "nodePoolIds": sorted(pool.name for pool in partition.node_pools.all())}
+    if partition.config:
+        body["config"] = dict(partition.config)
+    if partition.name == default:
+        body["default"] = True
+    return body
+
+
+def render_cluster(cluster: SlurmCluster, partitions: list[Partition], nodes: list[Node] | None = None) -> dict:
+    spec: dict[str, Any] = {
+        "partitions": [render_partition(p, cluster.default_partition) for p in partitions],
+        "defaultPartitionId": cluster.default_partition,
+        "config": dict(cluster.config),
+        "prologBashScripts": list(cluster.prolog_scripts),
+        "epilogBashScripts": list(cluster.epilog_scripts),
+    }
+    if cluster.login_pool is not None:
+        spec["loginNodePoolId"] = cluster.login_pool.name
+    if cluster.home_directory_storage:
+        spec["homeDirectoryStorage"] = cluster.home_directory_storage
+    body: dict[str, Any] = {
+        "name": cluster.resource_name,
+        "displayName": cluster.display_name,
+        "state": "RUNNING",
+        "createTime": format_timestamp(cluster.create_time),
+        "updateTime": format_timestamp(cluster.update_time),
+        "orchestratorSpec": {"slurmSpec": spec},
+    }
+    if nodes is not None:
+        body["nodes"] = [{"name": node.name, "nodePoolId": node.pool.name, "state": node.state,
+                          "reason": node.state_reason, "gpus": node.pool.accelerator_count}
+                         for node in nodes]
+    return body
+
+
+def render_job(job: SlurmJob) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "jobId": job.job_id,
+        "name": job.name,
+        "user": job.user_name,
+        "account": job.account,
+        "partition": job.partition,
+        "qos": job.qos,
+        "state": job.state,
+        "reason": job.reason,
+        "priority": job.priority,
+        "nice": job.nice,
+        "hold": job.hold or None,
+        "nodes": job.num_nodes,
+        "tasks": job.num_tasks,
+        "cpusPerTask": job.cpus_per_task,
+        "gpusPerNode": job.gpus_per_node,
+        "timeLimit": format_time_limit(job.time_limit),
+        "restartCount": job.restart_count,
+        "nodeList": job.node_list,
+        "workDir": job.work_dir,
+        "submitTime": format_timestamp(job.submit_time),
+        "beginTime": format_timestamp(job.begin_time),
+        "startTime": format_timestamp(job.start_time),
+        "endTime": format_timestamp(job.end_time),
+        "expectedStartTime": format_timestamp(job.expected_start),
+        "exitCode": f"{job.exit_code}:{job.exit_signal}" if job.exit_code is not None else None,
+        "stateDesc": job.state_desc,
+    }
+    return {key: value for key, value in body.items() if value not in (None, "")}
+
+
+def render_run(run: JobRun) -> dict[str, Any]:
+    return {"index": run.index, "state": run.state, "submitTime": format_timestamp(run.submit_time),
+            "startTime": format_timestamp(run.start_time), "endTime": format_timestamp(run.end_time),
+            "nodeList": run.node_list, "allocCpus": run.alloc_cpus, "allocGpus": run.alloc_gpus,
+            "exitCode": f"{run.exit_code}:{run.exit_signal}" if run.exit_code is not None else None,
+            "maxRssKb": run.max_rss_kb}

@@ -1,0 +1,293 @@
+"""What squeue, sprio, sshare and sacct print, read from the database for the API, the pages and
+the CLI (formats.py lays the text out). Each report takes the filters of its command's flags.
+
+- squeue: pending and running jobs, and finished jobs whose epilog still runs (COMPLETING).
+- sprio: pending jobs that are eligible (begin time reached) and not held, with the factors of
+  their last priority computation, as slurmctld keeps them between PriorityCalcPeriods.
+- sshare: the association tree's fair-share now (usage as of the last pass).
+- sacct: one record per job (its latest run), every run with -D; by default the caller's own jobs
+  since midnight; jobs that never ran have a record of their own (PENDING, CANCELLED).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Q
+
+from trainhub.slurm import formats, snapshot
+from trainhub.slurm.conf import SlurmConfig, parse_config
+from trainhub.slurm.models import JobNode, JobRun, JobState, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.priority import PriorityBreakdown
+from trainhub.slurm.tres import format_tres
+
+_STATE_NAMES = {code: state for state, code in {
+    "PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "CANCELLED": "CA", "FAILED": "F",
+    "TIMEOUT": "TO", "PREEMPTED": "PR", "NODE_FAIL": "NF", "REQUEUED": "RQ"}.items()}
+
+
+def _names(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _job_ids(text: str) -> list[int]:
+    return [int(item) for item in _names(text) if item.isdigit()]
+
+
+def _states(text: str) -> set[str]:
+    """squeue/sacct -t/-s: names or compact codes, any case."""
+    return {_STATE_NAMES.get(item.upper(), item.upper()) for item in _names(text)}
+
+
+class Report:
+    """A command's text and the items it printed; their JSON rows are built only for the items
+    asked for (pages show just the text, the API a page of rows)."""
+
+    def __init__(self, text: str, items: Sequence = (), to_rows: Callable[[Sequence], list[dict]] = list):
+        self.text = text
+        self.items = items
+        self._to_rows = to_rows
+
+    def rows(self, start: int = 0, size: int | None = None) -> list[dict]:
+        return self._to_rows(self.items[start:None if size is None else start + size])
+
+
+# --- squeue -------------------------------------------------------------------------------------
+
+def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition: str = "", states: str = "",
+           jobs: str = "", long: bool = False, start: bool = False) -> Report:
+    active = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
+    completing_ids = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
+                      .exclude(job__state__in=[JobState.PENDING, JobState.RUNNING]).values("job_id"))
+    rows = SlurmJob.objects.filter(Q(pk__in=active.values("pk")) | Q(pk__in=completing_ids))
+    if user:
+        rows = rows.filter(user_name__in=_names(user))
+    if partition:
+        rows = rows.filter(partition__in=_names(partition))
+    if jobs:
+        rows = rows.filter(job_id__in=_job_ids(jobs))
+    wanted = _states(states)
+    items = []
+    for job in rows.only("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit",
+                         "num_nodes", "node_list", "reason", "expected_start", "priority", "end_time"):
+        state = job.state if job.state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
+        if wanted and state not in wanted:
+            continue
+        running_for = ((job.end_time or now) - job.start_time).total_seconds() if job.start_time else 0
+        items.append(formats.SqueueJob(
+            job_id=job.job_id, partition=job.partition, name=job.name, user=job.user_name, state=state,
+            elapsed_seconds=max(0, int(running_for)), time_limit_minutes=job.time_limit, nodes=job.num_nodes,
+            nodelist=job.node_list, reason=job.reason,
+            start_time=job.expected_start if state == JobState.PENDING else job.start_time, priority=job.priority))
+    return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
+
+
+# --- sprio --------------------------------------------------------------------------------------
+
+def _eligible(cluster: SlurmCluster, now: dt.datetime):
+    """Pending jobs past their begin time, not held, with a computed priority (what sprio lists)."""
+    return SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", begin_time__lte=now,
+                                   priority_time__isnull=False)
+
+
+def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: SlurmConfig, user: str = "",
+                        jobs: str = "", partition: str = "") -> list[PriorityBreakdown]:
+    """Eligible, unheld pending jobs with the factors of their last priority computation."""
+    rows = _eligible(cluster, now)
+    if user:
+        rows = rows.filter(user_name__in=_names(user))
+    if jobs:
+        rows = rows.filter(job_id__in=_job_ids(jobs))
+    if partition:
+        rows = rows.filter(partition__in=_names(partition))
+    weights = snapshot.priority_weights(config)
+    fields = snapshot.breakdown_fields(config)
+    if "factor_tres" in fields:
+        return [snapshot.breakdown_from_row(row, weights) for row in rows.values_list(*fields)]
+    # Numbers and names only: the driver's rows need none of Django's per-row conversions, which
+    # cost as much as the query itself over a 10,000-job queue.
+    sql, params = rows.values_list(*fields).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [snapshot.breakdown_from_row(row, weights) for row in cursor.fetchall()]
+
+
+def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weights: bool = False, norm: bool = False,
+          user: str = "", jobs: str = "", partition: str = "") -> Report:
+    config = parse_config(cluster.config)
+    if config.priority_type != "priority/multifactor":
+        text = (f"You are not running a supported priority plugin\n({config.priority_type}).\n"
+                "Only 'priority/multifactor' is supported.\n")
+        return Report(text)
+    breakdowns = [] if weights else priority_breakdowns(cluster, now=now, config=config, user=user, jobs=jobs,
+                                                        partition=partition)
+    if jobs and not breakdowns and not weights:
+        return Report(formats.SPRIO_NO_JOBS + "\n")
+    breakdowns.sort(key=lambda b: (b.job_id, b.partition))
+    text = formats.sprio_text(breakdowns, config, long=long, norm=norm, with_user=bool(user), weights=weights)
+    return Report(text, breakdowns, formats.sprio_rows)
+
+
+# --- sshare -------------------------------------------------------------------------------------
+
+def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool = False, all_users: bool = False,
+           accounts: str = "", users: str = "") -> Report:
+    state = snapshot.load_cluster(cluster, now=now)
+    rows = snapshot.compute_fairshare(state).rows
+    if accounts:
+        wanted = set(_names(accounts))
+        rows = [row for row in rows if row.account in wanted]
+    user = viewer
+    if users:
+        wanted_users = set(_names(users))
+        rows = [row for row in rows if row.user is None or row.user in wanted_users]
+        all_users = True
+    text = formats.sshare_text(rows, fair_tree=state.config.fair_tree, long=long, user=user, all_users=all_users)
+    return Report(text, rows, lambda chosen: formats.sshare_rows(chosen, user=user, all_users=all_users))
+
+
+# --- sacct --------------------------------------------------------------------------------------
+
+def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime) -> formats.SacctJob:
+    state = run.state if run else job.state
+    desc = run.state_desc if run else job.state_desc
+    if state == JobState.CANCELLED and desc.startswith("by "):
+        state = f"CANCELLED {desc}"
+    start = run.start_time if run else None
+    end = (run.end_time if run else job.end_time)
+    elapsed = int(((end or now) - start).total_seconds()) if start else 0
+    exit_code, signal = (run.exit_code, run.exit_signal) if run else (job.exit_code, job.exit_signal)
+    tres = {"cpu": run.alloc_cpus, "node": run.num_nodes, "billing": int(run.billing),
+            "gres/gpu": run.alloc_gpus} if run else {}
+    return formats.SacctJob(
+        job_id=str(job.job_id), name=job.name, partition=job.partition, account=job.account,
+        alloc_cpus=run.alloc_cpus if run else 0, state=state,
+        exit_code=f"{exit_code or 0}:{signal or 0}", user=job.user_name, elapsed_seconds=max(elapsed, 0),
+        time_limit_minutes=job.time_limit, nnodes=run.num_nodes if run else job.num_nodes,
+        nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
+        restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
+        alloc_tres=format_tres(tres))
+
+
+def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
+    """Per-run accounting beyond sacct's default columns: CPU time, GPU-seconds, max memory."""
+    elapsed = record.elapsed_seconds
+    return {"elapsedSeconds": elapsed, "cpuSeconds": elapsed * record.alloc_cpus,
+            "gpuSeconds": elapsed * (run.alloc_gpus if run else 0),
+            "maxRssKb": run.max_rss_kb if run else None}
+
+
+def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
+          all_users: bool = False, duplicates: bool = False, starttime: dt.datetime | None = None,
+          endtime: dt.datetime | None = None, state: str = "", brief: bool = False,
+          fields: list[str] | None = None) -> Report:
+    rows = SlurmJob.objects.filter(cluster=cluster)
+    if jobs:
+        rows = rows.filter(job_id__in=_job_ids(jobs))
+    else:
+        since = starttime or now.replace(hour=0, minute=0, second=0, microsecond=0)
+        rows = rows.filter(Q(end_time__isnull=True) | Q(end_time__gte=since))
+        if endtime:
+            rows = rows.filter(submit_time__lte=endtime)
+    if user:
+        rows = rows.filter(user_name__in=_names(user))
+    elif not all_users and not jobs:
+        rows = rows.filter(user_name=viewer)
+    jobs_by_pk = {job.pk: job for job in rows.order_by("job_id")}
+    runs: dict[int, list[JobRun]] = {}
+    for run in JobRun.objects.filter(job_id__in=list(jobs_by_pk)).order_by("job_id", "index"):
+        runs.setdefault(run.job_id, []).append(run)
+    wanted = _states(state)
+    records, extra = [], []
+    for pk, job in jobs_by_pk.items():
+        job_runs = runs.get(pk, [])
+        # None stands for the job's own record: it pends (again) or ended before it ever ran.
+        current = job_runs[-1] if job_runs and job_runs[-1].index == job.restart_count else None
+        for run in (job_runs + ([] if current else [None])) if duplicates else [current]:
+            record = _run_record(job, run, now)
+            if wanted and record.state.split()[0] not in wanted:
+                continue
+            records.append(record)
+            extra.append(_accounting(record, run))
+    selected = ["jobid", "state", "exitcode"] if brief else fields
+
+    def to_rows(chosen: Sequence[tuple[formats.SacctJob, dict]]) -> list[dict]:
+        rows_json = formats.sacct_rows([record for record, _ in chosen], fields=selected)
+        return [{**row, **more} for row, (_, more) in zip(rows_json, chosen)]
+
+    return Report(formats.sacct_text(records, fields=selected), list(zip(records, extra)), to_rows)
+
+
+# --- one job's priority, factor by factor ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class FactorLine:
+    name: str
+    factor: float
+    weight: float
+    contribution: float
+    why: str
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    return (f"{days}-" if days else "") + f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+
+
+def job_priority(job: SlurmJob, *, now: dt.datetime) -> tuple[list[FactorLine], PriorityBreakdown | None]:
+    """Each factor of the job's last computed priority: its value, weight, contribution and why."""
+    if job.priority_time is None:
+        return [], None
+    state = snapshot.load_cluster(job.cluster, now=now)
+    config = state.config
+    breakdown = snapshot.breakdown_from_row(tuple(getattr(job, field) for field in snapshot.breakdown_fields(config)),
+                                            snapshot.priority_weights(config))
+    computed = job.priority_time
+    assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
+    share = next((row for row in snapshot.compute_fairshare(state).rows if assoc and row.key == str(assoc.pk)), None)
+    partition = state.partitions.get(job.partition)
+    qos_priorities = {name: int(row.settings.get("priority", 0)) for name, row in state.qos.items()}
+    assoc_priorities = [int(a.settings.get("priority", 0)) for a in state.associations]
+    waited = (computed - job.accrue_time).total_seconds() if job.accrue_time else None
+    why = {
+        "age": (f"eligible since {job.accrue_time:%Y-%m-%d %H:%M:%S}: waited {_duration(waited)} of PriorityMaxAge "
+                f"{_duration(config.priority_max_age)}" if waited is not None
+                else "accrues no age: held or before its begin time"),
+        "assoc": f"association Priority {int(assoc.settings.get('priority', 0)) if assoc else 0} of the highest "
+                 f"{max(assoc_priorities, default=0)}",
+        "fairshare": (f"{'Fair Tree' if config.fair_tree else 'classic fair-share'} for {job.user_name}@{job.account}:"
+                      f" shares {share.norm_shares:.4f} of its level, usage {share.effective_usage:.4f} of its "
+                      f"parent's (Level FS {'inf' if share.level_fs is None or share.level_fs == float('inf') else f'{share.level_fs:.4f}'})"
+                      if share else "no association: factor 0"),
+        "jobsize": (f"{job.num_nodes} of the cluster's {len(state.nodes)} node(s), {snapshot.job_cpus(job)} of "
+                    f"{state.cluster_cpus} CPUs (PriorityFavorSmall={'YES' if config.priority_favor_small else 'NO'})"),
+        "partition": (f"partition {job.partition} PriorityJobFactor "
+                      f"{partition.options.priority_job_factor if partition else 0} of the highest "
+                      f"{max((p.options.priority_job_factor for p in state.partitions.values()), default=0)}"),
+        "qos": f"QOS {job.qos or 'none'} Priority {qos_priorities.get(job.qos, 0)} of the highest "
+               f"{max(qos_priorities.values(), default=0)}",
+    }
+    lines = [FactorLine(name, f.factor, f.weight, f.weighted, why[name]) for name, f in breakdown.factors.items()]
+    lines += [FactorLine(f"tres {name}", f.factor, f.weight, f.weighted,
+                         f"{name} of partition {job.partition}'s total") for name, f in breakdown.tres.items()]
+    lines.append(FactorLine("site", float(breakdown.site), 1.0, float(breakdown.site), "set by an administrator"))
+    lines.append(FactorLine("nice", float(breakdown.nice), -1.0, -float(breakdown.nice),
+                            "subtracted as is (scontrol update nice=, sbatch --nice)"))
+    return lines, breakdown
+
+
+def queue_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, include: int, limit: int = 30
+                     ) -> list[PriorityBreakdown]:
+    """The ``limit`` highest-priority eligible pending jobs, plus job ``include`` if it is not among them."""
+    config = parse_config(cluster.config)
+    fields = snapshot.breakdown_fields(config)
+    rows = _eligible(cluster, now).order_by("-priority", "job_id")
+    chosen = list(rows.values_list(*fields)[:limit])
+    if include not in {row[0] for row in chosen}:
+        chosen += list(rows.filter(job_id=include).values_list(*fields))
+    weights = snapshot.priority_weights(config)
+    return [snapshot.breakdown_from_row(row, weights) for row in chosen]

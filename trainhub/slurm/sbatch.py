@@ -1,0 +1,274 @@
+"""sbatch's options, from a command line and from a script's ``#SBATCH`` lines. Pure Python.
+
+Rules of sbatch.1 followed here:
+- Options come as ``-p a4``, ``-pa4``, ``--partition a4`` or ``--partition=a4``; long options may
+  be abbreviated to any unique prefix (``--part=a4``), as getopt_long allows.
+- A script's ``#SBATCH`` directives are read from the top of the script and stop at the first
+  line that is neither blank nor a comment; options given on the command line override them.
+- A batch script must start with ``#!``; ``--wrap`` makes one: ``#!/bin/sh`` + a comment + the
+  command (sbatch's own text).
+- ``--nice`` without a value means 100; ``-N 2-4`` asks for at least 2 nodes (trainhub allocates
+  the minimum); ``--gres=gpu[:type]:N`` and ``--gpus-per-node=[type:]N`` ask N GPUs per node.
+
+Supported: -J/--job-name, -p/--partition, -A/--account, -q/--qos, -N/--nodes, -n/--ntasks,
+--ntasks-per-node, -c/--cpus-per-task, --gres, --gpus-per-node, -t/--time, --nice, -H/--hold,
+--begin, -D/--chdir, -o/--output, -e/--error, --requeue, --no-requeue, --comment, --wrap.
+Anything else is "sbatch: unrecognized option".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shlex
+from dataclasses import dataclass, fields, replace
+
+from trainhub.slurm.timefmt import TimeFormatError, parse_time_limit
+from trainhub.slurm.tres import TresFormatError, parse_gres
+
+WRAP_HEADER = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n"
+NOT_A_SCRIPT = ("sbatch: error: This does not look like a batch script.  The first\n"
+                "sbatch: error: line must start with #! followed by the path to an interpreter.\n"
+                "sbatch: error: For instance: #!/bin/sh")
+DEFAULT_NICE = 100
+MAX_NICE = 2147483645
+
+
+class SbatchError(ValueError):
+    """An option sbatch would refuse; the message is sbatch's."""
+
+
+@dataclass(frozen=True)
+class SbatchOptions:
+    """What was asked; None means not given (defaults apply at submission)."""
+
+    job_name: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    nodes: int | None = None
+    ntasks: int | None = None
+    ntasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    gpus_per_node: int | None = None
+    gpu_type: str | None = None
+    #: Minutes; 0 is "no limit" and becomes None after parsing (see time_given).
+    time_limit: int | None = None
+    time_given: bool = False
+    nice: int | None = None
+    hold: bool | None = None
+    begin: str | None = None
+    chdir: str | None = None
+    output: str | None = None
+    error: str | None = None
+    requeue: bool | None = None
+    comment: str | None = None
+    wrap: str | None = None
+
+    def over(self, base: SbatchOptions) -> SbatchOptions:
+        """These options, taking ``base``'s where these are not given (command line over #SBATCH)."""
+        given = {f.name: getattr(self, f.name) for f in fields(self)
+                 if getattr(self, f.name) is not None and f.name not in ("time_limit", "time_given")}
+        if self.time_given:
+            given.update(time_limit=self.time_limit, time_given=True)
+        return replace(base, **given)
+
+
+def _count(name: str, minimum: int = 1):
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"\d+", text.strip()):
+            raise SbatchError(f"sbatch: error: Invalid numeric value \"{text}\" for {name}.")
+        value = int(text)
+        if value < minimum:
+            raise SbatchError(f"sbatch: error: Invalid {name} value: {text}")
+        return value
+    return parse
+
+
+def _nodes(text: str) -> dict:
+    match = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
+    if not match or int(match.group(1)) < 1 or (match.group(2) and int(match.group(2)) < int(match.group(1))):
+        raise SbatchError(f"sbatch: error: \"{text}\" is not a valid node count")
+    return {"nodes": int(match.group(1))}
+
+
+def _gres(text: str) -> dict:
+    try:
+        requests = parse_gres(text)
+    except TresFormatError as exc:
+        raise SbatchError(f"sbatch: error: Invalid generic resource (gres) specification: {text} ({exc})") from exc
+    gpus = [r for r in requests if r.name == "gpu"]
+    others = [r.name for r in requests if r.name != "gpu"]
+    if others:
+        raise SbatchError(f"sbatch: error: Invalid generic resource (gres) specification: {text} "
+                          f"(this cluster has no {', '.join(others)} GRES)")
+    if len(gpus) != 1:
+        raise SbatchError(f"sbatch: error: Invalid generic resource (gres) specification: {text}")
+    return {"gpus_per_node": gpus[0].count, "gpu_type": gpus[0].type}
+
+
+def _gpus_per_node(text: str) -> dict:
+    kind, _, count = text.strip().rpartition(":")
+    return _gres(f"gpu:{kind}:{count}" if kind else f"gpu:{count}")
+
+
+def _time(text: str) -> dict:
+    try:
+        return {"time_limit": parse_time_limit(text), "time_given": True}
+    except TimeFormatError as exc:
+        raise SbatchError("sbatch: error: Invalid --time specification") from exc
+
+
+def _nice(text: str | None) -> dict:
+    if text is None or text == "":
+        return {"nice": DEFAULT_NICE}
+    if not re.fullmatch(r"[+-]?\d+", text.strip()) or abs(int(text)) > MAX_NICE:
+        raise SbatchError(f"sbatch: error: Invalid nice value, must be between -{MAX_NICE} and {MAX_NICE}")
+    return {"nice": int(text)}
+
+
+def _single(field: str):
+    return lambda text: {field: text}
+
+
+#: long name -> (short letter or "", takes a value: "required" | "optional" | "none", parser)
+_OPTIONS = {
+    "job-name": ("J", "required", _single("job_name")),
+    "partition": ("p", "required", _single("partition")),
+    "account": ("A", "required", _single("account")),
+    "qos": ("q", "required", _single("qos")),
+    "nodes": ("N", "required", _nodes),
+    "ntasks": ("n", "required", lambda t: {"ntasks": _count("--ntasks")(t)}),
+    "ntasks-per-node": ("", "required", lambda t: {"ntasks_per_node": _count("--ntasks-per-node")(t)}),
+    "cpus-per-task": ("c", "required", lambda t: {"cpus_per_task": _count("--cpus-per-task")(t)}),
+    "gres": ("", "required", _gres),
+    "gpus-per-node": ("", "required", _gpus_per_node),
+    "time": ("t", "required", _time),
+    "nice": ("", "optional", _nice),
+    "hold": ("H", "none", lambda _: {"hold": True}),
+    "begin": ("b", "required", _single("begin")),
+    "chdir": ("D", "required", _single("chdir")),
+    "output": ("o", "required", _single("output")),
+    "error": ("e", "required", _single("error")),
+    "requeue": ("", "none", lambda _: {"requeue": True}),
+    "no-requeue": ("", "none", lambda _: {"requeue": False}),
+    "comment": ("", "required", _single("comment")),
+    "wrap": ("", "required", _single("wrap")),
+}
+_BY_SHORT = {short: name for name, (short, _, _) in _OPTIONS.items() if short}
+
+
+def _long_name(given: str) -> str:
+    if given in _OPTIONS:
+        return given
+    matches = [name for name in _OPTIONS if name.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise SbatchError(f"sbatch: option '--{given}' is ambiguous; possibilities: "
+                          + " ".join(f"'--{m}'" for m in matches))
+    raise SbatchError(f"sbatch: unrecognized option '--{given}'")
+
+
+def parse_options(argv: list[str]) -> tuple[SbatchOptions, list[str]]:
+    """Options from an argument list, and what follows them (a script file and its arguments)."""
+    values: dict = {}
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--":
+            return SbatchOptions(**values), argv[index + 1:]
+        if arg.startswith("--"):
+            given, has_value, value = arg[2:].partition("=")
+            name = _long_name(given)
+            _, kind, parse = _OPTIONS[name]
+            if kind == "none" and has_value:
+                raise SbatchError(f"sbatch: option '--{name}' doesn't allow an argument")
+            if kind == "required" and not has_value:
+                if index + 1 >= len(argv):
+                    raise SbatchError(f"sbatch: option '--{name}' requires an argument")
+                index += 1
+                value = argv[index]
+            values.update(parse(value if has_value or kind == "required" else None))
+        elif arg.startswith("-") and len(arg) > 1:
+            letter = arg[1]
+            if letter not in _BY_SHORT:
+                raise SbatchError(f"sbatch: invalid option -- '{letter}'")
+            name = _BY_SHORT[letter]
+            _, kind, parse = _OPTIONS[name]
+            if kind == "none":
+                if len(arg) > 2:
+                    raise SbatchError(f"sbatch: invalid option -- '{arg[2]}'")
+                values.update(parse(None))
+            else:
+                value = arg[2:]
+                if not value:
+                    if index + 1 >= len(argv):
+                        raise SbatchError(f"sbatch: option requires an argument -- '{letter}'")
+                    index += 1
+                    value = argv[index]
+                values.update(parse(value))
+        else:
+            return SbatchOptions(**values), argv[index:]
+        index += 1
+    return SbatchOptions(**values), []
+
+
+def script_directives(script: str) -> SbatchOptions:
+    """The options of the script's leading ``#SBATCH`` lines."""
+    argv: list[str] = []
+    for number, line in enumerate(script.splitlines()):
+        text = line.strip()
+        if number == 0 and text.startswith("#!"):
+            continue
+        if not text:
+            continue
+        if not text.startswith("#"):
+            break
+        if text.startswith("#SBATCH"):
+            try:
+                argv += shlex.split(text[len("#SBATCH"):], comments=True)
+            except ValueError as exc:
+                raise SbatchError(f"sbatch: error: cannot parse '{text}': {exc}") from exc
+    options, rest = parse_options(argv)
+    if rest:
+        raise SbatchError(f"sbatch: error: Invalid #SBATCH option '{rest[0]}'")
+    return options
+
+
+def batch_script(*, script: str | None, options: SbatchOptions) -> str:
+    """The script to run: the given one (which must start with #!) or the --wrap one."""
+    if options.wrap is not None:
+        if script:
+            raise SbatchError("sbatch: error: Script arguments not permitted with --wrap option")
+        return f"{WRAP_HEADER}{options.wrap}\n"
+    if not script or not script.strip():
+        raise SbatchError("sbatch: error: Batch job submission failed: a batch script or --wrap is required")
+    if not script.startswith("#!"):
+        raise SbatchError(NOT_A_SCRIPT)
+    return script
+
+
+def parse_begin(text: str, now: dt.datetime) -> dt.datetime:
+    """--begin: ``now[+N[seconds|minutes|hours|days|weeks]]`` (bare N = seconds), ``HH:MM[:SS]``
+    (today, or tomorrow if past), ``YYYY-MM-DD[THH:MM[:SS]]`` (UTC), ``midnight``/``noon``/``teatime``."""
+    value = text.strip().lower()
+    relative = re.fullmatch(r"now(?:\+(\d+)(seconds|minutes|hours|days|weeks)?)?", value)
+    if relative:
+        amount = int(relative.group(1) or 0)
+        return now + dt.timedelta(**{relative.group(2) or "seconds": amount})
+    named = {"midnight": (0, 0), "noon": (12, 0), "teatime": (16, 0)}
+    clock = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", value)
+    if clock or value in named:
+        hour, minute = named[value] if value in named else (int(clock.group(1)), int(clock.group(2)))
+        second = int(clock.group(3) or 0) if clock else 0
+        try:
+            moment = now.replace(hour=hour, minute=minute, second=second, microsecond=0)
+        except ValueError as exc:
+            raise SbatchError(f"sbatch: error: Invalid time specification {text}") from exc
+        return moment if moment > now else moment + dt.timedelta(days=1)
+    try:
+        moment = dt.datetime.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise SbatchError(f"sbatch: error: Invalid time specification {text}") from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)

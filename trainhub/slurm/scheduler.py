@@ -1,0 +1,579 @@
+"""One Slurm scheduling pass: the main scheduler in priority order, preemption, then backfill with
+reservations. Pure: it takes ``now`` and a snapshot and returns decisions; the caller applies them.
+
+Public API (pure Python, no Django)::
+
+    Resources(cpus=0, memory_mb=0, gres={})                  # per node: {"gpu": 4}
+    NodeState(name, cpus, memory_mb, gres={}, usable=True)    # usable=False: DOWN/DRAIN/...
+    RunningJob(job_id, partition, allocation={node: Resources}, start_time, end_time=None, user="",
+               account="", qos=None, priority=0, requeue=True, restart_count=0, limit_request=None)
+    PendingJob(job_id, partition, priority, submit_time, nodes=1, per_node=Resources(), time_limit_minutes=None,
+               user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
+               no_reserve=False, requeue=True, restart_count=0, limit_request=None)
+    Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
+    schedule(snapshot, config, now, *, limits=None, preempt_policy=None) -> SchedulePlan
+        limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
+    SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled)]
+    SchedulePlan.waiting: {job_id: Waiting(reason, estimated_start, planned_nodes, preempting)}
+    SchedulePlan.preemptions: list[PreemptAction]
+    node_config_available(per_node, nodes, node_states) -> bool   # else "Requested node configuration is not available"
+    queue_order(pending, partition_options, preempt_policy=None) -> list[PendingJob]
+
+Order (slurm:src/slurmctld/job_scheduler.c ``sort_job_queue2``; reference 1.5, 7.1): a job that can
+preempt the other first, then partition PriorityTier (higher first), priority (higher first), submit
+time (earlier first), job id.
+
+Main scheduler (reference 7.1): jobs in that order start where they fit (multi-node jobs get all
+their nodes or none). Held jobs, jobs before their BeginTime, jobs with a dependency, jobs of a down
+or inactive partition, jobs over partition limits and jobs over association/QOS limits wait with
+their reason and do not block others. The first job of a partition that does not fit waits with
+``Resources``; its partition's nodes are then withheld from every later job of the pass and later
+jobs of that partition wait with ``Priority`` ("once any job ... in a partition is left pending, no
+other jobs in that partition will be scheduled"; job_scheduler.c removes the partition's nodes from
+the available set). With preemption on, a job that does not fit first tries to preempt (see
+:mod:`trainhub.slurm.preemption`): the victims are signalled, the job keeps waiting with
+``Resources`` and the nodes it will use are kept for it.
+
+Backfill (SchedulerType=sched/backfill; slurm:src/plugins/sched/backfill/backfill.c; reference 7.2):
+the pending jobs are walked again in order (at most bf_max_job_test of them, bf_max_job_part per
+partition and bf_max_job_user per user). For each, the earliest time its whole time limit fits is
+found from the running jobs' end times (start + time limit) and the reservations already made: if
+that is now, it starts (``backfilled``); otherwise it reserves whole nodes from
+``floor(start)`` to ``floor(start + limit + bf_resolution - 1)`` (times floored to bf_resolution,
+``_set_slot_time``), so a lower-priority job starts only where it ends before every reservation on
+its nodes: it delays no higher-priority job's reservation. Reservations give ``squeue --start``
+estimates; none is made beyond bf_window, for QOS Flags=NoReserve jobs, or for jobs below
+bf_min_prio_reserve. Jobs without a time limit run "forever" and only fit where nothing is reserved later.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import functools
+import heapq
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from trainhub.slurm.conf import PartitionOptions, SlurmConfig
+from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason
+from trainhub.slurm.preemption import PreemptAction, PreemptJob, PreemptPolicy, choose_victims, preempt
+
+__all__ = [
+    "NodeState",
+    "PendingJob",
+    "Resources",
+    "RunningJob",
+    "SchedulePlan",
+    "Snapshot",
+    "Start",
+    "Waiting",
+    "node_config_available",
+    "queue_order",
+    "schedule",
+]
+
+_FOREVER = math.inf
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpus: int = 0
+    memory_mb: int = 0
+    gres: Mapping[str, int] = field(default_factory=dict)
+
+    def fits_in(self, free: Resources) -> bool:
+        if self.cpus > free.cpus or self.memory_mb > free.memory_mb:
+            return False
+        for name, count in self.gres.items():
+            if count > free.gres.get(name, 0):
+                return False
+        return True
+
+    @property
+    def key(self) -> tuple[int, int, tuple[tuple[str, int], ...]]:
+        return self.cpus, self.memory_mb, tuple(sorted(self.gres.items()))
+
+    def plus(self, other: Resources) -> Resources:
+        gres = dict(self.gres)
+        for name, count in other.gres.items():
+            gres[name] = gres.get(name, 0) + count
+        return Resources(self.cpus + other.cpus, self.memory_mb + other.memory_mb, gres)
+
+    def minus(self, other: Resources) -> Resources:
+        gres = dict(self.gres)
+        for name, count in other.gres.items():
+            gres[name] = gres.get(name, 0) - count
+        return Resources(self.cpus - other.cpus, self.memory_mb - other.memory_mb, gres)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    cpus: int
+    memory_mb: int
+    gres: Mapping[str, int] = field(default_factory=dict)
+    usable: bool = True
+
+    @property
+    def capacity(self) -> Resources:
+        return Resources(self.cpus, self.memory_mb, dict(self.gres))
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    job_id: int
+    partition: str
+    allocation: Mapping[str, Resources]
+    start_time: dt.datetime
+    end_time: dt.datetime | None = None
+    user: str = ""
+    account: str = ""
+    qos: str | None = None
+    priority: int = 0
+    requeue: bool = True
+    restart_count: int = 0
+    limit_request: JobRequest | None = None
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A pending job. ``per_node`` is what each of its ``nodes`` needs (``--gres`` is per node);
+    ``hold_reason`` (JobHeldUser/JobHeldAdmin) and ``blocked_reason`` (Dependency, ...) keep it out."""
+
+    job_id: int
+    partition: str
+    priority: int
+    submit_time: dt.datetime
+    nodes: int = 1
+    per_node: Resources = field(default_factory=Resources)
+    time_limit_minutes: int | None = None
+    user: str = ""
+    account: str = ""
+    qos: str | None = None
+    begin_time: dt.datetime | None = None
+    hold_reason: str | None = None
+    blocked_reason: str | None = None
+    no_reserve: bool = False
+    requeue: bool = True
+    restart_count: int = 0
+    limit_request: JobRequest | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    nodes: Sequence[NodeState]
+    partitions: Mapping[str, Sequence[str]]
+    partition_options: Mapping[str, PartitionOptions]
+    running: Sequence[RunningJob]
+    pending: Sequence[PendingJob]
+
+
+@dataclass(frozen=True)
+class Start:
+    job_id: int
+    nodes: tuple[str, ...]
+    allocation: dict[str, Resources]
+    start_time: dt.datetime
+    end_time: dt.datetime | None
+    backfilled: bool = False
+
+
+@dataclass(frozen=True)
+class Waiting:
+    reason: str
+    estimated_start: dt.datetime | None = None
+    planned_nodes: tuple[str, ...] = ()
+    preempting: tuple[int, ...] = ()
+
+
+@dataclass
+class SchedulePlan:
+    starts: list[Start] = field(default_factory=list)
+    waiting: dict[int, Waiting] = field(default_factory=dict)
+    preemptions: list[PreemptAction] = field(default_factory=list)
+
+
+# --- ordering -----------------------------------------------------------------------------------
+
+def _as_preemptor(job: PendingJob) -> PreemptJob:
+    return PreemptJob(job.job_id, job.partition, qos=job.qos, priority=job.priority, requeue=job.requeue,
+                      restart_count=job.restart_count)
+
+
+def queue_order(pending: Iterable[PendingJob], partition_options: Mapping[str, PartitionOptions],
+                preempt_policy: PreemptPolicy | None = None) -> list[PendingJob]:
+    """Slurm's evaluation order (``sort_job_queue2``)."""
+    def tier(job: PendingJob) -> int:
+        options = partition_options.get(job.partition)
+        return options.priority_tier if options else 1
+
+    def qos_preempts(first: PendingJob, second: PendingJob) -> bool:
+        if not (preempt_policy and preempt_policy.config.preempt_type == "preempt/qos" and first.qos and second.qos):
+            return False
+        qos = preempt_policy.qos.get(first.qos)
+        return bool(qos and second.qos in qos.preempt and second.qos != first.qos)
+
+    def compare(first: PendingJob, second: PendingJob) -> int:
+        if qos_preempts(first, second):
+            return -1
+        if qos_preempts(second, first):
+            return 1
+        first_key = (-tier(first), -first.priority, first.submit_time, first.job_id)
+        second_key = (-tier(second), -second.priority, second.submit_time, second.job_id)
+        return (first_key > second_key) - (first_key < second_key)
+
+    jobs = list(pending)
+    if preempt_policy and preempt_policy.config.preempt_type == "preempt/qos":
+        return sorted(jobs, key=functools.cmp_to_key(compare))
+    return sorted(jobs, key=lambda job: (-tier(job), -job.priority, job.submit_time, job.job_id))
+
+
+def node_config_available(per_node: Resources, nodes: int, node_states: Iterable[NodeState]) -> bool:
+    """Whether ``nodes`` nodes of the partition could ever hold the job (idle, even if down now)."""
+    return sum(1 for node in node_states if per_node.fits_in(node.capacity)) >= nodes
+
+
+# --- the pass -----------------------------------------------------------------------------------
+
+def _seconds(moment: dt.datetime) -> float:
+    return moment.timestamp()
+
+
+@dataclass
+class _Node:
+    state: NodeState
+    free: Resources
+    #: job id -> (end time in seconds, resources it releases then), for the jobs running on the node.
+    releases: dict[int, tuple[float, Resources]] = field(default_factory=dict)
+    #: whole-node reservations [start, end) in seconds, kept sorted.
+    blocks: list[tuple[float, float]] = field(default_factory=list)
+    #: request key -> earliest availability; cleared whenever the node's jobs change.
+    available: dict[object, float] = field(default_factory=dict)
+    #: (earliest, duration) -> start windows; cleared whenever its jobs or reservations change.
+    windows: dict[tuple[float, float], list[tuple[float, float]]] = field(default_factory=dict)
+
+    def changed(self) -> None:
+        self.available.clear()
+        self.windows.clear()
+
+    def reserve(self, start: float, end: float) -> None:
+        bisect.insort(self.blocks, (start, end))
+        self.windows.clear()
+
+    def available_from(self, need: Resources, key: object, exclusive: bool, now: float) -> float:
+        """Earliest time the running jobs leave enough free (the free amount only grows)."""
+        cached = self.available.get(key)
+        if cached is not None:
+            return cached
+        if exclusive:
+            result = max((end for end, _ in self.releases.values()), default=now)
+        elif need.fits_in(self.free):
+            result = now
+        else:
+            result, free = _FOREVER, self.free
+            for end, released in sorted(self.releases.values(), key=lambda item: item[0]):
+                free = free.plus(released)
+                if need.fits_in(free):
+                    result = end
+                    break
+        self.available[key] = result
+        return result
+
+    def start_windows(self, earliest: float, duration: float) -> list[tuple[float, float]]:
+        """Closed intervals of start times >= earliest whose [start, start+duration) misses every block."""
+        if not self.blocks:
+            return [(earliest, _FOREVER)]
+        cached = self.windows.get((earliest, duration))
+        if cached is None:
+            cached = self.windows[(earliest, duration)] = self._start_windows(earliest, duration)
+        return cached
+
+    def _start_windows(self, earliest: float, duration: float) -> list[tuple[float, float]]:
+        windows = []
+        cursor = earliest
+        # reservations never overlap on a node, so their ends are sorted too: skip the past ones
+        first = bisect.bisect_right(self.blocks, (earliest, _FOREVER)) - 1
+        for block_start, block_end in self.blocks[max(first, 0):]:
+            if block_end <= cursor:
+                continue
+            if cursor + duration <= block_start:
+                windows.append((cursor, block_start - duration))
+            cursor = max(cursor, block_end)
+        if cursor != _FOREVER:
+            windows.append((cursor, _FOREVER))
+        return windows
+
+
+class _Pass:
+    def __init__(self, snapshot: Snapshot, config: SlurmConfig, now: dt.datetime,
+                 limits: tuple[LimitContext, LimitUsage] | None, preempt_policy: PreemptPolicy | None):
+        self.snapshot, self.config, self.now = snapshot, config, now
+        self.now_s = _seconds(now)
+        self.limits = limits
+        self.preempt_policy = preempt_policy if preempt_policy and config.preemption_enabled else None
+        self.exclusive = config.select_type == "select/linear"
+        self.plan = SchedulePlan()
+        self.nodes = {node.name: _Node(node, node.capacity) for node in snapshot.nodes}
+        #: (partition, request key) -> [(availability, node name)] ascending; cleared when any node changes
+        self.by_availability: dict[tuple[str, object], list[tuple[float, str]]] = {}
+        self.running = {job.job_id: job for job in snapshot.running}
+        for job in snapshot.running:
+            self._occupy(job.job_id, job.allocation, _seconds(job.end_time) if job.end_time else _FOREVER)
+        self.partition_nodes = {name: [n for n in names if n in self.nodes and self.nodes[n].state.usable]
+                                for name, names in snapshot.partitions.items()}
+
+    def _occupy(self, job_id: int, allocation: Mapping[str, Resources], end: float) -> None:
+        for name, resources in allocation.items():
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            node.free = node.free.minus(resources)
+            node.releases[job_id] = (end, resources)
+            node.changed()
+        self.by_availability.clear()
+
+    def _need(self, job: PendingJob, node: _Node) -> Resources:
+        return node.state.capacity if self.exclusive else job.per_node
+
+    def _duration(self, job: PendingJob) -> float:
+        return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _FOREVER
+
+    # -- reasons that need no resources --
+
+    def _static_reason(self, job: PendingJob) -> str | None:
+        if job.hold_reason:
+            return job.hold_reason
+        if job.begin_time is not None and job.begin_time > self.now:
+            return "BeginTime"
+        if job.blocked_reason:
+            return job.blocked_reason
+        options = self.snapshot.partition_options.get(job.partition)
+        if options is None or job.partition not in self.snapshot.partitions:
+            return "PartitionConfig"
+        if options.state == "DOWN":
+            return "PartitionDown"
+        if options.state == "INACTIVE":
+            return "PartitionInactive"
+        if options.max_time_minutes is not None and (
+                job.time_limit_minutes is None or job.time_limit_minutes > options.max_time_minutes):
+            return "PartitionTimeLimit"
+        if job.nodes > len(self.snapshot.partitions[job.partition]) or (
+                options.max_nodes is not None and job.nodes > options.max_nodes):
+            return "PartitionNodeLimit"
+        return None
+
+    def _limit_reason(self, job: PendingJob) -> str | None:
+        if self.limits is None or job.limit_request is None:
+            return None
+        context, usage = self.limits
+        return limit_reason(context, usage, job.limit_request)
+
+    # -- allocation now --
+
+    def _allocate_now(self, job: PendingJob, withheld: set[str], freed: Mapping[str, Resources] | None = None,
+                      ) -> list[str] | None:
+        """Best fit: the fitting nodes with the fewest free GPUs, then CPUs, then name."""
+        fitting = []
+        for name in self.partition_nodes.get(job.partition, []):
+            if name in withheld:
+                continue
+            node = self.nodes[name]
+            if any(start <= self.now_s < end for start, end in node.blocks):
+                continue
+            free = node.free.plus(freed[name]) if freed and name in freed else node.free
+            if self.exclusive:
+                if free.cpus < node.state.cpus:  # whole nodes only (select/linear)
+                    continue
+            elif not job.per_node.fits_in(free):
+                continue
+            if node.blocks and self._duration(job) + self.now_s > min(
+                    (start for start, _ in node.blocks if start >= self.now_s), default=_FOREVER):
+                continue
+            fitting.append((sum(free.gres.values()), free.cpus, name))
+        if len(fitting) < job.nodes:
+            return None
+        return [name for _, _, name in sorted(fitting)[:job.nodes]]
+
+    def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
+        duration = self._duration(job)
+        end = self.now_s + duration
+        allocation = {name: self._need(job, self.nodes[name]) for name in names}
+        self._occupy(job.job_id, allocation, end)
+        end_time = None if duration == _FOREVER else self.now + dt.timedelta(seconds=duration)
+        self.plan.starts.append(Start(job.job_id, tuple(names), allocation, self.now, end_time, backfilled))
+        if self.limits is not None and job.limit_request is not None:
+            self.limits[1].start(job.limit_request)
+
+    # -- preemption --
+
+    def _try_preempt(self, job: PendingJob, withheld: set[str]) -> bool:
+        policy = self.preempt_policy
+        if policy is None:
+            return False
+        partition_nodes = set(self.partition_nodes.get(job.partition, [])) - withheld
+        running = [r for r in self.running.values() if partition_nodes & set(r.allocation)]
+        preemptor = _as_preemptor(job)
+        candidates = policy.candidates(preemptor, [
+            PreemptJob(r.job_id, r.partition, qos=r.qos, priority=r.priority, start_time=r.start_time,
+                       node_count=len(r.allocation), requeue=r.requeue, restart_count=r.restart_count)
+            for r in running], self.now)
+        if not candidates:
+            return False
+
+        def freed_by(removed: frozenset[int]) -> dict[str, Resources]:
+            freed: dict[str, Resources] = {}
+            for job_id in removed:
+                for name, resources in self.running[job_id].allocation.items():
+                    freed[name] = freed[name].plus(resources) if name in freed else resources
+            return freed
+
+        def fits(removed: frozenset[int]) -> bool:
+            return self._allocate_now(job, withheld, freed_by(removed)) is not None
+
+        victims = choose_victims(candidates, fits)
+        if not victims:
+            return False
+        names = self._allocate_now(job, withheld, freed_by(frozenset(v.job_id for v in victims)))
+        actions = [preempt(policy, victim, self.now) for victim in victims]
+        self.plan.preemptions.extend(actions)
+        ready = max(action.kill_at for action in actions)
+        for victim in victims:  # the victims now free their nodes when they are killed
+            for name in self.running.pop(victim.job_id).allocation:
+                end, resources = self.nodes[name].releases[victim.job_id]
+                self.nodes[name].releases[victim.job_id] = (min(end, _seconds(ready)), resources)
+                self.nodes[name].changed()
+        self.by_availability.clear()
+        block_end = _seconds(ready) + self._duration(job)
+        for name in names or []:
+            self.nodes[name].reserve(self.now_s, block_end)
+        self.plan.waiting[job.job_id] = Waiting("Resources", ready, tuple(names or ()),
+                                                tuple(v.job_id for v in victims))
+        return True
+
+    # -- main scheduler --
+
+    def main(self, order: list[PendingJob]) -> list[PendingJob]:
+        failed_partitions: set[str] = set()
+        withheld: set[str] = set()
+        remaining: list[PendingJob] = []
+        for job in order:
+            reason = self._static_reason(job) or self._limit_reason(job)
+            if reason:
+                self.plan.waiting[job.job_id] = Waiting(reason)
+                continue
+            if job.partition in failed_partitions:
+                self.plan.waiting[job.job_id] = Waiting("Priority")
+                remaining.append(job)
+                continue
+            names = self._allocate_now(job, withheld)
+            if names is not None:
+                self._start(job, names, backfilled=False)
+                continue
+            if not self._try_preempt(job, withheld):
+                self.plan.waiting[job.job_id] = Waiting("Resources")
+                remaining.append(job)
+            failed_partitions.add(job.partition)
+            withheld.update(self.snapshot.partitions.get(job.partition, ()))
+        return remaining
+
+    # -- backfill --
+
+    def _slot(self, seconds: float) -> float:
+        resolution = self.config.scheduler_parameters.bf_resolution
+        return seconds if seconds == _FOREVER else math.floor(seconds / resolution) * resolution
+
+    def _availability(self, job: PendingJob) -> list[tuple[float, str]]:
+        """The job's partition nodes by when they could hold one of its node requests."""
+        key = "exclusive" if self.exclusive else job.per_node.key
+        cached = self.by_availability.get((job.partition, key))
+        if cached is None:
+            cached = sorted((self.nodes[name].available_from(self._need(job, self.nodes[name]), key, self.exclusive,
+                                                             self.now_s), name)
+                            for name in self.partition_nodes.get(job.partition, []))
+            self.by_availability[(job.partition, key)] = cached
+        return cached
+
+    def _earliest(self, job: PendingJob, horizon: float) -> tuple[float, list[str]] | None:
+        """The earliest start (not after ``horizon``) at which ``job.nodes`` nodes are free for the
+        whole time limit, and those nodes. Nodes are visited in order of availability and their
+        start windows (gaps between reservations) swept as events, so a small job looks at few nodes."""
+        duration = self._duration(job)
+        ordered = self._availability(job)
+        events: list[tuple[float, int, str]] = []
+        open_nodes: dict[str, float] = {}
+        index = 0
+        while True:
+            next_available = ordered[index][0] if index < len(ordered) else _FOREVER
+            if next_available <= horizon and (not events or next_available <= events[0][0]):
+                name = ordered[index][1]
+                index += 1
+                for first, last in self.nodes[name].start_windows(next_available, duration):
+                    heapq.heappush(events, (first, 0, name))
+                    heapq.heappush(events, (last, 1, name))
+                continue
+            if not events or events[0][0] > horizon:
+                return None
+            moment, kind, name = heapq.heappop(events)
+            if kind == 1:
+                open_nodes.pop(name, None)
+                continue
+            open_nodes[name] = moment
+            if len(open_nodes) >= job.nodes:
+                return moment, sorted(open_nodes, key=lambda n: (open_nodes[n], n))[:job.nodes]
+
+    def backfill(self, remaining: list[PendingJob]) -> None:
+        params = self.config.scheduler_parameters
+        window_end = self.now_s + params.bf_window_minutes * 60
+        tested = started = 0
+        per_partition: dict[str, int] = {}
+        per_user: dict[str, int] = {}
+        for job in remaining:
+            if job.job_id in self.plan.waiting and self.plan.waiting[job.job_id].preempting:
+                continue
+            if tested >= params.bf_max_job_test:
+                break
+            if params.bf_max_job_part and per_partition.get(job.partition, 0) >= params.bf_max_job_part:
+                continue
+            if params.bf_max_job_user and per_user.get(job.user, 0) >= params.bf_max_job_user:
+                continue
+            tested += 1
+            per_partition[job.partition] = per_partition.get(job.partition, 0) + 1
+            per_user[job.user] = per_user.get(job.user, 0) + 1
+            reason = self._limit_reason(job)
+            if reason:
+                self.plan.waiting[job.job_id] = Waiting(reason)
+                continue
+            reserves = not job.no_reserve and job.priority >= params.bf_min_prio_reserve
+            found = self._earliest(job, window_end if reserves else self.now_s)
+            if found is None:
+                continue
+            moment, names = found
+            if moment <= self.now_s:
+                if params.bf_max_job_start and started >= params.bf_max_job_start:
+                    continue
+                names = self._allocate_now(job, set()) or names
+                self._start(job, names, backfilled=True)
+                self.plan.waiting.pop(job.job_id, None)
+                started += 1
+                continue
+            start = self._slot(moment)
+            end = self._slot(moment + self._duration(job) + params.bf_resolution - 1)
+            for name in names:
+                self.nodes[name].reserve(start, end)
+            current = self.plan.waiting.get(job.job_id, Waiting("Priority"))
+            self.plan.waiting[job.job_id] = Waiting(current.reason, dt.datetime.fromtimestamp(moment, self.now.tzinfo),
+                                                    tuple(names))
+
+
+def schedule(snapshot: Snapshot, config: SlurmConfig, now: dt.datetime, *,
+             limits: tuple[LimitContext, LimitUsage] | None = None,
+             preempt_policy: PreemptPolicy | None = None) -> SchedulePlan:
+    """One scheduling pass at ``now`` (see the module doc)."""
+    run = _Pass(snapshot, config, now, limits, preempt_policy)
+    order = queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy)
+    remaining = run.main(order)
+    if config.scheduler_type == "sched/backfill" and config.scheduler_parameters.bf_interval != -1:
+        run.backfill(remaining)
+    return run.plan

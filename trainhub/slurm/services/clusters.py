@@ -1,0 +1,234 @@
+"""Creating and deleting clusters, and the admin edits of a running one (slurm.conf keys,
+prolog/epilog scripts, partition options, draining and resuming nodes), each with an audit entry."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
+from trainhub.iam.models import Project
+from trainhub.inventory.models import Node, NodePool, NodeState
+from trainhub.inventory.services import NodesUnavailable, node_set_state, nodes_dedicate, nodes_release
+from trainhub.slurm.clusterspec import (
+    CLUSTER_ID,
+    SPEC,
+    ClusterSpec,
+    ClusterSpecError,
+    parse_cluster_spec,
+    validate_scripts,
+)
+from trainhub.slurm.conf import ConfigError, parse_config, parse_partition_options
+from trainhub.slurm.models import (
+    Account,
+    Association,
+    ClusterAuditEntry,
+    Partition,
+    Qos,
+    SlurmCluster,
+)
+
+#: sacctmgr's stock QOS, present on every new cluster (the default QOS of new associations).
+DEFAULT_QOS = "normal"
+ROOT = "root"
+
+
+def request_pass(cluster: SlurmCluster) -> None:
+    """Ask for a scheduler pass of the cluster once the current transaction commits."""
+    from trainhub.slurm.tasks import cluster_pass
+
+    pk = cluster.pk
+    transaction.on_commit(lambda: cluster_pass.delay(pk), robust=True)
+
+
+def audit(cluster: SlurmCluster, *, actor: str, subject: str, old: Any, new: Any, now: dt.datetime) -> None:
+    ClusterAuditEntry.objects.create(cluster=cluster, time=now, actor=actor, subject=subject, old_value=old,
+                                     new_value=new)
+
+
+def _pool_violations(spec: ClusterSpec, location: str) -> tuple[dict[str, NodePool], list[FieldViolation]]:
+    """Every named pool must exist in the cluster's location, be free of other owners, and serve
+    one role (a login pool runs no jobs)."""
+    named = {name for partition in spec.partitions for name in partition.pool_names}
+    if spec.login_pool:
+        named.add(spec.login_pool)
+    pools = {pool.name: pool for pool in NodePool.objects.filter(name__in=named)}
+    owners: dict[int, set[str]] = {}
+    for pool_id, owner in Node.objects.filter(pool__in=pools.values()).exclude(dedicated_to="").values_list(
+            "pool_id", "dedicated_to"):
+        owners.setdefault(pool_id, set()).add(owner)
+    violations: list[FieldViolation] = []
+
+    def check(name: str, path: str) -> None:
+        pool = pools.get(name)
+        if pool is None:
+            violations.append(FieldViolation(path, f"node pool {name!r} does not exist"))
+        elif pool.location != location:
+            violations.append(FieldViolation(path, f"node pool {name!r} is in {pool.location}, "
+                                                   f"not in {location}"))
+        elif pool.pk in owners:
+            violations.append(FieldViolation(path, f"node pool {name!r} is already used by "
+                                                   f"{', '.join(sorted(owners[pool.pk]))}"))
+
+    for index, partition in enumerate(spec.partitions):
+        for pool_index, name in enumerate(partition.pool_names):
+            check(name, f"{SPEC}.partitions[{index}].nodePoolIds[{pool_index}]")
+    if spec.login_pool:
+        if spec.login_pool in {name for p in spec.partitions for name in p.pool_names}:
+            violations.append(FieldViolation(f"{SPEC}.loginNodePoolId",
+                                             f"node pool {spec.login_pool!r} is also a partition's compute pool"))
+        else:
+            check(spec.login_pool, f"{SPEC}.loginNodePoolId")
+    return pools, violations
+
+
+def cluster_create(*, project: Project, location: str, cluster_id: str, body: Any, user: AbstractBaseUser,
+                   now: dt.datetime | None = None) -> SlurmCluster:
+    """Create a cluster from its document; its pools' nodes become dedicated to it."""
+    violations: list[FieldViolation] = []
+    if not isinstance(cluster_id, str) or not CLUSTER_ID.match(cluster_id):
+        violations.append(FieldViolation("slurmClusterId", "is required: lowercase letters, digits and '-', "
+                                                           "starting with a letter (at most 63)"))
+    try:
+        spec = parse_cluster_spec(body)
+    except ClusterSpecError as exc:
+        raise invalid_argument(violations + exc.violations) from exc
+    pools, pool_violations = _pool_violations(spec, location)
+    violations += pool_violations
+    if violations:
+        raise invalid_argument(violations)
+    now = now or timezone.now()
+    with transaction.atomic():
+        if SlurmCluster.objects.filter(project=project, location=location, cluster_id=cluster_id).exists():
+            raise ApiError(409, f"SlurmCluster projects/{project.project_id}/locations/{location}/slurmClusters/"
+                                f"{cluster_id} already exists.")
+        cluster = SlurmCluster.objects.create(
+            project=project, location=location, cluster_id=cluster_id, display_name=spec.display_name or cluster_id,
+            login_pool=pools.get(spec.login_pool) if spec.login_pool else None,
+            home_directory_storage=spec.home_directory_storage, config=spec.config.explicit,
+            prolog_scripts=list(spec.prolog_scripts), epilog_scripts=list(spec.epilog_scripts),
+            default_partition=spec.default_partition, created_by=user, create_time=now, update_time=now,
+            last_decay_time=now, last_priority_time=now, last_usage_reset=now)
+        for position, item in enumerate(spec.partitions):
+            partition = Partition.objects.create(cluster=cluster, name=item.name, position=position,
+                                                 config=item.options)
+            partition.node_pools.set([pools[name] for name in item.pool_names])
+        root = Account.objects.create(cluster=cluster, name=ROOT, description="default root account",
+                                      organization=ROOT)
+        # As `sacctmgr add cluster`: the root association allows (and defaults to) QOS normal.
+        Association.objects.create(cluster=cluster, account=root, parent=None, shares=1,
+                                   settings={"qos": [DEFAULT_QOS]})
+        Qos.objects.create(cluster=cluster, name=DEFAULT_QOS, description="Normal QOS default")
+        try:
+            nodes_dedicate(nodes=list(Node.objects.filter(pool__in=pools.values())), owner=cluster.owner_key)
+        except NodesUnavailable as exc:
+            raise invalid_argument([FieldViolation(f"{SPEC}.partitions", str(exc))]) from exc
+        audit(cluster, actor=user.get_username(), subject="cluster created", old=None,
+              new={"partitions": [p.name for p in spec.partitions], "config": spec.config.explicit}, now=now)
+    return cluster
+
+
+@transaction.atomic
+def cluster_delete(*, cluster: SlurmCluster) -> None:
+    """Delete the cluster, its jobs and accounting; its nodes return to the shared pool (the agents
+    stop whatever still ran there)."""
+    owner = cluster.owner_key
+    cluster.delete()
+    nodes_release(owner=owner)
+
+
+def _locked(cluster: SlurmCluster) -> SlurmCluster:
+    return SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
+
+
+def cluster_config_set(*, cluster: SlurmCluster, changes: dict[str, Any], actor: str,
+                       now: dt.datetime | None = None) -> SlurmCluster:
+    """An admin's edit of slurm.conf keys (a None value unsets a key). The whole config is
+    validated again; the next scheduler pass uses it, as Slurm's config maps do after a reconfigure."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        cluster = _locked(cluster)
+        old = dict(cluster.config)
+        try:
+            new = parse_config(old).with_changes(changes).explicit
+        except ConfigError as exc:
+            raise invalid_argument([FieldViolation(f"config.{v.key}", v.description) for v in exc.violations]) from exc
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                audit(cluster, actor=actor, subject=f"slurm.conf {key}", old=old.get(key), new=new.get(key), now=now)
+        cluster.config = new
+        cluster.update_time = now
+        # Every pending job's priority is recomputed by the next pass, with the new weights.
+        cluster.last_priority_time = None
+        cluster.save(update_fields=["config", "update_time", "last_priority_time"])
+        request_pass(cluster)
+    return cluster
+
+
+SCRIPT_FIELDS = {"prolog": "prologBashScripts", "epilog": "epilogBashScripts"}
+
+
+def cluster_scripts_set(*, cluster: SlurmCluster, kind: str, scripts: Any, actor: str,
+                        now: dt.datetime | None = None) -> SlurmCluster:
+    """Replace the cluster's prolog or epilog scripts; jobs starting (or ending) later run them."""
+    if kind not in SCRIPT_FIELDS:
+        raise ValueError(f"kind must be prolog or epilog, not {kind!r}")
+    try:
+        validated = list(validate_scripts(scripts, SCRIPT_FIELDS[kind]))
+    except ClusterSpecError as exc:
+        raise invalid_argument(exc.violations) from exc
+    now = now or timezone.now()
+    with transaction.atomic():
+        cluster = _locked(cluster)
+        attribute = f"{kind}_scripts"
+        old = getattr(cluster, attribute)
+        if old != validated:
+            audit(cluster, actor=actor, subject=f"{kind} scripts", old=old, new=validated, now=now)
+            setattr(cluster, attribute, validated)
+            cluster.update_time = now
+            cluster.save(update_fields=[attribute, "update_time"])
+    return cluster
+
+
+def partition_config_set(*, partition: Partition, options: dict[str, Any], actor: str,
+                         now: dt.datetime | None = None) -> Partition:
+    """Replace a partition's PartitionName= options (PriorityTier, MaxTime, PreemptMode, ...)."""
+    try:
+        parse_partition_options(options)
+    except ConfigError as exc:
+        raise invalid_argument([FieldViolation(f"config.{v.key}", v.description) for v in exc.violations]) from exc
+    now = now or timezone.now()
+    new = {str(key): str(value) for key, value in options.items()}
+    with transaction.atomic():
+        partition = Partition.objects.select_for_update().select_related("cluster").get(pk=partition.pk)
+        if partition.config != new:
+            audit(partition.cluster, actor=actor, subject=f"partition {partition.name}", old=partition.config,
+                  new=new, now=now)
+            partition.config = new
+            partition.save(update_fields=["config"])
+            SlurmCluster.objects.filter(pk=partition.cluster_id).update(last_priority_time=None)
+            request_pass(partition.cluster)
+    return partition
+
+
+def node_state_set(*, cluster: SlurmCluster, node: Node, state: str, reason: str, actor: str,
+                   now: dt.datetime | None = None) -> Node:
+    """scontrol update nodename=N state=drain reason=... | state=resume (back to UP)."""
+    if node.dedicated_to != cluster.owner_key:
+        raise ApiError(404, f"Node {node.name} is not a node of cluster {cluster.cluster_id}.")
+    if state not in (NodeState.UP, NodeState.DRAIN):
+        raise invalid_argument([FieldViolation("state", "must be UP (resume) or DRAIN")])
+    if state == NodeState.DRAIN and not reason.strip():
+        raise invalid_argument([FieldViolation("reason", "a drained node needs a reason, as in scontrol")])
+    now = now or timezone.now()
+    with transaction.atomic():
+        old = f"{node.state} {node.state_reason}".strip()
+        node = node_set_state(node=node, state=state, reason=reason.strip() if state == NodeState.DRAIN else "")
+        audit(cluster, actor=actor, subject=f"node {node.name}", old=old, new=f"{node.state} {node.state_reason}".strip(),
+              now=now)
+        request_pass(cluster)
+    return node

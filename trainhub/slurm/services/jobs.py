@@ -1,0 +1,247 @@
+"""What users do to jobs: sbatch, scancel, scontrol hold / release / requeue / update nice.
+
+Errors carry the message the Slurm command would print ("sbatch: error: Batch job submission
+failed: Invalid account or account/partition combination specified").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from trainhub.common.errors import ApiError
+from trainhub.slurm import snapshot
+from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
+from trainhub.slurm.models import Hold, JobState, SlurmCluster, SlurmJob, SlurmUser
+from trainhub.slurm.sbatch import SbatchError, SbatchOptions, batch_script, parse_begin, parse_options, script_directives
+from trainhub.slurm.services.clusters import request_pass
+from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
+
+SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
+PERMISSION_DENIED = "Access/permission denied"
+
+
+def _refuse(message: str) -> ApiError:
+    return ApiError(400, message, "INVALID_ARGUMENT")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submission as sbatch receives it: its arguments and, unless --wrap, the script's text."""
+
+    argv: tuple[str, ...] = ()
+    script: str | None = None
+    script_args: tuple[str, ...] = ()
+
+
+def _options(submission: Submission) -> SbatchOptions:
+    try:
+        command_line, rest = parse_options(list(submission.argv))
+        if rest:
+            raise SbatchError("sbatch: error: give the batch script as its text (the CLI reads the file), not as "
+                              f"an argument: {rest[0]!r}")
+        return command_line.over(script_directives(submission.script or ""))
+    except SbatchError as exc:
+        raise _refuse(str(exc)) from exc
+
+
+def _work_dir(options: SbatchOptions, user: str) -> str:
+    path = options.chdir or f"/home/{user}"
+    if ".." in path.split("/"):
+        raise _refuse(f"sbatch: error: chdir({path}): no such directory on the cluster")
+    return posixpath.normpath(path if path.startswith("/") else f"/home/{user}/{path}")
+
+
+def _output_pattern(pattern: str | None, flag: str) -> str:
+    """--output/--error stay inside the cluster's file system: no ``..`` components."""
+    if pattern and ".." in pattern.split("/"):
+        raise _refuse(f"sbatch: error: {flag}={pattern}: the path may not leave the cluster's file system")
+    return pattern or ""
+
+
+def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str) -> str | None:
+    """What no node of the partition can satisfy (slurmctld refuses it at submit)."""
+    members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
+    if nodes > len(members):
+        return INVALID_NODE_COUNT
+    tasks_per_node = -(-(request.ntasks or nodes) // nodes)
+    fitting = [node for node in members
+               if node.gpus >= (request.gpus_per_node or 0)
+               and (request.gpu_type is None or node.gpu_type == request.gpu_type)
+               and node.cpus >= tasks_per_node * (request.cpus_per_task or 1)]
+    return "Requested node configuration is not available" if len(fitting) < nodes else None
+
+
+def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Submission, is_admin: bool = False,
+               now: dt.datetime | None = None) -> SlurmJob:
+    """sbatch: parse the options, validate them as slurmctld does (limits.validate_submission:
+    association, QOS, partition and submit-count limits) and queue the job under the cluster's next
+    job id. The job pends with the reason known at submit time (a limit, BeginTime, JobHeldUser)."""
+    now = now or timezone.now()
+    options = _options(submission)
+    try:
+        script = batch_script(script=submission.script, options=options)
+        begin = parse_begin(options.begin, now) if options.begin else now
+    except SbatchError as exc:
+        raise _refuse(str(exc)) from exc
+    if options.nice is not None and options.nice < 0 and not is_admin:
+        raise _refuse(SUBMIT_FAILED + PERMISSION_DENIED)
+    username = user.get_username()
+    state = snapshot.load_cluster(cluster, now=now)
+    partition = options.partition or cluster.default_partition
+    if partition not in state.partitions:
+        raise _refuse(f"sbatch: error: invalid partition specified: {partition}\n"
+                      f"{SUBMIT_FAILED}Invalid partition name specified")
+    nodes = options.nodes or 1
+    node_error = _node_config_error(options, nodes, state, partition)
+    if node_error:
+        raise _refuse(SUBMIT_FAILED + node_error)
+    fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
+                  cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0)
+    context = snapshot.limit_context(state)
+    active = (list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
+              if snapshot.has_submit_count_limits(context) else [])
+    slurm_user = SlurmUser.objects.filter(cluster=cluster, name=username).first()
+    probe = SlurmJob(cluster=cluster, user_name=username, account=options.account or "", partition=partition,
+                     **fields)
+    try:
+        accepted = validate_submission(
+            context, snapshot.limit_usage(state, context, active), user=username, account=options.account,
+            partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(probe, state),
+            time_limit_minutes=options.time_limit, default_account=slurm_user.default_account if slurm_user else None)
+    except SubmitRejected as exc:
+        raise _refuse(SUBMIT_FAILED + exc.message) from exc
+    hold = Hold.USER if options.hold else Hold.NONE
+    reason = "JobHeldUser" if hold else ("BeginTime" if begin > now else accepted.pending_reason or "None")
+    with transaction.atomic():
+        locked = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
+        job_id = locked.next_job_id
+        locked.next_job_id += 1
+        locked.save(update_fields=["next_job_id"])
+        job = SlurmJob.objects.create(
+            cluster=cluster, job_id=job_id, name=options.job_name or ("wrap" if options.wrap is not None else "sbatch"),
+            submitted_by=user, user_name=username, account=accepted.account, partition=partition,
+            qos=accepted.qos or "", time_limit=accepted.time_limit_minutes, script=script,
+            script_args=list(submission.script_args), work_dir=_work_dir(options, username),
+            stdout_pattern=_output_pattern(options.output, "--output") or "slurm-%j.out",
+            stderr_pattern=_output_pattern(options.error, "--error"),
+            requeue=options.requeue if options.requeue is not None else bool(state.config.job_requeue),
+            comment=options.comment or "", nice=options.nice or 0, hold=hold, submit_time=now, begin_time=begin,
+            reason=reason, **fields)
+        job_event(job, now, f"Submitted by {username} to partition {job.partition} (account {job.account}, "
+                            f"QOS {job.qos or 'none'}).")
+        request_pass(cluster)
+    return job
+
+
+def _may_act(job: SlurmJob, actor: AbstractBaseUser, is_admin: bool) -> bool:
+    return is_admin or job.user_name == actor.get_username()
+
+
+def job_cancel(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.datetime | None = None) -> SlurmJob:
+    """scancel: a pending job ends CANCELLED at once; a running one is signalled and ends
+    CANCELLED when its script has exited."""
+    now = now or timezone.now()
+    prefix = f"scancel: error: Kill job error on job id {job.job_id}: "
+    if not _may_act(job, actor, is_admin):
+        raise ApiError(403, prefix + PERMISSION_DENIED)
+    with transaction.atomic():
+        job = SlurmJob.objects.select_for_update().get(pk=job.pk)
+        desc = f"by {actor.get_username()}"
+        if job.state == JobState.PENDING:
+            job.state = JobState.CANCELLED
+            job.end_time = now
+            job.reason = "None"
+            job.state_desc = desc
+            job.expected_start = None
+            job.save(update_fields=["state", "end_time", "reason", "state_desc", "expected_start"])
+            job_event(job, now, f"Cancelled while pending, {desc}.")
+        elif job.state == JobState.RUNNING and not job.ending_state:
+            job_stop(job=job, ending_state=JobState.CANCELLED, now=now, desc=desc)
+        elif job.state != JobState.RUNNING:
+            raise ApiError(400, prefix + "Job/step already completing or completed", "FAILED_PRECONDITION")
+        request_pass(job.cluster)
+    return job
+
+
+def _pending_for_update(job: SlurmJob, command: str) -> SlurmJob:
+    job = SlurmJob.objects.select_for_update().select_related("cluster").get(pk=job.pk)
+    if job.state != JobState.PENDING:
+        raise ApiError(400, f"{command}: error: Job is no longer pending execution for job {job.job_id}",
+                       "FAILED_PRECONDITION")
+    return job
+
+
+def job_hold(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.datetime | None = None) -> SlurmJob:
+    """scontrol hold: priority 0; an administrator's hold (JobHeldAdmin) only an administrator releases."""
+    now = now or timezone.now()
+    if not _may_act(job, actor, is_admin):
+        raise ApiError(403, f"scontrol: error: {PERMISSION_DENIED} for job {job.job_id}")
+    with transaction.atomic():
+        job = _pending_for_update(job, "scontrol")
+        job.hold = Hold.ADMIN if is_admin and job.user_name != actor.get_username() else Hold.USER
+        job.priority = 0
+        job.reason = "JobHeldAdmin" if job.hold == Hold.ADMIN else "JobHeldUser"
+        job.accrue_time = None
+        job.expected_start = None
+        job.save(update_fields=["hold", "priority", "reason", "accrue_time", "expected_start"])
+        job_event(job, now, f"Held by {actor.get_username()} ({job.reason}).")
+    return job
+
+
+def job_release(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.datetime | None = None) -> SlurmJob:
+    """scontrol release: the job is eligible again from now (age restarts) and gets a new priority."""
+    now = now or timezone.now()
+    if not _may_act(job, actor, is_admin):
+        raise ApiError(403, f"scontrol: error: {PERMISSION_DENIED} for job {job.job_id}")
+    with transaction.atomic():
+        job = _pending_for_update(job, "scontrol")
+        if job.hold == Hold.ADMIN and not is_admin:
+            raise ApiError(403, f"scontrol: error: {PERMISSION_DENIED} for job {job.job_id}")
+        if job.hold != Hold.NONE:
+            job.hold = Hold.NONE
+            job.reason = "BeginTime" if job.begin_time > now else "None"
+            job.state_desc = ""
+            job.accrue_time = now if job.begin_time <= now else None
+            job.priority_time = None
+            job.save(update_fields=["hold", "reason", "state_desc", "accrue_time", "priority_time"])
+            job_event(job, now, f"Released by {actor.get_username()}.")
+            request_pass(job.cluster)
+    return job
+
+
+def job_set_nice(*, job: SlurmJob, nice: int, actor: AbstractBaseUser, is_admin: bool,
+                 now: dt.datetime | None = None) -> SlurmJob:
+    """scontrol update jobid=N nice=V: only administrators may lower a job's nice below 0."""
+    now = now or timezone.now()
+    if not _may_act(job, actor, is_admin) or (nice < 0 and not is_admin):
+        raise ApiError(403, f"scontrol: error: {PERMISSION_DENIED} for job {job.job_id}")
+    with transaction.atomic():
+        job = _pending_for_update(job, "scontrol")
+        job.nice = nice
+        job.priority_time = None
+        job.save(update_fields=["nice", "priority_time"])
+        job_event(job, now, f"Nice set to {nice} by {actor.get_username()}.")
+        request_pass(job.cluster)
+    return job
+
+
+def job_requeue_by_user(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool,
+                        now: dt.datetime | None = None) -> SlurmJob:
+    """scontrol requeue: a running job goes back to the queue (its run recorded REQUEUED)."""
+    now = now or timezone.now()
+    if not _may_act(job, actor, is_admin):
+        raise ApiError(403, f"scontrol: error: {PERMISSION_DENIED} for job {job.job_id}")
+    with transaction.atomic():
+        job = SlurmJob.objects.select_for_update().select_related("cluster").get(pk=job.pk)
+        if job.state != JobState.RUNNING:
+            raise ApiError(400, f"scontrol: error: Job is pending execution or already completed for job "
+                                f"{job.job_id}", "FAILED_PRECONDITION")
+        job_requeue(job=job, now=now, record_state=JobState.REQUEUED, desc=f"requeued by {actor.get_username()}")
+        request_pass(job.cluster)
+    return job

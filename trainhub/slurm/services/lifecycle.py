@@ -1,0 +1,315 @@
+"""A Slurm job's life after allocation: prolog on every node, the batch script on the batch host,
+the epilog on every node; requeue, cancellation and time limits end it as slurmctld does.
+
+The agent reports through ``job_node_prolog_finished``, ``job_batch_finished`` and
+``job_node_epilog_finished``; a report about an older run of a requeued job (``run_index`` below
+the job's restart count) only moves that node on to its epilog.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from trainhub.inventory.models import Node, NodeState
+from trainhub.inventory.services import node_set_state
+from trainhub.slurm.models import (
+    GpuAllocation,
+    Hold,
+    JobEvent,
+    JobLogLine,
+    JobNode,
+    JobRun,
+    JobState,
+    NodePhase,
+    SlurmCluster,
+    SlurmJob,
+)
+from trainhub.slurm.hostlist import compress
+from trainhub.slurm.services.clusters import request_pass
+from trainhub.slurm.services.usage import charge_runs
+
+#: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
+REQUEUE_DELAY = dt.timedelta(seconds=121)
+PROLOG_ERROR = "Prolog error"
+EPILOG_ERROR = "Epilog error"
+
+
+def job_event(job: SlurmJob, now: dt.datetime, message: str) -> None:
+    JobEvent.objects.create(job=job, time=now, message=message)
+
+
+def _locked_job(job_pk: int) -> SlurmJob:
+    return SlurmJob.objects.select_for_update().select_related("cluster").get(pk=job_pk)
+
+
+def _current_nodes(job: SlurmJob):
+    return JobNode.objects.filter(job=job, run_index=job.restart_count)
+
+
+def charge_usage(*, job: SlurmJob, run: JobRun, until: dt.datetime) -> None:
+    """Charge the run's last slice of usage when it ends (passes charge running jobs up to each
+    pass, ``cluster.last_decay_time``; see services.usage). The cluster row is locked so a
+    concurrent pass cannot charge the same seconds."""
+    cluster = SlurmCluster.objects.select_for_update().only("pk", "last_decay_time", "config").get(pk=job.cluster_id)
+    since = max(run.start_time, cluster.last_decay_time or run.start_time)
+    charge_runs(cluster=cluster, runs=[(job, run, (until - since).total_seconds())])
+
+
+def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int,
+               desc: str = "") -> None:
+    run = JobRun.objects.select_for_update().filter(job=job, index=job.restart_count).first()
+    if run is None or run.end_time is not None:
+        return
+    charge_usage(job=job, run=run, until=now)
+    run.state = state
+    run.end_time = now
+    run.exit_code = exit_code
+    run.exit_signal = signal
+    run.state_desc = desc
+    run.save(update_fields=["state", "end_time", "exit_code", "exit_signal", "state_desc"])
+
+
+def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
+    """Free the job's GPUs and send every node of its current run to the epilog; a batch script
+    still running is stopped first (the agent moves its node on when it has exited)."""
+    GpuAllocation.objects.filter(job=job, active=True).update(active=False)
+    nodes = _current_nodes(job).exclude(phase__in=[NodePhase.EPILOG, NodePhase.DONE])
+    nodes.filter(phase=NodePhase.RUNNING, batch_host=True).update(stop_requested=True, kill_at=kill_at)
+    nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG)
+
+
+def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int = 0,
+         desc: str = "") -> None:
+    _close_run(job, state, now, exit_code=exit_code, signal=signal, desc=desc)
+    _leave_nodes(job)
+    job.state = state
+    job.end_time = now
+    job.exit_code = exit_code
+    job.exit_signal = signal
+    job.ending_state = ""
+    job.state_desc = desc
+    job.reason = "None"
+    job.expected_start = None
+    job.save(update_fields=["state", "end_time", "exit_code", "exit_signal", "ending_state", "state_desc",
+                            "reason", "expected_start"])
+    job_event(job, now, f"Job ended {state}" + (f" ({desc})" if desc else "") +
+              (f", exit code {exit_code}:{signal}" if exit_code is not None else "") + ".")
+    request_pass(job.cluster)  # its GPUs are free: the queue may move now rather than at the next beat
+
+
+@transaction.atomic
+def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str, hold: str = Hold.NONE,
+                submit_time: dt.datetime | None = None, begin_time: dt.datetime | None = None,
+                kill_at: dt.datetime | None = None) -> None:
+    """Requeue a RUNNING job (preemption, prolog failure, node failure, scontrol requeue).
+
+    As batch_requeue_fini: the run's record closes as ``record_state`` (PREEMPTED, REQUEUED,
+    NODE_FAIL); the job returns to PENDING with the same id, restart count + 1, a new submit time,
+    begin time ~121 s ahead (reason BeginTime), no accrued age, and its priority recomputed.
+    A preempted job's batch script is killed at ``kill_at`` (its GraceTime), and the requeue
+    counts from then (``submit_time``/``begin_time`` of preemption.preempt).
+    """
+    _close_run(job, record_state, now, exit_code=0, signal=0, desc=desc)
+    _leave_nodes(job, kill_at)
+    job.state = JobState.PENDING
+    job.restart_count += 1
+    job.submit_time = submit_time or now
+    job.begin_time = begin_time or now + REQUEUE_DELAY
+    job.accrue_time = None
+    job.start_time = None
+    job.end_time = None
+    job.node_list = ""
+    job.ending_state = ""
+    job.hold = hold
+    job.state_desc = desc
+    job.reason = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(hold, "BeginTime")
+    job.priority = 0 if hold else job.priority
+    job.priority_time = None
+    job.save()
+    job_event(job, now, f"Requeued ({record_state}: {desc}); restart count {job.restart_count}.")
+    request_pass(job.cluster)
+
+
+@transaction.atomic
+def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = "",
+             kill_at: dt.datetime | None = None) -> None:
+    """End a RUNNING job in ``ending_state`` (CANCELLED, TIMEOUT, PREEMPTED).
+
+    A batch script that runs is signalled first and the job ends when it has exited; a job still
+    in its prolog ends at once.
+    """
+    batch = _current_nodes(job).filter(batch_host=True, phase=NodePhase.RUNNING).first()
+    if batch is None:
+        _end(job, ending_state, now, exit_code=0, signal=15 if ending_state != JobState.TIMEOUT else 0, desc=desc)
+        return
+    JobNode.objects.filter(pk=batch.pk).update(stop_requested=True, kill_at=kill_at)
+    job.ending_state = ending_state
+    job.state_desc = desc
+    job.save(update_fields=["ending_state", "state_desc"])
+    job_event(job, now, f"Stopping the batch script: {ending_state.lower()}" + (f" ({desc})" if desc else "") + ".")
+
+
+@transaction.atomic
+def job_node_prolog_finished(*, job_node: JobNode, exit_code: int, now: dt.datetime) -> None:
+    """A node finished the cluster's prolog scripts (0: all succeeded).
+
+    Failure drains the node ("Prolog error") and requeues the job held ("launch failed requeued
+    held", JobHeldUser), as slurmctld does; a job that may not be requeued ends NODE_FAIL.
+    Success on the last node starts the batch script.
+    """
+    job = _locked_job(job_node.job_id)
+    node = JobNode.objects.select_for_update().select_related("node").get(pk=job_node.pk)
+    if node.phase != NodePhase.PROLOG:
+        return
+    node.prolog_exit = exit_code
+    current = node.run_index == job.restart_count and job.state == JobState.RUNNING
+    if exit_code != 0:
+        node.phase = NodePhase.EPILOG
+        node.save(update_fields=["phase", "prolog_exit"])
+        node_set_state(node=node.node, state=NodeState.DRAIN, reason=PROLOG_ERROR)
+        if current:
+            job_event(job, now, f"Prolog failed on {node.node.name} (exit {exit_code}); node drained.")
+            if job.requeue:
+                job_requeue(job=job, now=now, record_state=JobState.REQUEUED, hold=Hold.USER,
+                            desc="launch failed requeued held")
+            else:
+                _end(job, JobState.NODE_FAIL, now, exit_code=None, desc=PROLOG_ERROR)
+        return
+    node.phase = NodePhase.READY
+    node.save(update_fields=["phase", "prolog_exit"])
+    if current and not _current_nodes(job).exclude(phase=NodePhase.READY).exists():
+        _current_nodes(job).update(phase=NodePhase.RUNNING)
+        job_event(job, now, "Prolog done on every node; batch script launched.")
+
+
+@transaction.atomic
+def job_batch_finished(*, job_node: JobNode, exit_code: int, signal: int, max_rss_kb: int | None,
+                       now: dt.datetime) -> None:
+    """The batch script exited (``signal`` > 0: killed by it). COMPLETED on 0:0, FAILED otherwise,
+    or the state the job was being stopped for."""
+    job = _locked_job(job_node.job_id)
+    node = JobNode.objects.select_for_update().get(pk=job_node.pk)
+    if node.phase == NodePhase.DONE:
+        return
+    node.max_rss_kb = max_rss_kb
+    node.phase = NodePhase.EPILOG
+    node.save(update_fields=["max_rss_kb", "phase"])
+    if max_rss_kb is not None:
+        JobRun.objects.filter(job=job, index=node.run_index).update(max_rss_kb=max_rss_kb)
+    if node.run_index != job.restart_count or job.state != JobState.RUNNING:
+        return
+    state = job.ending_state or (JobState.COMPLETED if exit_code == 0 and signal == 0 else JobState.FAILED)
+    _end(job, state, now, exit_code=exit_code, signal=signal, desc=job.state_desc if job.ending_state else "")
+
+
+@transaction.atomic
+def job_node_epilog_finished(*, job_node: JobNode, exit_code: int, now: dt.datetime) -> None:
+    """The epilog ran on a node: the node is free of the job; a failure drains it ("Epilog error")."""
+    node = JobNode.objects.select_for_update().select_related("node", "job").get(pk=job_node.pk)
+    if node.phase != NodePhase.EPILOG:
+        return
+    node.phase = NodePhase.DONE
+    node.epilog_exit = exit_code
+    node.save(update_fields=["phase", "epilog_exit"])
+    if exit_code != 0:
+        node_set_state(node=node.node, state=NodeState.DRAIN, reason=EPILOG_ERROR)
+        job_event(node.job, now, f"Epilog failed on {node.node.name} (exit {exit_code}); node drained.")
+
+
+@transaction.atomic
+def job_node_lost(*, job_node: JobNode, now: dt.datetime, reason: str) -> None:
+    """The agent lost the job's process on a node (it restarted): the run fails as NODE_FAIL and a
+    requeue-able job is requeued, as after a node failure."""
+    job = _locked_job(job_node.job_id)
+    node = JobNode.objects.select_for_update().get(pk=job_node.pk)
+    if node.phase in (NodePhase.EPILOG, NodePhase.DONE):
+        return
+    node.phase = NodePhase.EPILOG
+    node.save(update_fields=["phase"])
+    if node.run_index != job.restart_count or job.state != JobState.RUNNING:
+        return
+    if job.requeue:
+        job_requeue(job=job, now=now, record_state=JobState.NODE_FAIL, desc=reason)
+    else:
+        _end(job, JobState.NODE_FAIL, now, exit_code=None, desc=reason)
+
+
+def job_log_append(*, job_node: JobNode, stream: str, lines: Iterable[tuple[dt.datetime, str]]) -> int:
+    rows = [JobLogLine(job_id=job_node.job_id, run_index=job_node.run_index, node_name=job_node.node.name,
+                       stream=stream, time=time, text=text[:65536]) for time, text in lines]
+    if rows:
+        JobLogLine.objects.bulk_create(rows)
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class NodeGrant:
+    node_id: int
+    gpu_indices: tuple[int, ...]
+    cpus: int
+
+
+@dataclass(frozen=True)
+class JobStart:
+    """An allocation the scheduler decided: the nodes (batch host first) and the run's billing."""
+
+    job_pk: int
+    grants: tuple[NodeGrant, ...]
+    billing: float
+
+
+def jobs_start(*, starts: list[JobStart], now: dt.datetime) -> set[int]:
+    """Write allocations and start the jobs (RUNNING; the agents then run the prologs).
+
+    Everything is written in one transaction; if a GPU was taken meanwhile (the partial unique
+    index on live GPU allocations refuses it) each job is retried alone, so a conflict costs only
+    that job. A job that stopped pending meanwhile is skipped. Returns the pks started.
+    """
+    if not starts:
+        return set()
+    try:
+        with transaction.atomic():
+            return _start_all(starts, now)
+    except IntegrityError:
+        if len(starts) == 1:
+            return set()
+        started: set[int] = set()
+        for start in starts:
+            started |= jobs_start(starts=[start], now=now)
+        return started
+
+
+def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
+    by_pk = {start.job_pk: start for start in starts}
+    jobs = list(SlurmJob.objects.select_for_update().filter(pk__in=list(by_pk), state=JobState.PENDING)
+                .exclude(gpu_allocations__active=True))
+    names = dict(Node.objects.filter(pk__in={g.node_id for s in starts for g in s.grants})
+                 .values_list("pk", "name"))
+    runs, job_nodes, gpus = [], [], []
+    for job in jobs:
+        start = by_pk[job.pk]
+        job.node_list = compress(names[grant.node_id] for grant in start.grants)
+        job.state = JobState.RUNNING
+        job.start_time = now
+        job.reason = "None"
+        job.expected_start = None
+        runs.append(JobRun(job=job, index=job.restart_count, submit_time=job.submit_time, start_time=now,
+                           node_list=job.node_list, num_nodes=len(start.grants),
+                           alloc_cpus=sum(g.cpus for g in start.grants),
+                           alloc_gpus=sum(len(g.gpu_indices) for g in start.grants), billing=start.billing))
+        for position, grant in enumerate(start.grants):
+            job_nodes.append(JobNode(job=job, run_index=job.restart_count, node_id=grant.node_id,
+                                     gpu_indices=list(grant.gpu_indices), cpus=grant.cpus, batch_host=position == 0))
+            gpus += [GpuAllocation(job=job, node_id=grant.node_id, gpu_index=index) for index in grant.gpu_indices]
+    JobRun.objects.bulk_create(runs, batch_size=1000)
+    JobNode.objects.bulk_create(job_nodes, batch_size=1000)
+    GpuAllocation.objects.bulk_create(gpus, batch_size=1000)
+    SlurmJob.objects.bulk_update(jobs, ["node_list", "state", "start_time", "reason", "expected_start"],
+                                 batch_size=1000)
+    JobEvent.objects.bulk_create([JobEvent(job=job, time=now, message=f"Allocated {job.node_list}; running the prolog.")
+                                  for job in jobs], batch_size=1000)
+    return {job.pk for job in jobs}

@@ -1,0 +1,227 @@
+"""One scheduler pass of one cluster, as slurmctld's threads would do it:
+
+1. usage decay and accrual (the decay thread, services.usage);
+2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit are stopped
+   (TIMEOUT);
+3. pending jobs that became eligible start accruing age (accrue_time);
+4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
+   requeued jobs' (multifactor, with fair-share from the association tree);
+5. scheduling: main + backfill + preemption (trainhub.slurm.scheduler); allocations written in
+   one transaction, pending reasons and --start estimates stored.
+
+Every pass records its time and outcome (or its error) on the cluster, shown on the cluster page.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import asdict, dataclass
+
+from django.db import connection, transaction
+from django.db.models import F
+
+from trainhub.common.wire import format_timestamp
+from trainhub.inventory.models import NodeState
+from trainhub.slurm import scheduler, snapshot
+from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.priority import compute_priority
+from trainhub.slurm.services import lifecycle
+from trainhub.slurm.services.usage import usage_pass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PassSummary:
+    pending: int = 0
+    running: int = 0
+    started: int = 0
+    preempted: int = 0
+    timed_out: int = 0
+    node_failed: int = 0
+    priorities_computed: int = 0
+
+
+def cluster_pass_recorded(*, cluster_pk: int, now: dt.datetime) -> PassSummary | None:
+    """Run a pass and record its outcome on the cluster; an error is recorded, not raised."""
+    cluster = SlurmCluster.objects.filter(pk=cluster_pk).first()
+    if cluster is None:
+        return None
+    try:
+        summary = cluster_pass(cluster=cluster, now=now)
+        record = {"time": format_timestamp(now), "ok": True, **asdict(summary)}
+    except Exception as exc:  # noqa: BLE001 - a failed pass is shown on the cluster page, then retried by beat
+        logger.exception("scheduler pass of Slurm cluster %s failed", cluster.cluster_id)
+        summary = None
+        record = {"time": format_timestamp(now), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    SlurmCluster.objects.filter(pk=cluster_pk).update(last_pass_time=now, last_pass_summary=record)
+    return summary
+
+
+def _fail_jobs_on_down_nodes(cluster: SlurmCluster, now: dt.datetime) -> int:
+    """slurmctld requeues a batch job whose node went DOWN (NODE_FAIL), or ends it NODE_FAIL."""
+    lost = (JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING, node__state=NodeState.DOWN)
+            .exclude(phase__in=[NodePhase.EPILOG, NodePhase.DONE]).select_related("node"))
+    count = 0
+    for job_node in lost:
+        lifecycle.job_node_lost(job_node=job_node, now=now, reason=f"node {job_node.node.name} is down")
+        count += 1
+    return count
+
+
+def _stop_timed_out(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime) -> int:
+    grace = dt.timedelta(minutes=state.config.over_time_limit)
+    count = 0
+    for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, ending_state="",
+                                       time_limit__isnull=False, start_time__isnull=False):
+        if job.start_time + dt.timedelta(minutes=job.time_limit) + grace <= now:
+            with transaction.atomic():
+                job = SlurmJob.objects.select_for_update().get(pk=job.pk)
+                if job.state == JobState.RUNNING and not job.ending_state:
+                    lifecycle.job_stop(job=job, ending_state=JobState.TIMEOUT, now=now,
+                                       desc="DUE TO TIME LIMIT")
+                    count += 1
+    return count
+
+
+def _start_accruing(cluster: SlurmCluster, now: dt.datetime) -> None:
+    """A pending job accrues age from the moment it is eligible: not held, begin time reached."""
+    SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, accrue_time__isnull=True,
+                            begin_time__lte=now).update(accrue_time=F("begin_time"))
+
+
+def _recompute_priorities(cluster: SlurmCluster, state: snapshot.ClusterState, pending: list[SlurmJob],
+                          now: dt.datetime) -> int:
+    """Every pending job's priority each PriorityCalcPeriod (the decay thread); in between only
+    jobs that have none yet (new, requeued, released, reniced)."""
+    due = (cluster.last_priority_time is None
+           or (now - cluster.last_priority_time).total_seconds() >= state.config.priority_calc_period)
+    jobs = pending if due else [job for job in pending if job.priority_time is None]
+    if not jobs:
+        return 0
+    shares = snapshot.compute_fairshare(state)
+    context = snapshot.priority_context(state)
+    for job in jobs:
+        snapshot.store_breakdown(job, compute_priority(snapshot.priority_job(job, state, shares), context, now), now)
+    _save_priorities(jobs, now)
+    if due:
+        SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=now)
+    return len(jobs)
+
+
+def _gpu_grants(state: snapshot.ClusterState, start: scheduler.Start,
+                taken: set[tuple[int, int]]) -> tuple[lifecycle.NodeGrant, ...]:
+    """GPU indices for a start: the lowest free ones of each node (``taken`` grows as they go)."""
+    pk_by_name = {node.name: node.pk for node in state.nodes.values()}
+    grants = []
+    for name in start.nodes:
+        pk, resources = pk_by_name[name], start.allocation[name]
+        free = [index for index in range(state.nodes[pk].gpus) if (pk, index) not in taken]
+        chosen = tuple(free[:resources.gres.get("gpu", 0)])
+        taken.update((pk, index) for index in chosen)
+        grants.append(lifecycle.NodeGrant(pk, chosen, resources.cpus))
+    return tuple(grants)
+
+
+def _preempt(jobs: dict[int, SlurmJob], plan: scheduler.SchedulePlan, now: dt.datetime) -> int:
+    preemptor_of = {victim: job_id for job_id, waiting in plan.waiting.items() for victim in waiting.preempting}
+    for action in plan.preemptions:
+        desc = f"preempted by job {preemptor_of.get(action.job_id, '?')}"
+        with transaction.atomic():
+            job = SlurmJob.objects.select_for_update().get(pk=jobs[action.job_id].pk)
+            if job.state != JobState.RUNNING:
+                continue
+            if action.mode == "REQUEUE":
+                lifecycle.job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=desc,
+                                      submit_time=action.submit_time, begin_time=action.begin_time,
+                                      kill_at=action.kill_at)
+            else:
+                lifecycle.job_stop(job=job, ending_state=JobState.PREEMPTED, now=now, desc=desc, kill_at=action.kill_at)
+    return len(plan.preemptions)
+
+
+def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[SlurmJob], now: dt.datetime,
+              summary: PassSummary) -> None:
+    """Main + backfill + preemption on the current queue; decisions written to the database."""
+    by_id = {job.job_id: job for job in jobs}
+    allocations: dict[int, list[tuple[str, int, int]]] = {}
+    for job_pk, name, cpus, gpus in (JobNode.objects.filter(job__in=[j for j in jobs if j.state == JobState.RUNNING],
+                                                             run_index=F("job__restart_count"))
+                                     .values_list("job_id", "node__name", "cpus", "gpu_indices")):
+        allocations.setdefault(job_pk, []).append((name, cpus, len(gpus)))
+    context = snapshot.limit_context(state)
+    requests = {job.pk: snapshot.limit_request(job, state) for job in jobs}
+    usage = snapshot.limit_usage(state, context, jobs, requests)
+    pending = [job for job in jobs if job.state == JobState.PENDING]
+    plan = scheduler.schedule(
+        scheduler.Snapshot(
+            nodes=snapshot.scheduler_nodes(state),
+            partitions={name: [state.nodes[pk].name for pk in info.node_pks] for name, info in state.partitions.items()},
+            partition_options={name: info.options for name, info in state.partitions.items()},
+            running=[snapshot.running_job(job, allocations.get(job.pk, []), state, requests[job.pk])
+                     for job in jobs if job.state == JobState.RUNNING],
+            pending=[snapshot.pending_job(job, state, requests[job.pk]) for job in pending]),
+        state.config, now, limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context))
+    summary.preempted = _preempt(by_id, plan, now)
+    taken = set(GpuAllocation.objects.filter(job__cluster=cluster, active=True).values_list("node_id", "gpu_index"))
+    starts = [lifecycle.JobStart(by_id[start.job_id].pk, _gpu_grants(state, start, taken),
+                                 snapshot.job_billing(by_id[start.job_id], state)) for start in plan.starts]
+    summary.started = len(lifecycle.jobs_start(starts=starts, now=now))
+    adapt = connection.ops.adapt_datetimefield_value
+    changed = [(waiting.reason, adapt(waiting.estimated_start), job.pk) for job in pending
+               if (waiting := plan.waiting.get(job.job_id)) is not None
+               and (job.reason, job.expected_start) != (waiting.reason, waiting.estimated_start)]
+    # Only rows still pending: a job may have been cancelled or started since it was read.
+    with transaction.atomic():
+        _update_pending(("reason", "expected_start"), changed)
+
+
+_PRIORITY_COLUMNS = ("priority", *snapshot.FACTOR_FIELDS)
+
+
+def _update_pending(columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """``UPDATE ... SET columns WHERE id = ? AND state = 'PENDING'`` once per row (executemany: one
+    prepared statement). A pass rewrites thousands of pending jobs; bulk_update's CASE expressions
+    take seconds for that, one save() per row as long. Each row: the column values, then the pk."""
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(column)} = %s" for column in columns)
+    with connection.cursor() as cursor:
+        cursor.executemany(f"UPDATE {quote(SlurmJob._meta.db_table)} SET {assignments} "  # noqa: S608
+                           f"WHERE {quote('id')} = %s AND {quote('state')} = %s",
+                           [(*row, JobState.PENDING.value) for row in rows])
+
+
+def _save_priorities(jobs: list[SlurmJob], now: dt.datetime) -> None:
+    moment = connection.ops.adapt_datetimefield_value(now)
+    with transaction.atomic():
+        _update_pending((*_PRIORITY_COLUMNS, "priority_time"),
+                        [(*(getattr(job, column) for column in _PRIORITY_COLUMNS), moment, job.pk) for job in jobs])
+        # TRES terms exist only with PriorityWeightTRES; they go through the ORM (a JSON column).
+        tres_jobs = [job for job in jobs if job.factor_tres]
+        if tres_jobs:
+            SlurmJob.objects.bulk_update(tres_jobs, ["factor_tres"], batch_size=500)
+        else:
+            SlurmJob.objects.filter(cluster_id=jobs[0].cluster_id, state=JobState.PENDING).exclude(
+                factor_tres={}).update(factor_tres={})
+
+
+def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
+    summary = PassSummary()
+    cluster.refresh_from_db()
+    state = snapshot.load_cluster(cluster, now=now)
+    usage_pass(cluster=cluster, config=state.config, now=now)
+    summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
+    summary.timed_out = _stop_timed_out(cluster, state, now)
+    _start_accruing(cluster, now)
+    state = snapshot.load_cluster(cluster, now=now)
+    # What a pass reads of each job (the script and output patterns are the agent's business).
+    jobs = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
+                .defer("script", "script_args", "work_dir", "stdout_pattern", "stderr_pattern", "comment",
+                       "state_desc", "factor_tres"))
+    summary.priorities_computed = _recompute_priorities(
+        cluster, state, [job for job in jobs if job.state == JobState.PENDING], now)
+    _schedule(cluster, state, jobs, now, summary)
+    summary.pending = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).count()
+    summary.running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).count()
+    return summary

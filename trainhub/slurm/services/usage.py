@@ -1,0 +1,80 @@
+"""Fair-share usage: billable TRES-seconds charged to each job's association and QOS, decayed by
+PriorityDecayHalfLife and zeroed at PriorityUsageResetPeriod boundaries (trainhub.slurm.fairshare
+holds the formulas). An association's ``raw_usage`` holds only its own jobs' usage; accounts'
+usage is the sum of their subtree, computed by fairshare.compute_fairshare."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+
+from django.db import transaction
+from django.db.models import F
+
+from trainhub.slurm.conf import SlurmConfig, parse_config
+from trainhub.slurm.fairshare import decayed, usage_increment, usage_reset_due
+from trainhub.slurm.models import Association, JobRun, JobState, Qos, SlurmCluster, SlurmJob
+
+
+
+def charge_runs(*, cluster: SlurmCluster, runs: list[tuple[SlurmJob, JobRun, float]],
+                config: SlurmConfig | None = None) -> None:
+    """Add ``seconds`` of each run's billing (times its QOS UsageFactor) to its association and QOS."""
+    config = config or parse_config(cluster.config)
+    qos_rows = {q.name: q for q in Qos.objects.filter(cluster=cluster)}
+    assoc_keys = {(a.account.name, a.user, a.partition): a.pk
+                  for a in Association.objects.filter(cluster=cluster).select_related("account")}
+    by_assoc: dict[int, float] = defaultdict(float)
+    by_qos: dict[int, float] = defaultdict(float)
+    for job, run, seconds in runs:
+        qos = qos_rows.get(job.qos)
+        factor = float(qos.settings.get("usage_factor", 1.0)) if qos else 1.0
+        charge = usage_increment(run.billing, seconds, config.priority_decay_half_life, factor)
+        if charge <= 0:
+            continue
+        assoc = assoc_keys.get((job.account, job.user_name, job.partition)) or assoc_keys.get(
+            (job.account, job.user_name, ""))
+        if assoc is not None:
+            by_assoc[assoc] += charge
+        if qos is not None:
+            by_qos[qos.pk] += charge
+    for pk, charge in by_assoc.items():
+        Association.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge)
+    for pk, charge in by_qos.items():
+        Qos.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge)
+
+
+def _decay_all(cluster: SlurmCluster, seconds: float, half_life: int) -> None:
+    for assoc in Association.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage"):
+        Association.objects.filter(pk=assoc.pk).update(raw_usage=decayed(assoc.raw_usage, seconds, half_life))
+    for qos in Qos.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage", "settings"):
+        if "nodecay" not in {flag.lower() for flag in qos.settings.get("flags", [])}:
+            Qos.objects.filter(pk=qos.pk).update(raw_usage=decayed(qos.raw_usage, seconds, half_life))
+
+
+@transaction.atomic
+def usage_pass(*, cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> float:
+    """Decay every usage since the last pass, then charge running jobs for that time (Slurm's
+    decay thread: _apply_decay, then _apply_new_usage). Returns the seconds covered."""
+    cluster = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
+    last = cluster.last_decay_time or now
+    seconds = (now - last).total_seconds()
+    if seconds <= 0:
+        return 0.0
+    if usage_reset_due(config.priority_usage_reset_period, cluster.last_usage_reset, now):
+        Association.objects.filter(cluster=cluster).update(raw_usage=0.0)
+        Qos.objects.filter(cluster=cluster).update(raw_usage=0.0)
+        cluster.last_usage_reset = now
+    else:
+        _decay_all(cluster, seconds, config.priority_decay_half_life)
+    running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING)
+    runs = {(run.job_id, run.index): run for run in JobRun.objects.filter(job__in=running, end_time__isnull=True)}
+    charges = []
+    for job in running:
+        run = runs.get((job.pk, job.restart_count))
+        if run is not None:
+            charges.append((job, run, (now - max(run.start_time, last)).total_seconds()))
+    charge_runs(cluster=cluster, runs=charges, config=config)
+    cluster.last_decay_time = now
+    cluster.save(update_fields=["last_decay_time", "last_usage_reset"])
+    return seconds

@@ -1,0 +1,56 @@
+"""A cluster's layout as slurm.conf describes it (NodeName= and PartitionName= lines) and its
+rendered slurm.conf: the database side of trainhub.slurm.conf."""
+
+from __future__ import annotations
+
+from trainhub.catalog.machines import QUOTA_GPU_NAME, machine_type_get
+from trainhub.inventory.models import Node, NodePool
+from trainhub.slurm.conf import (
+    ClusterLayout,
+    NodeSpec,
+    PartitionSpec,
+    parse_config,
+    parse_partition_options,
+    render_slurm_conf,
+)
+from trainhub.slurm.models import SlurmCluster
+from trainhub.slurm.tres import GresRequest
+
+
+def gpu_type(pool: NodePool) -> str:
+    """The GRES type Slurm would name the pool's GPUs by (gpu:b200:8)."""
+    return QUOTA_GPU_NAME.get(pool.accelerator_type, pool.accelerator_type.lower())
+
+
+def node_spec(node: Node) -> NodeSpec:
+    machine = machine_type_get(node.pool.machine_type)
+    gres = (GresRequest("gpu", gpu_type(node.pool), node.pool.accelerator_count),) if node.pool.accelerator_count else ()
+    return NodeSpec(name=node.name, cpus=machine.vcpus if machine else 1,
+                    real_memory_mb=int((machine.memory_gib if machine else 1) * 1024), gres=gres)
+
+
+def cluster_layout(cluster: SlurmCluster) -> ClusterLayout:
+    partitions = list(cluster.partitions.prefetch_related("node_pools").order_by("position", "name"))
+    pool_ids = {pool.pk for partition in partitions for pool in partition.node_pools.all()}
+    nodes = list(Node.objects.filter(pool_id__in=pool_ids, dedicated_to=cluster.owner_key).select_related("pool")
+                 .order_by("name"))
+    names_by_pool: dict[int, list[str]] = {}
+    for node in nodes:
+        names_by_pool.setdefault(node.pool_id, []).append(node.name)
+    return ClusterLayout(
+        name=cluster.cluster_id,
+        nodes=tuple(node_spec(node) for node in nodes),
+        partitions=tuple(
+            PartitionSpec(name=partition.name,
+                          nodes=tuple(name for pool in partition.node_pools.all() for name in names_by_pool.get(pool.pk, [])),
+                          default=partition.name == cluster.default_partition,
+                          options=parse_partition_options(partition.config))
+            for partition in partitions),
+        controller_host=f"{cluster.cluster_id}-controller",
+        prolog_count=len(cluster.prolog_scripts),
+        epilog_count=len(cluster.epilog_scripts),
+    )
+
+
+def cluster_slurm_conf(cluster: SlurmCluster) -> str:
+    return render_slurm_conf(cluster_layout(cluster), parse_config(cluster.config))

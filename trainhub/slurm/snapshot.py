@@ -1,0 +1,306 @@
+"""What the pure Slurm modules read, loaded from the database in a handful of queries.
+
+A ClusterState holds a cluster's parsed slurm.conf, partitions (options, nodes, TRES totals),
+nodes (CPUs, memory, GPUs, state), associations and QOS. From it come the inputs of
+trainhub.slurm.fairshare (the association tree with its usage), trainhub.slurm.priority (the
+context and one PriorityJob per job) and trainhub.slurm.scheduler.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, fields
+
+from django.conf import settings
+
+from trainhub.inventory.models import Node, NodeState
+from trainhub.slurm import fairshare, limits, preemption, priority, scheduler
+from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
+from trainhub.slurm.models import Association, Hold, Qos, SlurmCluster, SlurmJob
+from trainhub.slurm.slurmconf import gpu_type, node_spec
+from trainhub.slurm.tres import billable_tres
+
+
+#: priority/basic's first job priority (TOP_PRIORITY); each later job gets one less.
+BASIC_TOP_PRIORITY = 0xFFFF0000
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    pk: int
+    name: str
+    cpus: int
+    memory_mb: int
+    gpus: int
+    gpu_type: str
+    #: UP with a live agent; DRAIN/DOWN nodes take no new jobs.
+    available: bool
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    position: int
+    options: PartitionOptions
+    node_pks: tuple[int, ...]
+    tres_totals: dict[str, int]
+    #: TRESBillingWeights, parsed once.
+    billing_weights: dict[str, float]
+
+
+@dataclass
+class ClusterState:
+    cluster: SlurmCluster
+    config: SlurmConfig
+    partitions: dict[str, PartitionInfo]
+    nodes: dict[int, NodeInfo]
+    associations: list[Association]
+    qos: dict[str, Qos]
+
+    def association_for(self, *, account: str, user: str, partition: str) -> Association | None:
+        """The association a job of (account, user, partition) runs under: the partition's own, else
+        the one for every partition."""
+        return self._by_key.get((account, user, partition)) or self._by_key.get((account, user, ""))
+
+    def __post_init__(self) -> None:
+        self._by_key = {(a.account.name, a.user, a.partition): a for a in self.associations}
+        self._tres: dict[int, dict[str, int]] = {}
+
+    def tres_of(self, job: SlurmJob) -> dict[str, int]:
+        """job_tres, computed once per job and state (a pass asks for it several times)."""
+        if job.pk is None:
+            return job_tres(job, self)
+        if job.pk not in self._tres:
+            self._tres[job.pk] = job_tres(job, self)
+        return self._tres[job.pk]
+
+    @property
+    def cluster_cpus(self) -> int:
+        return sum(node.cpus for node in self.nodes.values())
+
+
+def _node_info(node: Node, fresh_after: dt.datetime) -> NodeInfo:
+    spec = node_spec(node)
+    alive = node.last_heartbeat is not None and node.last_heartbeat >= fresh_after
+    return NodeInfo(pk=node.pk, name=node.name, cpus=spec.cpus, memory_mb=spec.real_memory_mb,
+                    gpus=node.pool.accelerator_count, gpu_type=gpu_type(node.pool),
+                    available=node.state == NodeState.UP and alive, state=node.state, reason=node.state_reason)
+
+
+def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
+    config = parse_config(cluster.config)
+    fresh_after = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
+    partitions_rows = list(cluster.partitions.prefetch_related("node_pools").order_by("position", "name"))
+    pool_ids = {pool.pk for p in partitions_rows for pool in p.node_pools.all()}
+    nodes = {node.pk: _node_info(node, fresh_after)
+             for node in Node.objects.filter(pool_id__in=pool_ids, dedicated_to=cluster.owner_key)
+             .select_related("pool").order_by("name")}
+    pool_of = dict(Node.objects.filter(pk__in=nodes).values_list("pk", "pool_id"))
+    partitions = {}
+    for row in partitions_rows:
+        members = {pool.pk for pool in row.node_pools.all()}
+        node_pks = tuple(pk for pk in nodes if pool_of[pk] in members)
+        totals = {"cpu": sum(nodes[pk].cpus for pk in node_pks), "mem": sum(nodes[pk].memory_mb for pk in node_pks),
+                  "node": len(node_pks), "gres/gpu": sum(nodes[pk].gpus for pk in node_pks)}
+        options = parse_partition_options(row.config)
+        partitions[row.name] = PartitionInfo(row.name, row.position, options, node_pks, totals,
+                                             options.billing_weights)
+    associations = list(Association.objects.filter(cluster=cluster).select_related("account"))
+    qos = {row.name: row for row in Qos.objects.filter(cluster=cluster)}
+    return ClusterState(cluster, config, partitions, nodes, associations, qos)
+
+
+def fairshare_tree(state: ClusterState) -> list[fairshare.Association]:
+    return [fairshare.Association(key=str(a.pk), account=a.account.name, user=a.user or None,
+                                  parent=str(a.parent_id) if a.parent_id else None, shares=a.shares,
+                                  usage=a.raw_usage, partition=a.partition or None)
+            for a in state.associations]
+
+
+def compute_fairshare(state: ClusterState) -> fairshare.FairShareResult:
+    return fairshare.compute_fairshare(fairshare_tree(state), fair_tree=state.config.fair_tree,
+                                       dampening_factor=state.config.fair_share_dampening_factor)
+
+
+def priority_context(state: ClusterState) -> priority.PriorityContext:
+    partitions = {name: priority.PartitionFacts(priority_job_factor=info.options.priority_job_factor,
+                                                tres_totals=info.tres_totals,
+                                                max_time_minutes=info.options.max_time_minutes)
+                  for name, info in state.partitions.items()}
+    return priority.PriorityContext.build(
+        config=state.config, cluster_nodes=len(state.nodes), cluster_cpus=state.cluster_cpus, partitions=partitions,
+        qos_priorities={name: int(row.settings.get("priority", 0)) for name, row in state.qos.items()},
+        max_assoc_priority=max((int(a.settings.get("priority", 0)) for a in state.associations), default=0))
+
+
+def job_cpus(job: SlurmJob) -> int:
+    return job.num_tasks * job.cpus_per_task
+
+
+def job_billing(job: SlurmJob, state: ClusterState) -> float:
+    """Billable TRES per second: the partition's TRESBillingWeights applied, else the CPU count."""
+    tres = {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job.gpus_per_node * job.num_nodes}
+    partition = state.partitions.get(job.partition)
+    return billable_tres(tres, partition.billing_weights if partition else {},
+                         max_tres="MAX_TRES" in state.config.priority_flags)
+
+
+def job_tres(job: SlurmJob, state: ClusterState) -> dict[str, int]:
+    """The TRES a job asks for, ``billing`` included (as Slurm's TRES counts, an integer)."""
+    tres = {"cpu": job_cpus(job), "node": job.num_nodes}
+    if job.gpus_per_node:
+        tres["gres/gpu"] = job.gpus_per_node * job.num_nodes
+    tres["billing"] = int(job_billing(job, state))
+    return tres
+
+
+def priority_job(job: SlurmJob, state: ClusterState, shares: fairshare.FairShareResult) -> priority.PriorityJob:
+    assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
+    return priority.PriorityJob(
+        job_id=job.job_id, partition=job.partition, submit_time=job.submit_time, eligible_time=job.accrue_time,
+        user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
+        time_limit_minutes=job.time_limit, tres=state.tres_of(job),
+        fairshare_factor=shares.factor(str(assoc.pk)) if assoc else 0.0,
+        assoc_priority=int(assoc.settings.get("priority", 0)) if assoc else 0, nice=job.nice,
+        site_factor=job.site_factor, held=job.hold != Hold.NONE,
+        previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - job.job_id)
+
+
+#: SlurmJob's factor columns, in priority.FACTOR_NAMES order.
+FACTOR_FIELDS = tuple(f"factor_{name}" for name in priority.FACTOR_NAMES)
+#: What a stored breakdown is read back from (see breakdown_from_row); ``factor_tres`` only when
+#: PriorityWeightTRES is set (decoding 10,000 JSON documents costs more than the rest of a row).
+BREAKDOWN_FIELDS = ("job_id", "partition", "user_name", "account", "qos", "priority", "site_factor", "nice",
+                    *FACTOR_FIELDS)
+
+
+def breakdown_fields(config: SlurmConfig) -> tuple[str, ...]:
+    return (*BREAKDOWN_FIELDS, "factor_tres") if config.priority_weight_tres else BREAKDOWN_FIELDS
+
+
+def store_breakdown(job: SlurmJob, breakdown: priority.PriorityBreakdown, now: dt.datetime) -> None:
+    job.priority = breakdown.priority
+    job.priority_time = now
+    for field, value in zip(FACTOR_FIELDS, breakdown.values, strict=True):
+        setattr(job, field, value)
+    job.factor_tres = {name: [f.factor, f.weight] for name, f in breakdown.tres.items()}
+
+
+def priority_weights(config: SlurmConfig) -> tuple[float, ...]:
+    """The six PriorityWeight* values in FACTOR_NAMES order."""
+    return priority.PriorityContext.build(config=config, cluster_nodes=0, cluster_cpus=0, partitions={}).weights
+
+
+def breakdown_from_row(row: tuple, weights: tuple[float, ...]) -> priority.PriorityBreakdown:
+    """A job's stored factors (a ``breakdown_fields`` values row) as the PriorityBreakdown sprio prints."""
+    tres = {name: priority.Factor(factor, weight, factor * weight) for name, (factor, weight) in row[14].items()
+            } if len(row) > 14 else {}
+    return priority.PriorityBreakdown(row[0], row[1], row[2], row[3], row[4] or None, row[5], row[8:14], weights,
+                                      tres, row[6], row[7])
+
+
+_ASSOC_LIMITS = {f.name for f in fields(limits.AssocRecord)} - {"key", "account", "user", "partition", "parent",
+                                                                 "qos"}
+_QOS_SETTINGS = {f.name for f in fields(limits.QosRecord)} - {"name", "flags", "preempt"}
+
+
+def assoc_record(assoc: Association) -> limits.AssocRecord:
+    """Association.settings holds AssocRecord's limit fields by name (plus ``priority``)."""
+    values = {name: value for name, value in assoc.settings.items() if name in _ASSOC_LIMITS}
+    return limits.AssocRecord(key=str(assoc.pk), account=assoc.account.name, user=assoc.user or None,
+                              partition=assoc.partition or None,
+                              parent=str(assoc.parent_id) if assoc.parent_id else None,
+                              qos=frozenset(assoc.settings.get("qos", ())), **values)
+
+
+def qos_record(qos: Qos) -> limits.QosRecord:
+    """Qos.settings holds QosRecord's fields by name (flags and preempt as lists)."""
+    values = {name: value for name, value in qos.settings.items() if name in _QOS_SETTINGS}
+    return limits.QosRecord(name=qos.name, flags=frozenset(qos.settings.get("flags", ())),
+                            preempt=frozenset(qos.settings.get("preempt", ())), **values)
+
+
+def limit_context(state: ClusterState) -> limits.LimitContext:
+    return limits.LimitContext(
+        config=state.config, associations={str(a.pk): assoc_record(a) for a in state.associations},
+        qos={name: qos_record(row) for name, row in state.qos.items()},
+        partitions={name: info.options for name, info in state.partitions.items()})
+
+
+def limit_request(job: SlurmJob, state: ClusterState) -> limits.JobRequest:
+    assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
+    return limits.JobRequest(user=job.user_name, account=job.account, partition=job.partition, qos=job.qos or None,
+                             assoc_key=str(assoc.pk) if assoc else None, nodes=job.num_nodes,
+                             tres=state.tres_of(job), time_limit_minutes=job.time_limit)
+
+
+def limit_usage(state: ClusterState, context: limits.LimitContext, jobs: list[SlurmJob],
+                requests: dict[int, limits.JobRequest] | None = None) -> limits.LimitUsage:
+    """Pending and running jobs counted against the limits (``requests``: their JobRequests by pk)."""
+    requests = requests if requests is not None else {job.pk: limit_request(job, state) for job in jobs}
+    return limits.LimitUsage.of(context, [(requests[job.pk], job.state == "RUNNING") for job in jobs])
+
+
+def has_submit_count_limits(context: limits.LimitContext) -> bool:
+    """Whether a submission must count the queue (only submit-count limits need it)."""
+    return (any(a.grp_submit_jobs is not None or a.max_submit_jobs is not None for a in context.associations.values())
+            or any(q.grp_submit_jobs is not None or q.max_submit_jobs_per_user is not None
+                   or q.max_submit_jobs_per_account is not None for q in context.qos.values()))
+
+
+# --- the scheduler's snapshot -------------------------------------------------------------------
+
+def job_memory_mb(job: SlurmJob, state: ClusterState, cpus: int) -> int:
+    """Memory per node: DefMemPerNode, else DefMemPerGPU x GPUs, else DefMemPerCPU x CPUs. Without
+    any of them a job takes no memory, so jobs share nodes by GPUs and CPUs (Slurm would give it
+    the node's whole RealMemory, making every job exclusive)."""
+    config = state.config
+    if config.def_mem_per_node:
+        return config.def_mem_per_node
+    if config.def_mem_per_gpu and job.gpus_per_node:
+        return config.def_mem_per_gpu * job.gpus_per_node
+    return (config.def_mem_per_cpu or 0) * cpus
+
+
+def per_node_request(job: SlurmJob, state: ClusterState) -> scheduler.Resources:
+    cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
+    return scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus),
+                               gres={"gpu": job.gpus_per_node} if job.gpus_per_node else {})
+
+
+def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
+    return [scheduler.NodeState(name=node.name, cpus=node.cpus, memory_mb=node.memory_mb,
+                                gres={"gpu": node.gpus} if node.gpus else {}, usable=node.available)
+            for node in state.nodes.values()]
+
+
+def pending_job(job: SlurmJob, state: ClusterState, request: limits.JobRequest) -> scheduler.PendingJob:
+    qos = state.qos.get(job.qos)
+    return scheduler.PendingJob(
+        job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
+        nodes=job.num_nodes, per_node=per_node_request(job, state), time_limit_minutes=job.time_limit,
+        user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
+        hold_reason={Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(job.hold),
+        no_reserve=bool(qos and "noreserve" in {f.lower() for f in qos.settings.get("flags", ())}),
+        requeue=job.requeue, restart_count=job.restart_count, limit_request=request)
+
+
+def running_job(job: SlurmJob, nodes: list[tuple[str, int, int]], state: ClusterState,
+                request: limits.JobRequest) -> scheduler.RunningJob:
+    """``nodes``: (node name, CPUs, GPUs) of the job's current allocation."""
+    allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus),
+                                            gres={"gpu": gpus} if gpus else {})
+                  for name, cpus, gpus in nodes}
+    end = job.start_time + dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None
+    return scheduler.RunningJob(job_id=job.job_id, partition=job.partition, allocation=allocation,
+                                start_time=job.start_time, end_time=end, user=job.user_name, account=job.account,
+                                qos=job.qos or None, priority=job.priority, requeue=job.requeue,
+                                restart_count=job.restart_count, limit_request=request)
+
+
+def preempt_policy(state: ClusterState, context: limits.LimitContext) -> preemption.PreemptPolicy:
+    return preemption.PreemptPolicy(config=state.config,
+                                    partitions={name: info.options for name, info in state.partitions.items()},
+                                    qos=context.qos)

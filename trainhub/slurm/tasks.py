@@ -1,0 +1,33 @@
+"""Thin Celery wrappers: one scheduler pass per cluster. Beat passes every cluster every
+TRAINHUB_SLURM_PASS_INTERVAL_SECONDS; submissions, job ends and admin edits request their own."""
+
+import logging
+
+from celery import shared_task
+from django.utils import timezone
+
+from trainhub.common.redis import get_redis
+from trainhub.scheduling.leader import leader_lock
+from trainhub.slurm.models import SlurmCluster
+from trainhub.slurm.services import passes
+
+logger = logging.getLogger(__name__)
+
+
+def leader_key(cluster_pk: int) -> str:
+    return f"trainhub:slurm:{cluster_pk}:leader"
+
+
+@shared_task(autoretry_for=(ConnectionError,), retry_backoff=True, max_retries=5, ignore_result=True)
+def cluster_pass(cluster_pk: int) -> None:
+    with leader_lock(get_redis(), key=leader_key(cluster_pk)) as leading:
+        if not leading:
+            logger.debug("another worker runs the pass of Slurm cluster %s", cluster_pk)
+            return
+        passes.cluster_pass_recorded(cluster_pk=cluster_pk, now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def all_clusters_pass() -> None:
+    for pk in SlurmCluster.objects.values_list("pk", flat=True):
+        cluster_pass.delay(pk)

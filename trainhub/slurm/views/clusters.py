@@ -1,0 +1,127 @@
+"""Cluster pages: the list, a cluster's detail (partitions, nodes, config, scripts, audit), the
+slurm.conf download, and the admin edits (config keys, scripts, partition options, node state)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from trainhub.common.errors import ApiError
+from trainhub.iam.selectors import projects_with_permission
+from trainhub.jobs.views import html_page
+from trainhub.slurm import selectors
+from trainhub.slurm.forms.clusters import ConfigForm, KeyValueForm, NodeStateForm, ScriptsForm, key_value_text
+from trainhub.slurm.models import Partition, SlurmCluster
+from trainhub.slurm.services import clusters as services
+from trainhub.slurm.slurmconf import cluster_slurm_conf
+from trainhub.slurm.views.common import ADMIN, cluster_context, cluster_for, cluster_kwargs
+
+LIST = "aiplatform.slurmClusters.list"
+
+
+@html_page
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    projects = projects_with_permission(user=request.user, permission=LIST)
+    clusters = (SlurmCluster.objects.filter(project__in=projects).select_related("project")
+                .prefetch_related("partitions").order_by("project__project_id", "location", "cluster_id"))
+    return render(request, "slurm/cluster_list.html", {"clusters": clusters})
+
+
+@html_page
+def cluster_detail(request: HttpRequest, project: str, location: str, cluster: str) -> HttpResponse:
+    cluster_obj = cluster_for(request, project, location, cluster)
+    context = cluster_context(request, cluster_obj, "detail")
+    context.update(partitions=selectors.cluster_partitions(cluster=cluster_obj),
+                   nodes=selectors.cluster_nodes(cluster=cluster_obj),
+                   audit=selectors.cluster_audit(cluster=cluster_obj))
+    return render(request, "slurm/cluster_detail.html", context)
+
+
+@html_page
+def slurm_conf(request: HttpRequest, project: str, location: str, cluster: str) -> HttpResponse:
+    cluster_obj = cluster_for(request, project, location, cluster)
+    response = HttpResponse(cluster_slurm_conf(cluster_obj), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="slurm-{cluster_obj.cluster_id}.conf"'
+    return response
+
+
+def _back(cluster: SlurmCluster) -> HttpResponse:
+    return redirect("slurm:detail", **cluster_kwargs(cluster))
+
+
+@html_page
+def config_edit(request: HttpRequest, project: str, location: str, cluster: str) -> HttpResponse:
+    cluster_obj = cluster_for(request, project, location, cluster, ADMIN)
+    form = ConfigForm(request.POST or None, initial={"text": key_value_text(cluster_obj.config)})
+    if request.method == "POST" and form.is_valid():
+        changes = form.changes(cluster_obj.config)
+        try:
+            services.cluster_config_set(cluster=cluster_obj, changes=changes, actor=request.user.get_username())
+        except ApiError as error:
+            form.show_service_error(error)
+        else:
+            messages.success(request, f"slurm.conf updated ({len(changes)} key(s)); the next scheduler pass uses it.")
+            return _back(cluster_obj)
+    return render(request, "slurm/config_edit.html", {**cluster_context(request, cluster_obj, "detail"),
+                                                      "form": form, "title": "slurm.conf keys"})
+
+
+@html_page
+def scripts_edit(request: HttpRequest, project: str, location: str, cluster: str, kind: str) -> HttpResponse:
+    cluster_obj = cluster_for(request, project, location, cluster, ADMIN)
+    form = ScriptsForm(request.POST or None, scripts=getattr(cluster_obj, f"{kind}_scripts"))
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.cluster_scripts_set(cluster=cluster_obj, kind=kind, scripts=form.scripts(),
+                                         actor=request.user.get_username())
+        except ApiError as error:
+            form.show_service_error(error)
+        else:
+            messages.success(request, f"{kind.capitalize()} scripts saved; jobs run them from now on.")
+            return _back(cluster_obj)
+    return render(request, "slurm/scripts_edit.html", {**cluster_context(request, cluster_obj, "detail"),
+                                                       "form": form, "kind": kind})
+
+
+@html_page
+def partition_edit(request: HttpRequest, project: str, location: str, cluster: str, partition: str) -> HttpResponse:
+    cluster_obj = cluster_for(request, project, location, cluster, ADMIN)
+    row = Partition.objects.filter(cluster=cluster_obj, name=partition).first()
+    if row is None:
+        raise ApiError(404, f"Partition {partition} not found.")
+    form = KeyValueForm(request.POST or None, initial={"text": key_value_text(row.config)})
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.partition_config_set(partition=row, options=form.cleaned_data["text"],
+                                          actor=request.user.get_username())
+        except ApiError as error:
+            form.show_service_error(error)
+        else:
+            messages.success(request, f"Partition {row.name} updated.")
+            return _back(cluster_obj)
+    return render(request, "slurm/config_edit.html", {**cluster_context(request, cluster_obj, "detail"),
+                                                      "form": form, "title": f"Partition {row.name}",
+                                                      "help": "PriorityTier, PriorityJobFactor, MaxTime, "
+                                                              "DefaultTime, MaxNodes, State, PreemptMode, GraceTime, "
+                                                              "TRESBillingWeights, AllowAccounts, AllowQos, QOS"})
+
+
+@require_POST
+@html_page
+def node_state(request: HttpRequest, project: str, location: str, cluster: str, node: str) -> HttpResponse:
+    cluster_obj = cluster_for(request, project, location, cluster, ADMIN)
+    node_obj = next((n for n in selectors.cluster_nodes(cluster=cluster_obj) if n.name == node), None)
+    if node_obj is None:
+        raise ApiError(404, f"Node {node} is not a node of cluster {cluster_obj.cluster_id}.")
+    form = NodeStateForm(request.POST)
+    if form.is_valid():
+        try:
+            services.node_state_set(cluster=cluster_obj, node=node_obj, state=form.cleaned_data["state"],
+                                    reason=form.cleaned_data["reason"], actor=request.user.get_username())
+        except ApiError as error:
+            messages.error(request, error.message)
+        else:
+            messages.success(request, f"Node {node} is now {form.cleaned_data['state']}.")
+    return _back(cluster_obj)

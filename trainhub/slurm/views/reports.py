@@ -1,0 +1,68 @@
+"""The queue (squeue), priority (sprio), fair-share (sshare) and accounting (sacct) pages, each
+showing its command's text for the flags chosen, and a job's priority factor by factor."""
+
+from __future__ import annotations
+
+import re
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+
+from trainhub.jobs.views import html_page
+from trainhub.slurm import figures, reports, selectors
+from trainhub.slurm.api.reports import REPORTS
+from trainhub.slurm.forms.reports import SacctForm, SprioForm, SqueueForm, SshareForm
+from trainhub.slurm.views.common import cluster_context, cluster_for, job_url
+
+LIST = "aiplatform.slurmJobs.list"
+PAGES = {"queue": ("squeue", SqueueForm, "Queue"), "priority": ("sprio", SprioForm, "Priority"),
+         "fairshare": ("sshare", SshareForm, "Fair-share"), "accounting": ("sacct", SacctForm, "Accounting")}
+
+
+def _report_page(page: str):
+    command, form_class, title = PAGES[page]
+
+    @html_page
+    def view(request: HttpRequest, project: str, location: str, cluster: str) -> HttpResponse:
+        cluster_obj = cluster_for(request, project, location, cluster, LIST)
+        report = REPORTS[command](cluster_obj, request.GET, request.user.get_username(), timezone.now())
+        context = cluster_context(request, cluster_obj, page)
+        target = job_url(cluster_obj, 0, "job_priority" if command == "sprio" else "job")
+        output = report.text if command == "sshare" else linked_job_ids(report.text, target)
+        context.update(form=form_class(request.GET or None), command=command, title=title, output=output)
+        return render(request, "slurm/report.html", context)
+
+    view.__name__ = f"{page}_page"
+    return view
+
+
+_LEADING_JOB_ID = re.compile(r"^( *)(\d+)", re.MULTILINE)
+
+
+def linked_job_ids(text: str, url_of_job_zero: str) -> str:
+    """The command's text, HTML-escaped, with the job id that starts each line linked (the URL is
+    the job page's of job 0, whose id is replaced: one reverse() for thousands of lines)."""
+    before, after = url_of_job_zero.split("/jobs/0/", 1)
+    return mark_safe(_LEADING_JOB_ID.sub(  # noqa: S308 - the text is escaped first; ids are digits
+        lambda m: f'{m[1]}<a href="{before}/jobs/{m[2]}/{after}">{m[2]}</a>', escape(text)))
+
+
+queue_page, priority_page, fairshare_page, accounting_page = (_report_page(p) for p in PAGES)
+
+
+@html_page
+def job_priority(request: HttpRequest, project: str, location: str, cluster: str, slurm_job_id: str) -> HttpResponse:
+    job = selectors.job_get_for_user(user=request.user, project_id=project, location=location, cluster_id=cluster,
+                                     job_id=slurm_job_id, permission="aiplatform.slurmJobs.get")
+    now = timezone.now()
+    lines, breakdown = reports.job_priority(job, now=now)
+    figure = (figures.priority_stack(reports.queue_breakdowns(job.cluster, now=now, include=job.job_id), job.job_id)
+              if breakdown else None)
+    context = cluster_context(request, job.cluster, "priority")
+    context.update(job=job, lines=lines, breakdown=breakdown, figure=figure,
+                   computed=job.priority_time,
+                   job_page=job_url(job.cluster, job.job_id))
+    return render(request, "slurm/job_priority.html", context)
