@@ -5,6 +5,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from trainhub.common.live import live_version
 from trainhub.scheduling.selectors import scheduler_snapshot
 
 
@@ -12,8 +13,10 @@ class SchedulerStatus(APIView):
     @extend_schema(operation_id="scheduler.status", responses=dict)
     def get(self, request: Request) -> Response:
         snapshot = scheduler_snapshot()
+        last_pass = snapshot.get("lastPass", {})
         return Response({
-            "lastPass": snapshot.get("lastPass", {}),
+            "version": live_version(last_pass.get("time", "")),
+            "lastPass": last_pass,
             "pendingJobs": snapshot.get("pendingJobs", 0),
             "freeNodes": snapshot.get("freeNodes", 0),
         })
