@@ -240,6 +240,7 @@ def queued_row(job: WorkloadJob, *, project: Project, user: AbstractBaseUser, cr
         strategy=parsed.strategy,
         gpu_count=sum(pool.replica_count * pool.shape.accelerator_count for pool in parsed.pools),
         replica_count=sum(pool.replica_count for pool in parsed.pools),
+        accelerator_type=parsed.accelerator_type,
         quota_demand=quota_demand(((pool.replica_count, pool.shape) for pool in parsed.pools), parsed.strategy),
         timeout_seconds=parsed.timeout_seconds, max_wait_seconds=parsed.max_wait_seconds,
         created_by=user, create_time=created, update_time=created,

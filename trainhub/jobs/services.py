@@ -18,6 +18,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from trainhub.common.errors import ApiError, invalid_argument
+from trainhub.common.live import live_changed
 from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs import states
@@ -62,6 +63,7 @@ def queued_job(job: CustomJob) -> working_memory.QueuedJob:
 
 def _event(job: CustomJob, now: dt.datetime, message: str, state: str = "") -> None:
     JobEvent.objects.create(job=job, time=now, state=state, message=message)
+    live_changed()
 
 
 def _transition(job: CustomJob, target: str, now: dt.datetime, message: str, *, error: dict | None = None) -> None:
@@ -111,6 +113,7 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
             strategy=parsed.strategy,
             gpu_count=sum(p.replica_count * p.shape.accelerator_count for p in parsed.pools),
             replica_count=sum(p.replica_count for p in parsed.pools),
+            accelerator_type=parsed.accelerator_type,
             quota_demand=demand,
             timeout_seconds=parsed.timeout_seconds,
             max_wait_seconds=parsed.max_wait_seconds,

@@ -24,12 +24,13 @@ from trainhub.jobs import page_selectors, selectors, services
 from trainhub.jobs.costs import job_cost
 from trainhub.jobs.forms import (
     DEFAULT_LOCATION,
-    JobFilterForm,
+    JobListForm,
     JobSubmitForm,
     LogFilterForm,
     machine_catalog,
 )
 from trainhub.jobs.models import CustomJob
+from trainhub.jobs.page_selectors import TABS, ListTab, Sort
 from trainhub.scheduling.selectors import wait_explanation
 
 GET = "aiplatform.customJobs.get"
@@ -82,20 +83,40 @@ def _job_for(request: HttpRequest, project: str, location: str, job_id: str, per
                                       permission=permission)
 
 
+def _sort_headers(tab: ListTab, current: Sort) -> dict[str, dict]:
+    """Per sortable column: the sort its header links to (the other direction when it is the
+    current one) and its aria-sort value."""
+    by_column: dict[str, list[Sort]] = {}
+    for sort in tab.sorts:
+        by_column.setdefault(sort.ordering.field, []).append(sort)
+    headers = {}
+    for column, sorts in by_column.items():
+        is_current = current in sorts
+        target = sorts[(sorts.index(current) + 1) % len(sorts)] if is_current else sorts[0]
+        direction = "descending" if current.ordering.descending else "ascending"
+        headers[column] = {"key": target.key, "label": target.label, "aria_sort": direction if is_current else ""}
+    return headers
+
+
 def _job_rows_context(request: HttpRequest) -> dict:
-    form = JobFilterForm(request.GET, projects=projects_with_permission(user=request.user,
-                                                                                      permission=LIST))
-    jobs, next_cursor = [], ""
+    projects = projects_with_permission(user=request.user, permission=LIST)
+    form = JobListForm(request.GET, projects=projects, submitters=page_selectors.job_submitters(projects=projects),
+                       me=request.user.get_username())
+    tab = form.list_tab
+    page = page_selectors.JobPage([], "", None)
+    sort = tab.default_sort
     if form.is_valid():
-        jobs, next_cursor = page_selectors.jobs_page(projects=form.selected_projects(),
-                                                     state=form.cleaned_data["state"],
-                                                     cursor=form.cleaned_data["cursor"])
-    return {"filter_form": form, "jobs": jobs, "next_cursor": next_cursor}
+        query = form.query()
+        page, sort = page_selectors.jobs_page(query), query.sort
+    return {"filter_form": form, "tab": tab, "tabs": TABS.values(), "page": page, "jobs": page.jobs,
+            "next_cursor": page.next_cursor, "sort_headers": _sort_headers(tab, sort),
+            # Later pages stay still while read; the first page follows new jobs.
+            "live": form.is_valid() and not form.cleaned_data["cursor"]}
 
 
 @html_page
 def job_list(request: HttpRequest, fragment: str | None = None) -> HttpResponse:
-    sections = {"rows": ("jobs/_job_rows.html", partial(_job_rows_context, request))}
+    sections = {"rows": ("jobs/_job_rows_fragment.html", partial(_job_rows_context, request))}
     return render_page_or_fragment(request, "jobs/job_list.html", sections, fragment)
 
 
