@@ -12,6 +12,7 @@ from django.core.validators import RegexValidator
 
 from trainhub.catalog.machines import MACHINE_TYPES, NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.common.widgets import FastSelect
 from trainhub.iam.models import Project
 from trainhub.jobs.page_selectors import TABS, JobQuery, tab_for
 from trainhub.jobs.spec import MAX_DISPLAY_NAME, MAX_WORKER_POOLS
@@ -73,14 +74,15 @@ class JobListForm(forms.Form):
                             widget=forms.HiddenInput)
     q = forms.CharField(required=False, max_length=128, label="Search", strip=True,
                         widget=forms.TextInput(attrs={"type": "search", "placeholder": "Name starts with, or job id"}))
-    project = forms.ChoiceField(required=False)
-    user = forms.ChoiceField(required=False)
-    state = forms.ChoiceField(required=False)
-    strategy = forms.ChoiceField(required=False, choices=[("", "Any strategy")] + [
+    project = forms.ChoiceField(required=False, widget=FastSelect)
+    user = forms.ChoiceField(required=False, widget=FastSelect)
+    state = forms.ChoiceField(required=False, widget=FastSelect)
+    strategy = forms.ChoiceField(required=False, widget=FastSelect, choices=[("", "Any strategy")] + [
         (value, value) for value, _ in STRATEGY_CHOICES])
-    accelerator_type = forms.ChoiceField(required=False, label="GPU type", choices=[("", "Any GPU type")] + [
+    accelerator_type = forms.ChoiceField(required=False, label="GPU type", widget=FastSelect, choices=[
+        ("", "Any GPU type")] + [
         (kind, accelerator_label(kind)) for kind in [*accelerator_types(), NO_ACCELERATOR]])
-    sort = forms.ChoiceField(required=False)
+    sort = forms.ChoiceField(required=False, widget=FastSelect)
     cursor = forms.CharField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, data: Any, *, projects: list[Project], submitters: dict[str, int], me: str) -> None:
@@ -124,7 +126,7 @@ class JobListForm(forms.Form):
 class LogFilterForm(forms.Form):
     """Which task's log lines to show, and (for the live tail) after which line id."""
 
-    task = forms.ChoiceField(required=False, label="Task")
+    task = forms.ChoiceField(required=False, label="Task", widget=FastSelect)
     after = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, job_spec: dict, **kwargs: Any) -> None:
@@ -144,7 +146,7 @@ class JobSettingsForm(forms.Form):
     display_name = forms.CharField(max_length=MAX_DISPLAY_NAME)
     location = forms.CharField(max_length=32, initial=DEFAULT_LOCATION, validators=[
         RegexValidator(r"^[a-z][a-z0-9-]*[a-z0-9]$", "Lowercase letters, digits and hyphens, e.g. us-central1.")])
-    strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial="STANDARD")
+    strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial="STANDARD", widget=FastSelect)
     timeout = forms.CharField(required=False, max_length=32,
                               help_text='Longest run time, e.g. "3600s" or 3600. Empty: 7 days.')
     max_wait = forms.CharField(required=False, max_length=32, label="Max wait duration",
@@ -167,11 +169,11 @@ class WorkerPoolForm(forms.Form):
     their machine type is left empty."""
 
     # The data- attributes are the hooks of static/js/trainhub.js.
-    machine_type = forms.ChoiceField(required=False, widget=forms.Select(attrs={"data-machine-type": ""}))
+    machine_type = forms.ChoiceField(required=False, widget=FastSelect(attrs={"data-machine-type": ""}))
     accelerator_type = forms.ChoiceField(required=False, choices=_accelerator_choices,
-                                         widget=forms.Select(attrs={"data-accelerator-type": ""}))
+                                         widget=FastSelect(attrs={"data-accelerator-type": ""}))
     accelerator_count = forms.ChoiceField(required=False, choices=_count_choices,
-                                          widget=forms.Select(attrs={"data-accelerator-count": ""}))
+                                          widget=FastSelect(attrs={"data-accelerator-count": ""}))
     replica_count = forms.IntegerField(min_value=1, initial=1, required=False, help_text="Empty: 1.")
     image_uri = forms.CharField(required=False, max_length=1024, label="Container image URI")
     command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),

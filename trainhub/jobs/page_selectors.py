@@ -124,14 +124,29 @@ def job_submitters(*, projects: list[Project]) -> dict[str, int]:
                 .order_by("username").values_list("username", "pk"))
 
 
+@dataclass(frozen=True)
+class LogRow:
+    pk: int
+    stream: str
+    text: str
+    pool_index: int
+    replica_index: int
+
+    @property
+    def task_name(self) -> str:
+        return f"workerpool{self.pool_index}-{self.replica_index}"
+
+
 def job_log_tail(*, job: CustomJob, after: int = 0, task: tuple[int, int] | None = None,
-                 limit: int = LOG_TAIL_LINES) -> list[LogLine]:
-    """The newest ``limit`` log lines with an id above ``after``, oldest first.
+                 limit: int = LOG_TAIL_LINES) -> list[LogRow]:
+    """The newest ``limit`` log lines with an id above ``after``, oldest first, as plain rows
+    (hundreds of model instances would cost more than the query).
 
     ``task`` is (pool index, replica index) to show one task's output only.
     """
-    lines = LogLine.objects.filter(job=job, id__gt=after).select_related("replica")
+    lines = LogLine.objects.filter(job=job, id__gt=after)
     if task:
         lines = lines.filter(replica__pool_index=task[0], replica__replica_index=task[1])
-    newest = list(lines.order_by("-id")[:limit])
-    return newest[::-1]
+    newest = lines.order_by("-id").values_list("pk", "stream", "text", "replica__pool_index",
+                                               "replica__replica_index")[:limit]
+    return [LogRow(*row) for row in list(newest)[::-1]]
