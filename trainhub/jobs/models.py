@@ -118,7 +118,11 @@ class Replica(models.Model):
             models.UniqueConstraint(fields=["node"], condition=models.Q(active=True), name="one_active_replica_per_node"),
             models.UniqueConstraint(fields=["job", "pool_index", "replica_index", "attempt"], name="replica_identity"),
         ]
-        indexes = [models.Index(fields=["node", "active"], name="replica_node_active")]
+        indexes = [
+            models.Index(fields=["node", "active"], name="replica_node_active"),
+            # Which jobs hold GPUs now (quota usage): the few active replicas, never the history.
+            models.Index(fields=["job"], condition=models.Q(active=True), name="replica_active_job"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.job.job_id}/{self.task_name}"
@@ -150,3 +154,22 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["time", "id"]
+
+
+class CostLedger(models.Model):
+    """What the finished jobs of a project ran, per strategy: how many had started, and their
+    GPU-seconds per accelerator type. Added to as each job ends (services._transition), so a
+    project's cost over its whole history is one small read; deleting a finished job does not
+    take back what it cost."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="cost_ledger")
+    strategy = models.CharField(max_length=24)
+    jobs = models.PositiveIntegerField(default=0)
+    #: accelerator type -> GPU-seconds.
+    gpu_seconds = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "strategy"], name="one_ledger_per_strategy")]
+
+    def __str__(self) -> str:
+        return f"{self.project} {self.strategy}: {self.jobs} jobs"

@@ -22,7 +22,8 @@ from trainhub.common.live import live_changed
 from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs import states
-from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
+from trainhub.jobs.costs import gpus_by_quota_demand
+from trainhub.jobs.models import CostLedger, CustomJob, JobEvent, LogLine, Replica
 from trainhub.jobs.spec import SpecError, parse_custom_job
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.quota import QuotaBook, quota_demand
@@ -82,6 +83,18 @@ def _transition(job: CustomJob, target: str, now: dt.datetime, message: str, *, 
         fields.append("error")
     job.save(update_fields=fields)
     _event(job, now, message, target)
+    if target in states.TERMINAL and job.start_time is not None:
+        _cost_ledger_add(job)
+
+
+def _cost_ledger_add(job: CustomJob) -> None:
+    """Book a finished job's GPU-seconds in its project's cost ledger (see CostLedger)."""
+    ledger, _ = CostLedger.objects.select_for_update().get_or_create(project_id=job.project_id, strategy=job.strategy)
+    seconds = (job.end_time - job.start_time).total_seconds()
+    for accelerator, gpus in gpus_by_quota_demand(job.quota_demand).items():
+        ledger.gpu_seconds[accelerator] = ledger.gpu_seconds.get(accelerator, 0.0) + gpus * seconds
+    ledger.jobs += 1
+    ledger.save(update_fields=["jobs", "gpu_seconds"])
 
 
 def _new_job_id() -> str:
