@@ -22,7 +22,9 @@ def api_paths(job):
 def page_paths(job):
     detail = f"/projects/alpha/locations/us-central1/jobs/{job.job_id}"
     return ["/", "/jobs/rows", "/jobs/new", "/projects/alpha/locations/us-central1/jobs/new", f"{detail}/",
-            f"{detail}/status", f"{detail}/logs", "/nodes/", "/quotas/", "/account/token"]
+            f"{detail}/status", f"{detail}/logs", "/nodes/", "/nodes/pools", "/nodes/rows", "/quotas/", "/account/token",
+            "/dashboards/", "/dashboards/kpis", "/dashboards/charts/queue-depth",
+            "/dashboards/charts/queue-depth.csv"]
 
 
 def test_every_api_endpoint_refuses_anonymous_callers(client, alpha_job):

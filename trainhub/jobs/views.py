@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
+from trainhub.common.pages import render_page_or_fragment
 from trainhub.iam.selectors import (
     project_get_for_user,
     projects_with_permission,
@@ -38,10 +39,6 @@ LIST = "aiplatform.customJobs.list"
 CREATE = "aiplatform.customJobs.create"
 CANCEL = "aiplatform.customJobs.cancel"
 
-#: A fragment of a page: its template and a function building only the context it needs.
-Section = tuple[str, Callable[[], dict]]
-
-
 def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Require login, and show an ApiError from a selector or service as the HTML error page
     of its status (404 and 403 render templates/404.html and templates/403.html)."""
@@ -58,19 +55,6 @@ def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
             raise BadRequest(error.message) from error
 
     return login_required(wrapper)
-
-
-def render_page_or_fragment(request: HttpRequest, page_template: str, sections: dict[str, Section],
-                            fragment: str | None) -> HttpResponse:
-    """The whole page (every section), or only the section an htmx poll asked for: built alone,
-    so a poll runs just that section's queries."""
-    if fragment:
-        template, build_context = sections[fragment]
-        return render(request, template, build_context())
-    context: dict = {}
-    for _, build_context in sections.values():
-        context.update(build_context())
-    return render(request, page_template, context)
 
 
 def job_urls(job: CustomJob) -> dict[str, str]:
