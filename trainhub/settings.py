@@ -150,6 +150,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.scheduling.tasks.node_heartbeat_sweep",
         "schedule": 15.0,
     },
+    "dashboard-samples": {
+        "task": "trainhub.dashboards.tasks.record_samples",
+        "schedule": 60.0,
+    },
 }
 
 # Scheduling knobs.
@@ -157,6 +161,8 @@ TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
 TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
 TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
 TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
+# Dashboards: how long per-minute samples are kept (the longest chart range is 7 days).
+TRAINHUB_DASHBOARD_RETENTION_DAYS = envint("TRAINHUB_DASHBOARD_RETENTION_DAYS", 8)
 def envjson(name: str, default: str) -> dict:
     try:
         value = json.loads(os.environ.get(name) or default)

@@ -37,5 +37,6 @@ urlpatterns = [
     path("account/", include("trainhub.iam.urls")),
     path("nodes/", include("trainhub.inventory.urls")),
     path("quotas/", include("trainhub.scheduling.urls")),
+    path("dashboards/", include("trainhub.dashboards.urls")),
     path("", include("trainhub.jobs.urls")),
 ]

@@ -229,6 +229,25 @@
     });
   }
 
+  // Dashboard charts: each card's figure (built by the server, as JSON beside it) is drawn with
+  // the vendored plotly.js when the card arrives, and released before htmx replaces the card, so
+  // a wall screen refreshing for days does not pile up plots.
+  function setUpCharts() {
+    if (!window.htmx) return;
+    const config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+    htmx.onLoad((root) => {
+      if (!window.Plotly) return;
+      root.querySelectorAll(".chart__plot").forEach((plot) => {
+        const figure = JSON.parse(plot.parentElement.querySelector(".chart__figure").textContent);
+        Plotly.newPlot(plot, figure.data, figure.layout, config);
+      });
+    });
+    document.body.addEventListener("htmx:beforeSwap", (event) => {
+      if (!window.Plotly) return;
+      event.detail.target.querySelectorAll(".js-plotly-plot").forEach((plot) => Plotly.purge(plot));
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     setUpSubmitForm();
     setUpLogTail();
@@ -236,5 +255,6 @@
     setUpCopyButtons();
     setUpLive();
     setUpBusyForms();
+    setUpCharts();
   });
 })();
