@@ -19,8 +19,12 @@ from bench.environment import (
     machine_description,
     setup_django,
 )
+from bench.pages import bench_pages
 from bench.report import Section, format_section, write_results
-from bench.scheduler_pass import BENCHMARKS, FULL, QUICK
+from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
+from bench.scheduler_pass import FULL, QUICK, Benchmark
+
+BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_database=True))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

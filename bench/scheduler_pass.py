@@ -58,6 +58,10 @@ class Sizes:
     submit_jobs: int
     submit_repeat: int
     admission_jobs: int
+    page_active_jobs: int
+    page_finished_jobs: int
+    page_nodes: int
+    page_repeat: int
 
     def pure_repeat_for(self, jobs: int) -> int:
         return 3 if jobs >= self.pure_long_queue else self.pure_repeat
@@ -65,10 +69,12 @@ class Sizes:
 
 FULL = Sizes(pure_jobs=(1_000, 10_000, 50_000), pure_nodes=(100, 1_000), pure_repeat=5, pure_long_queue=50_000,
              db_nodes=1_000, db_jobs=(1_000, 10_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3,
-             admission_jobs=15_000)
+             admission_jobs=15_000, page_active_jobs=10_000, page_finished_jobs=100_000, page_nodes=1_000,
+             page_repeat=20)
 QUICK = Sizes(pure_jobs=(1_000, 10_000), pure_nodes=(100, 1_000), pure_repeat=3, pure_long_queue=10_000,
               db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2,
-              admission_jobs=1_500)
+              admission_jobs=1_500, page_active_jobs=1_000, page_finished_jobs=10_000, page_nodes=100,
+              page_repeat=5)
 
 
 # --- 1. pure placement pass -------------------------------------------------------------------
