@@ -33,6 +33,15 @@ def _daily(minute: int, phase: float) -> float:
     return 0.5 - 0.5 * math.cos((hours - 3) / 24 * 2 * math.pi)
 
 
+def _events(rng: random.Random, mean: float) -> int:
+    """How many events of a Poisson process with ``mean`` events a minute happen in one minute."""
+    count, threshold, product = 0, math.exp(-mean), rng.random()
+    while product > threshold:
+        count += 1
+        product *= rng.random()
+    return count
+
+
 def write_history(*, pools: list[Pool], end: dt.datetime, minutes: int, seed: int = 7,
                   waiting_scale: float = 1.0) -> int:
     """Write ``minutes`` minutes of raw samples ending at ``end``'s minute (exclusive), then roll
@@ -64,8 +73,8 @@ def write_history(*, pools: list[Pool], end: dt.datetime, minutes: int, seed: in
             backlog[kind] = max(0.0, backlog.get(kind, 0.0) * 0.97 + rng.gauss(pressure, 0.6 * waiting_scale))
             queued = round(backlog[kind])
             started = [rng.lognormvariate(math.log(60 + 1500 * load if gpu_kind else 20), 0.9)
-                       for _ in range(rng.randint(0, round(3 * waiting_scale)))]
-            ended = rng.randint(0, round(3 * waiting_scale))
+                       for _ in range(_events(rng, 1.5 * waiting_scale))]
+            ended = _events(rng, 1.5 * waiting_scale)
             failed = sum(1 for _ in range(ended) if rng.random() < 0.12)
             cancelled = sum(1 for _ in range(ended - failed) if rng.random() < 0.08)
             queue.append(QueueSample(

@@ -56,11 +56,8 @@ def test_a_job_submitted_in_the_form_reaches_succeeded_live(page, live_server, l
     screenshot("job-detail-succeeded")
     job.refresh_from_db()
     assert job.state == "JOB_STATE_SUCCEEDED"
-    page.goto(f"{live_server.url}/")
+    page.goto(f"{live_server.url}/?tab=finished")
     page.get_by_text("browser-hello").first.wait_for()
-    screenshot("job-list")
-    page.goto(f"{live_server.url}/nodes/")
-    screenshot("nodes")
 
 
 def test_a_running_job_is_cancelled_from_its_page(page, live_server, login, cast, nodes, tmp_path, screenshot):

@@ -10,7 +10,8 @@ from trainhub.dashboards.models import CapacitySample, QueueSample
 from trainhub.dashboards.services import samples_prune, samples_record, samples_roll_up
 from trainhub.dashboards.sources import CapacityReading, _capacity_sources, register_capacity_source
 from trainhub.dashboards.timeseries import minute_of
-from trainhub.inventory.services import nodes_dedicate
+from trainhub.inventory.models import NodeState
+from trainhub.inventory.services import node_set_state, nodes_dedicate
 from trainhub.jobs import services
 
 pytestmark = pytest.mark.django_db
@@ -134,3 +135,15 @@ def test_raw_minutes_go_after_two_days_and_rollups_after_the_retention(cast, sta
     assert samples_prune(now=start, keep_days=8) == 4  # raw of 9, 7 and 3 days ago; the rollup of 9
     kept = {(row.resolution, (minute_of(start) - row.minute) // 1440) for row in QueueSample.objects.all()}
     assert kept == {(1, 1), (60, 7), (60, 3), (60, 1)}
+
+
+def test_a_job_placed_and_starting_counts_as_running_and_a_draining_node_as_capacity(cast, nodes, start):
+    job = t4_job(cast, start)
+    node = nodes["t4"].nodes.first()
+    assert services.jobs_place(assignments={job.pk: {(0, 0): (node.pk, [0])}}, now=start)  # PENDING, starting
+    node_set_state(node=node, state=NodeState.DRAIN, reason="maintenance")
+    samples_record(now=later(start, 5))
+    row = queue_row(minute_of(start))
+    assert (row.pending_jobs, row.running_jobs, row.running_gpus) == (0, 1, 2)
+    t4 = CapacitySample.objects.get(resolution=1, scope="t4")
+    assert (t4.gpus_total, t4.gpus_allocated) == (12, 4)

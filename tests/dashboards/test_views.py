@@ -19,6 +19,7 @@ from trainhub.dashboards.charts import CHARTS
 from trainhub.dashboards.services import samples_record
 from trainhub.dashboards.sources import FairShareRow, _fairshare_providers, register_fairshare_provider
 from trainhub.iam.services import user_ensure
+from trainhub.jobs import services
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.services import quota_set
 
@@ -154,10 +155,10 @@ def test_every_chart_draws_a_plotly_figure_or_says_why_not(client, cast, history
 def test_gpu_allocation_shows_each_gpu_type_with_its_pools_and_capacity(client, cast, history):
     client.force_login(cast["vic"])
     figure = figure_of(client.get(chart_url("gpu-allocation", range="1h")))
-    titles = [annotation["text"] for annotation in figure["layout"]["annotations"]]
+    titles = [axis["title"]["text"] for name, axis in sorted(figure["layout"].items()) if name.startswith("yaxis")]
     assert titles == ["A100", "H100 80GB", "T4"]
     names = [trace["name"] for trace in figure["data"]]
-    assert "t4 (pool)" in names and "capacity (up)" in names
+    assert "t4" in names and "capacity" in names
     rows = csv_rows(client, "gpu-allocation", range="1h")
     t4 = [row for row in rows if row["scope"] == "t4"]
     assert len(t4) == 60  # one-minute buckets over the hour
@@ -201,14 +202,17 @@ def test_quota_usage_shows_the_users_projects_against_their_limits(client, cast,
     assert figure["data"][1]["text"] == ["25%"]
 
 
-def test_why_jobs_wait_lists_the_users_waiting_jobs_with_the_passes_reasons(client, cast, history):
+def test_why_jobs_wait_lists_the_users_waiting_jobs_with_the_passes_reasons(client, cast, nodes, history):
     waiting = history["waiting"]
     working_memory.waits_write(get_redis(), {waiting.pk: working_memory.WaitExplanation(
         ["Quota custom_model_training_nvidia_t4_gpus is short by 4 GPUs <urgent>."], 3, None, "")})
     submit(cast["beta"], cast["mallory"], name="beta-secret")
+    starting = t4_job(cast, waiting.create_time, name="placed-and-starting")
+    services.jobs_place(assignments={starting.pk: {(0, 0): (list(nodes["t4"].nodes.all())[1].pk, [0])}},
+                        now=waiting.create_time)
     client.force_login(cast["vic"])
     content = client.get(chart_url("waiting-jobs")).content.decode()
-    assert "stuck-t4" in content and "beta-secret" not in content
+    assert "stuck-t4" in content and "beta-secret" not in content and "placed-and-starting" not in content
     assert "is short by 4 GPUs &lt;urgent&gt;." in content  # in the table, escaped
     assert "\\u003curgent\\u003e" in content  # in the figure's JSON, unable to close its <script>
     rows = csv_rows(client, "waiting-jobs")

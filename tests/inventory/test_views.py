@@ -42,7 +42,17 @@ def test_it_lists_pools_nodes_and_the_job_occupying_a_node(client, cast, nodes, 
     t4 = next(pool for pool in response.context["pools"] if pool.name == "t4")
     assert (t4.node_up, t4.node_total, t4.node_busy, t4.node_free) == (3, 3, 1, 2)
     a100 = next(pool for pool in response.context["pools"] if pool.name == "a100")
-    assert (a100.node_up, a100.node_drain, a100.node_free) == (1, 1, 1)
+    assert (a100.node_up, a100.node_drain, a100.node_free, a100.idle_draining) == (1, 1, 1, 1)
+
+
+def test_the_usage_bar_counts_each_node_once(client, cast, nodes, now):
+    t4_nodes = list(nodes["t4"].nodes.order_by("name"))
+    place_on(submit(cast["alpha"], cast["uma"]), t4_nodes[0], now)
+    node_set_state(node=t4_nodes[0], state=NodeState.DRAIN, reason="busy and draining")
+    node_set_state(node=t4_nodes[1], state=NodeState.DOWN, reason="gone")
+    client.force_login(cast["vic"])
+    t4 = next(pool for pool in client.get(reverse("inventory:list")).context["pools"] if pool.name == "t4")
+    assert (t4.node_busy, t4.idle_draining, t4.idle_down, t4.node_free) == (1, 0, 1, 1)
 
 
 def test_a_job_of_another_project_is_not_named(client, cast, nodes, now):

@@ -16,13 +16,13 @@ from django.contrib.auth.models import AbstractBaseUser
 from plotly.subplots import make_subplots
 
 from trainhub.catalog.machines import NO_ACCELERATOR, accelerator_label, accelerator_types
-from trainhub.common.wire import parse_timestamp
 from trainhub.dashboards import selectors
 from trainhub.dashboards.sources import fairshare_rows
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.jobs import states
 from trainhub.jobs.templatetags.trainhub_format import compact_duration
+from trainhub.scheduling.quota import metric_accelerator
 from trainhub.scheduling.selectors import quota_rows_for_user
 
 WAITING_JOBS_SHOWN = 12
@@ -34,8 +34,8 @@ class ChartRequest:
     user: AbstractBaseUser
     time_range: TimeRange
     now: dt.datetime
-    #: The wall-screen mode draws on a dark background.
-    dark: bool = False
+    #: The wall-screen mode draws on a dark background, each figure as tall as its grid cell.
+    wall: bool = False
 
 
 @dataclass
@@ -86,17 +86,20 @@ def type_color(kind: str) -> str:
 
 
 def _layout(request: ChartRequest, *, height: int, **extra: Any) -> dict[str, Any]:
-    text = "#e8edf3" if request.dark else "#1d2733"
-    grid = "rgba(232,237,243,.14)" if request.dark else "#e3e8ee"
+    """The look every figure shares: the legend above the plot, panels named by their axis titles."""
+    text = "#e8edf3" if request.wall else "#1d2733"
+    grid = "rgba(232,237,243,.14)" if request.wall else "#e3e8ee"
     axis = {"gridcolor": grid, "zerolinecolor": grid, "linecolor": grid, "automargin": True}
     layout = {
-        "template": "none", "height": height, "margin": {"l": 8, "r": 8, "t": 8, "b": 8},
+        "template": "none", "margin": {"l": 8, "r": 8, "t": 8, "b": 8},
         "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
         "font": {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif", "size": 13,
                  "color": text},
         "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "bgcolor": "rgba(0,0,0,0)"},
         "hovermode": "x unified", "xaxis": dict(axis), "yaxis": {**axis, "rangemode": "tozero"},
     }
+    if not request.wall:  # on the wall the figure fills its grid cell instead
+        layout["height"] = height
     layout.update(extra)
     return layout
 
@@ -111,7 +114,6 @@ def _panels(figure: go.Figure, request: ChartRequest, *, height: int, **layout: 
     figure.update_layout(**{key: value for key, value in base.items() if key not in ("xaxis", "yaxis")})
     figure.update_xaxes(**base["xaxis"])
     figure.update_yaxes(**base["yaxis"])
-    figure.update_annotations(font={"size": 13, "color": base["font"]["color"]})
     return figure
 
 
@@ -139,8 +141,7 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
     if not records:
         return Drawing(None, "No samples yet: the first appears within a minute of the sampler starting.")
     kinds = sorted({r["gpu_type"] for r in records}, key=accelerator_label)
-    figure = make_subplots(rows=len(kinds), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                           subplot_titles=[accelerator_label(kind) for kind in kinds])
+    figure = make_subplots(rows=len(kinds), cols=1, shared_xaxes=True, vertical_spacing=0.04)
     latest = max(r["time"] for r in records)
     now_allocated = now_total = 0.0
     for row_number, kind in enumerate(kinds, start=1):
@@ -150,7 +151,8 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
             series = [r for r in rows if (r["source"], r["scope"]) == (source, scope)]
             figure.add_trace(go.Scatter(
                 x=[r["time"] for r in series], y=[r["allocated_gpus"] for r in series], mode="lines",
-                stackgroup=f"allocated-{kind}", name=f"{scope} ({source})", legendgroup=kind,
+                stackgroup=f"allocated-{kind}", name=scope if source == "pool" else f"{scope} ({source})",
+                legendgroup=kind,
                 line={"width": 0.5, "color": type_color(kind)}, opacity=1 - 0.2 * (shade % 3),
                 hovertemplate="%{y:.0f} GPUs"), row=row_number, col=1)
         totals: dict[dt.datetime, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -163,13 +165,14 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
                                         line={"color": "#8792a2", "dash": "dot", "width": 2}, legendgroup=kind,
                                         showlegend=row_number == 1, hovertemplate="%{y:.0f} dedicated"),
                              row=row_number, col=1)
-        figure.add_trace(go.Scatter(x=times, y=[totals[t][0] for t in times], mode="lines", name="capacity (up)",
+        figure.add_trace(go.Scatter(x=times, y=[totals[t][0] for t in times], mode="lines", name="capacity",
                                     line={"color": "#c2410c", "dash": "dash", "width": 2}, legendgroup="capacity",
                                     showlegend=row_number == 1, hovertemplate="%{y:.0f} capacity"),
                          row=row_number, col=1)
+        figure.update_yaxes(title={"text": accelerator_label(kind)}, row=row_number, col=1)
         now_allocated += sum(r["allocated_gpus"] for r in rows if r["time"] == latest)
         now_total += totals[latest][0]
-    _panels(figure, request, height=150 + 170 * len(kinds))
+    _panels(figure, request, height=120 + 170 * len(kinds))
     summary = (f"Now {now_allocated:.0f} of {now_total:.0f} GPUs allocated to jobs "
                f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}.")
     return Drawing(figure, summary)
@@ -191,8 +194,7 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
     records = table.records()
     if not records:
         return Drawing(None, "No samples yet: the first appears within a minute of the sampler starting.")
-    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                           subplot_titles=["Jobs waiting", "GPUs they ask for"])
+    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     kinds = sorted({r["gpu_type"] for r in records if r["queued_jobs"] + r["pending_jobs"] or r["waiting_gpus"]},
                    key=accelerator_label)
     for kind in kinds:
@@ -206,6 +208,8 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
                                     name=accelerator_label(kind), showlegend=False, hovertemplate="%{y:.0f} GPUs",
                                     **style), row=2, col=1)
     _panels(figure, request, height=420)
+    figure.update_yaxes(title={"text": "jobs waiting"}, row=1, col=1)
+    figure.update_yaxes(title={"text": "GPUs asked"}, row=2, col=1)
     latest = max(r["time"] for r in records)
     jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
     gpus = sum(r["waiting_gpus"] for r in records if r["time"] == latest)
@@ -242,14 +246,14 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
         return Drawing(None, f"No job started {_since(request)}.")
     times = [r["time"] for r in records]
     traces: list[Any] = [
-        go.Bar(x=times, y=[r[bucket.column] for r in records], name=f"waited {bucket.label}",
+        go.Bar(x=times, y=[r[bucket.column] for r in records], name=bucket.label,
                marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
         for bucket, color in zip(WAIT_BUCKETS, _WAIT_COLORS)
     ]
     traces.append(go.Scatter(x=times, y=[None if r["mean_wait_seconds"] is None else r["mean_wait_seconds"] / 60
                                          for r in records],
-                             name="mean wait (min)", yaxis="y2", mode="lines+markers", connectgaps=True,
-                             line={"color": "#1d2733" if not request.dark else "#e8edf3", "width": 2},
+                             name="mean wait", yaxis="y2", mode="lines+markers", connectgaps=True,
+                             line={"color": "#1d2733" if not request.wall else "#e8edf3", "width": 2},
                              marker={"size": 4}, hovertemplate="mean %{y:.1f} min"))
     layout = _layout(request, height=340, barmode="stack", bargap=0.15)
     layout["yaxis"]["title"] = {"text": "jobs started"}
@@ -264,7 +268,10 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
 # --- Jobs by state -------------------------------------------------------------------------
 
 def read_states(request: ChartRequest) -> Table:
-    active = selectors.active_jobs_by_state()
+    active: dict[tuple[str, str], tuple[int, int]] = defaultdict(lambda: (0, 0))
+    for group in selectors.active_jobs():
+        jobs, gpus = active[(group.state, group.accelerator_type)]
+        active[(group.state, group.accelerator_type)] = (jobs + group.jobs, gpus + group.gpus)
     ended: dict[tuple[str, str], int] = defaultdict(int)
     for point in selectors.queue_series(time_range=request.time_range, now=request.now):
         for state, column in ((states.SUCCEEDED, "ended_succeeded"), (states.FAILED, "ended_failed"),
@@ -281,8 +288,7 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
     records = table.records()
     if not records:
         return Drawing(None, f"No job is active and none ended {_since(request)}.")
-    figure = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.1,
-                           subplot_titles=["Active now", f"Ended, last {request.time_range.label}"])
+    figure = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.1)
     active_states = [s for s in (states.QUEUED, states.PENDING, states.RUNNING, states.CANCELLING)]
     ended_states = [states.SUCCEEDED, states.FAILED, states.CANCELLED]
     for kind in sorted({r["gpu_type"] for r in records}, key=accelerator_label):
@@ -295,6 +301,8 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
                                 y=[rows[s]["ended_in_range"] if s in rows else 0 for s in ended_states],
                                 showlegend=False, hovertemplate="%{y} jobs", **style), row=1, col=2)
     _panels(figure, request, height=340, barmode="stack", hovermode="closest")
+    figure.update_xaxes(title={"text": "active now"}, row=1, col=1)
+    figure.update_xaxes(title={"text": f"ended, last {request.time_range.label}"}, row=1, col=2)
     active = sum(r["active_jobs"] for r in records)
     ended = {s: sum(r["ended_in_range"] for r in records if r["state"] == s) for s in ended_states}
     total_ended = sum(ended.values())
@@ -312,7 +320,10 @@ def read_quotas(request: ChartRequest) -> Table:
 
 
 def _metric_label(metric: str) -> str:
-    return metric.removeprefix("custom_model_training_").removesuffix("_gpus").replace("_", " ")
+    """custom_model_training_preemptible_nvidia_h100_gpus -> "H100 80GB preemptible"."""
+    accelerator = metric_accelerator(metric)
+    name = accelerator_label(accelerator) if accelerator else metric
+    return f"{name} preemptible" if "_preemptible_" in metric else name
 
 
 def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
@@ -320,18 +331,21 @@ def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
     records = table.records()
     if not records:
         return Drawing(None, "No quota limit is set for your projects: every GPU type is unlimited.")
-    labels = [f"{r['project']} · {_metric_label(r['metric'])} ({r['region']})" for r in records]
+    regions = {r["region"] for r in records}
+    labels = [f"{r['project']} · {_metric_label(r['metric'])}" + (f" · {r['region']}" if len(regions) > 1 else "")
+              for r in records]
     used_color = ["#d64541" if r["limit_gpus"] and r["in_use_gpus"] >= r["limit_gpus"] else "#3b6fd8"
                   for r in records]
     traces = [
         go.Bar(y=labels, x=[r["limit_gpus"] for r in records], orientation="h", name="limit",
                marker={"color": "rgba(135,146,162,.35)"}, hovertemplate="limit %{x}"),
         go.Bar(y=labels, x=[r["in_use_gpus"] for r in records], orientation="h", name="in use",
-               marker={"color": used_color}, width=0.45, hovertemplate="in use %{x}",
+               marker={"color": used_color}, width=0.45, hovertemplate="in use %{x}", cliponaxis=False,
                text=[_pct(r["in_use_gpus"], r["limit_gpus"]) for r in records], textposition="outside"),
     ]
     figure = _figure(traces, request, height=90 + 34 * len(records), barmode="overlay", hovermode="y unified")
     figure.update_yaxes(autorange="reversed")
+    figure.update_layout(margin={"r": 48})  # room for the percentage beside a full bar
     full = sum(1 for r in records if r["limit_gpus"] and r["in_use_gpus"] >= 0.8 * r["limit_gpus"])
     return Drawing(figure, f"{full} of {len(records)} quota limits are at least 80% used.")
 
@@ -350,7 +364,7 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
     if not records:
         return Drawing(None, "No Slurm clusters: fair-share appears here once a cluster is defined.")
     clusters = sorted({r["cluster"] for r in records})
-    figure = make_subplots(rows=1, cols=len(clusters), subplot_titles=clusters, shared_yaxes=False)
+    figure = make_subplots(rows=1, cols=len(clusters), shared_yaxes=False)
     for column, cluster in enumerate(clusters, start=1):
         rows = [r for r in records if r["cluster"] == cluster]
         accounts = [r["account"] for r in rows]
@@ -358,6 +372,7 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
             figure.add_trace(go.Bar(y=accounts, x=[r[key] for r in rows], orientation="h", name=name,
                                     marker={"color": color}, legendgroup=name, showlegend=column == 1,
                                     hovertemplate=f"{name} %{{x:.3f}}"), row=1, col=column)
+        figure.update_xaxes(title={"text": cluster}, row=1, col=column)
     most_accounts = max(sum(1 for r in records if r["cluster"] == cluster) for cluster in clusters)
     _panels(figure, request, height=120 + 40 * most_accounts, barmode="group", hovermode="y unified")
     over = sum(1 for r in records if r["effective_usage"] > r["norm_shares"])
@@ -378,27 +393,21 @@ def read_waiting_jobs(request: ChartRequest) -> Table:
 
 
 def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
-    """Each waiting job as a bar of the hours it has waited, extended (lighter) to its estimated
-    start when the scheduler could estimate one; hovering shows why it waits."""
+    """Each waiting job as a bar of how long it has waited, coloured by GPU type; hovering shows
+    why it waits (the table below says it in full, with the estimated start)."""
     records = table.records()
     if not records:
         return Drawing(None, "No job of your projects is waiting.")
     labels = [f"{r['name']} · …{r['job_id'][-5:]}" for r in records]
-    waited = [r["waited_seconds"] / 3600 for r in records]
-    to_go = [max(0.0, (parse_timestamp(r["estimated_start"]) - request.now).total_seconds() / 3600)
-             if r["estimated_start"] else None for r in records]
     reasons = [r["reasons"] or "No explanation yet: the next scheduler pass writes one." for r in records]
-    traces = [
-        go.Bar(y=labels, x=waited, orientation="h", name="waited", customdata=reasons,
-               marker={"color": [type_color(r["gpu_type"]) for r in records]},
-               hovertemplate="waited %{x:.1f} h<br>%{customdata}<extra></extra>"),
-        go.Bar(y=labels, x=to_go, orientation="h", name="estimated until start",
-               marker={"color": "rgba(135,146,162,.35)", "line": {"color": "#8792a2", "width": 1}},
-               hovertemplate="starts in about %{x:.1f} h<extra></extra>"),
-    ]
-    figure = _figure(traces, request, height=90 + 30 * len(records), barmode="stack", hovermode="closest")
+    trace = go.Bar(y=labels, x=[r["waited_seconds"] / 3600 for r in records], orientation="h", customdata=reasons,
+                   marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
+                   text=[compact_duration(r["waited_seconds"]) for r in records], textposition="outside",
+                   hovertemplate="waited %{x:.1f} h<br>%{customdata}<extra></extra>")
+    figure = _figure([trace], request, height=70 + 26 * len(records), hovermode="closest", showlegend=False)
     figure.update_yaxes(autorange="reversed")
-    figure.update_xaxes(title={"text": "hours"})
+    figure.update_xaxes(title={"text": "hours waited"})
+    figure.update_layout(margin={"r": 56})
     return Drawing(figure, f"The {len(records)} longest-waiting jobs of your projects; the oldest has waited "
                            f"{compact_duration(records[0]['waited_seconds'])}.")
 
@@ -408,8 +417,8 @@ CHARTS: dict[str, Chart] = {chart.key: chart for chart in (
     Chart("queue-depth", "Queue depth", read_queue, draw_queue),
     Chart("wait-times", "Wait before start", read_waits, draw_waits),
     Chart("jobs-by-state", "Jobs by state", read_states, draw_states),
+    Chart("quota-usage", "Quota usage vs limit", read_quotas, draw_quotas, over_time=False),
+    Chart("fair-share", "Fair-share", read_fairshare, draw_fairshare, over_time=False, wide=True),
     Chart("waiting-jobs", "Why jobs wait", read_waiting_jobs, draw_waiting_jobs, over_time=False, wide=True,
           extra_template="dashboards/_waiting_jobs.html"),
-    Chart("quota-usage", "Quota usage vs limit", read_quotas, draw_quotas, over_time=False),
-    Chart("fair-share", "Fair-share", read_fairshare, draw_fairshare, over_time=False),
 )}

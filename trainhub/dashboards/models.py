@@ -31,7 +31,7 @@ class CapacitySample(Sample):
     source = models.CharField(max_length=16)
     scope = models.CharField(max_length=96)
     accelerator_type = models.CharField(max_length=32)
-    #: GPUs of nodes that are up.
+    #: GPUs of nodes that are not down (draining nodes still run their jobs).
     gpus_total = models.PositiveIntegerField()
     #: GPUs of nodes a job (replica) occupies.
     gpus_allocated = models.PositiveIntegerField()

@@ -6,14 +6,14 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from django.db.models import Count, F, Max, QuerySet, Sum
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, QuerySet, Sum
 
 from trainhub.dashboards.models import CapacitySample, QueueSample
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange, minute_of, minute_start
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node
 from trainhub.jobs import states
-from trainhub.jobs.models import ACTIVE_JOBS, CustomJob
+from trainhub.jobs.models import ACTIVE_JOBS, CustomJob, Replica
 from trainhub.scheduling.selectors import wait_explanations
 from trainhub.scheduling.working_memory import WaitExplanation
 
@@ -88,11 +88,35 @@ def queue_series(*, time_range: TimeRange, now: dt.datetime) -> list[QueuePoint]
             for row in rows]
 
 
-def active_jobs_by_state() -> dict[tuple[str, str], tuple[int, int]]:
-    """(state, GPU type) -> (jobs, GPUs) over every active job of the cluster: one query."""
-    rows = (CustomJob.objects.filter(ACTIVE_JOBS).values("state", "accelerator_type")
-            .annotate(jobs=Count("pk"), gpus=Sum("gpu_count")))
-    return {(row["state"], row["accelerator_type"]): (row["jobs"], row["gpus"] or 0) for row in rows}
+@dataclass(frozen=True)
+class ActiveGroup:
+    """Active jobs of one state and GPU type, split by whether they hold an allocation: a PENDING
+    job that does is starting on its nodes, one that does not (FLEX_START) still waits."""
+
+    state: str
+    accelerator_type: str
+    allocated: bool
+    jobs: int
+    gpus: int
+    oldest: dt.datetime
+
+    @property
+    def waiting(self) -> bool:
+        return self.state in states.WAITING and not self.allocated
+
+    @property
+    def running(self) -> bool:
+        return self.state == states.RUNNING or (self.state == states.PENDING and self.allocated)
+
+
+def active_jobs() -> list[ActiveGroup]:
+    """Every active job of the cluster, grouped: one query over the active jobs' index."""
+    allocated = Exists(Replica.objects.filter(job=OuterRef("pk"), active=True))
+    rows = (CustomJob.objects.filter(ACTIVE_JOBS).annotate(allocated=allocated)
+            .values("state", "accelerator_type", "allocated")
+            .annotate(jobs=Count("pk"), gpus=Sum("gpu_count"), oldest=Min("create_time")).order_by())
+    return [ActiveGroup(row["state"], row["accelerator_type"], bool(row["allocated"]), row["jobs"], row["gpus"] or 0,
+                        row["oldest"]) for row in rows]
 
 
 def node_states() -> dict[str, int]:
@@ -110,9 +134,10 @@ class WaitingJob:
 
 
 def waiting_jobs_explained(*, projects: list[Project], limit: int) -> list[WaitingJob]:
-    """The ``limit`` longest-waiting jobs of ``projects``, queue order, with the last pass's
-    explanation of each: one query and one Redis read."""
-    jobs = list(CustomJob.objects.filter(ACTIVE_JOBS, project__in=projects, state__in=states.WAITING)
+    """The ``limit`` longest-waiting jobs of ``projects`` (not yet placed), queue order, with the
+    last pass's explanation of each: one query and one Redis read."""
+    allocated = Exists(Replica.objects.filter(job=OuterRef("pk"), active=True))
+    jobs = list(CustomJob.objects.filter(ACTIVE_JOBS, ~allocated, project__in=projects, state__in=states.WAITING)
                 .select_related("project").order_by("create_time", "id")
                 .only("pk", "job_id", "display_name", "location", "state", "strategy", "accelerator_type",
                       "gpu_count", "create_time", "max_wait_seconds", "project__project_id")[:limit])

@@ -12,10 +12,11 @@ from django.db.models import Count, F, Max, Min, Q, Sum
 
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.dashboards.models import RESOLUTIONS, CapacitySample, QueueSample, Sample
+from trainhub.dashboards.selectors import active_jobs
 from trainhub.dashboards.sources import capacity_readings
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, minute_of, minute_start, percentile, wait_bucket_counts
 from trainhub.jobs import states
-from trainhub.jobs.models import ACTIVE_JOBS, CustomJob
+from trainhub.jobs.models import CustomJob
 
 #: Flows are counted since the previous sample, but never further back than this (a sampler
 #: that was stopped for a week does not attribute a week of starts to one minute).
@@ -40,19 +41,16 @@ class _QueueRow:
 
 
 def _queue_levels(rows: dict[str, _QueueRow], now: dt.datetime) -> None:
-    """Jobs waiting and running now, per GPU type: one query over the active jobs' index."""
-    levels = (CustomJob.objects.filter(ACTIVE_JOBS).values("state", "accelerator_type")
-              .annotate(jobs=Count("pk"), gpus=Sum("gpu_count"), oldest=Min("create_time")))
-    for level in levels:
-        row = rows[level["accelerator_type"]].values
-        if level["state"] in states.WAITING:
-            row[_LEVEL_COLUMN[level["state"]]] += level["jobs"]
-            row["waiting_gpus"] += level["gpus"] or 0
-            waited = int((now - level["oldest"]).total_seconds())
-            row["oldest_wait_seconds"] = max(row["oldest_wait_seconds"], waited)
-        elif level["state"] == states.RUNNING:
-            row["running_jobs"] += level["jobs"]
-            row["running_gpus"] += level["gpus"] or 0
+    """Jobs waiting (not placed yet) and running or starting now, per GPU type."""
+    for group in active_jobs():
+        row = rows[group.accelerator_type].values
+        if group.waiting:
+            row[_LEVEL_COLUMN[group.state]] += group.jobs
+            row["waiting_gpus"] += group.gpus
+            row["oldest_wait_seconds"] = max(row["oldest_wait_seconds"], int((now - group.oldest).total_seconds()))
+        elif group.running:
+            row["running_jobs"] += group.jobs
+            row["running_gpus"] += group.gpus
 
 
 def _queue_flows(rows: dict[str, _QueueRow], since: dt.datetime, until: dt.datetime) -> None:

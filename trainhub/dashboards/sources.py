@@ -76,9 +76,11 @@ def fairshare_rows(user: AbstractBaseUser) -> list[FairShareRow]:
 
 
 def node_pool_capacity(now: dt.datetime) -> list[CapacityReading]:
-    """Each GPU node pool: GPUs of up nodes, of shared nodes a job occupies, of dedicated nodes.
+    """Each GPU node pool: GPUs of nodes not down, of shared nodes a job occupies, of dedicated nodes.
     Two queries whatever the number of nodes."""
-    return [CapacityReading("pool", pool.name, pool.accelerator_type, pool.node_up * pool.accelerator_count,
+    # Draining nodes still run their jobs: capacity is every node that is not down.
+    return [CapacityReading("pool", pool.name, pool.accelerator_type,
+                            (pool.node_total - pool.node_down) * pool.accelerator_count,
                             pool.node_busy_shared * pool.accelerator_count,
                             pool.node_dedicated * pool.accelerator_count)
             for pool in node_pools_with_usage()

@@ -21,7 +21,6 @@ from trainhub.dashboards.charts import CHARTS, Chart, ChartRequest, Table
 from trainhub.dashboards.sources import node_pool_capacity
 from trainhub.dashboards.timeseries import RANGES, TimeRange, range_for
 from trainhub.iam.selectors import projects_with_permission
-from trainhub.jobs import states
 from trainhub.scheduling.selectors import scheduler_snapshot
 
 NODES_LIST = "aiplatform.nodes.list"
@@ -34,7 +33,7 @@ def _check_access(request: HttpRequest) -> None:
 
 def _chart_request(request: HttpRequest) -> ChartRequest:
     return ChartRequest(user=request.user, time_range=range_for(request.GET.get("range", "")), now=timezone.now(),
-                        dark=request.GET.get("wall") == "1")
+                        wall=request.GET.get("wall") == "1")
 
 
 def _chart_data(request: HttpRequest, key: str) -> tuple[Chart, ChartRequest, Table]:
@@ -49,21 +48,19 @@ def _chart_data(request: HttpRequest, key: str) -> tuple[Chart, ChartRequest, Ta
 
 def _kpis_context(now: dt.datetime) -> dict:
     capacity = node_pool_capacity(now)
-    by_state = selectors.active_jobs_by_state()
+    groups = selectors.active_jobs()
     nodes = selectors.node_states()
     started, mean_wait = selectors.recent_wait_summary(now=now)
     total = sum(reading.gpus_total for reading in capacity)
     allocated = sum(reading.gpus_allocated for reading in capacity)
-
-    def count(wanted: frozenset[str] | set[str], index: int) -> int:
-        return sum(value[index] for (state, _kind), value in by_state.items() if state in wanted)
-
+    running = [group for group in groups if group.running]
+    waiting = [group for group in groups if group.waiting]
     return {"kpi": {
         "gpus_total": total, "gpus_allocated": allocated,
         "gpus_percent": round(100 * allocated / total) if total else 0,
         "gpus_dedicated": sum(reading.gpus_dedicated for reading in capacity),
-        "running_jobs": count({states.RUNNING}, 0), "running_gpus": count({states.RUNNING}, 1),
-        "waiting_jobs": count(states.WAITING, 0), "waiting_gpus": count(states.WAITING, 1),
+        "running_jobs": sum(g.jobs for g in running), "running_gpus": sum(g.gpus for g in running),
+        "waiting_jobs": sum(g.jobs for g in waiting), "waiting_gpus": sum(g.gpus for g in waiting),
         "started_last_hour": started, "mean_wait_seconds": mean_wait,
         "nodes_up": nodes.get("UP", 0), "nodes_total": sum(nodes.values()),
         "nodes_down": nodes.get("DOWN", 0), "nodes_drain": nodes.get("DRAIN", 0),
@@ -84,7 +81,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     chart_request = _chart_request(request)
     return render(request, "dashboards/overview.html", {
         **_kpis_context(chart_request.now),
-        "time_range": chart_request.time_range, "ranges": RANGES, "wall": chart_request.dark,
+        "time_range": chart_request.time_range, "ranges": RANGES, "wall": chart_request.wall,
         "charts": [(chart, _chart_urls(chart, request, chart_request.time_range)) for chart in CHARTS.values()],
     })
 

@@ -12,7 +12,8 @@ NODE_PAGE_SIZE = 50
 
 def node_pools_with_usage() -> list[NodePool]:
     """Every pool with its node counts: total, per state, dedicated, busy (a replica occupies it),
-    busy among the shared nodes, and free (up, neither busy nor dedicated). Two queries: the busy
+    busy among the shared nodes, and for its usage bar the idle dedicated, draining and down
+    nodes and the free ones (up, idle, shared). Two queries: the busy
     counts come from the active replicas (at most one per node, on a partial index), never by
     joining every replica the pools' nodes ever ran."""
     pools = list(NodePool.objects.annotate(
@@ -22,13 +23,20 @@ def node_pools_with_usage() -> list[NodePool]:
         node_drain=Count("nodes", filter=Q(nodes__state=NodeState.DRAIN)),
         node_dedicated=Count("nodes", filter=~Q(nodes__dedicated_to="")),
     ).order_by("name"))
-    busy = {pool: (all_busy, shared) for pool, all_busy, shared in
+    busy = {row[0]: row[1:] for row in
             Replica.objects.filter(active=True).values("node__pool").order_by()
-            .annotate(busy=Count("pk"), shared=Count("pk", filter=Q(node__dedicated_to="")))
-            .values_list("node__pool", "busy", "shared")}
+            .annotate(busy=Count("pk"), shared=Count("pk", filter=Q(node__dedicated_to="")),
+                      draining=Count("pk", filter=Q(node__state=NodeState.DRAIN)),
+                      down=Count("pk", filter=Q(node__state=NodeState.DOWN)))
+            .values_list("node__pool", "busy", "shared", "draining", "down")}
     for pool in pools:
-        pool.node_busy, pool.node_busy_shared = busy.get(pool.pk, (0, 0))
-        pool.node_free = max(0, pool.node_up - pool.node_busy - pool.node_dedicated)
+        pool.node_busy, pool.node_busy_shared, busy_draining, busy_down = busy.get(pool.pk, (0, 0, 0, 0))
+        # What each node is doing, every node counted once: what the pool card's bar shows.
+        pool.idle_dedicated = pool.node_dedicated - (pool.node_busy - pool.node_busy_shared)
+        pool.idle_draining = pool.node_drain - busy_draining
+        pool.idle_down = pool.node_down - busy_down
+        pool.node_free = max(0, pool.node_total - pool.node_busy - pool.idle_dedicated - pool.idle_draining
+                             - pool.idle_down)
     return pools
 
 
