@@ -95,6 +95,16 @@ def test_a_project_the_user_is_not_in_is_a_filter_error_not_a_leak(client, cast)
     assert b"beta-secret" not in response.content
 
 
+def test_a_job_shows_its_submitter_even_after_they_left_the_project(client, cast):
+    from trainhub.iam.models import Membership
+
+    submit(cast["alpha"], cast["alice"], name="by-alice")
+    Membership.objects.filter(user=cast["alice"]).delete()
+    client.force_login(cast["uma"])
+    content = client.get(LIST).content.decode()
+    assert "<td>alice</td>" in content
+
+
 def test_the_user_filter_offers_only_members_of_the_users_projects(client, cast):
     client.force_login(cast["uma"])
     choices = [value for value, _ in client.get(LIST).context["filter_form"].fields["user"].choices]
@@ -181,7 +191,7 @@ def pages_of(*, tab_key: str, sort: str, projects, size: int) -> list[str]:
     names, cursor = [], None
     while True:
         page = jobs_page(JobQuery(tab=tab, projects=projects, sort=tab.sort(sort),
-                                  cursor=ordering.decode(cursor) if cursor else None), size=size)
+                                  cursor=ordering.decode(cursor) if cursor else None), usernames={}, size=size)
         names += [job.display_name for job in page.jobs]
         if not page.next_cursor:
             return names
@@ -248,6 +258,7 @@ def query_plan(queryset) -> str:
     ("finished", "ended", {}, "job_finished_"),
     ("finished", "ended-first", {}, "job_finished_"),
     ("finished", "ended", {"created_by_id": 1}, "job_finished_"),
+    ("finished", "ended", {"state": states.FAILED, "accelerator_type": "NVIDIA_H100_80GB"}, "job_finished_"),
 ])
 def test_each_tab_and_order_is_served_by_an_index_of_that_tab_alone(cast, tab_key, sort, columns, index):
     tab = TABS[tab_key]

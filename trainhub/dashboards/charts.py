@@ -13,7 +13,6 @@ from typing import Any, Callable
 
 import plotly.graph_objects as go
 from django.contrib.auth.models import AbstractBaseUser
-from plotly.subplots import make_subplots
 
 from trainhub.catalog.machines import NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.dashboards import selectors
@@ -85,8 +84,13 @@ def type_color(kind: str) -> str:
     return _TYPE_COLORS.get(kind, _PALETTE[hash(kind) % len(_PALETTE)])
 
 
-def _layout(request: ChartRequest, *, height: int, **extra: Any) -> dict[str, Any]:
-    """The look every figure shares: the legend above the plot, panels named by their axis titles."""
+def _layout(request: ChartRequest, *, height: int, panels: dict[str, dict] | None = None,
+            **extra: Any) -> dict[str, Any]:
+    """The look every figure shares: the legend above the plot, panels named by their axis titles.
+
+    ``panels`` adds axes ("xaxis2", "yaxis2"...) with the same look, for figures of several
+    panels (see _stacked and _side_by_side).
+    """
     text = "#e8edf3" if request.wall else "#1d2733"
     grid = "rgba(232,237,243,.14)" if request.wall else "#e3e8ee"
     axis = {"gridcolor": grid, "zerolinecolor": grid, "linecolor": grid, "automargin": True}
@@ -98,6 +102,9 @@ def _layout(request: ChartRequest, *, height: int, **extra: Any) -> dict[str, An
         "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "bgcolor": "rgba(0,0,0,0)"},
         "hovermode": "x unified", "xaxis": dict(axis), "yaxis": {**axis, "rangemode": "tozero"},
     }
+    for name, settings in (panels or {}).items():
+        layout[name] = {**layout.get(name, {**axis, "rangemode": "tozero"} if name.startswith("y") else axis),
+                        **settings}
     if not request.wall:  # on the wall the figure fills its grid cell instead
         layout["height"] = height
     layout.update(extra)
@@ -105,16 +112,45 @@ def _layout(request: ChartRequest, *, height: int, **extra: Any) -> dict[str, An
 
 
 def _figure(traces: list[Any], request: ChartRequest, *, height: int = 320, **layout: Any) -> go.Figure:
+    """A figure built in one go: Plotly's make_subplots/add_trace deep-copy every trace, which
+    cost more than all the rest of a chart's request."""
     return go.Figure(data=traces, layout=_layout(request, height=height, **layout))
 
 
-def _panels(figure: go.Figure, request: ChartRequest, *, height: int, **layout: Any) -> go.Figure:
-    """Style a figure of several panels (make_subplots) like a single one."""
-    base = _layout(request, height=height, **layout)
-    figure.update_layout(**{key: value for key, value in base.items() if key not in ("xaxis", "yaxis")})
-    figure.update_xaxes(**base["xaxis"])
-    figure.update_yaxes(**base["yaxis"])
-    return figure
+def _axis(letter: str, index: int) -> tuple[str, str]:
+    """(layout key, trace reference) of the index-th (0-based) x or y axis: ("yaxis2", "y2")."""
+    suffix = str(index + 1) if index else ""
+    return f"{letter}axis{suffix}", f"{letter}{suffix}"
+
+
+def _stacked(titles: list[str], gap: float = 0.06) -> dict[str, dict]:
+    """Panels stacked top to bottom on one shared x axis (drawn under the last), each titled on
+    its y axis; the panel of titles[i] is drawn on _axis("y", i)."""
+    height = (1 - gap * (len(titles) - 1)) / len(titles)
+    panels = {"xaxis": {"anchor": _axis("y", len(titles) - 1)[1]}}
+    for index, title in enumerate(titles):
+        top = 1 - index * (height + gap)
+        panels[_axis("y", index)[0]] = {"domain": [max(0.0, top - height), top], "title": {"text": title}}
+    return panels
+
+
+def _side_by_side(titles: list[str], widths: list[float], gap: float = 0.1) -> dict[str, dict]:
+    """Panels left to right, each with its own axes and titled on its x axis; the panel of
+    titles[i] is drawn on _axis("x", i) and _axis("y", i)."""
+    scale = (1 - gap * (len(titles) - 1)) / sum(widths)
+    panels, left = {}, 0.0
+    for index, (title, width) in enumerate(zip(titles, widths)):
+        (x_key, x_ref), (y_key, y_ref) = _axis("x", index), _axis("y", index)
+        panels[x_key] = {"domain": [left, min(1.0, left + width * scale)], "anchor": y_ref, "title": {"text": title}}
+        panels[y_key] = {"anchor": x_ref}
+        left += width * scale + gap
+    return panels
+
+
+def _times(records: list[dict[str, Any]]) -> list[str]:
+    """The records' times as ISO strings: Plotly reads them as dates, and copies strings far faster
+    than datetime objects."""
+    return [record["time"].isoformat() for record in records]
 
 
 def _pct(part: float, whole: float) -> str:
@@ -141,38 +177,36 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
     if not records:
         return Drawing(None, "No samples yet: the first appears within a minute of the sampler starting.")
     kinds = sorted({r["gpu_type"] for r in records}, key=accelerator_label)
-    figure = make_subplots(rows=len(kinds), cols=1, shared_xaxes=True, vertical_spacing=0.04)
+    traces: list[Any] = []
     latest = max(r["time"] for r in records)
     now_allocated = now_total = 0.0
-    for row_number, kind in enumerate(kinds, start=1):
+    for index, kind in enumerate(kinds):
         rows = [r for r in records if r["gpu_type"] == kind]
-        scopes = sorted({(r["source"], r["scope"]) for r in rows})
-        for shade, (source, scope) in enumerate(scopes):
+        y_ref = _axis("y", index)[1]
+        for shade, (source, scope) in enumerate(sorted({(r["source"], r["scope"]) for r in rows})):
             series = [r for r in rows if (r["source"], r["scope"]) == (source, scope)]
-            figure.add_trace(go.Scatter(
-                x=[r["time"] for r in series], y=[r["allocated_gpus"] for r in series], mode="lines",
+            traces.append(go.Scatter(
+                x=_times(series), y=[r["allocated_gpus"] for r in series], yaxis=y_ref, mode="lines",
                 stackgroup=f"allocated-{kind}", name=scope if source == "pool" else f"{scope} ({source})",
-                legendgroup=kind,
-                line={"width": 0.5, "color": type_color(kind)}, opacity=1 - 0.2 * (shade % 3),
-                hovertemplate="%{y:.0f} GPUs"), row=row_number, col=1)
+                legendgroup=kind, line={"width": 0.5, "color": type_color(kind)}, opacity=1 - 0.2 * (shade % 3),
+                hovertemplate="%{y:.0f} GPUs"))
         totals: dict[dt.datetime, list[float]] = defaultdict(lambda: [0.0, 0.0])
         for r in rows:
             totals[r["time"]][0] += r["total_gpus"]
             totals[r["time"]][1] += r["dedicated_gpus"]
         times = sorted(totals)
+        x = [time.isoformat() for time in times]
         if any(totals[t][1] for t in times):
-            figure.add_trace(go.Scatter(x=times, y=[totals[t][1] for t in times], mode="lines", name="dedicated",
-                                        line={"color": "#8792a2", "dash": "dot", "width": 2}, legendgroup=kind,
-                                        showlegend=row_number == 1, hovertemplate="%{y:.0f} dedicated"),
-                             row=row_number, col=1)
-        figure.add_trace(go.Scatter(x=times, y=[totals[t][0] for t in times], mode="lines", name="capacity",
-                                    line={"color": "#c2410c", "dash": "dash", "width": 2}, legendgroup="capacity",
-                                    showlegend=row_number == 1, hovertemplate="%{y:.0f} capacity"),
-                         row=row_number, col=1)
-        figure.update_yaxes(title={"text": accelerator_label(kind)}, row=row_number, col=1)
+            traces.append(go.Scatter(x=x, y=[totals[t][1] for t in times], yaxis=y_ref, mode="lines", name="dedicated",
+                                     line={"color": "#8792a2", "dash": "dot", "width": 2}, legendgroup="dedicated",
+                                     showlegend=index == 0, hovertemplate="%{y:.0f} dedicated"))
+        traces.append(go.Scatter(x=x, y=[totals[t][0] for t in times], yaxis=y_ref, mode="lines", name="capacity",
+                                 line={"color": "#c2410c", "dash": "dash", "width": 2}, legendgroup="capacity",
+                                 showlegend=index == 0, hovertemplate="%{y:.0f} capacity"))
         now_allocated += sum(r["allocated_gpus"] for r in rows if r["time"] == latest)
         now_total += totals[latest][0]
-    _panels(figure, request, height=120 + 170 * len(kinds))
+    figure = _figure(traces, request, height=120 + 170 * len(kinds),
+                     panels=_stacked([accelerator_label(kind) for kind in kinds], gap=0.04))
     summary = (f"Now {now_allocated:.0f} of {now_total:.0f} GPUs allocated to jobs "
                f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}.")
     return Drawing(figure, summary)
@@ -194,22 +228,19 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
     records = table.records()
     if not records:
         return Drawing(None, "No samples yet: the first appears within a minute of the sampler starting.")
-    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     kinds = sorted({r["gpu_type"] for r in records if r["queued_jobs"] + r["pending_jobs"] or r["waiting_gpus"]},
                    key=accelerator_label)
+    traces: list[Any] = []
     for kind in kinds:
         series = [r for r in records if r["gpu_type"] == kind]
-        times = [r["time"] for r in series]
-        style = {"mode": "lines", "line": {"width": 0.5, "color": type_color(kind)}, "legendgroup": kind}
-        figure.add_trace(go.Scatter(x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
-                                    stackgroup="jobs", name=accelerator_label(kind), hovertemplate="%{y:.0f} jobs",
-                                    **style), row=1, col=1)
-        figure.add_trace(go.Scatter(x=times, y=[r["waiting_gpus"] for r in series], stackgroup="gpus",
-                                    name=accelerator_label(kind), showlegend=False, hovertemplate="%{y:.0f} GPUs",
-                                    **style), row=2, col=1)
-    _panels(figure, request, height=420)
-    figure.update_yaxes(title={"text": "jobs waiting"}, row=1, col=1)
-    figure.update_yaxes(title={"text": "GPUs asked"}, row=2, col=1)
+        times = _times(series)
+        style = {"mode": "lines", "line": {"width": 0.5, "color": type_color(kind)}, "legendgroup": kind,
+                 "name": accelerator_label(kind)}
+        traces.append(go.Scatter(x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
+                                 stackgroup="jobs", hovertemplate="%{y:.0f} jobs", **style))
+        traces.append(go.Scatter(x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2", stackgroup="gpus",
+                                 showlegend=False, hovertemplate="%{y:.0f} GPUs", **style))
+    figure = _figure(traces, request, height=420, panels=_stacked(["jobs waiting", "GPUs asked"], gap=0.08))
     latest = max(r["time"] for r in records)
     jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
     gpus = sum(r["waiting_gpus"] for r in records if r["time"] == latest)
@@ -244,7 +275,7 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
     started = sum(r["started_jobs"] for r in records)
     if not started:
         return Drawing(None, f"No job started {_since(request)}.")
-    times = [r["time"] for r in records]
+    times = _times(records)
     traces: list[Any] = [
         go.Bar(x=times, y=[r[bucket.column] for r in records], name=bucket.label,
                marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
@@ -283,28 +314,29 @@ def read_states(request: ChartRequest) -> Table:
                    ended.get((state, kind), 0)) for state, kind in keys])
 
 
+_ACTIVE_STATES = (states.QUEUED, states.PENDING, states.RUNNING, states.CANCELLING)
+_ENDED_STATES = (states.SUCCEEDED, states.FAILED, states.CANCELLED)
+
+
 def draw_states(table: Table, request: ChartRequest) -> Drawing:
     """Active jobs by state now, and jobs that ended in the range by final state, per GPU type."""
     records = table.records()
     if not records:
         return Drawing(None, f"No job is active and none ended {_since(request)}.")
-    figure = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.1)
-    active_states = [s for s in (states.QUEUED, states.PENDING, states.RUNNING, states.CANCELLING)]
-    ended_states = [states.SUCCEEDED, states.FAILED, states.CANCELLED]
+    traces: list[Any] = []
     for kind in sorted({r["gpu_type"] for r in records}, key=accelerator_label):
         rows = {r["state"]: r for r in records if r["gpu_type"] == kind}
-        style = {"marker": {"color": type_color(kind)}, "legendgroup": kind, "name": accelerator_label(kind)}
-        figure.add_trace(go.Bar(x=[s.removeprefix("JOB_STATE_").capitalize() for s in active_states],
-                                y=[rows[s]["active_jobs"] if s in rows else 0 for s in active_states],
-                                hovertemplate="%{y} jobs", **style), row=1, col=1)
-        figure.add_trace(go.Bar(x=[s.removeprefix("JOB_STATE_").capitalize() for s in ended_states],
-                                y=[rows[s]["ended_in_range"] if s in rows else 0 for s in ended_states],
-                                showlegend=False, hovertemplate="%{y} jobs", **style), row=1, col=2)
-    _panels(figure, request, height=340, barmode="stack", hovermode="closest")
-    figure.update_xaxes(title={"text": "active now"}, row=1, col=1)
-    figure.update_xaxes(title={"text": f"ended, last {request.time_range.label}"}, row=1, col=2)
+        style = {"marker": {"color": type_color(kind)}, "legendgroup": kind, "name": accelerator_label(kind),
+                 "hovertemplate": "%{y} jobs"}
+        traces.append(go.Bar(x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ACTIVE_STATES],
+                             y=[rows[s]["active_jobs"] if s in rows else 0 for s in _ACTIVE_STATES], **style))
+        traces.append(go.Bar(x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ENDED_STATES],
+                             y=[rows[s]["ended_in_range"] if s in rows else 0 for s in _ENDED_STATES],
+                             xaxis="x2", yaxis="y2", showlegend=False, **style))
+    figure = _figure(traces, request, height=340, barmode="stack", hovermode="closest",
+                     panels=_side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42]))
     active = sum(r["active_jobs"] for r in records)
-    ended = {s: sum(r["ended_in_range"] for r in records if r["state"] == s) for s in ended_states}
+    ended = {s: sum(r["ended_in_range"] for r in records if r["state"] == s) for s in _ENDED_STATES}
     total_ended = sum(ended.values())
     return Drawing(figure, f"{active} active jobs now; {total_ended} ended {_since(request)}, "
                            f"{_pct(ended[states.SUCCEEDED], total_ended)} of them successfully.")
@@ -364,17 +396,17 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
     if not records:
         return Drawing(None, "No Slurm clusters: fair-share appears here once a cluster is defined.")
     clusters = sorted({r["cluster"] for r in records})
-    figure = make_subplots(rows=1, cols=len(clusters), shared_yaxes=False)
-    for column, cluster in enumerate(clusters, start=1):
+    traces: list[Any] = []
+    for index, cluster in enumerate(clusters):
         rows = [r for r in records if r["cluster"] == cluster]
-        accounts = [r["account"] for r in rows]
+        axes = {"xaxis": _axis("x", index)[1], "yaxis": _axis("y", index)[1]}
         for name, key, color in (("shares", "norm_shares", "#4e79a7"), ("effective usage", "effective_usage", "#f28e2b")):
-            figure.add_trace(go.Bar(y=accounts, x=[r[key] for r in rows], orientation="h", name=name,
-                                    marker={"color": color}, legendgroup=name, showlegend=column == 1,
-                                    hovertemplate=f"{name} %{{x:.3f}}"), row=1, col=column)
-        figure.update_xaxes(title={"text": cluster}, row=1, col=column)
+            traces.append(go.Bar(y=[r["account"] for r in rows], x=[r[key] for r in rows], orientation="h", name=name,
+                                 marker={"color": color}, legendgroup=name, showlegend=index == 0,
+                                 hovertemplate=f"{name} %{{x:.3f}}", **axes))
     most_accounts = max(sum(1 for r in records if r["cluster"] == cluster) for cluster in clusters)
-    _panels(figure, request, height=120 + 40 * most_accounts, barmode="group", hovermode="y unified")
+    figure = _figure(traces, request, height=120 + 40 * most_accounts, barmode="group", hovermode="y unified",
+                     panels=_side_by_side(clusters, [1.0] * len(clusters)))
     over = sum(1 for r in records if r["effective_usage"] > r["norm_shares"])
     return Drawing(figure, f"{over} of {len(records)} accounts use more than their share.")
 

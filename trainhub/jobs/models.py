@@ -57,6 +57,7 @@ class CustomJob(models.Model):
             models.Index(fields=["-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_ended"),
             models.Index(fields=["project", "-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_project"),
             models.Index(fields=["created_by", "-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_user"),
+            models.Index(fields=["state", "-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_state"),
             # The dashboards' sampler reads the jobs that started since its last sample.
             models.Index(fields=["start_time"], condition=models.Q(start_time__isnull=False), name="job_started"),
         ]

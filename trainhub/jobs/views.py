@@ -84,14 +84,15 @@ def _sort_headers(tab: ListTab, current: Sort) -> dict[str, dict]:
 
 def _job_rows_context(request: HttpRequest) -> dict:
     projects = projects_with_permission(user=request.user, permission=LIST)
-    form = JobListForm(request.GET, projects=projects, submitters=page_selectors.job_submitters(projects=projects),
-                       me=request.user.get_username())
+    submitters = page_selectors.job_submitters(projects=projects)
+    form = JobListForm(request.GET, projects=projects, submitters=submitters, me=request.user.get_username())
     tab = form.list_tab
     page = page_selectors.JobPage([], "", None)
     sort = tab.default_sort
     if form.is_valid():
         query = form.query()
-        page, sort = page_selectors.jobs_page(query), query.sort
+        usernames = {pk: name for name, pk in submitters.items()}
+        page, sort = page_selectors.jobs_page(query, usernames=usernames), query.sort
     return {"filter_form": form, "tab": tab, "tabs": TABS.values(), "page": page, "jobs": page.jobs,
             "next_cursor": page.next_cursor, "sort_headers": _sort_headers(tab, sort),
             # Later pages stay still while read; the first page follows new jobs.

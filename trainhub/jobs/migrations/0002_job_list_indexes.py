@@ -86,6 +86,10 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='customjob',
+            index=models.Index(condition=models.Q(('end_time__isnull', False)), fields=['state', '-end_time', '-id'], name='job_finished_state'),
+        ),
+        migrations.AddIndex(
+            model_name='customjob',
             index=models.Index(condition=models.Q(('start_time__isnull', False)), fields=['start_time'], name='job_started'),
         ),
         migrations.AddConstraint(
