@@ -88,7 +88,11 @@ def test_an_admin_edits_a_quota(page, live_server, login, cast, screenshot):
 
 
 def test_a_viewer_is_refused_the_submit_form(page, live_server, login, cast, screenshot):
+    page.goto(f"{live_server.url}/login/")
+    screenshot("login")
     login("vic")
+    page.goto(f"{live_server.url}/account/token")
+    screenshot("api-token")
     response = page.goto(f"{live_server.url}/projects/alpha/locations/us-central1/jobs/new")
     assert response.status == 403
     screenshot("viewer-refused")

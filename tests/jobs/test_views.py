@@ -311,3 +311,22 @@ def test_input_the_form_cannot_read_is_shown_on_its_field(client, cast, override
     assert response.status_code == 200
     assert f'id="{error_id}"' in response.content.decode()
     assert not CustomJob.objects.exists()
+
+
+def test_a_starting_or_stopping_gang_shows_its_progress(client, cast, nodes, now):
+    pools = (container_pool(), container_pool(replicas=2))
+    job = submit(cast["alpha"], cast["uma"], *pools)
+    t4 = list(nodes["t4"].nodes.all())
+    assert services.jobs_place(assignments={job.pk: {(0, 0): (t4[0].pk, []), (1, 0): (t4[1].pk, []),
+                                                     (1, 1): (t4[2].pk, [])}}, now=now)
+    primary, *workers = job.replicas.order_by("pool_index", "replica_index")
+    services.replica_started(replica=primary, now=now)
+    client.force_login(cast["uma"])
+    content = client.get(job_url(job, "jobs:detail_status")).content.decode()
+    assert "Starting replicas: 1 of 3 running" in content and 'max="3" value="1"' in content
+    for replica in (primary, *workers):
+        services.replica_started(replica=replica, now=now)
+    services.job_cancel(job=job, now=now)
+    services.replica_exited(replica=workers[0], exit_code=-15, now=now)
+    content = client.get(job_url(job, "jobs:detail_status")).content.decode()
+    assert "Stopping replicas: 1 of 3 stopped" in content

@@ -21,7 +21,7 @@ from trainhub.iam.selectors import (
     projects_with_permission,
     user_has_permission,
 )
-from trainhub.jobs import page_selectors, selectors, services
+from trainhub.jobs import page_selectors, selectors, services, states
 from trainhub.jobs.costs import job_cost
 from trainhub.jobs.forms import (
     DEFAULT_LOCATION,
@@ -105,13 +105,26 @@ def job_list(request: HttpRequest, fragment: str | None = None) -> HttpResponse:
     return render_page_or_fragment(request, "jobs/job_list.html", sections, fragment)
 
 
+def _progress(job: CustomJob, replicas: list) -> dict | None:
+    """How far a gang has got while it starts (replicas running) or stops (replicas ended)."""
+    if job.state == states.PENDING and replicas:
+        done = sum(1 for replica in replicas if replica.state != states.REPLICA_ASSIGNED)
+        return {"label": "Starting replicas", "done": done, "total": len(replicas), "verb": "running"}
+    if job.state == states.CANCELLING:
+        done = sum(1 for replica in replicas if replica.state == states.REPLICA_EXITED)
+        return {"label": "Stopping replicas", "done": done, "total": len(replicas), "verb": "stopped"}
+    return None
+
+
 def _status_context(request: HttpRequest, job: CustomJob) -> dict:
+    replicas = selectors.job_replicas(job=job)
     return {
         "job": job,
         "wait": wait_explanation(job_pk=job.pk),
         "cost": job_cost(job, timezone.now()),
         "urls": job_urls(job),
-        "replicas": selectors.job_replicas(job=job),
+        "replicas": replicas,
+        "progress": _progress(job, replicas),
         "events": selectors.job_events(job=job),
         "can_cancel": not job.is_terminal and user_has_permission(user=request.user, project=job.project,
                                                                     permission=CANCEL),
