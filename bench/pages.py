@@ -3,7 +3,8 @@
 The dataset: ``page_active_jobs`` active jobs (running on most of the ``page_nodes`` nodes, the
 rest queued or pending), ``page_finished_jobs`` finished ones spread over 30 days, two projects
 (the user is a member of both, so "all my projects" is a two-project query), a week of dashboard
-samples, quotas, and one running job with a timeline and 2,000 log lines. Each page is requested
+samples, quotas, the finished jobs' cost ledger, and one running job with a timeline and 2,000 log
+lines. Each page is requested
 through Django's test client (the whole middleware and template stack, no network): one warm-up
 request, then ``page_repeat`` timed ones (p50, p95, max), and one more, untimed, counting SQL.
 """
@@ -86,7 +87,8 @@ def build_dataset(sizes: Sizes) -> Dataset:
     from trainhub.inventory.models import Node
     from trainhub.inventory.services import node_heartbeat
     from trainhub.jobs import states
-    from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
+    from trainhub.jobs.costs import gpus_by_quota_demand
+    from trainhub.jobs.models import CostLedger, CustomJob, JobEvent, LogLine, Replica
     from trainhub.scheduling.quota import quota_metric
     from trainhub.scheduling.services import quota_set, scheduler_pass
 
@@ -133,6 +135,17 @@ def build_dataset(sizes: Sizes) -> Dataset:
             (Replica(job=row, pool_index=0, replica_index=0, node_id=node_id, gpu_indices=list(range(8)),
                      state=states.REPLICA_RUNNING, assigned_at=row.create_time, started_at=row.start_time)
              for row, node_id in running), batch_size=2000)
+    ledgers: dict[tuple[int, str], CostLedger] = {}
+    for row in rows:  # what services._transition books as each job ends
+        if row.end_time is not None:
+            ledger = ledgers.setdefault((row.project.pk, row.strategy), CostLedger(project=row.project,
+                                                                                   strategy=row.strategy))
+            ledger.jobs += 1
+            for kind, gpus in gpus_by_quota_demand(row.quota_demand).items():
+                seconds = gpus * (row.end_time - row.start_time).total_seconds()
+                ledger.gpu_seconds[kind] = ledger.gpu_seconds.get(kind, 0.0) + seconds
+    CostLedger.objects.all().delete()
+    CostLedger.objects.bulk_create(ledgers.values())
     running_job, _node = running[0]
     finished_job = rows[0]
     for job in (running_job, finished_job):

@@ -110,7 +110,7 @@ def test_another_domain_registers_its_capacity_as_its_own_scope(cast, nodes, sta
 
 
 def test_complete_blocks_are_rolled_up_with_sums_highest_values_and_the_minutes_sampled(cast, nodes, start):
-    block = start.replace(minute=start.minute - start.minute % 15) + dt.timedelta(minutes=15)
+    block = start.replace(minute=15) + dt.timedelta(hours=1)  # a quarter past: no hour completes with it
     t4_job(cast, block, gpus=4)
     for minute in (0, 1, 2, 5, 14):  # the sampler missed some minutes
         if minute == 5:

@@ -168,7 +168,7 @@ def test_gpu_allocation_shows_each_gpu_type_with_its_pools_and_capacity(client, 
 def test_coarser_ranges_average_levels_over_buckets(client, cast, history):
     client.force_login(cast["vic"])
     rows = [row for row in csv_rows(client, "queue-depth", range="24h") if row["gpu_type"] == "NVIDIA_TESLA_T4"]
-    assert 4 <= len(rows) <= 6  # 15-minute buckets over an hour of samples
+    assert 3 <= len(rows) <= 4  # the complete 15-minute blocks of an hour of samples
     assert all(float(row["queued_jobs"]) <= 2 for row in rows)
     assert {row["oldest_wait_seconds"] for row in rows} != {"0"}
 

@@ -32,7 +32,7 @@ RANGES: tuple[TimeRange, ...] = (
     TimeRange("1h", "1 hour", 60, 1, 1),
     TimeRange("6h", "6 hours", 6 * 60, 5, 1),
     TimeRange("24h", "24 hours", 24 * 60, 15, 15),
-    TimeRange("7d", "7 days", 7 * 24 * 60, 60, 60),
+    TimeRange("7d", "7 days", 7 * 24 * 60, 120, 60),
 )
 RANGES_BY_KEY = {time_range.key: time_range for time_range in RANGES}
 DEFAULT_RANGE = RANGES_BY_KEY["24h"]
