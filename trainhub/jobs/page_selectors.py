@@ -57,12 +57,12 @@ class ListTab:
 ACTIVE_TAB = ListTab(
     "active", "Active", ACTIVE_JOBS, (states.QUEUED, states.PENDING, states.RUNNING, states.CANCELLING),
     (Sort("newest", "Newest first", Ordering("create_time")),
-     Sort("oldest", "Oldest first (queue order)", Ordering("create_time", descending=False)),
+     Sort("oldest", "Oldest first (queue)", Ordering("create_time", descending=False)),
      Sort("gpus", "Most GPUs first", Ordering("gpu_count"))),
     counted=True)
 FINISHED_TAB = ListTab(
     "finished", "Finished", FINISHED_JOBS, (states.SUCCEEDED, states.FAILED, states.CANCELLED),
-    (Sort("ended", "Ended most recently", Ordering("end_time")),
+    (Sort("ended", "Recently ended", Ordering("end_time")),
      Sort("ended-first", "Ended longest ago", Ordering("end_time", descending=False))),
     counted=False)
 TABS: dict[str, ListTab] = {tab.key: tab for tab in (ACTIVE_TAB, FINISHED_TAB)}
