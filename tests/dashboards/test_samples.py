@@ -147,3 +147,14 @@ def test_a_job_placed_and_starting_counts_as_running_and_a_draining_node_as_capa
     assert (row.pending_jobs, row.running_jobs, row.running_gpus) == (0, 1, 2)
     t4 = CapacitySample.objects.get(resolution=1, scope="t4")
     assert (t4.gpus_total, t4.gpus_allocated) == (12, 4)
+
+
+def test_the_beat_task_records_this_minute_and_prunes(cast):
+    from django.conf import settings as django_settings
+
+    from trainhub.dashboards.tasks import record_samples
+
+    assert django_settings.CELERY_BEAT_SCHEDULE["dashboard-samples"]["task"] == "trainhub.dashboards.tasks.record_samples"
+    QueueSample.objects.create(minute=1, accelerator_type=T4)  # 1970: long past any retention
+    record_samples.delay()
+    assert list(QueueSample.objects.values_list("accelerator_type", flat=True)) == ["ACCELERATOR_TYPE_UNSPECIFIED"]
