@@ -19,6 +19,7 @@ from bench.environment import (
     machine_description,
     setup_django,
 )
+from bench.pages import bench_pages
 from bench.report import Section, format_section, write_results
 from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
 from bench.scheduler_pass import FULL, QUICK, Benchmark
@@ -26,7 +27,8 @@ from bench.slurm_pages import bench_slurm_pages
 from bench.slurm_priority import bench_slurm_priority
 from bench.submission import bench_rest_submit
 
-BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("rest_submit", bench_rest_submit, needs_database=True),
+BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_database=True),
+              Benchmark("rest_submit", bench_rest_submit, needs_database=True),
               Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
               Benchmark("slurm_pages", bench_slurm_pages, needs_database=True))
 

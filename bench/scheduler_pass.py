@@ -60,6 +60,10 @@ class Sizes:
     admission_jobs: int
     #: CustomJobs POSTed over HTTP by the rest_submit benchmark (bench/submission.py).
     rest_jobs: int
+    page_active_jobs: int
+    page_finished_jobs: int
+    page_nodes: int
+    page_repeat: int
 
     def pure_repeat_for(self, jobs: int) -> int:
         return 3 if jobs >= self.pure_long_queue else self.pure_repeat
@@ -67,10 +71,12 @@ class Sizes:
 
 FULL = Sizes(pure_jobs=(1_000, 10_000, 50_000), pure_nodes=(100, 1_000), pure_repeat=5, pure_long_queue=50_000,
              db_nodes=1_000, db_jobs=(1_000, 10_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3,
-             admission_jobs=15_000, rest_jobs=10_000)
+             admission_jobs=15_000, rest_jobs=10_000, page_active_jobs=10_000,
+             page_finished_jobs=100_000, page_nodes=1_000, page_repeat=20)
 QUICK = Sizes(pure_jobs=(1_000, 10_000), pure_nodes=(100, 1_000), pure_repeat=3, pure_long_queue=10_000,
               db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2,
-              admission_jobs=1_500, rest_jobs=1_000)
+              admission_jobs=1_500, rest_jobs=1_000, page_active_jobs=1_000,
+              page_finished_jobs=10_000, page_nodes=100, page_repeat=5)
 
 
 # --- 1. pure placement pass -------------------------------------------------------------------
@@ -242,6 +248,7 @@ def queued_row(job: WorkloadJob, *, project: Project, user: AbstractBaseUser, cr
         strategy=parsed.strategy,
         gpu_count=sum(pool.replica_count * pool.shape.accelerator_count for pool in parsed.pools),
         replica_count=sum(pool.replica_count for pool in parsed.pools),
+        accelerator_type=parsed.accelerator_type,
         quota_demand=quota_demand(((pool.replica_count, pool.shape) for pool in parsed.pools), parsed.strategy),
         timeout_seconds=parsed.timeout_seconds, max_wait_seconds=parsed.max_wait_seconds,
         created_by=user, create_time=created, update_time=created,

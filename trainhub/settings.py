@@ -89,6 +89,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "trainhub.common.navigation.navigation",
             ],
         },
     },
@@ -171,6 +172,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.slurm.tasks.all_clusters_pass",
         "schedule": float(envint("TRAINHUB_SLURM_PASS_INTERVAL_SECONDS", 5)),
     },
+    "dashboard-samples": {
+        "task": "trainhub.dashboards.tasks.record_samples",
+        "schedule": 60.0,
+    },
 }
 
 
@@ -180,6 +185,8 @@ CELERY_BEAT_SCHEDULE = {
 TRAINHUB_RESOURCE_PROVISIONING_TIMEOUT_SECONDS = envint("TRAINHUB_RESOURCE_PROVISIONING_TIMEOUT_SECONDS", 600)
 TRAINHUB_RESOURCE_SCALE_DOWN_AFTER_SECONDS = envint("TRAINHUB_RESOURCE_SCALE_DOWN_AFTER_SECONDS", 300)
 TRAINHUB_RESOURCE_SAMPLE_SECONDS = envint("TRAINHUB_RESOURCE_SAMPLE_SECONDS", 60)
+# Dashboards: how long per-minute samples are kept (the longest chart range is 7 days).
+TRAINHUB_DASHBOARD_RETENTION_DAYS = envint("TRAINHUB_DASHBOARD_RETENTION_DAYS", 8)
 
 
 def envjson(name: str, default: str) -> dict:

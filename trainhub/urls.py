@@ -43,5 +43,6 @@ urlpatterns = [
     path("", include("trainhub.tuning.urls")),
     path("", include("trainhub.resources.urls")),
     path("slurm/", include("trainhub.slurm.urls")),
+    path("dashboards/", include("trainhub.dashboards.urls")),
     path("", include("trainhub.jobs.urls")),
 ]

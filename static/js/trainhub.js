@@ -104,10 +104,157 @@
     });
   }
 
+
+  // Live fragments. Elements with hx-trigger="th-changed from:body" refresh when the scheduler
+  // status (a cheap Redis read) reports a new version, and at least every FORCE_REFRESH_MS;
+  // hx-trigger="th-tick from:body" ones (log tails) ask on every tick. Ticks come every 2 s while
+  // the reader is active, every 10 s after a minute without input (a wall screen), every 30 s in
+  // a hidden tab; the reader can pause them. Without JavaScript every page still reads, and
+  // reloading shows the latest state.
+  const TICK_ACTIVE_MS = 2000;
+  const TICK_IDLE_MS = 10000;
+  const TICK_HIDDEN_MS = 30000;
+  const IDLE_AFTER_MS = 60000;
+  const FORCE_REFRESH_MS = 30000;
+  const LIVE_SELECTOR = '[hx-trigger*="th-changed"], [hx-trigger*="th-tick"]';
+
+  function setUpLive() {
+    const statusUrl = document.body.dataset.liveStatus;
+    if (!statusUrl || !window.htmx) return;
+    const indicator = document.querySelector("[data-live-indicator]");
+    const text = indicator && indicator.querySelector("[data-live-text]");
+    const toggle = indicator && indicator.querySelector("[data-live-toggle]");
+    let lastInput = Date.now();
+    let lastRefresh = Date.now();
+    let version = null;
+    let paused = false;
+    let timer = null;
+    let dueAt = 0;
+
+    function interval() {
+      if (document.hidden) return TICK_HIDDEN_MS;
+      return Date.now() - lastInput > IDLE_AFTER_MS ? TICK_IDLE_MS : TICK_ACTIVE_MS;
+    }
+
+    function show(state) {
+      if (!indicator) return;
+      indicator.hidden = !document.querySelector(LIVE_SELECTOR);
+      indicator.dataset.state = state;
+      const time = new Date().toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+      text.textContent = { live: `Live · ${time}`, idle: `Live (idle, every ${TICK_IDLE_MS / 1000} s) · ${time}`,
+                           paused: "Updates paused", offline: "Reconnecting…" }[state];
+    }
+
+    function schedule(delay) {
+      clearTimeout(timer);
+      dueAt = Date.now() + delay;
+      timer = setTimeout(tick, delay);
+    }
+
+    async function tick() {
+      if (paused) return;
+      if (!document.querySelector(LIVE_SELECTOR)) {
+        show("live");
+        schedule(interval());
+        return;
+      }
+      htmx.trigger(document.body, "th-tick");
+      let changed = Date.now() - lastRefresh >= FORCE_REFRESH_MS;
+      let state = Date.now() - lastInput > IDLE_AFTER_MS ? "idle" : "live";
+      try {
+        const response = await fetch(statusUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+        if (response.ok) {
+          const current = (await response.json()).version;
+          changed = changed || (version !== null && current !== version);
+          version = current;
+        } else {
+          changed = true; // e.g. the session ended: the fragments' answers take the page to the login form
+        }
+      } catch (error) {
+        state = "offline";
+      }
+      if (changed) {
+        lastRefresh = Date.now();
+        htmx.trigger(document.body, "th-changed");
+      }
+      show(state);
+      schedule(interval());
+    }
+
+    function wake() {
+      lastInput = Date.now();
+      if (!paused && dueAt - Date.now() > TICK_ACTIVE_MS) schedule(0);
+    }
+
+    ["pointermove", "pointerdown", "keydown", "wheel", "touchstart", "focusin"].forEach((name) =>
+      window.addEventListener(name, wake, { passive: true }));
+    document.addEventListener("visibilitychange", () => { if (!document.hidden) wake(); });
+    if (toggle) {
+      toggle.addEventListener("click", () => {
+        paused = !paused;
+        toggle.setAttribute("aria-pressed", String(paused));
+        toggle.textContent = paused ? "Resume updates" : "Pause updates";
+        if (paused) {
+          clearTimeout(timer);
+          show("paused");
+        } else {
+          lastRefresh = 0; // catch up at once
+          schedule(0);
+        }
+      });
+    }
+    show("live");
+    schedule(TICK_ACTIVE_MS);
+  }
+
+  // Forms whose action takes a while (submit, cancel, save) say so: the button is disabled with a
+  // progress label until the next page arrives, which also stops double submissions.
+  function setUpBusyForms() {
+    document.addEventListener("submit", (event) => {
+      const button = event.submitter;
+      if (!button || !button.dataset.busyLabel || event.defaultPrevented) return;
+      button.setAttribute("aria-busy", "true");
+      button.dataset.label = button.textContent;
+      button.textContent = button.dataset.busyLabel;
+      // Disabled after the browser has read the form, so the button's own name/value still goes.
+      setTimeout(() => { button.disabled = true; }, 0);
+    });
+    // Back/forward cache: a page shown again must not keep a button disabled.
+    window.addEventListener("pageshow", () => {
+      document.querySelectorAll("button[aria-busy=true]").forEach((button) => {
+        button.disabled = false;
+        button.removeAttribute("aria-busy");
+        button.textContent = button.dataset.label;
+      });
+    });
+  }
+
+  // Dashboard charts: each card's figure (built by the server, as JSON beside it) is drawn with
+  // the vendored plotly.js when the card arrives, and released before htmx replaces the card, so
+  // a wall screen refreshing for days does not pile up plots.
+  function setUpCharts() {
+    if (!window.htmx) return;
+    const config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+    htmx.onLoad((root) => {
+      if (!window.Plotly) return;
+      root.querySelectorAll(".chart__plot").forEach((plot) => {
+        const figure = JSON.parse(plot.parentElement.querySelector(".chart__figure").textContent);
+        Plotly.newPlot(plot, figure.data, figure.layout, config);
+      });
+    });
+    document.body.addEventListener("htmx:beforeSwap", (event) => {
+      if (!window.Plotly) return;
+      event.detail.target.querySelectorAll(".js-plotly-plot").forEach((plot) => Plotly.purge(plot));
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     setUpSubmitForm();
     setUpLogTail();
     setUpSessionExpiry();
     setUpCopyButtons();
+    setUpLive();
+    setUpBusyForms();
+    setUpCharts();
   });
 })();

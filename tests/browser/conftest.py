@@ -64,3 +64,39 @@ def login(page, live_server):
         page.wait_for_url(f"{live_server.url}/")
 
     return as_user
+
+
+@pytest.fixture
+def open_table(page, live_server, screenshot):
+    """open_table(path, columns, shot=None) -> the table's rows, as lists of cell texts.
+
+    Opens a page, checks that its table has these column headers (case-insensitive, in this
+    order, others may come between), saves a screenshot named ``shot`` if given. A page test is
+    then a few lines, e.g. for a Slurm sprio page:
+    ``rows = open_table("/slurm/demo/sprio", ["JOBID", "PRIORITY", "AGE", "FAIRSHARE"], shot="sprio")``.
+    """
+
+    def open_page(path: str, columns: list[str], shot: str | None = None) -> list[list[str]]:
+        response = page.goto(f"{live_server.url}{path}")
+        assert response.status == 200, f"{path} answered {response.status}"
+        table = page.locator("main table").first
+        table.wait_for()
+        headers = [text.strip().lower() for text in table.locator("thead th").all_inner_texts()]
+        wanted = iter(headers)
+        missing = [column for column in columns if not any(column.lower() in header for header in wanted)]
+        assert not missing, f"{path}: columns {missing} not found in {headers}"
+        if shot:
+            screenshot(shot)
+        return [[cell.strip() for cell in row.locator("th, td").all_inner_texts()]
+                for row in table.locator("tbody tr").all()]
+
+    return open_page
+
+
+@pytest.fixture
+def busy_cluster(cast):
+    from django.utils import timezone
+
+    from tests.browser.cluster import load_busy_cluster
+
+    return load_busy_cluster(cast, timezone.now())

@@ -56,11 +56,8 @@ def test_a_job_submitted_in_the_form_reaches_succeeded_live(page, live_server, l
     screenshot("job-detail-succeeded")
     job.refresh_from_db()
     assert job.state == "JOB_STATE_SUCCEEDED"
-    page.goto(f"{live_server.url}/")
+    page.goto(f"{live_server.url}/?tab=finished")
     page.get_by_text("browser-hello").first.wait_for()
-    screenshot("job-list")
-    page.goto(f"{live_server.url}/nodes/")
-    screenshot("nodes")
 
 
 def test_a_running_job_is_cancelled_from_its_page(page, live_server, login, cast, nodes, tmp_path, screenshot):
@@ -91,7 +88,11 @@ def test_an_admin_edits_a_quota(page, live_server, login, cast, screenshot):
 
 
 def test_a_viewer_is_refused_the_submit_form(page, live_server, login, cast, screenshot):
+    page.goto(f"{live_server.url}/login/")
+    screenshot("login")
     login("vic")
+    page.goto(f"{live_server.url}/account/token")
+    screenshot("api-token")
     response = page.goto(f"{live_server.url}/projects/alpha/locations/us-central1/jobs/new")
     assert response.status == 403
     screenshot("viewer-refused")

@@ -9,7 +9,7 @@ from tests.conftest import container_pool
 from tests.jobs.test_views import place_on, submit
 from trainhub.iam.services import user_ensure
 from trainhub.inventory.models import NodeState
-from trainhub.inventory.services import node_pool_ensure, node_set_state
+from trainhub.inventory.services import node_pool_ensure, node_set_state, nodes_dedicate
 
 pytestmark = pytest.mark.django_db
 
@@ -36,11 +36,23 @@ def test_it_lists_pools_nodes_and_the_job_occupying_a_node(client, cast, nodes, 
     response = client.get(reverse("inventory:list"))
     content = response.content.decode()
     assert response.status_code == 200
-    for text in ("a100", "t4", "h100", "n1-standard-4", "NVIDIA_TESLA_T4</span> × 4", busy.name, "busy-job",
+    for text in ("a100", "t4", "h100", "n1-standard-4", "4 × <span class=\"mono\">NVIDIA_TESLA_T4</span>", busy.name, "busy-job",
                  "workerpool0-0", "maintenance window", "badge--node-drain"):
         assert text in content, text
     t4 = next(pool for pool in response.context["pools"] if pool.name == "t4")
-    assert (t4.node_up, t4.node_total, t4.node_busy) == (3, 3, 1)
+    assert (t4.node_up, t4.node_total, t4.node_busy, t4.node_free) == (3, 3, 1, 2)
+    a100 = next(pool for pool in response.context["pools"] if pool.name == "a100")
+    assert (a100.node_up, a100.node_drain, a100.node_free, a100.idle_draining) == (1, 1, 1, 1)
+
+
+def test_the_usage_bar_counts_each_node_once(client, cast, nodes, now):
+    t4_nodes = list(nodes["t4"].nodes.order_by("name"))
+    place_on(submit(cast["alpha"], cast["uma"]), t4_nodes[0], now)
+    node_set_state(node=t4_nodes[0], state=NodeState.DRAIN, reason="busy and draining")
+    node_set_state(node=t4_nodes[1], state=NodeState.DOWN, reason="gone")
+    client.force_login(cast["vic"])
+    t4 = next(pool for pool in client.get(reverse("inventory:list")).context["pools"] if pool.name == "t4")
+    assert (t4.node_busy, t4.idle_draining, t4.idle_down, t4.node_free) == (1, 0, 1, 1)
 
 
 def test_a_job_of_another_project_is_not_named(client, cast, nodes, now):
@@ -65,3 +77,57 @@ def test_the_nodes_page_runs_as_many_queries_for_many_busy_nodes_as_for_one(clie
     with django_assert_max_num_queries(len(few)):
         response = client.get(reverse("inventory:list"))
     assert response.content.decode().count("workerpool0-0") == 11
+
+
+def listed_nodes(client, **params) -> list[str]:
+    response = client.get(reverse("inventory:list"), params)
+    assert response.status_code == 200
+    return [node.name for node in response.context["node_page"].nodes]
+
+
+def test_it_filters_nodes_by_pool_state_occupancy_and_name(client, cast, nodes, now):
+    t4_nodes = list(nodes["t4"].nodes.order_by("name"))
+    place_on(submit(cast["alpha"], cast["uma"], container_pool()), t4_nodes[0], now)
+    nodes_dedicate(nodes=[t4_nodes[1]], owner="persistentResources/7")
+    node_set_state(node=nodes["a100"].nodes.first(), state=NodeState.DOWN, reason="gone")
+    client.force_login(cast["vic"])
+    assert listed_nodes(client, pool="t4") == [node.name for node in t4_nodes]
+    assert listed_nodes(client, occupancy="busy") == [t4_nodes[0].name]
+    assert listed_nodes(client, occupancy="dedicated") == [t4_nodes[1].name]
+    assert set(listed_nodes(client, occupancy="idle")) == {t4_nodes[2].name, *[
+        n.name for n in nodes["h100"].nodes.all()], *[n.name for n in nodes["a100"].nodes.filter(state="UP")]}
+    assert listed_nodes(client, state="DOWN") == [nodes["a100"].nodes.first().name]
+    assert listed_nodes(client, q=t4_nodes[2].name) == [t4_nodes[2].name]
+    content = client.get(reverse("inventory:list"), {"occupancy": "dedicated"}).content.decode()
+    assert "persistentResources/7" in content
+    assert "Select a valid choice" in client.get(reverse("inventory:list"), {"pool": "nope"}).content.decode()
+
+
+def test_nodes_come_fifty_at_a_time_by_name(client, cast):
+    pool = node_pool_ensure(name="big", machine_type="n1-standard-4", node_count=120)
+    names = sorted(pool.nodes.values_list("name", flat=True))
+    client.force_login(cast["uma"])
+    seen, after, pages = [], "", []
+    while True:
+        response = client.get(reverse("inventory:list"), {"after": after} if after else {})
+        pages.append(response)
+        seen += [node.name for node in response.context["node_page"].nodes]
+        after = response.context["node_page"].next_after
+        if not after:
+            break
+        assert f"after={after}" in response.content.decode()
+    assert seen == names and len(pages) == 3
+    assert b'id="node-rows" hx-get' in pages[0].content
+    assert b'id="node-rows" hx-get' not in pages[1].content  # a later page stays still while read
+
+
+def test_the_pool_cards_and_the_node_rows_refresh_as_fragments(client, cast, nodes):
+    client.force_login(cast["uma"])
+    page = client.get(reverse("inventory:list"), {"pool": "t4"}).content.decode()
+    assert f'hx-get="{reverse("inventory:list_pools")}" hx-trigger="th-changed from:body"' in page
+    assert f'hx-get="{reverse("inventory:list_rows")}?pool=t4" hx-trigger="th-changed from:body"' in page
+    rows = client.get(reverse("inventory:list_rows"), {"pool": "t4"})
+    assert rows.status_code == 200 and b"<html" not in rows.content
+    assert rows.content.decode().count("<tr>") == 3
+    pools = client.get(reverse("inventory:list_pools"))
+    assert b'id="pool-cards"' in pools.content and b"<html" not in pools.content

@@ -168,3 +168,19 @@ def test_it_rejects_oversized_argument_lists():
 def test_base_output_directory_gets_a_trailing_slash():
     parsed = parse_custom_job(job_body(container_pool(), baseOutputDirectory={"outputUriPrefix": "/tmp/out"}))
     assert parsed.document["jobSpec"]["baseOutputDirectory"] == {"outputUriPrefix": "/tmp/out/"}
+
+
+@pytest.mark.parametrize("pools, expected", [
+    ([container_pool()], "ACCELERATOR_TYPE_UNSPECIFIED"),
+    ([container_pool(machine_type="a3-highgpu-8g")], "NVIDIA_H100_80GB"),
+    # a CPU chief with 2 x 4 T4 workers: the job is a T4 job
+    ([container_pool(), container_pool(replicas=2, accelerator="NVIDIA_TESLA_T4", count=4)], "NVIDIA_TESLA_T4"),
+    # 1 x 8 H100 against 3 x 1 A100: the type it asks most GPUs of
+    ([container_pool(machine_type="a3-highgpu-8g"), container_pool(machine_type="a2-highgpu-1g", replicas=3)],
+     "NVIDIA_H100_80GB"),
+    # a tie goes to the first pool's type
+    ([container_pool(machine_type="a2-highgpu-1g"), container_pool(machine_type="g2-standard-4")],
+     "NVIDIA_TESLA_A100"),
+])
+def test_a_jobs_gpu_type_is_the_one_it_asks_most_gpus_of(pools, expected):
+    assert parse_custom_job(job_body(*pools)).accelerator_type == expected

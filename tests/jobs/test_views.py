@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.conftest import container_pool, job_body, later
+from tests.conftest import container_pool, job_body
 from trainhub.common.redis import get_redis
 from trainhub.jobs import services, states
 from trainhub.jobs.models import CustomJob
@@ -95,94 +93,6 @@ def test_an_unknown_job_id_is_404_with_the_html_page(client, cast):
     assert "404.html" in [t.name for t in response.templates]
 
 
-# Job list -----------------------------------------------------------------------------------
-
-def test_the_job_list_shows_only_jobs_of_the_users_projects(client, cast):
-    submit(cast["alpha"], cast["uma"], name="alpha-training")
-    submit(cast["beta"], cast["mallory"], name="beta-training")
-    client.force_login(cast["mallory"])
-    content = client.get(reverse("jobs:list")).content.decode()
-    assert "beta-training" in content
-    assert "alpha-training" not in content
-    client.force_login(cast["vic"])
-    content = client.get(reverse("jobs:list")).content.decode()
-    assert "alpha-training" in content
-    assert "beta-training" not in content
-
-
-def test_the_job_list_filters_by_state_and_project(client, cast):
-    from trainhub.iam.roles import USER
-    from trainhub.iam.services import membership_set
-
-    membership_set(project=cast["beta"], user=cast["uma"], role=USER)
-    cancelled = submit(cast["alpha"], cast["uma"], name="cancelled-one")
-    services.job_cancel(job=cancelled)
-    submit(cast["alpha"], cast["uma"], name="queued-one")
-    submit(cast["beta"], cast["uma"], name="beta-one")
-    client.force_login(cast["uma"])
-
-    content = client.get(reverse("jobs:list"), {"state": states.CANCELLED}).content.decode()
-    assert "cancelled-one" in content and "queued-one" not in content and "beta-one" not in content
-    content = client.get(reverse("jobs:list"), {"project": "beta"}).content.decode()
-    assert "beta-one" in content and "queued-one" not in content
-
-
-def test_a_project_the_user_is_not_in_is_a_filter_error_not_a_leak(client, cast):
-    submit(cast["beta"], cast["mallory"], name="beta-secret")
-    client.force_login(cast["alice"])
-    response = client.get(reverse("jobs:list"), {"project": "beta", "state": "NOPE"})
-    assert response.status_code == 200
-    assert b"Select a valid choice" in response.content
-    assert b"beta-secret" not in response.content
-
-
-def test_a_forged_cursor_is_reported_instead_of_failing(client, cast):
-    client.force_login(cast["uma"])
-    response = client.get(reverse("jobs:list"), {"cursor": "not-a-cursor"})
-    assert response.status_code == 200
-    assert b"not a link from a previous page" in response.content
-
-
-def test_the_job_list_is_newest_first_with_a_next_page_link_after_50_jobs(client, cast, now):
-    for index in range(52):
-        submit(cast["alpha"], cast["uma"], name=f"job-{index:02d}", now=later(now, index // 2))  # ties too
-    client.force_login(cast["uma"])
-    first = client.get(reverse("jobs:list"))
-    names = [job.display_name for job in first.context["jobs"]]
-    assert len(names) == 50
-    assert names[:2] == ["job-51", "job-50"]
-    cursor = first.context["next_cursor"]
-    assert f"cursor={cursor}" in first.content.decode()
-    second = client.get(reverse("jobs:list"), {"cursor": cursor})
-    assert [job.display_name for job in second.context["jobs"]] == ["job-01", "job-00"]
-    assert second.context["next_cursor"] == ""
-
-
-def test_the_job_list_runs_as_many_queries_for_30_jobs_as_for_3(client, cast, django_assert_max_num_queries):
-    for _ in range(3):
-        submit(cast["alpha"], cast["uma"])
-    client.force_login(cast["uma"])
-    with CaptureQueriesContext(connection) as few:
-        client.get(reverse("jobs:list"))
-    for _ in range(27):
-        submit(cast["alpha"], cast["uma"])
-    with django_assert_max_num_queries(len(few)):
-        response = client.get(reverse("jobs:list"))
-    assert len(response.context["jobs"]) == 30
-
-
-def test_the_job_table_body_polls_a_rows_fragment_with_the_same_filters(client, cast):
-    submit(cast["alpha"], cast["uma"], name="polled")
-    client.force_login(cast["uma"])
-    page = client.get(reverse("jobs:list"), {"state": states.QUEUED}).content.decode()
-    assert f'hx-get="{reverse("jobs:list_rows")}?state={states.QUEUED}"' in page
-    assert 'hx-trigger="every 3s"' in page
-    rows = client.get(reverse("jobs:list_rows"), {"state": states.QUEUED})
-    assert rows.status_code == 200
-    assert "polled" in rows.content.decode()
-    assert b"<html" not in rows.content and b"<table" not in rows.content
-
-
 # Job detail and its fragments ---------------------------------------------------------------
 
 def test_the_detail_page_shows_the_spec_replicas_timeline_and_logs(client, cast, nodes, now):
@@ -254,11 +164,12 @@ def test_the_fragments_poll_while_the_job_is_live_and_stop_once_it_is_terminal(c
     job = submit(cast["alpha"], cast["uma"])
     client.force_login(cast["uma"])
     page = client.get(job_url(job)).content.decode()
-    assert page.count('hx-trigger="every 2s"') == 2
-    for name in ("jobs:detail_status", "jobs:detail_logs"):
+    assert 'hx-trigger="th-changed from:body"' in page  # status: when the live version moves
+    assert 'hx-trigger="th-tick from:body"' in page  # log tail: on every tick
+    for name, trigger in (("jobs:detail_status", b"th-changed"), ("jobs:detail_logs", b"th-tick")):
         response = client.get(job_url(job, name))
         assert response.status_code == 200
-        assert b'hx-trigger="every 2s"' in response.content
+        assert b'hx-trigger="' + trigger + b' from:body"' in response.content
         assert b"<html" not in response.content
 
     services.job_cancel(job=job)
@@ -400,3 +311,22 @@ def test_input_the_form_cannot_read_is_shown_on_its_field(client, cast, override
     assert response.status_code == 200
     assert f'id="{error_id}"' in response.content.decode()
     assert not CustomJob.objects.exists()
+
+
+def test_a_starting_or_stopping_gang_shows_its_progress(client, cast, nodes, now):
+    pools = (container_pool(), container_pool(replicas=2))
+    job = submit(cast["alpha"], cast["uma"], *pools)
+    t4 = list(nodes["t4"].nodes.all())
+    assert services.jobs_place(assignments={job.pk: {(0, 0): (t4[0].pk, []), (1, 0): (t4[1].pk, []),
+                                                     (1, 1): (t4[2].pk, [])}}, now=now)
+    primary, *workers = job.replicas.order_by("pool_index", "replica_index")
+    services.replica_started(replica=primary, now=now)
+    client.force_login(cast["uma"])
+    content = client.get(job_url(job, "jobs:detail_status")).content.decode()
+    assert "Starting replicas: 1 of 3 running" in content and 'max="3" value="1"' in content
+    for replica in (primary, *workers):
+        services.replica_started(replica=replica, now=now)
+    services.job_cancel(job=job, now=now)
+    services.replica_exited(replica=workers[0], exit_code=-15, now=now)
+    content = client.get(job_url(job, "jobs:detail_status")).content.decode()
+    assert "Stopping replicas: 1 of 3 stopped" in content

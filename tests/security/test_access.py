@@ -55,7 +55,8 @@ def alpha_values(alpha_job, cast, nodes, accounts, now):
             "resource_id": "secret-resource", "operation_id": operation.operation_id,
             "tuning_job_id": tuning_job.job_id, "pipeline_id": pipeline.pipeline_id, "model_id": model.model_id,
             "cluster": accounts.cluster_id, "slurm_job_id": str(slurm_job.job_id), "kind": "prolog",
-            "partition": "a4", "node": "a4-0", "pk": str(association.pk), "name": "normal"}
+            "partition": "a4", "node": "a4-0", "pk": str(association.pk), "name": "normal",
+            "key": "queue-depth"}
 
 
 def call(client, method, path):

@@ -85,7 +85,8 @@ def alpha_jobs(cast, test_transaction_kept):
     CustomJob.objects.filter(pk=job.pk).update(job_id=QUEUED_JOB)
     done = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
                                body=job_body(container_pool(), name="finished"))
-    CustomJob.objects.filter(pk=done.pk).update(job_id=FINISHED_JOB, state=states.SUCCEEDED)
+    CustomJob.objects.filter(pk=done.pk).update(job_id=FINISHED_JOB, state=states.SUCCEEDED,
+                                                 end_time=done.create_time)
 
 
 # Loading the schema reads no database: it is generated from the URL conf and the views.

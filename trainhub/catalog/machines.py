@@ -142,3 +142,15 @@ def machine_type_get(name: str) -> MachineType | None:
 
 def is_flex_start_eligible(accelerator_type: str) -> bool:
     return accelerator_type in FLEX_START_ACCELERATORS
+
+
+def accelerator_types() -> list[str]:
+    """Every accelerator type some machine type takes, sorted."""
+    return sorted({kind for machine in MACHINE_TYPES.values() for kind in machine.accelerators})
+
+
+def accelerator_label(accelerator_type: str) -> str:
+    """A short name for people: NVIDIA_TESLA_A100 -> "A100", NVIDIA_H100_80GB -> "H100 80GB"."""
+    if accelerator_type == NO_ACCELERATOR:
+        return "CPU only"
+    return accelerator_type.removeprefix("NVIDIA_").removeprefix("TESLA_").replace("_", " ")

@@ -1,15 +1,43 @@
-from django.db.models import Count, Prefetch, Q, QuerySet
+from __future__ import annotations
 
-from trainhub.inventory.models import Node, NodePool
+from dataclasses import dataclass
+
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+
+from trainhub.inventory.models import Node, NodePool, NodeState
 from trainhub.jobs.models import Replica
 
+NODE_PAGE_SIZE = 50
 
-def node_pools_with_usage() -> QuerySet[NodePool]:
-    return NodePool.objects.annotate(
-        node_total=Count("nodes", distinct=True),
-        node_up=Count("nodes", filter=Q(nodes__state="UP"), distinct=True),
-        node_busy=Count("nodes__replicas", filter=Q(nodes__replicas__active=True), distinct=True),
-    ).order_by("name")
+
+def node_pools_with_usage() -> list[NodePool]:
+    """Every pool with its node counts: total, per state, dedicated, busy (a replica occupies it),
+    busy among the shared nodes, and for its usage bar the idle dedicated, draining and down
+    nodes and the free ones (up, idle, shared). Two queries: the busy
+    counts come from the active replicas (at most one per node, on a partial index), never by
+    joining every replica the pools' nodes ever ran."""
+    pools = list(NodePool.objects.annotate(
+        node_total=Count("nodes"),
+        node_up=Count("nodes", filter=Q(nodes__state=NodeState.UP)),
+        node_down=Count("nodes", filter=Q(nodes__state=NodeState.DOWN)),
+        node_drain=Count("nodes", filter=Q(nodes__state=NodeState.DRAIN)),
+        node_dedicated=Count("nodes", filter=~Q(nodes__dedicated_to="")),
+    ).order_by("name"))
+    busy = {row[0]: row[1:] for row in
+            Replica.objects.filter(active=True).values("node__pool").order_by()
+            .annotate(busy=Count("pk"), shared=Count("pk", filter=Q(node__dedicated_to="")),
+                      draining=Count("pk", filter=Q(node__state=NodeState.DRAIN)),
+                      down=Count("pk", filter=Q(node__state=NodeState.DOWN)))
+            .values_list("node__pool", "busy", "shared", "draining", "down")}
+    for pool in pools:
+        pool.node_busy, pool.node_busy_shared, busy_draining, busy_down = busy.get(pool.pk, (0, 0, 0, 0))
+        # What each node is doing, every node counted once: what the pool card's bar shows.
+        pool.idle_dedicated = pool.node_dedicated - (pool.node_busy - pool.node_busy_shared)
+        pool.idle_draining = pool.node_drain - busy_draining
+        pool.idle_down = pool.node_down - busy_down
+        pool.node_free = max(0, pool.node_total - pool.node_busy - pool.idle_dedicated - pool.idle_draining
+                             - pool.idle_down)
+    return pools
 
 
 def nodes_for_agent(*, pool_names: list[str] | None) -> QuerySet[Node]:
@@ -19,10 +47,41 @@ def nodes_for_agent(*, pool_names: list[str] | None) -> QuerySet[Node]:
     return nodes
 
 
-def node_pools_with_nodes() -> list[NodePool]:
-    """Every node pool with its usage counts, its nodes, and on each node ``active_replicas``
-    (at most one: the replica occupying it, with its job and project)."""
-    occupying = Replica.objects.filter(active=True).select_related("job__project")
-    nodes = Node.objects.order_by("name").prefetch_related(
-        Prefetch("replicas", queryset=occupying, to_attr="active_replicas"))
-    return list(node_pools_with_usage().prefetch_related(Prefetch("nodes", queryset=nodes)))
+#: The nodes page's occupancy filter: a node runs a replica, is free, or is held by one owner.
+OCCUPANCY = {
+    "busy": Q(busy=True),
+    "idle": Q(busy=False, state=NodeState.UP, dedicated_to=""),
+    "dedicated": ~Q(dedicated_to=""),
+}
+
+
+@dataclass(frozen=True)
+class NodePage:
+    nodes: list[Node]
+    #: The name to continue after ("" on the last page).
+    next_after: str
+
+
+def nodes_page(*, pool: NodePool | None = None, state: str = "", occupancy: str = "", search: str = "",
+               after: str = "", size: int = NODE_PAGE_SIZE) -> NodePage:
+    """Nodes by name, keyset-paginated, each with ``active_replicas`` (at most one: the replica
+    occupying it, with its job and project). Two queries, however many nodes the cluster has."""
+    nodes = Node.objects.select_related("pool").only(
+        "name", "state", "state_reason", "last_heartbeat", "dedicated_to", "pool__name").annotate(
+        busy=Exists(Replica.objects.filter(node=OuterRef("pk"), active=True)))
+    if pool is not None:
+        nodes = nodes.filter(pool=pool)
+    if state:
+        nodes = nodes.filter(state=state)
+    if occupancy:
+        nodes = nodes.filter(OCCUPANCY[occupancy])
+    if search:
+        nodes = nodes.filter(name__startswith=search)
+    if after:
+        nodes = nodes.filter(name__gt=after)
+    occupying = Replica.objects.filter(active=True).select_related("job__project").only(
+        "node_id", "pool_index", "replica_index", "job__job_id", "job__display_name", "job__location",
+        "job__project__project_id")
+    page = list(nodes.order_by("name").prefetch_related(
+        Prefetch("replicas", queryset=occupying, to_attr="active_replicas"))[: size + 1])
+    return NodePage(page[:size], page[size - 1].name if len(page) > size else "")

@@ -6,4 +6,6 @@ app_name = "inventory"
 
 urlpatterns = [
     path("", views.node_list, name="list"),
+    path("pools", views.node_list, {"fragment": "pools"}, name="list_pools"),
+    path("rows", views.node_list, {"fragment": "nodes"}, name="list_rows"),
 ]

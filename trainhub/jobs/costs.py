@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Count, FloatField, Func, Sum
 
 from trainhub.catalog.pricing import Cost, Prices, build_prices, cost_of
-from trainhub.jobs.models import CustomJob
+from trainhub.jobs.models import ACTIVE_JOBS, CostLedger, CustomJob
+from trainhub.scheduling.quota import metric_accelerator
 
 
 def prices() -> Prices:
@@ -70,17 +72,55 @@ class ProjectCost:
     on_demand_equivalent: float
 
 
+class EpochSeconds(Func):
+    """A datetime column as seconds since the Unix epoch, computed by the database, so that sums
+    of times over many jobs decode no row in Python."""
+
+    output_field = FloatField()
+
+    def as_sqlite(self, compiler, connection, **extra):
+        unix_epoch_julian_day = 2440587.5
+        return self.as_sql(compiler, connection, **extra,
+                           template=f"((julianday(%(expressions)s) - {unix_epoch_julian_day}) * 86400.0)")
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)", **extra)
+
+
+def gpus_by_quota_demand(demand: dict[str, int]) -> dict[str, int]:
+    """GPUs per accelerator type from a job's quota demand (GPUs per quota metric)."""
+    gpus: dict[str, int] = defaultdict(int)
+    for metric, count in (demand or {}).items():
+        if (accelerator := metric_accelerator(metric)) is not None:
+            gpus[accelerator] += count
+    return dict(gpus)
+
+
 def project_costs(*, project_ids: list[int], now: dt.datetime) -> list[ProjectCost]:
-    """Accrued cost per project over every job that has started."""
+    """Accrued cost per project over every job that has started: the ledger of finished jobs
+    (one row per project and strategy), plus the jobs still running - two small reads, however
+    long the projects' history."""
     table = prices()
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
-    jobs = (CustomJob.objects.filter(project_id__in=project_ids, start_time__isnull=False)
-            .select_related("project").only("project__project_id", "spec", "strategy", "start_time", "end_time"))
-    for job in jobs.iterator(chunk_size=2000):
-        cost = cost_of(gpus_by_type(job.spec), run_seconds(job, now), job.strategy, table)
-        row = totals[job.project.project_id]
-        row[0] += 1
+
+    def add(project_id: str, jobs: int, gpu_seconds: dict[str, float], strategy: str) -> None:
+        cost = cost_of(gpu_seconds, 1.0, strategy, table)  # linear in time: price GPU-seconds as 1 s
+        row = totals[project_id]
+        row[0] += jobs
         row[1] += sum(cost.gpu_hours.values())
         row[2] += cost.total
         row[3] += cost.on_demand_equivalent
+
+    for ledger in CostLedger.objects.filter(project_id__in=project_ids).select_related("project"):
+        add(ledger.project.project_id, ledger.jobs, ledger.gpu_seconds, ledger.strategy)
+    # Running jobs asking for the same GPUs are summed by the database: sum(now - start) is
+    # jobs * now - sum(start).
+    running = (CustomJob.objects.filter(ACTIVE_JOBS, project_id__in=project_ids, start_time__isnull=False)
+               .values("project__project_id", "strategy", "quota_demand")
+               .annotate(jobs=Count("pk"), started=Sum(EpochSeconds("start_time"))).order_by())
+    for group in running:
+        # To the millisecond: SQLite's julianday() carries some microseconds of float noise.
+        seconds = max(0.0, round(group["jobs"] * now.timestamp() - group["started"], 3))
+        gpu_seconds = {kind: gpus * seconds for kind, gpus in gpus_by_quota_demand(group["quota_demand"]).items()}
+        add(group["project__project_id"], group["jobs"], gpu_seconds, group["strategy"])
     return [ProjectCost(pid, int(r[0]), r[1], r[2], r[3]) for pid, r in sorted(totals.items())]

@@ -10,11 +10,11 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
-from trainhub.catalog.machines import MACHINE_TYPES
+from trainhub.catalog.machines import MACHINE_TYPES, NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.common.widgets import FastSelect
 from trainhub.iam.models import Project
-from trainhub.jobs import states
-from trainhub.jobs.selectors import decode_page_token
+from trainhub.jobs.page_selectors import TABS, JobQuery, tab_for
 from trainhub.jobs.spec import MAX_DISPLAY_NAME, MAX_WORKER_POOLS
 
 DEFAULT_LOCATION = "us-central1"
@@ -23,8 +23,6 @@ STRATEGY_CHOICES = [
     ("FLEX_START", "Flex-start: wait until every GPU of the job is free at once"),
     ("SPOT", "Spot: preemptible capacity"),
 ]
-LISTED_STATES = [states.QUEUED, states.PENDING, states.RUNNING, states.SUCCEEDED, states.FAILED,
-                 states.CANCELLING, states.CANCELLED]
 
 
 def machine_catalog() -> dict[str, dict[str, list[int]]]:
@@ -43,8 +41,7 @@ def _machine_choices() -> list[tuple[str, list[tuple[str, str]]]]:
 
 
 def _accelerator_choices() -> list[tuple[str, str]]:
-    kinds = sorted({kind for machine in MACHINE_TYPES.values() for kind in machine.accelerators})
-    return [("", "None / built in")] + [(kind, kind) for kind in kinds]
+    return [("", "None / built in")] + [(kind, kind) for kind in accelerator_types()]
 
 
 def _count_choices() -> list[tuple[str, str]]:
@@ -64,37 +61,72 @@ def _duration(text: str) -> str | None:
     return f"{text}s" if text.isdigit() else text
 
 
-class JobFilterForm(forms.Form):
-    """The GET filters of the job list. ``cursor`` is the keyset position of the page to show."""
+class JobListForm(forms.Form):
+    """The job list's GET parameters: tab, search, filters, sort and the keyset position.
 
-    project = forms.ChoiceField(required=False)
-    state = forms.ChoiceField(required=False, choices=[("", "Any state")] + [
-        (state, state.removeprefix("JOB_STATE_").capitalize()) for state in LISTED_STATES])
-    cursor = forms.CharField(required=False)
+    Every filter is an equality on one CustomJob column (``COLUMN_FILTERS``); a new one, such as a
+    Slurm partition once jobs carry one, is a form field here and one entry there.
+    """
 
-    def __init__(self, *args: Any, projects: list[Project], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    COLUMN_FILTERS = {"state": "state", "strategy": "strategy", "accelerator_type": "accelerator_type"}
+
+    tab = forms.ChoiceField(required=False, choices=[(key, tab.label) for key, tab in TABS.items()],
+                            widget=forms.HiddenInput)
+    q = forms.CharField(required=False, max_length=128, label="Search", strip=True,
+                        widget=forms.TextInput(attrs={"type": "search", "placeholder": "Name starts with, or job id"}))
+    project = forms.ChoiceField(required=False, widget=FastSelect)
+    user = forms.ChoiceField(required=False, widget=FastSelect)
+    state = forms.ChoiceField(required=False, widget=FastSelect)
+    strategy = forms.ChoiceField(required=False, widget=FastSelect, choices=[("", "Any strategy")] + [
+        (value, value) for value, _ in STRATEGY_CHOICES])
+    accelerator_type = forms.ChoiceField(required=False, label="GPU type", widget=FastSelect, choices=[
+        ("", "Any GPU type")] + [
+        (kind, accelerator_label(kind)) for kind in [*accelerator_types(), NO_ACCELERATOR]])
+    sort = forms.ChoiceField(required=False, widget=FastSelect)
+    cursor = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, data: Any, *, projects: list[Project], submitters: dict[str, int], me: str) -> None:
+        super().__init__(data)
+        self.list_tab = tab_for(key=self.data.get("tab", ""), state=self.data.get("state", ""))
         self.projects = projects
+        self.submitters = submitters
         self.fields["project"].choices = [("", "All my projects")] + [(p.project_id, p.project_id) for p in projects]
+        others = [(name, name) for name in submitters if name != me]
+        self.fields["user"].choices = [("", "Anyone"), (me, f"Me ({me})")] + others
+        self.fields["state"].choices = [("", "Any state")] + [
+            (state, state.removeprefix("JOB_STATE_").capitalize()) for state in self.list_tab.states]
+        self.fields["sort"].choices = [(sort.key, sort.label) for sort in self.list_tab.sorts]
 
-    def clean_cursor(self) -> tuple | None:
-        token = self.cleaned_data["cursor"]
-        if not token:
-            return None
-        try:
-            return decode_page_token(token)
-        except ApiError as exc:
-            raise ValidationError("This is not a link from a previous page; start again from the first page.") from exc
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        token = data.get("cursor")
+        data["cursor"] = None
+        if token:
+            try:
+                data["cursor"] = self.list_tab.sort(data.get("sort", "")).ordering.decode(token)
+            except ApiError:
+                self.add_error("cursor", "This is not a link from a previous page; start again from the first page.")
+        return data
 
-    def selected_projects(self) -> list[Project]:
-        chosen = self.cleaned_data["project"]
-        return [p for p in self.projects if not chosen or p.project_id == chosen]
+    def query(self) -> JobQuery:
+        data = self.cleaned_data
+        columns = {column: data[name] for name, column in self.COLUMN_FILTERS.items() if data[name]}
+        if data["user"]:
+            columns["created_by_id"] = self.submitters.get(data["user"], 0)  # 0: "me" with no membership
+        chosen = data["project"]
+        return JobQuery(tab=self.list_tab, projects=[p for p in self.projects if not chosen or p.project_id == chosen],
+                        sort=self.list_tab.sort(data["sort"]), columns=columns, search=data["q"],
+                        cursor=data["cursor"])
+
+    @property
+    def is_filtered(self) -> bool:
+        return any(self.data.get(name) for name in ("q", "project", "user", "state", "strategy", "accelerator_type"))
 
 
 class LogFilterForm(forms.Form):
     """Which task's log lines to show, and (for the live tail) after which line id."""
 
-    task = forms.ChoiceField(required=False, label="Task")
+    task = forms.ChoiceField(required=False, label="Task", widget=FastSelect)
     after = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, job_spec: dict, **kwargs: Any) -> None:
@@ -114,7 +146,7 @@ class JobSettingsForm(forms.Form):
     display_name = forms.CharField(max_length=MAX_DISPLAY_NAME)
     location = forms.CharField(max_length=32, initial=DEFAULT_LOCATION, validators=[
         RegexValidator(r"^[a-z][a-z0-9-]*[a-z0-9]$", "Lowercase letters, digits and hyphens, e.g. us-central1.")])
-    strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial="STANDARD")
+    strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial="STANDARD", widget=FastSelect)
     timeout = forms.CharField(required=False, max_length=32,
                               help_text='Longest run time, e.g. "3600s" or 3600. Empty: 7 days.')
     max_wait = forms.CharField(required=False, max_length=32, label="Max wait duration",
@@ -137,11 +169,11 @@ class WorkerPoolForm(forms.Form):
     their machine type is left empty."""
 
     # The data- attributes are the hooks of static/js/trainhub.js.
-    machine_type = forms.ChoiceField(required=False, widget=forms.Select(attrs={"data-machine-type": ""}))
+    machine_type = forms.ChoiceField(required=False, widget=FastSelect(attrs={"data-machine-type": ""}))
     accelerator_type = forms.ChoiceField(required=False, choices=_accelerator_choices,
-                                         widget=forms.Select(attrs={"data-accelerator-type": ""}))
+                                         widget=FastSelect(attrs={"data-accelerator-type": ""}))
     accelerator_count = forms.ChoiceField(required=False, choices=_count_choices,
-                                          widget=forms.Select(attrs={"data-accelerator-count": ""}))
+                                          widget=FastSelect(attrs={"data-accelerator-count": ""}))
     replica_count = forms.IntegerField(min_value=1, initial=1, required=False, help_text="Empty: 1.")
     image_uri = forms.CharField(required=False, max_length=1024, label="Container image URI")
     command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),

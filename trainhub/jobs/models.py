@@ -3,11 +3,15 @@ import datetime as dt
 from django.conf import settings
 from django.db import models
 
+from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node
 from trainhub.jobs import states
 
 JOB_STATE_CHOICES = [(name, name) for name in states.JOB_STATES.values()]
+#: The job list's two tabs (see CustomJob.Meta).
+ACTIVE_JOBS = models.Q(end_time__isnull=True)
+FINISHED_JOBS = models.Q(end_time__isnull=False)
 
 
 class CustomJob(models.Model):
@@ -22,6 +26,8 @@ class CustomJob(models.Model):
     strategy = models.CharField(max_length=24, default="STANDARD")
     gpu_count = models.PositiveIntegerField(default=0)
     replica_count = models.PositiveIntegerField(default=1)
+    #: The GPU type it asks most GPUs of (see jobs.spec.main_accelerator_type), for filters and dashboards.
+    accelerator_type = models.CharField(max_length=32, default=NO_ACCELERATOR)
     #: GPUs requested per quota metric (see scheduling.quota), fixed at submission.
     quota_demand = models.JSONField(default=dict, blank=True)
     timeout_seconds = models.PositiveIntegerField()
@@ -48,9 +54,28 @@ class CustomJob(models.Model):
     update_time = models.DateTimeField()
 
     class Meta:
+        # A job is finished exactly when it has an end time (services._transition sets both), so the
+        # job list's Active and Finished tabs each get partial indexes that never hold the other's
+        # rows: 10k active jobs stay cheap to sort next to a million finished ones. The conditions
+        # are IS [NOT] NULL so that SQLite, which matches partial indexes only against literal
+        # terms, uses them as PostgreSQL does.
         indexes = [
             models.Index(fields=["project", "location", "-create_time", "-id"], name="job_list_keyset"),
             models.Index(fields=["state", "create_time"], name="job_state_age"),
+            models.Index(fields=["project", "-create_time", "-id"], condition=ACTIVE_JOBS, name="job_active_created"),
+            models.Index(fields=["project", "-gpu_count", "-id"], condition=ACTIVE_JOBS, name="job_active_gpus"),
+            models.Index(fields=["-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_ended"),
+            models.Index(fields=["project", "-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_project"),
+            models.Index(fields=["created_by", "-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_user"),
+            models.Index(fields=["state", "-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_state"),
+            # The dashboards' sampler reads the jobs that started since its last sample.
+            models.Index(fields=["start_time"], condition=models.Q(start_time__isnull=False), name="job_started"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(FINISHED_JOBS & models.Q(state__in=sorted(states.TERMINAL)))
+                | (ACTIVE_JOBS & ~models.Q(state__in=sorted(states.TERMINAL))),
+                name="job_end_time_iff_finished"),
         ]
 
     def __str__(self) -> str:
@@ -104,7 +129,11 @@ class Replica(models.Model):
             models.UniqueConstraint(fields=["node"], condition=models.Q(active=True), name="one_active_replica_per_node"),
             models.UniqueConstraint(fields=["job", "pool_index", "replica_index", "attempt"], name="replica_identity"),
         ]
-        indexes = [models.Index(fields=["node", "active"], name="replica_node_active")]
+        indexes = [
+            models.Index(fields=["node", "active"], name="replica_node_active"),
+            # Which jobs hold GPUs now (quota usage): the few active replicas, never the history.
+            models.Index(fields=["job"], condition=models.Q(active=True), name="replica_active_job"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.job.job_id}/{self.task_name}"
@@ -136,3 +165,22 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["time", "id"]
+
+
+class CostLedger(models.Model):
+    """What the finished jobs of a project ran, per strategy: how many had started, and their
+    GPU-seconds per accelerator type. Added to as each job ends (services._transition), so a
+    project's cost over its whole history is one small read; deleting a finished job does not
+    take back what it cost."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="cost_ledger")
+    strategy = models.CharField(max_length=24)
+    jobs = models.PositiveIntegerField(default=0)
+    #: accelerator type -> GPU-seconds.
+    gpu_seconds = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "strategy"], name="one_ledger_per_strategy")]
+
+    def __str__(self) -> str:
+        return f"{self.project} {self.strategy}: {self.jobs} jobs"

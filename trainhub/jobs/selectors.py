@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import json
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import DateTimeField, Prefetch, Q, QuerySet
 
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.wire import format_timestamp, parse_timestamp
@@ -69,18 +70,51 @@ def _clause_q(clause: Clause) -> Q:
     return ~q if clause.op == "!=" else q
 
 
-def encode_page_token(job: CustomJob) -> str:
-    payload = json.dumps([format_timestamp(job.create_time), job.pk]).encode()
-    return base64.urlsafe_b64encode(payload).decode().rstrip("=")
+@dataclass(frozen=True)
+class Ordering:
+    """A keyset order: one column then the id as tie-breaker, both in the same direction."""
+
+    field: str
+    descending: bool = True
+
+    def order_by(self) -> tuple[str, str]:
+        sign = "-" if self.descending else ""
+        return f"{sign}{self.field}", f"{sign}id"
+
+    def after(self, value: Any, pk: int) -> Q:
+        """Rows that come after (value, pk) in this order.
+
+        The redundant bound on the column alone is what the database turns into an index range;
+        the OR that follows only settles ties (without it PostgreSQL would walk the index from
+        the start and filter, making deep pages slow).
+        """
+        beyond, bound = ("lt", "lte") if self.descending else ("gt", "gte")
+        return Q(**{f"{self.field}__{bound}": value}) & (
+            Q(**{f"{self.field}__{beyond}": value}) | Q(**{self.field: value, f"pk__{beyond}": pk}))
+
+    def _is_time(self) -> bool:
+        return isinstance(CustomJob._meta.get_field(self.field), DateTimeField)
+
+    def encode(self, job: CustomJob) -> str:
+        value = getattr(job, self.field)
+        payload = json.dumps([format_timestamp(value) if self._is_time() else value, job.pk]).encode()
+        return base64.urlsafe_b64encode(payload).decode().rstrip("=")
+
+    def decode(self, token: str) -> tuple[Any, int]:
+        try:
+            padded = token + "=" * (-len(token) % 4)
+            value, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
+            if self._is_time():
+                value = parse_timestamp(value)
+            elif not isinstance(value, (int, str)) or isinstance(value, bool):
+                raise TypeError(f"a {type(value).__name__} cannot be a position in {self.field}")
+            return value, int(pk)
+        except (ValueError, TypeError) as exc:
+            raise invalid_argument([FieldViolation("pageToken", "is not a token returned by a previous list call")]) from exc
 
 
-def decode_page_token(token: str) -> tuple[dt.datetime, int]:
-    try:
-        padded = token + "=" * (-len(token) % 4)
-        created, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return parse_timestamp(created), int(pk)
-    except (ValueError, TypeError) as exc:
-        raise invalid_argument([FieldViolation("pageToken", "is not a token returned by a previous list call")]) from exc
+#: customJobs.list's order, and its pageToken's.
+NEWEST_FIRST = Ordering("create_time")
 
 
 def jobs_list(*, project: Project, location: str, filter_expression: str = "", page_size: int | None = None,
@@ -95,18 +129,18 @@ def jobs_list(*, project: Project, location: str, filter_expression: str = "", p
             raise invalid_argument([FieldViolation("filter", str(exc))]) from exc
         for clause in clauses:
             jobs = jobs.filter(_clause_q(clause))
-    cursor = decode_page_token(page_token) if page_token else None
+    cursor = NEWEST_FIRST.decode(page_token) if page_token else None
     return keyset_page(_with_replicas(jobs), cursor=cursor, size=size)
 
 
-def keyset_page(jobs: QuerySet[CustomJob], *, cursor: tuple[dt.datetime, int] | None,
-                size: int) -> tuple[list[CustomJob], str]:
-    """One page newest first after ``cursor`` on the (create_time, id) index, and the next page's token."""
+def keyset_page(jobs: QuerySet[CustomJob], *, cursor: tuple[Any, int] | None, size: int,
+                ordering: Ordering = NEWEST_FIRST) -> tuple[list[CustomJob], str]:
+    """One page in ``ordering`` after ``cursor`` (an index range, however deep the page), and the
+    next page's token ("" on the last page)."""
     if cursor:
-        created, pk = cursor
-        jobs = jobs.filter(Q(create_time__lt=created) | Q(create_time=created, pk__lt=pk))
-    page = list(jobs.order_by("-create_time", "-id")[: size + 1])
-    next_token = encode_page_token(page[size - 1]) if len(page) > size else ""
+        jobs = jobs.filter(ordering.after(*cursor))
+    page = list(jobs.order_by(*ordering.order_by())[: size + 1])
+    next_token = ordering.encode(page[size - 1]) if len(page) > size else ""
     return page[:size], next_token
 
 

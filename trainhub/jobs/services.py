@@ -18,10 +18,12 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from trainhub.common.errors import ApiError, invalid_argument
+from trainhub.common.live import live_changed
 from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs import states
-from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
+from trainhub.jobs.costs import gpus_by_quota_demand
+from trainhub.jobs.models import CostLedger, CustomJob, JobEvent, LogLine, Replica
 from trainhub.jobs.signals import job_state_changed
 from trainhub.jobs.spec import ParsedCustomJob, SpecError, parse_custom_job
 from trainhub.resources.selectors import job_resource_check
@@ -59,6 +61,7 @@ def queued_job(job: CustomJob) -> working_memory.QueuedJob:
 
 def _event(job: CustomJob, now: dt.datetime, message: str, state: str = "") -> None:
     JobEvent.objects.create(job=job, time=now, state=state, message=message)
+    live_changed()
 
 
 def _transition(job: CustomJob, target: str, now: dt.datetime, message: str, *, error: dict | None = None) -> None:
@@ -78,6 +81,18 @@ def _transition(job: CustomJob, target: str, now: dt.datetime, message: str, *, 
     job.save(update_fields=fields)
     _event(job, now, message, target)
     transaction.on_commit(lambda: job_state_changed.send(sender=CustomJob, job=job, state=target), robust=True)
+    if target in states.TERMINAL and job.start_time is not None:
+        _cost_ledger_add(job)
+
+
+def _cost_ledger_add(job: CustomJob) -> None:
+    """Book a finished job's GPU-seconds in its project's cost ledger (see CostLedger)."""
+    ledger, _ = CostLedger.objects.select_for_update().get_or_create(project_id=job.project_id, strategy=job.strategy)
+    seconds = (job.end_time - job.start_time).total_seconds()
+    for accelerator, gpus in gpus_by_quota_demand(job.quota_demand).items():
+        ledger.gpu_seconds[accelerator] = ledger.gpu_seconds.get(accelerator, 0.0) + gpus * seconds
+    ledger.jobs += 1
+    ledger.save(update_fields=["jobs", "gpu_seconds"])
 
 
 def _new_job_id() -> str:
@@ -133,6 +148,7 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
             strategy=parsed.strategy,
             gpu_count=sum(p.replica_count * p.shape.accelerator_count for p in parsed.pools),
             replica_count=sum(p.replica_count for p in parsed.pools),
+            accelerator_type=parsed.accelerator_type,
             quota_demand=demand,
             owner=owner,
             trial_id=trial_id,

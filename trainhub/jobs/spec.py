@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterable
 
 from trainhub.catalog.machines import (
     ACCELERATOR_TYPES,
@@ -110,6 +110,21 @@ class ParsedCustomJob:
     timeout_seconds: int
     #: None means "wait forever" (maxWaitDuration "0s"); only meaningful for FLEX_START.
     max_wait_seconds: int | None
+
+    @property
+    def accelerator_type(self) -> str:
+        """The job's GPU type in lists and dashboards: the type it asks most GPUs of (the first
+        such pool on a tie), or NO_ACCELERATOR for a job without GPUs."""
+        return main_accelerator_type((pool.replica_count, pool.shape) for pool in self.pools)
+
+
+def main_accelerator_type(pools: Iterable[tuple[int, ReplicaShape]]) -> str:
+    """The accelerator type with the most GPUs over (replica count, shape) pairs; NO_ACCELERATOR if none."""
+    gpus: dict[str, int] = {}
+    for replicas, shape in pools:
+        if shape.accelerator_count:
+            gpus[shape.accelerator_type] = gpus.get(shape.accelerator_type, 0) + replicas * shape.accelerator_count
+    return max(gpus, key=gpus.__getitem__) if gpus else NO_ACCELERATOR
 
 
 class SpecError(Exception):

@@ -2,74 +2,40 @@
 
 from __future__ import annotations
 
-from functools import partial, wraps
-from typing import Callable
+from functools import partial
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import BadRequest, PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
+from trainhub.common.pages import html_page, render_page_or_fragment
 from trainhub.iam.selectors import (
     project_get_for_user,
     projects_with_permission,
     user_has_permission,
 )
-from trainhub.jobs import page_selectors, selectors, services
+from trainhub.jobs import page_selectors, selectors, services, states
 from trainhub.jobs.costs import job_cost
 from trainhub.jobs.forms import (
     DEFAULT_LOCATION,
-    JobFilterForm,
+    JobListForm,
     JobSubmitForm,
     LogFilterForm,
     machine_catalog,
 )
 from trainhub.jobs.models import CustomJob
+from trainhub.jobs.page_selectors import TABS, ListTab, Sort
 from trainhub.scheduling.selectors import wait_explanation
 
 GET = "aiplatform.customJobs.get"
 LIST = "aiplatform.customJobs.list"
 CREATE = "aiplatform.customJobs.create"
 CANCEL = "aiplatform.customJobs.cancel"
-
-#: A fragment of a page: its template and a function building only the context it needs.
-Section = tuple[str, Callable[[], dict]]
-
-
-def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Require login, and show an ApiError from a selector or service as the HTML error page
-    of its status (404 and 403 render templates/404.html and templates/403.html)."""
-
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        try:
-            return view(request, *args, **kwargs)
-        except ApiError as error:
-            if error.http_status == 404:
-                raise Http404(error.message) from error
-            if error.http_status == 403:
-                raise PermissionDenied(error.message) from error
-            raise BadRequest(error.message) from error
-
-    return login_required(wrapper)
-
-
-def render_page_or_fragment(request: HttpRequest, page_template: str, sections: dict[str, Section],
-                            fragment: str | None) -> HttpResponse:
-    """The whole page (every section), or only the section an htmx poll asked for: built alone,
-    so a poll runs just that section's queries."""
-    if fragment:
-        template, build_context = sections[fragment]
-        return render(request, template, build_context())
-    context: dict = {}
-    for _, build_context in sections.values():
-        context.update(build_context())
-    return render(request, page_template, context)
 
 
 def job_urls(job: CustomJob) -> dict[str, str]:
@@ -82,30 +48,64 @@ def _job_for(request: HttpRequest, project: str, location: str, job_id: str, per
                                       permission=permission)
 
 
+def _sort_headers(tab: ListTab, current: Sort) -> dict[str, dict]:
+    """Per sortable column: the sort its header links to (the other direction when it is the
+    current one) and its aria-sort value."""
+    by_column: dict[str, list[Sort]] = {}
+    for sort in tab.sorts:
+        by_column.setdefault(sort.ordering.field, []).append(sort)
+    headers = {}
+    for column, sorts in by_column.items():
+        is_current = current in sorts
+        target = sorts[(sorts.index(current) + 1) % len(sorts)] if is_current else sorts[0]
+        direction = "descending" if current.ordering.descending else "ascending"
+        headers[column] = {"key": target.key, "label": target.label, "aria_sort": direction if is_current else ""}
+    return headers
+
+
 def _job_rows_context(request: HttpRequest) -> dict:
-    form = JobFilterForm(request.GET, projects=projects_with_permission(user=request.user,
-                                                                                      permission=LIST))
-    jobs, next_cursor = [], ""
+    projects = projects_with_permission(user=request.user, permission=LIST)
+    submitters = page_selectors.job_submitters(projects=projects)
+    form = JobListForm(request.GET, projects=projects, submitters=submitters, me=request.user.get_username())
+    tab = form.list_tab
+    page = page_selectors.JobPage([], "", None)
+    sort = tab.default_sort
     if form.is_valid():
-        jobs, next_cursor = page_selectors.jobs_page(projects=form.selected_projects(),
-                                                     state=form.cleaned_data["state"],
-                                                     cursor=form.cleaned_data["cursor"])
-    return {"filter_form": form, "jobs": jobs, "next_cursor": next_cursor}
+        query = form.query()
+        usernames = {pk: name for name, pk in submitters.items()}
+        page, sort = page_selectors.jobs_page(query, usernames=usernames), query.sort
+    return {"filter_form": form, "tab": tab, "tabs": TABS.values(), "page": page, "jobs": page.jobs,
+            "next_cursor": page.next_cursor, "sort_headers": _sort_headers(tab, sort),
+            # Later pages stay still while read; the first page follows new jobs.
+            "live": form.is_valid() and not form.cleaned_data["cursor"]}
 
 
 @html_page
 def job_list(request: HttpRequest, fragment: str | None = None) -> HttpResponse:
-    sections = {"rows": ("jobs/_job_rows.html", partial(_job_rows_context, request))}
+    sections = {"rows": ("jobs/_job_rows_fragment.html", partial(_job_rows_context, request))}
     return render_page_or_fragment(request, "jobs/job_list.html", sections, fragment)
 
 
+def _progress(job: CustomJob, replicas: list) -> dict | None:
+    """How far a gang has got while it starts (replicas running) or stops (replicas ended)."""
+    if job.state == states.PENDING and replicas:
+        done = sum(1 for replica in replicas if replica.state != states.REPLICA_ASSIGNED)
+        return {"label": "Starting replicas", "done": done, "total": len(replicas), "verb": "running"}
+    if job.state == states.CANCELLING:
+        done = sum(1 for replica in replicas if replica.state == states.REPLICA_EXITED)
+        return {"label": "Stopping replicas", "done": done, "total": len(replicas), "verb": "stopped"}
+    return None
+
+
 def _status_context(request: HttpRequest, job: CustomJob) -> dict:
+    replicas = selectors.job_replicas(job=job)
     return {
         "job": job,
         "wait": wait_explanation(job_pk=job.pk),
         "cost": job_cost(job, timezone.now()),
         "urls": job_urls(job),
-        "replicas": selectors.job_replicas(job=job),
+        "replicas": replicas,
+        "progress": _progress(job, replicas),
         "events": selectors.job_events(job=job),
         "can_cancel": not job.is_terminal and user_has_permission(user=request.user, project=job.project,
                                                                     permission=CANCEL),

@@ -19,7 +19,7 @@ from trainhub.inventory.models import NodeState
 from trainhub.jobs import states
 from trainhub.jobs.costs import prices
 from trainhub.jobs.models import CustomJob, Replica
-from trainhub.jobs.selectors import decode_page_token, keyset_page
+from trainhub.jobs.selectors import NEWEST_FIRST, keyset_page
 from trainhub.resources.matching import ResourcePoolView, match_worker_pools
 from trainhub.resources.models import (
     BILLABLE_STATES,
@@ -66,7 +66,7 @@ def resources_list(*, project: Project, location: str, page_size: int | None = N
     """Newest first, keyset-paginated on (create_time, id) like customJobs.list."""
     size = DEFAULT_PAGE_SIZE if not page_size else min(page_size, MAX_PAGE_SIZE)
     resources = PersistentResource.objects.filter(project=project, location=location, deleted_time__isnull=True)
-    cursor = decode_page_token(page_token) if page_token else None
+    cursor = NEWEST_FIRST.decode(page_token) if page_token else None
     return keyset_page(_with_pools(resources), cursor=cursor, size=size)
 
 

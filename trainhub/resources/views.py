@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import project_get_for_user, projects_with_permission, user_has_permission
 from trainhub.jobs.forms import DEFAULT_LOCATION, machine_catalog
-from trainhub.jobs.views import Section, html_page, render_page_or_fragment
+from trainhub.common.pages import Section, html_page, render_page_or_fragment
 from trainhub.resources import selectors, services
 from trainhub.resources.charts import figure_html, utilisation_figure
 from trainhub.resources.forms import ResourceCreateForm, ResourceResizeForm

@@ -29,6 +29,13 @@ def quota_metric(accelerator_type: str, strategy: str) -> str | None:
     return f"custom_model_training_{kind}nvidia_{gpu}_gpus"
 
 
+def metric_accelerator(metric: str) -> str | None:
+    """The accelerator type a quota metric counts (the inverse of quota_metric), or None."""
+    gpu = metric.removeprefix("custom_model_training_").removeprefix("preemptible_").removeprefix("nvidia_")
+    gpu = gpu.removesuffix("_gpus")
+    return next((accel for accel, name in QUOTA_GPU_NAME.items() if name == gpu), None)
+
+
 def all_metrics() -> list[str]:
     return sorted({quota_metric(accel, strategy) for accel in QUOTA_GPU_NAME for strategy in ("STANDARD", "SPOT")})
 

@@ -11,7 +11,10 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.iam.models import Project
+from trainhub.jobs import states
 from trainhub.jobs.forms import JobSubmitForm
+from trainhub.jobs.selectors import NEWEST_FIRST
 
 ALGORITHM_CHOICES = [
     ("ALGORITHM_UNSPECIFIED", "Bayesian optimisation (TPE)"),
@@ -68,6 +71,35 @@ def _float(text: str) -> float:
         return float(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a number") from None
+
+
+class TuningFilterForm(forms.Form):
+    """The GET filters of the tuning job list. ``cursor`` is the keyset position of the page to show."""
+
+    project = forms.ChoiceField(required=False)
+    state = forms.ChoiceField(required=False, choices=[("", "Any state")] + [
+        (state, state.removeprefix("JOB_STATE_").capitalize())
+        for state in (states.QUEUED, states.PENDING, states.RUNNING, states.SUCCEEDED, states.FAILED,
+                      states.CANCELLING, states.CANCELLED)])
+    cursor = forms.CharField(required=False)
+
+    def __init__(self, *args: Any, projects: list[Project], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.projects = projects
+        self.fields["project"].choices = [("", "All my projects")] + [(p.project_id, p.project_id) for p in projects]
+
+    def clean_cursor(self) -> tuple | None:
+        token = self.cleaned_data["cursor"]
+        if not token:
+            return None
+        try:
+            return NEWEST_FIRST.decode(token)
+        except ApiError as exc:
+            raise ValidationError("This is not a link from a previous page; start again from the first page.") from exc
+
+    def selected_projects(self) -> list[Project]:
+        chosen = self.cleaned_data["project"]
+        return [p for p in self.projects if not chosen or p.project_id == chosen]
 
 
 class StudyForm(forms.Form):

@@ -12,7 +12,7 @@ from django.db.models import Prefetch, QuerySet
 from trainhub.common.errors import ApiError
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user
-from trainhub.jobs.selectors import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, decode_page_token, keyset_page
+from trainhub.jobs.selectors import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, NEWEST_FIRST, keyset_page
 from trainhub.tuning.models import HyperparameterTuningJob, Model, ModelVersion, TrainingPipeline, Trial
 
 _LOOKUP_FIELD = {HyperparameterTuningJob: "job_id", TrainingPipeline: "pipeline_id", Model: "model_id"}
@@ -54,7 +54,7 @@ def resources_list(*, kind: type[DjangoModel], projects: list[Project], location
     if state:
         rows = rows.filter(state=state)
     if page_token:
-        cursor = decode_page_token(page_token)
+        cursor = NEWEST_FIRST.decode(page_token)
     return keyset_page(_with_related(kind, rows), cursor=cursor, size=size)
 
 

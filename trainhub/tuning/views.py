@@ -13,10 +13,10 @@ from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import project_get_for_user, projects_with_permission, user_has_permission
-from trainhub.jobs.forms import DEFAULT_LOCATION, JobFilterForm, machine_catalog
-from trainhub.jobs.views import html_page, render_page_or_fragment
+from trainhub.jobs.forms import DEFAULT_LOCATION, machine_catalog
+from trainhub.common.pages import html_page, render_page_or_fragment
 from trainhub.tuning import figures, selectors, services
-from trainhub.tuning.forms import TuningJobForm
+from trainhub.tuning.forms import TuningFilterForm, TuningJobForm
 from trainhub.tuning.models import HyperparameterTuningJob, Model
 from trainhub.tuning.render import best_trial
 
@@ -40,7 +40,7 @@ def _job_for(request: HttpRequest, project: str, location: str, tuning_job_id: s
 
 
 def _rows_context(request: HttpRequest) -> dict:
-    form = JobFilterForm(request.GET, projects=projects_with_permission(user=request.user, permission=LIST))
+    form = TuningFilterForm(request.GET, projects=projects_with_permission(user=request.user, permission=LIST))
     jobs, next_cursor = [], ""
     if form.is_valid():
         jobs, next_cursor = selectors.resources_list(kind=HyperparameterTuningJob, projects=form.selected_projects(),

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 
 from trainhub.common.errors import ApiError
-from trainhub.jobs.views import html_page
+from trainhub.common.pages import html_page
 from trainhub.slurm import selectors
 from trainhub.slurm import sacctmgr as syntax
 from trainhub.slurm.forms.accounting import (

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import projects_with_permission
-from trainhub.jobs.views import html_page
+from trainhub.common.pages import html_page
 from trainhub.slurm import selectors
 from trainhub.slurm.forms.clusters import ConfigForm, KeyValueForm, NodeStateForm, ScriptsForm, key_value_text
 from trainhub.slurm.models import Partition, SlurmCluster

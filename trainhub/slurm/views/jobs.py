@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
-from trainhub.jobs.views import html_page, render_page_or_fragment
+from trainhub.common.pages import html_page, render_page_or_fragment
 from trainhub.slurm import selectors
 from trainhub.slurm.forms.jobs import SubmitForm
 from trainhub.slurm.models import JobState, SlurmJob

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from trainhub.jobs.views import html_page
+from trainhub.common.pages import html_page
 from trainhub.slurm import figures, reports, selectors
 from trainhub.slurm.api.reports import REPORTS
 from trainhub.slurm.forms.reports import SacctForm, SprioForm, SqueueForm, SshareForm

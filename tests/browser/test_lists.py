@@ -1,0 +1,61 @@
+"""The job list and the nodes page in a real browser: filters, tabs, search, and rows that
+follow the cluster without a reload."""
+
+import re
+
+import pytest
+from django.utils import timezone
+
+from trainhub.inventory.models import NodeState
+from trainhub.inventory.services import node_set_state
+from trainhub.jobs.models import CustomJob
+from trainhub.scheduling.services import scheduler_pass
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+JOB_COLUMNS = ["Name", "Project", "User", "State", "Strategy", "GPU type", "GPUs", "Created"]
+
+
+def test_the_job_list_filters_by_gpu_type_state_and_search(page, live_server, login, busy_cluster, open_table,
+                                                           screenshot):
+    login("uma")
+    rows = open_table("/", JOB_COLUMNS, shot="job-list")
+    assert len(rows) == CustomJob.objects.filter(project__project_id="alpha", end_time__isnull=True).count()
+    page.select_option("[name=accelerator_type]", "NVIDIA_H100_80GB")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(re.compile(r"accelerator_type=NVIDIA_H100_80GB"))
+    gpu_types = {row[5] for row in table_rows(page)}
+    assert gpu_types == {"H100 80GB"}
+    page.fill("[name=q]", "bert")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(re.compile(r"q=bert"))
+    assert all(row[0].startswith("bert") for row in table_rows(page)) and table_rows(page)
+    page.get_by_role("link", name="Clear filters").click()
+    page.get_by_role("link", name=re.compile("^Finished")).click()
+    page.wait_for_url(re.compile(r"tab=finished"))
+    page.select_option("[name=state]", "JOB_STATE_FAILED")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(re.compile(r"state=JOB_STATE_FAILED"))
+    states = {row[3] for row in table_rows(page)}
+    assert states == {"FAILED"}
+    page.goto(f"{live_server.url}/?tab=finished")
+    screenshot("job-list-finished")
+
+
+def table_rows(page) -> list[list[str]]:
+    return [[cell.strip() for cell in row.locator("th, td").all_inner_texts()]
+            for row in page.locator("main table tbody tr").all()]
+
+
+def test_the_nodes_page_shows_a_node_going_down_without_a_reload(page, live_server, login, busy_cluster, open_table):
+    login("vic")
+    rows = open_table("/nodes/?pool=h100-pool", ["Node", "Pool", "State", "Last heartbeat", "Job"], shot="nodes")
+    assert [row[2] for row in rows].count("UP") == 4
+    node = busy_cluster["nodes"][6]  # an H100 node
+    node_set_state(node=node, state=NodeState.DOWN, reason="power supply failed")
+    deadline = timezone.now() + timezone.timedelta(seconds=20)
+    while not page.get_by_text("power supply failed").count():
+        assert timezone.now() < deadline, "the nodes page never showed the node going down"
+        scheduler_pass(now=timezone.now())  # a pass moves the live version, as beat's would
+        page.wait_for_timeout(500)
+    assert page.locator("#pool-cards").get_by_text("Down").count()

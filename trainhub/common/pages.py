@@ -1,0 +1,47 @@
+"""Pages made of live sections: the whole page, or one section alone for an htmx refresh."""
+
+from __future__ import annotations
+
+from functools import wraps
+from typing import Callable
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest, PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from trainhub.common.errors import ApiError
+
+#: A fragment of a page: its template and a function building only the context it needs.
+Section = tuple[str, Callable[[], dict]]
+
+
+def render_page_or_fragment(request: HttpRequest, page_template: str, sections: dict[str, Section],
+                            fragment: str | None) -> HttpResponse:
+    """The whole page (every section), or only the section an htmx poll asked for: built alone,
+    so a poll runs just that section's queries."""
+    if fragment:
+        template, build_context = sections[fragment]
+        return render(request, template, build_context())
+    context: dict = {}
+    for _, build_context in sections.values():
+        context.update(build_context())
+    return render(request, page_template, context)
+
+
+def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Require login, and show an ApiError from a selector or service as the HTML error page
+    of its status (404 and 403 render templates/404.html and templates/403.html)."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except ApiError as error:
+            if error.http_status == 404:
+                raise Http404(error.message) from error
+            if error.http_status == 403:
+                raise PermissionDenied(error.message) from error
+            raise BadRequest(error.message) from error
+
+    return login_required(wrapper)

@@ -1,0 +1,456 @@
+"""The dashboard's charts. Each one reads its data as a ``Table`` (what its CSV download holds)
+and draws a Plotly figure from that table alone, so the chart and its CSV never disagree.
+
+Figures are built with plotly.graph_objects in Python and drawn by the vendored plotly.js.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import plotly.graph_objects as go
+from django.contrib.auth.models import AbstractBaseUser
+
+from trainhub.catalog.machines import NO_ACCELERATOR, accelerator_label, accelerator_types
+from trainhub.dashboards import selectors
+from trainhub.dashboards.sources import fairshare_rows
+from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange
+from trainhub.iam.selectors import projects_with_permission
+from trainhub.jobs import states
+from trainhub.jobs.templatetags.trainhub_format import compact_duration
+from trainhub.scheduling.quota import metric_accelerator
+from trainhub.scheduling.selectors import quota_rows_for_user
+
+WAITING_JOBS_SHOWN = 12
+JOBS_LIST = "aiplatform.customJobs.list"
+
+
+@dataclass(frozen=True)
+class ChartRequest:
+    user: AbstractBaseUser
+    time_range: TimeRange
+    now: dt.datetime
+    #: The wall-screen mode draws on a dark background, each figure as tall as its grid cell.
+    wall: bool = False
+
+
+@dataclass
+class Table:
+    """A chart's data: column names and rows of plain values (numbers, text, times)."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+@dataclass(frozen=True)
+class Drawing:
+    figure: go.Figure | None
+    #: One sentence saying what the chart shows now (caption, and the text alternative).
+    summary: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    title: str
+    read: Callable[[ChartRequest], Table]
+    draw: Callable[[Table, ChartRequest], Drawing]
+    #: Whether the time range selector changes this chart.
+    over_time: bool = True
+    wide: bool = False
+    #: Shown under the figure, with the table's ``records``.
+    extra_template: str = ""
+
+
+# --- Look ----------------------------------------------------------------------------------
+
+_PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+            "#9c755f", "#86bcb6", "#d37295", "#a0cbe8")
+_TYPE_COLORS = {kind: _PALETTE[index % len(_PALETTE)] for index, kind in enumerate(accelerator_types())}
+_TYPE_COLORS[NO_ACCELERATOR] = "#9aa5b1"
+STATE_COLORS = {states.QUEUED: "#8792a2", states.PENDING: "#e0a030", states.RUNNING: "#3b6fd8",
+                states.SUCCEEDED: "#2f9e5b", states.FAILED: "#d64541", states.CANCELLING: "#8b74b8",
+                states.CANCELLED: "#8b74b8"}
+_WAIT_COLORS = ("#2f9e5b", "#8cc265", "#edc948", "#f28e2b", "#d64541")
+
+
+def type_color(kind: str) -> str:
+    return _TYPE_COLORS.get(kind, _PALETTE[hash(kind) % len(_PALETTE)])
+
+
+def _layout(request: ChartRequest, *, height: int, panels: dict[str, dict] | None = None,
+            **extra: Any) -> dict[str, Any]:
+    """The look every figure shares: the legend above the plot, panels named by their axis titles.
+
+    ``panels`` adds axes ("xaxis2", "yaxis2"...) with the same look, for figures of several
+    panels (see _stacked and _side_by_side).
+    """
+    text = "#e8edf3" if request.wall else "#1d2733"
+    grid = "rgba(232,237,243,.14)" if request.wall else "#e3e8ee"
+    axis = {"gridcolor": grid, "zerolinecolor": grid, "linecolor": grid, "automargin": True}
+    layout = {
+        "template": "none", "margin": {"l": 8, "r": 8, "t": 8, "b": 8},
+        "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
+        "font": {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif", "size": 13,
+                 "color": text},
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "bgcolor": "rgba(0,0,0,0)"},
+        "hovermode": "x unified", "xaxis": dict(axis), "yaxis": {**axis, "rangemode": "tozero"},
+    }
+    for name, settings in (panels or {}).items():
+        layout[name] = {**layout.get(name, {**axis, "rangemode": "tozero"} if name.startswith("y") else axis),
+                        **settings}
+    if not request.wall:  # on the wall the figure fills its grid cell instead
+        layout["height"] = height
+    layout.update(extra)
+    return layout
+
+
+def _figure(traces: list[Any], request: ChartRequest, *, height: int = 320, **layout: Any) -> go.Figure:
+    """A figure built in one go: Plotly's make_subplots/add_trace deep-copy every trace, which
+    cost more than all the rest of a chart's request."""
+    return go.Figure(data=traces, layout=_layout(request, height=height, **layout))
+
+
+def _axis(letter: str, index: int) -> tuple[str, str]:
+    """(layout key, trace reference) of the index-th (0-based) x or y axis: ("yaxis2", "y2")."""
+    suffix = str(index + 1) if index else ""
+    return f"{letter}axis{suffix}", f"{letter}{suffix}"
+
+
+def _stacked(titles: list[str], gap: float = 0.06) -> dict[str, dict]:
+    """Panels stacked top to bottom on one shared x axis (drawn under the last), each titled on
+    its y axis; the panel of titles[i] is drawn on _axis("y", i)."""
+    height = (1 - gap * (len(titles) - 1)) / len(titles)
+    panels = {"xaxis": {"anchor": _axis("y", len(titles) - 1)[1]}}
+    for index, title in enumerate(titles):
+        top = 1 - index * (height + gap)
+        panels[_axis("y", index)[0]] = {"domain": [max(0.0, top - height), top], "title": {"text": title}}
+    return panels
+
+
+def _side_by_side(titles: list[str], widths: list[float], gap: float = 0.1) -> dict[str, dict]:
+    """Panels left to right, each with its own axes and titled on its x axis; the panel of
+    titles[i] is drawn on _axis("x", i) and _axis("y", i)."""
+    scale = (1 - gap * (len(titles) - 1)) / sum(widths)
+    panels, left = {}, 0.0
+    for index, (title, width) in enumerate(zip(titles, widths)):
+        (x_key, x_ref), (y_key, y_ref) = _axis("x", index), _axis("y", index)
+        panels[x_key] = {"domain": [left, min(1.0, left + width * scale)], "anchor": y_ref, "title": {"text": title}}
+        panels[y_key] = {"anchor": x_ref}
+        left += width * scale + gap
+    return panels
+
+
+def _times(records: list[dict[str, Any]]) -> list[str]:
+    """The records' times as ISO strings: Plotly reads them as dates, and copies strings far faster
+    than datetime objects."""
+    return [record["time"].isoformat() for record in records]
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{round(100 * part / whole)}%" if whole else "–"
+
+
+def _since(request: ChartRequest) -> str:
+    return f"in the last {request.time_range.label}"
+
+
+# --- GPU allocation by GPU type, per pool and per cluster ------------------------------------
+
+def read_allocation(request: ChartRequest) -> Table:
+    points = selectors.capacity_series(time_range=request.time_range, now=request.now)
+    return Table(("time", "source", "scope", "gpu_type", "allocated_gpus", "dedicated_gpus", "total_gpus"),
+                 [(p.time, p.source, p.scope, p.accelerator_type, round(p.gpus_allocated, 2),
+                   round(p.gpus_dedicated, 2), round(p.gpus_total, 2)) for p in points])
+
+
+def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
+    """One panel per GPU type: GPUs allocated to jobs, stacked per pool (and cluster), GPUs held by
+    dedicated owners, and the capacity of the nodes that are up."""
+    records = table.records()
+    if not records:
+        return Drawing(None, "No samples yet: the first appears within a minute of the sampler starting.")
+    kinds = sorted({r["gpu_type"] for r in records}, key=accelerator_label)
+    traces: list[Any] = []
+    latest = max(r["time"] for r in records)
+    now_allocated = now_total = 0.0
+    for index, kind in enumerate(kinds):
+        rows = [r for r in records if r["gpu_type"] == kind]
+        y_ref = _axis("y", index)[1]
+        for shade, (source, scope) in enumerate(sorted({(r["source"], r["scope"]) for r in rows})):
+            series = [r for r in rows if (r["source"], r["scope"]) == (source, scope)]
+            traces.append(go.Scatter(
+                x=_times(series), y=[r["allocated_gpus"] for r in series], yaxis=y_ref, mode="lines",
+                stackgroup=f"allocated-{kind}", name=scope if source == "pool" else f"{scope} ({source})",
+                legendgroup=kind, line={"width": 0.5, "color": type_color(kind)}, opacity=1 - 0.2 * (shade % 3),
+                hovertemplate="%{y:.0f} GPUs"))
+        totals: dict[dt.datetime, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for r in rows:
+            totals[r["time"]][0] += r["total_gpus"]
+            totals[r["time"]][1] += r["dedicated_gpus"]
+        times = sorted(totals)
+        x = [time.isoformat() for time in times]
+        if any(totals[t][1] for t in times):
+            traces.append(go.Scatter(x=x, y=[totals[t][1] for t in times], yaxis=y_ref, mode="lines", name="dedicated",
+                                     line={"color": "#8792a2", "dash": "dot", "width": 2}, legendgroup="dedicated",
+                                     showlegend=index == 0, hovertemplate="%{y:.0f} dedicated"))
+        traces.append(go.Scatter(x=x, y=[totals[t][0] for t in times], yaxis=y_ref, mode="lines", name="capacity",
+                                 line={"color": "#c2410c", "dash": "dash", "width": 2}, legendgroup="capacity",
+                                 showlegend=index == 0, hovertemplate="%{y:.0f} capacity"))
+        now_allocated += sum(r["allocated_gpus"] for r in rows if r["time"] == latest)
+        now_total += totals[latest][0]
+    figure = _figure(traces, request, height=120 + 170 * len(kinds),
+                     panels=_stacked([accelerator_label(kind) for kind in kinds], gap=0.04))
+    summary = (f"Now {now_allocated:.0f} of {now_total:.0f} GPUs allocated to jobs "
+               f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}.")
+    return Drawing(figure, summary)
+
+
+# --- Queue depth ---------------------------------------------------------------------------
+
+def read_queue(request: ChartRequest) -> Table:
+    points = selectors.queue_series(time_range=request.time_range, now=request.now)
+    return Table(("time", "gpu_type", "queued_jobs", "pending_jobs", "running_jobs", "waiting_gpus",
+                  "oldest_wait_seconds"),
+                 [(p.time, p.accelerator_type, round(p.levels["queued_jobs"], 2), round(p.levels["pending_jobs"], 2),
+                   round(p.levels["running_jobs"], 2), round(p.levels["waiting_gpus"], 2), p.oldest_wait_seconds)
+                  for p in points])
+
+
+def draw_queue(table: Table, request: ChartRequest) -> Drawing:
+    """Jobs waiting (queued + pending) stacked per GPU type, and the GPUs they ask for."""
+    records = table.records()
+    if not records:
+        return Drawing(None, "No samples yet: the first appears within a minute of the sampler starting.")
+    kinds = sorted({r["gpu_type"] for r in records if r["queued_jobs"] + r["pending_jobs"] or r["waiting_gpus"]},
+                   key=accelerator_label)
+    traces: list[Any] = []
+    for kind in kinds:
+        series = [r for r in records if r["gpu_type"] == kind]
+        times = _times(series)
+        style = {"mode": "lines", "line": {"width": 0.5, "color": type_color(kind)}, "legendgroup": kind,
+                 "name": accelerator_label(kind)}
+        traces.append(go.Scatter(x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
+                                 stackgroup="jobs", hovertemplate="%{y:.0f} jobs", **style))
+        traces.append(go.Scatter(x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2", stackgroup="gpus",
+                                 showlegend=False, hovertemplate="%{y:.0f} GPUs", **style))
+    figure = _figure(traces, request, height=420, panels=_stacked(["jobs waiting", "GPUs asked"], gap=0.08))
+    latest = max(r["time"] for r in records)
+    jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
+    gpus = sum(r["waiting_gpus"] for r in records if r["time"] == latest)
+    oldest = max((r["oldest_wait_seconds"] for r in records if r["time"] == latest), default=0)
+    summary = f"Now {jobs:.0f} jobs waiting for {gpus:.0f} GPUs"
+    return Drawing(figure, summary + (f"; the oldest has waited {compact_duration(oldest)}." if jobs else "."))
+
+
+# --- Wait-time distribution ----------------------------------------------------------------
+
+def read_waits(request: ChartRequest) -> Table:
+    buckets: dict[dt.datetime, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for point in selectors.queue_series(time_range=request.time_range, now=request.now):
+        row = buckets[point.time]
+        for name, value in point.flows.items():
+            row[name] += value
+        row["worst_p90_seconds"] = max(row["worst_p90_seconds"], point.worst_p90_seconds)
+    columns = ("time", "started_jobs", "mean_wait_seconds", "worst_minute_p90_seconds",
+               *(bucket.column for bucket in WAIT_BUCKETS))
+    rows = []
+    for time in sorted(buckets):
+        row = buckets[time]
+        mean = row["started_wait_seconds"] / row["started_jobs"] if row["started_jobs"] else None
+        rows.append((time, int(row["started_jobs"]), None if mean is None else round(mean),
+                     int(row["worst_p90_seconds"]), *(int(row[bucket.column]) for bucket in WAIT_BUCKETS)))
+    return Table(columns, rows)
+
+
+def draw_waits(table: Table, request: ChartRequest) -> Drawing:
+    """Jobs that started in each bucket, stacked by how long they waited, and their mean wait."""
+    records = table.records()
+    started = sum(r["started_jobs"] for r in records)
+    if not started:
+        return Drawing(None, f"No job started {_since(request)}.")
+    times = _times(records)
+    traces: list[Any] = [
+        go.Bar(x=times, y=[r[bucket.column] for r in records], name=bucket.label,
+               marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
+        for bucket, color in zip(WAIT_BUCKETS, _WAIT_COLORS)
+    ]
+    traces.append(go.Scatter(x=times, y=[None if r["mean_wait_seconds"] is None else r["mean_wait_seconds"] / 60
+                                         for r in records],
+                             name="mean wait", yaxis="y2", mode="lines+markers", connectgaps=True,
+                             line={"color": "#1d2733" if not request.wall else "#e8edf3", "width": 2},
+                             marker={"size": 4}, hovertemplate="mean %{y:.1f} min"))
+    layout = _layout(request, height=340, barmode="stack", bargap=0.15)
+    layout["yaxis"]["title"] = {"text": "jobs started"}
+    layout["yaxis2"] = {**layout["yaxis"], "title": {"text": "minutes"}, "overlaying": "y", "side": "right",
+                        "showgrid": False}
+    figure = go.Figure(data=traces, layout=layout)
+    waited = sum((r["mean_wait_seconds"] or 0) * r["started_jobs"] for r in records)
+    return Drawing(figure, f"{started} jobs started {_since(request)}; they waited "
+                           f"{compact_duration(waited / started)} on average.")
+
+
+# --- Jobs by state -------------------------------------------------------------------------
+
+def read_states(request: ChartRequest) -> Table:
+    active: dict[tuple[str, str], tuple[int, int]] = defaultdict(lambda: (0, 0))
+    for group in selectors.active_jobs():
+        jobs, gpus = active[(group.state, group.accelerator_type)]
+        active[(group.state, group.accelerator_type)] = (jobs + group.jobs, gpus + group.gpus)
+    ended: dict[tuple[str, str], int] = defaultdict(int)
+    for point in selectors.queue_series(time_range=request.time_range, now=request.now):
+        for state, column in ((states.SUCCEEDED, "ended_succeeded"), (states.FAILED, "ended_failed"),
+                              (states.CANCELLED, "ended_cancelled")):
+            ended[(state, point.accelerator_type)] += point.flows[column]
+    keys = sorted(set(active) | {key for key, jobs in ended.items() if jobs})
+    return Table(("state", "gpu_type", "active_jobs", "active_gpus", "ended_in_range"),
+                 [(state, kind, active.get((state, kind), (0, 0))[0], active.get((state, kind), (0, 0))[1],
+                   ended.get((state, kind), 0)) for state, kind in keys])
+
+
+_ACTIVE_STATES = (states.QUEUED, states.PENDING, states.RUNNING, states.CANCELLING)
+_ENDED_STATES = (states.SUCCEEDED, states.FAILED, states.CANCELLED)
+
+
+def draw_states(table: Table, request: ChartRequest) -> Drawing:
+    """Active jobs by state now, and jobs that ended in the range by final state, per GPU type."""
+    records = table.records()
+    if not records:
+        return Drawing(None, f"No job is active and none ended {_since(request)}.")
+    traces: list[Any] = []
+    for kind in sorted({r["gpu_type"] for r in records}, key=accelerator_label):
+        rows = {r["state"]: r for r in records if r["gpu_type"] == kind}
+        style = {"marker": {"color": type_color(kind)}, "legendgroup": kind, "name": accelerator_label(kind),
+                 "hovertemplate": "%{y} jobs"}
+        traces.append(go.Bar(x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ACTIVE_STATES],
+                             y=[rows[s]["active_jobs"] if s in rows else 0 for s in _ACTIVE_STATES], **style))
+        traces.append(go.Bar(x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ENDED_STATES],
+                             y=[rows[s]["ended_in_range"] if s in rows else 0 for s in _ENDED_STATES],
+                             xaxis="x2", yaxis="y2", showlegend=False, **style))
+    figure = _figure(traces, request, height=340, barmode="stack", hovermode="closest",
+                     panels=_side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42]))
+    active = sum(r["active_jobs"] for r in records)
+    ended = {s: sum(r["ended_in_range"] for r in records if r["state"] == s) for s in _ENDED_STATES}
+    total_ended = sum(ended.values())
+    return Drawing(figure, f"{active} active jobs now; {total_ended} ended {_since(request)}, "
+                           f"{_pct(ended[states.SUCCEEDED], total_ended)} of them successfully.")
+
+
+# --- Quota usage vs limit ------------------------------------------------------------------
+
+def read_quotas(request: ChartRequest) -> Table:
+    rows = quota_rows_for_user(user=request.user)
+    return Table(("project", "region", "metric", "in_use_gpus", "limit_gpus"),
+                 [(r.quota.project.project_id, r.quota.location, r.quota.metric, r.in_use, r.quota.limit)
+                  for r in rows])
+
+
+def _metric_label(metric: str) -> str:
+    """custom_model_training_preemptible_nvidia_h100_gpus -> "H100 80GB preemptible"."""
+    accelerator = metric_accelerator(metric)
+    name = accelerator_label(accelerator) if accelerator else metric
+    return f"{name} preemptible" if "_preemptible_" in metric else name
+
+
+def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
+    """Per project and quota metric: the limit as a light bar, GPUs in use as a dark one."""
+    records = table.records()
+    if not records:
+        return Drawing(None, "No quota limit is set for your projects: every GPU type is unlimited.")
+    regions = {r["region"] for r in records}
+    labels = [f"{r['project']} · {_metric_label(r['metric'])}" + (f" · {r['region']}" if len(regions) > 1 else "")
+              for r in records]
+    used_color = ["#d64541" if r["limit_gpus"] and r["in_use_gpus"] >= r["limit_gpus"] else "#3b6fd8"
+                  for r in records]
+    traces = [
+        go.Bar(y=labels, x=[r["limit_gpus"] for r in records], orientation="h", name="limit",
+               marker={"color": "rgba(135,146,162,.35)"}, hovertemplate="limit %{x}"),
+        go.Bar(y=labels, x=[r["in_use_gpus"] for r in records], orientation="h", name="in use",
+               marker={"color": used_color}, width=0.45, hovertemplate="in use %{x}", cliponaxis=False,
+               text=[_pct(r["in_use_gpus"], r["limit_gpus"]) for r in records], textposition="outside"),
+    ]
+    figure = _figure(traces, request, height=90 + 34 * len(records), barmode="overlay", hovermode="y unified")
+    figure.update_yaxes(autorange="reversed")
+    figure.update_layout(margin={"r": 48})  # room for the percentage beside a full bar
+    full = sum(1 for r in records if r["limit_gpus"] and r["in_use_gpus"] >= 0.8 * r["limit_gpus"])
+    return Drawing(figure, f"{full} of {len(records)} quota limits are at least 80% used.")
+
+
+# --- Fair-share ----------------------------------------------------------------------------
+
+def read_fairshare(request: ChartRequest) -> Table:
+    return Table(("cluster", "account", "norm_shares", "effective_usage", "fairshare"),
+                 [(r.cluster, r.account, r.norm_shares, r.effective_usage, r.fairshare)
+                  for r in fairshare_rows(request.user)])
+
+
+def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
+    """Per Slurm account: its normalized shares against its effective usage (as sshare shows)."""
+    records = table.records()
+    if not records:
+        return Drawing(None, "No Slurm clusters: fair-share appears here once a cluster is defined.")
+    clusters = sorted({r["cluster"] for r in records})
+    traces: list[Any] = []
+    for index, cluster in enumerate(clusters):
+        rows = [r for r in records if r["cluster"] == cluster]
+        axes = {"xaxis": _axis("x", index)[1], "yaxis": _axis("y", index)[1]}
+        for name, key, color in (("shares", "norm_shares", "#4e79a7"), ("effective usage", "effective_usage", "#f28e2b")):
+            traces.append(go.Bar(y=[r["account"] for r in rows], x=[r[key] for r in rows], orientation="h", name=name,
+                                 marker={"color": color}, legendgroup=name, showlegend=index == 0,
+                                 hovertemplate=f"{name} %{{x:.3f}}", **axes))
+    most_accounts = max(sum(1 for r in records if r["cluster"] == cluster) for cluster in clusters)
+    figure = _figure(traces, request, height=120 + 40 * most_accounts, barmode="group", hovermode="y unified",
+                     panels=_side_by_side(clusters, [1.0] * len(clusters)))
+    over = sum(1 for r in records if r["effective_usage"] > r["norm_shares"])
+    return Drawing(figure, f"{over} of {len(records)} accounts use more than their share.")
+
+
+# --- Per-job wait explanation --------------------------------------------------------------
+
+def read_waiting_jobs(request: ChartRequest) -> Table:
+    projects = projects_with_permission(user=request.user, permission=JOBS_LIST)
+    waiting = selectors.waiting_jobs_explained(projects=projects, limit=WAITING_JOBS_SHOWN)
+    return Table(("job_id", "name", "project", "location", "state", "strategy", "gpu_type", "gpus", "waited_seconds",
+                  "queue_position", "estimated_start", "reasons"),
+                 [(w.job.job_id, w.job.display_name, w.job.project.project_id, w.job.location, w.job.state,
+                   w.job.strategy, w.job.accelerator_type, w.job.gpu_count, int(w.waited_seconds(request.now)),
+                   w.explanation.position, w.explanation.estimated_start or "", " ".join(w.explanation.reasons))
+                  for w in waiting])
+
+
+def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
+    """Each waiting job as a bar of how long it has waited, coloured by GPU type; hovering shows
+    why it waits (the table below says it in full, with the estimated start)."""
+    records = table.records()
+    if not records:
+        return Drawing(None, "No job of your projects is waiting.")
+    labels = [f"{r['name']} · …{r['job_id'][-5:]}" for r in records]
+    reasons = [r["reasons"] or "No explanation yet: the next scheduler pass writes one." for r in records]
+    trace = go.Bar(y=labels, x=[r["waited_seconds"] / 3600 for r in records], orientation="h", customdata=reasons,
+                   marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
+                   text=[compact_duration(r["waited_seconds"]) for r in records], textposition="outside",
+                   hovertemplate="waited %{x:.1f} h<br>%{customdata}<extra></extra>")
+    figure = _figure([trace], request, height=70 + 26 * len(records), hovermode="closest", showlegend=False)
+    figure.update_yaxes(autorange="reversed")
+    figure.update_xaxes(title={"text": "hours waited"})
+    figure.update_layout(margin={"r": 56})
+    return Drawing(figure, f"The {len(records)} longest-waiting jobs of your projects; the oldest has waited "
+                           f"{compact_duration(records[0]['waited_seconds'])}.")
+
+
+CHARTS: dict[str, Chart] = {chart.key: chart for chart in (
+    Chart("gpu-allocation", "GPU allocation by GPU type", read_allocation, draw_allocation, wide=True),
+    Chart("queue-depth", "Queue depth", read_queue, draw_queue),
+    Chart("wait-times", "Wait before start", read_waits, draw_waits),
+    Chart("jobs-by-state", "Jobs by state", read_states, draw_states),
+    Chart("quota-usage", "Quota usage vs limit", read_quotas, draw_quotas, over_time=False),
+    Chart("fair-share", "Fair-share", read_fairshare, draw_fairshare, over_time=False, wide=True),
+    Chart("waiting-jobs", "Why jobs wait", read_waiting_jobs, draw_waiting_jobs, over_time=False, wide=True,
+          extra_template="dashboards/_waiting_jobs.html"),
+)}

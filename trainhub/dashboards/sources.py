@@ -1,0 +1,87 @@
+"""What the dashboards read from other domains, and the hooks through which those domains add to them.
+
+Two registries, filled from each app's ``AppConfig.ready()``:
+
+- capacity sources: a function of ``now`` returning ``CapacityReading`` rows. Node pools are the
+  first source (registered by this app); the Slurm app registers one reporting each cluster's
+  GPUs with ``source="cluster"``, and its clusters then appear on the GPU allocation chart::
+
+      from trainhub.dashboards.sources import CapacityReading, register_capacity_source
+      register_capacity_source(slurm_cluster_capacity)
+
+- fair-share providers: a function of the user returning ``FairShareRow`` rows (Slurm's
+  ``sshare``: normalized shares against effective usage per account). Without any, or when they
+  return nothing, the fair-share chart says there are no Slurm clusters::
+
+      from trainhub.dashboards.sources import FairShareRow, register_fairshare_provider
+      register_fairshare_provider(fairshare_rows_for_user)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Callable
+
+from django.contrib.auth.models import AbstractBaseUser
+from trainhub.catalog.machines import NO_ACCELERATOR
+from trainhub.inventory.selectors import node_pools_with_usage
+
+
+@dataclass(frozen=True)
+class CapacityReading:
+    source: str
+    scope: str
+    accelerator_type: str
+    gpus_total: int
+    gpus_allocated: int
+    gpus_dedicated: int = 0
+
+
+@dataclass(frozen=True)
+class FairShareRow:
+    cluster: str
+    account: str
+    #: The account's normalized shares (0-1 of its parent's), as sshare's NormShares.
+    norm_shares: float
+    #: Its decayed usage relative to its siblings' (0-1), as sshare's EffectvUsage.
+    effective_usage: float
+    #: Its Fair Tree fair-share factor (0-1), as sshare's FairShare.
+    fairshare: float
+
+
+CapacitySource = Callable[[dt.datetime], list[CapacityReading]]
+FairShareProvider = Callable[[AbstractBaseUser], list[FairShareRow]]
+
+_capacity_sources: list[CapacitySource] = []
+_fairshare_providers: list[FairShareProvider] = []
+
+
+def register_capacity_source(source: CapacitySource) -> None:
+    if source not in _capacity_sources:
+        _capacity_sources.append(source)
+
+
+def register_fairshare_provider(provider: FairShareProvider) -> None:
+    if provider not in _fairshare_providers:
+        _fairshare_providers.append(provider)
+
+
+def capacity_readings(now: dt.datetime) -> list[CapacityReading]:
+    return [reading for source in _capacity_sources for reading in source(now)]
+
+
+def fairshare_rows(user: AbstractBaseUser) -> list[FairShareRow]:
+    return [row for provider in _fairshare_providers for row in provider(user)]
+
+
+def node_pool_capacity(now: dt.datetime) -> list[CapacityReading]:
+    """Each GPU node pool: GPUs of nodes not down, of shared nodes a job occupies, of dedicated nodes.
+    Two queries whatever the number of nodes."""
+    # Draining nodes still run their jobs: capacity is every node that is not down.
+    return [CapacityReading("pool", pool.name, pool.accelerator_type,
+                            (pool.node_total - pool.node_down) * pool.accelerator_count,
+                            pool.node_busy_shared * pool.accelerator_count,
+                            pool.node_dedicated * pool.accelerator_count)
+            for pool in node_pools_with_usage()
+            if pool.accelerator_type != NO_ACCELERATOR and pool.accelerator_count]
