@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.conftest import container_pool, later
 from tests.dashboards.test_samples import run_on, t4_job
@@ -50,8 +51,11 @@ def figure_of(response) -> dict:
 
 
 @pytest.fixture
-def history(cast, nodes, now):
-    """An hour of samples: a T4 job waiting from the start, one running from minute 10."""
+def history(cast, nodes, now, monkeypatch):
+    """An hour of samples: a T4 job waiting from the start, one running from minute 10. The pages
+    read the clock the hour was written against, so a test crossing a minute boundary sees the
+    same sixty buckets."""
+    monkeypatch.setattr(timezone, "now", lambda: now + dt.timedelta(seconds=2))
     start = now.replace(second=0) - dt.timedelta(minutes=60)
     waiting = t4_job(cast, start, name="stuck-t4", gpus=4)
     samples_record(now=start)
