@@ -49,7 +49,7 @@ class PersistentResourceCollection(APIView):
 
     @extend_schema(operation_id="persistentResources.create",
                    request={"application/json": openapi.PERSISTENT_RESOURCE_REQUEST},
-                   responses=responses(openapi.OPERATION, PROJECT_ERRORS + (409,)),
+                   responses=responses(openapi.OPERATION, PROJECT_ERRORS + (409, 429)),
                    parameters=[OpenApiParameter("persistentResourceId", str, required=True)])
     def post(self, request: Request, project: str, location: str) -> Response:
         project_obj = project_get_for_user(user=request.user, project_id=project, permission=CREATE)
@@ -73,7 +73,7 @@ class PersistentResourceDetail(APIView):
 
     @extend_schema(operation_id="persistentResources.patch",
                    request={"application/json": openapi.PERSISTENT_RESOURCE_REQUEST},
-                   responses=responses(openapi.OPERATION, PROJECT_ERRORS),
+                   responses=responses(openapi.OPERATION, PROJECT_ERRORS + (429,)),
                    parameters=[OpenApiParameter("updateMask", str, required=True)])
     def patch(self, request: Request, project: str, location: str, resource_id: str) -> Response:
         resource = self._resource(request, project, location, resource_id, UPDATE)

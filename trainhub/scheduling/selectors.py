@@ -13,9 +13,10 @@ from redis.exceptions import RedisError
 from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs.models import CustomJob, Replica
+from trainhub.resources.models import PoolNode
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.models import Quota
-from trainhub.scheduling.quota import QuotaBook
+from trainhub.scheduling.quota import ON_DEMAND, QuotaBook, quota_metric
 
 QuotaKey = tuple[int, str, str]
 logger = logging.getLogger(__name__)
@@ -54,7 +55,10 @@ def quota_limits(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]
 
 
 def quota_usage(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
-    """GPUs held per quota: the requests of every job that currently holds an allocation."""
+    """GPUs held per quota: the requests of every job that currently holds an allocation, plus the
+    GPUs of every machine a persistent resource holds, against the on-demand quota (Vertex counts a
+    persistent resource against the project's training quota for as long as it holds the machines;
+    the jobs running on it then consume none)."""
     # From the active replicas (at most one per node) to their jobs, never through every job ever run.
     allocated = CustomJob.objects.filter(pk__in=Replica.objects.filter(active=True).values("job_id"))
     if project_ids is not None:
@@ -65,6 +69,16 @@ def quota_usage(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
     for group in groups:
         for metric, gpus in (group["quota_demand"] or {}).items():
             usage[(group["project_id"], group["location"], metric)] += gpus * group["jobs"]
+    held = PoolNode.objects.filter(pool__accelerator_count__gt=0)
+    if project_ids is not None:
+        held = held.filter(pool__resource__project_id__in=project_ids)
+    pools = held.values("pool__resource__project_id", "pool__resource__location", "pool__accelerator_type",
+                        "pool__accelerator_count").annotate(machines=Count("pk")).order_by()
+    for pool in pools:
+        metric = quota_metric(pool["pool__accelerator_type"], ON_DEMAND)
+        if metric:
+            key = (pool["pool__resource__project_id"], pool["pool__resource__location"], metric)
+            usage[key] += pool["pool__accelerator_count"] * pool["machines"]
     return dict(usage)
 
 
