@@ -129,3 +129,16 @@ def test_tres_weights_add_a_tres_column(api, queue, accounts, now):
     assert lines[0].split()[-1] == "TRES"
     # 8 of the partition's 16 GPUs: 0.5 * 2000
     assert lines[1].split()[-1] == "gres/gpu=1000"
+
+
+def test_a_config_change_takes_effect_in_the_next_pass(api, queue, now):
+    response = api("alice").post(f"{BASE}:updateConfig", {"config": {"PriorityWeightAge": "7000"}}, format="json")
+    assert response.status_code == 200, response.content
+    job = queue["uma"]
+    job.refresh_from_db()
+    assert job.priority == 3476  # stored by the last pass, under the old weight
+    run_pass(job.cluster, now + 2 * DAY)
+    job.refresh_from_db()
+    # age 7000 * 2 days / 7 days = 2000: the new weight, as a reconfigured slurmctld applies it
+    assert job.priority == 2000 + 3333
+    assert api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()[1] == row(1, "a4", 5333, 0, 2000, 3333)
