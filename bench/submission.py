@@ -235,7 +235,7 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         "seconds": elapsed, "accepted": accepted, "stored": stored, "jobs_per_second": accepted / elapsed,
         "p50_ms": statistics.median(latencies) * 1000, "p99_ms": _percentile(latencies, 0.99) * 1000,
         "max_ms": max(latencies) * 1000, "statuses": {str(k): v for k, v in sorted(statuses.items())},
-        "server_cpu_ms_per_job": server_cpu / count * 1000, "database_cpu_ms_per_job": database_cpu / count * 1000,
+        "server_cpu_ms_per_job": server_cpu / count * 1000, "database_cpu_ms_per_job": database_cpu / count * 1000 if connection.vendor == "postgresql" else None,
         "redis_cpu_ms_per_job": redis_cpu / count * 1000, "client_cpu_ms_per_job": client_cpu / count * 1000,
         "total_cpu_ms_per_job": total_cpu / count * 1000,
         "cpu_ceiling_jobs_per_second": cores / (total_cpu / count) if total_cpu else None,
