@@ -1,4 +1,8 @@
 import copy
+from functools import partial
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.conftest import SEED_REST_BODY, container_pool, job_body
 from trainhub.jobs.models import CustomJob
@@ -83,10 +87,17 @@ def test_unknown_api_path_is_a_json_404(api):
     assert response.json()["error"]["status"] == "NOT_FOUND"
 
 
-def test_a_submission_costs_a_fixed_handful_of_queries(api, cast, django_assert_max_num_queries):
-    """Token, membership, quota limits, then the job and its creation event in one transaction:
-    the answer renders the new job without reading anything back."""
+def test_a_submission_costs_the_same_few_queries_however_many_replicas(api, cast):
+    """Token, membership, quota limits, then the job and its creation event in one transaction (a
+    savepoint inside the test's own): nothing per replica or pool, nothing read back for the answer."""
     client = api("uma")
     client.post(BASE, job_body(container_pool()), format="json")  # the token's last_used is recorded once
-    with django_assert_max_num_queries(7):
-        assert client.post(BASE, job_body(container_pool()), format="json").status_code == 200
+    gpu_pool = partial(container_pool, "a2-highgpu-1g", accelerator="NVIDIA_TESLA_A100")
+    statements = {}
+    for replicas, body in ((1, job_body(gpu_pool())), (16, job_body(gpu_pool(), gpu_pool(replicas=15)))):
+        with CaptureQueriesContext(connection) as captured:
+            assert client.post(BASE, body, format="json").status_code == 200
+        statements[replicas] = [query["sql"].split(None, 1)[0].upper() for query in captured.captured_queries]
+    assert CustomJob.objects.get(replica_count=16).gpu_count == 16
+    assert statements[1] == statements[16] == ["SELECT", "SELECT", "SELECT", "SAVEPOINT", "INSERT", "INSERT",
+                                               "RELEASE"]

@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count
 from redis.exceptions import RedisError
 
+from trainhub.common.compiled import CompiledQuery
 from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs.models import CustomJob, Replica
@@ -52,6 +53,16 @@ def quota_limits(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]
     if project_ids is not None:
         quotas = quotas.filter(project_id__in=project_ids)
     return {(q.project_id, q.location, q.metric): q.limit for q in quotas}
+
+
+# Read by every job submission: compiled once (see trainhub.common.compiled).
+_PROJECT_QUOTAS = CompiledQuery(
+    lambda project_pk: Quota.objects.filter(project_id=project_pk).order_by().values_list("location", "metric", "limit"), -1)
+
+
+def project_quota_limits(*, project_pk: int) -> dict[QuotaKey, int]:
+    """``quota_limits`` of one project."""
+    return {(project_pk, location, metric): limit for location, metric, limit in _PROJECT_QUOTAS.rows(project_pk)}
 
 
 def quota_usage(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
