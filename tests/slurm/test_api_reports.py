@@ -48,6 +48,17 @@ def test_sprio_for_an_unknown_job(api, queue):
         "Unable to find jobs matching user/id(s) specified\n")
 
 
+def test_sprio_filters_that_match_nothing_answer_an_empty_report(api, queue):
+    """A job list with no job id in it, or empty user and partition lists, match no job: the
+    report is empty (it was a 500, from the raw query Django cannot write for an empty IN)."""
+    assert api("vic").get(f"{BASE}/sprio", {"jobs": "height"}).json()["text"] == (
+        "Unable to find jobs matching user/id(s) specified\n")
+    for params in ({"user": ","}, {"partition": ","}):
+        answer = api("vic").get(f"{BASE}/sprio", params)
+        assert answer.status_code == 200, params
+        assert answer.json()["rows"] == [] and len(answer.json()["text"].splitlines()) == 1, params
+
+
 def test_squeue_shows_pending_reasons_and_running_nodes(api, queue, accounts, now):
     Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
     run_pass(accounts, now + DAY + dt.timedelta(seconds=1))

@@ -15,6 +15,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Q
 
@@ -109,7 +110,10 @@ def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: Slur
         return [snapshot.breakdown_from_row(row, weights) for row in rows.values_list(*fields)]
     # Numbers and names only: the driver's rows need none of Django's per-row conversions, which
     # cost as much as the query itself over a 10,000-job queue.
-    sql, params = rows.values_list(*fields).query.sql_with_params()
+    try:
+        sql, params = rows.values_list(*fields).query.sql_with_params()
+    except EmptyResultSet:  # a filter nothing can match (jobs=abc, user=","): Django writes no SQL for it
+        return []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [snapshot.breakdown_from_row(row, weights) for row in cursor.fetchall()]
