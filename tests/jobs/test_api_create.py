@@ -1,4 +1,5 @@
 import copy
+import json
 
 from tests.conftest import SEED_REST_BODY, container_pool, job_body
 from trainhub.jobs.models import CustomJob
@@ -64,6 +65,15 @@ def test_malformed_json_is_400_not_500(api):
     response = api("uma").post(BASE, data="{not json", content_type="application/json")
     assert response.status_code == 400
     assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_a_body_over_the_upload_limit_is_400_not_500(api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    body = json.dumps({"displayName": "x" * 2000})
+    response = api("uma").post(BASE, data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": 400, "status": "INVALID_ARGUMENT", "details": [],
+                                        "message": "Request payload size exceeds the limit: 1000 bytes."}
 
 
 def test_a_json_list_body_is_400(api):
