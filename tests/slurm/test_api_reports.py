@@ -59,6 +59,16 @@ def test_sprio_filters_that_match_nothing_answer_an_empty_report(api, queue):
         assert answer.json()["rows"] == [] and len(answer.json()["text"].splitlines()) == 1, params
 
 
+def test_job_lists_of_ids_no_job_can_have_match_nothing(api, queue):
+    """squeue, sprio and sacct -j with an id past 64 bits or other digits than 0-9 (it was a 500:
+    the database refused the number, int() the digits)."""
+    for name in ("squeue", "sprio", "sacct"):
+        for jobs in ("99999999999999999999999", "\u00b2"):
+            answer = api("vic").get(f"{BASE}/{name}", {"jobs": jobs})
+            assert answer.status_code == 200, (name, jobs)
+            assert answer.json()["rows"] == [], (name, jobs)
+
+
 def test_squeue_shows_pending_reasons_and_running_nodes(api, queue, accounts, now):
     Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
     run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
