@@ -92,6 +92,19 @@ def test_sshare_all_shows_the_tree(api, queue):
     assert fairshare == pytest.approx({"uma": 0.333333, "alice": 0.666667, "bob": 1.0}, abs=1e-6)
 
 
+def test_sacct_takes_its_format_flag(api, accounts):
+    """?format= is sacct's --format, not the name of a renderer (DRF answered 404 to it)."""
+    answer = api("vic").get(f"{BASE}/sacct", {"format": "JobID,State%12"})
+    assert answer.status_code == 200
+    assert answer.json()["text"].splitlines()[0].split() == ["JobID", "State"]
+
+
+def test_sacct_refuses_a_format_width_past_the_limit(api, accounts):
+    answer = api("vic").get(f"{BASE}/sacct", {"format": "JobID%99999999999"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == 'Invalid field width requested: "JobID%99999999999" (at most 1000)'
+
+
 def test_sacct_shows_the_callers_runs_with_accounting(api, accounts, cast, now):
     job = job_submit(cluster=accounts, user=cast["uma"], now=now,
                      submission=Submission(argv=("-J", "train", "--gres=gpu:2", "-n", "4", "--wrap", "x")))
