@@ -76,6 +76,21 @@ def test_a_body_over_the_upload_limit_is_400_not_500(api, settings):
                                         "message": "Request payload size exceeds the limit: 1000 bytes."}
 
 
+def test_nul_characters_are_refused_in_bodies_paths_and_query_strings(api):
+    """PostgreSQL text cannot hold NUL: a request carrying one was a 500 there."""
+    body = job_body(container_pool(), name="x")
+    body["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": "gs://bucket/\u0000"}
+    answer = api("uma").post(BASE, data=json.dumps(body), content_type="application/json")
+    assert answer.status_code == 400
+    assert "NUL characters" in answer.json()["error"]["message"]
+    for path in (f"{BASE}/%00", f"{BASE}?filter=display_name%3D%22%00%22",
+                 "/v1/projects/%00/locations/us-central1/customJobs"):
+        answer = api("uma").get(path)
+        assert answer.status_code == 400, path
+        assert answer.json()["error"]["status"] == "INVALID_ARGUMENT", path
+    assert not CustomJob.objects.exists()
+
+
 def test_a_json_list_body_is_400(api):
     response = api("uma").post(BASE, data="[1, 2]", content_type="application/json")
     assert response.status_code == 400
