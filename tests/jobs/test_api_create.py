@@ -1,4 +1,5 @@
 import copy
+import json
 from functools import partial
 
 from django.db import connection
@@ -68,6 +69,30 @@ def test_malformed_json_is_400_not_500(api):
     response = api("uma").post(BASE, data="{not json", content_type="application/json")
     assert response.status_code == 400
     assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_a_body_over_the_upload_limit_is_400_not_500(api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    body = json.dumps({"displayName": "x" * 2000})
+    response = api("uma").post(BASE, data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": 400, "status": "INVALID_ARGUMENT", "details": [],
+                                        "message": "Request payload size exceeds the limit: 1000 bytes."}
+
+
+def test_nul_characters_are_refused_in_bodies_paths_and_query_strings(api):
+    """PostgreSQL text cannot hold NUL: a request carrying one was a 500 there."""
+    body = job_body(container_pool(), name="x")
+    body["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": "gs://bucket/\u0000"}
+    answer = api("uma").post(BASE, data=json.dumps(body), content_type="application/json")
+    assert answer.status_code == 400
+    assert "NUL characters" in answer.json()["error"]["message"]
+    for path in (f"{BASE}/%00", f"{BASE}?filter=display_name%3D%22%00%22",
+                 "/v1/projects/%00/locations/us-central1/customJobs"):
+        answer = api("uma").get(path)
+        assert answer.status_code == 400, path
+        assert answer.json()["error"]["status"] == "INVALID_ARGUMENT", path
+    assert not CustomJob.objects.exists()
 
 
 def test_a_json_list_body_is_400(api):

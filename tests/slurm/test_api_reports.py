@@ -48,6 +48,27 @@ def test_sprio_for_an_unknown_job(api, queue):
         "Unable to find jobs matching user/id(s) specified\n")
 
 
+def test_sprio_filters_that_match_nothing_answer_an_empty_report(api, queue):
+    """A job list with no job id in it, or empty user and partition lists, match no job: the
+    report is empty (it was a 500, from the raw query Django cannot write for an empty IN)."""
+    assert api("vic").get(f"{BASE}/sprio", {"jobs": "height"}).json()["text"] == (
+        "Unable to find jobs matching user/id(s) specified\n")
+    for params in ({"user": ","}, {"partition": ","}):
+        answer = api("vic").get(f"{BASE}/sprio", params)
+        assert answer.status_code == 200, params
+        assert answer.json()["rows"] == [] and len(answer.json()["text"].splitlines()) == 1, params
+
+
+def test_job_lists_of_ids_no_job_can_have_match_nothing(api, queue):
+    """squeue, sprio and sacct -j with an id past 64 bits or other digits than 0-9 (it was a 500:
+    the database refused the number, int() the digits)."""
+    for name in ("squeue", "sprio", "sacct"):
+        for jobs in ("99999999999999999999999", "\u00b2"):
+            answer = api("vic").get(f"{BASE}/{name}", {"jobs": jobs})
+            assert answer.status_code == 200, (name, jobs)
+            assert answer.json()["rows"] == [], (name, jobs)
+
+
 def test_squeue_shows_pending_reasons_and_running_nodes(api, queue, accounts, now):
     Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
     run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
@@ -69,6 +90,19 @@ def test_sshare_all_shows_the_tree(api, queue):
     assert accounts[0] == ("root", "")
     fairshare = {line[21:31].strip(): float(line.split()[-1]) for line in text[2:] if line[21:31].strip()}
     assert fairshare == pytest.approx({"uma": 0.333333, "alice": 0.666667, "bob": 1.0}, abs=1e-6)
+
+
+def test_sacct_takes_its_format_flag(api, accounts):
+    """?format= is sacct's --format, not the name of a renderer (DRF answered 404 to it)."""
+    answer = api("vic").get(f"{BASE}/sacct", {"format": "JobID,State%12"})
+    assert answer.status_code == 200
+    assert answer.json()["text"].splitlines()[0].split() == ["JobID", "State"]
+
+
+def test_sacct_refuses_a_format_width_past_the_limit(api, accounts):
+    answer = api("vic").get(f"{BASE}/sacct", {"format": "JobID%99999999999"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == 'Invalid field width requested: "JobID%99999999999" (at most 1000)'
 
 
 def test_sacct_shows_the_callers_runs_with_accounting(api, accounts, cast, now):

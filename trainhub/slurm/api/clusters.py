@@ -11,7 +11,7 @@ from trainhub.common.errors import FieldViolation, invalid_argument
 from trainhub.common.wire import camel_key
 from trainhub.iam.selectors import project_get_for_user
 from trainhub.slurm import selectors
-from trainhub.slurm.api.schema import BODY, ERRORS, responses
+from trainhub.slurm.api.schema import BODY, CLUSTER, ERRORS, SACCTMGR, UPDATE_CONFIG, UPDATE_SCRIPTS, responses
 from trainhub.slurm.render import render_cluster
 from trainhub.slurm.selectors import ADMIN_PERMISSION, cluster_get_for_user
 from trainhub.slurm.services import clusters as services
@@ -47,7 +47,7 @@ class SlurmClusterCollection(APIView):
         return Response({"slurmClusters": [render_cluster(c, list(c.partitions.all())) for c in clusters]})
 
     @extend_schema(operation_id="slurmClusters.create", parameters=[OpenApiParameter("slurmClusterId", str)],
-                   request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+                   request={"application/json": CLUSTER}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str) -> Response:
         project_obj = project_get_for_user(user=request.user, project_id=project, permission=CREATE)
         selectors.require_platform_admin(user=request.user, project=project_obj)
@@ -82,7 +82,7 @@ class SlurmConf(APIView):
 class SlurmClusterUpdateConfig(APIView):
     """Admins set slurm.conf keys ({"config": {"PriorityWeightAge": "2000", "PreemptMode": null}})."""
 
-    @extend_schema(operation_id="slurmClusters.updateConfig", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    @extend_schema(operation_id="slurmClusters.updateConfig", request={"application/json": UPDATE_CONFIG}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster, ADMIN_PERMISSION)
         changes = _object(request).get("config")
@@ -97,7 +97,7 @@ class SlurmClusterUpdateConfig(APIView):
 class SlurmClusterUpdateScripts(APIView):
     """Admins replace the prolog and/or epilog scripts."""
 
-    @extend_schema(operation_id="slurmClusters.updateScripts", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    @extend_schema(operation_id="slurmClusters.updateScripts", request={"application/json": UPDATE_SCRIPTS}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster, ADMIN_PERMISSION)
         kinds = {field: kind for kind, field in services.SCRIPT_FIELDS.items()}
@@ -116,7 +116,7 @@ class SlurmClusterSacctmgr(APIView):
     """{"command": "sacctmgr -i add user uma account=ml"} (a string, or its argument list) ->
     {"output", "exitCode", "needsConfirmation"}. Everyone may `show`; changes need an admin."""
 
-    @extend_schema(operation_id="slurmClusters.sacctmgr", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    @extend_schema(operation_id="slurmClusters.sacctmgr", request={"application/json": SACCTMGR}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster)
         line = _object(request).get("command")
