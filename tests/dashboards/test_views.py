@@ -55,8 +55,9 @@ def history(cast, nodes, now, monkeypatch):
     """An hour of samples: a T4 job waiting from the start, one running from minute 10. The pages
     read the clock the hour was written against, so a test crossing a minute boundary sees the
     same sixty buckets."""
-    monkeypatch.setattr(timezone, "now", lambda: now + dt.timedelta(seconds=2))
     start = now.replace(second=0) - dt.timedelta(minutes=60)
+    # Two seconds after the last sample, whatever second of the minute the test began in.
+    monkeypatch.setattr(timezone, "now", lambda: later(start, 3600 + 2))
     waiting = t4_job(cast, start, name="stuck-t4", gpus=4)
     samples_record(now=start)
     running = t4_job(cast, later(start, 60), name="runner")
