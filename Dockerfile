@@ -7,4 +7,4 @@ RUN pip install --no-cache-dir .
 COPY . .
 RUN SECRET_KEY=build python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["gunicorn", "trainhub.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "trainhub.wsgi:application", "--config", "gunicorn.conf.py", "--bind", "0.0.0.0:8000"]

@@ -25,9 +25,10 @@ from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
 from bench.scheduler_pass import FULL, QUICK, Benchmark
 from bench.slurm_pages import bench_slurm_pages
 from bench.slurm_priority import bench_slurm_priority
-from bench.submission import bench_rest_submit
+from bench.submission import bench_rest_submit, bench_rest_submit_cpu
 
 BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_database=True),
+              Benchmark("rest_submit_cpu", bench_rest_submit_cpu, needs_database=True),
               Benchmark("rest_submit", bench_rest_submit, needs_database=True),
               Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
               Benchmark("slurm_pages", bench_slurm_pages, needs_database=True))

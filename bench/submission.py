@@ -1,33 +1,47 @@
-"""REST submission: CustomJobs POSTed by 2 concurrent clients to gunicorn, as users would send them.
+"""REST submission: what one CustomJob create costs the server, and how many gunicorn accepts per second.
 
-The server is gunicorn (sync workers) on the benchmark's database - PostgreSQL when DATABASE_URL
-is set, else the temporary SQLite file, which is printed as a note since SQLite serialises writers
-- and the benchmark's embedded Redis. Each client is a process with one keep-alive HTTP session
-and a bearer token, sending the workload's job bodies one after another; every answer must be
-200. Reported: accepted jobs per second over the whole run, and the p50/p99 latency of a request.
+``rest_submit_cpu`` POSTs CustomJobs through Django's test client in this process: CPU time per
+request (``time.process_time``: load from other processes hardly changes it, unlike wall time),
+SQL queries and Redis commands per request. With ``--profile`` the loop runs under cProfile.
+
+``rest_submit`` starts gunicorn (``gunicorn.conf.py``: threaded workers that keep connections
+alive) on the benchmark's database - PostgreSQL when DATABASE_URL is set, else the temporary
+SQLite file, printed as a note since SQLite serialises writers - and the benchmark's embedded
+Redis, and 2 client processes that each send their share of the workload's jobs one after another
+over one kept-alive connection (``http.client``, bodies encoded beforehand, so that the clients
+take as little of the shared cores as they can). Every answer must be 200. Reported: accepted jobs
+per second over the whole run, the p50/p99 latency of a request, and the CPU time each job cost
+every process involved - gunicorn, the PostgreSQL backends, Redis, the clients - read from
+/proc and Redis INFO, which other work on the machine does not inflate the way it does wall time.
+Their sum bounds what the machine's cores can accept when nothing else runs.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import multiprocessing
 import os
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-import requests
-
 from bench.report import Column, Section
-from bench.scheduler_pass import LOCATION, Sizes, bench_project, clear_jobs
+from bench.scheduler_pass import LOCATION, Sizes, bench_project, clear_jobs, counting_queries
+from bench.timing import measure
 from bench.workload import generate_jobs
 
 CLIENTS = 2
-GUNICORN_WORKERS = 3
 WARM_UP_PER_CLIENT = 25
 TARGET_JOBS_PER_SECOND = 500
+GUNICORN_CONFIG = Path(__file__).resolve().parent.parent / "gunicorn.conf.py"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
@@ -36,17 +50,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _client(url: str, token: str, bodies: list[dict[str, Any]]) -> tuple[list[float], dict[int, int]]:
-    """Send ``bodies`` one after another; the latency of each request and the count per status."""
-    session = requests.Session()
-    session.headers["Authorization"] = f"Bearer {token}"
+def _client(port: int, path: str, token: str, bodies: list[bytes]) -> tuple[list[float], dict[int, int], float]:
+    """Send ``bodies`` one after another on one connection: each latency, the count per status, CPU s."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     latencies, statuses = [], {}
+    cpu = time.process_time()
     for body in bodies:
         begun = time.perf_counter()
-        status = session.post(url, json=body, timeout=60).status_code
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
         latencies.append(time.perf_counter() - begun)
-        statuses[status] = statuses.get(status, 0) + 1
-    return latencies, statuses
+        statuses[response.status] = statuses.get(response.status, 0) + 1
+    cpu = time.process_time() - cpu
+    connection.close()
+    return latencies, statuses, cpu
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -54,20 +73,113 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def _process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of a process (all its threads), or None if it is gone or not ours to read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: fields 14 and 15 of stat
+
+
+def _children(parent: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == parent:
+                        pids.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return pids
+
+
+def _database_backends() -> list[int]:
+    """The PostgreSQL backend processes connected to the benchmark's database, other than ours."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND pid <> pg_backend_pid()")
+        return [pid for (pid,) in cursor.fetchall()]
+
+
+class _DatabaseCpu(threading.Thread):
+    """CPU of the database's backends over a run, read every half second: gunicorn's connections
+    are replaced after CONN_MAX_AGE, and a backend's CPU can only be read while it lives."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self._finished = threading.Event()
+        self._initial: dict[int, float] | None = None
+        self._last: dict[int, float] = {}
+
+    def run(self) -> None:
+        from django.db import connection
+
+        try:
+            while True:
+                readings = _cpu_of(_database_backends())
+                if self._initial is None:
+                    self._initial = readings
+                self._last.update(readings)
+                if self._finished.wait(0.5):
+                    break
+            self._last.update(_cpu_of(_database_backends()))
+        finally:
+            connection.close()
+
+    def spent(self) -> float:
+        """Seconds since the first reading; a backend that appeared later counts from its start."""
+        self._finished.set()
+        self.join()
+        return _cpu_spent(self._initial or {}, self._last)
+
+
+def _redis_cpu() -> float:
+    from trainhub.common.redis import get_redis
+
+    info = get_redis().info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _cpu_of(pids: Iterable[int]) -> dict[int, float]:
+    readings = {pid: _process_cpu(pid) for pid in pids}
+    return {pid: cpu for pid, cpu in readings.items() if cpu is not None}
+
+
+def _cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds between two readings; a process that appeared in between counts from zero."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
 def _start_gunicorn(port: int) -> subprocess.Popen:
     server = subprocess.Popen(  # noqa: S603 - our own argv
-        [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(GUNICORN_WORKERS), "--log-level", "warning"],
+        [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
+         "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
         env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            probe.request("GET", "/healthz")
+            if probe.getresponse().status == 200:
                 return server
-        except requests.RequestException:
+        except OSError:
             time.sleep(0.2)
     server.kill()
     raise RuntimeError("gunicorn did not answer /healthz within 60 s")
+
+
+def _gunicorn_settings() -> dict[str, Any]:
+    """workers, threads and worker class as gunicorn.conf.py sets them for this machine."""
+    namespace: dict[str, Any] = {}
+    exec(compile(GUNICORN_CONFIG.read_text(), str(GUNICORN_CONFIG), "exec"), namespace)  # noqa: S102 - our file
+    return {key: namespace[key] for key in ("workers", "threads", "worker_class")}
 
 
 def bench_rest_submit(sizes: Sizes) -> Section:
@@ -78,47 +190,67 @@ def bench_rest_submit(sizes: Sizes) -> Section:
     project, user = bench_project()
     token = api_token_get_or_create(user=user).key
     count = sizes.rest_jobs
-    bodies = [job.body() for job in generate_jobs(count)]
+    bodies = [json.dumps(job.body()).encode() for job in generate_jobs(count)]
     shares = [bodies[index::CLIENTS] for index in range(CLIENTS)]
     port = _free_port()
-    url = f"http://127.0.0.1:{port}/v1/projects/{project.project_id}/locations/{LOCATION}/customJobs"
+    path = f"/v1/projects/{project.project_id}/locations/{LOCATION}/customJobs"
     connection.close()  # the client processes are forked; they must not share this connection
     server = _start_gunicorn(port)
     context = multiprocessing.get_context("fork")
+    load_before = os.getloadavg()
     try:
         with context.Pool(CLIENTS) as pool:
-            pool.starmap(_client, [(url, token, share[:WARM_UP_PER_CLIENT]) for share in shares])
+            pool.starmap(_client, [(port, path, token, share[:WARM_UP_PER_CLIENT]) for share in shares])
             clear_jobs()
-            connection.close()
+            server_pids = [server.pid, *_children(server.pid)]
+            server_before, redis_before = _cpu_of(server_pids), _redis_cpu()
+            database = _DatabaseCpu()
+            database.start()
             begun = time.perf_counter()
-            results = pool.starmap(_client, [(url, token, share) for share in shares])
+            results = pool.starmap(_client, [(port, path, token, share) for share in shares])
             elapsed = time.perf_counter() - begun
+            server_cpu = _cpu_spent(server_before, _cpu_of(server_pids))
+            database_cpu = database.spent()
+            redis_cpu = _redis_cpu() - redis_before
     finally:
         server.terminate()
         server.wait(timeout=30)
-    latencies = [latency for client_latencies, _ in results for latency in client_latencies]
+    load_after = os.getloadavg()
+    latencies = [latency for client_latencies, _, _ in results for latency in client_latencies]
     statuses: dict[int, int] = {}
-    for _, client_statuses in results:
+    for _, client_statuses, _ in results:
         for status, n in client_statuses.items():
             statuses[status] = statuses.get(status, 0) + n
+    client_cpu = sum(cpu for _, _, cpu in results)
     from trainhub.jobs.models import CustomJob
 
     stored = CustomJob.objects.count()
     clear_jobs()
     accepted = statuses.get(200, 0)
+    total_cpu = server_cpu + database_cpu + redis_cpu + client_cpu
+    cores = os.cpu_count() or 1
+    gunicorn = _gunicorn_settings()
     row = {
-        "jobs": count, "clients": CLIENTS, "gunicorn_workers": GUNICORN_WORKERS, "seconds": elapsed,
-        "accepted": accepted, "stored": stored, "jobs_per_second": accepted / elapsed,
+        "jobs": count, "clients": CLIENTS, **{f"gunicorn_{key}": value for key, value in gunicorn.items()},
+        "seconds": elapsed, "accepted": accepted, "stored": stored, "jobs_per_second": accepted / elapsed,
         "p50_ms": statistics.median(latencies) * 1000, "p99_ms": _percentile(latencies, 0.99) * 1000,
         "max_ms": max(latencies) * 1000, "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "server_cpu_ms_per_job": server_cpu / count * 1000, "database_cpu_ms_per_job": database_cpu / count * 1000 if connection.vendor == "postgresql" else None,
+        "redis_cpu_ms_per_job": redis_cpu / count * 1000, "client_cpu_ms_per_job": client_cpu / count * 1000,
+        "total_cpu_ms_per_job": total_cpu / count * 1000,
+        "cpu_ceiling_jobs_per_second": cores / (total_cpu / count) if total_cpu else None,
+        "load_average_before": load_before, "load_average_after": load_after,
     }
     section = Section(
         name="rest_submit",
         title=f"REST submission: {count:,} CustomJobs, {CLIENTS} concurrent clients, gunicorn "
-              f"({GUNICORN_WORKERS} sync workers)",
+              f"({gunicorn['workers']} {gunicorn['worker_class']} workers x {gunicorn['threads']} threads)",
         columns=[Column("jobs", "jobs"), Column("accepted", "accepted"), Column("seconds", "s"),
                  Column("jobs_per_second", "jobs/s"), Column("p50_ms", "p50 ms"), Column("p99_ms", "p99 ms"),
-                 Column("max_ms", "max ms")],
+                 Column("max_ms", "max ms"), Column("server_cpu_ms_per_job", "gunicorn CPU ms/job"),
+                 Column("database_cpu_ms_per_job", "PG CPU ms/job"), Column("redis_cpu_ms_per_job", "Redis CPU ms/job"),
+                 Column("client_cpu_ms_per_job", "clients CPU ms/job"),
+                 Column("cpu_ceiling_jobs_per_second", f"CPU ceiling jobs/s ({cores} cores)")],
         rows=[row],
         extra={"target_jobs_per_second": TARGET_JOBS_PER_SECOND},
     )
@@ -127,8 +259,79 @@ def bench_rest_submit(sizes: Sizes) -> Section:
     if accepted != count or stored != accepted:
         section.notes.append(f"answers {row['statuses']}; {stored} jobs stored")
     if connection.vendor == "sqlite":
-        section.notes.append("database: SQLite (DATABASE_URL not set) - one writer at a time; the figure that "
-                             "matters is on PostgreSQL: set DATABASE_URL to a throwaway database")
-    section.notes.append(f"clients and server share this machine's {os.cpu_count()} cores; each client is a process "
-                         f"with one keep-alive connection; {WARM_UP_PER_CLIENT} warm-up requests per client first")
+        section.notes.append("database: SQLite (DATABASE_URL not set) - one writer at a time, and its work is done "
+                             "inside gunicorn; the figure that matters is on PostgreSQL: set DATABASE_URL to a "
+                             "throwaway database")
+    section.notes += [
+        f"load average (1/5/15 min) before {_loads(load_before)}, after {_loads(load_after)}: clients, server, "
+        f"database and Redis share this machine's {cores} cores with whatever else runs",
+        "CPU ms/job: CPU time of each party over the timed run divided by the jobs sent (gunicorn master and "
+        "workers from /proc; the database's PostgreSQL backends from pg_stat_activity and /proc, read every 0.5 s; "
+        "Redis from INFO cpu; clients from their own process time); "
+        f"CPU ceiling = {cores} cores / their sum, the rate this machine could accept with nothing else running",
+        f"each client is a process with one kept-alive connection (http.client) sending pre-encoded bodies; "
+        f"{WARM_UP_PER_CLIENT} warm-up requests per client first",
+    ]
+    return section
+
+
+def _loads(loads: tuple[float, float, float]) -> str:
+    return "/".join(f"{load:.1f}" for load in loads)
+
+
+def bench_rest_submit_cpu(sizes: Sizes) -> Section:
+    """CustomJob creates through Django's test client in this process: CPU, SQL and Redis per request."""
+    from django.test import Client
+
+    from trainhub.common.redis import get_redis
+    from trainhub.iam.services import api_token_get_or_create
+
+    project, user = bench_project()
+    token = api_token_get_or_create(user=user).key
+    count = sizes.submit_jobs
+    bodies = [json.dumps(job.body()) for job in generate_jobs(count)]
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    path = f"/v1/projects/{project.project_id}/locations/{LOCATION}/customJobs"
+
+    cpu_runs: list[float] = []
+
+    def post_all() -> set[int]:
+        cpu = time.process_time()
+        statuses = {client.post(path, body, content_type="application/json").status_code for body in bodies}
+        cpu_runs.append(time.process_time() - cpu)
+        return statuses
+
+    post_all()  # warm-up: imports, compiled queries, connections
+    clear_jobs()
+    cpu_runs.clear()
+    timing = measure(post_all, repeat=3, setup=clear_jobs, label="rest_submit_cpu")
+    clear_jobs()
+    commands_before = get_redis().info("stats")["total_commands_processed"]
+    statuses, queries = counting_queries(post_all)()
+    # INFO itself is one command; the scheduler-pass task that the first submission enqueues (requests
+    # coalesce) goes through the same Redis and counts too.
+    redis_commands = get_redis().info("stats")["total_commands_processed"] - commands_before - 1
+    clear_jobs()
+    row = {
+        "requests": count, "statuses": sorted(statuses), **timing.figures("s"),
+        "cpu_ms_per_request": statistics.median(cpu_runs[:3]) / count * 1000,
+        "best_cpu_ms_per_request": min(cpu_runs[:3]) / count * 1000,
+        "wall_ms_per_request": timing.median / count * 1000,
+        **queries.figures(count), "redis_commands_per_request": redis_commands / count,
+    }
+    section = Section(
+        name="rest_submit_cpu",
+        title=f"REST create in-process: {count:,} POST .../customJobs through Django's test client",
+        columns=[Column("requests", "requests"), Column("cpu_ms_per_request", "CPU ms/request"),
+                 Column("best_cpu_ms_per_request", "best CPU ms/request"),
+                 Column("wall_ms_per_request", "wall ms/request"), Column("queries_per_job", "SQL/request"),
+                 Column("redis_commands_per_request", "Redis commands/request")],
+        rows=[row],
+    )
+    section.notes += [
+        "CPU ms/request: process time of this process (Django, DRF, the ORM, the database driver and the test "
+        "client, and SQLite itself when DATABASE_URL is unset), median and best of 3 runs; wall time includes "
+        "waiting for PostgreSQL and Redis, and for the cores when the machine is busy",
+        f"answers: {sorted(statuses)} (must be [200]); SQL and Redis commands counted in one more, untimed, run",
+    ]
     return section

@@ -41,6 +41,7 @@ urlpatterns = [
     path("nodes/", include("trainhub.inventory.urls")),
     path("quotas/", include("trainhub.scheduling.urls")),
     path("", include("trainhub.tuning.urls")),
+    path("", include("trainhub.tuning.pipeline_urls")),
     path("", include("trainhub.resources.urls")),
     path("slurm/", include("trainhub.slurm.urls")),
     path("dashboards/", include("trainhub.dashboards.urls")),

@@ -218,7 +218,8 @@ class Cluster:
         port = _free_port()
         self.web_url = f"http://127.0.0.1:{port}"
         web = self._process("web", [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application",
-                                    "--bind", f"127.0.0.1:{port}", "--workers", "2", "--log-level", "warning"])
+                                    "--config", str(REPO_ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
+                                    "--workers", "2", "--log-level", "warning"])
         wait_until(lambda: self._answers("/healthz"), timeout=60, what="gunicorn to answer /healthz")
         return web
 

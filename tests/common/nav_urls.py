@@ -1,5 +1,5 @@
-"""A URL conf in which a tuning app with a pipelines page stands in for the real one (for the
-navigation tests): the real URL conf without the tuning, resources and Slurm pages."""
+"""A URL conf in which stand-in tuning and pipeline pages replace the real ones (for the navigation
+tests): the real URL conf without the tuning, pipeline, resources and Slurm pages."""
 
 from django.http import HttpResponse
 from django.urls import URLResolver, include, path
@@ -14,10 +14,12 @@ def page(request, **kwargs):
 tuning_patterns = ([
     path("", page, name="list"),
     path("studies/<int:pk>/", page, name="study"),
-    path("pipelines/", page, name="pipeline_list"),
-    path("pipelines/<int:pk>/", page, name="pipeline"),
 ], "tuning")
+pipeline_patterns = ([
+    path("", page, name="list"),
+    path("<int:pk>/", page, name="pipeline"),
+], "pipelines")
 
-LEFT_OUT = {"tuning", "resources", "slurm"}
-urlpatterns = [path("tuning/", include(tuning_patterns)),
+LEFT_OUT = {"tuning", "pipelines", "resources", "slurm"}
+urlpatterns = [path("tuning/", include(tuning_patterns)), path("pipelines/", include(pipeline_patterns)),
                *(p for p in real_patterns if not (isinstance(p, URLResolver) and p.namespace in LEFT_OUT))]

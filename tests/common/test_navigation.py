@@ -20,7 +20,7 @@ def nav(content: str) -> list[tuple[str, str | None]]:
 def test_it_links_only_sections_whose_pages_exist(client, cast):
     client.force_login(cast["uma"])
     labels = [label for label, _ in nav(client.get(reverse("inventory:list")).content.decode())]
-    assert labels == ["Jobs", "Tuning", "Persistent resources", "Slurm clusters", "Quotas", "Nodes",
+    assert labels == ["Jobs", "Tuning", "Pipelines", "Persistent resources", "Slurm clusters", "Quotas", "Nodes",
                       "Dashboards"]
 
 
@@ -46,8 +46,8 @@ def test_anonymous_visitors_get_no_navigation(client):
 
 @pytest.mark.urls("tests.common.nav_urls")
 @pytest.mark.parametrize("path, current", [("/tuning/", "Tuning"), ("/tuning/studies/3/", "Tuning"),
-                                           ("/tuning/pipelines/", "Pipelines"), ("/tuning/pipelines/7/", "Pipelines")])
-def test_a_new_apps_sections_appear_and_share_its_namespace_by_path(rf, cast, path, current):
+                                           ("/pipelines/", "Pipelines"), ("/pipelines/7/", "Pipelines")])
+def test_a_new_apps_sections_appear_each_current_in_its_own_namespace(rf, cast, path, current):
     from django.urls import resolve
 
     from trainhub.common.navigation import navigation

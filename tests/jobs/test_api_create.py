@@ -1,4 +1,9 @@
 import copy
+import json
+from functools import partial
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.conftest import SEED_REST_BODY, container_pool, job_body
 from trainhub.jobs.models import CustomJob
@@ -66,6 +71,30 @@ def test_malformed_json_is_400_not_500(api):
     assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
 
 
+def test_a_body_over_the_upload_limit_is_400_not_500(api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    body = json.dumps({"displayName": "x" * 2000})
+    response = api("uma").post(BASE, data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": 400, "status": "INVALID_ARGUMENT", "details": [],
+                                        "message": "Request payload size exceeds the limit: 1000 bytes."}
+
+
+def test_nul_characters_are_refused_in_bodies_paths_and_query_strings(api):
+    """PostgreSQL text cannot hold NUL: a request carrying one was a 500 there."""
+    body = job_body(container_pool(), name="x")
+    body["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": "gs://bucket/\u0000"}
+    answer = api("uma").post(BASE, data=json.dumps(body), content_type="application/json")
+    assert answer.status_code == 400
+    assert "NUL characters" in answer.json()["error"]["message"]
+    for path in (f"{BASE}/%00", f"{BASE}?filter=display_name%3D%22%00%22",
+                 "/v1/projects/%00/locations/us-central1/customJobs"):
+        answer = api("uma").get(path)
+        assert answer.status_code == 400, path
+        assert answer.json()["error"]["status"] == "INVALID_ARGUMENT", path
+    assert not CustomJob.objects.exists()
+
+
 def test_a_json_list_body_is_400(api):
     response = api("uma").post(BASE, data="[1, 2]", content_type="application/json")
     assert response.status_code == 400
@@ -83,10 +112,17 @@ def test_unknown_api_path_is_a_json_404(api):
     assert response.json()["error"]["status"] == "NOT_FOUND"
 
 
-def test_a_submission_costs_a_fixed_handful_of_queries(api, cast, django_assert_max_num_queries):
-    """Token, membership, quota limits, then the job and its creation event in one transaction:
-    the answer renders the new job without reading anything back."""
+def test_a_submission_costs_the_same_few_queries_however_many_replicas(api, cast):
+    """Token, membership, quota limits, then the job and its creation event in one transaction (a
+    savepoint inside the test's own): nothing per replica or pool, nothing read back for the answer."""
     client = api("uma")
     client.post(BASE, job_body(container_pool()), format="json")  # the token's last_used is recorded once
-    with django_assert_max_num_queries(7):
-        assert client.post(BASE, job_body(container_pool()), format="json").status_code == 200
+    gpu_pool = partial(container_pool, "a2-highgpu-1g", accelerator="NVIDIA_TESLA_A100")
+    statements = {}
+    for replicas, body in ((1, job_body(gpu_pool())), (16, job_body(gpu_pool(), gpu_pool(replicas=15)))):
+        with CaptureQueriesContext(connection) as captured:
+            assert client.post(BASE, body, format="json").status_code == 200
+        statements[replicas] = [query["sql"].split(None, 1)[0].upper() for query in captured.captured_queries]
+    assert CustomJob.objects.get(replica_count=16).gpu_count == 16
+    assert statements[1] == statements[16] == ["SELECT", "SELECT", "SELECT", "SAVEPOINT", "INSERT", "INSERT",
+                                               "RELEASE"]

@@ -1,5 +1,7 @@
 import datetime as dt
 
+import pytest
+
 from tests.conftest import container_pool, job_body, later
 from trainhub.jobs import services
 from trainhub.scheduling.estimate import estimate_waits
@@ -27,18 +29,37 @@ def test_a_job_larger_than_the_inventory_has_no_estimate():
     assert waits["big"].estimated_start is None
 
 
-def test_waiting_jobs_carry_position_estimate_and_flex_deadline_in_the_api(api, cast, nodes, now):
-    pool = container_pool("a2-highgpu-1g", command=["sleep", "5"])
-    running = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
-                                  body=job_body(pool, pool, scheduling={"timeout": "600s"}), now=now)
+A100_POOL = container_pool("a2-highgpu-1g", command=["sleep", "5"])
+FLEX_START_HOUR = job_body(A100_POOL, scheduling={"strategy": "FLEX_START", "maxWaitDuration": "3600s"})
+
+
+@pytest.fixture
+def both_a100s_busy_for_ten_minutes(cast, nodes, now):
+    running = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+                                  body=job_body(A100_POOL, A100_POOL, scheduling={"timeout": "600s"}))
     scheduler_pass(now=now)
     for replica in running.replicas.all():
         services.replica_started(replica=replica, now=now)
-    body = job_body(pool, scheduling={"strategy": "FLEX_START", "maxWaitDuration": "3600s"})
-    response = api("uma").post("/v1/projects/alpha/locations/us-central1/customJobs", body, format="json")
+
+
+def test_waiting_jobs_carry_position_estimate_and_flex_deadline_in_the_api(api, now, both_a100s_busy_for_ten_minutes):
+    response = api("uma").post("/v1/projects/alpha/locations/us-central1/customJobs", FLEX_START_HOUR, format="json")
     scheduler_pass(now=later(now, 1))
     status = api("uma").get("/v1/" + response.json()["name"]).json()["trainhubStatus"]
     assert status["queuePosition"] == 1
     assert status["estimatedStartTime"] == (now + dt.timedelta(seconds=600)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert status["flexStartDeadline"]
     assert status["waitReasons"][0].startswith("Waiting for capacity: 1 more a2-highgpu-1g")
+
+
+def test_the_job_page_shows_the_same_position_estimate_and_deadline(client, cast, now, both_a100s_busy_for_ten_minutes):
+    waiting = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+                                  body=FLEX_START_HOUR)
+    scheduler_pass(now=later(now, 1))
+    client.force_login(cast["uma"])
+    page = client.get(f"/projects/alpha/locations/us-central1/jobs/{waiting.job_id}/").content.decode()
+    start, deadline = now + dt.timedelta(seconds=600), now + dt.timedelta(seconds=3600)
+    assert "Why it waits</strong> · position 1 among jobs asking for the same nodes" in page
+    assert "Waiting for capacity: 1 more a2-highgpu-1g" in page
+    assert f'Estimated start: <time datetime="{start.isoformat()}"' in page
+    assert f'gives up at <time datetime="{deadline.isoformat()}"' in page

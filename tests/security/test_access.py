@@ -2,61 +2,11 @@
 project's resources (404), and refuses a session POST without a CSRF token; the admin site and
 admin-only actions refuse non-staff users."""
 
-import pytest
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
-from tests.conftest import container_pool, job_body
-from tests.slurm.conftest import accounts, admin, cluster, make_job, slurm_pools  # noqa: F401 - fixtures
+from tests.security.conftest import SECRET
 from tests.security.urlconf import CSRF_EXEMPT, PUBLIC, protected_routes, routes
-from trainhub.jobs import services
-from trainhub.resources import services as resource_services
-from trainhub.slurm.models import Association
-from trainhub.tuning import services as tuning_services
-from trainhub.tuning.models import Model
-from trainhub.tuning.spec import CUSTOM_TASK
-
-SECRET = "alpha-secret-experiment"
-
-
-@pytest.fixture
-def alpha_job(cast):
-    return services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
-                               body=job_body(container_pool(), name=SECRET))
-
-
-@pytest.fixture
-def alpha_values(alpha_job, cast, nodes, accounts, now):
-    """Route parameters pointing at alpha's resources: one of every kind."""
-    alpha = cast["alpha"]
-    slurm_job = make_job(accounts, name=SECRET, now=now)
-    association = Association.objects.filter(cluster=accounts, user="uma").first()
-    operation = resource_services.persistent_resource_create(
-        project=alpha, location="us-central1", resource_id="secret-resource", user=cast["alice"], now=now,
-        body={"displayName": SECRET, "resourcePools": [
-            {"machineSpec": {"machineType": "n1-standard-4", "acceleratorType": "NVIDIA_TESLA_T4",
-                             "acceleratorCount": 1}, "replicaCount": 1}]})
-    trial_job = {"workerPoolSpecs": [container_pool()]}
-    study = {"metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
-             "parameters": [{"parameterId": "x", "discreteValueSpec": {"values": [1, 2]}}],
-             "algorithm": "GRID_SEARCH"}
-    tuning_job = tuning_services.tuning_job_create(
-        project=alpha, location="us-central1", user=cast["uma"],
-        body={"displayName": SECRET, "studySpec": study, "maxTrialCount": 2, "parallelTrialCount": 1,
-              "trialJobSpec": trial_job})
-    pipeline = tuning_services.pipeline_create(
-        project=alpha, location="us-central1", user=cast["uma"],
-        body={"displayName": SECRET, "trainingTaskDefinition": CUSTOM_TASK,
-              "trainingTaskInputs": trial_job})
-    model = Model.objects.create(project=alpha, location="us-central1", model_id="secret-model",
-                                 display_name=SECRET, create_time=timezone.now(), update_time=timezone.now())
-    return {"project": "alpha", "location": "us-central1", "job_id": alpha_job.job_id,
-            "resource_id": "secret-resource", "operation_id": operation.operation_id,
-            "tuning_job_id": tuning_job.job_id, "pipeline_id": pipeline.pipeline_id, "model_id": model.model_id,
-            "cluster": accounts.cluster_id, "slurm_job_id": str(slurm_job.job_id), "kind": "prolog",
-            "partition": "a4", "node": "a4-0", "pk": str(association.pk), "name": "normal",
-            "key": "queue-depth"}
 
 
 def call(client, method, path):

@@ -48,6 +48,27 @@ def test_sprio_for_an_unknown_job(api, queue):
         "Unable to find jobs matching user/id(s) specified\n")
 
 
+def test_sprio_filters_that_match_nothing_answer_an_empty_report(api, queue):
+    """A job list with no job id in it, or empty user and partition lists, match no job: the
+    report is empty (it was a 500, from the raw query Django cannot write for an empty IN)."""
+    assert api("vic").get(f"{BASE}/sprio", {"jobs": "height"}).json()["text"] == (
+        "Unable to find jobs matching user/id(s) specified\n")
+    for params in ({"user": ","}, {"partition": ","}):
+        answer = api("vic").get(f"{BASE}/sprio", params)
+        assert answer.status_code == 200, params
+        assert answer.json()["rows"] == [] and len(answer.json()["text"].splitlines()) == 1, params
+
+
+def test_job_lists_of_ids_no_job_can_have_match_nothing(api, queue):
+    """squeue, sprio and sacct -j with an id past 64 bits or other digits than 0-9 (it was a 500:
+    the database refused the number, int() the digits)."""
+    for name in ("squeue", "sprio", "sacct"):
+        for jobs in ("99999999999999999999999", "\u00b2"):
+            answer = api("vic").get(f"{BASE}/{name}", {"jobs": jobs})
+            assert answer.status_code == 200, (name, jobs)
+            assert answer.json()["rows"] == [], (name, jobs)
+
+
 def test_squeue_shows_pending_reasons_and_running_nodes(api, queue, accounts, now):
     Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
     run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
@@ -69,6 +90,19 @@ def test_sshare_all_shows_the_tree(api, queue):
     assert accounts[0] == ("root", "")
     fairshare = {line[21:31].strip(): float(line.split()[-1]) for line in text[2:] if line[21:31].strip()}
     assert fairshare == pytest.approx({"uma": 0.333333, "alice": 0.666667, "bob": 1.0}, abs=1e-6)
+
+
+def test_sacct_takes_its_format_flag(api, accounts):
+    """?format= is sacct's --format, not the name of a renderer (DRF answered 404 to it)."""
+    answer = api("vic").get(f"{BASE}/sacct", {"format": "JobID,State%12"})
+    assert answer.status_code == 200
+    assert answer.json()["text"].splitlines()[0].split() == ["JobID", "State"]
+
+
+def test_sacct_refuses_a_format_width_past_the_limit(api, accounts):
+    answer = api("vic").get(f"{BASE}/sacct", {"format": "JobID%99999999999"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == 'Invalid field width requested: "JobID%99999999999" (at most 1000)'
 
 
 def test_sacct_shows_the_callers_runs_with_accounting(api, accounts, cast, now):
@@ -129,3 +163,16 @@ def test_tres_weights_add_a_tres_column(api, queue, accounts, now):
     assert lines[0].split()[-1] == "TRES"
     # 8 of the partition's 16 GPUs: 0.5 * 2000
     assert lines[1].split()[-1] == "gres/gpu=1000"
+
+
+def test_a_config_change_takes_effect_in_the_next_pass(api, queue, now):
+    response = api("alice").post(f"{BASE}:updateConfig", {"config": {"PriorityWeightAge": "7000"}}, format="json")
+    assert response.status_code == 200, response.content
+    job = queue["uma"]
+    job.refresh_from_db()
+    assert job.priority == 3476  # stored by the last pass, under the old weight
+    run_pass(job.cluster, now + 2 * DAY)
+    job.refresh_from_db()
+    # age 7000 * 2 days / 7 days = 2000: the new weight, as a reconfigured slurmctld applies it
+    assert job.priority == 2000 + 3333
+    assert api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()[1] == row(1, "a4", 5333, 0, 2000, 3333)

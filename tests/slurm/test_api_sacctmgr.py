@@ -37,6 +37,15 @@ def test_accounts_form_a_tree_with_defaults_as_sacctmgr_fills_them(api, cluster)
         ("root", "1"), (" science", "1"), ("  chemistry", "30"), ("  physics", "30")]
 
 
+def test_a_format_width_past_the_limit_is_refused_and_other_digits_keep_the_default(api, cluster):
+    """user%99999999999 was a MemoryError (a 500), user%\u00b2 a ValueError."""
+    answer = run(api, "sacctmgr show assoc format=user%99999999999", user="vic")
+    assert answer["exitCode"] == 1
+    assert answer["output"] == ' Invalid field width requested: "user%99999999999" (at most 1000)\n'
+    assert run(api, "sacctmgr show assoc format=user%\u00b2", user="vic")["output"].splitlines()[0] == (
+        run(api, "sacctmgr show assoc format=user", user="vic")["output"].splitlines()[0])
+
+
 def test_without_i_the_change_is_shown_and_not_committed(api, cluster):
     answer = run(api, "sacctmgr add account ml")
     assert answer["needsConfirmation"] and answer["output"].endswith("(N/y): ")

@@ -1,6 +1,7 @@
 """sbatch option parsing: command lines, #SBATCH directives, --wrap, errors worded as sbatch's."""
 
 import datetime as dt
+import re
 
 import pytest
 
@@ -101,3 +102,9 @@ def test_begin_times():
     assert parse_begin("2026-02-01T12:00", now) == dt.datetime(2026, 2, 1, 12, 0, tzinfo=dt.UTC)
     with pytest.raises(SbatchError):
         parse_begin("whenever", now)
+
+
+@pytest.mark.parametrize("text", ["now+99999999999999days", "now+9999999weeks"])
+def test_a_begin_time_past_the_calendar_is_an_invalid_time_not_a_crash(text):
+    with pytest.raises(SbatchError, match=re.escape(f"Invalid time specification {text}")):
+        parse_begin(text, dt.datetime(2026, 1, 5, 10, 0, tzinfo=dt.UTC))

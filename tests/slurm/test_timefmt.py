@@ -56,6 +56,13 @@ def test_a_zero_time_limit_means_no_limit():
     assert parse_time_limit("30") == 30
 
 
+def test_a_time_limit_past_what_a_job_record_holds_is_refused():
+    """sbatch -t 99999999999999:00 overflowed PostgreSQL's integer column (a 500)."""
+    assert parse_time_limit(str(2**31 - 1)) == 2**31 - 1
+    with pytest.raises(TimeFormatError, match="longer than 2147483647 minutes"):
+        parse_time_limit("99999999999999:00")
+
+
 def test_secs2time_str_pads_hours_and_adds_days():
     assert format_secs(0) == "00:00:00"
     assert format_secs(3723) == "01:02:03"

@@ -9,6 +9,7 @@ from tests.conftest import container_pool
 from trainhub.jobs import services as job_services
 from trainhub.jobs.models import CustomJob
 from trainhub.scheduling.services import scheduler_pass
+from trainhub.tuning.spec import CUSTOM_TASK, TUNING_TASK
 
 BASE = "/v1/projects/alpha/locations/us-central1/hyperparameterTuningJobs"
 PIPELINES = "/v1/projects/alpha/locations/us-central1/trainingPipelines"
@@ -79,3 +80,21 @@ def args_of(job: CustomJob) -> list[str]:
 
 def dumps(value) -> str:
     return json.dumps(value, sort_keys=True)
+
+
+def custom_pipeline(name="train", **extra):
+    """A TrainingPipeline running a custom job and registering what it saves as "quadratic"."""
+    return {"displayName": name, "trainingTaskDefinition": CUSTOM_TASK,
+            "trainingTaskInputs": {"workerPoolSpecs": [container_pool(command=["python3"], args=["train.py"])],
+                                   "baseOutputDirectory": {"outputUriPrefix": "gs://models-bucket/run"}},
+            "modelToUpload": {"displayName": "quadratic", "description": "a fitted quadratic"}, **extra}
+
+
+def tuning_pipeline():
+    """A TrainingPipeline running a two-trial random study (both at once) and registering its best trial."""
+    return {"displayName": "tuned", "trainingTaskDefinition": TUNING_TASK,
+            "trainingTaskInputs": {"studySpec": study(double("x", 0, 1), algorithm="RANDOM_SEARCH"),
+                                   "maxTrialCount": 2, "parallelTrialCount": 2,
+                                   "trialJobSpec": {"workerPoolSpecs": [container_pool()],
+                                                    "baseOutputDirectory": {"outputUriPrefix": "gs://b/hp/"}}},
+            "modelToUpload": {"displayName": "tuned-model"}}

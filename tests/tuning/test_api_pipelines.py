@@ -3,19 +3,13 @@ saved under AIP_MODEL_DIR as a new model version."""
 
 import pytest
 
-from tests.conftest import container_pool, later
-from tests.tuning.helpers import MODELS, PIPELINES, double, finish_job, hypertune_reports, study
+from tests.conftest import later
+from tests.tuning.helpers import MODELS, PIPELINES, custom_pipeline, finish_job, hypertune_reports, tuning_pipeline
 from trainhub.tuning.models import Model, TrainingPipeline
-from trainhub.tuning.spec import CUSTOM_TASK, TUNING_TASK
 
 MODEL_FILES = [{"path": "model.json", "sizeBytes": 42}]
 
 
-def custom_pipeline(name="train", **extra):
-    return {"displayName": name, "trainingTaskDefinition": CUSTOM_TASK,
-            "trainingTaskInputs": {"workerPoolSpecs": [container_pool(command=["python3"], args=["train.py"])],
-                                   "baseOutputDirectory": {"outputUriPrefix": "gs://models-bucket/run"}},
-            "modelToUpload": {"displayName": "quadratic", "description": "a fitted quadratic"}, **extra}
 
 
 @pytest.fixture
@@ -126,12 +120,7 @@ def test_an_unknown_task_definition_and_bad_inputs_are_field_violations(post):
 
 
 def test_a_tuning_task_pipeline_registers_the_best_trials_model(api, post, finish, now):
-    body = {"displayName": "tuned", "trainingTaskDefinition": TUNING_TASK,
-            "trainingTaskInputs": {"studySpec": study(double("x", 0, 1), algorithm="RANDOM_SEARCH"),
-                                   "maxTrialCount": 2, "parallelTrialCount": 2,
-                                   "trialJobSpec": {"workerPoolSpecs": [container_pool()],
-                                                    "baseOutputDirectory": {"outputUriPrefix": "gs://b/hp/"}}},
-            "modelToUpload": {"displayName": "tuned-model"}}
+    body = tuning_pipeline()
     pipeline = pipeline_of(post(body))
     trials = list(pipeline.tuning_job.trials.select_related("custom_job"))
     for trial, score in zip(trials, (0.3, 0.9)):

@@ -42,6 +42,14 @@ def test_grid_search_refuses_a_double_conditional_parameter_too():
     assert "studySpec.parameters[0].conditionalParameterSpecs[0].parameterSpec" in violations(spec)
 
 
+@pytest.mark.parametrize("low, high, scale", [(-1e308, 1e308, "UNIT_LINEAR_SCALE"),
+                                              (1e308, 1.7e308, "UNIT_REVERSE_LOG_SCALE")])
+def test_a_double_space_too_wide_to_draw_from_is_refused(low, high, scale):
+    """Drawing in it made inf (stored as invalid JSON: a 500 at create)."""
+    found = violations(study({**double("lr", low, high), "scaleType": scale}, algorithm="RANDOM_SEARCH"))
+    assert "is too wide" in found["studySpec.parameters[0].doubleValueSpec"]
+
+
 def test_every_violation_is_reported_at_once():
     spec = {"metrics": [{"metricId": "a b", "goal": "MAXIMIZE"}, {"metricId": "m"}],
             "parameters": [double("x", 1, 1), {"parameterId": "y"}, categorical("c", "a", "a"),

@@ -19,6 +19,7 @@ from tests.tuning.helpers import (
 from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import Replica
+from trainhub.scheduling.services import scheduler_pass
 from trainhub.tuning import services
 from trainhub.tuning.models import HyperparameterTuningJob
 from trainhub.tuning.render import best_trial
@@ -183,3 +184,15 @@ def test_a_conditional_parameter_is_passed_only_when_its_parent_value_is_chosen(
                              max_trials=3, parallel=3))
     assert [args_of(t.custom_job)[1:] for t in job.trials.select_related("custom_job")] == [
         ["--optimizer=sgd"], ["--optimizer=adam", "--beta=0.9"], ["--optimizer=adam", "--beta=0.99"]]
+
+
+def test_a_trial_is_requested_until_its_job_runs_then_active(create, now, django_capture_on_commit_callbacks):
+    job = create(tuning_body(study(integer("layers", 1, 2), algorithm="GRID_SEARCH"), max_trials=2, parallel=1))
+    trial = job.trials.select_related("custom_job").get()
+    assert trial.state == "REQUESTED"
+    scheduler_pass(now=now)
+    with django_capture_on_commit_callbacks(execute=True):
+        for replica in Replica.objects.filter(job=trial.custom_job, active=True):
+            job_services.replica_started(replica=replica, now=later(now, 1))
+    trial.refresh_from_db()
+    assert trial.custom_job.state == states.RUNNING and trial.state == "ACTIVE"

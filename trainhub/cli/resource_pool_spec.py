@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from trainhub.cli.worker_pool_spec import SpecError, _positive_int, parse_key_values
+from trainhub.cli.worker_pool_spec import SpecError, positive_int, parse_key_values
 
 RESOURCE_POOL_SPEC_KEYS = ("machine-type", "replica-count", "min-replica-count", "max-replica-count",
                            "accelerator-type", "accelerator-count", "disk-type", "disk-size")
@@ -42,10 +42,10 @@ def _counts(spec: dict[str, str]) -> dict[str, Any]:
     _both_or_neither(spec, "min-replica-count", "max-replica-count")
     pool: dict[str, Any] = {}
     if "replica-count" in spec:
-        pool["replicaCount"] = _positive_int(spec, "replica-count", 1)
+        pool["replicaCount"] = positive_int(spec, "replica-count", 1)
     if "min-replica-count" in spec:
-        pool["autoscalingSpec"] = {"minReplicaCount": _positive_int(spec, "min-replica-count", 1),
-                                   "maxReplicaCount": _positive_int(spec, "max-replica-count", 1)}
+        pool["autoscalingSpec"] = {"minReplicaCount": positive_int(spec, "min-replica-count", 1),
+                                   "maxReplicaCount": positive_int(spec, "max-replica-count", 1)}
     return pool
 
 
@@ -58,13 +58,13 @@ def parse_resource_pool_spec(text: str) -> dict[str, Any]:
     machine_spec: dict[str, Any] = {"machineType": spec["machine-type"]}
     if "accelerator-type" in spec:
         machine_spec["acceleratorType"] = spec["accelerator-type"]
-        machine_spec["acceleratorCount"] = _positive_int(spec, "accelerator-count", 1)
+        machine_spec["acceleratorCount"] = positive_int(spec, "accelerator-count", 1)
     pool: dict[str, Any] = {"machineSpec": machine_spec, **_counts(spec)}
     disk: dict[str, Any] = {}
     if "disk-type" in spec:
         disk["bootDiskType"] = spec["disk-type"]
     if "disk-size" in spec:
-        disk["bootDiskSizeGb"] = _positive_int(spec, "disk-size", 100)
+        disk["bootDiskSizeGb"] = positive_int(spec, "disk-size", 100)
     if disk:
         pool["diskSpec"] = disk
     return pool

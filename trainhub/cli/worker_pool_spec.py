@@ -64,7 +64,8 @@ def parse_key_values(text: str) -> dict[str, str]:
     return result
 
 
-def _positive_int(spec: dict[str, str], key: str, default: int) -> int:
+def positive_int(spec: dict[str, str], key: str, default: int) -> int:
+    """``spec[key]`` as a positive integer (``default`` when absent), as gcloud's flag parsers read it."""
     raw = spec.get(key)
     if raw is None:
         return default
@@ -110,8 +111,8 @@ def parse_worker_pool_spec(text: str) -> dict[str, Any]:
     machine_spec: dict[str, Any] = {"machineType": spec["machine-type"]}
     if "accelerator-type" in spec:
         machine_spec["acceleratorType"] = spec["accelerator-type"]
-        machine_spec["acceleratorCount"] = _positive_int(spec, "accelerator-count", 1)
-    pool: dict[str, Any] = {"machineSpec": machine_spec, "replicaCount": _positive_int(spec, "replica-count", 1)}
+        machine_spec["acceleratorCount"] = positive_int(spec, "accelerator-count", 1)
+    pool: dict[str, Any] = {"machineSpec": machine_spec, "replicaCount": positive_int(spec, "replica-count", 1)}
     if container_image is not None:
         pool["containerSpec"] = {"imageUri": container_image}
     else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
@@ -70,6 +72,10 @@ def google_exception_handler(exc: Exception, context: dict) -> Response | None:
         error = ApiError(401, "Request is missing required authentication credential. Send 'Authorization: Bearer <token>'.")
     elif isinstance(exc, drf_exceptions.PermissionDenied):
         error = ApiError(403, str(exc.detail))
+    elif isinstance(exc, RequestDataTooBig):
+        # What Google's front ends answer to an oversized request body.
+        error = ApiError(400, f"Request payload size exceeds the limit: {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+                         "INVALID_ARGUMENT")
     elif isinstance(exc, drf_exceptions.ParseError):
         error = ApiError(400, f"Invalid JSON payload received. {exc.detail}")
     elif isinstance(exc, drf_exceptions.UnsupportedMediaType):

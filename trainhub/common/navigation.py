@@ -4,9 +4,8 @@ Apps land one at a time, so a section whose URL name does not reverse yet is lef
 linking to a 404: wiring a new app's pages into the menu is adding its ``include()`` to the URL
 conf (and, if its landing page has another name, changing one line below).
 
-A section is current when the request resolved inside its URL namespace. Where sections share a
-namespace (Tuning and Pipelines both live in the tuning app) the one whose link is the longest
-prefix of the request path wins, and the first of them otherwise.
+A section is current when the request resolved inside its URL namespace (each section has its
+own: Tuning and Pipelines live in one app but in two URL namespaces).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ class NavLink:
 SECTIONS: tuple[Section, ...] = (
     Section("Jobs", "jobs:list"),
     Section("Tuning", "tuning:list"),
-    Section("Pipelines", "tuning:pipeline_list"),
+    Section("Pipelines", "pipelines:list"),
     Section("Persistent resources", "resources:list"),
     Section("Slurm clusters", "slurm:list"),
     Section("Quotas", "scheduling:quotas"),
@@ -60,14 +59,11 @@ def _in_namespace(request_namespace: str, section: Section) -> bool:
     return request_namespace == section.namespace or request_namespace.startswith(section.namespace + ":")
 
 
-def nav_links(*, sections: tuple[Section, ...], path: str, namespace: str, is_staff: bool) -> list[NavLink]:
+def nav_links(*, sections: tuple[Section, ...], namespace: str, is_staff: bool) -> list[NavLink]:
     """The links to show, in order, with the current section marked."""
     shown = [(section, url) for section in sections if not section.staff_only or is_staff
              if (url := _url(section)) is not None]
-    candidates = [(section, url) for section, url in shown if namespace and _in_namespace(namespace, section)]
-    prefixed = [(len(url), section) for section, url in candidates if path.startswith(url)]
-    current = max(prefixed, key=lambda pair: pair[0])[1] if prefixed else (
-        candidates[0][0] if candidates else None)
+    current = next((section for section, _ in shown if namespace and _in_namespace(namespace, section)), None)
     return [NavLink(section.label, url, section is current) for section, url in shown]
 
 
@@ -77,5 +73,5 @@ def navigation(request: HttpRequest) -> dict:
     if user is None or not user.is_authenticated:
         return {}
     match = request.resolver_match
-    return {"nav_links": nav_links(sections=SECTIONS, path=request.path, namespace=match.namespace if match else "",
+    return {"nav_links": nav_links(sections=SECTIONS, namespace=match.namespace if match else "",
                                    is_staff=user.is_staff)}

@@ -69,8 +69,8 @@ def parse_enum(value: Any, names_by_number: dict[int, str], *, aliases: dict[str
     """Accept an enum by name or by number (`enum-encoding=int`); return its name."""
     if isinstance(value, bool):
         raise WireError("must be an enum name or number")
-    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
-        number = int(value)
+    if isinstance(value, int) or (isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip())):
+        number = int(value.strip()) if isinstance(value, str) else value
         if number not in names_by_number:
             raise WireError(f"unknown enum number {number}")
         return names_by_number[number]

@@ -1,7 +1,8 @@
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from trainhub.iam.models import ApiToken
+from trainhub.iam.selectors import api_token_get
+from trainhub.iam.services import api_token_used
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -19,12 +20,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         key = key.strip()
         if not key:
             raise exceptions.AuthenticationFailed("Empty bearer token.")
-        token = ApiToken.objects.select_related("user").filter(key=key).first()
+        token = api_token_get(key=key)
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid bearer token.")
-        now = timezone.now()
-        if token.last_used is None or (now - token.last_used).total_seconds() > 60:
-            ApiToken.objects.filter(pk=token.pk).update(last_used=now)
+        api_token_used(token=token, now=timezone.now())
         return token.user, token
 
     def authenticate_header(self, request):

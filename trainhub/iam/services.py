@@ -1,3 +1,4 @@
+import datetime as dt
 import secrets
 
 from django.contrib.auth import get_user_model
@@ -38,6 +39,17 @@ def api_token_rotate(*, user: AbstractBaseUser) -> ApiToken:
         token.key = new_token_key()
         token.save(update_fields=["key"])
     return token
+
+
+#: How stale ``ApiToken.last_used`` may get: writing it on every request would cost each one an UPDATE.
+LAST_USED_RESOLUTION_SECONDS = 60
+
+
+def api_token_used(*, token: ApiToken, now: dt.datetime) -> None:
+    """Record that the token authenticated a request, at most once a minute."""
+    if token.last_used is None or (now - token.last_used).total_seconds() > LAST_USED_RESOLUTION_SECONDS:
+        ApiToken.objects.filter(pk=token.pk).update(last_used=now)
+        token.last_used = now
 
 
 @transaction.atomic

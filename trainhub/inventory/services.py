@@ -10,6 +10,7 @@ from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.catalog.machines import NO_ACCELERATOR, machine_type_get
 from trainhub.inventory.models import Executor, Node, NodePool, NodeState
 from trainhub.scheduling import working_memory
+from trainhub.scheduling.pass_requests import request_pass
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ def node_pool_ensure(
     existing = pool.nodes.count()
     for index in range(existing, node_count):
         Node.objects.create(pool=pool, name=f"{name}-{index}", hostname=f"{name}-{index}")
+    if node_count > existing:
+        request_pass()  # new capacity: waiting jobs may fit now, not at the next beat
     return pool
 
 
@@ -55,9 +58,11 @@ def node_heartbeat(*, node_ids: list[int], now: dt.datetime) -> None:
     """The database keeps the last heartbeat (the record); Redis keeps a TTL key per node."""
     Node.objects.filter(pk__in=node_ids).update(last_heartbeat=now)
     transaction.on_commit(lambda: _heartbeat_keys(node_ids))
-    Node.objects.filter(pk__in=node_ids, state=NodeState.DOWN, state_reason__startswith="heartbeat").update(
+    revived = Node.objects.filter(pk__in=node_ids, state=NodeState.DOWN, state_reason__startswith="heartbeat").update(
         state=NodeState.UP, state_reason=""
     )
+    if revived:
+        request_pass()
 
 
 def _heartbeat_keys(node_ids: list[int]) -> None:
@@ -69,9 +74,13 @@ def _heartbeat_keys(node_ids: list[int]) -> None:
 
 @transaction.atomic
 def node_set_state(*, node: Node, state: str, reason: str = "") -> Node:
+    """An admin's or the heartbeat sweep's change of a node's state (UP, DRAIN, DOWN)."""
+    changed = node.state != state
     node.state = state
     node.state_reason = reason
     node.save(update_fields=["state", "state_reason"])
+    if changed:
+        request_pass()  # a node back UP is capacity; a drained or DOWN one changes what waits for what
     return node
 
 
@@ -107,4 +116,7 @@ def nodes_release(*, owner: str, nodes: list[Node] | None = None) -> int:
     held = Node.objects.filter(dedicated_to=owner)
     if nodes is not None:
         held = held.filter(pk__in=[node.pk for node in nodes])
-    return held.update(dedicated_to="")
+    released = held.update(dedicated_to="")
+    if released:
+        request_pass()  # the shared pool grew
+    return released

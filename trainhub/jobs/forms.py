@@ -31,7 +31,8 @@ def machine_catalog() -> dict[str, dict[str, list[int]]]:
             for name, machine in MACHINE_TYPES.items()}
 
 
-def _machine_choices() -> list[tuple[str, list[tuple[str, str]]]]:
+def machine_choices() -> list[tuple[str, list[tuple[str, str]]]]:
+    """Machine types grouped by family for a <select>, each labelled with its vCPUs, memory and GPUs."""
     families: dict[str, list[tuple[str, str]]] = {}
     for name, machine in MACHINE_TYPES.items():
         gpus = f", {machine.fixed_gpu[1]} × {machine.fixed_gpu[0]}" if machine.fixed_gpu else ""
@@ -40,11 +41,13 @@ def _machine_choices() -> list[tuple[str, list[tuple[str, str]]]]:
     return list(families.items())
 
 
-def _accelerator_choices() -> list[tuple[str, str]]:
+def accelerator_choices() -> list[tuple[str, str]]:
+    """Every accelerator type, after "none" (the machine's own GPUs, if any)."""
     return [("", "None / built in")] + [(kind, kind) for kind in accelerator_types()]
 
 
-def _count_choices() -> list[tuple[str, str]]:
+def count_choices() -> list[tuple[str, str]]:
+    """Every accelerator count some machine type allows."""
     counts = sorted({c for machine in MACHINE_TYPES.values() for cs in machine.accelerators.values() for c in cs})
     return [("", "Default")] + [(str(count), str(count)) for count in counts]
 
@@ -170,9 +173,9 @@ class WorkerPoolForm(forms.Form):
 
     # The data- attributes are the hooks of static/js/trainhub.js.
     machine_type = forms.ChoiceField(required=False, widget=FastSelect(attrs={"data-machine-type": ""}))
-    accelerator_type = forms.ChoiceField(required=False, choices=_accelerator_choices,
+    accelerator_type = forms.ChoiceField(required=False, choices=accelerator_choices,
                                          widget=FastSelect(attrs={"data-accelerator-type": ""}))
-    accelerator_count = forms.ChoiceField(required=False, choices=_count_choices,
+    accelerator_count = forms.ChoiceField(required=False, choices=count_choices,
                                           widget=FastSelect(attrs={"data-accelerator-count": ""}))
     replica_count = forms.IntegerField(min_value=1, initial=1, required=False, help_text="Empty: 1.")
     image_uri = forms.CharField(required=False, max_length=1024, label="Container image URI")
@@ -189,10 +192,10 @@ class WorkerPoolForm(forms.Form):
         machine = self.fields["machine_type"]
         if index == 0:
             machine.required = True
-            machine.choices = [("", "Choose a machine type")] + _machine_choices()
+            machine.choices = [("", "Choose a machine type")] + machine_choices()
             del self.fields["replica_count"]  # the primary pool runs exactly one replica
         else:
-            machine.choices = [("", "Not used (skip this pool)")] + _machine_choices()
+            machine.choices = [("", "Not used (skip this pool)")] + machine_choices()
 
     @property
     def task_name(self) -> str:

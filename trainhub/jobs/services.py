@@ -17,6 +17,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from trainhub.common.compiled import CompiledInsert
 from trainhub.common.errors import ApiError, invalid_argument
 from trainhub.common.live import live_changed
 from trainhub.common.redis import RedisNotConfigured, get_redis
@@ -30,7 +31,7 @@ from trainhub.resources.selectors import job_resource_check
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
 from trainhub.scheduling.quota import QuotaBook, quota_demand
-from trainhub.scheduling.selectors import quota_limits
+from trainhub.scheduling.selectors import project_quota_limits
 
 # google.rpc.Code values used in CustomJob.error.
 CODE_CANCELLED = 1
@@ -44,6 +45,10 @@ CODE_UNAVAILABLE = 14
 PRIMARY = (0, 0)
 
 logger = logging.getLogger(__name__)
+
+# Every submission inserts a job and its creation event: their INSERTs are compiled once.
+_JOB_INSERT = CompiledInsert(CustomJob)
+_EVENT_INSERT = CompiledInsert(JobEvent)
 
 
 def remember_pending(jobs: list[CustomJob]) -> None:
@@ -60,7 +65,7 @@ def queued_job(job: CustomJob) -> working_memory.QueuedJob:
 
 
 def _event(job: CustomJob, now: dt.datetime, message: str, state: str = "") -> None:
-    JobEvent.objects.create(job=job, time=now, state=state, message=message)
+    _EVENT_INSERT.save(JobEvent(job=job, time=now, state=state, message=message))
     live_changed()
 
 
@@ -138,7 +143,7 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
     demand = _quota_demand(parsed)
     now = now or timezone.now()
     with transaction.atomic():
-        job = CustomJob.objects.create(
+        job = CustomJob(
             project=project,
             location=location,
             job_id=_new_job_id(),
@@ -158,6 +163,7 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
             create_time=now,
             update_time=now,
         )
+        _JOB_INSERT.save(job)
         _event(job, now, f"Job created by {user or 'system'} ({parsed.strategy}).", states.QUEUED)
         # Queued before commit: the pass keeps a queued id it cannot see yet for a grace period.
         remember_pending([job])
@@ -170,7 +176,9 @@ def _reject_requests_above_quota(*, project: Project, location: str, demand: dic
 
     A request that fits the limit but not the current usage is accepted and waits in QUEUED.
     """
-    book = QuotaBook(limits=quota_limits(project_ids=[project.pk]))
+    if not demand:
+        return
+    book = QuotaBook(limits=project_quota_limits(project_pk=project.pk))
     outright = [s for s in book.shortfalls(project.pk, location, demand) if s.exceeds_limit_outright]
     if outright:
         raise ApiError(429, "The following quota metrics exceed quota limits: "

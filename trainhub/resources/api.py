@@ -4,7 +4,7 @@ their long-running operations."""
 from __future__ import annotations
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -49,8 +49,9 @@ class PersistentResourceCollection(APIView):
 
     @extend_schema(operation_id="persistentResources.create",
                    request={"application/json": openapi.PERSISTENT_RESOURCE_REQUEST},
-                   responses=responses(openapi.OPERATION, PROJECT_ERRORS + (409,)),
-                   parameters=[OpenApiParameter("persistentResourceId", str, required=True)])
+                   responses=responses(openapi.OPERATION, PROJECT_ERRORS + (409, 429)),
+                   parameters=[OpenApiParameter("persistentResourceId", str, required=True, examples=[
+                       OpenApiExample("id", value="my-persistent-resource")])])
     def post(self, request: Request, project: str, location: str) -> Response:
         project_obj = project_get_for_user(user=request.user, project_id=project, permission=CREATE)
         operation = services.persistent_resource_create(
@@ -73,8 +74,9 @@ class PersistentResourceDetail(APIView):
 
     @extend_schema(operation_id="persistentResources.patch",
                    request={"application/json": openapi.PERSISTENT_RESOURCE_REQUEST},
-                   responses=responses(openapi.OPERATION, PROJECT_ERRORS),
-                   parameters=[OpenApiParameter("updateMask", str, required=True)])
+                   responses=responses(openapi.OPERATION, PROJECT_ERRORS + (429,)),
+                   parameters=[OpenApiParameter("updateMask", str, required=True, examples=[
+                       OpenApiExample("resize", value="resourcePools.replicaCount")])])
     def patch(self, request: Request, project: str, location: str, resource_id: str) -> Response:
         resource = self._resource(request, project, location, resource_id, UPDATE)
         operation = services.persistent_resource_update(

@@ -12,7 +12,7 @@ from django import forms
 from django.core.validators import RegexValidator
 
 from trainhub.common.errors import ApiError, FieldViolation
-from trainhub.jobs.forms import DEFAULT_LOCATION, _accelerator_choices, _count_choices, _machine_choices
+from trainhub.jobs.forms import DEFAULT_LOCATION, accelerator_choices, count_choices, machine_choices
 from trainhub.jobs.spec import DISK_TYPES, MAX_DISPLAY_NAME
 from trainhub.resources.models import PersistentResource
 from trainhub.resources.spec import MAX_REPLICAS, RESOURCE_ID
@@ -34,9 +34,9 @@ class ResourcePoolForm(forms.Form):
 
     # The data- attributes are the hooks of static/js/trainhub.js (accelerators per machine type).
     machine_type = forms.ChoiceField(required=False, widget=forms.Select(attrs={"data-machine-type": ""}))
-    accelerator_type = forms.ChoiceField(required=False, choices=_accelerator_choices,
+    accelerator_type = forms.ChoiceField(required=False, choices=accelerator_choices,
                                          widget=forms.Select(attrs={"data-accelerator-type": ""}))
-    accelerator_count = forms.ChoiceField(required=False, choices=_count_choices,
+    accelerator_count = forms.ChoiceField(required=False, choices=count_choices,
                                           widget=forms.Select(attrs={"data-accelerator-count": ""}))
     pool_id = forms.CharField(required=False, max_length=63, label="Pool ID",
                               help_text="Empty: named after the machine type.")
@@ -53,7 +53,7 @@ class ResourcePoolForm(forms.Form):
         machine = self.fields["machine_type"]
         machine.required = index == 0
         empty = "Choose a machine type" if index == 0 else "Not used (skip this pool)"
-        machine.choices = [("", empty)] + _machine_choices()
+        machine.choices = [("", empty)] + machine_choices()
 
     def resource_pool(self) -> dict[str, Any] | None:
         data = self.cleaned_data

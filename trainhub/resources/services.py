@@ -59,7 +59,10 @@ from trainhub.resources.spec import (
     parse_update,
     validate_resource_id,
 )
+from trainhub.jobs.spec import ReplicaShape
 from trainhub.scheduling.placement import CapacityIndex, FreeNode, Shortfall
+from trainhub.scheduling.quota import ON_DEMAND, QuotaBook, quota_demand, quota_metric
+from trainhub.scheduling.selectors import quota_book
 
 logger = logging.getLogger(__name__)
 
@@ -107,21 +110,57 @@ def _largest_first(wants: list[tuple[ResourcePool, int]]) -> list[tuple[Resource
     return sorted((item for item in wants if item[1] > 0), key=lambda item: -item[0].accelerator_count)
 
 
+def _machines_within_quota(book: QuotaBook, resource: PersistentResource, shape: ReplicaShape, count: int) -> int:
+    """How many of ``count`` machines of ``shape`` the project's on-demand quota still admits."""
+    metric = quota_metric(shape.accelerator_type, ON_DEMAND) if shape.accelerator_count else None
+    limit = book.limits.get((resource.project_id, resource.location, metric))
+    if limit is None:
+        return count
+    in_use = book.usage.get((resource.project_id, resource.location, metric), 0)
+    return min(count, max(0, limit - in_use) // shape.accelerator_count)
+
+
+def _quota_shortfalls(book: QuotaBook, project: Project, location: str,
+                      wants: Iterable[tuple[ReplicaShape, int]]) -> list[str]:
+    demand = quota_demand(((count, shape) for shape, count in wants), ON_DEMAND)
+    return [shortfall.describe_usage() for shortfall in book.shortfalls(project.pk, location, demand)]
+
+
+def _refuse_beyond_quota(project: Project, location: str, wants: Iterable[tuple[ReplicaShape, int]]) -> None:
+    """429 RESOURCE_EXHAUSTED when the machines asked for do not fit the project's on-demand GPU quota
+    beside what its jobs and other persistent resources already hold (Vertex counts a persistent
+    resource against the training quota)."""
+    shortfalls = _quota_shortfalls(quota_book(project_ids=[project.pk]), project, location, wants)
+    if shortfalls:
+        raise ApiError(429, "The following quota metrics exceed quota limits: " + ", ".join(shortfalls),
+                       "RESOURCE_EXHAUSTED")
+
+
 def _reserve(resource: PersistentResource, wants: list[tuple[ResourcePool, int]], now: dt.datetime, *,
              live_only: bool, partial: bool = False) -> tuple[int, str | None]:
     """Dedicate ``count`` more nodes to each pool: all or nothing, or with ``partial`` as many as
-    there are. Returns how many nodes were dedicated and the shortage (None: none)."""
+    there are and the quota admits. Returns how many nodes were dedicated and the shortage (None:
+    none). Checked again here, under the leader lock, because usage may have grown since the request."""
     index = CapacityIndex(_idle_nodes(resource.location, live_since=selectors.live_after(now) if live_only else None))
+    book = quota_book(project_ids=[resource.project_id])
     chosen: list[tuple[ResourcePool, list[FreeNode]]] = []
     shortage = None
     for pool, count in _largest_first(wants):  # a shortage drops the index: nothing to give back
-        taken = index.take([(pool.shape, count)])
+        admitted = _machines_within_quota(book, resource, pool.shape, count)
+        if admitted < count:
+            shortage = (f"Resource pool {pool.pool_id!r}: quota "
+                        + "; ".join(_quota_shortfalls(book, resource.project, resource.location, [(pool.shape, count)])))
+            if not partial:
+                return 0, shortage
+            count = admitted
+        taken = index.take([(pool.shape, count)]) if count else [[]]
         if isinstance(taken, Shortfall):
             shortage = _describe_shortfall(taken, resource.location, f"resource pool {pool.pool_id!r}")
             if not partial:
                 return 0, shortage
             taken = index.take([(pool.shape, taken.free)]) if taken.free else [[]]
         chosen.append((pool, taken[0]))
+        book.charge(resource.project_id, resource.location, quota_demand([(len(taken[0]), pool.shape)], ON_DEMAND))
     node_ids = [node.node_id for _, nodes in chosen for node in nodes]
     if not node_ids:
         return 0, shortage
@@ -252,6 +291,7 @@ def persistent_resource_create(*, project: Project, location: str, resource_id: 
     if selectors.resource_find(project=project, location=location, resource_id=resource_id):
         raise conflict
     _refuse_beyond_inventory(location, parsed.pools)
+    _refuse_beyond_quota(project, location, [(pool.shape, pool.replica_count) for pool in parsed.pools])
     now = now or timezone.now()
     try:
         with transaction.atomic():
@@ -322,14 +362,17 @@ def _resize_targets(resource: PersistentResource, pools: tuple[PoolSpec, ...], c
     usage = selectors.pool_usage(resources=[resource], now=now)
     pk_of = {pool.pool_id: pool.pk for pool in resource.pools.all()}
     targets = []
+    growth = []
     for pool, before in zip(pools, current):
         held = usage.get(pk_of[pool.pool_id], selectors.NO_USAGE)
         target = _target_size(pool, before, held.provisioned)
         if target < held.used:
             raise _failed_precondition(f"Resource pool {pool.pool_id!r} has {held.used} machine(s) running jobs; "
                                        f"it cannot shrink to {target}. Wait for the jobs or cancel them.")
+        growth.append((pool.shape, max(0, target - held.provisioned)))
         targets.append({"id": pool.pool_id, "replicaCount": pool.replica_count, "target": target,
                         "minReplicaCount": pool.min_replica_count, "maxReplicaCount": pool.max_replica_count})
+    _refuse_beyond_quota(resource.project, resource.location, growth)
     return targets
 
 

@@ -18,6 +18,8 @@ from trainhub.catalog.machines import QUOTA_GPU_NAME
 from trainhub.jobs.spec import ReplicaShape
 
 PREEMPTIBLE_STRATEGIES = frozenset({"FLEX_START", "SPOT"})
+#: The strategy whose GPUs count against the on-demand quota (also a persistent resource's machines).
+ON_DEMAND = "STANDARD"
 METRIC_PREFIX = "aiplatform.googleapis.com/"
 
 
@@ -61,6 +63,11 @@ class QuotaShortfall:
     @property
     def exceeds_limit_outright(self) -> bool:
         return self.requested > self.limit
+
+    def describe_usage(self) -> str:
+        """The shortfall of a request that takes effect at once (a persistent resource's machines)."""
+        return (f"{METRIC_PREFIX}{self.metric} in {self.location}: {self.in_use} in use + {self.requested} "
+                f"requested > limit {self.limit}")
 
     def describe(self) -> str:
         if self.exceeds_limit_outright:

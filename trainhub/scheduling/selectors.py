@@ -10,12 +10,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count
 from redis.exceptions import RedisError
 
+from trainhub.common.compiled import CompiledQuery
 from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.iam.models import Project
 from trainhub.jobs.models import CustomJob, Replica
+from trainhub.resources.models import PoolNode
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.models import Quota
-from trainhub.scheduling.quota import QuotaBook
+from trainhub.scheduling.quota import ON_DEMAND, QuotaBook, quota_metric
 
 QuotaKey = tuple[int, str, str]
 logger = logging.getLogger(__name__)
@@ -53,8 +55,21 @@ def quota_limits(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]
     return {(q.project_id, q.location, q.metric): q.limit for q in quotas}
 
 
+# Read by every job submission: compiled once (see trainhub.common.compiled).
+_PROJECT_QUOTAS = CompiledQuery(
+    lambda project_pk: Quota.objects.filter(project_id=project_pk).order_by().values_list("location", "metric", "limit"), -1)
+
+
+def project_quota_limits(*, project_pk: int) -> dict[QuotaKey, int]:
+    """``quota_limits`` of one project."""
+    return {(project_pk, location, metric): limit for location, metric, limit in _PROJECT_QUOTAS.rows(project_pk)}
+
+
 def quota_usage(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
-    """GPUs held per quota: the requests of every job that currently holds an allocation."""
+    """GPUs held per quota: the requests of every job that currently holds an allocation, plus the
+    GPUs of every machine a persistent resource holds, against the on-demand quota (Vertex counts a
+    persistent resource against the project's training quota for as long as it holds the machines;
+    the jobs running on it then consume none)."""
     # From the active replicas (at most one per node) to their jobs, never through every job ever run.
     allocated = CustomJob.objects.filter(pk__in=Replica.objects.filter(active=True).values("job_id"))
     if project_ids is not None:
@@ -65,6 +80,16 @@ def quota_usage(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
     for group in groups:
         for metric, gpus in (group["quota_demand"] or {}).items():
             usage[(group["project_id"], group["location"], metric)] += gpus * group["jobs"]
+    held = PoolNode.objects.filter(pool__accelerator_count__gt=0)
+    if project_ids is not None:
+        held = held.filter(pool__resource__project_id__in=project_ids)
+    pools = held.values("pool__resource__project_id", "pool__resource__location", "pool__accelerator_type",
+                        "pool__accelerator_count").annotate(machines=Count("pk")).order_by()
+    for pool in pools:
+        metric = quota_metric(pool["pool__accelerator_type"], ON_DEMAND)
+        if metric:
+            key = (pool["pool__resource__project_id"], pool["pool__resource__location"], metric)
+            usage[key] += pool["pool__accelerator_count"] * pool["machines"]
     return dict(usage)
 
 

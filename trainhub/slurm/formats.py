@@ -24,6 +24,7 @@ Public API (pure Python, no Django)::
     sacct_rows(jobs, *, fields=None) -> list[dict]
     # print_fields (slurm:src/common/print_fields.c), used by sshare, sacct and sacctmgr
     PrintField(name, width, kind)       # kind: str, uint, double, time (minutes), time_secs, tres; width < 0 = left
+    format_width(item, width) -> int    # the width of a ``name%width`` format item; 0 = the field's own
     print_fields(fields, rows, *, parsable=None, header=True) -> str   # parsable: None, "ending" (-p), "plain" (-P)
 
 Two printing engines, as in Slurm:
@@ -495,6 +496,23 @@ def format_time_limit_sacct(minutes: int | None) -> str:
     return format_secs(None if minutes is None else minutes * 60)
 
 
+#: The widest column a ``name%width`` format item may ask for: wider only fills a page with spaces
+#: for every row (and a width past memory crashed the command).
+MAX_FIELD_WIDTH = 1000
+_WIDTH = re.compile(r"-?[0-9]+")
+
+
+def format_width(item: str, width: str) -> int:
+    """The width of format item ``item`` (its text after ``%``): 0, the field's own width, unless it is
+    a whole number (as Slurm's atoi reads it; negative left-justifies). Raises ValueError for one
+    wider than MAX_FIELD_WIDTH."""
+    if not _WIDTH.fullmatch(width):
+        return 0
+    if abs(int(width)) > MAX_FIELD_WIDTH:
+        raise ValueError(f'Invalid field width requested: "{item}" (at most {MAX_FIELD_WIDTH})')
+    return int(width)
+
+
 def _sacct_selection(fields: Sequence[str] | None) -> list[tuple[PrintField, Callable[[SacctJob], Any]]]:
     """``--format`` items (case-insensitive, ``name%width`` overrides the width)."""
     chosen = []
@@ -503,8 +521,9 @@ def _sacct_selection(fields: Sequence[str] | None) -> list[tuple[PrintField, Cal
         if name.lower() not in SACCT_FIELDS:
             raise ValueError(f'Invalid field requested: "{name}"')
         print_field, getter = SACCT_FIELDS[name.lower()]
-        if width.lstrip("-").isdigit() and int(width):
-            print_field = print_field.with_width(int(width))
+        chosen_width = format_width(item, width)
+        if chosen_width:
+            print_field = print_field.with_width(chosen_width)
         chosen.append((print_field, getter))
     return chosen
 

@@ -12,9 +12,11 @@ the CLI (formats.py lays the text out). Each report takes the filters of its com
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Q
 
@@ -33,8 +35,16 @@ def _names(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
+#: Job ids are stored as signed 64-bit integers: a larger number names no job (and no database
+#: takes it as a parameter).
+MAX_JOB_ID = 2**63 - 1
+_JOB_ID = re.compile(r"[0-9]+")
+
+
 def _job_ids(text: str) -> list[int]:
-    return [int(item) for item in _names(text) if item.isdigit()]
+    """The job ids of a -j list; items that are no job id (words, other digits, ids too large to
+    exist) match no job."""
+    return [int(item) for item in _names(text) if _JOB_ID.fullmatch(item) and int(item) <= MAX_JOB_ID]
 
 
 def _states(text: str) -> set[str]:
@@ -109,7 +119,10 @@ def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: Slur
         return [snapshot.breakdown_from_row(row, weights) for row in rows.values_list(*fields)]
     # Numbers and names only: the driver's rows need none of Django's per-row conversions, which
     # cost as much as the query itself over a 10,000-job queue.
-    sql, params = rows.values_list(*fields).query.sql_with_params()
+    try:
+        sql, params = rows.values_list(*fields).query.sql_with_params()
+    except EmptyResultSet:  # a filter nothing can match (jobs=abc, user=","): Django writes no SQL for it
+        return []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [snapshot.breakdown_from_row(row, weights) for row in cursor.fetchall()]

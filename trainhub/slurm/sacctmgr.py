@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainhub.slurm.formats import PrintField, print_fields
+from trainhub.slurm.formats import PrintField, format_width, print_fields
 from trainhub.slurm.timefmt import TimeFormatError, parse_minutes, parse_seconds
 from trainhub.slurm.tres import TresFormatError, format_tres, parse_tres
 
@@ -623,8 +623,12 @@ def _show_columns(entity: str, format_: Sequence[str], tree: bool) -> list[tuple
         print_field, key = _COLUMNS[match]
         if entity == "association" and tree and key == "account":
             print_field = print_field.with_width(-20)
-        if width.lstrip("-").isdigit() and int(width):
-            print_field = print_field.with_width(int(width))
+        try:
+            chosen_width = format_width(item, width)
+        except ValueError as exc:
+            raise SacctmgrError(f" {exc}") from exc
+        if chosen_width:
+            print_field = print_field.with_width(chosen_width)
         chosen.append((print_field, key))
     return chosen
 

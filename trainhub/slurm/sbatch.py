@@ -256,7 +256,10 @@ def parse_begin(text: str, now: dt.datetime) -> dt.datetime:
     relative = re.fullmatch(r"now(?:\+(\d+)(seconds|minutes|hours|days|weeks)?)?", value)
     if relative:
         amount = int(relative.group(1) or 0)
-        return now + dt.timedelta(**{relative.group(2) or "seconds": amount})
+        try:
+            return now + dt.timedelta(**{relative.group(2) or "seconds": amount})
+        except OverflowError as exc:  # past year 9999
+            raise SbatchError(f"sbatch: error: Invalid time specification {text}") from exc
     named = {"midnight": (0, 0), "noon": (12, 0), "teatime": (16, 0)}
     clock = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", value)
     if clock or value in named:

@@ -81,10 +81,18 @@ def parse_minutes(text: str) -> int | None:
     return None if seconds is None else -(-seconds // 60)
 
 
+#: The longest time limit a job record holds, in minutes (a signed 32-bit column; Slurm's own,
+#: a uint32 below its INFINITE and NO_VAL markers, is of the same order: some 4,000 years).
+MAX_TIME_LIMIT_MINUTES = 2**31 - 1
+
+
 def parse_time_limit(text: str) -> int | None:
     """A job's ``-t/--time`` in minutes; None = no limit. ``0`` also means no limit (sbatch.1:
-    "A time limit of zero requests that no time limit be imposed")."""
+    "A time limit of zero requests that no time limit be imposed"). Longer than
+    MAX_TIME_LIMIT_MINUTES is refused."""
     minutes = parse_minutes(text)
+    if minutes is not None and minutes > MAX_TIME_LIMIT_MINUTES:
+        raise TimeFormatError(f"time limit {text!r} is longer than {MAX_TIME_LIMIT_MINUTES} minutes")
     return None if minutes == 0 else minutes
 
 

@@ -7,10 +7,10 @@ serves both, configured by a Collection; models are read-only (pipelines registe
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,12 +21,9 @@ from trainhub.common.openapi import PROJECT_ERRORS, responses
 from trainhub.jobs.api import _int_param
 from trainhub.jobs.render import render_delete_operation
 from trainhub.tuning import selectors, services
+from trainhub.tuning.openapi import PIPELINE_REQUEST, RESOURCE, TUNING_JOB_REQUEST
 from trainhub.tuning.models import HyperparameterTuningJob, Model, TrainingPipeline
 from trainhub.tuning.render import render_model, render_model_version, render_pipeline, render_tuning_job
-
-
-#: Tuning jobs, pipelines and models are documented in vertex-api.md; the schema names only their shape.
-RESOURCE = {"type": "object", "description": "A Vertex AI v1 resource in its JSON wire format."}
 
 
 @dataclass(frozen=True)
@@ -40,6 +37,8 @@ class Collection:
     create: Callable[..., Any] | None = None
     cancel: Callable[..., None] | None = None
     delete: Callable[..., None] | None = None
+    #: The body its create takes, for /api/schema/ (models are not created here).
+    request: dict = field(default_factory=lambda: RESOURCE)
 
     def permission(self, verb: str) -> str:
         return f"{self.permission_prefix}.{verb}"
@@ -48,11 +47,11 @@ class Collection:
 TUNING_JOBS = Collection(HyperparameterTuningJob, "hyperparameterTuningJobs", "tuning_job_id", "aiplatform.hyperparameterTuningJobs",
                          render_tuning_job, services.tuning_job_create,
                          lambda obj: services.tuning_job_cancel(tuning_job=obj),
-                         lambda obj: services.tuning_job_delete(tuning_job=obj))
+                         lambda obj: services.tuning_job_delete(tuning_job=obj), TUNING_JOB_REQUEST)
 PIPELINES = Collection(TrainingPipeline, "trainingPipelines", "pipeline_id", "aiplatform.trainingPipelines", render_pipeline,
                        services.pipeline_create,
                        lambda obj: services.pipeline_cancel(pipeline=obj),
-                       lambda obj: services.pipeline_delete(pipeline=obj))
+                       lambda obj: services.pipeline_delete(pipeline=obj), PIPELINE_REQUEST)
 MODELS = Collection(Model, "models", "model_id", "aiplatform.models", render_model)
 
 
@@ -78,7 +77,7 @@ class ResourceCollection(APIView):
             body["nextPageToken"] = next_token
         return Response(body)
 
-    @extend_schema(request={"application/json": RESOURCE}, responses=responses(RESOURCE, PROJECT_ERRORS + (405, 409)))
+    @extend_schema(responses=responses(RESOURCE, PROJECT_ERRORS + (405, 409)))
     def post(self, request: Request, project: str, location: str) -> Response:
         if self.collection.create is None:
             raise ApiError(405, f"{self.collection.key} are created by training pipelines, not directly.")
@@ -117,7 +116,7 @@ class ResourceCancel(APIView):
 class ModelVersions(APIView):
     """models.listVersions: every version of a model, oldest first."""
 
-    @extend_schema(responses=responses(RESOURCE, PROJECT_ERRORS))
+    @extend_schema(operation_id="models.listVersions", responses=responses(RESOURCE, PROJECT_ERRORS))
     def get(self, request: Request, project: str, location: str, **ids: str) -> Response:
         model = _get(MODELS, request, project, location, ids, "get")
         versions = list(model.versions.all())
@@ -125,6 +124,17 @@ class ModelVersions(APIView):
 
 
 def views_for(collection: Collection) -> tuple[Any, Any, Any]:
-    """The collection, detail and cancel views of one resource type."""
-    return tuple(type(f"{collection.kind.__name__}{base.__name__}", (base,), {"collection": collection}).as_view()
-                 for base in (ResourceCollection, ResourceDetail, ResourceCancel))
+    """The collection, detail and cancel views of one resource type, named in /api/schema/ as
+    Vertex names their methods (``hyperparameterTuningJobs.create``, ...)."""
+    key = collection.key
+    schemas = {
+        ResourceCollection: {"get": extend_schema(operation_id=f"{key}.list"),
+                             "post": extend_schema(operation_id=f"{key}.create",
+                                                   request={"application/json": collection.request})},
+        ResourceDetail: {"get": extend_schema(operation_id=f"{key}.get"),
+                         "delete": extend_schema(operation_id=f"{key}.delete")},
+        ResourceCancel: {"post": extend_schema(operation_id=f"{key}.cancel")},
+    }
+    return tuple(extend_schema_view(**methods)(type(f"{collection.kind.__name__}{base.__name__}", (base,),
+                                                     {"collection": collection})).as_view()
+                 for base, methods in schemas.items())

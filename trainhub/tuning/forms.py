@@ -1,4 +1,4 @@
-"""Browser forms for tuning jobs. They only turn text into the HyperparameterTuningJob wire shape;
+"""Browser forms for tuning jobs and training pipelines. They only turn text into the HyperparameterTuningJob wire shape;
 tuning.search and jobs.spec decide what is valid, and their field violations are shown on the
 matching fields. The trial's CustomJob is the job submit form itself (jobs.forms.JobSubmitForm)."""
 
@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+import yaml
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -15,6 +17,7 @@ from trainhub.iam.models import Project
 from trainhub.jobs import states
 from trainhub.jobs.forms import JobSubmitForm
 from trainhub.jobs.selectors import NEWEST_FIRST
+from trainhub.tuning.models import pipeline_state
 
 ALGORITHM_CHOICES = [
     ("ALGORITHM_UNSPECIFIED", "Bayesian optimisation (TPE)"),
@@ -73,20 +76,26 @@ def _float(text: str) -> float:
         raise ValueError(f"{text!r} is not a number") from None
 
 
+_LISTED_STATES = (states.QUEUED, states.PENDING, states.RUNNING, states.SUCCEEDED, states.FAILED,
+                  states.CANCELLING, states.CANCELLED)
+TUNING_STATE_CHOICES = [(state, state.removeprefix("JOB_STATE_").capitalize()) for state in _LISTED_STATES]
+PIPELINE_STATE_CHOICES = [(pipeline_state(state), label) for state, label in TUNING_STATE_CHOICES]
+
+
 class TuningFilterForm(forms.Form):
-    """The GET filters of the tuning job list. ``cursor`` is the keyset position of the page to show."""
+    """The GET filters of the tuning job and pipeline lists. ``cursor`` is the keyset position of
+    the page to show."""
 
     project = forms.ChoiceField(required=False)
-    state = forms.ChoiceField(required=False, choices=[("", "Any state")] + [
-        (state, state.removeprefix("JOB_STATE_").capitalize())
-        for state in (states.QUEUED, states.PENDING, states.RUNNING, states.SUCCEEDED, states.FAILED,
-                      states.CANCELLING, states.CANCELLED)])
+    state = forms.ChoiceField(required=False)
     cursor = forms.CharField(required=False)
 
-    def __init__(self, *args: Any, projects: list[Project], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, projects: list[Project], state_choices: list[tuple[str, str]] = TUNING_STATE_CHOICES,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.projects = projects
         self.fields["project"].choices = [("", "All my projects")] + [(p.project_id, p.project_id) for p in projects]
+        self.fields["state"].choices = [("", "Any state")] + state_choices
 
     def clean_cursor(self) -> tuple | None:
         token = self.cleaned_data["cursor"]
@@ -180,3 +189,50 @@ class TuningJobForm:
                 field = next((name for prefix, name in _STUDY_FIELD_BY_PATH if violation.field.startswith(prefix)),
                              None)
             form.add_error(field if field in form.fields else None, violation.description)
+
+
+PIPELINE_EXAMPLE = """\
+displayName: fit-quadratic
+trainingTaskDefinition: gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml
+trainingTaskInputs:
+  workerPoolSpecs:
+  - machineSpec:
+      machineType: n1-standard-4
+    replicaCount: 1
+    containerSpec:
+      imageUri: python:3.11
+      command: [python3, -c]
+      args:
+      - "import os, pathlib; d = pathlib.Path(os.environ['AIP_MODEL_DIR']); d.mkdir(parents=True, exist_ok=True); (d / 'model.txt').write_text('a=1')"
+  baseOutputDirectory:
+    outputUriPrefix: gs://models/fit-quadratic
+modelToUpload:
+  displayName: quadratic
+"""
+
+
+class PipelineForm(forms.Form):
+    """The create page: a whole TrainingPipeline in YAML or JSON, as the REST API takes it."""
+
+    document = forms.CharField(
+        label="TrainingPipeline (YAML or JSON)", initial=PIPELINE_EXAMPLE,
+        widget=forms.Textarea(attrs={"rows": 22, "class": "mono", "spellcheck": "false"}),
+        help_text="trainingTaskDefinition is the custom task or the hyperparameter tuning task; trainingTaskInputs "
+                  "is a CustomJobSpec or a tuning job's fields; modelToUpload registers what the job saves under "
+                  "AIP_MODEL_DIR.")
+
+    def clean_document(self) -> dict[str, Any]:
+        try:
+            body = yaml.safe_load(self.cleaned_data["document"])
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            raise ValidationError(f"This is not valid YAML or JSON{where}: {getattr(exc, 'problem', exc)}.") from exc
+        if not isinstance(body, dict):
+            raise ValidationError("Write one TrainingPipeline object (displayName, trainingTaskDefinition, ...).")
+        return body
+
+    def show_service_error(self, error: ApiError) -> None:
+        for violation in error.violations or [FieldViolation("", error.message)]:
+            self.add_error("document", f"{violation.field}: {violation.description}" if violation.field
+                           else violation.description)

@@ -5,7 +5,9 @@ StudySpec rules (Vertex AI v1 study.proto, shared/reference/vertex-api.md sectio
 - metrics: at least one {metricId, goal MAXIMIZE|MINIMIZE}; ids have no whitespace and are unique.
   The first metric is the one the search optimises and the best trial is chosen by.
 - parameters: at least one; each has a unique whitespace-free parameterId (conditional ones too)
-  and exactly one of doubleValueSpec {minValue < maxValue}, integerValueSpec {minValue <= maxValue},
+  and exactly one of doubleValueSpec {minValue < maxValue, their difference and sum finite doubles:
+  a random draw is minValue + (maxValue - minValue) * u, a reverse-log one minValue + maxValue - x},
+  integerValueSpec {minValue <= maxValue},
   categoricalValueSpec {values: unique strings}, discreteValueSpec {values: increasing, at least
   1e-10 apart, at most 1000}. scaleType UNIT_LINEAR_SCALE / UNIT_LOG_SCALE /
   UNIT_REVERSE_LOG_SCALE needs a strictly positive feasible space for the log scales and is left
@@ -171,6 +173,10 @@ def _parse_value_spec(check: Checker, kind: str, spec: dict, path: str) -> dict 
             return None
         if high < low or (kind == DOUBLE and high == low):
             check.add(f"{path}.maxValue", f"must be greater than minValue ({low}), got {high}")
+            return None
+        if kind == DOUBLE and not (math.isfinite(high - low) and math.isfinite(high + low)):
+            check.add(path, f"the feasible space [{low}, {high}] is too wide: maxValue - minValue and "
+                            "maxValue + minValue must be finite doubles")
             return None
         return {"minValue": low, "maxValue": high}
     check.mapping(spec, path, {"values", "defaultValue"})

@@ -11,7 +11,8 @@ from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.wire import camel_key
 from trainhub.iam.selectors import project_get_for_user
 from trainhub.slurm import selectors
-from trainhub.slurm.api.schema import BODY, ERRORS, responses
+from trainhub.slurm.api.schema import (BODY, CLUSTER, ERRORS, SACCTMGR, UPDATE_CONFIG, UPDATE_PARTITION,
+                                       UPDATE_SCRIPTS, responses)
 from trainhub.slurm.models import Partition
 from trainhub.slurm.render import render_cluster, render_partition
 from trainhub.slurm.selectors import ADMIN_PERMISSION, cluster_get_for_user
@@ -48,7 +49,7 @@ class SlurmClusterCollection(APIView):
         return Response({"slurmClusters": [render_cluster(c, list(c.partitions.all())) for c in clusters]})
 
     @extend_schema(operation_id="slurmClusters.create", parameters=[OpenApiParameter("slurmClusterId", str)],
-                   request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+                   request={"application/json": CLUSTER}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str) -> Response:
         project_obj = project_get_for_user(user=request.user, project_id=project, permission=CREATE)
         selectors.require_platform_admin(user=request.user, project=project_obj)
@@ -83,7 +84,7 @@ class SlurmConf(APIView):
 class SlurmClusterUpdateConfig(APIView):
     """Admins set slurm.conf keys ({"config": {"PriorityWeightAge": "2000", "PreemptMode": null}})."""
 
-    @extend_schema(operation_id="slurmClusters.updateConfig", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    @extend_schema(operation_id="slurmClusters.updateConfig", request={"application/json": UPDATE_CONFIG}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster, ADMIN_PERMISSION)
         changes = _object(request).get("config")
@@ -113,7 +114,7 @@ class SlurmPartitionDetail(APIView):
         row = self._partition(request, project, location, cluster, partition, GET)
         return Response(render_partition(row, row.cluster.default_partition))
 
-    @extend_schema(operation_id="slurmClusters.partitions.patch", request={"application/json": BODY},
+    @extend_schema(operation_id="slurmClusters.partitions.patch", request={"application/json": UPDATE_PARTITION},
                    responses=responses(BODY, ERRORS))
     def patch(self, request: Request, project: str, location: str, cluster: str, partition: str) -> Response:
         row = self._partition(request, project, location, cluster, partition, ADMIN_PERMISSION)
@@ -130,7 +131,7 @@ class SlurmPartitionDetail(APIView):
 class SlurmClusterUpdateScripts(APIView):
     """Admins replace the prolog and/or epilog scripts."""
 
-    @extend_schema(operation_id="slurmClusters.updateScripts", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    @extend_schema(operation_id="slurmClusters.updateScripts", request={"application/json": UPDATE_SCRIPTS}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster, ADMIN_PERMISSION)
         kinds = {field: kind for kind, field in services.SCRIPT_FIELDS.items()}
@@ -149,7 +150,7 @@ class SlurmClusterSacctmgr(APIView):
     """{"command": "sacctmgr -i add user uma account=ml"} (a string, or its argument list) ->
     {"output", "exitCode", "needsConfirmation"}. Everyone may `show`; changes need an admin."""
 
-    @extend_schema(operation_id="slurmClusters.sacctmgr", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    @extend_schema(operation_id="slurmClusters.sacctmgr", request={"application/json": SACCTMGR}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster)
         line = _object(request).get("command")

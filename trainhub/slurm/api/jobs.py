@@ -11,7 +11,7 @@ from trainhub.common.errors import FieldViolation, invalid_argument
 from trainhub.common.wire import WireError, camelize, format_timestamp, parse_int
 from trainhub.slurm import selectors
 from trainhub.slurm.api.clusters import cluster_for
-from trainhub.slurm.api.schema import BODY, ERRORS, responses
+from trainhub.slurm.api.schema import ACTION, BODY, ERRORS, NICE, SUBMISSION, responses
 from trainhub.slurm.render import render_job, render_run
 from trainhub.slurm.services import jobs as services
 
@@ -77,7 +77,7 @@ class SlurmJobCollection(APIView):
             body["nextPageToken"] = str(jobs[size - 1].job_id)
         return Response(body)
 
-    @extend_schema(operation_id="slurmJobs.create", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    @extend_schema(operation_id="slurmJobs.create", request={"application/json": SUBMISSION}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster, CREATE)
         job = services.job_submit(cluster=cluster_obj, user=request.user, submission=submission_from(request.data),
@@ -93,7 +93,7 @@ class SlurmJobDetail(APIView):
 
 def _action(service, permission: str, operation: str):
     class JobAction(APIView):
-        @extend_schema(operation_id=f"slurmJobs.{operation}", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+        @extend_schema(operation_id=f"slurmJobs.{operation}", request={"application/json": ACTION}, responses=responses(BODY, ERRORS))
         def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
             job = _job_for(request, project, location, cluster, slurm_job_id, permission)
             job = service(job=job, actor=request.user,
@@ -113,7 +113,7 @@ SlurmJobRequeue = _action(services.job_requeue_by_user, UPDATE, "requeue")
 class SlurmJobUpdate(APIView):
     """scontrol update jobid=N nice=V: {"nice": V}."""
 
-    @extend_schema(operation_id="slurmJobs.update", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    @extend_schema(operation_id="slurmJobs.update", request={"application/json": NICE}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
         job = _job_for(request, project, location, cluster, slurm_job_id, UPDATE)
         data = request.data if isinstance(request.data, dict) else {}

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,7 +22,7 @@ from trainhub.common.errors import FieldViolation, invalid_argument
 from trainhub.common.wire import WireError, parse_int
 from trainhub.slurm import reports
 from trainhub.slurm.api.clusters import cluster_for
-from trainhub.slurm.api.schema import BODY, ERRORS, responses
+from trainhub.slurm.api.schema import BODY, ERRORS, REPORT_PARAMETERS, responses
 from trainhub.slurm.models import SlurmCluster
 from trainhub.slurm.sbatch import SbatchError, parse_begin
 
@@ -73,6 +74,14 @@ def sacct_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -
         raise invalid_argument([FieldViolation("format", str(exc))], str(exc)) from exc
 
 
+class FormatIsAFlag(DefaultContentNegotiation):
+    """sacct's --format travels as ``?format=``, the query parameter DRF reads as a renderer's name
+    (answering 404 to any but ``json``): the reports answer JSON, their only renderer, whatever it says."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 REPORTS: dict[str, Callable[..., reports.Report]] = {
     "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report}
 
@@ -81,7 +90,10 @@ def _view(name: str) -> type[APIView]:
     build = REPORTS[name]
 
     class ReportView(APIView):
-        @extend_schema(operation_id=f"slurmClusters.{name}", responses=responses(BODY, ERRORS))
+        content_negotiation_class = FormatIsAFlag
+
+        @extend_schema(operation_id=f"slurmClusters.{name}", parameters=REPORT_PARAMETERS[name],
+                       responses=responses(BODY, ERRORS))
         def get(self, request: Request, project: str, location: str, cluster: str) -> Response:
             cluster_obj = cluster_for(request, project, location, cluster, LIST)
             params = request.query_params

@@ -1,0 +1,97 @@
+import datetime as dt
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models.signals import post_save, pre_save
+from django.test.utils import CaptureQueriesContext
+
+from trainhub.common.compiled import CompiledInsert, CompiledQuery
+from trainhub.iam.models import ApiToken, Membership
+from trainhub.jobs.models import CustomJob, JobEvent
+
+User = get_user_model()
+
+MEMBERSHIPS = CompiledQuery(
+    lambda user_pk, project_id: Membership.objects.filter(user_id=user_pk, project__project_id=project_id)
+    .values_list("role", "project__created", "user__is_active", "user__last_login"), -1, "\x00project")
+
+
+def test_a_compiled_query_answers_what_the_queryset_answers_for_each_argument(cast):
+    for user, project_id in ((cast["uma"], "alpha"), (cast["mallory"], "beta"), (cast["uma"], "beta")):
+        expected = list(Membership.objects.filter(user_id=user.pk, project__project_id=project_id)
+                        .values_list("role", "project__created", "user__is_active", "user__last_login"))
+        assert MEMBERSHIPS.rows(user.pk, project_id) == expected
+
+
+def test_its_rows_carry_python_values_not_the_databases(cast):
+    [(role, created, is_active, last_login)] = MEMBERSHIPS.rows(cast["vic"].pk, "alpha")
+    assert role == "viewer"
+    assert isinstance(created, dt.datetime) and created.tzinfo is not None
+    assert is_active is True  # SQLite stores 1; the field's converter gives a bool
+    assert last_login is None
+
+
+def test_it_builds_the_queryset_once_and_then_runs_one_statement_per_call(cast):
+    built = []
+
+    def usernames(pk):
+        built.append(pk)
+        return User.objects.filter(pk=pk).values_list("username")
+
+    query = CompiledQuery(usernames, -1)
+    with CaptureQueriesContext(connection) as captured:
+        answers = [query.rows(cast[name].pk) for name in ("uma", "vic", "alice")]
+    assert answers == [[("uma",)], [("vic",)], [("alice",)]]
+    assert built == [-1] and len(captured) == 3
+
+
+def test_a_lookup_that_transforms_its_argument_is_refused():
+    contains = CompiledQuery(lambda name: User.objects.filter(username__contains=name).values_list("pk"), "\x00name")
+    with pytest.raises(ValueError, match="not a parameter"):
+        contains.rows("uma")
+
+
+def test_samples_must_differ():
+    with pytest.raises(ValueError, match="distinct"):
+        CompiledQuery(lambda a, b: User.objects.filter(pk=a, id=b).values_list("pk"), -1, -1)
+
+
+def new_job(cast, now) -> CustomJob:
+    return CustomJob(project=cast["alpha"], location="us-central1", job_id="123456789012345678", display_name="j",
+                     spec={"jobSpec": {"workerPoolSpecs": []}}, labels={"team": "a"}, strategy="STANDARD",
+                     timeout_seconds=3600, created_by=cast["uma"], create_time=now, update_time=now)
+
+
+def test_a_compiled_insert_saves_the_row_save_would(cast, now):
+    job = new_job(cast, now)
+    CompiledInsert(CustomJob).save(job)
+    assert job.pk is not None and not job._state.adding and job._state.db == "default"
+    stored = CustomJob.objects.get(pk=job.pk)
+    assert (stored.job_id, stored.spec, stored.labels, stored.create_time, stored.created_by_id, stored.state) == (
+        job.job_id, job.spec, job.labels, now, cast["uma"].pk, job.state)
+
+
+def test_it_applies_field_pre_save_and_sends_the_save_signals(cast):
+    seen = []
+
+    def record(sender, instance, **kwargs):
+        seen.append((kwargs.get("created"), instance.pk is None))
+
+    pre_save.connect(record, sender=ApiToken)
+    post_save.connect(record, sender=ApiToken)
+    try:
+        token = ApiToken(user=cast["vic"])
+        CompiledInsert(ApiToken).save(token)
+    finally:
+        pre_save.disconnect(record, sender=ApiToken)
+        post_save.disconnect(record, sender=ApiToken)
+    assert seen == [(None, True), (True, False)]
+    assert ApiToken.objects.get(pk=token.pk).created == token.created is not None  # auto_now_add
+
+
+def test_it_refuses_a_saved_instance(cast, now):
+    job = new_job(cast, now)
+    job.save()
+    with pytest.raises(ValueError, match="already saved"):
+        CompiledInsert(JobEvent).save(JobEvent.objects.create(job=job, time=now))

@@ -1,0 +1,48 @@
+"""Bearer tokens: the token and its user are read in one query; revocation and deactivation act at once."""
+
+import datetime as dt
+
+from trainhub.iam.models import ApiToken
+from trainhub.iam.selectors import api_token_get
+from trainhub.iam.services import api_token_get_or_create, api_token_rotate, api_token_used
+
+JOBS = "/v1/projects/alpha/locations/us-central1/customJobs"
+
+
+def test_the_token_comes_with_its_whole_user_in_one_query(cast, django_assert_num_queries):
+    cast["alice"].is_staff = True
+    cast["alice"].save()
+    key = api_token_get_or_create(user=cast["alice"]).key
+    with django_assert_num_queries(1):
+        token = api_token_get(key=key)
+        assert (token.user.username, token.user.is_staff, token.user.is_active) == ("alice", True, True)
+    assert token.user == cast["alice"] and token.key == key and token.created is not None
+
+
+def test_an_unknown_key_has_no_token(cast):
+    assert api_token_get(key="th_nobody") is None
+
+
+def test_a_rotated_key_is_refused_at_once(api, cast):
+    client = api("uma")
+    assert client.get(JOBS).status_code == 200
+    api_token_rotate(user=cast["uma"])
+    assert client.get(JOBS).status_code == 401
+
+
+def test_a_deactivated_users_token_is_refused(api, cast):
+    client = api("uma")
+    cast["uma"].is_active = False
+    cast["uma"].save()
+    response = client.get(JOBS)
+    assert response.status_code == 401
+    assert response.json()["error"]["status"] == "UNAUTHENTICATED"
+
+
+def test_last_used_is_written_at_most_once_a_minute(cast, now):
+    token = api_token_get_or_create(user=cast["uma"])
+    api_token_used(token=token, now=now)
+    api_token_used(token=token, now=now + dt.timedelta(seconds=59))
+    assert ApiToken.objects.get(pk=token.pk).last_used == now
+    api_token_used(token=token, now=now + dt.timedelta(seconds=61))
+    assert ApiToken.objects.get(pk=token.pk).last_used == now + dt.timedelta(seconds=61)
