@@ -233,8 +233,9 @@ def test_fair_share_draws_what_a_slurm_provider_reports(client, cast, monkeypatc
     figure = figure_of(response)
     assert [trace["name"] for trace in figure["data"]] == ["shares", "effective usage"]
     assert "1 of 2 accounts use more than their share." in response.content.decode()
-    assert csv_rows(client, "fair-share")[0] == {"cluster": "gpu-cluster", "account": "physics", "norm_shares": "0.6",
-                                                 "effective_usage": "0.8", "fairshare": "0.3"}
+    assert csv_rows(client, "fair-share")[0] == {"cluster": "gpu-cluster", "account": "physics", "user": "",
+                                                 "raw_shares": "", "norm_shares": "0.6", "effective_usage": "0.8",
+                                                 "fairshare": "0.3"}
 
 
 def test_charts_without_samples_say_so(client, cast):

@@ -3,8 +3,8 @@ admins change, everyone shows; the changes reach submission and scheduling."""
 
 import pytest
 
-from tests.slurm.conftest import CLUSTERS, sbatch
-from trainhub.slurm.models import Account, Association, Qos, SlurmUser
+from tests.slurm.conftest import CLUSTERS, run_pass, sbatch
+from trainhub.slurm.models import Account, Association, JobState, Qos, SlurmJob, SlurmUser
 
 URL = f"{CLUSTERS}/c1:sacctmgr"
 
@@ -94,8 +94,6 @@ def test_deleting_an_account_removes_its_users_and_cancels_their_jobs(api, accou
     answer = run(api, "sacctmgr -i delete account ml")
     assert answer["output"] == " Deleting accounts...\n  ml\n"
     assert not Association.objects.filter(user="uma").exists()
-    from trainhub.slurm.models import SlurmJob
-
     assert SlurmJob.objects.get(job_id=job_id).state == "CANCELLED"
     assert not SlurmUser.objects.filter(name="uma").exists()
 
@@ -107,14 +105,46 @@ def test_deny_on_limit_makes_a_qos_limit_reject_at_submission(api, accounts):
                                           "policy (job submit limit, user's size and/or time limits)")
     run(api, "sacctmgr -i modify qos normal set flags-=DenyOnLimit")
     job_id = sbatch(api, "uma", "-t", "120", "--wrap", "x").json()["jobId"]
-    from trainhub.slurm.models import SlurmJob
-
     assert SlurmJob.objects.get(job_id=job_id).reason == "QOSMaxWallDurationPerJobLimit"
 
 
-@pytest.mark.xfail(strict=True, reason="core bug (trainhub/slurm/sacctmgr.py): DefaultQOS=-1 is parsed as a QOS "
-                                       "named '-1' instead of clearing DefaultQOS as sacctmgr's -1 does")
-def test_the_parser_clears_default_qos_with_minus_one():
-    from trainhub.slurm.sacctmgr import parse_sacctmgr
+def test_default_qos_minus_one_clears_it_and_jobs_get_the_default_again(api, accounts):
+    run(api, "sacctmgr -i add qos high priority=100")
+    run(api, "sacctmgr -i modify user uma set qos=normal,high defaultqos=high")
+    assert Association.objects.get(user="uma").settings["default_qos"] == "high"
+    assert SlurmJob.objects.get(job_id=sbatch(api, "uma", "--hold", "--wrap", "x").json()["jobId"]).qos == "high"
+    answer = run(api, "sacctmgr -i modify user uma set defaultqos=-1")
+    assert answer["exitCode"] == 0
+    assert "default_qos" not in Association.objects.get(user="uma").settings
+    shown = run(api, "sacctmgr -P -n show assoc where user=uma format=user,defaultqos", user="vic")["output"]
+    assert shown == "uma|\n"
+    assert not Qos.objects.filter(name="-1").exists()
+    assert SlurmJob.objects.get(job_id=sbatch(api, "uma", "--hold", "--wrap", "x").json()["jobId"]).qos == "normal"
 
-    assert parse_sacctmgr("modify user uma set defaultqos=-1").set["DefaultQOS"].value is None
+
+def test_a_default_qos_or_qos_list_naming_no_qos_is_refused(api, accounts):
+    answer = run(api, "sacctmgr -i modify user uma set defaultqos=ghost")
+    assert (answer["exitCode"], answer["output"]) == (
+        1, "You gave a bad default qos 'ghost'.  Use 'list qos' to get complete list.\n")
+    answer = run(api, "sacctmgr -i modify account ml set qos+=ghost")
+    assert (answer["exitCode"], answer["output"]) == (1, "You gave a bad qos 'ghost'. Valid QOS's are normal\n")
+    assert run(api, "sacctmgr -i add qos high preempt=ghost")["exitCode"] == 1
+    assert Association.objects.get(user="uma").settings == {}
+    assert not Qos.objects.filter(name="high").exists()
+
+
+def test_clearing_limits_with_minus_one_lets_the_pending_job_start(api, accounts):
+    run(api, "sacctmgr -i modify account ml set GrpTRES=gres/gpu=8,cpu=1000 MaxJobs=1")
+    jobs = [sbatch(api, "uma", "--gres=gpu:8", "--wrap", "x").json()["jobId"] for _ in range(2)]
+    run_pass(accounts)
+    waiting = SlurmJob.objects.get(job_id=jobs[1])
+    assert (waiting.state, waiting.reason) == (JobState.PENDING, "AssocMaxJobsLimit")
+    run(api, "sacctmgr -i modify account ml set MaxJobs=-1")
+    run_pass(accounts)
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.reason) == (JobState.PENDING, "AssocGrpGRES")
+    run(api, "sacctmgr -i modify account ml set GrpTRES=gres/gpu=-1")
+    assert Association.objects.get(account__name="ml", user="").settings == {"grp_tres": {"cpu": 1000}}
+    run_pass(accounts)
+    waiting.refresh_from_db()
+    assert waiting.state == JobState.RUNNING

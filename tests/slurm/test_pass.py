@@ -104,6 +104,27 @@ def test_a_group_gpu_limit_keeps_jobs_pending_with_slurms_reason(accounts, cast,
     assert (second.state, second.reason) == (JobState.PENDING, "AssocGrpGRES")
 
 
+def test_a_job_started_in_its_first_pass_keeps_the_priority_computed_for_it(accounts, cast, now):
+    job = submit(accounts, cast["uma"], "--gres=gpu:8", "--wrap", "a", now=now)
+    run_pass(accounts, at(now, hours=1))
+    job = reload(job)
+    assert job.state == JobState.RUNNING
+    # an hour of age (of PriorityMaxAge 7 days, weight 1000) plus uma's fair-share (weight 10000)
+    assert job.priority_time == at(now, hours=1) and job.factor_age == pytest.approx(1 / 168)
+    assert job.priority == int(1000 * job.factor_age + 10000 * job.factor_fairshare) > 0
+
+
+def test_a_pass_stores_every_pending_jobs_priority_and_reason(accounts, cast, now):
+    Node.objects.filter(name__startswith="a4").update(state=NodeState.DRAIN, state_reason="maintenance")
+    jobs = [submit(accounts, cast[user], "--gres=gpu:8", "--wrap", "x", now=now) for user in ("uma", "alice") * 3]
+    run_pass(accounts, at(now, minutes=10))
+    jobs = [reload(job) for job in jobs]
+    assert all(job.priority_time == at(now, minutes=10) and job.priority > 0 for job in jobs)
+    # alice has used nothing, uma nothing either: equal fair-share, so submit order decides
+    assert [job.reason for job in jobs] == ["Resources"] + ["Priority"] * 5
+    assert len({job.factor_fairshare for job in jobs}) == 1
+
+
 def test_running_jobs_accrue_billable_usage_on_their_association(accounts, cast, now):
     job = submit(accounts, cast["uma"], "-n", "4", "--wrap", "a", now=now)
     run_pass(accounts, now)

@@ -74,6 +74,33 @@ def test_minus_one_clears_limits_and_lists_take_plus_and_minus():
     assert error("modify user u set maxjobs+=3").startswith(" MaxJobs does not take +=")
 
 
+@pytest.mark.parametrize("entity,key,cleared", [
+    ("user", "DefaultQOS", None), ("user", "GrpJobs", None), ("user", "GrpSubmitJobs", None),
+    ("user", "GrpWall", None), ("user", "MaxJobs", None), ("user", "MaxSubmitJobs", None), ("user", "MaxWall", None),
+    ("user", "Priority", None), ("user", "QOS", ()), ("account", "DefaultQOS", None), ("account", "MaxJobs", None),
+    ("qos", "Flags", ()), ("qos", "GraceTime", None), ("qos", "GrpJobs", None), ("qos", "GrpWall", None),
+    ("qos", "MaxJobsPerUser", None), ("qos", "MaxJobsPerAccount", None), ("qos", "MaxSubmitJobsPerUser", None),
+    ("qos", "MaxSubmitJobsPerAccount", None), ("qos", "MaxWall", None), ("qos", "PreemptExemptTime", None),
+    ("qos", "Preempt", ()), ("qos", "Priority", None), ("qos", "UsageFactor", None),
+])
+def test_minus_one_clears_every_clearable_value(entity, key, cleared):
+    assert parse_sacctmgr(f"modify {entity} x set {key}=-1").set[key].value == cleared
+
+
+@pytest.mark.parametrize("entity,key", [("user", "GrpTRES"), ("user", "MaxTRES"), ("user", "MaxTRESPerNode"),
+                                        ("qos", "GrpTRES"), ("qos", "MaxTRESPerUser"), ("qos", "MaxTRESPerAccount"),
+                                        ("qos", "MinTRES")])
+def test_minus_one_clears_one_tres_of_a_tres_limit(entity, key):
+    assert parse_sacctmgr(f"modify {entity} x set {key}=gres/gpu=-1,cpu=4").set[key].value == {
+        "gres/gpu": None, "cpu": 4}
+
+
+def test_default_qos_minus_one_clears_it_and_other_values_stay_names():
+    assert parse_sacctmgr("add user uma account=ml defaultqos=-1").set["DefaultQOS"].value is None
+    assert parse_sacctmgr("modify user uma set defaultqos=High").set["DefaultQOS"].value == "high"
+    assert parse_sacctmgr("modify user uma set fairshare=-1").set["Fairshare"].value == 1  # slurmdbd stores 1
+
+
 def test_qos_options():
     command = parse_sacctmgr("sacctmgr add qos high Priority=100 Preempt=normal PreemptMode=requeue GraceTime=120 "
                              "PreemptExemptTime=00:10:00 Flags=DenyOnLimit,NoReserve MaxTRESPU=gres/gpu=8 "

@@ -61,7 +61,7 @@ def test_admins_edit_scripts_and_partitions(browser, cluster):
     response = browser("alice").post(f"{BASE}/scripts/epilog", {"script_0": "#!/bin/bash\necho bye", "script_1": ""})
     assert response.status_code == 302
     assert SlurmCluster.objects.get().epilog_scripts == ["#!/bin/bash\necho bye"]
-    response = browser("alice").post(f"{BASE}/partitions/a4", {"text": "PriorityTier=5"})
+    response = browser("alice").post(f"{BASE}/partitions/a4", {"text": "PriorityTier=5", "node_pools": "a4"})
     assert response.status_code == 302
     assert cluster.partitions.get().config == {"PriorityTier": "5"}
 

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from trainhub.catalog.machines import NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.dashboards import selectors
-from trainhub.dashboards.sources import fairshare_rows
+from trainhub.dashboards.sources import capacity_visibility, fairshare_rows
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.jobs import states
@@ -164,7 +164,9 @@ def _since(request: ChartRequest) -> str:
 # --- GPU allocation by GPU type, per pool and per cluster ------------------------------------
 
 def read_allocation(request: ChartRequest) -> Table:
-    points = selectors.capacity_series(time_range=request.time_range, now=request.now)
+    visible = capacity_visibility(request.user)
+    points = [p for p in selectors.capacity_series(time_range=request.time_range, now=request.now)
+              if visible(p.source, p.scope)]
     return Table(("time", "source", "scope", "gpu_type", "allocated_gpus", "dedicated_gpus", "total_gpus"),
                  [(p.time, p.source, p.scope, p.accelerator_type, round(p.gpus_allocated, 2),
                    round(p.gpus_dedicated, 2), round(p.gpus_total, 2)) for p in points])
@@ -192,8 +194,9 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
                 hovertemplate="%{y:.0f} GPUs"))
         totals: dict[dt.datetime, list[float]] = defaultdict(lambda: [0.0, 0.0])
         for r in rows:
-            totals[r["time"]][0] += r["total_gpus"]
-            totals[r["time"]][1] += r["dedicated_gpus"]
+            if r["source"] == "pool":  # other sources break down GPUs the pools already count
+                totals[r["time"]][0] += r["total_gpus"]
+                totals[r["time"]][1] += r["dedicated_gpus"]
         times = sorted(totals)
         x = [time.isoformat() for time in times]
         if any(totals[t][1] for t in times):
@@ -385,13 +388,14 @@ def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
 # --- Fair-share ----------------------------------------------------------------------------
 
 def read_fairshare(request: ChartRequest) -> Table:
-    return Table(("cluster", "account", "norm_shares", "effective_usage", "fairshare"),
-                 [(r.cluster, r.account, r.norm_shares, r.effective_usage, r.fairshare)
+    return Table(("cluster", "account", "user", "raw_shares", "norm_shares", "effective_usage", "fairshare"),
+                 [(r.cluster, r.account, r.user, r.raw_shares, r.norm_shares, r.effective_usage, r.fairshare)
                   for r in fairshare_rows(request.user)])
 
 
 def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
-    """Per Slurm account: its normalized shares against its effective usage (as sshare shows)."""
+    """Per Slurm account (and the user's own associations): normalized shares against effective
+    usage (as sshare shows)."""
     records = table.records()
     if not records:
         return Drawing(None, "No Slurm clusters: fair-share appears here once a cluster is defined.")
@@ -400,8 +404,9 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
     for index, cluster in enumerate(clusters):
         rows = [r for r in records if r["cluster"] == cluster]
         axes = {"xaxis": _axis("x", index)[1], "yaxis": _axis("y", index)[1]}
+        labels = [f"{r['account']} / {r['user']}" if r["user"] else r["account"] for r in rows]
         for name, key, color in (("shares", "norm_shares", "#4e79a7"), ("effective usage", "effective_usage", "#f28e2b")):
-            traces.append(go.Bar(y=[r["account"] for r in rows], x=[r[key] for r in rows], orientation="h", name=name,
+            traces.append(go.Bar(y=labels, x=[r[key] for r in rows], orientation="h", name=name,
                                  marker={"color": color}, legendgroup=name, showlegend=index == 0,
                                  hovertemplate=f"{name} %{{x:.3f}}", **axes))
     most_accounts = max(sum(1 for r in records if r["cluster"] == cluster) for cluster in clusters)

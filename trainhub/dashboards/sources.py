@@ -7,7 +7,12 @@ Two registries, filled from each app's ``AppConfig.ready()``:
   GPUs with ``source="cluster"``, and its clusters then appear on the GPU allocation chart::
 
       from trainhub.dashboards.sources import CapacityReading, register_capacity_source
-      register_capacity_source(slurm_cluster_capacity)
+      register_capacity_source(slurm_cluster_capacity, visible_scopes=slurm_scopes_for_user)
+
+  Readings of a source other than "pool" describe GPUs a node pool reading already counts (as
+  dedicated): the chart stacks their allocations but takes capacity from the pools. With
+  ``visible_scopes`` (a function of the user returning the scopes they may see) a user sees only
+  those scopes of that source: a cluster of another project is not shown.
 
 - fair-share providers: a function of the user returning ``FairShareRow`` rows (Slurm's
   ``sshare``: normalized shares against effective usage per account). Without any, or when they
@@ -46,20 +51,37 @@ class FairShareRow:
     norm_shares: float
     #: Its decayed usage relative to its siblings' (0-1), as sshare's EffectvUsage.
     effective_usage: float
-    #: Its Fair Tree fair-share factor (0-1), as sshare's FairShare.
-    fairshare: float
+    #: Its Fair Tree fair-share factor (0-1), as sshare's FairShare (None where sshare prints none).
+    fairshare: float | None
+    #: The user of a user association ("" for the account itself), as sshare's User.
+    user: str = ""
+    #: Its Fairshare= shares (None: "parent"), as sshare's RawShares.
+    raw_shares: int | None = None
 
 
 CapacitySource = Callable[[dt.datetime], list[CapacityReading]]
 FairShareProvider = Callable[[AbstractBaseUser], list[FairShareRow]]
+ScopeFilter = Callable[[AbstractBaseUser], set[str]]
 
 _capacity_sources: list[CapacitySource] = []
 _fairshare_providers: list[FairShareProvider] = []
+#: CapacityReading.source -> the scopes of that source a user may see (sources without one: all).
+_scope_filters: dict[str, ScopeFilter] = {}
 
 
-def register_capacity_source(source: CapacitySource) -> None:
+def register_capacity_source(source: CapacitySource, *, name: str | None = None,
+                             visible_scopes: ScopeFilter | None = None) -> None:
+    """``name`` is the ``source`` word of the readings ``visible_scopes`` filters."""
     if source not in _capacity_sources:
         _capacity_sources.append(source)
+    if name is not None and visible_scopes is not None:
+        _scope_filters[name] = visible_scopes
+
+
+def capacity_visibility(user: AbstractBaseUser) -> Callable[[str, str], bool]:
+    """Whether the user may see a (source, scope) of the capacity samples."""
+    visible = {name: scopes(user) for name, scopes in _scope_filters.items()}
+    return lambda source, scope: source not in visible or scope in visible[source]
 
 
 def register_fairshare_provider(provider: FairShareProvider) -> None:

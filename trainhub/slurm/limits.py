@@ -237,6 +237,8 @@ class LimitContext:
     def __post_init__(self) -> None:
         self._by_identity = {(a.user, a.account, a.partition): a for a in self.associations.values() if a.user}
         self._chains: dict[str, list[AssocRecord]] = {}
+        self._checks: dict[tuple, tuple[_Check, ...]] = {}
+        self._qos_orders: dict[tuple[str, str | None], list[QosRecord]] = {}
 
     def find_association(self, user: str, account: str, partition: str | None) -> AssocRecord | None:
         """The user's association for the partition, else the one valid in every partition."""
@@ -270,8 +272,24 @@ class LimitContext:
         root_default = chain[-1].default_qos if chain else None
         return root_default or "normal"
 
+    def checks(self, job: JobRequest) -> tuple[_Check, ...]:
+        """The compiled limit checks of ``job``'s (association, partition, QOS, user, account)."""
+        key = (job.assoc_key, job.partition, job.qos, job.user, job.account)
+        found = self._checks.get(key)
+        if found is None:
+            found = self._checks[key] = _compile_checks(self, job)
+        return found
+
     def job_qos_order(self, job: JobRequest) -> list[QosRecord]:
-        """Partition QOS then job QOS (job QOS first with OverPartQOS); the same QOS once."""
+        """Partition QOS then job QOS (job QOS first with OverPartQOS); the same QOS once (the
+        list is shared by every job of that partition and QOS: do not change it)."""
+        key = (job.partition, job.qos)
+        found = self._qos_orders.get(key)
+        if found is None:
+            found = self._qos_orders[key] = self._job_qos_order(job)
+        return found
+
+    def _job_qos_order(self, job: JobRequest) -> list[QosRecord]:
         partition = self.partitions.get(job.partition)
         part_qos = self.qos.get(partition.qos) if partition and partition.qos else None
         job_qos = self.qos.get(job.qos) if job.qos else None
@@ -319,12 +337,21 @@ class LimitUsage:
             usage.add(job, running=running)
         return usage
 
+    def __post_init__(self) -> None:
+        self._counter_lists: dict[tuple, list[_Counter]] = {}
+
     def _counters(self, job: JobRequest) -> list[_Counter]:
-        counters = [self.assoc.setdefault(a.key, _Counter()) for a in self.context.chain(job.assoc_key)]
-        for qos in self.context.job_qos_order(job):
-            counters += [self.qos.setdefault(qos.name, _Counter()),
-                         self.qos_user.setdefault((qos.name, job.user), _Counter()),
-                         self.qos_account.setdefault((qos.name, job.account), _Counter())]
+        """The counters a job of (association, partition, QOS, user, account) counts in (found once
+        per key: a pass counts thousands of jobs of a few dozen keys)."""
+        key = (job.assoc_key, job.partition, job.qos, job.user, job.account)
+        counters = self._counter_lists.get(key)
+        if counters is None:
+            counters = [self.assoc.setdefault(a.key, _Counter()) for a in self.context.chain(job.assoc_key)]
+            for qos in self.context.job_qos_order(job):
+                counters += [self.qos.setdefault(qos.name, _Counter()),
+                             self.qos_user.setdefault((qos.name, job.user), _Counter()),
+                             self.qos_account.setdefault((qos.name, job.account), _Counter())]
+            self._counter_lists[key] = counters
         return counters
 
     def add(self, job: JobRequest, *, running: bool) -> None:
@@ -419,73 +446,103 @@ def _over(used: int, job: int, limit: int) -> bool:
     return used + job > limit
 
 
-def _limit_reasons(context: LimitContext, job: JobRequest, usage: LimitUsage | None) -> Iterable[str]:
-    """Every limit keeping ``job`` from running, in acct_policy's order. With ``usage`` None the job
-    is checked alone (strict submit checking): running-job counts are then not limits."""
+#: Kinds of compiled checks (see _compile_checks): what the job adds and what it is compared with.
+_JOBS, _WALL, _TRES, _PER_NODE, _MIN = range(5)
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One limit as it applies to the jobs of one (association, partition, QOS, user, account):
+    ``kind`` _JOBS (running jobs of ``counter`` + 1 > limit), _WALL (time limit unset or over),
+    _TRES (``counter``'s running TRES ``name``, or 0 with no counter, + the job's > limit),
+    _PER_NODE (the job's per-node TRES ``name`` > limit) or _MIN (the job's TRES ``name`` < limit)."""
+
+    kind: int
+    limit: int
+    reason: str
+    name: str = ""
+    counter: tuple[str, object] | None = None
+
+
+def _compile_checks(context: LimitContext, job: JobRequest) -> tuple[_Check, ...]:
+    """The limits that apply to ``job``'s (association, partition, QOS, user, account), in
+    acct_policy's order, with the QOS-over-association precedence and inheritance resolved (the
+    same for every job of that key, so a pass compiles them once per key, not once per job)."""
     qos = _QosLimits(tuple(context.job_qos_order(job)))
     chain = context.chain(job.assoc_key)
-    tres, per_node = job.tres_with_nodes, _per_node(job)
-
-    def counter(table: str, key: object) -> _Counter:
-        return usage.counter(table, key) if usage is not None else _Counter()
-
+    checks: list[_Check] = []
     # acct_policy_job_runnable_pre_select: job counts and wall time, QOS then associations.
-    if usage is not None:
-        for attribute, table, key_of, reason in (
-                ("grp_jobs", "qos", lambda q: q.name, "QOSGrpJobsLimit"),
-                ("max_jobs_per_account", "qos_account", lambda q: (q.name, job.account), "MaxJobsPerAccount"),
-                ("max_jobs_per_user", "qos_user", lambda q: (q.name, job.user), "QOSMaxJobsPerUserLimit")):
-            found = qos.first(attribute)
-            if found and _over(counter(table, key_of(found[0])).running_jobs, 1, found[1]):
-                yield reason
+    for attribute, table, key_of, reason in (
+            ("grp_jobs", "qos", lambda q: q.name, "QOSGrpJobsLimit"),
+            ("max_jobs_per_account", "qos_account", lambda q: (q.name, job.account), "MaxJobsPerAccount"),
+            ("max_jobs_per_user", "qos_user", lambda q: (q.name, job.user), "QOSMaxJobsPerUserLimit")):
+        found = qos.first(attribute)
+        if found:
+            checks.append(_Check(_JOBS, found[1], reason, counter=(table, key_of(found[0]))))
     wall = qos.first("max_wall_minutes")
-    limit = job.time_limit_minutes
-    if wall and (limit is None or limit > wall[1]):
-        yield "QOSMaxWallDurationPerJobLimit"
-    if usage is not None:
-        for assoc in chain:
-            if not qos.first("grp_jobs") and assoc.grp_jobs is not None and _over(
-                    counter("assoc", assoc.key).running_jobs, 1, assoc.grp_jobs):
-                yield "AssocGrpJobsLimit"
-        max_jobs = _inherited(chain, "max_jobs")
-        if chain and not qos.first("max_jobs_per_user") and max_jobs is not None and _over(
-                counter("assoc", chain[0].key).running_jobs, 1, max_jobs):
-            yield "AssocMaxJobsLimit"
+    if wall:
+        checks.append(_Check(_WALL, wall[1], "QOSMaxWallDurationPerJobLimit"))
+    if not qos.first("grp_jobs"):
+        checks += [_Check(_JOBS, assoc.grp_jobs, "AssocGrpJobsLimit", counter=("assoc", assoc.key))
+                   for assoc in chain if assoc.grp_jobs is not None]
+    max_jobs = _inherited(chain, "max_jobs")
+    if chain and not qos.first("max_jobs_per_user") and max_jobs is not None:
+        checks.append(_Check(_JOBS, max_jobs, "AssocMaxJobsLimit", counter=("assoc", chain[0].key)))
     assoc_wall = _inherited(chain, "max_wall_minutes")
-    if not wall and assoc_wall is not None and (limit is None or limit > assoc_wall):
-        yield "AssocMaxWallDurationPerJobLimit"
+    if not wall and assoc_wall is not None:
+        checks.append(_Check(_WALL, assoc_wall, "AssocMaxWallDurationPerJobLimit"))
 
     # acct_policy_job_runnable_post_select: TRES, QOS then associations.
-    for attribute, table, used_of, values in (
-            ("grp_tres", _QOS_GRP, lambda q: counter("qos", q.name).running_tres, tres),
-            ("max_tres_per_job", _QOS_MAX_PER_JOB, None, tres),
-            ("max_tres_per_node", _QOS_MAX_PER_NODE, None, per_node),
-            ("max_tres_per_account", _QOS_MAX_PER_ACCOUNT,
-             lambda q: counter("qos_account", (q.name, job.account)).running_tres, tres),
-            ("max_tres_per_user", _QOS_MAX_PER_USER,
-             lambda q: counter("qos_user", (q.name, job.user)).running_tres, tres)):
+    for attribute, table, kind, counter_of in (
+            ("grp_tres", _QOS_GRP, _TRES, lambda q: ("qos", q.name)),
+            ("max_tres_per_job", _QOS_MAX_PER_JOB, _TRES, None),
+            ("max_tres_per_node", _QOS_MAX_PER_NODE, _PER_NODE, None),
+            ("max_tres_per_account", _QOS_MAX_PER_ACCOUNT, _TRES, lambda q: ("qos_account", (q.name, job.account))),
+            ("max_tres_per_user", _QOS_MAX_PER_USER, _TRES, lambda q: ("qos_user", (q.name, job.user)))):
         limits = qos.tres(attribute)
         for name in _ordered(limits):
             record, value = limits[name]
-            used = used_of(record).get(name, 0) if used_of else 0
-            if _over(used, values.get(name, 0), value):
-                yield _reason(table, name)
+            checks.append(_Check(kind, value, _reason(table, name), name, counter_of(record) if counter_of else None))
     minimum = qos.tres("min_tres_per_job")
-    for name in _ordered(minimum):
-        if tres.get(name, 0) < minimum[name][1]:
-            yield _reason(_QOS_MIN, name)
+    checks += [_Check(_MIN, minimum[name][1], _reason(_QOS_MIN, name), name) for name in _ordered(minimum)]
     qos_grp = qos.tres("grp_tres")
     for assoc in chain:
-        used = counter("assoc", assoc.key).running_tres
-        for name in _ordered(assoc.grp_tres):
-            if name not in qos_grp and _over(used.get(name, 0), tres.get(name, 0), assoc.grp_tres[name]):
-                yield _reason(_ASSOC_GRP, name)
-    for attribute, table, values in (("max_tres_per_job", _ASSOC_MAX_PER_JOB, tres),
-                                     ("max_tres_per_node", _ASSOC_MAX_PER_NODE, per_node)):
+        checks += [_Check(_TRES, assoc.grp_tres[name], _reason(_ASSOC_GRP, name), name, ("assoc", assoc.key))
+                   for name in _ordered(assoc.grp_tres) if name not in qos_grp]
+    for attribute, table, kind in (("max_tres_per_job", _ASSOC_MAX_PER_JOB, _TRES),
+                                   ("max_tres_per_node", _ASSOC_MAX_PER_NODE, _PER_NODE)):
         limits, qos_limits = _inherited_tres(chain, attribute), qos.tres(attribute)
-        for name in _ordered(limits):
-            if name not in qos_limits and values.get(name, 0) > limits[name]:
-                yield _reason(table, name)
+        checks += [_Check(kind, limits[name], _reason(table, name), name)
+                   for name in _ordered(limits) if name not in qos_limits]
+    return tuple(checks)
+
+
+def _limit_reasons(context: LimitContext, job: JobRequest, usage: LimitUsage | None) -> Iterable[str]:
+    """Every limit keeping ``job`` from running, in acct_policy's order. With ``usage`` None the job
+    is checked alone (strict submit checking): running-job counts are then not limits."""
+    checks = context.checks(job)
+    if not checks:
+        return
+    tres = job.tres_with_nodes
+    per_node = _per_node(job) if any(check.kind == _PER_NODE for check in checks) else {}
+    for check in checks:
+        kind = check.kind
+        if kind == _JOBS:
+            if usage is not None and usage.counter(*check.counter).running_jobs + 1 > check.limit:
+                yield check.reason
+        elif kind == _WALL:
+            if job.time_limit_minutes is None or job.time_limit_minutes > check.limit:
+                yield check.reason
+        elif kind == _TRES:
+            used = usage.counter(*check.counter).running_tres.get(check.name, 0) if (
+                usage is not None and check.counter) else 0
+            if _over(used, tres.get(check.name, 0), check.limit):
+                yield check.reason
+        elif kind == _PER_NODE:
+            if per_node.get(check.name, 0) > check.limit:
+                yield check.reason
+        elif tres.get(check.name, 0) < check.limit:
+            yield check.reason
 
 
 def limit_reason(context: LimitContext, usage: LimitUsage, job: JobRequest) -> str | None:

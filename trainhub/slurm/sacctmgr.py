@@ -184,6 +184,12 @@ def _name(text: str) -> str:
     return _names(text)[0]
 
 
+def _default_qos(text: str) -> str | None:
+    """DefaultQOS=-1 clears the default QOS (sacctmgr_set_assoc_rec: ``atoi(value) == -1``); a name
+    otherwise (whether it exists is the service's question)."""
+    return None if text.strip() == "-1" else _name(text)
+
+
 def _choice(key: str, choices: Mapping[str, str]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -244,7 +250,7 @@ class _Key:
 
 
 _ASSOC_LIMITS = (
-    _Key("DefaultQOS", 8, _name),
+    _Key("DefaultQOS", 8, _default_qos),
     _Key("Fairshare", 1, _shares, (("Shares", 1),)),
     _Key("GrpJobs", 4, _count("GrpJobs")),
     _Key("GrpSubmitJobs", 4, _count("GrpSubmitJobs"), (("GrpSubmit", 4),)),

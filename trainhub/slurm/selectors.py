@@ -7,14 +7,21 @@ project permission aiplatform.slurmClusters.update *and* a platform administrato
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Prefetch, Q, QuerySet
+from django.utils import timezone
 
+from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.common.errors import ApiError
+from trainhub.dashboards.sources import CapacityReading, FairShareRow
 from trainhub.iam.models import Project
-from trainhub.iam.selectors import project_get_for_user, user_has_permission
-from trainhub.inventory.models import Node
-from trainhub.slurm.models import ClusterAuditEntry, JobEvent, JobLogLine, JobNode, JobRun, Partition, SlurmCluster, SlurmJob
+from trainhub.iam.selectors import project_get_for_user, projects_for_user, user_has_permission
+from trainhub.inventory.models import Node, NodeState
+from trainhub.slurm import snapshot
+from trainhub.slurm.models import (ClusterAuditEntry, GpuAllocation, JobEvent, JobLogLine, JobNode, JobRun, Partition,
+                                   SlurmCluster, SlurmJob)
 
 ADMIN_PERMISSION = "aiplatform.slurmClusters.update"
 
@@ -115,3 +122,53 @@ def job_queue_position(*, job: SlurmJob) -> int | None:
         | Q(priority=job.priority, submit_time__lt=job.submit_time)
         | Q(priority=job.priority, submit_time=job.submit_time, job_id__lt=job.job_id))
     return ahead.count() + 1
+
+
+# --- the dashboards' Slurm sources (registered in SlurmConfig.ready) ------------------------------
+
+CAPACITY_SOURCE = "cluster"
+
+
+def _capacity_scope(cluster: SlurmCluster) -> str:
+    return f"{cluster.project.project_id}/{cluster.location}/{cluster.cluster_id}"
+
+
+def cluster_capacity(now: dt.datetime) -> list[CapacityReading]:
+    """Each cluster's GPUs per GPU type: of its nodes that are not down (drained nodes still run
+    their jobs, as sinfo's "drng"), and those jobs hold (GPU allocations). Three queries."""
+    clusters = {cluster.owner_key: cluster for cluster in SlurmCluster.objects.select_related("project")}
+    busy = dict(GpuAllocation.objects.filter(active=True, node__dedicated_to__in=list(clusters)).values("node_id")
+                .annotate(gpus=Count("id")).values_list("node_id", "gpus"))
+    totals: dict[tuple[str, str], list[int]] = {}
+    for node in Node.objects.filter(dedicated_to__in=list(clusters)).select_related("pool"):
+        if node.pool.accelerator_type == NO_ACCELERATOR or not node.pool.accelerator_count:
+            continue  # the login node
+        counts = totals.setdefault((node.dedicated_to, node.pool.accelerator_type), [0, 0])
+        if node.state != NodeState.DOWN:
+            counts[0] += node.pool.accelerator_count
+        counts[1] += busy.get(node.pk, 0)
+    return [CapacityReading(CAPACITY_SOURCE, _capacity_scope(clusters[owner]), accelerator_type, total, allocated)
+            for (owner, accelerator_type), (total, allocated) in sorted(totals.items())]
+
+
+def _visible_clusters(user: AbstractBaseUser) -> QuerySet[SlurmCluster]:
+    return SlurmCluster.objects.filter(project__in=projects_for_user(user=user)).select_related("project")
+
+
+def capacity_scopes_for_user(user: AbstractBaseUser) -> set[str]:
+    """The capacity scopes of the clusters of the user's projects."""
+    return {_capacity_scope(cluster) for cluster in _visible_clusters(user)}
+
+
+def fairshare_rows_for_user(user: AbstractBaseUser) -> list[FairShareRow]:
+    """sshare for each cluster of the user's projects: every account, and the user's own
+    associations (sshare without -a), in sshare's order; the root row left out."""
+    now = timezone.now()
+    rows = []
+    for cluster in _visible_clusters(user):
+        for row in snapshot.compute_fairshare(snapshot.load_cluster(cluster, now=now)).rows:
+            if row.is_root or (row.user is not None and row.user != user.get_username()):
+                continue
+            rows.append(FairShareRow(cluster.cluster_id, row.account, row.norm_shares, row.effective_usage,
+                                     row.fairshare, row.user or "", row.raw_shares))
+    return rows

@@ -9,7 +9,7 @@ context and one PriorityJob per job) and trainhub.slurm.scheduler.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from django.conf import settings
 
@@ -23,6 +23,58 @@ from trainhub.slurm.tres import billable_tres
 
 #: priority/basic's first job priority (TOP_PRIORITY); each later job gets one less.
 BASIC_TOP_PRIORITY = 0xFFFF0000
+
+
+@dataclass(slots=True)
+class QueuedJob:
+    """A pending or running job as a scheduler pass reads it: the columns the pass uses, read with
+    ``values_list`` (10,000 SlurmJob instances cost three times the query). It has SlurmJob's
+    attribute names, so the functions below take either; store_breakdown fills the factor fields."""
+
+    pk: int
+    job_id: int
+    user_name: str
+    account: str
+    partition: str
+    qos: str
+    num_nodes: int
+    num_tasks: int
+    cpus_per_task: int
+    gpus_per_node: int
+    time_limit: int | None
+    requeue: bool
+    state: str
+    reason: str
+    priority: int
+    priority_time: dt.datetime | None
+    nice: int
+    site_factor: int
+    hold: str
+    restart_count: int
+    submit_time: dt.datetime
+    begin_time: dt.datetime
+    accrue_time: dt.datetime | None
+    start_time: dt.datetime | None
+    expected_start: dt.datetime | None
+    factor_age: float = 0.0
+    factor_assoc: float = 0.0
+    factor_fairshare: float = 0.0
+    factor_jobsize: float = 0.0
+    factor_partition: float = 0.0
+    factor_qos: float = 0.0
+    factor_tres: dict = field(default_factory=dict)
+
+
+_QUEUED_COLUMNS = tuple(f.name for f in fields(QueuedJob) if not f.name.startswith("factor_"))
+#: A job as the pass functions below read it.
+JobLike = SlurmJob | QueuedJob
+
+
+def queued_jobs(cluster: SlurmCluster) -> list[QueuedJob]:
+    """The cluster's pending and running jobs, oldest id first."""
+    rows = (SlurmJob.objects.filter(cluster=cluster, state__in=["PENDING", "RUNNING"]).order_by("job_id")
+            .values_list(*_QUEUED_COLUMNS))
+    return [QueuedJob(*row) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -67,8 +119,26 @@ class ClusterState:
     def __post_init__(self) -> None:
         self._by_key = {(a.account.name, a.user, a.partition): a for a in self.associations}
         self._tres: dict[int, dict[str, int]] = {}
+        self._per_node: dict[tuple[int, int, int, int], scheduler.Resources] = {}
+        self._no_reserve = {name: "noreserve" in {flag.lower() for flag in row.settings.get("flags", ())}
+                            for name, row in self.qos.items()}
 
-    def tres_of(self, job: SlurmJob) -> dict[str, int]:
+    def per_node_request(self, job: JobLike) -> scheduler.Resources:
+        """What each node of the job must have free (one shared value per job shape: Resources is frozen)."""
+        shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node)
+        found = self._per_node.get(shape)
+        if found is None:
+            cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
+            found = self._per_node[shape] = scheduler.Resources(
+                cpus=cpus, memory_mb=job_memory_mb(job, self, cpus),
+                gres={"gpu": job.gpus_per_node} if job.gpus_per_node else {})
+        return found
+
+    def no_reserve(self, qos: str) -> bool:
+        """Whether the QOS has Flags=NoReserve (backfill makes no reservation for its jobs)."""
+        return self._no_reserve.get(qos, False)
+
+    def tres_of(self, job: JobLike) -> dict[str, int]:
         """job_tres, computed once per job and state (a pass asks for it several times)."""
         if job.pk is None:
             return job_tres(job, self)
@@ -135,11 +205,11 @@ def priority_context(state: ClusterState) -> priority.PriorityContext:
         max_assoc_priority=max((int(a.settings.get("priority", 0)) for a in state.associations), default=0))
 
 
-def job_cpus(job: SlurmJob) -> int:
+def job_cpus(job: JobLike) -> int:
     return job.num_tasks * job.cpus_per_task
 
 
-def job_billing(job: SlurmJob, state: ClusterState) -> float:
+def job_billing(job: JobLike, state: ClusterState) -> float:
     """Billable TRES per second: the partition's TRESBillingWeights applied, else the CPU count."""
     tres = {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job.gpus_per_node * job.num_nodes}
     partition = state.partitions.get(job.partition)
@@ -147,7 +217,7 @@ def job_billing(job: SlurmJob, state: ClusterState) -> float:
                          max_tres="MAX_TRES" in state.config.priority_flags)
 
 
-def job_tres(job: SlurmJob, state: ClusterState) -> dict[str, int]:
+def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
     """The TRES a job asks for, ``billing`` included (as Slurm's TRES counts, an integer)."""
     tres = {"cpu": job_cpus(job), "node": job.num_nodes}
     if job.gpus_per_node:
@@ -156,15 +226,27 @@ def job_tres(job: SlurmJob, state: ClusterState) -> dict[str, int]:
     return tres
 
 
-def priority_job(job: SlurmJob, state: ClusterState, shares: fairshare.FairShareResult) -> priority.PriorityJob:
-    assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
+AssociationTerms = dict[tuple[str, str, str], tuple[float, int]]
+
+
+def association_terms(state: ClusterState, shares: fairshare.FairShareResult) -> AssociationTerms:
+    """(account, user, partition) -> (fair-share factor, association Priority): each association's
+    terms worked out once per pass, not once per job (``partition`` "" = the association for every
+    partition, see ClusterState.association_for)."""
+    return {(a.account.name, a.user, a.partition): (shares.factor(str(a.pk)), int(a.settings.get("priority", 0)))
+            for a in state.associations}
+
+
+def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> priority.PriorityJob:
+    """The job as trainhub.slurm.priority sees it; ``terms`` from association_terms (a job without an
+    association gets no fair-share and no association priority)."""
+    fairshare_factor, assoc_priority = (terms.get((job.account, job.user_name, job.partition))
+                                        or terms.get((job.account, job.user_name, "")) or (0.0, 0))
     return priority.PriorityJob(
         job_id=job.job_id, partition=job.partition, submit_time=job.submit_time, eligible_time=job.accrue_time,
         user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
-        time_limit_minutes=job.time_limit, tres=state.tres_of(job),
-        fairshare_factor=shares.factor(str(assoc.pk)) if assoc else 0.0,
-        assoc_priority=int(assoc.settings.get("priority", 0)) if assoc else 0, nice=job.nice,
-        site_factor=job.site_factor, held=job.hold != Hold.NONE,
+        time_limit_minutes=job.time_limit, tres=state.tres_of(job), fairshare_factor=fairshare_factor,
+        assoc_priority=assoc_priority, nice=job.nice, site_factor=job.site_factor, held=job.hold != Hold.NONE,
         previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - job.job_id)
 
 
@@ -180,7 +262,7 @@ def breakdown_fields(config: SlurmConfig) -> tuple[str, ...]:
     return (*BREAKDOWN_FIELDS, "factor_tres") if config.priority_weight_tres else BREAKDOWN_FIELDS
 
 
-def store_breakdown(job: SlurmJob, breakdown: priority.PriorityBreakdown, now: dt.datetime) -> None:
+def store_breakdown(job: JobLike, breakdown: priority.PriorityBreakdown, now: dt.datetime) -> None:
     job.priority = breakdown.priority
     job.priority_time = now
     for field, value in zip(FACTOR_FIELDS, breakdown.values, strict=True):
@@ -229,14 +311,14 @@ def limit_context(state: ClusterState) -> limits.LimitContext:
         partitions={name: info.options for name, info in state.partitions.items()})
 
 
-def limit_request(job: SlurmJob, state: ClusterState) -> limits.JobRequest:
+def limit_request(job: JobLike, state: ClusterState) -> limits.JobRequest:
     assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
     return limits.JobRequest(user=job.user_name, account=job.account, partition=job.partition, qos=job.qos or None,
                              assoc_key=str(assoc.pk) if assoc else None, nodes=job.num_nodes,
                              tres=state.tres_of(job), time_limit_minutes=job.time_limit)
 
 
-def limit_usage(state: ClusterState, context: limits.LimitContext, jobs: list[SlurmJob],
+def limit_usage(state: ClusterState, context: limits.LimitContext, jobs: list[JobLike],
                 requests: dict[int, limits.JobRequest] | None = None) -> limits.LimitUsage:
     """Pending and running jobs counted against the limits (``requests``: their JobRequests by pk)."""
     requests = requests if requests is not None else {job.pk: limit_request(job, state) for job in jobs}
@@ -252,7 +334,7 @@ def has_submit_count_limits(context: limits.LimitContext) -> bool:
 
 # --- the scheduler's snapshot -------------------------------------------------------------------
 
-def job_memory_mb(job: SlurmJob, state: ClusterState, cpus: int) -> int:
+def job_memory_mb(job: JobLike, state: ClusterState, cpus: int) -> int:
     """Memory per node: DefMemPerNode, else DefMemPerGPU x GPUs, else DefMemPerCPU x CPUs. Without
     any of them a job takes no memory, so jobs share nodes by GPUs and CPUs (Slurm would give it
     the node's whole RealMemory, making every job exclusive)."""
@@ -264,30 +346,25 @@ def job_memory_mb(job: SlurmJob, state: ClusterState, cpus: int) -> int:
     return (config.def_mem_per_cpu or 0) * cpus
 
 
-def per_node_request(job: SlurmJob, state: ClusterState) -> scheduler.Resources:
-    cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
-    return scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus),
-                               gres={"gpu": job.gpus_per_node} if job.gpus_per_node else {})
-
-
 def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
     return [scheduler.NodeState(name=node.name, cpus=node.cpus, memory_mb=node.memory_mb,
                                 gres={"gpu": node.gpus} if node.gpus else {}, usable=node.available)
             for node in state.nodes.values()]
 
 
-def pending_job(job: SlurmJob, state: ClusterState, request: limits.JobRequest) -> scheduler.PendingJob:
-    qos = state.qos.get(job.qos)
+_HOLD_REASONS = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}
+
+
+def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -> scheduler.PendingJob:
     return scheduler.PendingJob(
         job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
-        nodes=job.num_nodes, per_node=per_node_request(job, state), time_limit_minutes=job.time_limit,
+        nodes=job.num_nodes, per_node=state.per_node_request(job), time_limit_minutes=job.time_limit,
         user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
-        hold_reason={Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(job.hold),
-        no_reserve=bool(qos and "noreserve" in {f.lower() for f in qos.settings.get("flags", ())}),
+        hold_reason=_HOLD_REASONS.get(job.hold), no_reserve=state.no_reserve(job.qos),
         requeue=job.requeue, restart_count=job.restart_count, limit_request=request)
 
 
-def running_job(job: SlurmJob, nodes: list[tuple[str, int, int]], state: ClusterState,
+def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,
                 request: limits.JobRequest) -> scheduler.RunningJob:
     """``nodes``: (node name, CPUs, GPUs) of the job's current allocation."""
     allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus),

@@ -7,12 +7,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trainhub.common.errors import FieldViolation, invalid_argument
+from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.wire import camel_key
 from trainhub.iam.selectors import project_get_for_user
 from trainhub.slurm import selectors
-from trainhub.slurm.api.schema import BODY, CLUSTER, ERRORS, SACCTMGR, UPDATE_CONFIG, UPDATE_SCRIPTS, responses
-from trainhub.slurm.render import render_cluster
+from trainhub.slurm.api.schema import (BODY, CLUSTER, ERRORS, SACCTMGR, UPDATE_CONFIG, UPDATE_PARTITION,
+                                       UPDATE_SCRIPTS, responses)
+from trainhub.slurm.models import Partition
+from trainhub.slurm.render import render_cluster, render_partition
 from trainhub.slurm.selectors import ADMIN_PERMISSION, cluster_get_for_user
 from trainhub.slurm.services import clusters as services
 from trainhub.slurm.services.sacctmgr import sacctmgr_run
@@ -92,6 +94,38 @@ class SlurmClusterUpdateConfig(APIView):
         cluster_obj = services.cluster_config_set(cluster=cluster_obj, changes=changes,
                                                   actor=request.user.get_username())
         return Response(_render(cluster_obj))
+
+
+class SlurmPartitionDetail(APIView):
+    """A partition: members read it; admins change its options and/or node pools
+    ({"config": {"PriorityTier": "2", "MaxTime": "1-00:00:00"}, "nodePoolIds": ["a4"]}; a field
+    left out stays as it is; ``config`` replaces the partition's options)."""
+
+    def _partition(self, request: Request, project: str, location: str, cluster: str, partition: str,
+                   permission: str) -> Partition:
+        cluster_obj = cluster_for(request, project, location, cluster, permission)
+        row = next((p for p in selectors.cluster_partitions(cluster=cluster_obj) if p.name == partition), None)
+        if row is None:
+            raise ApiError(404, f"Partition {partition} of cluster {cluster_obj.cluster_id} not found.")
+        return row
+
+    @extend_schema(operation_id="slurmClusters.partitions.get", responses=responses(BODY, ERRORS))
+    def get(self, request: Request, project: str, location: str, cluster: str, partition: str) -> Response:
+        row = self._partition(request, project, location, cluster, partition, GET)
+        return Response(render_partition(row, row.cluster.default_partition))
+
+    @extend_schema(operation_id="slurmClusters.partitions.patch", request={"application/json": UPDATE_PARTITION},
+                   responses=responses(BODY, ERRORS))
+    def patch(self, request: Request, project: str, location: str, cluster: str, partition: str) -> Response:
+        row = self._partition(request, project, location, cluster, partition, ADMIN_PERMISSION)
+        body = {camel_key(str(key)): value for key, value in _object(request).items()}
+        unknown = [key for key in body if key not in ("config", "nodePoolIds")]
+        if unknown or not body:
+            raise invalid_argument([FieldViolation(key, "unknown field") for key in unknown] or [
+                FieldViolation("body", "give config and/or nodePoolIds")])
+        row = services.partition_update(partition=row, config=body.get("config"),
+                                        node_pool_ids=body.get("nodePoolIds"), actor=request.user.get_username())
+        return Response(render_partition(row, row.cluster.default_partition))
 
 
 class SlurmClusterUpdateScripts(APIView):

@@ -31,6 +31,10 @@ CLUSTER = obj({
     }, required=("partitions",), extra=True)}, required=("slurmSpec",), extra=True),
 }, required=("orchestratorSpec",), extra=True)
 UPDATE_CONFIG = obj({"config": CONFIG}, required=("config",))
+#: A partition edit: its PartitionName= options (replacing the old ones) and/or its node pools.
+UPDATE_PARTITION = obj({"config": {"type": "object", "additionalProperties": {"type": "string"},
+                                   "example": {"PriorityTier": "2", "MaxTime": "1-00:00:00"}},
+                        "nodePoolIds": STRINGS})
 UPDATE_SCRIPTS = obj({"prologBashScripts": SCRIPTS, "epilogBashScripts": SCRIPTS}, extra=True)
 SACCTMGR = obj({"command": {"anyOf": [{"type": "string", "example": "sacctmgr show assoc"}, STRINGS]}},
                required=("command",))
@@ -56,4 +60,4 @@ REPORT_PARAMETERS = {
 }
 
 __all__ = ["ACTION", "BODY", "CLUSTER", "ERRORS", "NICE", "REPORT_PARAMETERS", "SACCTMGR", "SUBMISSION",
-           "UPDATE_CONFIG", "UPDATE_SCRIPTS", "responses"]
+           "UPDATE_CONFIG", "UPDATE_PARTITION", "UPDATE_SCRIPTS", "responses"]

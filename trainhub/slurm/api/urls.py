@@ -14,6 +14,8 @@ urlpatterns = [
     path(f"{CLUSTER}:sacctmgr", clusters.SlurmClusterSacctmgr.as_view(), name="slurmcluster-sacctmgr"),
     path(f"{CLUSTER}/slurmConf", clusters.SlurmConf.as_view(), name="slurmcluster-slurm-conf"),
     path(CLUSTER, clusters.SlurmClusterDetail.as_view(), name="slurmcluster-detail"),
+    path(f"{CLUSTER}/partitions/<str:partition>", clusters.SlurmPartitionDetail.as_view(),
+         name="slurmcluster-partition"),
     path(f"{CLUSTER}/jobs", jobs.SlurmJobCollection.as_view(), name="slurmjob-collection"),
     path(f"{JOB}:cancel", jobs.SlurmJobCancel.as_view(), name="slurmjob-cancel"),
     path(f"{JOB}:hold", jobs.SlurmJobHold.as_view(), name="slurmjob-hold"),

@@ -43,6 +43,26 @@ class KeyValueForm(forms.Form):
         self.add_error("text", problems or [error.message])
 
 
+class PartitionForm(KeyValueForm):
+    """A partition's PartitionName= options and its node pools (the cluster's compute pools)."""
+
+    node_pools = forms.CharField(required=True, label="Node pools", max_length=1024,
+                                 help_text="The cluster's compute node pools this partition's jobs run on, "
+                                           "comma-separated.")
+
+    def clean_node_pools(self) -> list[str]:
+        return [name.strip() for name in self.cleaned_data["node_pools"].split(",") if name.strip()]
+
+    def show_service_error(self, error: ApiError) -> None:
+        for violation in error.violations:
+            if violation.field.startswith("nodePoolIds"):
+                self.add_error("node_pools", violation.description)
+            else:
+                self.add_error("text", f"{violation.field.removeprefix('config.')}: {violation.description}")
+        if not error.violations:
+            self.add_error("text", error.message)
+
+
 class ConfigForm(KeyValueForm):
     """The cluster's explicit slurm.conf keys; a key removed from the text returns to Slurm's default."""
 

@@ -194,22 +194,57 @@ def cluster_scripts_set(*, cluster: SlurmCluster, kind: str, scripts: Any, actor
     return cluster
 
 
-def partition_config_set(*, partition: Partition, options: dict[str, Any], actor: str,
-                         now: dt.datetime | None = None) -> Partition:
-    """Replace a partition's PartitionName= options (PriorityTier, MaxTime, PreemptMode, ...)."""
-    try:
-        parse_partition_options(options)
-    except ConfigError as exc:
-        raise invalid_argument([FieldViolation(f"config.{v.key}", v.description) for v in exc.violations]) from exc
+def _partition_pools(cluster: SlurmCluster, node_pool_ids: Any) -> list[NodePool]:
+    """A partition's new pools: a non-empty list of the cluster's own compute pools (their nodes
+    are the cluster's; pools join a cluster when it is created), each once."""
+    if not isinstance(node_pool_ids, list) or not node_pool_ids:
+        raise invalid_argument([FieldViolation("nodePoolIds", "must be a non-empty list of node pool ids")])
+    own = {pool.name: pool for pool in NodePool.objects.filter(nodes__dedicated_to=cluster.owner_key).distinct()
+           if pool.pk != cluster.login_pool_id}
+    violations = []
+    for index, name in enumerate(node_pool_ids):
+        if not isinstance(name, str) or name not in own:
+            violations.append(FieldViolation(f"nodePoolIds[{index}]", f"{name!r} is not a compute node pool of "
+                                             f"cluster {cluster.cluster_id} ({', '.join(sorted(own))})"))
+        elif node_pool_ids.index(name) != index:
+            violations.append(FieldViolation(f"nodePoolIds[{index}]", f"node pool {name!r} is listed twice"))
+    if violations:
+        raise invalid_argument(violations)
+    return [own[name] for name in node_pool_ids]
+
+
+def partition_update(*, partition: Partition, actor: str, config: Any = None, node_pool_ids: Any = None,
+                     now: dt.datetime | None = None) -> Partition:
+    """``scontrol update PartitionName=P ...``: replace the partition's PartitionName= options
+    (PriorityTier, MaxTime, MaxNodes, PreemptMode, ...) and/or its node pools; None leaves either
+    as it is. Audited; the next pass recomputes priorities (PriorityJobFactor may have changed)."""
+    if config is not None:
+        if not isinstance(config, dict):
+            raise invalid_argument([FieldViolation("config", "must be a map of PartitionName= options to values")])
+        try:
+            parse_partition_options(config)
+        except ConfigError as exc:
+            raise invalid_argument([FieldViolation(f"config.{v.key}", v.description)
+                                    for v in exc.violations]) from exc
+    pools = _partition_pools(partition.cluster, node_pool_ids) if node_pool_ids is not None else None
     now = now or timezone.now()
-    new = {str(key): str(value) for key, value in options.items()}
     with transaction.atomic():
         partition = Partition.objects.select_for_update().select_related("cluster").get(pk=partition.pk)
+        changed = False
+        new = {str(key): str(value) for key, value in config.items()} if config is not None else partition.config
         if partition.config != new:
             audit(partition.cluster, actor=actor, subject=f"partition {partition.name}", old=partition.config,
                   new=new, now=now)
             partition.config = new
             partition.save(update_fields=["config"])
+            changed = True
+        old_pools = sorted(pool.name for pool in partition.node_pools.all())
+        if pools is not None and sorted(pool.name for pool in pools) != old_pools:
+            audit(partition.cluster, actor=actor, subject=f"partition {partition.name} node pools", old=old_pools,
+                  new=[pool.name for pool in pools], now=now)
+            partition.node_pools.set(pools)
+            changed = True
+        if changed:
             SlurmCluster.objects.filter(pk=partition.cluster_id).update(last_priority_time=None)
             request_pass(partition.cluster)
     return partition

@@ -81,8 +81,6 @@ def _settings(specs: Mapping[str, syntax.Spec], names: Mapping[str, str],
         if key in LIST_KEYS:
             value = _list_value(spec, (current or {}).get(names[key], []))
             settings[names[key]] = value or None
-        elif key == "DefaultQOS" and spec.value == "-1":
-            settings[names[key]] = None  # sacctmgr's -1 clears it (the parser keeps "-1" as a name)
         else:
             settings[names[key]] = spec.value
     return settings
@@ -115,11 +113,24 @@ class _Runner:
         if unknown:
             raise _Refused(f" This cluster is {self.name}; {', '.join(unknown)} is not managed here")
 
+    def _check_qos_names(self, specs: Mapping[str, syntax.Spec]) -> None:
+        """QOS=, Preempt= and DefaultQOS= must name existing QOS, as sacctmgr checks them against
+        slurmdbd's list (``slurmdb_addto_qos_char_list``, ``sacctmgr_set_assoc_rec``)."""
+        known = set(Qos.objects.filter(cluster=self.cluster).values_list("name", flat=True))
+        for key in ("QOS", "Preempt"):
+            bad = [name for name in (item.lstrip("+-") for item in _value(specs, key, ())) if name not in known]
+            if bad:
+                raise _Refused(f"You gave a bad qos '{bad[0]}'. Valid QOS's are {','.join(sorted(known))}")
+        default = _value(specs, "DefaultQOS")
+        if default is not None and default not in known:
+            raise _Refused(f"You gave a bad default qos '{default}'.  Use 'list qos' to get complete list.")
+
     # -- add --
 
     def add_account(self) -> str:
         specs = self.command.set
         self._check_cluster(specs)
+        self._check_qos_names(specs)
         parent = _value(specs, "Parent", ROOT)
         settings = _settings(specs, ASSOC_SETTINGS)
         for name in self.command.names:
@@ -136,6 +147,7 @@ class _Runner:
     def add_user(self) -> str:
         specs = self.command.set
         self._check_cluster(specs)
+        self._check_qos_names(specs)
         accounts = list(_value(specs, "Accounts", ()))
         partitions = list(_value(specs, "Partitions", ())) or [""]
         known = set(self.cluster.partitions.values_list("name", flat=True))
@@ -166,6 +178,7 @@ class _Runner:
 
     def add_qos(self) -> str:
         specs = self.command.set
+        self._check_qos_names(specs)
         for name in self.command.names:
             accounting.qos_add(cluster=self.cluster, name=name, actor=self.actor,
                                description=_value(specs, "Description", ""), settings=_settings(specs, QOS_SETTINGS),
@@ -214,6 +227,7 @@ class _Runner:
         specs = self.command.set
         if not rows:
             return ""
+        self._check_qos_names(specs)
         for assoc in rows:
             accounting.associations_modify(cluster=self.cluster, associations=[assoc], actor=self.actor,
                                            shares=_shares(specs),
@@ -259,6 +273,7 @@ class _Runner:
         rows = self._qos()
         if not rows:
             return syntax.NOTHING_MODIFIED
+        self._check_qos_names(self.command.set)
         for qos in rows:
             accounting.qos_modify(cluster=self.cluster, qos_rows=[qos], actor=self.actor,
                                   settings=_settings(self.command.set, QOS_SETTINGS, qos.settings),

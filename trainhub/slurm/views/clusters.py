@@ -12,7 +12,7 @@ from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.common.pages import html_page
 from trainhub.slurm import selectors
-from trainhub.slurm.forms.clusters import ConfigForm, KeyValueForm, NodeStateForm, ScriptsForm, key_value_text
+from trainhub.slurm.forms.clusters import ConfigForm, NodeStateForm, PartitionForm, ScriptsForm, key_value_text
 from trainhub.slurm.models import Partition, SlurmCluster
 from trainhub.slurm.services import clusters as services
 from trainhub.slurm.slurmconf import cluster_slurm_conf
@@ -91,11 +91,12 @@ def partition_edit(request: HttpRequest, project: str, location: str, cluster: s
     row = Partition.objects.filter(cluster=cluster_obj, name=partition).first()
     if row is None:
         raise ApiError(404, f"Partition {partition} not found.")
-    form = KeyValueForm(request.POST or None, initial={"text": key_value_text(row.config)})
+    form = PartitionForm(request.POST or None, initial={
+        "text": key_value_text(row.config), "node_pools": ", ".join(pool.name for pool in row.node_pools.all())})
     if request.method == "POST" and form.is_valid():
         try:
-            services.partition_config_set(partition=row, options=form.cleaned_data["text"],
-                                          actor=request.user.get_username())
+            services.partition_update(partition=row, config=form.cleaned_data["text"],
+                                      node_pool_ids=form.cleaned_data["node_pools"], actor=request.user.get_username())
         except ApiError as error:
             form.show_service_error(error)
         else:

@@ -1,0 +1,80 @@
+"""Slurm clusters on the dashboards: their GPUs on the allocation chart and sshare's rows on the
+fair-share chart, for the members of the cluster's project only."""
+
+import pytest
+from django.utils import timezone
+
+from tests.dashboards.test_views import chart_url, csv_rows, figure_of
+from tests.slurm.conftest import run_pass
+from trainhub.dashboards.services import samples_record
+from trainhub.inventory.models import Node, NodeState
+from trainhub.slurm.models import Association, JobState
+from trainhub.slurm.services.jobs import Submission, job_submit
+
+SCOPE = "alpha/us-central1/c1"
+
+
+@pytest.fixture
+def sampled(accounts, cast, monkeypatch):
+    """uma's 8-GPU job running on one of c1's two B200x8 nodes, the other node down; one sample."""
+    now = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    job = job_submit(cluster=accounts, user=cast["uma"], now=now,
+                     submission=Submission(argv=("--gres=gpu:8", "--wrap", "train")))
+    run_pass(accounts, now)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    Node.objects.filter(name__startswith="a4").exclude(name=job.node_list).update(state=NodeState.DOWN)
+    samples_record(now=now)
+    return job
+
+
+def cluster_rows(client):
+    return [row for row in csv_rows(client, "gpu-allocation", range="1h") if row["source"] == "cluster"]
+
+
+def test_a_member_sees_the_clusters_busy_gpus_and_the_capacity_of_its_nodes_that_are_up(client, cast, sampled):
+    client.force_login(cast["vic"])
+    rows = cluster_rows(client)
+    assert [(row["scope"], row["gpu_type"], row["allocated_gpus"], row["total_gpus"]) for row in rows] == [
+        (SCOPE, "NVIDIA_B200", "8.0", "8.0")]
+    names = [trace["name"] for trace in figure_of(client.get(chart_url("gpu-allocation", range="1h")))["data"]]
+    assert f"{SCOPE} (cluster)" in names
+
+
+def test_the_cluster_is_not_counted_twice_in_the_capacity_line(client, cast, sampled):
+    client.force_login(cast["vic"])
+    figure = figure_of(client.get(chart_url("gpu-allocation", range="1h")))
+    pools = [row for row in csv_rows(client, "gpu-allocation", range="1h")
+             if row["source"] == "pool" and row["gpu_type"] == "NVIDIA_B200"]
+    capacity = next(trace for trace in figure["data"] if trace["name"] == "capacity" and trace["yaxis"] ==
+                    next(t["yaxis"] for t in figure["data"] if t["name"] == f"{SCOPE} (cluster)"))
+    assert capacity["y"][-1] == sum(float(row["total_gpus"]) for row in pools)
+
+
+def test_a_stranger_does_not_see_another_projects_cluster(client, cast, sampled):
+    client.force_login(cast["mallory"])
+    assert cluster_rows(client) == []
+    content = client.get(chart_url("gpu-allocation", range="1h")).content.decode()
+    assert SCOPE not in content
+
+
+def test_the_fair_share_chart_shows_sshare_rows_of_the_members_clusters(client, cast, accounts):
+    Association.objects.filter(cluster=accounts, user="uma").update(raw_usage=100.0)
+    Association.objects.filter(cluster=accounts, account__name="ml", user="").update(shares=3)
+    client.force_login(cast["uma"])
+    rows = csv_rows(client, "fair-share")
+    assert [(row["cluster"], row["account"], row["user"], row["raw_shares"]) for row in rows] == [
+        ("c1", "bio", "", "1"), ("c1", "ml", "", "3"), ("c1", "ml", "uma", "1")]
+    ml = rows[1]
+    assert float(ml["norm_shares"]) == pytest.approx(0.75) and float(ml["effective_usage"]) > 0
+    assert float(rows[2]["fairshare"]) < 1
+    response = client.get(chart_url("fair-share"))
+    assert figure_of(response)["data"][0]["y"] == ["bio", "ml", "ml / uma"]
+    assert "use more than their share" in response.content.decode()
+
+
+def test_the_fair_share_chart_hides_other_projects_clusters(client, cast, accounts):
+    client.force_login(cast["mallory"])
+    assert csv_rows(client, "fair-share") == []
+    assert "No Slurm clusters" in client.get(chart_url("fair-share")).content.decode()
