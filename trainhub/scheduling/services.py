@@ -1,5 +1,6 @@
-"""The scheduler pass: read a snapshot from the database, plan with the pure placement module,
-write each gang's allocation in its own transaction.
+"""The scheduler pass: read the queue from Redis and what still waits, free nodes and quota usage
+from the database, plan with the pure placement module, write every placed gang's allocation in
+one transaction (the database stays the record; see scheduler_pass).
 
 STANDARD jobs that do not fit keep retrying for TRAINHUB_STOCKOUT_RETRY_SECONDS and then fail
 with Vertex's stockout error; FLEX_START jobs wait (in PENDING) until their gang fits, up to
