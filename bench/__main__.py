@@ -16,6 +16,7 @@ from bench import timing
 from bench.environment import (
     RESULTS_DIR,
     BenchSetupError,
+    load_average,
     machine_description,
     setup_django,
 )
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine['cpu_model']}, {machine['cpu_cores']} cores; Python {machine['python']}; "
           f"Django {machine['django']}")
     print(f"database: {database_note}")
+    print(f"load average (1/5/15 min): {' / '.join(map(str, machine['load_average']))}")
     if args.profile:
         print("profiling: ON - times include cProfile overhead")
     print()
@@ -78,9 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         section: Section = benchmark.run(sizes)
         elapsed = time.perf_counter() - begun
         print(format_section(section))
-        print(f"  ({benchmark.name}: {elapsed:.1f} s including setup)")
+        print(f"  ({benchmark.name}: {elapsed:.1f} s including setup; load average after: "
+              f"{' / '.join(map(str, load_average()))})")
         print()
-        sections[benchmark.name] = {**section.to_json(), "wall_seconds": elapsed}
+        sections[benchmark.name] = {**section.to_json(), "wall_seconds": elapsed, "load_average_after": load_average()}
 
     document = {
         "started_at": started.isoformat(),

@@ -135,6 +135,11 @@ def _commit() -> str:
     return ""
 
 
+def load_average() -> list[float]:
+    """The 1, 5 and 15-minute load averages: how busy the machine was (wall times grow with it)."""
+    return [round(load, 2) for load in os.getloadavg()]
+
+
 def machine_description() -> dict[str, Any]:
     """CPU, cores, Python, Django and (once set up) database: what the figures were measured on."""
     import django
@@ -147,6 +152,7 @@ def machine_description() -> dict[str, Any]:
         "platform": platform.platform(),
         "django": django.get_version(),
         "commit": _commit(),
+        "load_average": load_average(),
     }
     if _database is not None:
         description["database"] = {"vendor": _database.vendor, "version": _database.version,

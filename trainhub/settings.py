@@ -145,6 +145,9 @@ TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTE
 TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
 TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
 #: How long the scheduler leader lock outlives a worker that died mid-pass (no pass runs meanwhile).
+#: FLEX_START jobs moved QUEUED -> PENDING (state and timeline event) per pass; the rest of a
+#: burst follows in the next passes.
+TRAINHUB_FLEX_PENDING_PER_PASS = envint("TRAINHUB_FLEX_PENDING_PER_PASS", 500)
 TRAINHUB_SCHEDULER_LOCK_SECONDS = envint("TRAINHUB_SCHEDULER_LOCK_SECONDS", 60)
 
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainhub.jobs.spec import ReplicaShape
-from trainhub.scheduling.placement import FreeNode, GangRequest, plan_pass
+from trainhub.scheduling.placement import CapacityIndex, FreeNode, GangRequest, Shortfall, _demand, plan_pass
 
 A100 = ReplicaShape("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1)
 T4_1 = ReplicaShape("n1-standard-4", "NVIDIA_TESLA_T4", 1)
@@ -89,6 +89,30 @@ def test_no_node_is_ever_given_twice_and_gangs_are_whole(requests, a100, t4):
                     assert node.accelerator_type == shape.accelerator_type
         else:
             assert plan.shortfalls[request.key]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    earlier=st.lists(gangs, max_size=4),
+    gang=gangs,
+    a100=st.integers(0, 4),
+    t4=st.lists(st.sampled_from([1, 2, 4]), max_size=6),
+    cpu=st.integers(0, 3),
+)
+def test_the_shortfall_check_agrees_with_taking_the_nodes(earlier, gang, a100, t4, cpu):
+    nodes = (a100_nodes(a100) + [FreeNode(g, 100 + i, "n1-standard-4", "NVIDIA_TESLA_T4") for i, g in enumerate(t4)]
+             + [FreeNode(0, 200 + i, "n1-standard-4", "ACCELERATOR_TYPE_UNSPECIFIED") for i in range(cpu)])
+    index = CapacityIndex(nodes)
+    for taken in earlier:  # some nodes already gone, as later in a pass
+        index.take(_demand(GangRequest.from_pools("x", [(i, n, shape) for i, (shape, n, _) in enumerate(taken)]).pools))
+    demand = _demand(GangRequest.from_pools("gang", [(i, n, shape) for i, (shape, n, _) in enumerate(gang)]).pools)
+    predicted = index.shortfall(demand)
+    taken = index.take(demand)
+    if predicted is None:
+        assert not isinstance(taken, Shortfall)
+        assert [len(nodes) for nodes in taken] == [count for _, count in demand]
+    else:
+        assert taken == predicted
 
 
 def test_spot_jobs_are_preempted_newest_first_only_as_far_as_needed():

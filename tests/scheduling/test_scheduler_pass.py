@@ -213,3 +213,32 @@ def test_marking_flex_jobs_waiting_never_overwrites_a_job_cancelled_during_the_p
     assert services.jobs_mark_flex_waiting(pks=[job.pk], now=later(now, 1)) == 0
     job.refresh_from_db()
     assert job.state == states.CANCELLED
+
+
+def test_flex_start_jobs_move_to_pending_a_bounded_number_per_pass(cast, nodes, now, settings):
+    settings.TRAINHUB_FLEX_PENDING_PER_PASS = 1
+    flex = {"strategy": "FLEX_START"}
+    older = submit(cast, now, a100(), a100(replicas=5), scheduling=flex)
+    newer = submit(cast, later(now, 1), a100(), a100(replicas=5), scheduling=flex)
+    scheduler_pass(now=later(now, 2))
+    older.refresh_from_db()
+    newer.refresh_from_db()
+    assert (older.state, newer.state) == (states.PENDING, states.QUEUED)
+    assert wait_reasons(newer)  # explained all the same
+    scheduler_pass(now=later(now, 3))
+    newer.refresh_from_db()
+    assert newer.state == states.PENDING
+
+
+def test_the_garbage_collector_runs_again_after_a_pass_even_one_that_fails(cast, nodes, now, monkeypatch):
+    import gc
+
+    submit(cast, now, a100())
+
+    def broken(**kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(services, "jobs_place", broken)
+    with pytest.raises(RuntimeError):
+        scheduler_pass(now=now)
+    assert gc.isenabled()

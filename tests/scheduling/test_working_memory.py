@@ -141,3 +141,19 @@ def test_the_status_endpoint_serves_the_snapshot_and_needs_login(api, client, ca
     body = api("vic").get("/v1/scheduler:status").json()
     assert body["lastPass"]["placed"] == "1" and body["pendingJobs"] == 0
     assert client.get("/v1/scheduler:status").status_code == 401
+
+
+def test_a_pass_reads_missing_job_details_from_the_database_and_stores_them_back(cast, nodes, now, redis_client):
+    scheduler_pass(now=now)
+    big = submit(cast, now, a100(), a100(replicas=5))
+    small = submit(cast, later(now, 1), a100())
+    redis_client.delete(working_memory.DETAILS)  # as after a resync, which queues jobs without their details
+    scheduler_pass(now=later(now, 2))
+    small.refresh_from_db()
+    assert small.state == states.PENDING
+    assert wait_reasons(big) == ["Waiting for capacity: 4 more a2-highgpu-1g node(s) with 1 x NVIDIA_TESLA_A100: "
+                                 "needs 6, 2 free."]
+    [(pk, submitted, gang)] = working_memory.pending_read(redis_client)
+    assert (pk, submitted) == (big.pk, now.timestamp())
+    assert [(pool.index, pool.replica_count) for pool in gang.pools] == [(0, 1), (1, 5)]
+

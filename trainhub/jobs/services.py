@@ -26,7 +26,7 @@ from trainhub.jobs import states
 from trainhub.jobs.costs import gpus_by_quota_demand
 from trainhub.jobs.models import CostLedger, CustomJob, JobEvent, LogLine, Replica
 from trainhub.jobs.signals import job_state_changed
-from trainhub.jobs.spec import ParsedCustomJob, SpecError, parse_custom_job
+from trainhub.jobs.spec import ParsedCustomJob, SpecError, document_pools, parse_custom_job
 from trainhub.resources.selectors import job_resource_check
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
@@ -60,8 +60,15 @@ def remember_pending(jobs: list[CustomJob]) -> None:
                        exc_info=True)
 
 
-def queued_job(job: CustomJob) -> working_memory.QueuedJob:
-    return working_memory.QueuedJob(job.pk, job.create_time, job.flex_start_deadline)
+def queued_job(job: CustomJob, *, with_gang: bool = True) -> working_memory.QueuedJob:
+    return working_memory.QueuedJob(job.pk, job.create_time, job.flex_start_deadline,
+                                    job_gang(job) if with_gang else None)
+
+
+def job_gang(job: CustomJob) -> working_memory.Gang:
+    """What the scheduler keeps in Redis of a queued job (see working_memory.Gang)."""
+    return working_memory.Gang(job.project_id, job.location, job.strategy, tuple(sorted(job.quota_demand.items())),
+                               document_pools(job.spec), bool(job.spec["jobSpec"].get("persistentResourceId")))
 
 
 def _event(job: CustomJob, now: dt.datetime, message: str, state: str = "") -> None:

@@ -510,6 +510,19 @@ def parse_custom_job(body: Any) -> ParsedCustomJob:
     )
 
 
+def document_pools(document: dict[str, Any]) -> tuple[PoolRequest, ...]:
+    """The non-empty worker pools of a canonical CustomJob document, as parse_custom_job stored it."""
+    pools = []
+    for index, pool in enumerate(document["jobSpec"]["workerPoolSpecs"]):
+        if not pool:
+            continue
+        machine = pool["machineSpec"]
+        shape = ReplicaShape(machine["machineType"], machine.get("acceleratorType", NO_ACCELERATOR),
+                             machine.get("acceleratorCount", 0))
+        pools.append(PoolRequest(index, pool["replicaCount"], shape))
+    return tuple(pools)
+
+
 def render_job_spec(job_spec: dict[str, Any]) -> dict[str, Any]:
     """Canonical jobSpec -> wire form: int64 replicaCount as a string, as the v1 API emits it."""
     pools = []

@@ -46,10 +46,6 @@ class ResourcePassResult:
     failed: int
 
 
-def targets_persistent_resource(job: CustomJob) -> bool:
-    return bool(job.spec["jobSpec"].get("persistentResourceId"))
-
-
 def _shape(pool: ResourcePool) -> ReplicaShape:
     """What plan_pass sees of a replica routed to ``pool``; the pool's machines are a node kind of
     their own (the machine type slot names the pool), so only replicas routed to it match them."""

@@ -24,12 +24,11 @@ benchmarked without a database.
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Sequence
 
 from trainhub.catalog.machines import NO_ACCELERATOR
-from trainhub.jobs.spec import ReplicaShape
+from trainhub.jobs.spec import PoolRequest, ReplicaShape
 from trainhub.scheduling.quota import QuotaBook, QuotaShortfall
 
 
@@ -41,11 +40,12 @@ class FreeNode:
     accelerator_type: str = field(compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GangRequest:
     key: Hashable
-    #: (pool index, replica index, shape) for every replica of every pool.
-    replicas: tuple[tuple[int, int, ReplicaShape], ...]
+    #: The job's worker pools; every replica of every pool needs a node. Requests of jobs asking
+    #: for the same pools may share one tuple (the pass then works out their demand once).
+    pools: tuple[PoolRequest, ...]
     can_preempt: bool = False
     reserve: bool = False
     project: Hashable = None
@@ -55,12 +55,13 @@ class GangRequest:
     @classmethod
     def from_pools(cls, key: Hashable, pools: Iterable[tuple[int, int, ReplicaShape]], **options) -> "GangRequest":
         """Build from (pool index, replica count, shape) triples."""
-        replicas = tuple(
-            (pool_index, replica_index, shape)
-            for pool_index, count, shape in pools
-            for replica_index in range(count)
-        )
-        return cls(key, replicas, **options)
+        return cls(key, tuple(PoolRequest(index, count, shape) for index, count, shape in pools), **options)
+
+    @property
+    def replicas(self) -> tuple[tuple[int, int, ReplicaShape], ...]:
+        """(pool index, replica index, shape) for every replica of every pool."""
+        return tuple((pool.index, replica_index, pool.shape)
+                     for pool in self.pools for replica_index in range(pool.replica_count))
 
 
 @dataclass(frozen=True)
@@ -142,28 +143,43 @@ class CapacityIndex:
             chosen.extend(grab)
         return chosen
 
-    def take(self, demand: Sequence[tuple[ReplicaShape, int]]) -> list[list[FreeNode]] | Shortfall:
-        """Take ``count`` nodes for each (shape, count), all or nothing.
+    def shortfall(self, demand: Sequence[tuple[ReplicaShape, int]]) -> Shortfall | None:
+        """What ``take`` would report as missing, without taking anything: the first shape that
+        runs out, counting the nodes left for it after the gang's earlier shapes were served.
 
-        On failure nothing is taken and the Shortfall names the first shape that ran out, counting
-        the nodes left for it after the gang's earlier shapes were served.
+        Counting is enough because earlier shapes ask for at least as many GPUs (see _demand):
+        every node they take is also eligible for the later ones.
         """
-        result: list[list[FreeNode]] = []
+        taken: dict[int, int] = {}  # by id() of a group
         for shape, count in demand:
-            chosen = self._grab(shape, count)
-            result.append(chosen)
-            if len(chosen) < count:
-                self.add(node for nodes in result for node in nodes)
-                return Shortfall(shape, count, len(chosen))
-        return result
+            found = 0
+            for group in self._candidate_groups(shape):
+                left = len(group) - _at_least(group, shape.accelerator_count) - taken.get(id(group), 0)
+                grab = min(left, count - found)
+                taken[id(group)] = taken.get(id(group), 0) + grab
+                found += grab
+                if found == count:
+                    break
+            if found < count:
+                return Shortfall(shape, count, found)
+        return None
+
+    def take(self, demand: Sequence[tuple[ReplicaShape, int]]) -> list[list[FreeNode]] | Shortfall:
+        """Take ``count`` nodes for each (shape, count), all or nothing (the Shortfall if not)."""
+        missing = self.shortfall(demand)
+        if missing is not None:
+            return missing
+        return [self._grab(shape, count) for shape, count in demand]
 
     def hold(self, demand: Sequence[tuple[ReplicaShape, int]]) -> int:
         """Take as many eligible nodes as there are, up to the demand (a reservation)."""
         return sum(len(self._grab(shape, count)) for shape, count in demand)
 
 
-def _demand(request: GangRequest) -> list[tuple[ReplicaShape, int]]:
-    counts = Counter(shape for _, _, shape in request.replicas)
+def _demand(pools: tuple[PoolRequest, ...]) -> list[tuple[ReplicaShape, int]]:
+    counts: dict[ReplicaShape, int] = {}
+    for pool in pools:
+        counts[pool.shape] = counts.get(pool.shape, 0) + pool.replica_count
     # The most demanding shapes choose first so a small request cannot take the only big node.
     return sorted(counts.items(), key=lambda item: (-item[0].accelerator_count, item[0].machine_type))
 
@@ -190,8 +206,8 @@ def _take_with_preemption(index: CapacityIndex, demand, victims: list[Victim]):
 
 
 def _assign(request: GangRequest, demand, chosen: list[list[FreeNode]]) -> dict[tuple[int, int], int]:
-    by_shape = {shape: list(nodes) for (shape, _), nodes in zip(demand, chosen)}
-    return {(pool_index, replica_index): by_shape[shape].pop(0).node_id
+    by_shape = {shape: iter(nodes) for (shape, _), nodes in zip(demand, chosen)}
+    return {(pool_index, replica_index): next(by_shape[shape]).node_id
             for pool_index, replica_index, shape in request.replicas}
 
 
@@ -201,18 +217,19 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *
     index = CapacityIndex(free_nodes)
     remaining_victims = list(victims)
     plan = PassPlan()
+    demands: dict[int, list[tuple[ReplicaShape, int]]] = {}  # by id() of a pools tuple requests share
     for request in requests:
-        demand = _demand(request)
+        demand = demands.get(id(request.pools))
+        if demand is None:
+            demand = demands[id(request.pools)] = _demand(request.pools)
         quota_demand = dict(request.quota_demand)
         if quotas is not None:
             blocked = quotas.shortfalls(request.project, request.location, quota_demand)
             if blocked:
                 plan.quota_shortfalls[request.key] = blocked
-                probe = index.take(demand)  # report capacity too: every blocking reason, not one
-                if isinstance(probe, Shortfall):
+                probe = index.shortfall(demand)  # report capacity too: every blocking reason, not one
+                if probe is not None:
                     plan.shortfalls[request.key] = [probe]
-                else:
-                    index.add(node for nodes in probe for node in nodes)
                 continue
         chosen = index.take(demand)
         if isinstance(chosen, Shortfall) and request.can_preempt and remaining_victims:

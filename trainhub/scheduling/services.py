@@ -1,5 +1,6 @@
-"""The scheduler pass: read a snapshot from the database, plan with the pure placement module,
-write each gang's allocation in its own transaction.
+"""The scheduler pass: read the queue from Redis and what still waits, free nodes and quota usage
+from the database, plan with the pure placement module, write every placed gang's allocation in
+one transaction (the database stays the record; see scheduler_pass).
 
 STANDARD jobs that do not fit keep retrying for TRAINHUB_STOCKOUT_RETRY_SECONDS and then fail
 with Vertex's stockout error; FLEX_START jobs wait (in PENDING) until their gang fits, up to
@@ -11,12 +12,15 @@ short of quota waits in QUEUED for as long as it takes, as on Vertex.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.common.redis import get_redis
@@ -26,8 +30,7 @@ from trainhub.inventory.models import Node, NodeState
 from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
-from trainhub.jobs.spec import ReplicaShape
-from trainhub.resources.pass_step import resource_jobs_pass, targets_persistent_resource
+from trainhub.resources.pass_step import resource_jobs_pass
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
 from trainhub.scheduling.estimate import (
@@ -58,17 +61,23 @@ class PassResult:
     preempted: int = 0
 
 
-def job_replica_shapes(job: CustomJob) -> list[tuple[int, int, ReplicaShape]]:
-    """(pool index, replica count, shape) for each non-empty pool of a job's canonical spec."""
-    result = []
-    for index, pool in enumerate(job.spec["jobSpec"]["workerPoolSpecs"]):
-        if not pool:
-            continue
-        machine = pool["machineSpec"]
-        shape = ReplicaShape(machine["machineType"], machine.get("acceleratorType", NO_ACCELERATOR),
-                             machine.get("acceleratorCount", 0))
-        result.append((index, pool["replicaCount"], shape))
-    return result
+@dataclass(frozen=True, slots=True)
+class WaitingJob:
+    """A queued job as a pass sees it: its state from the database, the rest from Redis."""
+
+    pk: int
+    state: str
+    #: Submit time (POSIX seconds), as stored with the queue entry.
+    submitted: float
+    gang: working_memory.Gang
+
+    @property
+    def strategy(self) -> str:
+        return self.gang.strategy
+
+    def waited(self, now: dt.datetime) -> float:
+        # Rounded to the microsecond the submit time was stored with, so no float noise crosses a boundary.
+        return round(now.timestamp() - self.submitted, 6)
 
 
 def _free_nodes(now: dt.datetime) -> tuple[list[FreeNode], list[Victim]]:
@@ -100,8 +109,7 @@ def _node_kinds(machine: str, accelerator: str) -> list[NodeKind]:
     return kinds
 
 
-def _estimates(waiting: list[CustomJob], shapes: dict[int, list[tuple[int, int, ReplicaShape]]],
-               free_nodes: list[FreeNode], now: dt.datetime) -> dict[int, WaitEstimate]:
+def _estimates(waiting: list[WaitingJob], free_nodes: list[FreeNode], now: dt.datetime) -> dict[int, WaitEstimate]:
     free_now: dict[NodeKind, int] = {}
     for node in free_nodes:
         for kind in _node_kinds(node.machine_type, node.accelerator_type):
@@ -114,62 +122,64 @@ def _estimates(waiting: list[CustomJob], shapes: dict[int, list[tuple[int, int, 
         ends = (started or assigned) + dt.timedelta(seconds=timeout)
         for kind in _node_kinds(machine, accel):
             busy_until.setdefault(kind, []).append(max(ends, now))
-    requests = [
-        (job.pk, needs_by_kind((count, shape.machine_type, shape.accelerator_type if shape.accelerator_count
-                                else NO_ACCELERATOR) for _, count, shape in shapes[job.pk]))
-        for job in waiting
-    ]
+    needs: dict[int, dict[NodeKind, int]] = {}  # by id() of a pools tuple jobs share
+    requests = []
+    for job in waiting:
+        need = needs.get(id(job.gang.pools))
+        if need is None:
+            need = needs[id(job.gang.pools)] = needs_by_kind(
+                (pool.replica_count, pool.shape.machine_type,
+                 pool.shape.accelerator_type if pool.shape.accelerator_count else NO_ACCELERATOR)
+                for pool in job.gang.pools)
+        requests.append((job.pk, need))
     return estimate_waits(requests, free_now, busy_until, now)
 
 
-def _waited(job: CustomJob, now: dt.datetime) -> int:
-    return int((now - job.create_time).total_seconds())
-
-
-def _stockout_error(job: CustomJob, now: dt.datetime, reasons: list[str]) -> str | None:
+def _stockout_error(job: WaitingJob, now: dt.datetime, reasons: list[str]) -> str | None:
     """STANDARD jobs retry placement for TRAINHUB_STOCKOUT_RETRY_SECONDS, then fail as Vertex does."""
-    waited = _waited(job, now)
+    waited = job.waited(now)
     if job.strategy != "STANDARD" or waited < settings.TRAINHUB_STOCKOUT_RETRY_SECONDS:
         return None
     missing = " ".join(reasons) or "capacity never became free."
-    return (f"Resources are insufficient in region: {job.location} . Try a different region or use a "
-            f"different accelerator. (Retried for {waited}s.) {missing}")
+    return (f"Resources are insufficient in region: {job.gang.location} . Try a different region or use a "
+            f"different accelerator. (Retried for {int(waited)}s.) {missing}")
 
 
-def _reserving_job(waiting: list[CustomJob], now: dt.datetime) -> int | None:
+def _reserving_job(waiting: list[WaitingJob], now: dt.datetime) -> int | None:
     """The oldest FLEX_START gang that has waited past the reservation threshold, if any."""
     threshold = settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS
     for job in waiting:
-        if job.strategy == "FLEX_START" and _waited(job, now) >= threshold:
+        if job.strategy == "FLEX_START" and job.waited(now) >= threshold:
             return job.pk
     return None
 
 
-def _wait_reasons(job: CustomJob, plan: PassPlan, reserving: int | None) -> list[str]:
-    reasons = [s.describe() for s in plan.quota_shortfalls.get(job.pk, [])]
-    reasons += [f"Waiting for capacity: {s.describe()}." for s in plan.shortfalls.get(job.pk, [])]
-    held = plan.reservations.get(job.pk)
+def _wait_reasons(pk: int, plan: PassPlan, reserving: int | None) -> list[str]:
+    reasons = [s.describe() for s in plan.quota_shortfalls.get(pk, [])]
+    reasons += [f"Waiting for capacity: {s.describe()}." for s in plan.shortfalls.get(pk, [])]
+    held = plan.reservations.get(pk)
     if held is not None:
         reasons.append(f"Holding {held} idle node(s) for this FLEX_START gang so smaller jobs cannot starve it.")
-    elif reserving is not None and reserving != job.pk and job.pk in plan.shortfalls:
+    elif reserving is not None and reserving != pk and pk in plan.shortfalls:
         reasons.append("Nodes are reserved for an older FLEX_START gang that has waited past the threshold.")
     return reasons
 
 
 STALE_QUEUE_ENTRY_SECONDS = 300
-#: What a pass reads of each waiting job (decoding every column of 10k rows is most of a pass).
-_PASS_FIELDS = ("pk", "job_id", "project_id", "location", "state", "strategy", "spec", "quota_demand",
-                "create_time", "max_wait_seconds", "timeout_seconds", "restart_count")
 _ID_CHUNK = 5000
 
 
-def _waiting_jobs(pks: list[int]) -> list[CustomJob]:
-    """The queued ids that are really waiting and hold no allocation, oldest first."""
+def _unallocated_waiting() -> QuerySet[CustomJob]:
+    """Jobs waiting in the database that hold no allocation (a placed job is PENDING with replicas)."""
     allocated = Replica.objects.filter(job=OuterRef("pk"), active=True)
+    return CustomJob.objects.filter(state__in=states.WAITING).exclude(Exists(allocated))
+
+
+def _waiting_jobs(pks: list[int]) -> list[CustomJob]:
+    """Those of ``pks`` that really wait and hold no allocation, oldest first, as full rows."""
     jobs: list[CustomJob] = []
     for chunk in _chunks(pks):
-        jobs += (CustomJob.objects.filter(pk__in=chunk, state__in=states.WAITING)
-                 .annotate(allocated=Exists(allocated)).filter(allocated=False).only(*_PASS_FIELDS))
+        jobs += _unallocated_waiting().filter(pk__in=chunk)
     jobs.sort(key=lambda job: (job.create_time, job.pk))
     return jobs
 
@@ -179,7 +189,39 @@ def _chunks(pks: list[int]):
         yield pks[start:start + _ID_CHUNK]
 
 
-def _forget_stale(client, queued: list[int], waiting: list[CustomJob], now: dt.datetime) -> None:
+def _details_from_database(client, pks: list[int]) -> dict[int, working_memory.QueuedJob]:
+    """Queued jobs whose details are missing from Redis (a resync queued them, or a write was lost),
+    read from the database and stored back for the next pass."""
+    found: dict[int, working_memory.QueuedJob] = {}
+    for chunk in _chunks(pks):
+        for job in CustomJob.objects.filter(pk__in=chunk).only(
+                "pk", "project_id", "location", "strategy", "spec", "quota_demand", "create_time", "max_wait_seconds"):
+            found[job.pk] = job_services.queued_job(job)
+    working_memory.details_write(client, found.values())
+    return found
+
+
+def _queue_read(client) -> tuple[list[int], list[WaitingJob]]:
+    """The queued ids, and those that really wait in the database, in scheduling order: oldest
+    submission first, then lowest id.
+
+    The database says which jobs still wait (one narrow query, no row decoded); Redis says what
+    each one asks for.
+    """
+    queue = working_memory.pending_read(client)
+    state_of = dict(_unallocated_waiting().values_list("pk", "state"))
+    entries = [entry for entry in queue if entry[0] in state_of]
+    missing = [pk for pk, _, gang in entries if gang is None]
+    if missing:
+        found = _details_from_database(client, missing)
+        entries = [(pk, submitted, gang) if gang is not None else (pk, found[pk].submitted.timestamp(), found[pk].gang)
+                   for pk, submitted, gang in entries if gang is not None or pk in found]
+    entries.sort(key=lambda entry: (entry[1], entry[0]))
+    waiting = [WaitingJob(pk, state_of[pk], submitted, gang) for pk, submitted, gang in entries]
+    return [pk for pk, _, _ in queue], waiting
+
+
+def _forget_stale(client, queued: list[int], waiting: list[WaitingJob], now: dt.datetime) -> None:
     """Drop queue entries whose job no longer waits.
 
     An id with no row may be a submission whose transaction has not committed yet (jobs are queued
@@ -204,12 +246,14 @@ def working_memory_reconcile(*, now: dt.datetime, rebuild: bool = True) -> int:
     """Rebuild Redis from the database: the waiting queue, FLEX_START deadlines, heartbeats.
 
     Runs when Redis answers empty (FLUSHALL, restart), at worker start, and every minute from beat
-    without ``rebuild`` as a resync that adds whatever a failed Redis write missed.
+    without ``rebuild`` as a resync that adds whatever a failed Redis write missed. A rebuild also
+    stores every waiting job's Gang; a resync leaves a missing one to the next pass.
     """
-    allocated = Replica.objects.filter(job=OuterRef("pk"), active=True)
-    waiting = (CustomJob.objects.filter(state__in=states.WAITING).annotate(allocated=Exists(allocated))
-               .filter(allocated=False).only("pk", "create_time", "strategy", "max_wait_seconds"))
-    queued = [job_services.queued_job(job) for job in waiting.iterator(chunk_size=5000)]
+    fields = ("pk", "create_time", "strategy", "max_wait_seconds")
+    if rebuild:
+        fields += ("project_id", "location", "spec", "quota_demand")
+    waiting = _unallocated_waiting().only(*fields)
+    queued = [job_services.queued_job(job, with_gang=rebuild) for job in waiting.iterator(chunk_size=5000)]
     ttl = settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS
     heartbeats = {
         pk: int(ttl - (now - beat).total_seconds())
@@ -238,81 +282,128 @@ def flex_start_deadline_sweep(*, now: dt.datetime) -> int:
     for job in jobs:
         reasons = last_reasons.get(job.pk, working_memory.WaitExplanation.empty()).reasons
         missing = " ".join(reasons) or "capacity never became free."
+        waited = int((now - job.create_time).total_seconds())
         job_services.job_fail(
             job=job, now=now, code=job_services.CODE_RESOURCE_EXHAUSTED,
-            message=(f"The job waited {_waited(job, now)}s, its scheduling.maxWaitDuration "
+            message=(f"The job waited {waited}s, its scheduling.maxWaitDuration "
                      f"({job.max_wait_seconds}s), without every requested GPU becoming free at once. {missing}"))
     working_memory.pending_remove(client, expired)
     return len(jobs)
 
 
+def _on_resources_pass(client, waiting: list[WaitingJob], now: dt.datetime):
+    """Jobs on a persistent resource use only its dedicated nodes: a step of their own, on full rows."""
+    jobs = list(CustomJob.objects.filter(pk__in=[job.pk for job in waiting]))
+    jobs.sort(key=lambda job: (job.create_time, job.pk))
+    return resource_jobs_pass(client=client, jobs=jobs, now=now)
+
+
+def _preempt(plan: PassPlan, now: dt.datetime) -> None:
+    """Requeue the SPOT jobs the plan stops, naming the job each one makes room for."""
+    if not plan.preemptions:
+        return
+    job_ids = dict(CustomJob.objects.filter(pk__in=list(plan.preemptions)).values_list("pk", "job_id"))
+    for preemptor, victim_keys in plan.preemptions.items():
+        for victim in CustomJob.objects.filter(pk__in=victim_keys):
+            job_services.job_requeue(job=victim, now=now, message=f"Preempted (SPOT) to make room for job "
+                                                                  f"{job_ids[preemptor]}.")
+
+
+def _place(plan: PassPlan, by_pk: dict[int, WaitingJob], now: dt.datetime) -> set[int]:
+    """Write every placed gang's allocation (one transaction, see jobs_place)."""
+    assignments = {}
+    for pk, assignment in plan.placements.items():
+        gpus = {pool.index: list(range(pool.shape.accelerator_count)) for pool in by_pk[pk].gang.pools}
+        assignments[pk] = {key: (node_id, gpus[key[0]]) for key, node_id in assignment.items()}
+    return job_services.jobs_place(assignments=assignments, now=now)
+
+
+def _fail_stockouts(errors: dict[int, str], now: dt.datetime) -> None:
+    for job in CustomJob.objects.filter(pk__in=list(errors)).only("pk"):
+        job_services.job_fail(job=job, now=now, code=job_services.CODE_RESOURCE_EXHAUSTED, message=errors[job.pk])
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the length of a pass.
+
+    A pass holds a dozen small objects per waiting job until it ends; with 10,000 jobs waiting the
+    collector otherwise runs hundreds of times during the pass and scans the whole process at
+    least once (a third of a pass's time, measured), for nothing: those objects hold no reference
+    cycles and reference counting frees them when the pass returns. Collection resumes after it.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def scheduler_pass(*, now: dt.datetime) -> PassResult:
-    """One pass over the queue in Redis, oldest first; decisions are written to the database."""
+    """One pass over the queue in Redis, oldest first; decisions are written to the database.
+
+    Reads: the queue, and each waiting job's Gang, from Redis; which queued jobs still wait, the
+    free live nodes, running SPOT jobs and quota usage from the database (the record). Writes: all
+    placed gangs in one transaction, stockout failures, at most TRAINHUB_FLEX_PENDING_PER_PASS
+    FLEX_START jobs moved QUEUED -> PENDING, then the explanations, the queue entries of jobs that
+    stopped waiting and the snapshot in one Redis round trip.
+    """
+    with _collector_paused():
+        return _scheduler_pass(now)
+
+
+def _scheduler_pass(now: dt.datetime) -> PassResult:
     client = get_redis()
     _ensure_warm(client, now)
     flex_start_deadline_sweep(now=now)
     job_services.jobs_enforce_timeouts(now=now)
-    queued = working_memory.pending_ids(client)
-    waiting = _waiting_jobs(queued)
+    queued, waiting = _queue_read(client)
     _forget_stale(client, queued, waiting, now)
-    # Jobs on a persistent resource use only its dedicated nodes: a step of their own.
-    on_resources = [job for job in waiting if targets_persistent_resource(job)]
-    waiting = [job for job in waiting if not targets_persistent_resource(job)]
-    on_resources_result = resource_jobs_pass(client=client, jobs=on_resources, now=now)
+    on_resources = [job for job in waiting if job.gang.on_resource]
+    waiting = [job for job in waiting if not job.gang.on_resource]
+    on_resources_result = _on_resources_pass(client, on_resources, now)
     free_nodes, victims = _free_nodes(now)
     reserving = _reserving_job(waiting, now)
-    shapes = {job.pk: job_replica_shapes(job) for job in waiting}
     requests = [
-        GangRequest.from_pools(
-            job.pk, shapes[job.pk], can_preempt=job.strategy != "SPOT", reserve=job.pk == reserving,
-            project=job.project_id, location=job.location, quota_demand=tuple(sorted(job.quota_demand.items())),
-        )
+        GangRequest(job.pk, job.gang.pools, can_preempt=job.strategy != "SPOT", reserve=job.pk == reserving,
+                    project=job.gang.project_id, location=job.gang.location, quota_demand=job.gang.quota_demand)
         for job in waiting
     ]
     quotas = quota_book()
     plan = plan_pass(requests, free_nodes, victims=victims, quotas=quotas)
-    by_pk = {job.pk: job for job in waiting}
-    for preemptor, victim_keys in plan.preemptions.items():
-        for victim in CustomJob.objects.filter(pk__in=victim_keys):
-            job_services.job_requeue(job=victim, now=now, message=f"Preempted (SPOT) to make room for job "
-                                                                  f"{by_pk[preemptor].job_id}.")
+    _preempt(plan, now)
     taken = {node_id for assignment in plan.placements.values() for node_id in assignment.values()}
     still_free = [node for node in free_nodes if node.node_id not in taken]
-    estimates = _estimates([job for job in waiting if job.pk not in plan.placements], shapes, still_free, now)
-    shape_of_pool = {pk: {index: shape for index, _, shape in shapes[pk]} for pk in plan.placements}
-    placed = job_services.jobs_place(assignments={
-        pk: {key: (node_id, list(range(shape_of_pool[pk][key[0]].accelerator_count)))
-             for key, node_id in assignment.items()}
-        for pk, assignment in plan.placements.items()
-    }, now=now)
-    done: list[int] = list(placed)
+    unplaced = [job for job in waiting if job.pk not in plan.placements]
+    estimates = _estimates(unplaced, still_free, now)
+    placed = _place(plan, {job.pk: job for job in waiting}, now)
     explanations: dict[int, working_memory.WaitExplanation] = {}
+    stockouts: dict[int, str] = {}
     flex_waiting: list[int] = []
-    for job in waiting:
-        if job.pk in plan.placements:
-            continue
-        reasons = _wait_reasons(job, plan, reserving)
+    computed_at = format_timestamp(now)
+    for job in unplaced:
+        reasons = _wait_reasons(job.pk, plan, reserving)
         stockout = _stockout_error(job, now, reasons) if job.pk in plan.shortfalls else None
         if stockout is not None:
-            job_services.job_fail(job=job, now=now, code=job_services.CODE_RESOURCE_EXHAUSTED, message=stockout)
-            done.append(job.pk)
+            stockouts[job.pk] = stockout
             continue
         if job.strategy == "FLEX_START" and job.state == states.QUEUED:
             flex_waiting.append(job.pk)
         estimate = estimates[job.pk]
         explanations[job.pk] = working_memory.WaitExplanation(
-            reasons, estimate.position, format_timestamp(estimate.estimated_start), format_timestamp(now))
-    job_services.jobs_mark_flex_waiting(pks=flex_waiting, now=now)
-    working_memory.pending_remove(client, done)
-    working_memory.waits_write(client, explanations)
+            reasons, estimate.position, format_timestamp(estimate.estimated_start), computed_at)
+    _fail_stockouts(stockouts, now)
+    job_services.jobs_mark_flex_waiting(pks=flex_waiting[:settings.TRAINHUB_FLEX_PENDING_PER_PASS], now=now)
     result = PassResult(considered=len(waiting) + len(on_resources), placed=len(placed) + on_resources_result.placed,
-                        failed=len(done) - len(placed) + on_resources_result.failed,
+                        failed=len(stockouts) + on_resources_result.failed,
                         preempted=sum(len(v) for v in plan.preemptions.values()))
-    working_memory.snapshot_write(
-        client,
+    working_memory.pass_end(
+        client, done=list(placed) + list(stockouts), explanations=explanations,
         free_gpus={node.node_id: node.gpu_count for node in still_free},
         quota_usage={f"{project}:{location}:{metric}": gpus for (project, location, metric), gpus in quotas.usage.items()},
-        summary={"time": format_timestamp(now), "considered": result.considered, "placed": result.placed,
+        summary={"time": computed_at, "considered": result.considered, "placed": result.placed,
                  "failed": result.failed, "preempted": result.preempted},
     )
     return result

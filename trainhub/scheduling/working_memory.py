@@ -2,6 +2,9 @@
 
 The database stays the record; everything here can be rebuilt from it by ``reconcile``:
 - ``trainhub:pending``          sorted set, waiting job id -> submit time: the pass's queue
+- ``trainhub:pending:details``  hash, waiting job id -> "<submit time> <Gang as JSON>": what a pass
+                                needs of a job that never changes once it is submitted (project,
+                                strategy, quota demand, worker pools), so a pass decodes no spec
 - ``trainhub:flex:deadlines``   sorted set, FLEX_START job id -> maxWaitDuration deadline, swept by beat
 - ``trainhub:wait``             hash, job id -> why it waits, its position and estimated start
 - ``trainhub:node:hb:<id>``     one key per node with the heartbeat TTL
@@ -17,12 +20,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Mapping
 
 import redis
 
+from trainhub.jobs.spec import PoolRequest, ReplicaShape
+
 EPOCH = "trainhub:epoch"
 PENDING = "trainhub:pending"
+DETAILS = "trainhub:pending:details"
 FLEX_DEADLINES = "trainhub:flex:deadlines"
 WAIT = "trainhub:wait"
 HEARTBEAT_PREFIX = "trainhub:node:hb:"
@@ -31,12 +38,52 @@ QUOTA_USAGE = "trainhub:quota:usage"
 LAST_PASS = "trainhub:scheduler:last-pass"
 
 
+@lru_cache(maxsize=1024)
+def _shape(machine_type: str, accelerator_type: str, accelerator_count: int) -> ReplicaShape:
+    # A cluster has a handful of node kinds: every decoded gang shares one object per shape.
+    return ReplicaShape(machine_type, accelerator_type, accelerator_count)
+
+
+@dataclass(frozen=True)
+class Gang:
+    """What the scheduler needs of a waiting job that cannot change after submission."""
+
+    project_id: int
+    location: str
+    strategy: str
+    #: (quota metric, GPUs) pairs, sorted
+    quota_demand: tuple[tuple[str, int], ...]
+    pools: tuple[PoolRequest, ...]
+    #: The job names a persistent resource (jobSpec.persistentResourceId).
+    on_resource: bool = False
+
+    def encode(self) -> str:
+        pools = [[p.index, p.replica_count, p.shape.machine_type, p.shape.accelerator_type, p.shape.accelerator_count]
+                 for p in self.pools]
+        return json.dumps([self.project_id, self.location, self.strategy, self.quota_demand, pools,
+                           self.on_resource], separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> "Gang":
+        project_id, location, strategy, demand, pools, on_resource = json.loads(raw)
+        return cls(project_id, location, strategy, tuple((metric, gpus) for metric, gpus in demand),
+                   tuple(PoolRequest(index, count, _shape(machine, accel, gpus))
+                         for index, count, machine, accel, gpus in pools),
+                   on_resource)
+
+
 @dataclass(frozen=True)
 class QueuedJob:
     pk: int
     submitted: dt.datetime
     #: FLEX_START jobs only, and only when they do not wait forever.
     deadline: dt.datetime | None = None
+    #: Written next to the queue entry when known; a pass reads it back from the database if missing.
+    gang: Gang | None = None
+
+    def details(self) -> str:
+        assert self.gang is not None
+        return f"{self.submitted.timestamp()!r} {self.gang.encode()}"
 
 
 @dataclass(frozen=True)
@@ -57,26 +104,84 @@ def is_warm(client: redis.Redis) -> bool:
 
 def pending_add(client: redis.Redis, jobs: Iterable[QueuedJob]) -> None:
     pipe = client.pipeline(transaction=False)
+    _queue(pipe, jobs)
+    pipe.execute()
+
+
+def _queue(pipe, jobs: Iterable[QueuedJob]) -> None:
     for job in jobs:
         pipe.zadd(PENDING, {job.pk: job.submitted.timestamp()})
         if job.deadline is not None:
             pipe.zadd(FLEX_DEADLINES, {job.pk: job.deadline.timestamp()})
-    pipe.execute()
+        if job.gang is not None:
+            pipe.hset(DETAILS, job.pk, job.details())
 
 
 def pending_remove(client: redis.Redis, pks: Iterable[int]) -> None:
+    pipe = client.pipeline(transaction=False)
+    if _forget(pipe, pks):
+        pipe.execute()
+
+
+def _forget(pipe, pks: Iterable[int]) -> bool:
     pks = list(pks)
     if pks:
-        pipe = client.pipeline(transaction=False)
         pipe.zrem(PENDING, *pks)
         pipe.zrem(FLEX_DEADLINES, *pks)
         pipe.hdel(WAIT, *pks)
-        pipe.execute()
+        pipe.hdel(DETAILS, *pks)
+    return bool(pks)
 
 
 def pending_ids(client: redis.Redis) -> list[int]:
     """Waiting job ids, oldest submission first."""
     return [int(pk) for pk in client.zrange(PENDING, 0, -1)]
+
+
+# The whole queue with each entry's details as one reply: 10,000s of separate elements cost the
+# client far more to parse than one string of lines "<id> <details or nothing>".
+_READ_QUEUE = """
+local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+local out = {}
+local n = 0
+for first = 1, #ids, 4000 do
+  local last = math.min(first + 3999, #ids)
+  local details = redis.call('HMGET', KEYS[2], unpack(ids, first, last))
+  for j = first, last do
+    out[n + 1] = ids[j]
+    out[n + 2] = ' '
+    out[n + 3] = details[j - first + 1] or ''
+    out[n + 4] = '\\n'
+    n = n + 4
+  end
+end
+return table.concat(out)
+"""
+
+
+def pending_read(client: redis.Redis) -> list[tuple[int, float | None, Gang | None]]:
+    """(job id, submit time as a POSIX timestamp, Gang) for every queued job, in no particular
+    order; (job id, None, None) for one whose details are not stored."""
+    entries: list[tuple[int, float | None, Gang | None]] = []
+    decoded: dict[bytes, Gang] = {}  # jobs submitted alike (same project, pools, strategy) share one
+    for line in client.eval(_READ_QUEUE, 2, PENDING, DETAILS).splitlines():
+        pk, details = line.split(b" ", 1)
+        if not details:
+            entries.append((int(pk), None, None))
+            continue
+        submitted, raw = details.split(b" ", 1)
+        gang = decoded.get(raw)
+        if gang is None:
+            gang = decoded[raw] = Gang.decode(raw)
+        entries.append((int(pk), float(submitted), gang))
+    return entries
+
+
+def details_write(client: redis.Redis, jobs: Iterable[QueuedJob]) -> None:
+    """Store the details of queued jobs (each with its Gang) without touching the queue itself."""
+    mapping = {job.pk: job.details() for job in jobs}
+    if mapping:
+        client.hset(DETAILS, mapping=mapping)
 
 
 def flex_expired(client: redis.Redis, now: dt.datetime) -> list[int]:
@@ -85,7 +190,11 @@ def flex_expired(client: redis.Redis, now: dt.datetime) -> list[int]:
 
 def waits_write(client: redis.Redis, explanations: Mapping[int, WaitExplanation]) -> None:
     if explanations:
-        client.hset(WAIT, mapping={pk: json.dumps(e.__dict__) for pk, e in explanations.items()})
+        client.hset(WAIT, mapping=_encoded(explanations))
+
+
+def _encoded(explanations: Mapping[int, WaitExplanation]) -> dict[int, str]:
+    return {pk: json.dumps(e.__dict__) for pk, e in explanations.items()}
 
 
 def waits_read(client: redis.Redis, pks: list[int]) -> dict[int, WaitExplanation]:
@@ -109,9 +218,14 @@ def alive(client: redis.Redis, node_ids: list[int]) -> set[int]:
     return {node_id for node_id, flag in zip(node_ids, flags) if flag}
 
 
-def snapshot_write(client: redis.Redis, *, free_gpus: Mapping[int, int], quota_usage: Mapping[str, int],
-                   summary: Mapping[str, str | int]) -> None:
+def pass_end(client: redis.Redis, *, done: Iterable[int], explanations: Mapping[int, WaitExplanation],
+             free_gpus: Mapping[int, int], quota_usage: Mapping[str, int], summary: Mapping[str, str | int]) -> None:
+    """Everything a pass leaves in Redis, in one round trip: jobs that stopped waiting leave the
+    queue, waiting jobs get their explanation, and the snapshot of free capacity and quota usage."""
     pipe = client.pipeline(transaction=True)
+    _forget(pipe, done)
+    if explanations:
+        pipe.hset(WAIT, mapping=_encoded(explanations))
     pipe.delete(FREE_CAPACITY, QUOTA_USAGE)
     if free_gpus:
         pipe.hset(FREE_CAPACITY, mapping=dict(free_gpus))
@@ -137,15 +251,13 @@ def reconcile(client: redis.Redis, *, waiting: Iterable[QueuedJob], heartbeats: 
     ``rebuild`` starts the queue from empty (Redis lost its memory); otherwise missing entries are
     only added, so a submission queued but not yet committed is never dropped, and entries that no
     longer wait are left for the pass to forget. ``heartbeats`` maps node id -> seconds its last
-    heartbeat stays valid. Wait explanations and snapshots are recomputed by the next pass.
+    heartbeat stays valid. Wait explanations and snapshots are recomputed by the next pass, and so
+    is the Gang of a queued job that has none.
     """
     pipe = client.pipeline(transaction=True)
     if rebuild:
-        pipe.delete(PENDING, FLEX_DEADLINES)
-    for job in waiting:
-        pipe.zadd(PENDING, {job.pk: job.submitted.timestamp()})
-        if job.deadline is not None:
-            pipe.zadd(FLEX_DEADLINES, {job.pk: job.deadline.timestamp()})
+        pipe.delete(PENDING, FLEX_DEADLINES, DETAILS)
+    _queue(pipe, waiting)
     for node_id, ttl in heartbeats.items():
         if ttl > 0:
             pipe.set(f"{HEARTBEAT_PREFIX}{node_id}", 1, ex=ttl)
