@@ -4,11 +4,13 @@ timeouts, lost nodes, and the Redis leader lock."""
 
 import pytest
 from django.db import IntegrityError, transaction
+from redis.exceptions import RedisError
 
 from tests.conftest import container_pool, job_body, later, wait_reasons
 from trainhub.inventory.models import Node, NodeState
 from trainhub.jobs import services, states
 from trainhub.jobs.models import Replica
+from trainhub.scheduling import working_memory
 from trainhub.scheduling.leader import leader_lock
 from trainhub.scheduling.services import nodes_sweep_heartbeats, scheduler_pass
 
@@ -242,3 +244,23 @@ def test_the_garbage_collector_runs_again_after_a_pass_even_one_that_fails(cast,
     with pytest.raises(RuntimeError):
         scheduler_pass(now=now)
     assert gc.isenabled()
+
+
+def test_a_node_whose_redis_heartbeat_is_fresh_stays_up_though_its_database_write_lagged(
+        cast, nodes, now, settings, redis_client):
+    ttl = settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS
+    node = Node.objects.filter(pool__name="a100").first()
+    working_memory.heartbeat(redis_client, [node.pk], later(now, ttl), ttl)  # the key was written, the row was not
+    assert nodes_sweep_heartbeats(now=later(now, ttl + 1)) == len(Node.objects.all()) - 1
+    node.refresh_from_db()
+    assert node.state == NodeState.UP
+    assert nodes_sweep_heartbeats(now=later(now, 2 * ttl + 1)) == 1  # now both witnesses are silent
+
+
+def test_without_redis_the_database_alone_decides(cast, nodes, now, settings, monkeypatch):
+    def unreachable():
+        raise RedisError("connection refused")
+
+    monkeypatch.setattr("trainhub.scheduling.services.get_redis", unreachable)
+    assert nodes_sweep_heartbeats(now=later(now, settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS + 1)) == \
+        len(Node.objects.all())

@@ -57,7 +57,7 @@ def node_pool_ensure(
 def node_heartbeat(*, node_ids: list[int], now: dt.datetime) -> None:
     """The database keeps the last heartbeat (the record); Redis keeps a TTL key per node."""
     Node.objects.filter(pk__in=node_ids).update(last_heartbeat=now)
-    transaction.on_commit(lambda: _heartbeat_keys(node_ids))
+    transaction.on_commit(lambda: _heartbeat_keys(node_ids, now))
     revived = Node.objects.filter(pk__in=node_ids, state=NodeState.DOWN, state_reason__startswith="heartbeat").update(
         state=NodeState.UP, state_reason=""
     )
@@ -65,9 +65,9 @@ def node_heartbeat(*, node_ids: list[int], now: dt.datetime) -> None:
         request_pass()
 
 
-def _heartbeat_keys(node_ids: list[int]) -> None:
+def _heartbeat_keys(node_ids: list[int], now: dt.datetime) -> None:
     try:
-        working_memory.heartbeat(get_redis(), node_ids, settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
+        working_memory.heartbeat(get_redis(), node_ids, now, settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
     except (RedisError, RedisNotConfigured):
         logger.warning("heartbeat keys not written: Redis did not answer", exc_info=True)
 

@@ -21,6 +21,7 @@ from typing import Iterator
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
+from redis.exceptions import RedisError
 
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.common.redis import get_redis
@@ -254,13 +255,10 @@ def working_memory_reconcile(*, now: dt.datetime, rebuild: bool = True) -> int:
         fields += ("project_id", "location", "spec", "quota_demand")
     waiting = _unallocated_waiting().only(*fields)
     queued = [job_services.queued_job(job, with_gang=rebuild) for job in waiting.iterator(chunk_size=5000)]
-    ttl = settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS
-    heartbeats = {
-        pk: int(ttl - (now - beat).total_seconds())
-        for pk, beat in Node.objects.filter(state=NodeState.UP, last_heartbeat__isnull=False)
-        .values_list("pk", "last_heartbeat")
-    }
-    working_memory.reconcile(get_redis(), waiting=queued, heartbeats=heartbeats, now=now, rebuild=rebuild)
+    heartbeats = dict(Node.objects.filter(state=NodeState.UP, last_heartbeat__isnull=False)
+                      .values_list("pk", "last_heartbeat"))
+    working_memory.reconcile(get_redis(), waiting=queued, heartbeats=heartbeats, now=now, rebuild=rebuild,
+                             heartbeat_ttl=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
     logger.info("working memory rebuilt from the database: %d waiting job(s)", len(queued))
     return len(queued)
 
@@ -409,10 +407,25 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
     return result
 
 
+def _alive_in_redis(node_ids: list[int], since: dt.datetime) -> set[int]:
+    try:
+        return working_memory.alive(get_redis(), node_ids, since)
+    except RedisError:
+        logger.warning("heartbeat keys not read: Redis did not answer; the database decides", exc_info=True)
+        return set()
+
+
 def nodes_sweep_heartbeats(*, now: dt.datetime) -> int:
-    """Mark nodes whose agent stopped heart-beating DOWN and settle the replicas they ran."""
+    """Mark nodes whose agent stopped heart-beating DOWN and settle the replicas they ran.
+
+    Two witnesses must agree a node is silent: the database's last heartbeat (the record) and its
+    Redis TTL key. A flushed or unreachable Redis leaves the database to decide alone (never
+    marking a live node DOWN), and a heartbeat whose database write lagged keeps its node UP.
+    """
     expired_before = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
-    stale = list(Node.objects.filter(state=NodeState.UP, last_heartbeat__lt=expired_before))
+    candidates = list(Node.objects.filter(state=NodeState.UP, last_heartbeat__lt=expired_before))
+    still_beating = _alive_in_redis([node.pk for node in candidates], expired_before)
+    stale = [node for node in candidates if node.pk not in still_beating]
     for node in stale:
         node.state = NodeState.DOWN
         node.state_reason = f"heartbeat expired (none since {node.last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"

@@ -7,7 +7,7 @@ The database stays the record; everything here can be rebuilt from it by ``recon
                                 strategy, quota demand, worker pools), so a pass decodes no spec
 - ``trainhub:flex:deadlines``   sorted set, FLEX_START job id -> maxWaitDuration deadline, swept by beat
 - ``trainhub:wait``             hash, job id -> why it waits, its position and estimated start
-- ``trainhub:node:hb:<id>``     one key per node with the heartbeat TTL
+- ``trainhub:node:hb:<id>``     one key per node: its last heartbeat, expiring after the heartbeat TTL
 - ``trainhub:capacity:free``    hash, node id -> free GPUs, as the last pass saw it
 - ``trainhub:quota:usage``      hash, "project:location:metric" -> GPUs in use, as the last pass saw it
 - ``trainhub:scheduler:last-pass`` hash, summary of the last pass
@@ -204,18 +204,20 @@ def waits_read(client: redis.Redis, pks: list[int]) -> dict[int, WaitExplanation
     return {pk: WaitExplanation(**json.loads(raw)) for pk, raw in zip(pks, values) if raw}
 
 
-def heartbeat(client: redis.Redis, node_ids: Iterable[int], ttl_seconds: int) -> None:
+def heartbeat(client: redis.Redis, node_ids: Iterable[int], at: dt.datetime, ttl_seconds: int) -> None:
+    """Each node's key holds when it last heart-beat and expires ``ttl_seconds`` later."""
     pipe = client.pipeline(transaction=False)
     for node_id in node_ids:
-        pipe.set(f"{HEARTBEAT_PREFIX}{node_id}", 1, ex=max(1, ttl_seconds))
+        pipe.set(f"{HEARTBEAT_PREFIX}{node_id}", at.timestamp(), ex=max(1, ttl_seconds))
     pipe.execute()
 
 
-def alive(client: redis.Redis, node_ids: list[int]) -> set[int]:
+def alive(client: redis.Redis, node_ids: list[int], since: dt.datetime) -> set[int]:
+    """The nodes whose key still exists and holds a heartbeat at or after ``since``."""
     if not node_ids:
         return set()
-    flags = client.mget([f"{HEARTBEAT_PREFIX}{node_id}" for node_id in node_ids])
-    return {node_id for node_id, flag in zip(node_ids, flags) if flag}
+    beats = client.mget([f"{HEARTBEAT_PREFIX}{node_id}" for node_id in node_ids])
+    return {node_id for node_id, beat in zip(node_ids, beats) if beat and float(beat) >= since.timestamp()}
 
 
 def pass_end(client: redis.Redis, *, done: Iterable[int], explanations: Mapping[int, WaitExplanation],
@@ -244,22 +246,23 @@ def snapshot_read(client: redis.Redis) -> dict:
     }
 
 
-def reconcile(client: redis.Redis, *, waiting: Iterable[QueuedJob], heartbeats: Mapping[int, int],
-              now: dt.datetime, rebuild: bool) -> None:
+def reconcile(client: redis.Redis, *, waiting: Iterable[QueuedJob], heartbeats: Mapping[int, dt.datetime],
+              heartbeat_ttl: int, now: dt.datetime, rebuild: bool) -> None:
     """Bring the queue, deadlines and heartbeats in line with the database; then mark Redis warm.
 
     ``rebuild`` starts the queue from empty (Redis lost its memory); otherwise missing entries are
     only added, so a submission queued but not yet committed is never dropped, and entries that no
-    longer wait are left for the pass to forget. ``heartbeats`` maps node id -> seconds its last
-    heartbeat stays valid. Wait explanations and snapshots are recomputed by the next pass, and so
+    longer wait are left for the pass to forget. ``heartbeats`` maps node id -> its last heartbeat,
+    whose key gets what remains of ``heartbeat_ttl``. Wait explanations and snapshots are recomputed by the next pass, and so
     is the Gang of a queued job that has none.
     """
     pipe = client.pipeline(transaction=True)
     if rebuild:
         pipe.delete(PENDING, FLEX_DEADLINES, DETAILS)
     _queue(pipe, waiting)
-    for node_id, ttl in heartbeats.items():
-        if ttl > 0:
-            pipe.set(f"{HEARTBEAT_PREFIX}{node_id}", 1, ex=ttl)
+    for node_id, beat in heartbeats.items():
+        remaining = int(heartbeat_ttl - (now - beat).total_seconds())
+        if remaining > 0:
+            pipe.set(f"{HEARTBEAT_PREFIX}{node_id}", beat.timestamp(), ex=remaining)
     pipe.set(EPOCH, now.isoformat())
     pipe.execute()
