@@ -22,7 +22,8 @@ from trainhub.jobs.render import (
 from trainhub.scheduling.selectors import wait_explanation, wait_explanations
 
 
-def _int_param(request: Request, name: str, *, default: int = 0, maximum: int | None = None) -> int:
+def int_query_param(request: Request, name: str, *, default: int = 0, maximum: int | None = None) -> int:
+    """A non-negative integer query parameter (``pageSize``...); 400 INVALID_ARGUMENT naming it otherwise."""
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return default
@@ -42,7 +43,7 @@ class CustomJobCollection(APIView):
         jobs, next_token = selectors.jobs_list(
             project=project_obj, location=location,
             filter_expression=request.query_params.get("filter", ""),
-            page_size=_int_param(request, "pageSize", maximum=10**6),
+            page_size=int_query_param(request, "pageSize", maximum=10**6),
             page_token=request.query_params.get("pageToken", ""),
         )
         waits = wait_explanations(job_pks=[job.pk for job in jobs if not job.is_terminal])
@@ -95,9 +96,9 @@ class CustomJobLogs(APIView):
     def get(self, request: Request, project: str, location: str, job_id: str) -> Response:
         job = selectors.job_get_for_user(user=request.user, project_id=project, location=location, job_id=job_id,
                                          permission="aiplatform.customJobs.get")
-        after = _int_param(request, "after")
+        after = int_query_param(request, "after")
         lines = selectors.job_logs(job=job, after=after, task_name=request.query_params.get("taskName", ""),
-                                   limit=_int_param(request, "limit", default=1000, maximum=10000) or 1000)
+                                   limit=int_query_param(request, "limit", default=1000, maximum=10000) or 1000)
         return Response({
             "entries": [render_log_line(line) for line in lines],
             "nextAfter": lines[-1].pk if lines else after,

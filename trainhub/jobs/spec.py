@@ -133,7 +133,10 @@ class SpecError(Exception):
         self.violations = violations
 
 
-class _Checker:
+class Checker:
+    """Reads one untrusted document, collecting every field violation with its path instead of
+    stopping at the first (the Vertex error lists them all); each reader returns the value or None."""
+
     def __init__(self) -> None:
         self.violations: list[FieldViolation] = []
 
@@ -200,7 +203,7 @@ class _Checker:
             return None
 
 
-def _parse_env(check: _Checker, value: Any, path: str) -> list[dict[str, str]]:
+def _parse_env(check: Checker, value: Any, path: str) -> list[dict[str, str]]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -228,7 +231,8 @@ def _parse_env(check: _Checker, value: Any, path: str) -> list[dict[str, str]]:
     return result
 
 
-def _parse_machine_spec(check: _Checker, value: Any, path: str) -> tuple[dict, ReplicaShape] | None:
+def parse_machine_spec(check: Checker, value: Any, path: str) -> tuple[dict, ReplicaShape] | None:
+    """A machineSpec (machine type, accelerator type and count the machine allows) and its shape."""
     spec = check.mapping(value, path, _MACHINE_FIELDS)
     if spec is None:
         return None
@@ -283,7 +287,8 @@ def _parse_machine_spec(check: _Checker, value: Any, path: str) -> tuple[dict, R
     return canonical, ReplicaShape(machine_name, accelerator, count)
 
 
-def _parse_disk_spec(check: _Checker, value: Any, path: str, machine_type: str) -> dict:
+def parse_disk_spec(check: Checker, value: Any, path: str, machine_type: str) -> dict:
+    """A diskSpec with Vertex's defaults for the machine type (hyperdisk-balanced or pd-ssd, 100 GB)."""
     default_type = "hyperdisk-balanced" if machine_type in HYPERDISK_DEFAULT_MACHINES else "pd-ssd"
     spec = check.mapping(value, path, _DISK_FIELDS, required=False) or {}
     disk_type = check.string(spec.get("bootDiskType"), f"{path}.bootDiskType", max_length=64) or default_type
@@ -295,7 +300,7 @@ def _parse_disk_spec(check: _Checker, value: Any, path: str, machine_type: str) 
     return {"bootDiskType": disk_type, "bootDiskSizeGb": size}
 
 
-def _parse_task(check: _Checker, pool: dict, path: str) -> dict | None:
+def _parse_task(check: Checker, pool: dict, path: str) -> dict | None:
     has_container = pool.get("containerSpec") is not None
     has_python = pool.get("pythonPackageSpec") is not None
     if has_container == has_python:
@@ -335,7 +340,7 @@ def _parse_task(check: _Checker, pool: dict, path: str) -> dict | None:
     return {"pythonPackageSpec": task}
 
 
-def _parse_pool(check: _Checker, value: Any, index: int) -> tuple[dict, PoolRequest | None]:
+def _parse_pool(check: Checker, value: Any, index: int) -> tuple[dict, PoolRequest | None]:
     path = f"jobSpec.workerPoolSpecs[{index}]"
     pool = check.mapping(value, path, _POOL_FIELDS)
     if pool is None:
@@ -344,7 +349,7 @@ def _parse_pool(check: _Checker, value: Any, index: int) -> tuple[dict, PoolRequ
         if index == 0:
             check.add(path, "the first worker pool (the primary replica) must not be empty")
         return {}, None
-    machine = _parse_machine_spec(check, pool.get("machineSpec"), f"{path}.machineSpec")
+    machine = parse_machine_spec(check, pool.get("machineSpec"), f"{path}.machineSpec")
     replica_count = 1
     if pool.get("replicaCount") is not None:
         replica_count = check.wire(parse_int, pool["replicaCount"], f"{path}.replicaCount", minimum=1,
@@ -358,7 +363,7 @@ def _parse_pool(check: _Checker, value: Any, index: int) -> tuple[dict, PoolRequ
     canonical = {
         "machineSpec": machine_spec,
         "replicaCount": replica_count,
-        "diskSpec": _parse_disk_spec(check, pool.get("diskSpec"), f"{path}.diskSpec", shape.machine_type),
+        "diskSpec": parse_disk_spec(check, pool.get("diskSpec"), f"{path}.diskSpec", shape.machine_type),
         **task,
     }
     for key in ("nfsMounts", "lustreMounts"):
@@ -367,7 +372,7 @@ def _parse_pool(check: _Checker, value: Any, index: int) -> tuple[dict, PoolRequ
     return canonical, PoolRequest(index, replica_count, shape)
 
 
-def _parse_scheduling(check: _Checker, value: Any) -> tuple[dict, str, int, int | None]:
+def _parse_scheduling(check: Checker, value: Any) -> tuple[dict, str, int, int | None]:
     spec = check.mapping(value, "jobSpec.scheduling", _SCHEDULING_FIELDS, required=False) or {}
     strategy = "STRATEGY_UNSPECIFIED"
     if spec.get("strategy") is not None:
@@ -394,7 +399,8 @@ def _parse_scheduling(check: _Checker, value: Any) -> tuple[dict, str, int, int 
     return canonical, effective, int(timeout.to_integral_value(rounding="ROUND_CEILING")), max_wait
 
 
-def _parse_labels(check: _Checker, value: Any) -> dict[str, str]:
+def parse_labels(check: Checker, value: Any) -> dict[str, str]:
+    """Resource labels: at most 64, keys and values as Google Cloud restricts them."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -416,7 +422,7 @@ def _parse_labels(check: _Checker, value: Any) -> dict[str, str]:
     return labels
 
 
-def _check_flex_start(check: _Checker, pools: list[PoolRequest], timeout_seconds: int) -> None:
+def _check_flex_start(check: Checker, pools: list[PoolRequest], timeout_seconds: int) -> None:
     for pool in pools:
         if not is_flex_start_eligible(pool.shape.accelerator_type):
             check.add(f"jobSpec.workerPoolSpecs[{pool.index}].machineSpec.acceleratorType",
@@ -432,13 +438,13 @@ def _check_flex_start(check: _Checker, pools: list[PoolRequest], timeout_seconds
 
 def parse_custom_job(body: Any) -> ParsedCustomJob:
     """Validate a CustomJob body; raise SpecError with every field violation found."""
-    check = _Checker()
+    check = Checker()
     document = camelize(body, verbatim_maps=frozenset({"labels"})) if isinstance(body, dict) else body
     job = check.mapping(document, "", _CUSTOM_JOB_FIELDS)
     if job is None:
         raise SpecError(check.violations or [FieldViolation("customJob", "must be a JSON object")])
     display_name = check.string(job.get("displayName"), "displayName", required=True, max_length=MAX_DISPLAY_NAME)
-    labels = _parse_labels(check, job.get("labels"))
+    labels = parse_labels(check, job.get("labels"))
     spec = check.mapping(job.get("jobSpec"), "jobSpec", _JOB_SPEC_FIELDS)
     if spec is None:
         raise SpecError(check.violations)

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from trainhub.common.openapi import PROJECT_ERRORS, responses
 from trainhub.iam.selectors import project_get_for_user
-from trainhub.jobs.api import _int_param
+from trainhub.jobs.api import int_query_param
 from trainhub.resources import openapi, selectors, services
 from trainhub.resources.render import render_operation, render_persistent_resource
 
@@ -38,7 +38,7 @@ class PersistentResourceCollection(APIView):
     def get(self, request: Request, project: str, location: str) -> Response:
         project_obj = project_get_for_user(user=request.user, project_id=project, permission=LIST)
         resources, next_token = selectors.resources_list(
-            project=project_obj, location=location, page_size=_int_param(request, "pageSize", maximum=10**6),
+            project=project_obj, location=location, page_size=int_query_param(request, "pageSize", maximum=10**6),
             page_token=_query(request, "pageToken", "page_token") or "")
         now = timezone.now()
         usage = selectors.pool_usage(resources=resources, now=now)

@@ -27,12 +27,12 @@ from trainhub.common.errors import FieldViolation
 from trainhub.common.wire import camel_key, camelize, parse_int
 from trainhub.jobs.spec import (
     MAX_DISPLAY_NAME,
+    Checker,
     ReplicaShape,
     SpecError,
-    _Checker,
-    _parse_disk_spec,
-    _parse_labels,
-    _parse_machine_spec,
+    parse_disk_spec,
+    parse_labels,
+    parse_machine_spec,
 )
 
 MAX_REPLICAS = 1000
@@ -109,7 +109,7 @@ class ParsedUpdate:
     pools: tuple[PoolSpec, ...] | None
 
 
-def _check_counts(check: _Checker, path: str, replica_count: int | None, minimum: int | None,
+def _check_counts(check: Checker, path: str, replica_count: int | None, minimum: int | None,
                   maximum: int | None) -> None:
     """0 < min <= replicaCount <= max <= 1000, reported on the field that breaks it."""
     if (minimum is None) != (maximum is None):
@@ -127,13 +127,13 @@ def _check_counts(check: _Checker, path: str, replica_count: int | None, minimum
                                            f"({maximum}), got {replica_count}")
 
 
-def _count(check: _Checker, mapping: dict, key: str, path: str) -> int | None:
+def _count(check: Checker, mapping: dict, key: str, path: str) -> int | None:
     if mapping.get(key) is None:
         return None
     return check.wire(parse_int, mapping[key], f"{path}.{key}", minimum=1, maximum=MAX_REPLICAS)
 
 
-def _parse_autoscaling(check: _Checker, value: Any, path: str) -> tuple[int | None, int | None]:
+def _parse_autoscaling(check: Checker, value: Any, path: str) -> tuple[int | None, int | None]:
     spec = check.mapping(value, f"{path}.autoscalingSpec", _AUTOSCALING_FIELDS, required=False)
     if not spec:
         return None, None
@@ -153,21 +153,21 @@ def generated_pool_id(machine_spec: dict[str, Any], taken: set[str]) -> str:
     return candidate
 
 
-def _parse_pool(check: _Checker, value: Any, path: str) -> PoolSpec | None:
+def _parse_pool(check: Checker, value: Any, path: str) -> PoolSpec | None:
     pool = check.mapping(value, path, _POOL_FIELDS)
     if pool is None:
         return None
     pool_id = check.string(pool.get("id"), f"{path}.id", max_length=63)
     if pool_id and not RESOURCE_ID.match(pool_id):
         check.add(f"{path}.id", "must match ^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
-    machine = _parse_machine_spec(check, pool.get("machineSpec"), f"{path}.machineSpec")
+    machine = parse_machine_spec(check, pool.get("machineSpec"), f"{path}.machineSpec")
     replica_count = _count(check, pool, "replicaCount", path)
     minimum, maximum = _parse_autoscaling(check, pool.get("autoscalingSpec"), path)
     _check_counts(check, path, replica_count, minimum, maximum)
     if machine is None:
         return None
     machine_spec, shape = machine
-    disk_spec = _parse_disk_spec(check, pool.get("diskSpec"), f"{path}.diskSpec", shape.machine_type)
+    disk_spec = parse_disk_spec(check, pool.get("diskSpec"), f"{path}.diskSpec", shape.machine_type)
     return PoolSpec(pool_id or "", machine_spec, shape, disk_spec, replica_count or minimum or 1, minimum, maximum)
 
 
@@ -176,7 +176,7 @@ def _pool_list(value: Any) -> Any:
     return [value] if isinstance(value, dict) else value
 
 
-def _document(check: _Checker, body: Any) -> dict:
+def _document(check: Checker, body: Any) -> dict:
     """The body as a camelCase PersistentResource mapping; SpecError if it is not an object."""
     document = camelize(body, verbatim_maps=frozenset({"labels"})) if isinstance(body, dict) else body
     resource = check.mapping(document, "", _RESOURCE_FIELDS)
@@ -187,10 +187,10 @@ def _document(check: _Checker, body: Any) -> dict:
 
 def parse_persistent_resource(body: Any) -> ParsedResource:
     """Validate a PersistentResource body; raise SpecError with every field violation found."""
-    check = _Checker()
+    check = Checker()
     resource = _document(check, body)
     display_name = check.string(resource.get("displayName"), "displayName", max_length=MAX_DISPLAY_NAME) or ""
-    labels = _parse_labels(check, resource.get("labels"))
+    labels = parse_labels(check, resource.get("labels"))
     raw_pools = _pool_list(resource.get("resourcePools"))
     pools: list[PoolSpec] = []
     if not isinstance(raw_pools, list) or not raw_pools:
@@ -230,18 +230,18 @@ def parse_update_mask(mask: Any) -> list[str]:
     return paths
 
 
-def _check_immutable(check: _Checker, path: str, raw: dict, current: PoolSpec) -> None:
+def _check_immutable(check: Checker, path: str, raw: dict, current: PoolSpec) -> None:
     if raw.get("machineSpec") is not None:
-        machine = _parse_machine_spec(check, raw["machineSpec"], f"{path}.machineSpec")
+        machine = parse_machine_spec(check, raw["machineSpec"], f"{path}.machineSpec")
         if machine is not None and machine[0] != current.machine_spec:
             check.add(f"{path}.machineSpec", "is immutable: a resource pool keeps the machines it was created with")
     if raw.get("diskSpec") is not None:
-        disk = _parse_disk_spec(check, raw["diskSpec"], f"{path}.diskSpec", current.shape.machine_type)
+        disk = parse_disk_spec(check, raw["diskSpec"], f"{path}.diskSpec", current.shape.machine_type)
         if disk != current.disk_spec:
             check.add(f"{path}.diskSpec", "is immutable: a resource pool keeps the disks it was created with")
 
 
-def _updated_pool(check: _Checker, raw: dict, path: str, current: PoolSpec, changes: set[str]) -> PoolSpec:
+def _updated_pool(check: Checker, raw: dict, path: str, current: PoolSpec, changes: set[str]) -> PoolSpec:
     """The pool after the changes the mask names, for the parts this pool of the body gives (a
     pool that leaves a part out keeps it); ``autoscalingSpec: {}`` turns autoscaling off."""
     _check_immutable(check, path, raw, current)
@@ -267,13 +267,13 @@ def parse_update(mask: Any, body: Any, current: Sequence[PoolSpec]) -> ParsedUpd
     """Validate a PATCH: the updateMask and the fields it names of the body."""
     paths = parse_update_mask(mask)
     changes = {UPDATABLE_PATHS[path] for path in paths}
-    check = _Checker()
+    check = Checker()
     resource = _document(check, body)
     display_name = labels = pools = None
     if "displayName" in changes:
         display_name = check.string(resource.get("displayName"), "displayName", max_length=MAX_DISPLAY_NAME) or ""
     if "labels" in changes:
-        labels = _parse_labels(check, resource.get("labels"))
+        labels = parse_labels(check, resource.get("labels"))
     if changes - {"displayName", "labels"}:
         pools = _updated_pools(check, _pool_list(resource.get("resourcePools")), current, changes)
     if check.violations:
@@ -281,7 +281,7 @@ def parse_update(mask: Any, body: Any, current: Sequence[PoolSpec]) -> ParsedUpd
     return ParsedUpdate(display_name, labels, pools)
 
 
-def _updated_pools(check: _Checker, raw_pools: Any, current: Sequence[PoolSpec],
+def _updated_pools(check: Checker, raw_pools: Any, current: Sequence[PoolSpec],
                    changes: set[str]) -> tuple[PoolSpec, ...]:
     if not isinstance(raw_pools, list) or not raw_pools:
         check.add("resourcePools", "the updateMask names resource pool fields, so resourcePools must list the "

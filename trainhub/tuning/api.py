@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import project_get_for_user
 from trainhub.common.openapi import PROJECT_ERRORS, responses
-from trainhub.jobs.api import _int_param
+from trainhub.jobs.api import int_query_param
 from trainhub.jobs.render import render_delete_operation
 from trainhub.tuning import selectors, services
 from trainhub.tuning.openapi import PIPELINE_REQUEST, RESOURCE, TUNING_JOB_REQUEST
@@ -71,7 +71,7 @@ class ResourceCollection(APIView):
                                            permission=self.collection.permission("list"))
         rows, next_token = selectors.resources_list(
             kind=self.collection.kind, projects=[project_obj], location=location,
-            page_size=_int_param(request, "pageSize", maximum=10**6), page_token=request.query_params.get("pageToken", ""))
+            page_size=int_query_param(request, "pageSize", maximum=10**6), page_token=request.query_params.get("pageToken", ""))
         body: dict = {self.collection.key: [self.collection.render(row) for row in rows]}
         if next_token:
             body["nextPageToken"] = next_token

@@ -40,7 +40,7 @@ from typing import Any
 
 from trainhub.common.errors import FieldViolation
 from trainhub.common.wire import parse_enum, parse_int
-from trainhub.jobs.spec import _Checker as Checker
+from trainhub.jobs.spec import Checker
 
 GOALS = {0: "GOAL_TYPE_UNSPECIFIED", 1: "MAXIMIZE", 2: "MINIMIZE"}
 SCALES = {0: "SCALE_TYPE_UNSPECIFIED", 1: "UNIT_LINEAR_SCALE", 2: "UNIT_LOG_SCALE", 3: "UNIT_REVERSE_LOG_SCALE"}

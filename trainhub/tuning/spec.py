@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from trainhub.common.errors import FieldViolation
 from trainhub.common.wire import camelize, parse_int
-from trainhub.jobs.spec import SpecError, _Checker as Checker, parse_custom_job
+from trainhub.jobs.spec import Checker, SpecError, parse_custom_job
 from trainhub.tuning.search import Study, StudySpecError, parse_study_spec
 
 MAX_TRIALS = 10_000
