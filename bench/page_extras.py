@@ -92,6 +92,7 @@ def build_pipelines(*, project: Any, user: Any, count: int, models: int, now: dt
     one of ``models`` models, the fifth tunes a small study and registers its best trial; one in
     ten still runs."""
     from trainhub.jobs.models import CustomJob
+    from trainhub.tuning.models import Model
     from trainhub.tuning.services import pipeline_create, pipeline_follow
     from trainhub.tuning.spec import CUSTOM_TASK, TUNING_TASK
 
@@ -108,7 +109,8 @@ def build_pipelines(*, project: Any, user: Any, count: int, models: int, now: dt
         else:
             body.update(trainingTaskDefinition=CUSTOM_TASK, trainingTaskInputs={
                 "workerPoolSpecs": [_pool()], "baseOutputDirectory": {"outputUriPrefix": f"gs://bench/p{index}/"}})
-            exists = index >= models  # the first pipeline of each model creates it, later ones add versions
+            # The first pipeline that registers a model creates it, later ones add versions.
+            exists = Model.objects.filter(project=project, location=LOCATION, model_id=model_id).exists()
             body.update({"parentModel": f"projects/{project.project_id}/locations/{LOCATION}/models/{model_id}"}
                         if exists else {"modelId": model_id})
         pipeline = pipeline_create(project=project, location=LOCATION, user=user, body=body, now=created)
