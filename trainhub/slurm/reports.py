@@ -54,12 +54,18 @@ def _states(text: str) -> set[str]:
 
 class Report:
     """A command's text and the items it printed; their JSON rows are built only for the items
-    asked for (pages show just the text, the API a page of rows)."""
+    asked for (pages show just the text, the API a page of rows).
 
-    def __init__(self, text: str, items: Sequence = (), to_rows: Callable[[Sequence], list[dict]] = list):
+    A report built for one ``page`` (a slice of the items in the command's order, as the web pages
+    ask for) prints only those items; ``total`` still counts every item the command would print.
+    """
+
+    def __init__(self, text: str, items: Sequence = (), to_rows: Callable[[Sequence], list[dict]] = list,
+                 total: int | None = None):
         self.text = text
         self.items = items
         self._to_rows = to_rows
+        self.total = len(items) if total is None else total
 
     def rows(self, start: int = 0, size: int | None = None) -> list[dict]:
         return self._to_rows(self.items[start:None if size is None else start + size])
@@ -68,7 +74,7 @@ class Report:
 # --- squeue -------------------------------------------------------------------------------------
 
 def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition: str = "", states: str = "",
-           jobs: str = "", long: bool = False, start: bool = False) -> Report:
+           jobs: str = "", long: bool = False, start: bool = False, page: slice | None = None) -> Report:
     active = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
     completing_ids = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
                       .exclude(job__state__in=[JobState.PENDING, JobState.RUNNING]).values("job_id"))
@@ -92,7 +98,11 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
             elapsed_seconds=max(0, int(running_for)), time_limit_minutes=job.time_limit, nodes=job.num_nodes,
             nodelist=job.node_list, reason=job.reason,
             start_time=job.expected_start if state == JobState.PENDING else job.start_time, priority=job.priority))
-    return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
+    if page is None:
+        return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
+    ordered = formats.squeue_order(items, start=start)
+    return Report(formats.squeue_text(ordered[page], long=long, start=start), ordered[page], formats.squeue_rows,
+                  total=len(ordered))
 
 
 # --- sprio --------------------------------------------------------------------------------------
@@ -103,9 +113,7 @@ def _eligible(cluster: SlurmCluster, now: dt.datetime):
                                    priority_time__isnull=False)
 
 
-def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: SlurmConfig, user: str = "",
-                        jobs: str = "", partition: str = "") -> list[PriorityBreakdown]:
-    """Eligible, unheld pending jobs with the factors of their last priority computation."""
+def _sprio_rows(cluster: SlurmCluster, now: dt.datetime, user: str, jobs: str, partition: str):
     rows = _eligible(cluster, now)
     if user:
         rows = rows.filter(user_name__in=_names(user))
@@ -113,6 +121,16 @@ def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: Slur
         rows = rows.filter(job_id__in=_job_ids(jobs))
     if partition:
         rows = rows.filter(partition__in=_names(partition))
+    return rows
+
+
+def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: SlurmConfig, user: str = "",
+                        jobs: str = "", partition: str = "", page: slice | None = None) -> list[PriorityBreakdown]:
+    """Eligible, unheld pending jobs with the factors of their last priority computation; only
+    the ``page`` of them in sprio's order (job id, partition) when one is given."""
+    rows = _sprio_rows(cluster, now, user, jobs, partition)
+    if page is not None:
+        rows = rows.order_by("job_id", "partition")[page]
     weights = snapshot.priority_weights(config)
     fields = snapshot.breakdown_fields(config)
     if "factor_tres" in fields:
@@ -129,19 +147,21 @@ def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: Slur
 
 
 def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weights: bool = False, norm: bool = False,
-          user: str = "", jobs: str = "", partition: str = "") -> Report:
+          user: str = "", jobs: str = "", partition: str = "", page: slice | None = None) -> Report:
     config = parse_config(cluster.config)
     if config.priority_type != "priority/multifactor":
         text = (f"You are not running a supported priority plugin\n({config.priority_type}).\n"
                 "Only 'priority/multifactor' is supported.\n")
         return Report(text)
     breakdowns = [] if weights else priority_breakdowns(cluster, now=now, config=config, user=user, jobs=jobs,
-                                                        partition=partition)
-    if jobs and not breakdowns and not weights:
+                                                        partition=partition, page=page)
+    total = (_sprio_rows(cluster, now, user, jobs, partition).count()
+             if page is not None and not weights and (page.start or len(breakdowns) == page.stop) else None)
+    if jobs and not breakdowns and not weights and not total:
         return Report(formats.SPRIO_NO_JOBS + "\n")
     breakdowns.sort(key=lambda b: (b.job_id, b.partition))
     text = formats.sprio_text(breakdowns, config, long=long, norm=norm, with_user=bool(user), weights=weights)
-    return Report(text, breakdowns, formats.sprio_rows)
+    return Report(text, breakdowns, formats.sprio_rows, total=total)
 
 
 # --- sshare -------------------------------------------------------------------------------------
@@ -196,7 +216,7 @@ def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
 def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
           all_users: bool = False, duplicates: bool = False, starttime: dt.datetime | None = None,
           endtime: dt.datetime | None = None, state: str = "", brief: bool = False,
-          fields: list[str] | None = None) -> Report:
+          fields: list[str] | None = None, page: slice | None = None) -> Report:
     rows = SlurmJob.objects.filter(cluster=cluster)
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
@@ -209,7 +229,12 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
         rows = rows.filter(user_name__in=_names(user))
     elif not all_users and not jobs:
         rows = rows.filter(user_name=viewer)
-    jobs_by_pk = {job.pk: job for job in rows.order_by("job_id")}
+    rows = rows.order_by("job_id")
+    total = None
+    if page is not None and not state and not duplicates:
+        # One record per job: the page's jobs are the page's records.
+        total, rows, page = rows.count(), rows[page], None
+    jobs_by_pk = {job.pk: job for job in rows}
     runs: dict[int, list[JobRun]] = {}
     for run in JobRun.objects.filter(job_id__in=list(jobs_by_pk)).order_by("job_id", "index"):
         runs.setdefault(run.job_id, []).append(run)
@@ -231,7 +256,10 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
         rows_json = formats.sacct_rows([record for record, _ in chosen], fields=selected)
         return [{**row, **more} for row, (_, more) in zip(rows_json, chosen)]
 
-    return Report(formats.sacct_text(records, fields=selected), list(zip(records, extra)), to_rows)
+    chosen = list(zip(records, extra))
+    if page is not None:
+        total, records, chosen = len(chosen), records[page], chosen[page]
+    return Report(formats.sacct_text(records, fields=selected), chosen, to_rows, total=total)
 
 
 # --- one job's priority, factor by factor ---------------------------------------------------------
