@@ -42,6 +42,9 @@ class CustomJob(models.Model):
     owner = models.CharField(max_length=64, blank=True, default="", db_index=True)
     #: Trial id (from "1") when the job is a hyperparameter tuning trial: CLUSTER_SPEC.task.trial.
     trial_id = models.CharField(max_length=16, blank=True, default="")
+    #: jobSpec.persistentResourceId, kept in a column of its own so a resource's jobs are found
+    #: through an index, not by reading every job's document; empty for a job on the shared nodes.
+    persistent_resource_id = models.CharField(max_length=63, blank=True, default="")
     #: What the primary replica reported through the cloudml-hypertune file, as the agent read it:
     #: [{"globalStep": int, "timestamp": float, "metrics": {tag: value}}], in report order.
     hp_metrics = models.JSONField(default=list, blank=True)
@@ -70,6 +73,8 @@ class CustomJob(models.Model):
             models.Index(fields=["state", "-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_state"),
             # The dashboards' sampler reads the jobs that started since its last sample.
             models.Index(fields=["start_time"], condition=models.Q(start_time__isnull=False), name="job_started"),
+            # A persistent resource's page and its deletion read the jobs that run or wait on it.
+            models.Index(fields=["persistent_resource_id", "state"], name="job_resource_state"),
         ]
         constraints = [
             models.CheckConstraint(
