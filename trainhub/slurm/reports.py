@@ -87,17 +87,20 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
         rows = rows.filter(job_id__in=_job_ids(jobs))
     wanted = _states(states)
     items = []
-    for job in rows.only("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit",
-                         "num_nodes", "node_list", "reason", "expected_start", "priority", "end_time"):
-        state = job.state if job.state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
+    # Tuples, not model instances: a 10,000-job queue is read on every refresh of the queue page.
+    for (job_id, job_partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
+         expected_start, priority, end_time) in rows.values_list(
+            "job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes", "node_list",
+            "reason", "expected_start", "priority", "end_time"):
+        state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
         if wanted and state not in wanted:
             continue
-        running_for = ((job.end_time or now) - job.start_time).total_seconds() if job.start_time else 0
+        running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
         items.append(formats.SqueueJob(
-            job_id=job.job_id, partition=job.partition, name=job.name, user=job.user_name, state=state,
-            elapsed_seconds=max(0, int(running_for)), time_limit_minutes=job.time_limit, nodes=job.num_nodes,
-            nodelist=job.node_list, reason=job.reason,
-            start_time=job.expected_start if state == JobState.PENDING else job.start_time, priority=job.priority))
+            job_id=job_id, partition=job_partition, name=name, user=user_name, state=state,
+            elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes,
+            nodelist=node_list, reason=reason, start_time=expected_start if state == JobState.PENDING else start_time,
+            priority=priority))
     if page is None:
         return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
     ordered = formats.squeue_order(items, start=start)
