@@ -369,16 +369,17 @@ def _measure(client: Any, sample: Sample, url: str, repeat: int) -> dict[str, An
     response = client.get(url)
     if response.status_code != sample.status:
         raise RuntimeError(f"{sample.label}: {url} answered {response.status_code}, not {sample.status}")
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         client.get(url)
         times.append((time.perf_counter() - began) * 1000)
+        cpu.append((time.process_time() - began_cpu) * 1000)
     _, queries = counting_queries(lambda: client.get(url))()
     times.sort()
     p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
     return {"page": sample.label, "route": sample.route, "url": url, "p50_ms": statistics.median(times),
-            "p95_ms": p95, "max_ms": times[-1], "runs": repeat, "queries": queries.total,
+            "p95_ms": p95, "max_ms": times[-1], "cpu_p50_ms": statistics.median(cpu), "runs": repeat, "queries": queries.total,
             "kb": len(response.content) / 1024, "under_target": p95 < TARGET_MS}
 
 
@@ -402,7 +403,8 @@ def bench_pages(sizes: Sizes) -> Section:
                f"{sizes.page_resources} persistent resources, a Slurm cluster with {sizes.page_slurm_pending:,} "
                f"pending and {sizes.page_slurm_finished:,} finished jobs, a week of dashboard samples"),
         columns=[Column("page", "page"), Column("p50_ms", "p50 ms"), Column("p95_ms", "p95 ms"),
-                 Column("max_ms", "max ms"), Column("queries", "SQL"), Column("kb", "KB"),
+                 Column("max_ms", "max ms"), Column("cpu_p50_ms", "CPU p50 ms"), Column("queries", "SQL"),
+                 Column("kb", "KB"),
                  Column("under_target", f"p95 < {TARGET_MS:.0f} ms")],
     )
     for sample in samples:
@@ -414,6 +416,8 @@ def bench_pages(sizes: Sizes) -> Section:
          "their services, a week of samples, one scheduler pass, one Slurm pass, ANALYZE)."),
         ("Django test client in-process: middleware, views, SQL and templates, no network. Logged in as a member "
          "of two projects (the Slurm pages as the cluster's administrator); the finished tab never counts its rows."),
+        ("CPU p50 = the process's CPU time per request (SQLite runs in-process, so it includes the queries): "
+         "unlike wall time, it does not grow when other work shares the machine."),
         (f"Every page under {TARGET_MS:.0f} ms at p95." if not slow else
          f"Over {TARGET_MS:.0f} ms at p95: {', '.join(slow)}."),
     ]

@@ -67,4 +67,4 @@ def test_the_persistent_resource_of_existing_jobs_is_filled_from_their_spec(cast
                                  spec=parse_custom_job(job_body(container_pool(), **extra)).document,
                                  timeout_seconds=60, create_time=now, update_time=now)
     jobs = migrate([("jobs", "0005_job_persistent_resource_id")]).get_model("jobs", "CustomJob")
-    assert dict(jobs.objects.values_list("job_id", "persistent_resource_id")) == {"1": "pr", "2": ""}
+    assert dict(jobs.objects.values_list("job_id", "persistent_resource_id")) == {"1": "pr", "2": None}

@@ -43,8 +43,9 @@ class CustomJob(models.Model):
     #: Trial id (from "1") when the job is a hyperparameter tuning trial: CLUSTER_SPEC.task.trial.
     trial_id = models.CharField(max_length=16, blank=True, default="")
     #: jobSpec.persistentResourceId, kept in a column of its own so a resource's jobs are found
-    #: through an index, not by reading every job's document; empty for a job on the shared nodes.
-    persistent_resource_id = models.CharField(max_length=63, blank=True, default="")
+    #: through an index, not by reading every job's document; null for a job on the shared nodes
+    #: (so the index holds only jobs on resources, and planners see how few each resource has).
+    persistent_resource_id = models.CharField(max_length=63, null=True, blank=True)
     #: What the primary replica reported through the cloudml-hypertune file, as the agent read it:
     #: [{"globalStep": int, "timestamp": float, "metrics": {tag: value}}], in report order.
     hp_metrics = models.JSONField(default=list, blank=True)
@@ -74,7 +75,9 @@ class CustomJob(models.Model):
             # The dashboards' sampler reads the jobs that started since its last sample.
             models.Index(fields=["start_time"], condition=models.Q(start_time__isnull=False), name="job_started"),
             # A persistent resource's page and its deletion read the jobs that run or wait on it.
-            models.Index(fields=["persistent_resource_id", "state"], name="job_resource_state"),
+            # IS NOT NULL: SQLite matches it from the query's equality on the column, as PostgreSQL does.
+            models.Index(fields=["persistent_resource_id", "state", "create_time"],
+                         condition=models.Q(persistent_resource_id__isnull=False), name="job_resource_state"),
         ]
         constraints = [
             models.CheckConstraint(

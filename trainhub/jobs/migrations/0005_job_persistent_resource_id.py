@@ -22,11 +22,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="customjob",
             name="persistent_resource_id",
-            field=models.CharField(blank=True, default="", max_length=63),
+            field=models.CharField(blank=True, max_length=63, null=True),
         ),
         migrations.RunPython(fill_resource_ids, migrations.RunPython.noop),
         migrations.AddIndex(
             model_name="customjob",
-            index=models.Index(fields=["persistent_resource_id", "state"], name="job_resource_state"),
+            index=models.Index(condition=models.Q(("persistent_resource_id__isnull", False)),
+                               fields=["persistent_resource_id", "state", "create_time"], name="job_resource_state"),
         ),
     ]
