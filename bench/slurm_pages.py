@@ -206,7 +206,8 @@ def bench_slurm_pages(sizes) -> Section:
     section.rows += pass_rows
     section.notes += [
         "report = trainhub.slurm.reports.sprio (query + PriorityBreakdown + sprio text); api = GET .../sprio "
-        "(JSON text and rows); page = GET the priority page (text with linked job ids).",
+        "(JSON text and rows); page = GET the priority page (its first 500 jobs, linked, and the total: the page "
+        "shows the queue 500 jobs at a time).",
         "First pass: the queue as loaded (reset before each of 3 runs), every job's priority computed (Fair "
         "Tree over 25 associations), then main + backfill on drained nodes, reasons stored. Next pass: the "
         "same 5 s later, nothing changed (no priority due). CPU s = this process's CPU time (median), "

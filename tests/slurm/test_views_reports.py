@@ -74,7 +74,7 @@ def test_the_sprio_api_still_prints_every_job(api, queue, monkeypatch):
     assert [line.split()[0] for line in text.splitlines()[1:]] == ["1", "2", "3"]
 
 
-@pytest.mark.parametrize("start", ["abc", "-2", "99999999999", "1"])
+@pytest.mark.parametrize("start", ["abc", "-2", "99999999999", "1", "\u00b2"])
 def test_a_bad_or_odd_start_shows_a_page_not_an_error(browser, queue, start):
     page = browser.get(f"{BASE}/priority", {"start": start})
     assert page.status_code == 200

@@ -30,7 +30,7 @@ PAGE_LINES = 500
 def _page_start(request: HttpRequest) -> int:
     """The first line asked for (?start=N), rounded down to a page; 0 when absent or not a number."""
     text = request.GET.get("start", "")
-    return int(text) // PAGE_LINES * PAGE_LINES if text.isdigit() and len(text) < 10 else 0
+    return int(text) // PAGE_LINES * PAGE_LINES if text.isascii() and text.isdigit() and len(text) < 10 else 0
 
 
 def _pager(request: HttpRequest, start: int, shown: int, total: int) -> dict | None:
