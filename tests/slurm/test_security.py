@@ -54,7 +54,7 @@ def test_the_queue_priority_and_cluster_pages_cost_constant_queries(client, cast
     client.force_login(cast["alice"])
     for path, budget in ((f"{PAGE}/queue", 12), (f"{PAGE}/", 16), ("/slurm/", 8), (f"{PAGE}/accounts", 14),
                          (f"{PAGE}/accounting?allusers=on", 12), (f"{PAGE}/fairshare?all=on", 12),
-                         (f"{PAGE}/priority", 10), (f"{PAGE}/priority?long=on&start=500", 10),
+                         (f"{PAGE}/priority", 10), (f"{PAGE}/priority?long=on&offset=500", 10),
                          (f"{PAGE}/accounting?allusers=on&state=PD", 12)):
         with django_assert_max_num_queries(budget):
             assert client.get(path).status_code == 200, path

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Case, F, Q, When
 
 from trainhub.slurm import formats, snapshot
 from trainhub.slurm.conf import SlurmConfig, parse_config
@@ -73,6 +73,36 @@ class Report:
 
 # --- squeue -------------------------------------------------------------------------------------
 
+_SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
+                  "node_list", "reason", "expected_start", "priority", "end_time")
+
+
+def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
+    (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
+     expected_start, priority, end_time) = row
+    state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
+    running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
+    return formats.SqueueJob(
+        job_id=job_id, partition=partition, name=name, user=user_name, state=state,
+        elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
+        reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority)
+
+
+def _squeue_in_order(rows, *, wanted: set[str], start: bool):
+    """squeue's selection and order (formats.squeue_order) in SQL, so that a page reads only its jobs."""
+    active = [JobState.PENDING, JobState.RUNNING]
+    if wanted:
+        shown = Q(state__in=[state for state in active if state in wanted])
+        if "COMPLETING" in wanted:
+            shown |= ~Q(state__in=active)
+        rows = rows.filter(shown)
+    if start:
+        return rows.filter(state=JobState.PENDING).order_by(F("expected_start").asc(nulls_last=True), "-priority",
+                                                            "job_id")
+    state_order = Case(When(state=JobState.PENDING, then=0), When(state=JobState.RUNNING, then=1), default=3)
+    return rows.order_by("partition", state_order, "-priority", "job_id")
+
+
 def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition: str = "", states: str = "",
            jobs: str = "", long: bool = False, start: bool = False, page: slice | None = None) -> Report:
     active = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
@@ -86,26 +116,15 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
     wanted = _states(states)
-    items = []
-    # Tuples, not model instances: a 10,000-job queue is read on every refresh of the queue page.
-    for (job_id, job_partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
-         expected_start, priority, end_time) in rows.values_list(
-            "job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes", "node_list",
-            "reason", "expected_start", "priority", "end_time"):
-        state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
-        if wanted and state not in wanted:
-            continue
-        running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
-        items.append(formats.SqueueJob(
-            job_id=job_id, partition=job_partition, name=name, user=user_name, state=state,
-            elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes,
-            nodelist=node_list, reason=reason, start_time=expected_start if state == JobState.PENDING else start_time,
-            priority=priority))
-    if page is None:
-        return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
-    ordered = formats.squeue_order(items, start=start)
-    return Report(formats.squeue_text(ordered[page], long=long, start=start), ordered[page], formats.squeue_rows,
-                  total=len(ordered))
+    if page is not None:
+        rows = _squeue_in_order(rows, wanted=wanted, start=start)
+        # Tuples, not model instances, and only the page's: the queue page refreshes every 5 s.
+        items = [_squeue_item(row, now) for row in rows[page].values_list(*_SQUEUE_FIELDS)]
+        return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows,
+                      total=rows.count())
+    items = [item for item in (_squeue_item(row, now) for row in rows.values_list(*_SQUEUE_FIELDS))
+             if not wanted or item.state in wanted]
+    return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
 
 
 # --- sprio --------------------------------------------------------------------------------------

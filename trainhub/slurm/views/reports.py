@@ -28,8 +28,9 @@ PAGE_LINES = 500
 
 
 def _page_start(request: HttpRequest) -> int:
-    """The first line asked for (?start=N), rounded down to a page; 0 when absent or not a number."""
-    text = request.GET.get("start", "")
+    """The first line asked for (?offset=N: squeue's ``start`` is its --start flag), rounded down to
+    a page; 0 when absent or not a number."""
+    text = request.GET.get("offset", "")
     return int(text) // PAGE_LINES * PAGE_LINES if text.isascii() and text.isdigit() and len(text) < 10 else 0
 
 
@@ -40,7 +41,7 @@ def _pager(request: HttpRequest, start: int, shown: int, total: int) -> dict | N
 
     def link(first: int) -> str:
         query = request.GET.copy()
-        query["start"] = str(first)
+        query["offset"] = str(first)
         return f"?{query.urlencode()}"
 
     return {"first": start + 1 if shown else start, "last": start + shown, "total": total,
