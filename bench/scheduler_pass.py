@@ -64,6 +64,13 @@ class Sizes:
     page_finished_jobs: int
     page_nodes: int
     page_repeat: int
+    #: The rest of the page dataset (bench/page_extras.py, bench/slurm_pages.py).
+    page_studies: int
+    page_pipelines: int
+    page_models: int
+    page_resources: int
+    page_slurm_pending: int
+    page_slurm_finished: int
 
     def pure_repeat_for(self, jobs: int) -> int:
         return 3 if jobs >= self.pure_long_queue else self.pure_repeat
@@ -72,11 +79,13 @@ class Sizes:
 FULL = Sizes(pure_jobs=(1_000, 10_000, 50_000), pure_nodes=(100, 1_000), pure_repeat=5, pure_long_queue=50_000,
              db_nodes=1_000, db_jobs=(1_000, 10_000, 50_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3,
              admission_jobs=15_000, rest_jobs=10_000, page_active_jobs=10_000,
-             page_finished_jobs=100_000, page_nodes=1_000, page_repeat=20)
+             page_finished_jobs=100_000, page_nodes=1_000, page_repeat=20, page_studies=200, page_pipelines=100,
+             page_models=10, page_resources=20, page_slurm_pending=10_000, page_slurm_finished=20_000)
 QUICK = Sizes(pure_jobs=(1_000, 10_000), pure_nodes=(100, 1_000), pure_repeat=3, pure_long_queue=10_000,
               db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2,
               admission_jobs=1_500, rest_jobs=1_000, page_active_jobs=1_000,
-              page_finished_jobs=10_000, page_nodes=100, page_repeat=5)
+              page_finished_jobs=10_000, page_nodes=100, page_repeat=5, page_studies=20, page_pipelines=20,
+              page_models=3, page_resources=4, page_slurm_pending=1_000, page_slurm_finished=2_000)
 
 
 # --- 1. pure placement pass -------------------------------------------------------------------

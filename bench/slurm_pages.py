@@ -33,7 +33,8 @@ RUNS = 5
 TARGET_SECONDS = 0.5
 
 
-def _cluster(now: dt.datetime):
+def slurm_cluster(now: dt.datetime):
+    """The seed's cluster on drained nodes, its accounts and users with usage; (cluster, admin, users)."""
     from trainhub.iam.models import Project
     from trainhub.iam.roles import ADMIN
     from trainhub.iam.services import membership_set, project_create, user_ensure
@@ -68,7 +69,8 @@ def _cluster(now: dt.datetime):
     return cluster, admin, users
 
 
-def _queue(cluster, users: list[str], jobs: int, now: dt.datetime) -> None:
+def slurm_queue(cluster, users: list[str], jobs: int, now: dt.datetime) -> None:
+    """``jobs`` pending jobs spread over the users, submitted during the last week."""
     from trainhub.slurm.models import SlurmJob
 
     rng = random.Random(7)
@@ -84,6 +86,39 @@ def _queue(cluster, users: list[str], jobs: int, now: dt.datetime) -> None:
                              accrue_time=submitted, reason="None"))
     SlurmJob.objects.bulk_create(rows, batch_size=2000)
     cluster.next_job_id = jobs + 1
+    cluster.save(update_fields=["next_job_id"])
+
+
+def slurm_history(cluster, users: list[str], jobs: int, now: dt.datetime) -> None:
+    """``jobs`` finished jobs (one run each, as sacct reads them) over the last 30 days, after
+    the job ids already taken; a fifth ended today, so sacct's default window is not empty."""
+    from trainhub.slurm.models import JobRun, JobState, SlurmJob
+
+    rng = random.Random(9)
+    first = cluster.next_job_id
+    rows, runs = [], []
+    for index in range(jobs):
+        user = users[index % len(users)]
+        ended = now - dt.timedelta(seconds=rng.uniform(60, (0.5 if index % 5 == 0 else 30) * 86400))
+        started = ended - dt.timedelta(seconds=rng.uniform(60, 12 * 3600))
+        submitted = started - dt.timedelta(seconds=rng.expovariate(1 / 1800))
+        state = rng.choices((JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT),
+                            (80, 10, 7, 3))[0]
+        nodes, gpus = rng.choice((1, 1, 2, 4)), rng.choice((1, 2, 4, 8))
+        exit_code = 0 if state == JobState.COMPLETED else 1
+        job = SlurmJob(cluster=cluster, job_id=first + index, name=f"done{index}", user_name=user,
+                       account=f"acct{users.index(user) % ACCOUNTS}", partition="a4", qos="normal", num_nodes=nodes,
+                       gpus_per_node=gpus, time_limit=1440, script="#!/bin/sh\ntrue\n", work_dir=f"/home/{user}",
+                       state=state, reason="None", submit_time=submitted, begin_time=submitted,
+                       accrue_time=submitted, start_time=started, end_time=ended, node_list=f"a4-[{index % 4}]",
+                       exit_code=exit_code)
+        rows.append(job)
+        runs.append(JobRun(job=job, index=0, state=state, submit_time=submitted, start_time=started, end_time=ended,
+                           node_list=job.node_list, num_nodes=nodes, alloc_cpus=nodes * 8, alloc_gpus=nodes * gpus,
+                           billing=float(nodes * gpus), exit_code=exit_code, max_rss_kb=rng.randint(10**5, 10**8)))
+    SlurmJob.objects.bulk_create(rows, batch_size=2000)
+    JobRun.objects.bulk_create(runs, batch_size=2000)
+    cluster.next_job_id = first + jobs
     cluster.save(update_fields=["next_job_id"])
 
 
@@ -141,8 +176,8 @@ def bench_slurm_pages(sizes) -> Section:
 
     jobs = sizes.db_jobs[-1]
     now = timezone.now().replace(microsecond=0)
-    cluster, admin, users = _cluster(now)
-    _queue(cluster, users, jobs, now)
+    cluster, admin, users = slurm_cluster(now)
+    slurm_queue(cluster, users, jobs, now)
     pass_rows = _pass_rows(cluster, jobs, now)
     client = Client()
     client.force_login(admin)
@@ -171,7 +206,8 @@ def bench_slurm_pages(sizes) -> Section:
     section.rows += pass_rows
     section.notes += [
         "report = trainhub.slurm.reports.sprio (query + PriorityBreakdown + sprio text); api = GET .../sprio "
-        "(JSON text and rows); page = GET the priority page (text with linked job ids).",
+        "(JSON text and rows); page = GET the priority page (its first 500 jobs, linked, and the total: the page "
+        "shows the queue 500 jobs at a time).",
         "First pass: the queue as loaded (reset before each of 3 runs), every job's priority computed (Fair "
         "Tree over 25 associations), then main + backfill on drained nodes, reasons stored. Next pass: the "
         "same 5 s later, nothing changed (no priority due). CPU s = this process's CPU time (median), "

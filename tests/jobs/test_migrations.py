@@ -57,3 +57,14 @@ def test_the_cost_ledger_starts_with_the_jobs_already_finished(cast, back_to):
     ledger = migrate([("jobs", "0004_cost_ledger_active_replicas")]).get_model("jobs", "CostLedger")
     assert {row.strategy: (row.jobs, row.gpu_seconds) for row in ledger.objects.all()} == {
         "STANDARD": (2, {"NVIDIA_H100_80GB": 2 * 8 * 3600.0}), "SPOT": (1, {"NVIDIA_H100_80GB": 8 * 3600.0})}
+
+
+def test_the_persistent_resource_of_existing_jobs_is_filled_from_their_spec(cast, back_to):
+    CustomJob = back_to("0004_cost_ledger_active_replicas").get_model("jobs", "CustomJob")
+    now = timezone.now()
+    for job_id, extra in (("1", {"persistentResourceId": "pr"}), ("2", {})):
+        CustomJob.objects.create(project_id=cast["alpha"].pk, location="us-central1", job_id=job_id, display_name="x",
+                                 spec=parse_custom_job(job_body(container_pool(), **extra)).document,
+                                 timeout_seconds=60, create_time=now, update_time=now)
+    jobs = migrate([("jobs", "0005_job_persistent_resource_id")]).get_model("jobs", "CustomJob")
+    assert dict(jobs.objects.values_list("job_id", "persistent_resource_id")) == {"1": "pr", "2": None}

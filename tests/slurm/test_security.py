@@ -2,6 +2,7 @@
 queries however many clusters, jobs or associations there are."""
 
 import pytest
+from django.utils import timezone
 
 from tests.slurm.conftest import CLUSTERS, make_job
 from trainhub.slurm.services.accounting import user_add
@@ -45,14 +46,16 @@ def test_another_projects_cluster_is_not_found_anywhere(api, client, cast, accou
 
 
 @pytest.mark.parametrize("count", [1, 20])
-def test_the_queue_and_cluster_pages_cost_constant_queries(client, cast, accounts, django_assert_max_num_queries,
+def test_the_queue_priority_and_cluster_pages_cost_constant_queries(client, cast, accounts, django_assert_max_num_queries,
                                                            count):
     for index in range(count):
         user_add(cluster=accounts, name=f"user{index}", accounts=["ml"], actor="test")
-        make_job(accounts, user=f"user{index}")
+        make_job(accounts, user=f"user{index}", priority=index, priority_time=timezone.now())
     client.force_login(cast["alice"])
     for path, budget in ((f"{PAGE}/queue", 12), (f"{PAGE}/", 16), ("/slurm/", 8), (f"{PAGE}/accounts", 14),
-                         (f"{PAGE}/accounting?allusers=on", 12), (f"{PAGE}/fairshare?all=on", 12)):
+                         (f"{PAGE}/accounting?allusers=on", 12), (f"{PAGE}/fairshare?all=on", 12),
+                         (f"{PAGE}/priority", 10), (f"{PAGE}/priority?long=on&offset=500", 10),
+                         (f"{PAGE}/accounting?allusers=on&state=PD", 12)):
         with django_assert_max_num_queries(budget):
             assert client.get(path).status_code == 200, path
 

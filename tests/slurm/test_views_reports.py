@@ -44,3 +44,51 @@ def test_report_pages_are_for_members_only(client, cast, queue):
     client.force_login(cast["mallory"])
     for page in ("queue", "priority", "fairshare", "accounting", "jobs/1/priority"):
         assert client.get(f"{BASE}/{page}").status_code == 404
+
+
+def _linked_jobs(page) -> list[str]:
+    return [job_id for job_id in ("1", "2", "3") if f"/jobs/{job_id}/" in page.context["output"]]
+
+
+@pytest.mark.parametrize(("page", "query"), [("priority", {}), ("queue", {}), ("accounting", {"allusers": "on"}),
+                                             ("accounting", {"allusers": "on", "state": "PD"})])
+def test_long_outputs_are_shown_a_page_of_jobs_at_a_time_with_the_total(browser, queue, monkeypatch, page, query):
+    from trainhub.slurm.views import reports
+
+    monkeypatch.setattr(reports, "PAGE_LINES", 2)
+    first = browser.get(f"{BASE}/{page}", query)
+    assert first.context["pager"]["total"] == 3 and first.context["pager"]["previous"] is None
+    assert "1–2 of 3" in first.content.decode()
+    second = browser.get(f"{BASE}/{page}" + first.context["pager"]["next"])
+    assert (second.context["pager"]["first"], second.context["pager"]["last"]) == (3, 3)
+    assert second.context["pager"]["next"] is None and "offset=0" in second.context["pager"]["previous"]
+    assert len(_linked_jobs(first)) == 2 and len(_linked_jobs(second)) == 1
+    assert set(_linked_jobs(first) + _linked_jobs(second)) == {"1", "2", "3"}
+
+
+def test_the_sprio_api_still_prints_every_job(api, queue, monkeypatch):
+    from trainhub.slurm.views import reports
+
+    monkeypatch.setattr(reports, "PAGE_LINES", 2)
+    text = api("vic").get("/v1/projects/alpha/locations/us-central1/slurmClusters/c1/sprio").json()["text"]
+    assert [line.split()[0] for line in text.splitlines()[1:]] == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("offset", ["abc", "-2", "99999999999", "1", "\u00b2"])
+def test_a_bad_or_odd_offset_shows_a_page_not_an_error(browser, queue, offset):
+    page = browser.get(f"{BASE}/priority", {"offset": offset})
+    assert page.status_code == 200
+    assert page.context["pager"] is None and len(_linked_jobs(page)) == 3  # rounded down to the first page
+
+
+
+@pytest.mark.parametrize("query", [{}, {"start": "on"}, {"states": "PD"}, {"states": "R"}, {"long": "on"}])
+def test_the_queue_pages_put_together_are_squeues_whole_output(browser, api, queue, monkeypatch, query):
+    from trainhub.slurm.views import reports
+
+    monkeypatch.setattr(reports, "PAGE_LINES", 1)
+    api_query = {key: "true" if value == "on" else value for key, value in query.items()}
+    text = api("vic").get("/v1/projects/alpha/locations/us-central1/slurmClusters/c1/squeue", api_query).json()["text"]
+    whole = [line.split()[0] for line in text.splitlines()[1:]]
+    paged = [_linked_jobs(browser.get(f"{BASE}/queue", {**query, "offset": str(first)})) for first in range(3)]
+    assert [job for jobs in paged for job in jobs] == whole

@@ -147,6 +147,18 @@ def test_cancel_from_the_page_needs_a_csrf_token(cast, nodes, now):
     assert not job.is_terminal
 
 
+def test_a_studys_page_costs_the_same_queries_for_20_trials_as_for_2(browser, cast, nodes, now,
+                                                                     django_assert_max_num_queries):
+    for name, trials in (("small", 2), ("large", 20)):
+        job = services.tuning_job_create(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+                                         body=tuning_body(study(double("x", 0, 1)), name=name, max_trials=trials,
+                                                          parallel=trials))
+        assert job.trials.count() == trials
+        for suffix in ("/", "/status", "/charts", "/?sort=metric"):
+            with django_assert_max_num_queries(9):
+                assert browser.get(f"{DETAIL}/{job.job_id}{suffix}").status_code == 200
+
+
 def test_the_model_registry_lists_versions_with_their_job_and_metrics(browser, cast, nodes, now,
                                                                       django_capture_on_commit_callbacks,
                                                                       django_assert_max_num_queries):

@@ -42,6 +42,10 @@ class CustomJob(models.Model):
     owner = models.CharField(max_length=64, blank=True, default="", db_index=True)
     #: Trial id (from "1") when the job is a hyperparameter tuning trial: CLUSTER_SPEC.task.trial.
     trial_id = models.CharField(max_length=16, blank=True, default="")
+    #: jobSpec.persistentResourceId, kept in a column of its own so a resource's jobs are found
+    #: through an index, not by reading every job's document; null for a job on the shared nodes
+    #: (so the index holds only jobs on resources, and planners see how few each resource has).
+    persistent_resource_id = models.CharField(max_length=63, null=True, blank=True)
     #: What the primary replica reported through the cloudml-hypertune file, as the agent read it:
     #: [{"globalStep": int, "timestamp": float, "metrics": {tag: value}}], in report order.
     hp_metrics = models.JSONField(default=list, blank=True)
@@ -70,6 +74,10 @@ class CustomJob(models.Model):
             models.Index(fields=["state", "-end_time", "-id"], condition=FINISHED_JOBS, name="job_finished_state"),
             # The dashboards' sampler reads the jobs that started since its last sample.
             models.Index(fields=["start_time"], condition=models.Q(start_time__isnull=False), name="job_started"),
+            # A persistent resource's page and its deletion read the jobs that run or wait on it.
+            # IS NOT NULL: SQLite matches it from the query's equality on the column, as PostgreSQL does.
+            models.Index(fields=["persistent_resource_id", "state", "create_time"],
+                         condition=models.Q(persistent_resource_id__isnull=False), name="job_resource_state"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -164,6 +164,7 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
             quota_demand=demand,
             owner=owner,
             trial_id=trial_id,
+            persistent_resource_id=parsed.document["jobSpec"].get("persistentResourceId"),
             timeout_seconds=parsed.timeout_seconds,
             max_wait_seconds=parsed.max_wait_seconds,
             created_by=user if user is not None and user.is_authenticated else None,

@@ -109,8 +109,8 @@ def pool_views(resource: PersistentResource) -> list[ResourcePoolView]:
 
 
 def jobs_on_resource(*, resource: PersistentResource, job_states=states.ACTIVE) -> QuerySet[CustomJob]:
-    return CustomJob.objects.filter(project_id=resource.project_id, location=resource.location,
-                                    spec__jobSpec__persistentResourceId=resource.resource_id, state__in=job_states)
+    return CustomJob.objects.filter(persistent_resource_id=resource.resource_id, state__in=job_states,
+                                    project_id=resource.project_id, location=resource.location)
 
 
 @dataclass(frozen=True)

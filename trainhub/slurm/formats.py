@@ -411,16 +411,20 @@ def _squeue_getter(letter: str) -> Callable[[SqueueJob], str]:
 _STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "SUSPENDED": 2, "COMPLETING": 3}
 
 
-def squeue_text(jobs: Iterable[SqueueJob], *, long: bool = False, start: bool = False, header: bool = True,
-                format: str | None = None) -> str:
-    """squeue's default (``-S P,t,-p``: partition, state, descending priority), ``-l`` or ``--start``
-    (pending jobs by expected start, unknown last)."""
+def squeue_order(jobs: Iterable[SqueueJob], *, start: bool = False) -> list[SqueueJob]:
+    """The jobs squeue prints, in its order: ``-S P,t,-p`` (partition, state, descending priority),
+    or with ``--start`` the pending jobs by expected start, unknown last."""
     if start:
-        rows = sorted((job for job in jobs if job.state == "PENDING"),
+        return sorted((job for job in jobs if job.state == "PENDING"),
                       key=lambda job: (job.start_time is None, job.start_time or dt.datetime.max.replace(
                           tzinfo=dt.UTC), -job.priority, job.job_id))
-    else:
-        rows = sorted(jobs, key=lambda job: (job.partition, _STATE_ORDER.get(job.state, 9), -job.priority, job.job_id))
+    return sorted(jobs, key=lambda job: (job.partition, _STATE_ORDER.get(job.state, 9), -job.priority, job.job_id))
+
+
+def squeue_text(jobs: Iterable[SqueueJob], *, long: bool = False, start: bool = False, header: bool = True,
+                format: str | None = None) -> str:
+    """squeue's default, ``-l`` or ``--start`` output (see squeue_order)."""
+    rows = squeue_order(jobs, start=start)
     format_text = format or (SQUEUE_START if start else SQUEUE_LONG if long else SQUEUE_DEFAULT)
     return _render(format_text, _SQUEUE_HEADERS, _squeue_getter, rows, header)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Case, F, Q, When
 
 from trainhub.slurm import formats, snapshot
 from trainhub.slurm.conf import SlurmConfig, parse_config
@@ -54,12 +54,18 @@ def _states(text: str) -> set[str]:
 
 class Report:
     """A command's text and the items it printed; their JSON rows are built only for the items
-    asked for (pages show just the text, the API a page of rows)."""
+    asked for (pages show just the text, the API a page of rows).
 
-    def __init__(self, text: str, items: Sequence = (), to_rows: Callable[[Sequence], list[dict]] = list):
+    A report built for one ``page`` (a slice of the items in the command's order, as the web pages
+    ask for) prints only those items; ``total`` still counts every item the command would print.
+    """
+
+    def __init__(self, text: str, items: Sequence = (), to_rows: Callable[[Sequence], list[dict]] = list,
+                 total: int | None = None):
         self.text = text
         self.items = items
         self._to_rows = to_rows
+        self.total = len(items) if total is None else total
 
     def rows(self, start: int = 0, size: int | None = None) -> list[dict]:
         return self._to_rows(self.items[start:None if size is None else start + size])
@@ -67,8 +73,38 @@ class Report:
 
 # --- squeue -------------------------------------------------------------------------------------
 
+_SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
+                  "node_list", "reason", "expected_start", "priority", "end_time")
+
+
+def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
+    (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
+     expected_start, priority, end_time) = row
+    state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
+    running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
+    return formats.SqueueJob(
+        job_id=job_id, partition=partition, name=name, user=user_name, state=state,
+        elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
+        reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority)
+
+
+def _squeue_in_order(rows, *, wanted: set[str], start: bool):
+    """squeue's selection and order (formats.squeue_order) in SQL, so that a page reads only its jobs."""
+    active = [JobState.PENDING, JobState.RUNNING]
+    if wanted:
+        shown = Q(state__in=[state for state in active if state in wanted])
+        if "COMPLETING" in wanted:
+            shown |= ~Q(state__in=active)
+        rows = rows.filter(shown)
+    if start:
+        return rows.filter(state=JobState.PENDING).order_by(F("expected_start").asc(nulls_last=True), "-priority",
+                                                            "job_id")
+    state_order = Case(When(state=JobState.PENDING, then=0), When(state=JobState.RUNNING, then=1), default=3)
+    return rows.order_by("partition", state_order, "-priority", "job_id")
+
+
 def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition: str = "", states: str = "",
-           jobs: str = "", long: bool = False, start: bool = False) -> Report:
+           jobs: str = "", long: bool = False, start: bool = False, page: slice | None = None) -> Report:
     active = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
     completing_ids = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
                       .exclude(job__state__in=[JobState.PENDING, JobState.RUNNING]).values("job_id"))
@@ -80,18 +116,14 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
     wanted = _states(states)
-    items = []
-    for job in rows.only("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit",
-                         "num_nodes", "node_list", "reason", "expected_start", "priority", "end_time"):
-        state = job.state if job.state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
-        if wanted and state not in wanted:
-            continue
-        running_for = ((job.end_time or now) - job.start_time).total_seconds() if job.start_time else 0
-        items.append(formats.SqueueJob(
-            job_id=job.job_id, partition=job.partition, name=job.name, user=job.user_name, state=state,
-            elapsed_seconds=max(0, int(running_for)), time_limit_minutes=job.time_limit, nodes=job.num_nodes,
-            nodelist=job.node_list, reason=job.reason,
-            start_time=job.expected_start if state == JobState.PENDING else job.start_time, priority=job.priority))
+    if page is not None:
+        rows = _squeue_in_order(rows, wanted=wanted, start=start)
+        # Tuples, not model instances, and only the page's: the queue page refreshes every 5 s.
+        items = [_squeue_item(row, now) for row in rows[page].values_list(*_SQUEUE_FIELDS)]
+        return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows,
+                      total=rows.count())
+    items = [item for item in (_squeue_item(row, now) for row in rows.values_list(*_SQUEUE_FIELDS))
+             if not wanted or item.state in wanted]
     return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
 
 
@@ -103,9 +135,7 @@ def _eligible(cluster: SlurmCluster, now: dt.datetime):
                                    priority_time__isnull=False)
 
 
-def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: SlurmConfig, user: str = "",
-                        jobs: str = "", partition: str = "") -> list[PriorityBreakdown]:
-    """Eligible, unheld pending jobs with the factors of their last priority computation."""
+def _sprio_rows(cluster: SlurmCluster, now: dt.datetime, user: str, jobs: str, partition: str):
     rows = _eligible(cluster, now)
     if user:
         rows = rows.filter(user_name__in=_names(user))
@@ -113,6 +143,16 @@ def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: Slur
         rows = rows.filter(job_id__in=_job_ids(jobs))
     if partition:
         rows = rows.filter(partition__in=_names(partition))
+    return rows
+
+
+def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: SlurmConfig, user: str = "",
+                        jobs: str = "", partition: str = "", page: slice | None = None) -> list[PriorityBreakdown]:
+    """Eligible, unheld pending jobs with the factors of their last priority computation; only
+    the ``page`` of them in sprio's order (job id, partition) when one is given."""
+    rows = _sprio_rows(cluster, now, user, jobs, partition)
+    if page is not None:
+        rows = rows.order_by("job_id", "partition")[page]
     weights = snapshot.priority_weights(config)
     fields = snapshot.breakdown_fields(config)
     if "factor_tres" in fields:
@@ -129,19 +169,21 @@ def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: Slur
 
 
 def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weights: bool = False, norm: bool = False,
-          user: str = "", jobs: str = "", partition: str = "") -> Report:
+          user: str = "", jobs: str = "", partition: str = "", page: slice | None = None) -> Report:
     config = parse_config(cluster.config)
     if config.priority_type != "priority/multifactor":
         text = (f"You are not running a supported priority plugin\n({config.priority_type}).\n"
                 "Only 'priority/multifactor' is supported.\n")
         return Report(text)
     breakdowns = [] if weights else priority_breakdowns(cluster, now=now, config=config, user=user, jobs=jobs,
-                                                        partition=partition)
-    if jobs and not breakdowns and not weights:
+                                                        partition=partition, page=page)
+    total = (_sprio_rows(cluster, now, user, jobs, partition).count()
+             if page is not None and not weights and (page.start or len(breakdowns) == page.stop) else None)
+    if jobs and not breakdowns and not weights and not total:
         return Report(formats.SPRIO_NO_JOBS + "\n")
     breakdowns.sort(key=lambda b: (b.job_id, b.partition))
     text = formats.sprio_text(breakdowns, config, long=long, norm=norm, with_user=bool(user), weights=weights)
-    return Report(text, breakdowns, formats.sprio_rows)
+    return Report(text, breakdowns, formats.sprio_rows, total=total)
 
 
 # --- sshare -------------------------------------------------------------------------------------
@@ -196,7 +238,7 @@ def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
 def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
           all_users: bool = False, duplicates: bool = False, starttime: dt.datetime | None = None,
           endtime: dt.datetime | None = None, state: str = "", brief: bool = False,
-          fields: list[str] | None = None) -> Report:
+          fields: list[str] | None = None, page: slice | None = None) -> Report:
     rows = SlurmJob.objects.filter(cluster=cluster)
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
@@ -209,7 +251,12 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
         rows = rows.filter(user_name__in=_names(user))
     elif not all_users and not jobs:
         rows = rows.filter(user_name=viewer)
-    jobs_by_pk = {job.pk: job for job in rows.order_by("job_id")}
+    rows = rows.order_by("job_id")
+    total = None
+    if page is not None and not state and not duplicates:
+        # One record per job: the page's jobs are the page's records.
+        total, rows, page = rows.count(), rows[page], None
+    jobs_by_pk = {job.pk: job for job in rows}
     runs: dict[int, list[JobRun]] = {}
     for run in JobRun.objects.filter(job_id__in=list(jobs_by_pk)).order_by("job_id", "index"):
         runs.setdefault(run.job_id, []).append(run)
@@ -231,7 +278,10 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
         rows_json = formats.sacct_rows([record for record, _ in chosen], fields=selected)
         return [{**row, **more} for row, (_, more) in zip(rows_json, chosen)]
 
-    return Report(formats.sacct_text(records, fields=selected), list(zip(records, extra)), to_rows)
+    chosen = list(zip(records, extra))
+    if page is not None:
+        total, records, chosen = len(chosen), records[page], chosen[page]
+    return Report(formats.sacct_text(records, fields=selected), chosen, to_rows, total=total)
 
 
 # --- one job's priority, factor by factor ---------------------------------------------------------

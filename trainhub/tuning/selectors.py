@@ -20,10 +20,21 @@ _COLLECTION = {HyperparameterTuningJob: "hyperparameterTuningJobs", TrainingPipe
                Model: "models"}
 
 
-def _with_related(kind: type[DjangoModel], rows: QuerySet) -> QuerySet:
+#: Trials as the study list shows them: how many, and the best one's number and value.
+LIST_PAGE_TRIALS = Trial.objects.only("id", "tuning_job_id", "number", "state", "objective")
+#: Trials as a study's page shows them: each with its job's id and project, not the job's
+#: document and outputs (the API renders those; a 50-trial study would read them all).
+DETAIL_PAGE_TRIALS = Trial.objects.select_related("custom_job__project").defer(
+    "custom_job__spec", "custom_job__quota_demand", "custom_job__labels", "custom_job__error",
+    "custom_job__hp_metrics", "custom_job__model_artifacts")
+
+
+def _with_related(kind: type[DjangoModel], rows: QuerySet, trials: QuerySet[Trial] | None = None) -> QuerySet:
+    """The related rows a resource is rendered with; ``trials`` narrows what a tuning job's trials read."""
     rows = rows.select_related("project")
     if kind is HyperparameterTuningJob:
-        return rows.prefetch_related(Prefetch("trials", queryset=Trial.objects.select_related("custom_job__project")))
+        return rows.prefetch_related(Prefetch("trials", queryset=trials if trials is not None else
+                                              Trial.objects.select_related("custom_job__project")))
     if kind is TrainingPipeline:
         return rows.select_related("custom_job__project", "tuning_job__project").prefetch_related(
             Prefetch("model_versions", queryset=ModelVersion.objects.select_related("model__project")))
@@ -32,11 +43,11 @@ def _with_related(kind: type[DjangoModel], rows: QuerySet) -> QuerySet:
 
 
 def resource_get_for_user(*, kind: type[DjangoModel], user: AbstractBaseUser, project_id: str, location: str,
-                          resource_id: str, permission: str):
+                          resource_id: str, permission: str, trials: QuerySet[Trial] | None = None):
     """A tuning job, pipeline or model of the project, if the user holds ``permission`` there."""
     project = project_get_for_user(user=user, project_id=project_id, permission=permission)
     found = _with_related(kind, kind.objects.filter(project=project, location=location,
-                                                    **{_LOOKUP_FIELD[kind]: resource_id})).first()
+                                                    **{_LOOKUP_FIELD[kind]: resource_id}), trials).first()
     if found is None:
         raise ApiError(404, f"{kind.__name__} projects/{project_id}/locations/{location}/{_COLLECTION[kind]}/"
                             f"{resource_id} not found.")
@@ -45,7 +56,8 @@ def resource_get_for_user(*, kind: type[DjangoModel], user: AbstractBaseUser, pr
 
 def resources_list(*, kind: type[DjangoModel], projects: list[Project], location: str | None = None,
                    state: str = "", page_size: int | None = None, page_token: str = "",
-                   cursor: tuple[dt.datetime, int] | None = None) -> tuple[list, str]:
+                   cursor: tuple[dt.datetime, int] | None = None,
+                   trials: QuerySet[Trial] | None = None) -> tuple[list, str]:
     """Newest first, keyset-paginated on (create_time, id) with the same tokens as customJobs.list."""
     size = DEFAULT_PAGE_SIZE if not page_size else min(page_size, MAX_PAGE_SIZE)
     rows = kind.objects.filter(project__in=projects)
@@ -55,7 +67,7 @@ def resources_list(*, kind: type[DjangoModel], projects: list[Project], location
         rows = rows.filter(state=state)
     if page_token:
         cursor = NEWEST_FIRST.decode(page_token)
-    return keyset_page(_with_related(kind, rows), cursor=cursor, size=size)
+    return keyset_page(_with_related(kind, rows, trials), cursor=cursor, size=size)
 
 
 def trials_sorted(*, tuning_job: HyperparameterTuningJob, maximize: bool, by_metric: bool) -> list[Trial]:

@@ -36,7 +36,8 @@ def tuning_urls(job: HyperparameterTuningJob) -> dict[str, str]:
 
 def _job_for(request: HttpRequest, project: str, location: str, tuning_job_id: str, permission: str):
     return selectors.resource_get_for_user(kind=HyperparameterTuningJob, user=request.user, project_id=project,
-                                           location=location, resource_id=tuning_job_id, permission=permission)
+                                           location=location, resource_id=tuning_job_id, permission=permission,
+                                           trials=selectors.DETAIL_PAGE_TRIALS)
 
 
 def _rows_context(request: HttpRequest) -> dict:
@@ -45,7 +46,8 @@ def _rows_context(request: HttpRequest) -> dict:
     if form.is_valid():
         jobs, next_cursor = selectors.resources_list(kind=HyperparameterTuningJob, projects=form.selected_projects(),
                                                      state=form.cleaned_data["state"],
-                                                     cursor=form.cleaned_data["cursor"])
+                                                     cursor=form.cleaned_data["cursor"],
+                                                     trials=selectors.LIST_PAGE_TRIALS)
     return {"filter_form": form, "tuning_jobs": [(job, best_trial(job)) for job in jobs], "next_cursor": next_cursor}
 
 

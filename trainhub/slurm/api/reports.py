@@ -46,16 +46,18 @@ def moment(params, name: str, now: dt.datetime) -> dt.datetime | None:
         raise invalid_argument([FieldViolation(name, f"invalid time {text!r}")]) from exc
 
 
-def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -> reports.Report:
+def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                  page: slice | None = None) -> reports.Report:
     return reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
                           states=params.get("states", ""), jobs=params.get("jobs", ""), long=flag(params, "long"),
-                          start=flag(params, "start"))
+                          start=flag(params, "start"), page=page)
 
 
-def sprio_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -> reports.Report:
+def sprio_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                 page: slice | None = None) -> reports.Report:
     return reports.sprio(cluster, now=now, long=flag(params, "long"), weights=flag(params, "weights"),
                          norm=flag(params, "norm"), user=params.get("user", ""), jobs=params.get("jobs", ""),
-                         partition=params.get("partition", ""))
+                         partition=params.get("partition", ""), page=page)
 
 
 def sshare_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -> reports.Report:
@@ -63,13 +65,14 @@ def sshare_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) 
                           accounts=params.get("accounts", ""), users=params.get("users", ""))
 
 
-def sacct_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime) -> reports.Report:
+def sacct_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                 page: slice | None = None) -> reports.Report:
     fields = [item for item in params.get("format", "").split(",") if item.strip()] or None
     try:
         return reports.sacct(cluster, now=now, viewer=viewer, jobs=params.get("jobs", ""), user=params.get("user", ""),
                              all_users=flag(params, "allusers"), duplicates=flag(params, "duplicates"),
                              starttime=moment(params, "starttime", now), endtime=moment(params, "endtime", now),
-                             state=params.get("state", ""), brief=flag(params, "brief"), fields=fields)
+                             state=params.get("state", ""), brief=flag(params, "brief"), fields=fields, page=page)
     except ValueError as exc:  # formats refuses an unknown --format field with sacct's message
         raise invalid_argument([FieldViolation("format", str(exc))], str(exc)) from exc
 

@@ -20,6 +20,33 @@ from trainhub.slurm.views.common import cluster_context, cluster_for, job_url
 LIST = "aiplatform.slurmJobs.list"
 PAGES = {"queue": ("squeue", SqueueForm, "Queue"), "priority": ("sprio", SprioForm, "Priority"),
          "fairshare": ("sshare", SshareForm, "Fair-share"), "accounting": ("sacct", SacctForm, "Accounting")}
+#: Commands whose output the page shows a page of lines at a time (the command itself, and the
+#: JSON API's text, print every line; a 10,000-job queue would be a 1.5 MB page). sshare prints
+#: one line per association and is shown whole.
+PAGED = ("squeue", "sprio", "sacct")
+PAGE_LINES = 500
+
+
+def _page_start(request: HttpRequest) -> int:
+    """The first line asked for (?offset=N: squeue's ``start`` is its --start flag), rounded down to
+    a page; 0 when absent or not a number."""
+    text = request.GET.get("offset", "")
+    return int(text) // PAGE_LINES * PAGE_LINES if text.isascii() and text.isdigit() and len(text) < 10 else 0
+
+
+def _pager(request: HttpRequest, start: int, shown: int, total: int) -> dict | None:
+    """Which lines the page shows of how many, and the links to the pages around it."""
+    if start == 0 and shown >= total:
+        return None
+
+    def link(first: int) -> str:
+        query = request.GET.copy()
+        query["offset"] = str(first)
+        return f"?{query.urlencode()}"
+
+    return {"first": start + 1 if shown else start, "last": start + shown, "total": total,
+            "previous": link(max(0, start - PAGE_LINES)) if start else None,
+            "next": link(start + PAGE_LINES) if start + PAGE_LINES < total else None}
 
 
 def _report_page(page: str):
@@ -28,11 +55,15 @@ def _report_page(page: str):
     @html_page
     def view(request: HttpRequest, project: str, location: str, cluster: str) -> HttpResponse:
         cluster_obj = cluster_for(request, project, location, cluster, LIST)
-        report = REPORTS[command](cluster_obj, request.GET, request.user.get_username(), timezone.now())
+        build = REPORTS[command]
+        args = (cluster_obj, request.GET, request.user.get_username(), timezone.now())
+        start = _page_start(request)
+        report = build(*args, page=slice(start, start + PAGE_LINES)) if command in PAGED else build(*args)
         context = cluster_context(request, cluster_obj, page)
         target = job_url(cluster_obj, 0, "job_priority" if command == "sprio" else "job")
         output = report.text if command == "sshare" else linked_job_ids(report.text, target)
-        context.update(form=form_class(request.GET or None), command=command, title=title, output=output)
+        context.update(form=form_class(request.GET or None), command=command, title=title, output=output,
+                       pager=_pager(request, start, len(report.items), report.total) if command in PAGED else None)
         return render(request, "slurm/report.html", context)
 
     view.__name__ = f"{page}_page"
