@@ -113,11 +113,8 @@ def _largest_first(wants: list[tuple[ResourcePool, int]]) -> list[tuple[Resource
 def _machines_within_quota(book: QuotaBook, resource: PersistentResource, shape: ReplicaShape, count: int) -> int:
     """How many of ``count`` machines of ``shape`` the project's on-demand quota still admits."""
     metric = quota_metric(shape.accelerator_type, ON_DEMAND) if shape.accelerator_count else None
-    limit = book.limits.get((resource.project_id, resource.location, metric))
-    if limit is None:
-        return count
-    in_use = book.usage.get((resource.project_id, resource.location, metric), 0)
-    return min(count, max(0, limit - in_use) // shape.accelerator_count)
+    headroom = book.headroom(resource.project_id, resource.location, metric) if metric else None
+    return count if headroom is None else min(count, headroom // shape.accelerator_count)
 
 
 def _quota_shortfalls(book: QuotaBook, project: Project, location: str,

@@ -84,6 +84,13 @@ class QuotaBook:
     limits: Mapping[tuple[Hashable, str, str], int]
     usage: dict[tuple[Hashable, str, str], int] = field(default_factory=dict)
 
+    def headroom(self, project: Hashable, location: str, metric: str) -> int | None:
+        """GPUs still free under the metric's limit (never negative); None when it has no limit."""
+        limit = self.limits.get((project, location, metric))
+        if limit is None:
+            return None
+        return max(0, limit - self.usage.get((project, location, metric), 0))
+
     def shortfalls(self, project: Hashable, location: str, demand: Mapping[str, int]) -> list[QuotaShortfall]:
         result = []
         for metric, requested in sorted(demand.items()):
