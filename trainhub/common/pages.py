@@ -8,9 +8,10 @@ from typing import Callable
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from trainhub.common.errors import ApiError
+from trainhub.iam.selectors import projects_with_permission
 
 #: A fragment of a page: its template and a function building only the context it needs.
 Section = tuple[str, Callable[[], dict]]
@@ -45,3 +46,13 @@ def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
             raise BadRequest(error.message) from error
 
     return login_required(wrapper)
+
+
+def redirect_to_first_project_form(request: HttpRequest, *, permission: str, url_name: str, location: str,
+                                   refusal: str) -> HttpResponse:
+    """A "New ..." link without a project: the create form ``url_name`` of the first project where
+    the user holds ``permission``; 403 with ``refusal`` when there is none."""
+    projects = projects_with_permission(user=request.user, permission=permission)
+    if not projects:
+        raise PermissionDenied(refusal)
+    return redirect(url_name, project=projects[0].project_id, location=location)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import partial
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -13,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
-from trainhub.common.pages import html_page, render_page_or_fragment
+from trainhub.common.pages import html_page, redirect_to_first_project_form, render_page_or_fragment
 from trainhub.iam.selectors import (
     project_get_for_user,
     projects_with_permission,
@@ -166,7 +165,6 @@ def job_create(request: HttpRequest, project: str, location: str) -> HttpRespons
 @html_page
 def job_create_in_first_project(request: HttpRequest) -> HttpResponse:
     """The nav's "Submit job": the form of the first project where the user may submit."""
-    projects = projects_with_permission(user=request.user, permission=CREATE)
-    if not projects:
-        raise PermissionDenied("You cannot submit jobs: no project grants you aiplatform.customJobs.create.")
-    return redirect("jobs:create", project=projects[0].project_id, location=DEFAULT_LOCATION)
+    return redirect_to_first_project_form(
+        request, permission=CREATE, url_name="jobs:create", location=DEFAULT_LOCATION,
+        refusal="You cannot submit jobs: no project grants you aiplatform.customJobs.create.")

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import project_get_for_user, projects_with_permission, user_has_permission
 from trainhub.jobs.forms import DEFAULT_LOCATION, machine_catalog
-from trainhub.common.pages import Section, html_page, render_page_or_fragment
+from trainhub.common.pages import Section, html_page, redirect_to_first_project_form, render_page_or_fragment
 from trainhub.resources import selectors, services
 from trainhub.resources.charts import figure_html, utilisation_figure
 from trainhub.resources.forms import ResourceCreateForm, ResourceResizeForm
@@ -171,7 +171,6 @@ def resource_create(request: HttpRequest, project: str, location: str) -> HttpRe
 
 @html_page
 def resource_create_in_first_project(request: HttpRequest) -> HttpResponse:
-    projects = projects_with_permission(user=request.user, permission=CREATE)
-    if not projects:
-        raise PermissionDenied(f"Creating a persistent resource needs {CREATE}: ask a project admin.")
-    return redirect("resources:create", project=projects[0].project_id, location=DEFAULT_LOCATION)
+    return redirect_to_first_project_form(
+        request, permission=CREATE, url_name="resources:create", location=DEFAULT_LOCATION,
+        refusal=f"Creating a persistent resource needs {CREATE}: ask a project admin.")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import partial
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -14,7 +13,7 @@ from django.views.decorators.http import require_POST
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import project_get_for_user, projects_with_permission, user_has_permission
 from trainhub.jobs.forms import DEFAULT_LOCATION, machine_catalog
-from trainhub.common.pages import html_page, render_page_or_fragment
+from trainhub.common.pages import html_page, redirect_to_first_project_form, render_page_or_fragment
 from trainhub.tuning import figures, selectors, services
 from trainhub.tuning.forms import TuningFilterForm, TuningJobForm
 from trainhub.tuning.models import HyperparameterTuningJob, Model
@@ -148,10 +147,9 @@ def tuning_create(request: HttpRequest, project: str, location: str) -> HttpResp
 
 @html_page
 def tuning_create_in_first_project(request: HttpRequest) -> HttpResponse:
-    projects = projects_with_permission(user=request.user, permission=CREATE)
-    if not projects:
-        raise PermissionDenied(f"You cannot create tuning jobs: no project grants you {CREATE}.")
-    return redirect("tuning:create", project=projects[0].project_id, location=DEFAULT_LOCATION)
+    return redirect_to_first_project_form(
+        request, permission=CREATE, url_name="tuning:create", location=DEFAULT_LOCATION,
+        refusal=f"You cannot create tuning jobs: no project grants you {CREATE}.")
 
 
 @html_page
