@@ -95,3 +95,28 @@ def test_it_refuses_a_saved_instance(cast, now):
     job.save()
     with pytest.raises(ValueError, match="already saved"):
         CompiledInsert(JobEvent).save(JobEvent.objects.create(job=job, time=now))
+
+
+def test_save_with_inserts_a_row_and_the_row_pointing_at_it(cast, now):
+    job, event = new_job(cast, now), JobEvent(time=now, state="JOB_STATE_QUEUED", message="created")
+    with CaptureQueriesContext(connection) as captured:
+        CompiledInsert(CustomJob).save_with(job, event, CompiledInsert(JobEvent))
+    assert job.pk is not None and event.pk is not None and event.job_id == job.pk and event.job is job
+    assert not job._state.adding and not event._state.adding
+    assert list(CustomJob.objects.get(pk=job.pk).events.values_list("pk", "message")) == [(event.pk, "created")]
+    if connection.vendor == "postgresql":  # one statement, which commits by itself outside a transaction
+        assert [query["sql"].split(None, 1)[0] for query in captured.captured_queries] == ["WITH"]
+
+
+def test_save_with_inserts_neither_row_when_the_second_is_refused(cast, now):
+    from django.db import IntegrityError, transaction
+
+    job, event = new_job(cast, now), JobEvent(time=now, state="JOB_STATE_QUEUED", message=None)  # NOT NULL
+    with pytest.raises(IntegrityError), transaction.atomic():
+        CompiledInsert(CustomJob).save_with(job, event, CompiledInsert(JobEvent))
+    assert not CustomJob.objects.filter(job_id=job.job_id).exists()
+
+
+def test_save_with_needs_exactly_one_foreign_key_to_the_first_model(cast, now):
+    with pytest.raises(ValueError, match="exactly one foreign key"):
+        CompiledInsert(CustomJob).save_with(new_job(cast, now), ApiToken(user=cast["vic"]), CompiledInsert(ApiToken))

@@ -2,11 +2,17 @@ import copy
 import json
 from functools import partial
 
+import pytest
+import redis
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.conftest import SEED_REST_BODY, container_pool, job_body
+from trainhub.common.live import LIVE_VERSION
 from trainhub.jobs.models import CustomJob
+from trainhub.scheduling import tasks, working_memory
+from trainhub.scheduling.pass_requests import PASS_REQUESTED
 
 BASE = "/v1/projects/alpha/locations/us-central1/customJobs"
 
@@ -113,8 +119,9 @@ def test_unknown_api_path_is_a_json_404(api):
 
 
 def test_a_submission_costs_the_same_few_queries_however_many_replicas(api, cast):
-    """Token, membership, quota limits, then the job and its creation event in one transaction (a
-    savepoint inside the test's own): nothing per replica or pool, nothing read back for the answer."""
+    """Token, membership, quota limits, then the job and its creation event: one statement on
+    PostgreSQL, elsewhere two INSERTs in one transaction (a savepoint inside the test's own).
+    Nothing per replica or pool, nothing read back for the answer."""
     client = api("uma")
     client.post(BASE, job_body(container_pool()), format="json")  # the token's last_used is recorded once
     gpu_pool = partial(container_pool, "a2-highgpu-1g", accelerator="NVIDIA_TESLA_A100")
@@ -124,5 +131,42 @@ def test_a_submission_costs_the_same_few_queries_however_many_replicas(api, cast
             assert client.post(BASE, body, format="json").status_code == 200
         statements[replicas] = [query["sql"].split(None, 1)[0].upper() for query in captured.captured_queries]
     assert CustomJob.objects.get(replica_count=16).gpu_count == 16
-    assert statements[1] == statements[16] == ["SELECT", "SELECT", "SELECT", "SAVEPOINT", "INSERT", "INSERT",
-                                               "RELEASE"]
+    insert = ["WITH"] if connection.vendor == "postgresql" else ["SAVEPOINT", "INSERT", "INSERT", "RELEASE"]
+    assert statements[1] == statements[16] == ["SELECT", "SELECT", "SELECT", *insert]
+
+
+@pytest.mark.django_db(transaction=True)  # outside a transaction, as in production: on-commit writes run at once
+def test_a_submission_queues_the_job_asks_for_a_pass_and_bumps_live_pages_in_one_redis_round_trip(
+        api, cast, redis_client, monkeypatch):
+    client = api("uma")
+    client.post(BASE, job_body(container_pool()), format="json")  # the token's last_used is recorded once
+    redis_client.delete(PASS_REQUESTED)
+    live_before = int(redis_client.get(LIVE_VERSION) or 0)
+    tasks_sent, round_trips = [], []
+    monkeypatch.setattr(tasks.scheduler_pass, "delay", lambda: tasks_sent.append(1))
+    execute, command = redis.client.Pipeline.execute, redis.Redis.execute_command
+    monkeypatch.setattr(redis.client.Pipeline, "execute",
+                        lambda pipe, *a, **k: round_trips.append("pipeline") or execute(pipe, *a, **k))
+    monkeypatch.setattr(redis.Redis, "execute_command",
+                        lambda r, *a, **k: round_trips.append(a[0]) or command(r, *a, **k))
+    response = client.post(BASE, job_body(container_pool()), format="json")
+    assert response.status_code == 200
+    job = CustomJob.objects.get(job_id=response.json()["name"].rsplit("/", 1)[1])
+    assert round_trips == ["pipeline"]
+    monkeypatch.undo()
+    assert working_memory.pending_ids(redis_client)[-1] == job.pk
+    assert redis_client.hexists(working_memory.DETAILS, job.pk)
+    assert redis_client.exists(PASS_REQUESTED) and tasks_sent == [1]
+    assert int(redis_client.get(LIVE_VERSION)) == live_before + 1
+
+
+def test_a_submission_is_stored_even_when_redis_does_not_answer(api, cast, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise RedisConnectionError("connection refused")
+
+    monkeypatch.setattr(redis.client.Pipeline, "execute", refuse)
+    monkeypatch.setattr(tasks.scheduler_pass, "delay", lambda: None)
+    response = api("uma").post(BASE, job_body(container_pool()), format="json")
+    assert response.status_code == 200
+    job = CustomJob.objects.get(job_id=response.json()["name"].rsplit("/", 1)[1])
+    assert list(job.events.values_list("state", flat=True)) == ["JOB_STATE_QUEUED"]

@@ -13,17 +13,15 @@ import logging
 from django.db import transaction
 from redis.exceptions import RedisError
 
-from trainhub.common.redis import RedisNotConfigured, get_redis
+from trainhub.common.redis import RedisNotConfigured, best_effort, get_redis
 
 LIVE_VERSION = "trainhub:live:version"
 logger = logging.getLogger(__name__)
 
 
 def _bump() -> None:
-    try:
-        get_redis().incr(LIVE_VERSION)
-    except (RedisError, RedisNotConfigured):
-        logger.debug("live version not bumped: Redis did not answer", exc_info=True)
+    best_effort(lambda pipe: pipe.incr(LIVE_VERSION),
+                failed=lambda exc: logger.debug("live version not bumped: Redis did not answer (%s)", exc))
 
 
 def live_changed() -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import JSONParser, get_encoding
+from rest_framework.utils import json
 
 NUL = "\x00"
+#: How a NUL is written in JSON text: strict JSON refuses the raw character inside a string.
+NUL_ESCAPE = "\\u0000"
 
 
 def holds_nul(value: Any) -> bool:
@@ -28,7 +31,13 @@ def holds_nul(value: Any) -> bool:
 
 class JsonParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
-        if holds_nul(data):
+        try:
+            text = stream.read().decode(get_encoding(parser_context or {}))
+            data = json.loads(text, parse_constant=json.strict_constant if self.strict else None)
+        except ValueError as exc:  # UnicodeDecodeError included
+            raise ParseError(f"JSON parse error - {exc}") from exc
+        # Walking every string of a large document costs more than the rest of parsing it; only
+        # a text that spells the escape can hold a NUL.
+        if NUL_ESCAPE in text and holds_nul(data):
             raise ParseError("Strings may not contain NUL characters (\\u0000).")
         return data

@@ -15,12 +15,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
-from redis.exceptions import RedisError
 
 from trainhub.common.compiled import CompiledInsert
 from trainhub.common.errors import ApiError, invalid_argument
 from trainhub.common.live import live_changed
-from trainhub.common.redis import RedisNotConfigured, get_redis
+from trainhub.common.redis import best_effort, one_round_trip
 from trainhub.iam.models import Project
 from trainhub.jobs import states
 from trainhub.jobs.costs import gpus_by_quota_demand
@@ -53,11 +52,10 @@ _EVENT_INSERT = CompiledInsert(JobEvent)
 
 def remember_pending(jobs: list[CustomJob]) -> None:
     """Put jobs in the scheduler's Redis queue. Best effort: the periodic reconcile repairs a miss."""
-    try:
-        working_memory.pending_add(get_redis(), [queued_job(job) for job in jobs])
-    except (RedisError, RedisNotConfigured):
-        logger.warning("could not queue job(s) %s in Redis; the next reconcile will", [j.pk for j in jobs],
-                       exc_info=True)
+    queued = [queued_job(job) for job in jobs]
+    best_effort(lambda pipe: working_memory.pending_add(pipe, queued),
+                failed=lambda exc: logger.warning("could not queue job(s) %s in Redis (%s); the next reconcile will",
+                                                  [job.pk for job in jobs], exc))
 
 
 def queued_job(job: CustomJob, *, with_gang: bool = True) -> working_memory.QueuedJob:
@@ -73,6 +71,12 @@ def job_gang(job: CustomJob) -> working_memory.Gang:
 
 def _event(job: CustomJob, now: dt.datetime, message: str, state: str = "") -> None:
     _EVENT_INSERT.save(JobEvent(job=job, time=now, state=state, message=message))
+    live_changed()
+
+
+def _create(job: CustomJob, message: str) -> None:
+    """Insert a new job with its first timeline event: one statement on PostgreSQL (see CompiledInsert.save_with)."""
+    _JOB_INSERT.save_with(job, JobEvent(time=job.create_time, state=job.state, message=message), _EVENT_INSERT)
     live_changed()
 
 
@@ -149,31 +153,31 @@ def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None
     parsed = job_submission_check(project=project, location=location, body=body)
     demand = _quota_demand(parsed)
     now = now or timezone.now()
-    with transaction.atomic():
-        job = CustomJob(
-            project=project,
-            location=location,
-            job_id=_new_job_id(),
-            display_name=parsed.document["displayName"],
-            spec=parsed.document,
-            labels=parsed.document["labels"],
-            strategy=parsed.strategy,
-            gpu_count=sum(p.replica_count * p.shape.accelerator_count for p in parsed.pools),
-            replica_count=sum(p.replica_count for p in parsed.pools),
-            accelerator_type=parsed.accelerator_type,
-            quota_demand=demand,
-            owner=owner,
-            trial_id=trial_id,
-            persistent_resource_id=parsed.document["jobSpec"].get("persistentResourceId"),
-            timeout_seconds=parsed.timeout_seconds,
-            max_wait_seconds=parsed.max_wait_seconds,
-            created_by=user if user is not None and user.is_authenticated else None,
-            create_time=now,
-            update_time=now,
-        )
-        _JOB_INSERT.save(job)
-        _event(job, now, f"Job created by {user or 'system'} ({parsed.strategy}).", states.QUEUED)
-        # Queued before commit: the pass keeps a queued id it cannot see yet for a grace period.
+    job = CustomJob(
+        project=project,
+        location=location,
+        job_id=_new_job_id(),
+        display_name=parsed.document["displayName"],
+        spec=parsed.document,
+        labels=parsed.document["labels"],
+        strategy=parsed.strategy,
+        gpu_count=sum(p.replica_count * p.shape.accelerator_count for p in parsed.pools),
+        replica_count=sum(p.replica_count for p in parsed.pools),
+        accelerator_type=parsed.accelerator_type,
+        quota_demand=demand,
+        owner=owner,
+        trial_id=trial_id,
+        persistent_resource_id=parsed.document["jobSpec"].get("persistentResourceId"),
+        timeout_seconds=parsed.timeout_seconds,
+        max_wait_seconds=parsed.max_wait_seconds,
+        created_by=user if user is not None and user.is_authenticated else None,
+        create_time=now,
+        update_time=now,
+    )
+    # The job is committed before Redis hears of it (reconcile queues a job whose Redis write was
+    # lost); the three best-effort writes that follow share one round trip.
+    with one_round_trip():
+        _create(job, f"Job created by {user or 'system'} ({parsed.strategy}).")
         remember_pending([job])
         request_pass()
     return job

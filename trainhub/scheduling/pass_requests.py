@@ -16,9 +16,8 @@ import logging
 
 import redis
 from django.db import transaction
-from redis.exceptions import RedisError
 
-from trainhub.common.redis import RedisNotConfigured, get_redis
+from trainhub.common.redis import best_effort
 
 PASS_REQUESTED = "trainhub:scheduler:pass-requested"
 REQUEST_TTL_SECONDS = 10
@@ -32,15 +31,25 @@ def request_pass() -> None:
 
 
 def _send() -> None:
+    best_effort(lambda pipe: pipe.set(PASS_REQUESTED, 1, nx=True, ex=REQUEST_TTL_SECONDS),
+                answered=_send_task_if_first, failed=_send_task_anyway)
+
+
+def _send_task_if_first(replies: list) -> None:
+    (first,) = replies
+    if first:
+        _send_task()
+
+
+def _send_task_anyway(exc: Exception) -> None:
+    logger.warning("pass request flag not set: Redis did not answer (%s); sending the task anyway", exc)
+    _send_task()
+
+
+def _send_task() -> None:
     from trainhub.scheduling.tasks import scheduler_pass
 
-    try:
-        first = get_redis().set(PASS_REQUESTED, 1, nx=True, ex=REQUEST_TTL_SECONDS)
-    except (RedisError, RedisNotConfigured):
-        logger.warning("pass request flag not set: Redis did not answer; sending the task anyway", exc_info=True)
-        first = True
-    if first:
-        scheduler_pass.delay()
+    scheduler_pass.delay()
 
 
 def claim(client: redis.Redis) -> None:

@@ -102,13 +102,8 @@ def is_warm(client: redis.Redis) -> bool:
     return bool(client.exists(EPOCH))
 
 
-def pending_add(client: redis.Redis, jobs: Iterable[QueuedJob]) -> None:
-    pipe = client.pipeline(transaction=False)
-    _queue(pipe, jobs)
-    pipe.execute()
-
-
-def _queue(pipe, jobs: Iterable[QueuedJob]) -> None:
+def pending_add(pipe, jobs: Iterable[QueuedJob]) -> None:
+    """Queue, on a pipeline, the commands that put jobs in the waiting queue with their details."""
     for job in jobs:
         pipe.zadd(PENDING, {job.pk: job.submitted.timestamp()})
         if job.deadline is not None:
@@ -259,7 +254,7 @@ def reconcile(client: redis.Redis, *, waiting: Iterable[QueuedJob], heartbeats: 
     pipe = client.pipeline(transaction=True)
     if rebuild:
         pipe.delete(PENDING, FLEX_DEADLINES, DETAILS)
-    _queue(pipe, waiting)
+    pending_add(pipe, waiting)
     for node_id, beat in heartbeats.items():
         remaining = int(heartbeat_ttl - (now - beat).total_seconds())
         if remaining > 0:
