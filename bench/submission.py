@@ -231,14 +231,18 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         with context.Pool(CLIENTS) as pool:
             pool.starmap(_client, [(port, share[:WARM_UP_PER_CLIENT]) for share in shares])
             clear_jobs()
-            server_pids = [server.pid, *_children(server.pid)]
+            workers = _children(server.pid)
+            server_pids = [server.pid, *workers]
             server_before, redis_before = _cpu_of(server_pids), _redis_cpu()
             database = _DatabaseCpu()
             database.start()
             begun = time.perf_counter()
             results = pool.starmap(_client, [(port, share) for share in shares])
             elapsed = time.perf_counter() - begun
-            server_cpu = _cpu_spent(server_before, _cpu_of(server_pids))
+            server_after = _cpu_of(server_pids)
+            server_cpu = _cpu_spent(server_before, server_after)
+            worker_cpu = sorted((server_after.get(pid, 0.0) - server_before.get(pid, 0.0) for pid in workers),
+                                reverse=True)
             database_cpu = database.spent()
             redis_cpu = _redis_cpu() - redis_before
     finally:
@@ -267,6 +271,7 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         "server_cpu_ms_per_job": server_cpu / count * 1000, "database_cpu_ms_per_job": database_cpu / count * 1000 if connection.vendor == "postgresql" else None,
         "redis_cpu_ms_per_job": redis_cpu / count * 1000, "client_cpu_ms_per_job": client_cpu / count * 1000,
         "total_cpu_ms_per_job": total_cpu / count * 1000,
+        "worker_cpu_shares": [round(cpu / server_cpu, 2) for cpu in worker_cpu] if server_cpu else [],
         "cpu_ceiling_jobs_per_second": cores / (total_cpu / count) if total_cpu else None,
         "load_average_before": load_before, "load_average_after": load_after,
     }
@@ -299,8 +304,10 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         "Redis from INFO cpu; clients from their own process time); "
         f"CPU ceiling = {cores} cores / their sum, the rate this machine could accept with nothing else running",
         f"each client is a process with one kept-alive connection (a plain socket) sending requests encoded "
-        f"beforehand; "
-        f"{WARM_UP_PER_CLIENT} warm-up requests per client first",
+        f"beforehand; {WARM_UP_PER_CLIENT} warm-up requests per client first",
+        f"share of gunicorn's CPU per worker process: {row['worker_cpu_shares']} - a kept-alive connection stays "
+        f"with the worker that accepted it, so when both clients' connections land on one worker, one Python "
+        f"process (one core at a time) serves every request",
     ]
     return section
 
