@@ -459,7 +459,7 @@ def bench_job_submit(sizes: Sizes) -> Section:
         })
     section.notes += [
         ("job_submit validates the body, inserts the job and its creation event in one transaction and, on "
-         "commit, enqueues a scheduler pass (to the embedded Redis, where no worker runs it); it also queues "
+         "commit, enqueues a scheduler pass (to the benchmarks' Redis, where no worker runs it); it also queues "
          "the job in the scheduler's Redis sorted set."),
         "Each run starts from an empty job table; SQL counted (CaptureQueriesContext) in one more, untimed, run.",
     ]
