@@ -41,7 +41,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", action="append", metavar="NAME", choices=[b.name for b in BENCHMARKS],
                         help="run only this benchmark (repeatable): " + ", ".join(b.name for b in BENCHMARKS))
     parser.add_argument("--allow-flush", action="store_true",
-                        help="DATABASE_URL points at a throwaway database the benchmarks may migrate and flush")
+                        help="DATABASE_URL and REDIS_URL point at throwaway stores the benchmarks may migrate "
+                             "and flush (FLUSHDB of that Redis database only)")
     parser.add_argument("--profile", action="store_true",
                         help=f"run every timed call under cProfile; .prof files go to {RESULTS_DIR} "
                              "(times then include the profiler's overhead)")
@@ -53,10 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     selected = [b for b in BENCHMARKS if not args.only or b.name in args.only]
     sizes = QUICK if args.quick else FULL
     started = dt.datetime.now(dt.UTC)
-    database_note = "not used"
+    database_note = redis_note = "not used"
     if any(b.needs_database for b in selected):
         try:
-            database_note = setup_django(allow_flush=args.allow_flush).throwaway_note
+            stores = setup_django(allow_flush=args.allow_flush)
+            database_note, redis_note = stores.database.throwaway_note, stores.redis.note
         except BenchSetupError as exc:
             print(f"bench: {exc}", file=sys.stderr)
             return 2
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine['cpu_model']}, {machine['cpu_cores']} cores; Python {machine['python']}; "
           f"Django {machine['django']}")
     print(f"database: {database_note}")
+    print(f"redis: {redis_note}")
     print(f"load average (1/5/15 min): {' / '.join(map(str, machine['load_average']))}")
     if args.profile:
         print("profiling: ON - times include cProfile overhead")
@@ -92,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "profiled": args.profile,
         "machine": machine,
         "database_note": database_note,
+        "redis_note": redis_note,
         "benchmarks": sections,
         "total_seconds": (dt.datetime.now(dt.UTC) - started).total_seconds(),
     }

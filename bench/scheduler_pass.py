@@ -233,14 +233,22 @@ def bench_nodes(count: int) -> tuple[int, ...]:
 
 
 def clear_jobs() -> None:
-    """Delete every job and what hangs off it (logs, events, replicas) with plain DELETEs."""
-    from django.db import connection, transaction
+    """Delete every job with plain SQL, as the ORM's delete would treat what refers to it: the rows
+    that cascade (logs, events, replicas) go, the ones that merely point at a job (the page dataset's
+    trials, pipelines and model versions) lose the pointer - PostgreSQL refuses the commit otherwise."""
+    from django.db import connection, models, transaction
 
-    from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
+    from trainhub.jobs.models import CustomJob
 
+    quote = connection.ops.quote_name
     with transaction.atomic(), connection.cursor() as cursor:
-        for model in (LogLine, JobEvent, Replica, CustomJob):
-            cursor.execute(f"DELETE FROM {connection.ops.quote_name(model._meta.db_table)}")
+        for relation in CustomJob._meta.related_objects:
+            table, column = quote(relation.related_model._meta.db_table), quote(relation.field.column)
+            if relation.on_delete is models.SET_NULL:
+                cursor.execute(f"UPDATE {table} SET {column} = NULL WHERE {column} IS NOT NULL")
+            else:
+                cursor.execute(f"DELETE FROM {table} WHERE {column} IS NOT NULL")
+        cursor.execute(f"DELETE FROM {quote(CustomJob._meta.db_table)}")
 
 
 def queued_row(job: WorkloadJob, *, project: Project, user: AbstractBaseUser, created: dt.datetime) -> CustomJob:
@@ -451,7 +459,7 @@ def bench_job_submit(sizes: Sizes) -> Section:
         })
     section.notes += [
         ("job_submit validates the body, inserts the job and its creation event in one transaction and, on "
-         "commit, enqueues a scheduler pass (to the embedded Redis, where no worker runs it); it also queues "
+         "commit, enqueues a scheduler pass (to the benchmarks' Redis, where no worker runs it); it also queues "
          "the job in the scheduler's Redis sorted set."),
         "Each run starts from an empty job table; SQL counted (CaptureQueriesContext) in one more, untimed, run.",
     ]

