@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.cli import SEED_CONFIG
+from tests.json_documents import NUMBER_EDGES, STRING_EDGES
 from trainhub.cli.worker_pool_spec import (
     WORKER_POOL_SPEC_KEYS,
     ConfigFileError,
@@ -35,6 +36,7 @@ yaml_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10), st.binary(max_size=4),
     st.dates(), st.datetimes(timezones=st.just(dt.timezone.utc)),
     st.sampled_from(["1800s", "FLEX_START", "a2-highgpu-1g", "NVIDIA_TESLA_A100", "7200s"]),
+    st.sampled_from(STRING_EDGES + NUMBER_EDGES),
 )
 yaml_documents = st.recursive(
     yaml_scalars,

@@ -3,7 +3,6 @@ SpecError naming the offending fields - never another exception (which the API w
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -11,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import SEED_REST_BODY, container_pool, job_body
+from tests.json_documents import NUMBER_EDGES, STRING_EDGES, json_paths, replaced
 from trainhub.common.wire import WireError, parse_duration, parse_enum, parse_int, parse_timestamp
 from trainhub.jobs.spec import STRATEGIES, ParsedCustomJob, SpecError, parse_custom_job
 
@@ -23,6 +23,7 @@ json_scalars = st.one_of(
     st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0, 1e300, 1e-30, 2**63, -(2**63) - 1]),
     st.sampled_from(["", " ", "0", "-1", "1.5", "1800s", "-5s", "0s", "NaN", "FLEX_START", "6", "99",
                      "NVIDIA_TESLA_A100", "a2-highgpu-1g", "n1-standard-4", "x" * 5000]),
+    st.sampled_from(STRING_EDGES + NUMBER_EDGES),
 )
 json_values = st.recursive(
     json_scalars,
@@ -43,36 +44,13 @@ VALID_BODIES = [
 ]
 
 
-def _paths(document: Any, prefix: tuple = ()) -> list[tuple]:
-    """Every key/index path inside a JSON document (the document itself is the empty path)."""
-    found = [prefix]
-    if isinstance(document, dict):
-        for key, value in document.items():
-            found += _paths(value, prefix + (key,))
-    elif isinstance(document, list):
-        for index, value in enumerate(document):
-            found += _paths(value, prefix + (index,))
-    return found
-
-
-def _replace(document: Any, path: tuple, value: Any) -> Any:
-    if not path:
-        return value
-    copied = copy.deepcopy(document)
-    parent = copied
-    for step in path[:-1]:
-        parent = parent[step]
-    parent[path[-1]] = value
-    return copied
-
-
 @st.composite
 def mutated_bodies(draw) -> Any:
     """A valid body with one to three of its values (or whole sub-documents) replaced by anything."""
     body = draw(st.sampled_from(VALID_BODIES))
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        path = draw(st.sampled_from(_paths(body)))
-        body = _replace(body, path, draw(json_values))
+        path = draw(st.sampled_from(json_paths(body)))
+        body = replaced(body, path, draw(json_values))
     return body
 
 

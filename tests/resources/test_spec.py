@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trainhub.resources.spec import (
+    MAX_RESOURCE_POOLS,
     SpecError,
     parse_persistent_resource,
     parse_update,
@@ -102,6 +103,14 @@ def test_a_pool_id_used_twice_and_missing_pools_are_refused():
     assert "'a' is used more than once" in str(error.value)
     with pytest.raises(SpecError, match="at least one resource pool"):
         parse_persistent_resource({"resourcePools": []})
+
+
+def test_more_pools_than_the_limit_are_refused_before_any_is_parsed():
+    """10,000 pools of one shape took 15 s to name (each generated id tried every taken one)."""
+    assert len(parse_persistent_resource({"resourcePools": [pool(replicaCount=1)] * MAX_RESOURCE_POOLS}).pools) == MAX_RESOURCE_POOLS
+    with pytest.raises(SpecError, match=f"at most {MAX_RESOURCE_POOLS} resource pools") as error:
+        parse_persistent_resource({"resourcePools": [pool(replicaCount=1)] * 10_000})
+    assert fields_of(error.value) == ["resourcePools"]
 
 
 def test_network_and_other_stored_options_are_kept():

@@ -1,7 +1,10 @@
-"""Fixtures the security tests share: one of every kind of alpha's resources, and the values that
-fill every route parameter of the URL conf with them (tests/security/urlconf.py)."""
+"""What the security tests share: one of every kind of alpha's resources, the values that fill
+every route parameter of the URL conf with them (tests/security/urlconf.py), the API's OpenAPI
+schema and the shape of its errors."""
 
 import pytest
+import schemathesis
+from django.core.wsgi import get_wsgi_application
 
 from tests.conftest import container_pool, job_body
 from tests.slurm.conftest import accounts, admin, cluster, make_job, slurm_pools  # noqa: F401 - fixtures
@@ -13,6 +16,18 @@ from trainhub.tuning.models import Model, ModelVersion
 from trainhub.tuning.spec import CUSTOM_TASK
 
 SECRET = "alpha-secret-experiment"
+
+# Loading the schema reads no database: it is generated from the URL conf and the views.
+API_SCHEMA = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
+
+
+def assert_in_google_error_format(status_code: int, document: object) -> None:
+    """A 4xx body is {"error": {"code", "message", "status"}} with the HTTP status as its code."""
+    error = document.get("error") if isinstance(document, dict) else None
+    assert isinstance(error, dict), f"4xx without an error object: {str(document)[:300]}"
+    assert error.get("code") == status_code, error
+    assert isinstance(error.get("message"), str) and error["message"], error
+    assert isinstance(error.get("status"), str) and error["status"].isupper(), error
 
 
 @pytest.fixture

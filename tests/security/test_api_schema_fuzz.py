@@ -13,9 +13,7 @@ from __future__ import annotations
 import zlib
 
 import pytest
-import schemathesis
 from django.core.signals import request_finished, request_started
-from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -27,6 +25,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.conftest import container_pool, job_body
+from tests.security.conftest import API_SCHEMA, assert_in_google_error_format
 from trainhub.iam.services import api_token_get_or_create
 from trainhub.jobs import services, states
 from trainhub.jobs.models import CustomJob
@@ -74,13 +73,9 @@ def caller(case, cast):
 
 
 def google_error_format(ctx, response, case):
-    """Every 4xx is {"error": {"code", "message", "status"}} with the HTTP status as its code."""
+    """Every 4xx is in Google's error format."""
     if 400 <= response.status_code < 500:
-        error = response.json().get("error")
-        assert isinstance(error, dict), f"4xx without an error object: {response.text[:300]}"
-        assert error.get("code") == response.status_code, error
-        assert isinstance(error.get("message"), str) and error["message"], error
-        assert isinstance(error.get("status"), str) and error["status"].isupper(), error
+        assert_in_google_error_format(response.status_code, response.json())
 
 
 @pytest.fixture
@@ -105,17 +100,15 @@ def fuzz_values(alpha_values, cast, test_transaction_kept):
     return alpha_values
 
 
-# Loading the schema reads no database: it is generated from the URL conf and the views.
-schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
 # The explicit examples and MAX_EXAMPLES generated cases per operation (valid and invalid). The
 # coverage phase stays off: it sends every case the schema defines whatever max_examples says -
 # over a thousand for a training pipeline's body - which would make this file's time grow with
 # each schema detail.
-schema.config.phases.coverage.enabled = False
+API_SCHEMA.config.phases.coverage.enabled = False
 MAX_EXAMPLES = 25
 
 
-@schema.parametrize()
+@API_SCHEMA.parametrize()
 @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_every_operation_answers_bad_input_without_a_5xx_and_in_the_error_format(case, cast, fuzz_values):
     token = api_token_get_or_create(user=caller(case, cast)).key

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.json_documents import NUMBER_EDGES, STRING_EDGES
 from trainhub.slurm.sacctmgr import (
     COMMIT_PROMPT,
     NOTHING_MODIFIED,
@@ -154,6 +155,9 @@ def test_wrong_commands_get_a_clear_message(line, start):
     st.sampled_from(["sacctmgr", "-i", "-P", "add", "modify", "delete", "show", "user", "account", "qos", "assoc",
                      "cluster", "where", "set", "name=x", "acc=ml", "fairshare=parent", "maxjobs=-1", "qos+=a",
                      "grptres=cpu=4", "format=user%20", "tree", "maxwall=1-0", "PreemptMode=cancel", "="]),
+    st.sampled_from([str(edge) for edge in STRING_EDGES + NUMBER_EDGES]).flatmap(
+        lambda edge: st.sampled_from([edge, f"name={edge}", f"maxjobs={edge}", f"fairshare={edge}",
+                                      f"grptres=gres/gpu={edge}", f"maxwall={edge}", f"format=user%{edge}"])),
     st.text(max_size=12)), max_size=8))
 def test_the_parser_never_raises_anything_but_its_own_error(tokens):
     try:

@@ -50,6 +50,14 @@ def test_a_double_space_too_wide_to_draw_from_is_refused(low, high, scale):
     assert "is too wide" in found["studySpec.parameters[0].doubleValueSpec"]
 
 
+@pytest.mark.parametrize("key", ["doubleValueSpec", "integerValueSpec", "categoricalValueSpec", "discreteValueSpec"])
+@pytest.mark.parametrize("wrong", [[], "x", 1])
+def test_a_value_spec_that_is_not_an_object_is_a_violation_naming_it(key, wrong):
+    """It was read with .get() whatever its type: a 500 at create."""
+    found = violations(study({"parameterId": "p", key: wrong}))
+    assert found == {f"studySpec.parameters[0].{key}": f"must be an object, got {type(wrong).__name__}"}
+
+
 def test_every_violation_is_reported_at_once():
     spec = {"metrics": [{"metricId": "a b", "goal": "MAXIMIZE"}, {"metricId": "m"}],
             "parameters": [double("x", 1, 1), {"parameterId": "y"}, categorical("c", "a", "a"),

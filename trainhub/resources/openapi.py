@@ -7,6 +7,7 @@ from trainhub.common.openapi import TIMESTAMP, Schema, int64, obj
 from trainhub.jobs.openapi import LABELS, MACHINE_SPEC
 from trainhub.jobs.spec import DISK_TYPES
 from trainhub.resources.models import State
+from trainhub.resources.spec import MAX_RESOURCE_POOLS
 
 _STATUS = obj({"code": {"type": "integer"}, "message": {"type": "string"}}, extra=True)
 
@@ -23,7 +24,7 @@ RESOURCE_POOL = obj({
 
 PERSISTENT_RESOURCE_REQUEST = {**obj({
     "displayName": {"type": "string", "maxLength": 128},
-    "resourcePools": {"type": "array", "minItems": 1, "items": RESOURCE_POOL},
+    "resourcePools": {"type": "array", "minItems": 1, "maxItems": MAX_RESOURCE_POOLS, "items": RESOURCE_POOL},
     "labels": LABELS,
 }, required=("resourcePools",), extra=True), "example": {
     "displayName": "my-persistent-resource",

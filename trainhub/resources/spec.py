@@ -36,6 +36,9 @@ from trainhub.jobs.spec import (
 )
 
 MAX_REPLICAS = 1000
+#: Vertex documents no limit; this one bounds the work of one request (every pool's id is checked
+#: against all the others), far above the pools a location's inventory could place.
+MAX_RESOURCE_POOLS = 64
 RESOURCE_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 _RESOURCE_FIELDS = {"name", "displayName", "resourcePools", "state", "error", "createTime", "startTime",
@@ -195,6 +198,8 @@ def parse_persistent_resource(body: Any) -> ParsedResource:
     pools: list[PoolSpec] = []
     if not isinstance(raw_pools, list) or not raw_pools:
         check.add("resourcePools", "at least one resource pool is required")
+    elif len(raw_pools) > MAX_RESOURCE_POOLS:
+        check.add("resourcePools", f"at most {MAX_RESOURCE_POOLS} resource pools are allowed")
     else:
         for index, raw_pool in enumerate(raw_pools):
             pool = _parse_pool(check, raw_pool, f"resourcePools[{index}]")

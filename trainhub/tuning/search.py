@@ -162,12 +162,16 @@ def _identifier(check: Checker, value: Any, path: str, seen: set[str], what: str
     return text
 
 
-def _parse_value_spec(check: Checker, kind: str, spec: dict, path: str) -> dict | None:
+def _parse_value_spec(check: Checker, kind: str, raw_spec: Any, path: str) -> dict | None:
     """The canonical value spec (numbers as numbers), or None after recording violations."""
-    if kind in (DOUBLE, INTEGER):
-        check.mapping(spec, path, {"minValue", "maxValue", "defaultValue"})
-        if spec.get("defaultValue") is not None:
-            check.add(f"{path}.defaultValue", "is not supported by HyperparameterTuningJob")
+    ranged = kind in (DOUBLE, INTEGER)
+    fields = {"minValue", "maxValue", "defaultValue"} if ranged else {"values", "defaultValue"}
+    spec = check.mapping(raw_spec, path, fields)
+    if spec is None:
+        return None
+    if spec.get("defaultValue") is not None:
+        check.add(f"{path}.defaultValue", "is not supported by HyperparameterTuningJob")
+    if ranged:
         low, high = (_bound(check, kind, spec.get(key), f"{path}.{key}") for key in ("minValue", "maxValue"))
         if low is None or high is None:
             return None
@@ -179,9 +183,6 @@ def _parse_value_spec(check: Checker, kind: str, spec: dict, path: str) -> dict 
                             "maxValue + minValue must be finite doubles")
             return None
         return {"minValue": low, "maxValue": high}
-    check.mapping(spec, path, {"values", "defaultValue"})
-    if spec.get("defaultValue") is not None:
-        check.add(f"{path}.defaultValue", "is not supported by HyperparameterTuningJob")
     raw = spec.get("values")
     if not isinstance(raw, list) or not raw:
         check.add(f"{path}.values", "must be a non-empty list")
