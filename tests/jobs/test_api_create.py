@@ -170,3 +170,17 @@ def test_a_submission_is_stored_even_when_redis_does_not_answer(api, cast, monke
     assert response.status_code == 200
     job = CustomJob.objects.get(job_id=response.json()["name"].rsplit("/", 1)[1])
     assert list(job.events.values_list("state", flat=True)) == ["JOB_STATE_QUEUED"]
+
+
+def test_a_location_that_no_column_can_hold_is_400_naming_it_on_every_create(api):
+    """PostgreSQL refuses a location over 32 characters: every create with one was a 500 there."""
+    long = "l" * 33
+    for path, body in ((f"/v1/projects/alpha/locations/{long}/customJobs", job_body(container_pool())),
+                       (f"/v1/projects/alpha/locations/{long}/hyperparameterTuningJobs", {}),
+                       (f"/v1/projects/alpha/locations/{long}/trainingPipelines", {}),
+                       (f"/v1/projects/alpha/locations/{long}/persistentResources?persistentResourceId=r1", {}),
+                       ("/v1/projects/alpha/locations/US_Central1/customJobs", job_body(container_pool()))):
+        answer = api("alice").post(path, body, format="json")
+        assert answer.status_code == 400, path
+        assert answer.json()["error"]["details"][0]["fieldViolations"][0]["field"] == "location", path
+    assert not CustomJob.objects.exists()

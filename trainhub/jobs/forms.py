@@ -12,6 +12,7 @@ from django.core.validators import RegexValidator
 
 from trainhub.catalog.machines import MACHINE_TYPES, NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.common.locations import LOCATION_HINT, LOCATION_MAX_LENGTH, LOCATION_PATTERN
 from trainhub.common.widgets import FastSelect
 from trainhub.iam.models import Project
 from trainhub.jobs.page_selectors import TABS, JobQuery, tab_for
@@ -147,8 +148,8 @@ class LogFilterForm(forms.Form):
 
 class JobSettingsForm(forms.Form):
     display_name = forms.CharField(max_length=MAX_DISPLAY_NAME)
-    location = forms.CharField(max_length=32, initial=DEFAULT_LOCATION, validators=[
-        RegexValidator(r"^[a-z][a-z0-9-]*[a-z0-9]$", "Lowercase letters, digits and hyphens, e.g. us-central1.")])
+    location = forms.CharField(max_length=LOCATION_MAX_LENGTH, initial=DEFAULT_LOCATION,
+                               validators=[RegexValidator(LOCATION_PATTERN, LOCATION_HINT)])
     strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial="STANDARD", widget=FastSelect)
     timeout = forms.CharField(required=False, max_length=32,
                               help_text='Longest run time, e.g. "3600s" or 3600. Empty: 7 days.')

@@ -19,6 +19,7 @@ from django.utils import timezone
 from trainhub.common.compiled import CompiledInsert
 from trainhub.common.errors import ApiError, invalid_argument
 from trainhub.common.live import live_changed
+from trainhub.common.locations import location_check
 from trainhub.common.redis import best_effort, one_round_trip
 from trainhub.iam.models import Project
 from trainhub.jobs import states
@@ -129,6 +130,7 @@ def job_submission_check(*, project: Project, location: str, body: Any) -> Parse
     Resources that submit jobs later (tuning trials, pipelines) call it at their own creation so a
     spec that could never be submitted is refused at once, not one trial at a time.
     """
+    location_check(location)
     try:
         parsed = parse_custom_job(body)
     except SpecError as exc:

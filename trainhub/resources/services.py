@@ -37,6 +37,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
+from trainhub.common.locations import location_check
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodeState
 from trainhub.inventory.services import NodesUnavailable, nodes_dedicate, nodes_release
@@ -278,6 +279,7 @@ def persistent_resource_create(*, project: Project, location: str, resource_id: 
     400 for an invalid document or a pool larger than the location's whole inventory; 409 when a
     live resource already has the id.
     """
+    location_check(location)
     try:
         resource_id = validate_resource_id(resource_id)
         parsed = parse_persistent_resource(body)

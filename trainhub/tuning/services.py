@@ -26,6 +26,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
+from trainhub.common.locations import location_check
 from trainhub.common.wire import format_duration
 from trainhub.iam.models import Project
 from trainhub.jobs import services as job_services
@@ -92,6 +93,7 @@ def _check_trial_jobs(*, project: Project, location: str, parsed: ParsedTuningJo
 def tuning_job_create(*, project: Project, location: str, user: AbstractBaseUser | None, body: Any,
                       now: dt.datetime | None = None) -> HyperparameterTuningJob:
     """Validate a HyperparameterTuningJob and start its first trials at once."""
+    location_check(location)
     parsed = _parse(parse_tuning_job, body)
     return _tuning_job_start(project=project, location=location, user=user, parsed=parsed, now=now or timezone.now())
 
@@ -321,6 +323,7 @@ def _model_lookup(*, project: Project, location: str, name: str) -> Model | None
 def pipeline_create(*, project: Project, location: str, user: AbstractBaseUser | None, body: Any,
                     now: dt.datetime | None = None) -> TrainingPipeline:
     """Validate a TrainingPipeline and submit the CustomJob or tuning job it runs."""
+    location_check(location)
     parsed = _parse(parse_pipeline, body)
     document = parsed.document
     now = now or timezone.now()

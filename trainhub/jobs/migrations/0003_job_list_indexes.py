@@ -33,8 +33,8 @@ def fill_accelerator_type(apps, schema_editor):
 # UPPER(%s) on PostgreSQL, which only a text_pattern_ops expression index serves, and as LIKE on
 # SQLite, which only a NOCASE index serves: neither can be declared portably in Meta.indexes.
 NAME_PREFIX_INDEX = {
-    "postgresql": "CREATE INDEX job_name_prefix ON jobs_customjob (UPPER(display_name::text) text_pattern_ops)",
-    "sqlite": "CREATE INDEX job_name_prefix ON jobs_customjob (display_name COLLATE NOCASE)",
+    "postgresql": "CREATE INDEX IF NOT EXISTS job_name_prefix ON jobs_customjob (UPPER(display_name::text) text_pattern_ops)",
+    "sqlite": "CREATE INDEX IF NOT EXISTS job_name_prefix ON jobs_customjob (display_name COLLATE NOCASE)",
 }
 
 
