@@ -105,6 +105,9 @@ class CompiledInsert:
         self._model = model
         #: by (database alias, vendor), as for CompiledQuery: the fields and the statement.
         self._compiled: dict[tuple[str, str], tuple[list[Field], str]] = {}
+        #: save_with's statements, by (database alias, dependent model): its link, the dependent's
+        #: fields other than the link, and the WITH statement.
+        self._with_compiled: dict[tuple[str, type[Model]], tuple[ForeignKey, list[Field], str]] = {}
 
     def _compile(self, connection: Any) -> tuple[list[Field], str]:
         meta = self._model._meta
@@ -157,18 +160,33 @@ class CompiledInsert:
         SELECT parent.pk ...``); elsewhere two INSERTs in one transaction.
         """
         connection = connections[using]
-        link = dependent_insert._link_to(self._model)
         if connection.vendor != "postgresql":
+            link = dependent_insert._link_to(self._model)
             with transaction.atomic(using=using):
                 self.save(obj, using=using)
                 setattr(dependent, link.name, obj)
                 dependent_insert.save(dependent, using=using)
             return
-        fields, sql = self._statement(connection, using)
-        dependent_fields, _ = dependent_insert._statement(connection, using)
+        fields, _ = self._statement(connection, using)
+        key = (using, dependent_insert._model)
+        compiled = self._with_compiled.get(key)
+        if compiled is None:
+            compiled = self._with_compiled[key] = self._compile_with(connection, using, dependent_insert)
+        link, dependent_fields, statement = compiled
         params = self._prepare(obj, fields, connection, using)
-        dependent_params = dependent_insert._prepare(
-            dependent, [field for field in dependent_fields if field is not link], connection, using)
+        dependent_params = dependent_insert._prepare(dependent, dependent_fields, connection, using)
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params + dependent_params)
+            pk, dependent_pk = cursor.fetchone()
+        self._saved(obj, pk, using)
+        setattr(dependent, link.name, obj)
+        self._saved(dependent, dependent_pk, using)
+
+    def _compile_with(self, connection: Any, using: str,
+                      dependent_insert: "CompiledInsert") -> tuple[ForeignKey, list[Field], str]:
+        link = dependent_insert._link_to(self._model)
+        _, sql = self._statement(connection, using)
+        dependent_fields, _ = dependent_insert._statement(connection, using)
         quote = connection.ops.quote_name
         meta, dependent_meta = self._model._meta, dependent_insert._model._meta
         values = ", ".join(f"parent.{quote(meta.pk.column)}" if field is link else "%s" for field in dependent_fields)
@@ -177,12 +195,7 @@ class CompiledInsert:
                      f"({', '.join(quote(field.column) for field in dependent_fields)}) "
                      f"SELECT {values} FROM parent "
                      f"RETURNING {quote(link.column)}, {quote(dependent_meta.pk.column)}")
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params + dependent_params)
-            pk, dependent_pk = cursor.fetchone()
-        self._saved(obj, pk, using)
-        setattr(dependent, link.name, obj)
-        self._saved(dependent, dependent_pk, using)
+        return link, [field for field in dependent_fields if field is not link], statement
 
     def _link_to(self, model: type[Model]) -> ForeignKey:
         """This model's one foreign key to ``model``."""
