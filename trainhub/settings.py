@@ -244,6 +244,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["trainhub.common.parsers.JsonParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "trainhub.common.negotiation.JsonAnswers",
     "EXCEPTION_HANDLER": "trainhub.common.errors.google_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

@@ -2,8 +2,11 @@
 
 import datetime as dt
 
+import pytest
+
+from trainhub.common.errors import ApiError
 from trainhub.iam.models import ApiToken
-from trainhub.iam.selectors import api_token_get
+from trainhub.iam.selectors import api_token_get, project_get_for_user
 from trainhub.iam.services import api_token_get_or_create, api_token_rotate, api_token_used
 
 JOBS = "/v1/projects/alpha/locations/us-central1/customJobs"
@@ -21,6 +24,41 @@ def test_the_token_comes_with_its_whole_user_in_one_query(cast, django_assert_nu
 
 def test_an_unknown_key_has_no_token(cast):
     assert api_token_get(key="th_nobody") is None
+    assert api_token_get(key="th_nobody", project_id="alpha") is None
+
+
+def test_the_membership_of_the_named_project_comes_with_the_token(cast, django_assert_num_queries):
+    key = api_token_get_or_create(user=cast["uma"]).key
+    with django_assert_num_queries(1):
+        token = api_token_get(key=key, project_id="alpha")
+        project = project_get_for_user(user=token.user, project_id="alpha", permission="aiplatform.customJobs.create")
+    assert (token.key, token.user, project) == (key, cast["uma"], cast["alpha"])
+    assert project.display_name == "Alpha"
+    # uma's role in alpha grants no administration: the role read with the token decides.
+    with django_assert_num_queries(0), pytest.raises(ApiError) as refused:
+        project_get_for_user(user=token.user, project_id="alpha", permission="aiplatform.projects.manageMembers")
+    assert refused.value.http_status == 403
+
+
+def test_a_stranger_to_the_named_project_is_told_apart_from_a_bad_key(cast, django_assert_num_queries):
+    key = api_token_get_or_create(user=cast["mallory"]).key
+    with django_assert_num_queries(2):
+        token = api_token_get(key=key, project_id="alpha")
+        with pytest.raises(ApiError) as refused:
+            project_get_for_user(user=token.user, project_id="alpha", permission="aiplatform.customJobs.get")
+    assert token.user == cast["mallory"] and refused.value.http_status == 404
+    # Another project than the one the path named is read as before.
+    with django_assert_num_queries(1):
+        assert project_get_for_user(user=token.user, project_id="beta", permission="aiplatform.customJobs.get") \
+            == cast["beta"]
+
+
+def test_api_answers_with_the_token_read_with_the_membership(api, cast):
+    assert api("uma").get(JOBS).status_code == 200
+    assert api("mallory").get(JOBS).status_code == 404
+    stranger = api("uma")
+    stranger.credentials(HTTP_AUTHORIZATION="Bearer th_nobody")
+    assert stranger.get(JOBS).status_code == 401
 
 
 def test_a_rotated_key_is_refused_at_once(api, cast):

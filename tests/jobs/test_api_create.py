@@ -119,7 +119,7 @@ def test_unknown_api_path_is_a_json_404(api):
 
 
 def test_a_submission_costs_the_same_few_queries_however_many_replicas(api, cast):
-    """Token, membership, quota limits, then the job and its creation event: one statement on
+    """Token with the membership, quota limits, then the job and its creation event: one statement on
     PostgreSQL, elsewhere two INSERTs in one transaction (a savepoint inside the test's own).
     Nothing per replica or pool, nothing read back for the answer."""
     client = api("uma")
@@ -132,7 +132,7 @@ def test_a_submission_costs_the_same_few_queries_however_many_replicas(api, cast
         statements[replicas] = [query["sql"].split(None, 1)[0].upper() for query in captured.captured_queries]
     assert CustomJob.objects.get(replica_count=16).gpu_count == 16
     insert = ["WITH"] if connection.vendor == "postgresql" else ["SAVEPOINT", "INSERT", "INSERT", "RELEASE"]
-    assert statements[1] == statements[16] == ["SELECT", "SELECT", "SELECT", *insert]
+    assert statements[1] == statements[16] == ["SELECT", "SELECT", *insert]
 
 
 @pytest.mark.django_db(transaction=True)  # outside a transaction, as in production: on-commit writes run at once

@@ -19,6 +19,8 @@ _DURATION = re.compile(r"^(-?\d+(?:\.\d{1,9})?)s$")
 
 def camel_key(key: str) -> str:
     """`worker_pool_specs` -> `workerPoolSpecs`; camelCase keys are returned unchanged."""
+    if "_" not in key:  # most keys: a REST create renames about 40 of them
+        return key
     return _SNAKE_PART.sub(lambda m: m.group(1).upper(), key)
 
 

@@ -20,7 +20,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         key = key.strip()
         if not key:
             raise exceptions.AuthenticationFailed("Empty bearer token.")
-        token = api_token_get(key=key)
+        # The project the path names (.../projects/{project}/...) is read with the token.
+        token = api_token_get(key=key, project_id=(request.parser_context or {}).get("kwargs", {}).get("project", ""))
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid bearer token.")
         api_token_used(token=token, now=timezone.now())

@@ -7,7 +7,7 @@ permission gets 403 naming the permission, as Google APIs do.
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
@@ -31,7 +31,7 @@ def _field_names(model) -> list[str]:
     return [field.attname for field in model._meta.concrete_fields]
 
 
-# Every API request runs these two lookups: compiled once (see trainhub.common.compiled).
+# Every API request runs these lookups: compiled once (see trainhub.common.compiled).
 _MEMBERSHIP = CompiledQuery(
     lambda user_pk, project_id: Membership.objects.filter(user_id=user_pk, project__project_id=project_id)
     .values_list("role", *(f"project__{name}" for name in _field_names(Project)))[:1],
@@ -40,29 +40,67 @@ _TOKEN = CompiledQuery(
     lambda key: ApiToken.objects.filter(key=key)
     .values_list(*_field_names(ApiToken), *(f"user__{name}" for name in _field_names(get_user_model())))[:1],
     "\x00key")
+_TOKEN_WITH_MEMBERSHIP = CompiledQuery(
+    lambda key, project_id: Membership.objects.filter(user__api_token__key=key, project__project_id=project_id)
+    .values_list("role", *(f"project__{name}" for name in _field_names(Project)),
+                 *(f"user__api_token__{name}" for name in _field_names(ApiToken)),
+                 *(f"user__{name}" for name in _field_names(get_user_model())))[:1],
+    "\x00key", "\x00project")
+
+#: The attribute of a user object that holds the memberships read with its token, by project id:
+#: (role, project), or None for a project the user is not a member of. A user object lives for one
+#: request, as Django's ModelBackend relies on for its ``_perm_cache``.
+_MEMBERSHIPS_READ = "_trainhub_memberships_read"
 
 
-def api_token_get(*, key: str) -> ApiToken | None:
-    """The token with this key and its user (``token.user``, read in the same query), or None."""
+def _instances(row: tuple, *models: type[Model]) -> list[Model]:
+    """One instance of each model from consecutive slices of ``row`` (all concrete fields, in order)."""
+    instances, start = [], 0
+    for model in models:
+        names = _field_names(model)
+        instances.append(model.from_db(DEFAULT_DB_ALIAS, names, row[start: start + len(names)]))
+        start += len(names)
+    return instances
+
+
+def api_token_get(*, key: str, project_id: str = "") -> ApiToken | None:
+    """The token with this key and its user (``token.user``, read in the same query), or None.
+
+    With ``project_id`` - the project the request's path names - the user's membership of that
+    project comes in the same query and stays on the user for ``project_get_for_user``: a request
+    reads its token and its project in one statement. A key that is unknown, or whose user is
+    not a member, takes a second query to tell the two apart (401 or 404).
+    """
+    if project_id:
+        rows = _TOKEN_WITH_MEMBERSHIP.rows(key, project_id)
+        if rows:
+            project, token, token.user = _instances(rows[0][1:], Project, ApiToken, get_user_model())
+            setattr(token.user, _MEMBERSHIPS_READ, {project_id: (rows[0][0], project)})
+            return token
     rows = _TOKEN.rows(key)
     if not rows:
         return None
-    token_fields, user_fields = _field_names(ApiToken), _field_names(get_user_model())
-    token = ApiToken.from_db(DEFAULT_DB_ALIAS, token_fields, rows[0][: len(token_fields)])
-    token.user = get_user_model().from_db(DEFAULT_DB_ALIAS, user_fields, rows[0][len(token_fields):])
+    token, token.user = _instances(rows[0], ApiToken, get_user_model())
+    if project_id:
+        setattr(token.user, _MEMBERSHIPS_READ, {project_id: None})
     return token
 
 
 def project_get_for_user(*, user: AbstractBaseUser, project_id: str, permission: str) -> Project:
     """The project, if the user holds ``permission`` in it; otherwise 404 or 403."""
-    rows = _MEMBERSHIP.rows(user.pk, project_id) if user.is_authenticated else []
-    if not rows:
+    memberships_read = getattr(user, _MEMBERSHIPS_READ, {})
+    if project_id in memberships_read:
+        membership = memberships_read[project_id]
+    else:
+        rows = _MEMBERSHIP.rows(user.pk, project_id) if user.is_authenticated else []
+        membership = (rows[0][0], _instances(rows[0][1:], Project)[0]) if rows else None
+    if membership is None:
         raise project_not_found(project_id)
-    role = rows[0][0]
+    role, project = membership
     if not role_grants(role, permission):
         raise ApiError(403, f"Permission '{permission}' denied on resource 'projects/{project_id}' "
                             f"(your role is {role}).")
-    return Project.from_db(DEFAULT_DB_ALIAS, _field_names(Project), rows[0][1:])
+    return project
 
 
 def user_has_permission(*, user: AbstractBaseUser, project: Project, permission: str) -> bool:
