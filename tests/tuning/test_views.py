@@ -1,11 +1,12 @@
 """Tuning pages: list, detail fragments, sort by metric, create form, model registry, access."""
 
 import pytest
+from django.db.models.signals import post_init
 
 from tests.conftest import container_pool, later
 from tests.tuning.helpers import categorical, double, finish_job, hypertune_reports, integer, study, tuning_body
 from trainhub.tuning import services
-from trainhub.tuning.models import HyperparameterTuningJob
+from trainhub.tuning.models import HyperparameterTuningJob, Trial
 
 DETAIL = "/projects/alpha/locations/us-central1/hyperparameterTuningJobs"
 CREATE = "/projects/alpha/locations/us-central1/hyperparameterTuningJobs/new"
@@ -78,7 +79,34 @@ def test_the_list_shows_each_study_with_its_best_trial_in_constant_queries(brows
     with django_assert_max_num_queries(10):
         html = browser.get("/tuning/").content.decode()
     assert "grid" in html and "trial 2 · <span class=\"mono\">0.9</span>" in html
+    assert '<td class="num">3 / 3</td>' in html
     assert browser.get("/tuning/rows").status_code == 200
+
+
+def test_the_list_counts_trials_without_building_them(browser, finished, cast, nodes, now):
+    """Trials are read as values (selectors.trial_summaries): no Trial object per trial of 50 studies."""
+    minimizing = services.tuning_job_create(
+        project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+        body=tuning_body(study(integer("n", 1, 2), goal="MINIMIZE", metric="loss", algorithm="GRID_SEARCH"),
+                         name="minimizing", max_trials=2, parallel=2))
+    for trial, loss in zip(minimizing.trials.select_related("custom_job"), (0.2, 0.1)):
+        finish_job(trial.custom_job, later(now, 5), reports=hypertune_reports("loss", [(1, loss)]))
+    services.study_advance(tuning_job=minimizing, now=later(now, 6))
+    built = []
+
+    def count(instance, **_):
+        built.append(instance)
+
+    post_init.connect(count, sender=Trial)
+    try:
+        html = browser.get("/tuning/rows").content.decode()
+    finally:
+        post_init.disconnect(count, sender=Trial)
+    assert built == []
+    rows = {row.split("</a>", 1)[0].rsplit(">", 1)[1]: row for row in html.split("<tr>")[1:]}
+    assert '<td class="num">3 / 3</td>' in rows["grid"] and 'trial 2 · <span class="mono">0.9</span>' in rows["grid"]
+    assert '<td class="num">2 / 2</td>' in rows["minimizing"]
+    assert 'trial 2 · <span class="mono">0.1</span>' in rows["minimizing"]
 
 
 def test_the_form_creates_a_tuning_job(browser, nodes):

@@ -3,13 +3,16 @@ int64 as strings, timestamps RFC 3339). trainhub's own additions sit under ``tra
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from trainhub.common.wire import format_timestamp
 from trainhub.jobs.spec import render_job_spec
 from trainhub.tuning import search
 from trainhub.tuning.models import HyperparameterTuningJob, Model, ModelVersion, TrainingPipeline, Trial
 from trainhub.tuning.spec import TUNING_TASK
+
+TrialLike = TypeVar("TrialLike")
 
 
 def _times(resource: Any, body: dict[str, Any]) -> dict[str, Any]:
@@ -39,12 +42,19 @@ def render_trial(trial: Trial) -> dict[str, Any]:
     return body
 
 
-def best_trial(tuning_job: HyperparameterTuningJob) -> Trial | None:
-    """The SUCCEEDED trial with the best primary metric (the lowest-numbered on a tie)."""
-    maximize = tuning_job.spec["studySpec"]["metrics"][0]["goal"] == "MAXIMIZE"
-    trials = list(tuning_job.trials.all())
+def study_maximizes(tuning_job: HyperparameterTuningJob) -> bool:
+    return tuning_job.spec["studySpec"]["metrics"][0]["goal"] == "MAXIMIZE"
+
+
+def best_of(trials: Sequence[TrialLike], maximize: bool) -> TrialLike | None:
+    """The SUCCEEDED trial with the best primary metric (the first, by number, on a tie): trials
+    or their summaries (selectors.TrialSummary), in order of number."""
     index = search.best_index([t.objective if t.state == "SUCCEEDED" else None for t in trials], maximize)
     return None if index is None else trials[index]
+
+
+def best_trial(tuning_job: HyperparameterTuningJob) -> Trial | None:
+    return best_of(list(tuning_job.trials.all()), study_maximizes(tuning_job))
 
 
 def render_tuning_job(job: HyperparameterTuningJob) -> dict[str, Any]:

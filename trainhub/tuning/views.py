@@ -17,7 +17,7 @@ from trainhub.common.pages import html_page, redirect_to_first_project_form, ren
 from trainhub.tuning import figures, selectors, services
 from trainhub.tuning.forms import TuningFilterForm, TuningJobForm
 from trainhub.tuning.models import HyperparameterTuningJob, Model
-from trainhub.tuning.render import best_trial
+from trainhub.tuning.render import best_of, best_trial, study_maximizes
 
 GET = "aiplatform.hyperparameterTuningJobs.get"
 LIST = "aiplatform.hyperparameterTuningJobs.list"
@@ -46,8 +46,10 @@ def _rows_context(request: HttpRequest) -> dict:
         jobs, next_cursor = selectors.resources_list(kind=HyperparameterTuningJob, projects=form.selected_projects(),
                                                      state=form.cleaned_data["state"],
                                                      cursor=form.cleaned_data["cursor"],
-                                                     trials=selectors.LIST_PAGE_TRIALS)
-    return {"filter_form": form, "tuning_jobs": [(job, best_trial(job)) for job in jobs], "next_cursor": next_cursor}
+                                                     trials=None)
+    summaries = selectors.trial_summaries(tuning_jobs=jobs)
+    rows = [(job, len(summaries[job.pk]), best_of(summaries[job.pk], study_maximizes(job))) for job in jobs]
+    return {"filter_form": form, "tuning_jobs": rows, "next_cursor": next_cursor}
 
 
 @html_page
@@ -76,7 +78,7 @@ def describe_parameter(spec: dict, parent: str = "") -> list[str]:
 def _study_facts(job: HyperparameterTuningJob) -> dict:
     metric = job.spec["studySpec"]["metrics"][0]
     parameters = job.spec["studySpec"]["parameters"]
-    return {"metric_id": metric["metricId"], "maximize": metric["goal"] == "MAXIMIZE",
+    return {"metric_id": metric["metricId"], "maximize": study_maximizes(job),
             "parameter_ids": [p["parameterId"] for p in parameters],
             "parameter_lines": [line for p in parameters for line in describe_parameter(p)]}
 

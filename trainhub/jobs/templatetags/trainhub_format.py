@@ -49,8 +49,8 @@ def ago(value: dt.datetime | None, never: str = "never") -> SafeString:
 
 @register.simple_tag
 def state_badge(state: str) -> SafeString:
-    """A job state as a coloured badge: JOB_STATE_RUNNING -> RUNNING."""
-    short = state.removeprefix("JOB_STATE_")
+    """A job or pipeline state as a coloured badge: JOB_STATE_RUNNING -> RUNNING."""
+    short = state.removeprefix("JOB_STATE_").removeprefix("PIPELINE_STATE_")
     return format_html('<span class="badge badge--{}">{}</span>', short.lower(), short)
 
 
