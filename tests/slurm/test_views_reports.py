@@ -2,6 +2,8 @@
 page explains each factor and draws the queue's contributions with Plotly."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 BASE = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
 
@@ -19,6 +21,15 @@ def test_each_report_page_shows_its_commands_text(browser, queue):
     assert f'<a href="{BASE}/jobs/1/priority">1</a> a4' in priority
     assert "RawShares  NormShares" in browser.get(f"{BASE}/fairshare", {"all": "on"}).content.decode()
     assert "AllocCPUS" in browser.get(f"{BASE}/accounting", {"allusers": "on"}).content.decode()
+
+
+def test_accounting_reads_only_the_columns_its_records_show(browser, queue):
+    """A job's script, environment and priority factors stay in the database: a third of the columns."""
+    with CaptureQueriesContext(connection) as captured:
+        page = browser.get(f"{BASE}/accounting", {"allusers": "on", "format": "JobID,JobName,State,Elapsed,NodeList"})
+    assert page.status_code == 200 and "JobName" in page.content.decode()
+    job_reads = [query["sql"] for query in captured.captured_queries if 'FROM "slurm_slurmjob"' in query["sql"]]
+    assert job_reads and all('"script"' not in sql and '"factor_tres"' not in sql for sql in job_reads)
 
 
 def test_flags_reach_the_command(browser, queue):
