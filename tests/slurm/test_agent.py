@@ -77,6 +77,17 @@ def test_a_job_runs_prolog_script_and_epilog_with_slurms_environment(cluster, re
     assert run.state == JobState.COMPLETED and run.end_time is not None and run.alloc_gpus == 4
 
 
+def test_each_node_of_a_job_gets_its_own_copy_of_the_scripts(cluster, real_pools, now, tmp_path):
+    """One agent serving two nodes of a job: writing the second node's epilog must not truncate the
+    file the first node's bash is reading (its output was lost now and then under load)."""
+    job = make_job(cluster, script=SCRIPT, num_nodes=2, now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    for kind in ("prolog-0.sh", "prolog-1.sh", "epilog-0.sh"):
+        copies = sorted(path.relative_to(tmp_path).parts[1] for path in tmp_path.rglob(kind))
+        assert copies == ["a4-0", "a4-1"], kind
+
+
 def test_prolog_and_epilog_get_slurms_prolog_environment(cluster, real_pools, now, tmp_path):
     cluster.prolog_scripts = ["#!/bin/bash\necho \"$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID $SLURM_JOB_USER "
                               "$SLURM_JOB_NODELIST $SLURMD_NODENAME $SLURM_JOB_RESTART_COUNT home=${HOME:-none}\""]

@@ -168,9 +168,14 @@ class SlurmNodeWork:
         return stdout, resolve(job.stderr_pattern) if job.stderr_pattern else stdout
 
     def _spool(self, job_node: JobNode) -> Path:
-        """slurmd's spool directory for one run of a job (scripts are written here)."""
+        """slurmd's spool directory for one run of a job on one node (scripts are written here).
+
+        Per node, as each slurmd has its own: an agent serving two nodes of one job writes each
+        node's prolog and epilog while the other node's bash may still be reading its copy.
+        """
         job = job_node.job
-        path = self.work_dir / "slurm-spool" / job.cluster.cluster_id / f"job{job.job_id}.{job_node.run_index}"
+        path = (self.work_dir / "slurm-spool" / job_node.node.name / job.cluster.cluster_id
+                / f"job{job.job_id}.{job_node.run_index}")
         path.mkdir(parents=True, exist_ok=True)
         return path
 
