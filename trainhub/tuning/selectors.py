@@ -25,7 +25,7 @@ _COLLECTION = {HyperparameterTuningJob: "hyperparameterTuningJobs", TrainingPipe
 ALL_TRIALS = Trial.objects.select_related("custom_job__project")
 #: Trials as a study's page shows them: each with its job's id and project, not the job's
 #: document and outputs (the API renders those; a 50-trial study would read them all).
-DETAIL_PAGE_TRIALS = Trial.objects.select_related("custom_job__project").defer(
+DETAIL_PAGE_TRIALS = ALL_TRIALS.defer(
     "custom_job__spec", "custom_job__quota_demand", "custom_job__labels", "custom_job__error",
     "custom_job__hp_metrics", "custom_job__model_artifacts")
 
