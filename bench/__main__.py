@@ -16,9 +16,11 @@ from bench import timing
 from bench.environment import (
     RESULTS_DIR,
     BenchSetupError,
+    CpuClock,
     load_average,
     machine_description,
     setup_django,
+    stolen_note,
 )
 from bench.pages import bench_pages
 from bench.report import Section, format_section, write_results
@@ -79,14 +81,16 @@ def main(argv: list[str] | None = None) -> int:
 
     sections: dict[str, Any] = {}
     for benchmark in selected:
-        begun = time.perf_counter()
+        begun, clock = time.perf_counter(), CpuClock.read()
         section: Section = benchmark.run(sizes)
         elapsed = time.perf_counter() - begun
+        stolen = CpuClock.stolen_share_from(clock)
         print(format_section(section))
         print(f"  ({benchmark.name}: {elapsed:.1f} s including setup; load average after: "
-              f"{' / '.join(map(str, load_average()))})")
+              f"{' / '.join(map(str, load_average()))}{stolen_note(stolen)})")
         print()
-        sections[benchmark.name] = {**section.to_json(), "wall_seconds": elapsed, "load_average_after": load_average()}
+        sections[benchmark.name] = {**section.to_json(), "wall_seconds": elapsed, "load_average_after": load_average(),
+                                    "cpu_stolen_share": stolen}
 
     document = {
         "started_at": started.isoformat(),

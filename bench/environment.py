@@ -223,6 +223,49 @@ def load_average() -> list[float]:
     return [round(load, 2) for load in os.getloadavg()]
 
 
+@dataclass(frozen=True)
+class CpuClock:
+    """Cumulative CPU ticks of the whole machine (the first line of /proc/stat): all of them, and
+    those stolen - the time a virtual CPU was ready to run but the hypervisor ran another guest."""
+
+    total: int
+    stolen: int
+
+    @classmethod
+    def parse(cls, stat_text: str) -> CpuClock | None:
+        """From /proc/stat's text: its "cpu" line is user nice system idle iowait irq softirq steal
+        [guest guest_nice]; guest time is already inside user, so only the first eight add up."""
+        first = stat_text.split("\n", 1)[0].split()
+        if len(first) < 9 or first[0] != "cpu":
+            return None
+        ticks = [int(value) for value in first[1:9]]
+        return cls(total=sum(ticks), stolen=ticks[7])
+
+    @classmethod
+    def read(cls) -> CpuClock | None:
+        """Now, or None where there is no /proc/stat (not Linux)."""
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                return cls.parse(stat.read())
+        except OSError:
+            return None
+
+    @classmethod
+    def stolen_share_from(cls, earlier: CpuClock | None, now: CpuClock | None = None) -> float | None:
+        """The fraction of the machine's CPU time from ``earlier`` to ``now`` (read when not given)
+        that the hypervisor took: on a shared VM it slows every process alike, so wall times and
+        rates drop by about as much. None where either reading is missing."""
+        now = now or cls.read()
+        if earlier is None or now is None or now.total <= earlier.total:
+            return None
+        return (now.stolen - earlier.stolen) / (now.total - earlier.total)
+
+
+def stolen_note(share: float | None) -> str:
+    """The stolen share as a report line's suffix ("; CPU stolen by the hypervisor 12%"), "" if unknown."""
+    return "" if share is None else f"; CPU stolen by the hypervisor {share:.0%}"
+
+
 def machine_description() -> dict[str, Any]:
     """CPU, cores, Python, Django and (once set up) database: what the figures were measured on."""
     import django

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.environment import shared_redis_notes
+from bench.environment import CpuClock, shared_redis_notes
 from bench.report import Column, Section
 from bench.scheduler_pass import LOCATION, Sizes, bench_project, clear_jobs, counting_queries
 from bench.timing import measure
@@ -237,9 +237,10 @@ def bench_rest_submit(sizes: Sizes) -> Section:
             server_before, redis_before = _cpu_of(server_pids), _redis_cpu()
             database = _DatabaseCpu()
             database.start()
-            begun = time.perf_counter()
+            begun, clock = time.perf_counter(), CpuClock.read()
             results = pool.starmap(_client, [(port, share) for share in shares])
             elapsed = time.perf_counter() - begun
+            stolen = CpuClock.stolen_share_from(clock)
             server_after = _cpu_of(server_pids)
             server_cpu = _cpu_spent(server_before, server_after)
             worker_cpu = sorted((server_after.get(pid, 0.0) - server_before.get(pid, 0.0) for pid in workers),
@@ -274,7 +275,7 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         "total_cpu_ms_per_job": total_cpu / count * 1000,
         "worker_cpu_shares": [round(cpu / server_cpu, 2) for cpu in worker_cpu] if server_cpu else [],
         "cpu_ceiling_jobs_per_second": cores / (total_cpu / count) if total_cpu else None,
-        "load_average_before": load_before, "load_average_after": load_after,
+        "load_average_before": load_before, "load_average_after": load_after, "cpu_stolen_share": stolen,
     }
     section = Section(
         name="rest_submit",
@@ -304,6 +305,9 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         "workers from /proc; the database's PostgreSQL backends from pg_stat_activity and /proc, read every 0.5 s; "
         "Redis from INFO cpu; clients from their own process time); "
         f"CPU ceiling = {cores} cores / their sum, the rate this machine could accept with nothing else running",
+        *([] if stolen is None else [
+            f"CPU stolen by the hypervisor during the timed run: {stolen:.0%} of the machine's CPU time - on a "
+            f"shared VM the accepted rate drops by about as much"]),
         f"each client is a process with one kept-alive connection (a plain socket) sending requests encoded "
         f"beforehand; {WARM_UP_PER_CLIENT} warm-up requests per client first",
         f"share of gunicorn's CPU per worker process: {row['worker_cpu_shares']} - a kept-alive connection stays "

