@@ -1,7 +1,9 @@
 """Training pipeline pages: list, a pipeline's page, the create form, cancel, access."""
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from tests.conftest import later
 from tests.tuning.helpers import custom_pipeline, finish_job, hypertune_reports, tuning_pipeline
@@ -45,6 +47,17 @@ def test_the_list_shows_each_pipeline_its_job_and_model_in_constant_queries(
     assert f"custom job <a class=\"mono\" href=\"/projects/alpha/locations/us-central1/jobs/" \
            f"{succeeded.custom_job.job_id}/\">" in html
     assert "quadratic</a> v1" in html and "SUCCEEDED" in html and "QUEUED" in html
+
+
+def test_the_list_names_each_backing_job_without_reading_its_document(browser, cast, now, succeeded,
+                                                                      django_capture_on_commit_callbacks):
+    tuning = create(cast, now, tuning_pipeline(), django_capture_on_commit_callbacks)
+    with CaptureQueriesContext(connection) as captured:
+        html = browser.get(LIST).content.decode()
+    assert f"/jobs/{succeeded.custom_job.job_id}/" in html and f"/hyperparameterTuningJobs/{tuning.tuning_job.job_id}/" in html
+    pipeline_reads = [query["sql"] for query in captured.captured_queries if 'FROM "tuning_trainingpipeline"' in query["sql"]]
+    assert pipeline_reads and all('"jobs_customjob"."spec"' not in sql and '"tuning_hyperparametertuningjob"."spec"' not in sql
+                                  for sql in pipeline_reads)
 
 
 def test_the_list_filters_by_pipeline_state_and_refuses_a_bad_cursor(browser, succeeded):

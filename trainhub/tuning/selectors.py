@@ -8,11 +8,12 @@ from typing import NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Model as DjangoModel
-from django.db.models import Prefetch, QuerySet
+from django.db.models import JSONField, Prefetch, QuerySet
 
 from trainhub.common.errors import ApiError
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user
+from trainhub.jobs.models import CustomJob
 from trainhub.jobs.selectors import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, NEWEST_FIRST, keyset_page
 from trainhub.tuning.models import HyperparameterTuningJob, Model, ModelVersion, TrainingPipeline, Trial
 
@@ -21,13 +22,17 @@ _COLLECTION = {HyperparameterTuningJob: "hyperparameterTuningJobs", TrainingPipe
                Model: "models"}
 
 
+def _documents(link: str, model: type[DjangoModel]) -> list[str]:
+    """``link``'s JSON columns (a job's document, labels, error and outputs), to defer where only
+    its resource name is shown: the columns that are large and cost decoding."""
+    return [f"{link}__{field.name}" for field in model._meta.concrete_fields if isinstance(field, JSONField)]
+
+
 #: Trials as the API renders them (the default), each with its job's resource name.
 ALL_TRIALS = Trial.objects.select_related("custom_job__project")
 #: Trials as a study's page shows them: each with its job's id and project, not the job's
 #: document and outputs (the API renders those; a 50-trial study would read them all).
-DETAIL_PAGE_TRIALS = ALL_TRIALS.defer(
-    "custom_job__spec", "custom_job__quota_demand", "custom_job__labels", "custom_job__error",
-    "custom_job__hp_metrics", "custom_job__model_artifacts")
+DETAIL_PAGE_TRIALS = ALL_TRIALS.defer(*_documents("custom_job", CustomJob))
 
 
 def _with_related(kind: type[DjangoModel], rows: QuerySet, trials: QuerySet[Trial] | None = ALL_TRIALS) -> QuerySet:
@@ -37,8 +42,10 @@ def _with_related(kind: type[DjangoModel], rows: QuerySet, trials: QuerySet[Tria
     if kind is HyperparameterTuningJob:
         return rows if trials is None else rows.prefetch_related(Prefetch("trials", queryset=trials))
     if kind is TrainingPipeline:
-        return rows.select_related("custom_job__project", "tuning_job__project").prefetch_related(
-            Prefetch("model_versions", queryset=ModelVersion.objects.select_related("model__project")))
+        # A pipeline shows its backing job's resource name, never the job's document.
+        return (rows.select_related("custom_job__project", "tuning_job__project")
+                .defer(*_documents("custom_job", CustomJob), *_documents("tuning_job", HyperparameterTuningJob))
+                .prefetch_related(Prefetch("model_versions", queryset=ModelVersion.objects.select_related("model__project"))))
     return rows.prefetch_related(Prefetch("versions", queryset=ModelVersion.objects.select_related(
         "pipeline__project", "custom_job__project")))
 
