@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-browser bench chaos chaos-short install clean
+.PHONY: run test test-browser bench bench-compare chaos chaos-short install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test-browser: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The two newest runs in var/bench side by side (or RUNS="before.json [after.json]").
+bench-compare: $(STAMP)
+	$(PY) -m bench.compare $(RUNS)
 
 # Reliability drills against real processes (embedded default, or DATABASE_URL/REDIS_URL).
 # `make chaos CHAOS_SHORT=1` (= `make chaos-short`) is the CI form.

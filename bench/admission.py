@@ -109,6 +109,7 @@ def bench_admission(sizes: "Sizes") -> Section:
         now += dt.timedelta(seconds=1)
     section = Section(
         name="admission",
+        key=("jobs",),
         title=(f"Admission, Kueue-like load: {job_count:,} jobs over {PROJECTS} projects "
                f"({QUOTA_GPUS} A100 quota each, {NODES:,} nodes)"),
         columns=[Column("jobs", "jobs"), Column("admitted", "admitted"), Column("passes", "passes"),

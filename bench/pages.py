@@ -404,6 +404,7 @@ def bench_pages(sizes: Sizes) -> Section:
     clients["admin"].force_login(dataset.slurm_admin)
     section = Section(
         name="pages",
+        key=("page",),
         title=(f"Server time per page: {sizes.page_active_jobs:,} active and {sizes.page_finished_jobs:,} finished "
                f"jobs, {sizes.page_nodes:,} nodes, {sizes.page_studies} studies, {sizes.page_pipelines} pipelines, "
                f"{sizes.page_resources} persistent resources, a Slurm cluster with {sizes.page_slurm_pending:,} "

@@ -22,13 +22,18 @@ class Section:
     name: str
     title: str
     columns: list[Column]
+    #: The row fields that name a measured case (its sizes, page or step): what bench.compare
+    #: matches the rows of two runs by.
+    key: tuple[str, ...] = ()
     rows: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: Figures saved to JSON that are not per-row.
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"title": self.title, "rows": self.rows, "notes": self.notes, **self.extra}
+        return {"title": self.title, "key": list(self.key),
+                "columns": [[column.key, column.header] for column in self.columns],
+                "rows": self.rows, "notes": self.notes, **self.extra}
 
 
 def format_value(value: Any) -> str:
@@ -63,8 +68,9 @@ def format_section(section: Section) -> str:
         return "  ".join(value.rjust(width) if is_number else value.ljust(width)
                          for value, width, is_number in zip(values, widths, numeric, strict=True)).rstrip()
 
-    out = [section.title, "=" * len(section.title), line(headers), line(["-" * width for width in widths])]
-    out += [line(values) for values in cells]
+    out = [section.title, "=" * len(section.title)]
+    if section.columns:
+        out += [line(headers), line(["-" * width for width in widths]), *(line(values) for values in cells)]
     out += [f"  * {note}" for note in section.notes]
     return "\n".join(out)
 

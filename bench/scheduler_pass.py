@@ -103,6 +103,7 @@ def bench_plan_pass(sizes: Sizes) -> Section:
     """plan_pass on each (nodes, jobs) pair, with growth per 10x jobs against n log n."""
     section = Section(
         name="plan_pass",
+        key=("nodes", "jobs"),
         title="Pure placement pass: plan_pass(requests, free_nodes), no database",
         columns=[Column("nodes", "nodes"), Column("jobs", "jobs"), Column("median_ms", "median ms"),
                  Column("best_ms", "best ms"), Column("runs", "runs"), Column("placed", "jobs placed"),
@@ -362,6 +363,7 @@ def bench_scheduler_pass(sizes: Sizes) -> Section:
     node_ids = bench_nodes(sizes.db_nodes)
     section = Section(
         name="scheduler_pass",
+        key=("jobs", "pass"),
         title=f"Full scheduler pass against the database: scheduler_pass(now=...) on {len(node_ids):,} nodes",
         columns=[Column("jobs", "jobs"), Column("pass", "pass"), Column("median_s", "median s"),
                  Column("best_s", "best s"), Column("median_cpu_s", "cpu s"), Column("runs", "runs"),
@@ -433,6 +435,7 @@ def bench_job_submit(sizes: Sizes) -> Section:
     count = len(bodies)
     section = Section(
         name="job_submit",
+        key=("what",),
         title=f"Submission rate: {count:,} jobs submitted one after another, in-process (no HTTP)",
         columns=[Column("what", "what"), Column("median_s", "median s"), Column("best_s", "best s"),
                  Column("runs", "runs"), Column("jobs_per_second", "jobs/s"), Column("ms_per_job", "ms/job"),

@@ -196,6 +196,7 @@ def bench_slurm_pages(sizes) -> Section:
     assert timings["api"].result.status_code == 200 and timings["page"].result.status_code == 200
     section = Section(
         name="slurm_pages",
+        key=("what", "jobs"),
         title=f"sprio of {jobs:,} pending jobs through the database (Slurm cluster, {NODES} nodes, {USERS} users)",
         columns=[Column("what", "what"), Column("jobs", "jobs"), Column("median_s", "median s"),
                  Column("best_s", "best s"), Column("cpu_s", "CPU s"), Column("queries", "SQL"),

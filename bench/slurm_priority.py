@@ -96,6 +96,7 @@ def snapshot_for(jobs: list[PriorityJob], priorities: dict[int, int], rng: rando
 def bench_slurm_priority(sizes: Sizes) -> Section:
     section = Section(
         name="slurm_priority",
+        key=("jobs", "step"),
         title="Slurm core (pure Python): fair-share, multifactor priorities, sprio text, one scheduling pass",
         columns=[Column("jobs", "pending jobs"), Column("step", "step"), Column("median_ms", "median ms"),
                  Column("best_ms", "best ms"), Column("runs", "runs"), Column("us_per_job", "us/job")],

@@ -279,6 +279,7 @@ def bench_rest_submit(sizes: Sizes) -> Section:
     }
     section = Section(
         name="rest_submit",
+        key=("jobs",),
         title=f"REST submission: {count:,} CustomJobs, {CLIENTS} concurrent clients, gunicorn "
               f"({gunicorn['workers']} {gunicorn['worker_class']} workers x {gunicorn['threads']} threads)",
         columns=[Column("jobs", "jobs"), Column("accepted", "accepted"), Column("seconds", "s"),
@@ -364,6 +365,7 @@ def bench_rest_submit_cpu(sizes: Sizes) -> Section:
     }
     section = Section(
         name="rest_submit_cpu",
+        key=("requests",),
         title=f"REST create in-process: {count:,} POST .../customJobs through Django's test client",
         columns=[Column("requests", "requests"), Column("cpu_ms_per_request", "CPU ms/request"),
                  Column("best_cpu_ms_per_request", "best CPU ms/request"),
