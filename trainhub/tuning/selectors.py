@@ -46,8 +46,10 @@ def _with_related(kind: type[DjangoModel], rows: QuerySet, trials: QuerySet[Tria
         return (rows.select_related("custom_job__project", "tuning_job__project")
                 .defer(*_documents("custom_job", CustomJob), *_documents("tuning_job", HyperparameterTuningJob))
                 .prefetch_related(Prefetch("model_versions", queryset=ModelVersion.objects.select_related("model__project"))))
+    # A model version names the pipeline and job that produced it, never their documents.
     return rows.prefetch_related(Prefetch("versions", queryset=ModelVersion.objects.select_related(
-        "pipeline__project", "custom_job__project")))
+        "pipeline__project", "custom_job__project").defer(*_documents("pipeline", TrainingPipeline),
+                                                           *_documents("custom_job", CustomJob))))
 
 
 def resource_get_for_user(*, kind: type[DjangoModel], user: AbstractBaseUser, project_id: str, location: str,
