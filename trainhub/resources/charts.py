@@ -31,9 +31,3 @@ def utilisation_figure(pools: list[ResourcePool], series: dict[int, list[Utilisa
         paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
     )
     return figure
-
-
-def figure_html(figure: go.Figure, element_id: str) -> str:
-    """The figure as a <div> and the script drawing it; plotly.js comes from our static files."""
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id=element_id,
-                          config={"displaylogo": False, "responsive": True})

@@ -19,8 +19,9 @@ from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import project_get_for_user, projects_with_permission, user_has_permission
 from trainhub.jobs.forms import DEFAULT_LOCATION, machine_catalog
 from trainhub.common.pages import Section, html_page, redirect_to_first_project_form, render_page_or_fragment
+from trainhub.common.plotting import figure_html
 from trainhub.resources import selectors, services
-from trainhub.resources.charts import figure_html, utilisation_figure
+from trainhub.resources.charts import utilisation_figure
 from trainhub.resources.forms import ResourceCreateForm, ResourceResizeForm
 from trainhub.resources.models import PersistentResource, State
 

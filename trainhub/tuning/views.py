@@ -14,6 +14,7 @@ from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import project_get_for_user, projects_with_permission, user_has_permission
 from trainhub.jobs.forms import DEFAULT_LOCATION, machine_catalog
 from trainhub.common.pages import html_page, redirect_to_first_project_form, render_page_or_fragment
+from trainhub.common.plotting import figure_html
 from trainhub.tuning import figures, selectors, services
 from trainhub.tuning.forms import TuningFilterForm, TuningJobForm
 from trainhub.tuning.models import HyperparameterTuningJob, Model
@@ -98,15 +99,20 @@ def _status_context(request: HttpRequest, job: HyperparameterTuningJob) -> dict:
     }
 
 
+def _drawn(figure: dict | None, div_id: str) -> str | None:
+    return None if figure is None else figure_html(figure, div_id)
+
+
 def _charts_context(request: HttpRequest, job: HyperparameterTuningJob) -> dict:
     facts = _study_facts(job)
     trials = list(job.trials.all())
     best = best_trial(job)
     return {
         "job": job, "urls": tuning_urls(job),
-        "parallel_chart": figures.parallel_coordinates(trials, facts["metric_id"], facts["parameter_ids"]),
-        "metric_chart": figures.metric_by_trial(trials, facts["metric_id"], facts["maximize"],
-                                                best.number if best else None),
+        "parallel_chart": _drawn(figures.parallel_coordinates(trials, facts["metric_id"], facts["parameter_ids"]),
+                                 "tuning-parcoords"),
+        "metric_chart": _drawn(figures.metric_by_trial(trials, facts["metric_id"], facts["maximize"],
+                                                       best.number if best else None), "tuning-metric"),
     }
 
 
