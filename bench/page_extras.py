@@ -53,8 +53,9 @@ def _finish_jobs(jobs: list[Any], *, rng: random.Random, started: dt.datetime, m
         job.hp_metrics = ([{"globalStep": step * 100, "timestamp": job.start_time.timestamp() + 60 * step,
                             "metrics": {metric: peak * (1 - 0.5 ** (step + 1))}} for step in range(10)]
                           if metric else [])
-        job.model_artifacts = ({"host": "bench-node", "path": f"/work/gcs/{job.job_id}", "files": ["model.pt"]}
-                               if files else {})
+        # As the agent reports them (agent.outputs): each file's path under AIP_MODEL_DIR and size.
+        job.model_artifacts = ({"host": "bench-node", "path": f"/work/gcs/{job.job_id}",
+                                "files": [{"path": "model.pt", "sizeBytes": 48_213_504}]} if files else {})
         last = max(last, job.end_time)
     CustomJob.objects.bulk_update(jobs, ["state", "start_time", "end_time", "update_time", "error", "hp_metrics",
                                          "model_artifacts"], batch_size=500)
