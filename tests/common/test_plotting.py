@@ -1,19 +1,13 @@
 """Figures built as plain dicts are what plotly.js draws from a graph_objects figure: valid, in
 plotly's nested form, with its default template."""
 
-import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from trainhub.common.plotting import figure, figure_html
+from tests.plotting import assert_drawn_as_graph_objects_would, figure_in_html
+from trainhub.common.plotting import figure, figure_html, figure_json, trace
 from trainhub.tuning import figures
 from trainhub.tuning.models import SUCCEEDED, Trial
-
-
-def as_graph_objects_would_send_it(drawn: dict) -> dict:
-    """The figure after graph_objects validated it: an invalid property raises, and a property in
-    a shorthand form ("xaxis_title") would come back in the nested form."""
-    return go.Figure(drawn).to_plotly_json()
 
 
 def trials() -> list[Trial]:
@@ -29,7 +23,7 @@ def trials() -> list[Trial]:
     figures.metric_by_trial(trials(), "score", maximize=False, best_number=None),
 ], ids=["parallel coordinates", "metric by trial", "metric by trial, no best"])
 def test_each_study_figure_is_valid_and_already_in_plotlys_form(drawn):
-    assert as_graph_objects_would_send_it(drawn) == drawn
+    assert_drawn_as_graph_objects_would(drawn)
     assert drawn["layout"]["template"] == pio.templates[pio.templates.default].to_plotly_json()
 
 
@@ -43,8 +37,15 @@ def test_the_study_figures_show_the_succeeded_trials_and_the_best_so_far():
     assert figures.metric_by_trial(trials()[3:], "score", maximize=True, best_number=None) is None
 
 
-def test_figure_html_draws_a_dict_or_a_graph_objects_figure_with_our_config():
-    for drawn in (figure([{"type": "bar", "x": [1], "y": [2]}], {"height": 200}), go.Figure(go.Bar(x=[1], y=[2]))):
-        html = figure_html(drawn, "chart-1")
-        assert 'id="chart-1"' in html and "Plotly.newPlot" in html and '"displaylogo": false' in html
-        assert "<script src=" not in html  # plotly.js comes from our static files
+def test_a_template_named_in_the_layout_is_resolved_as_graph_objects_resolves_it():
+    plain = figure([trace("bar", x=[1], y=[2])], {"template": "none", "height": 200})
+    assert plain["layout"]["template"] == pio.templates["none"].to_plotly_json()
+    assert_drawn_as_graph_objects_would(plain)
+
+
+def test_figure_html_and_json_carry_the_figure_and_our_config():
+    drawn = figure([trace("bar", x=[1], y=[2])], {"height": 200})
+    html = figure_html(drawn, "chart-1")
+    assert figure_in_html(html, "chart-1") == drawn
+    assert '"displaylogo": false' in html and "<script src=" not in html  # plotly.js comes from our static files
+    assert '"type":"bar"' in figure_json(drawn)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from tests.conftest import container_pool, later
 from tests.dashboards.test_samples import run_on, t4_job
 from tests.jobs.test_views import submit
+from tests.plotting import assert_drawn_as_graph_objects_would
 from trainhub.common.redis import get_redis
 from trainhub.dashboards.charts import CHARTS
 from trainhub.dashboards.services import samples_record
@@ -47,7 +48,9 @@ def figure_of(response) -> dict:
     match = re.search(r'<script type="application/json" class="chart__figure">(.*?)</script>',
                       response.content.decode(), re.S)
     assert match, response.content.decode()[:2000]
-    return json.loads(match.group(1))
+    figure = json.loads(match.group(1))
+    assert_drawn_as_graph_objects_would(figure)
+    return figure
 
 
 @pytest.fixture

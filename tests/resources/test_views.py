@@ -5,6 +5,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests.plotting import assert_drawn_as_graph_objects_would, figure_in_html
 from tests.resources.conftest import create, submit, t4_job, t4_pool
 from trainhub.resources import services
 from trainhub.resources.models import PersistentResource
@@ -98,7 +99,9 @@ def test_the_chart_says_so_before_the_first_sample(cast, nodes, now):
 def test_the_chart_plots_the_utilisation_samples(cast, pr, now):
     client = browser(cast, "vic")  # the resource was sampled when it started RUNNING
     chart = client.get(url("detail_chart")).content.decode()
-    assert "Plotly.newPlot" in chart and "t4: provisioned" in chart and "t4: in use" in chart
+    figure = figure_in_html(chart, f"utilisation-{pr.pk}")
+    assert_drawn_as_graph_objects_would(figure)
+    assert [trace["name"] for trace in figure["data"]] == ["t4: provisioned", "t4: in use"]
     assert "vendor/plotly.min.js" in client.get(url("detail")).content.decode()
 
 

@@ -5,6 +5,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from tests.plotting import assert_drawn_as_graph_objects_would
+
 BASE = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
 
 
@@ -45,6 +47,7 @@ def test_the_job_priority_page_explains_each_factor(browser, queue):
     assert lines["age"].why.startswith("eligible since") and "PriorityMaxAge 7-00:00:00" in lines["age"].why
     assert "Fair Tree for uma@ml" in lines["fairshare"].why
     figure = page.context["figure"]
+    assert_drawn_as_graph_objects_would(figure)
     assert {trace["name"] for trace in figure["data"]} == {"age", "fairshare"}
     assert figure["data"][1]["x"][0] == "3"  # highest priority first: bob's job
     body = page.content.decode()

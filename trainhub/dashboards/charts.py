@@ -1,7 +1,7 @@
 """The dashboard's charts. Each one reads its data as a ``Table`` (what its CSV download holds)
 and draws a Plotly figure from that table alone, so the chart and its CSV never disagree.
 
-Figures are built with plotly.graph_objects in Python and drawn by the vendored plotly.js.
+Figures are plain dicts (trainhub.common.plotting) drawn by the vendored plotly.js.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import plotly.graph_objects as go
 from django.contrib.auth.models import AbstractBaseUser
 
 from trainhub.catalog.machines import NO_ACCELERATOR, accelerator_label, accelerator_types
+from trainhub.common.plotting import figure, trace
 from trainhub.dashboards import selectors
 from trainhub.dashboards.sources import capacity_visibility, fairshare_rows
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange
@@ -50,7 +50,7 @@ class Table:
 
 @dataclass(frozen=True)
 class Drawing:
-    figure: go.Figure | None
+    figure: dict[str, Any] | None
     #: One sentence saying what the chart shows now (caption, and the text alternative).
     summary: str
 
@@ -84,6 +84,9 @@ def type_color(kind: str) -> str:
     return _TYPE_COLORS.get(kind, _PALETTE[hash(kind) % len(_PALETTE)])
 
 
+_MARGIN = {"l": 8, "r": 8, "t": 8, "b": 8}
+
+
 def _layout(request: ChartRequest, *, height: int, panels: dict[str, dict] | None = None,
             **extra: Any) -> dict[str, Any]:
     """The look every figure shares: the legend above the plot, panels named by their axis titles.
@@ -95,7 +98,7 @@ def _layout(request: ChartRequest, *, height: int, panels: dict[str, dict] | Non
     grid = "rgba(232,237,243,.14)" if request.wall else "#e3e8ee"
     axis = {"gridcolor": grid, "zerolinecolor": grid, "linecolor": grid, "automargin": True}
     layout = {
-        "template": "none", "margin": {"l": 8, "r": 8, "t": 8, "b": 8},
+        "template": "none", "margin": dict(_MARGIN),
         "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
         "font": {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif", "size": 13,
                  "color": text},
@@ -111,10 +114,8 @@ def _layout(request: ChartRequest, *, height: int, panels: dict[str, dict] | Non
     return layout
 
 
-def _figure(traces: list[Any], request: ChartRequest, *, height: int = 320, **layout: Any) -> go.Figure:
-    """A figure built in one go: Plotly's make_subplots/add_trace deep-copy every trace, which
-    cost more than all the rest of a chart's request."""
-    return go.Figure(data=traces, layout=_layout(request, height=height, **layout))
+def _figure(traces: list[dict[str, Any]], request: ChartRequest, *, height: int = 320, **layout: Any) -> dict[str, Any]:
+    return figure(traces, _layout(request, height=height, **layout))
 
 
 def _axis(letter: str, index: int) -> tuple[str, str]:
@@ -187,7 +188,7 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
         y_ref = _axis("y", index)[1]
         for shade, (source, scope) in enumerate(sorted({(r["source"], r["scope"]) for r in rows})):
             series = [r for r in rows if (r["source"], r["scope"]) == (source, scope)]
-            traces.append(go.Scatter(
+            traces.append(trace("scatter", 
                 x=_times(series), y=[r["allocated_gpus"] for r in series], yaxis=y_ref, mode="lines",
                 stackgroup=f"allocated-{kind}", name=scope if source == "pool" else f"{scope} ({source})",
                 legendgroup=kind, line={"width": 0.5, "color": type_color(kind)}, opacity=1 - 0.2 * (shade % 3),
@@ -200,19 +201,19 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
         times = sorted(totals)
         x = [time.isoformat() for time in times]
         if any(totals[t][1] for t in times):
-            traces.append(go.Scatter(x=x, y=[totals[t][1] for t in times], yaxis=y_ref, mode="lines", name="dedicated",
+            traces.append(trace("scatter", x=x, y=[totals[t][1] for t in times], yaxis=y_ref, mode="lines", name="dedicated",
                                      line={"color": "#8792a2", "dash": "dot", "width": 2}, legendgroup="dedicated",
                                      showlegend=index == 0, hovertemplate="%{y:.0f} dedicated"))
-        traces.append(go.Scatter(x=x, y=[totals[t][0] for t in times], yaxis=y_ref, mode="lines", name="capacity",
+        traces.append(trace("scatter", x=x, y=[totals[t][0] for t in times], yaxis=y_ref, mode="lines", name="capacity",
                                  line={"color": "#c2410c", "dash": "dash", "width": 2}, legendgroup="capacity",
                                  showlegend=index == 0, hovertemplate="%{y:.0f} capacity"))
         now_allocated += sum(r["allocated_gpus"] for r in rows if r["time"] == latest)
         now_total += totals[latest][0]
-    figure = _figure(traces, request, height=120 + 170 * len(kinds),
+    drawn = _figure(traces, request, height=120 + 170 * len(kinds),
                      panels=_stacked([accelerator_label(kind) for kind in kinds], gap=0.04))
     summary = (f"Now {now_allocated:.0f} of {now_total:.0f} GPUs allocated to jobs "
                f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}.")
-    return Drawing(figure, summary)
+    return Drawing(drawn, summary)
 
 
 # --- Queue depth ---------------------------------------------------------------------------
@@ -239,17 +240,17 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
         times = _times(series)
         style = {"mode": "lines", "line": {"width": 0.5, "color": type_color(kind)}, "legendgroup": kind,
                  "name": accelerator_label(kind)}
-        traces.append(go.Scatter(x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
+        traces.append(trace("scatter", x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
                                  stackgroup="jobs", hovertemplate="%{y:.0f} jobs", **style))
-        traces.append(go.Scatter(x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2", stackgroup="gpus",
+        traces.append(trace("scatter", x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2", stackgroup="gpus",
                                  showlegend=False, hovertemplate="%{y:.0f} GPUs", **style))
-    figure = _figure(traces, request, height=420, panels=_stacked(["jobs waiting", "GPUs asked"], gap=0.08))
+    drawn = _figure(traces, request, height=420, panels=_stacked(["jobs waiting", "GPUs asked"], gap=0.08))
     latest = max(r["time"] for r in records)
     jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
     gpus = sum(r["waiting_gpus"] for r in records if r["time"] == latest)
     oldest = max((r["oldest_wait_seconds"] for r in records if r["time"] == latest), default=0)
     summary = f"Now {jobs:.0f} jobs waiting for {gpus:.0f} GPUs"
-    return Drawing(figure, summary + (f"; the oldest has waited {compact_duration(oldest)}." if jobs else "."))
+    return Drawing(drawn, summary + (f"; the oldest has waited {compact_duration(oldest)}." if jobs else "."))
 
 
 # --- Wait-time distribution ----------------------------------------------------------------
@@ -280,11 +281,11 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
         return Drawing(None, f"No job started {_since(request)}.")
     times = _times(records)
     traces: list[Any] = [
-        go.Bar(x=times, y=[r[bucket.column] for r in records], name=bucket.label,
+        trace("bar", x=times, y=[r[bucket.column] for r in records], name=bucket.label,
                marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
         for bucket, color in zip(WAIT_BUCKETS, _WAIT_COLORS)
     ]
-    traces.append(go.Scatter(x=times, y=[None if r["mean_wait_seconds"] is None else r["mean_wait_seconds"] / 60
+    traces.append(trace("scatter", x=times, y=[None if r["mean_wait_seconds"] is None else r["mean_wait_seconds"] / 60
                                          for r in records],
                              name="mean wait", yaxis="y2", mode="lines+markers", connectgaps=True,
                              line={"color": "#1d2733" if not request.wall else "#e8edf3", "width": 2},
@@ -293,9 +294,9 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
     layout["yaxis"]["title"] = {"text": "jobs started"}
     layout["yaxis2"] = {**layout["yaxis"], "title": {"text": "minutes"}, "overlaying": "y", "side": "right",
                         "showgrid": False}
-    figure = go.Figure(data=traces, layout=layout)
+    drawn = figure(traces, layout)
     waited = sum((r["mean_wait_seconds"] or 0) * r["started_jobs"] for r in records)
-    return Drawing(figure, f"{started} jobs started {_since(request)}; they waited "
+    return Drawing(drawn, f"{started} jobs started {_since(request)}; they waited "
                            f"{compact_duration(waited / started)} on average.")
 
 
@@ -331,17 +332,17 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
         rows = {r["state"]: r for r in records if r["gpu_type"] == kind}
         style = {"marker": {"color": type_color(kind)}, "legendgroup": kind, "name": accelerator_label(kind),
                  "hovertemplate": "%{y} jobs"}
-        traces.append(go.Bar(x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ACTIVE_STATES],
+        traces.append(trace("bar", x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ACTIVE_STATES],
                              y=[rows[s]["active_jobs"] if s in rows else 0 for s in _ACTIVE_STATES], **style))
-        traces.append(go.Bar(x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ENDED_STATES],
+        traces.append(trace("bar", x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ENDED_STATES],
                              y=[rows[s]["ended_in_range"] if s in rows else 0 for s in _ENDED_STATES],
                              xaxis="x2", yaxis="y2", showlegend=False, **style))
-    figure = _figure(traces, request, height=340, barmode="stack", hovermode="closest",
+    drawn = _figure(traces, request, height=340, barmode="stack", hovermode="closest",
                      panels=_side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42]))
     active = sum(r["active_jobs"] for r in records)
     ended = {s: sum(r["ended_in_range"] for r in records if r["state"] == s) for s in _ENDED_STATES}
     total_ended = sum(ended.values())
-    return Drawing(figure, f"{active} active jobs now; {total_ended} ended {_since(request)}, "
+    return Drawing(drawn, f"{active} active jobs now; {total_ended} ended {_since(request)}, "
                            f"{_pct(ended[states.SUCCEEDED], total_ended)} of them successfully.")
 
 
@@ -372,17 +373,17 @@ def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
     used_color = ["#d64541" if r["limit_gpus"] and r["in_use_gpus"] >= r["limit_gpus"] else "#3b6fd8"
                   for r in records]
     traces = [
-        go.Bar(y=labels, x=[r["limit_gpus"] for r in records], orientation="h", name="limit",
+        trace("bar", y=labels, x=[r["limit_gpus"] for r in records], orientation="h", name="limit",
                marker={"color": "rgba(135,146,162,.35)"}, hovertemplate="limit %{x}"),
-        go.Bar(y=labels, x=[r["in_use_gpus"] for r in records], orientation="h", name="in use",
+        trace("bar", y=labels, x=[r["in_use_gpus"] for r in records], orientation="h", name="in use",
                marker={"color": used_color}, width=0.45, hovertemplate="in use %{x}", cliponaxis=False,
                text=[_pct(r["in_use_gpus"], r["limit_gpus"]) for r in records], textposition="outside"),
     ]
-    figure = _figure(traces, request, height=90 + 34 * len(records), barmode="overlay", hovermode="y unified")
-    figure.update_yaxes(autorange="reversed")
-    figure.update_layout(margin={"r": 48})  # room for the percentage beside a full bar
+    # The right margin leaves room for the percentage beside a full bar.
+    drawn = _figure(traces, request, height=90 + 34 * len(records), barmode="overlay", hovermode="y unified",
+                    margin={**_MARGIN, "r": 48}, panels={"yaxis": {"autorange": "reversed"}})
     full = sum(1 for r in records if r["limit_gpus"] and r["in_use_gpus"] >= 0.8 * r["limit_gpus"])
-    return Drawing(figure, f"{full} of {len(records)} quota limits are at least 80% used.")
+    return Drawing(drawn, f"{full} of {len(records)} quota limits are at least 80% used.")
 
 
 # --- Fair-share ----------------------------------------------------------------------------
@@ -406,14 +407,14 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
         axes = {"xaxis": _axis("x", index)[1], "yaxis": _axis("y", index)[1]}
         labels = [f"{r['account']} / {r['user']}" if r["user"] else r["account"] for r in rows]
         for name, key, color in (("shares", "norm_shares", "#4e79a7"), ("effective usage", "effective_usage", "#f28e2b")):
-            traces.append(go.Bar(y=labels, x=[r[key] for r in rows], orientation="h", name=name,
+            traces.append(trace("bar", y=labels, x=[r[key] for r in rows], orientation="h", name=name,
                                  marker={"color": color}, legendgroup=name, showlegend=index == 0,
                                  hovertemplate=f"{name} %{{x:.3f}}", **axes))
     most_accounts = max(sum(1 for r in records if r["cluster"] == cluster) for cluster in clusters)
-    figure = _figure(traces, request, height=120 + 40 * most_accounts, barmode="group", hovermode="y unified",
+    drawn = _figure(traces, request, height=120 + 40 * most_accounts, barmode="group", hovermode="y unified",
                      panels=_side_by_side(clusters, [1.0] * len(clusters)))
     over = sum(1 for r in records if r["effective_usage"] > r["norm_shares"])
-    return Drawing(figure, f"{over} of {len(records)} accounts use more than their share.")
+    return Drawing(drawn, f"{over} of {len(records)} accounts use more than their share.")
 
 
 # --- Per-job wait explanation --------------------------------------------------------------
@@ -437,15 +438,14 @@ def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
         return Drawing(None, "No job of your projects is waiting.")
     labels = [f"{r['name']} · …{r['job_id'][-5:]}" for r in records]
     reasons = [r["reasons"] or "No explanation yet: the next scheduler pass writes one." for r in records]
-    trace = go.Bar(y=labels, x=[r["waited_seconds"] / 3600 for r in records], orientation="h", customdata=reasons,
+    bars = trace("bar", y=labels, x=[r["waited_seconds"] / 3600 for r in records], orientation="h", customdata=reasons,
                    marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
                    text=[compact_duration(r["waited_seconds"]) for r in records], textposition="outside",
                    hovertemplate="waited %{x:.1f} h<br>%{customdata}<extra></extra>")
-    figure = _figure([trace], request, height=70 + 26 * len(records), hovermode="closest", showlegend=False)
-    figure.update_yaxes(autorange="reversed")
-    figure.update_xaxes(title={"text": "hours waited"})
-    figure.update_layout(margin={"r": 56})
-    return Drawing(figure, f"The {len(records)} longest-waiting jobs of your projects; the oldest has waited "
+    drawn = _figure([bars], request, height=70 + 26 * len(records), hovermode="closest", showlegend=False,
+                    margin={**_MARGIN, "r": 56},
+                    panels={"yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "hours waited"}}})
+    return Drawing(drawn, f"The {len(records)} longest-waiting jobs of your projects; the oldest has waited "
                            f"{compact_duration(records[0]['waited_seconds'])}.")
 
 

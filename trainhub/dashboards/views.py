@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from trainhub.common.plotting import figure_json
 from trainhub.common.wire import format_timestamp
 from trainhub.dashboards import selectors
 from trainhub.dashboards.charts import CHARTS, Chart, ChartRequest, Table
@@ -106,7 +107,7 @@ def chart(request: HttpRequest, key: str) -> HttpResponse:
     return render(request, "dashboards/_chart.html", {
         "chart": chart_spec, "drawing": drawing, "records": table.records(),
         "urls": _chart_urls(chart_spec, request, chart_request.time_range),
-        "figure_json": _script_safe(drawing.figure.to_json()) if drawing.figure is not None else "",
+        "figure_json": _script_safe(figure_json(drawing.figure)) if drawing.figure is not None else "",
         "time_range": chart_request.time_range,
     })
 

@@ -1,11 +1,9 @@
-"""Plotly figures of the Slurm pages, built server-side (plotly.js is served from static/vendor)."""
+"""Plotly figures of the Slurm pages, built server-side as plain dicts (trainhub.common.plotting);
+plotly.js is served from static/vendor."""
 
 from __future__ import annotations
 
-import json
-
-import plotly.graph_objects as go
-
+from trainhub.common.plotting import figure, trace
 from trainhub.slurm.priority import FACTOR_NAMES, PriorityBreakdown
 
 _COLORS = {"age": "#4e79a7", "assoc": "#76b7b2", "fairshare": "#f28e2b", "jobsize": "#59a14f",
@@ -21,11 +19,10 @@ def priority_stack(breakdowns: list[PriorityBreakdown], highlight: int) -> dict:
     series["tres"] = [b.tres_weighted for b in jobs]
     series["site"] = [float(b.site) for b in jobs]
     series["nice"] = [-float(b.nice) for b in jobs]
-    figure = go.Figure([go.Bar(name=name, x=labels, y=values, marker_color=_COLORS[name],
-                               hovertemplate=f"job %{{x}}<br>{name}: %{{y:.1f}}<extra></extra>")
-                        for name, values in series.items() if any(values)])
-    figure.update_layout(barmode="relative", title="Priority contributions across the queue",
-                         xaxis={"title": "job (highest priority first)", "type": "category"},
-                         yaxis={"title": "contribution to priority"}, legend={"orientation": "h", "y": -0.25},
-                         margin={"l": 60, "r": 20, "t": 50, "b": 80}, height=420)
-    return json.loads(figure.to_json())
+    return figure([trace("bar", name=name, x=labels, y=values, marker={"color": _COLORS[name]},
+                         hovertemplate=f"job %{{x}}<br>{name}: %{{y:.1f}}<extra></extra>")
+                   for name, values in series.items() if any(values)],
+                  {"barmode": "relative", "title": {"text": "Priority contributions across the queue"},
+                   "xaxis": {"title": {"text": "job (highest priority first)"}, "type": "category"},
+                   "yaxis": {"title": {"text": "contribution to priority"}}, "legend": {"orientation": "h", "y": -0.25},
+                   "margin": {"l": 60, "r": 20, "t": 50, "b": 80}, "height": 420})
