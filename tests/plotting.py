@@ -5,6 +5,8 @@ import re
 
 import plotly.graph_objects as go
 
+_ARGUMENT_SEPARATOR = re.compile(r"\s*,\s*")
+
 
 def assert_drawn_as_graph_objects_would(figure: dict) -> None:
     """graph_objects accepts the figure and gives it back unchanged: every property is valid and
@@ -16,8 +18,7 @@ def figure_in_html(html: str, div_id: str) -> dict:
     """The data and layout of the Plotly.newPlot call drawing ``div_id`` in a page."""
     match = re.search(rf'Plotly\.newPlot\(\s*"{re.escape(div_id)}",\s*', html)
     assert match, f"no figure {div_id!r} in the page"
-    decoder, position = json.JSONDecoder(), match.end()
-    data, position = decoder.raw_decode(html, position)
-    position = html.index(",", position) + 1
-    layout, _ = decoder.raw_decode(html, len(html[position:]) - len(html[position:].lstrip()) + position)
+    decoder = json.JSONDecoder()
+    data, end = decoder.raw_decode(html, match.end())
+    layout, _ = decoder.raw_decode(html, _ARGUMENT_SEPARATOR.match(html, end).end())
     return {"data": data, "layout": layout}

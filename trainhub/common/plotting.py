@@ -32,9 +32,8 @@ def trace(kind: str, **properties: Any) -> dict[str, Any]:
 
 
 def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
-    """A figure of these traces and this layout, its template given by name or plotly's default."""
-    template = layout.get("template", pio.templates.default)
-    return {"data": data, "layout": {**layout, "template": _template(template) if isinstance(template, str) else template}}
+    """A figure of these traces and this layout, its template named in the layout or plotly's default."""
+    return {"data": data, "layout": {**layout, "template": _template(layout.get("template", pio.templates.default))}}
 
 
 def figure_html(drawn: dict[str, Any], div_id: str) -> str:

@@ -188,7 +188,7 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
         y_ref = _axis("y", index)[1]
         for shade, (source, scope) in enumerate(sorted({(r["source"], r["scope"]) for r in rows})):
             series = [r for r in rows if (r["source"], r["scope"]) == (source, scope)]
-            traces.append(trace("scatter", 
+            traces.append(trace("scatter",
                 x=_times(series), y=[r["allocated_gpus"] for r in series], yaxis=y_ref, mode="lines",
                 stackgroup=f"allocated-{kind}", name=scope if source == "pool" else f"{scope} ({source})",
                 legendgroup=kind, line={"width": 0.5, "color": type_color(kind)}, opacity=1 - 0.2 * (shade % 3),
@@ -201,16 +201,16 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
         times = sorted(totals)
         x = [time.isoformat() for time in times]
         if any(totals[t][1] for t in times):
-            traces.append(trace("scatter", x=x, y=[totals[t][1] for t in times], yaxis=y_ref, mode="lines", name="dedicated",
-                                     line={"color": "#8792a2", "dash": "dot", "width": 2}, legendgroup="dedicated",
-                                     showlegend=index == 0, hovertemplate="%{y:.0f} dedicated"))
+            traces.append(trace("scatter", x=x, y=[totals[t][1] for t in times], yaxis=y_ref, mode="lines",
+                                name="dedicated", line={"color": "#8792a2", "dash": "dot", "width": 2},
+                                legendgroup="dedicated", showlegend=index == 0, hovertemplate="%{y:.0f} dedicated"))
         traces.append(trace("scatter", x=x, y=[totals[t][0] for t in times], yaxis=y_ref, mode="lines", name="capacity",
-                                 line={"color": "#c2410c", "dash": "dash", "width": 2}, legendgroup="capacity",
-                                 showlegend=index == 0, hovertemplate="%{y:.0f} capacity"))
+                            line={"color": "#c2410c", "dash": "dash", "width": 2}, legendgroup="capacity",
+                            showlegend=index == 0, hovertemplate="%{y:.0f} capacity"))
         now_allocated += sum(r["allocated_gpus"] for r in rows if r["time"] == latest)
         now_total += totals[latest][0]
     drawn = _figure(traces, request, height=120 + 170 * len(kinds),
-                     panels=_stacked([accelerator_label(kind) for kind in kinds], gap=0.04))
+                    panels=_stacked([accelerator_label(kind) for kind in kinds], gap=0.04))
     summary = (f"Now {now_allocated:.0f} of {now_total:.0f} GPUs allocated to jobs "
                f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}.")
     return Drawing(drawn, summary)
@@ -241,9 +241,9 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
         style = {"mode": "lines", "line": {"width": 0.5, "color": type_color(kind)}, "legendgroup": kind,
                  "name": accelerator_label(kind)}
         traces.append(trace("scatter", x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
-                                 stackgroup="jobs", hovertemplate="%{y:.0f} jobs", **style))
+                            stackgroup="jobs", hovertemplate="%{y:.0f} jobs", **style))
         traces.append(trace("scatter", x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2", stackgroup="gpus",
-                                 showlegend=False, hovertemplate="%{y:.0f} GPUs", **style))
+                            showlegend=False, hovertemplate="%{y:.0f} GPUs", **style))
     drawn = _figure(traces, request, height=420, panels=_stacked(["jobs waiting", "GPUs asked"], gap=0.08))
     latest = max(r["time"] for r in records)
     jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
@@ -282,14 +282,14 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
     times = _times(records)
     traces: list[Any] = [
         trace("bar", x=times, y=[r[bucket.column] for r in records], name=bucket.label,
-               marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
+              marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
         for bucket, color in zip(WAIT_BUCKETS, _WAIT_COLORS)
     ]
     traces.append(trace("scatter", x=times, y=[None if r["mean_wait_seconds"] is None else r["mean_wait_seconds"] / 60
-                                         for r in records],
-                             name="mean wait", yaxis="y2", mode="lines+markers", connectgaps=True,
-                             line={"color": "#1d2733" if not request.wall else "#e8edf3", "width": 2},
-                             marker={"size": 4}, hovertemplate="mean %{y:.1f} min"))
+                                               for r in records],
+                        name="mean wait", yaxis="y2", mode="lines+markers", connectgaps=True,
+                        line={"color": "#1d2733" if not request.wall else "#e8edf3", "width": 2},
+                        marker={"size": 4}, hovertemplate="mean %{y:.1f} min"))
     layout = _layout(request, height=340, barmode="stack", bargap=0.15)
     layout["yaxis"]["title"] = {"text": "jobs started"}
     layout["yaxis2"] = {**layout["yaxis"], "title": {"text": "minutes"}, "overlaying": "y", "side": "right",
@@ -333,12 +333,12 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
         style = {"marker": {"color": type_color(kind)}, "legendgroup": kind, "name": accelerator_label(kind),
                  "hovertemplate": "%{y} jobs"}
         traces.append(trace("bar", x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ACTIVE_STATES],
-                             y=[rows[s]["active_jobs"] if s in rows else 0 for s in _ACTIVE_STATES], **style))
+                            y=[rows[s]["active_jobs"] if s in rows else 0 for s in _ACTIVE_STATES], **style))
         traces.append(trace("bar", x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ENDED_STATES],
-                             y=[rows[s]["ended_in_range"] if s in rows else 0 for s in _ENDED_STATES],
-                             xaxis="x2", yaxis="y2", showlegend=False, **style))
+                            y=[rows[s]["ended_in_range"] if s in rows else 0 for s in _ENDED_STATES],
+                            xaxis="x2", yaxis="y2", showlegend=False, **style))
     drawn = _figure(traces, request, height=340, barmode="stack", hovermode="closest",
-                     panels=_side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42]))
+                    panels=_side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42]))
     active = sum(r["active_jobs"] for r in records)
     ended = {s: sum(r["ended_in_range"] for r in records if r["state"] == s) for s in _ENDED_STATES}
     total_ended = sum(ended.values())
@@ -374,10 +374,10 @@ def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
                   for r in records]
     traces = [
         trace("bar", y=labels, x=[r["limit_gpus"] for r in records], orientation="h", name="limit",
-               marker={"color": "rgba(135,146,162,.35)"}, hovertemplate="limit %{x}"),
+              marker={"color": "rgba(135,146,162,.35)"}, hovertemplate="limit %{x}"),
         trace("bar", y=labels, x=[r["in_use_gpus"] for r in records], orientation="h", name="in use",
-               marker={"color": used_color}, width=0.45, hovertemplate="in use %{x}", cliponaxis=False,
-               text=[_pct(r["in_use_gpus"], r["limit_gpus"]) for r in records], textposition="outside"),
+              marker={"color": used_color}, width=0.45, hovertemplate="in use %{x}", cliponaxis=False,
+              text=[_pct(r["in_use_gpus"], r["limit_gpus"]) for r in records], textposition="outside"),
     ]
     # The right margin leaves room for the percentage beside a full bar.
     drawn = _figure(traces, request, height=90 + 34 * len(records), barmode="overlay", hovermode="y unified",
@@ -408,11 +408,11 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
         labels = [f"{r['account']} / {r['user']}" if r["user"] else r["account"] for r in rows]
         for name, key, color in (("shares", "norm_shares", "#4e79a7"), ("effective usage", "effective_usage", "#f28e2b")):
             traces.append(trace("bar", y=labels, x=[r[key] for r in rows], orientation="h", name=name,
-                                 marker={"color": color}, legendgroup=name, showlegend=index == 0,
-                                 hovertemplate=f"{name} %{{x:.3f}}", **axes))
+                                marker={"color": color}, legendgroup=name, showlegend=index == 0,
+                                hovertemplate=f"{name} %{{x:.3f}}", **axes))
     most_accounts = max(sum(1 for r in records if r["cluster"] == cluster) for cluster in clusters)
     drawn = _figure(traces, request, height=120 + 40 * most_accounts, barmode="group", hovermode="y unified",
-                     panels=_side_by_side(clusters, [1.0] * len(clusters)))
+                    panels=_side_by_side(clusters, [1.0] * len(clusters)))
     over = sum(1 for r in records if r["effective_usage"] > r["norm_shares"])
     return Drawing(drawn, f"{over} of {len(records)} accounts use more than their share.")
 
@@ -439,9 +439,9 @@ def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
     labels = [f"{r['name']} · …{r['job_id'][-5:]}" for r in records]
     reasons = [r["reasons"] or "No explanation yet: the next scheduler pass writes one." for r in records]
     bars = trace("bar", y=labels, x=[r["waited_seconds"] / 3600 for r in records], orientation="h", customdata=reasons,
-                   marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
-                   text=[compact_duration(r["waited_seconds"]) for r in records], textposition="outside",
-                   hovertemplate="waited %{x:.1f} h<br>%{customdata}<extra></extra>")
+                 marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
+                 text=[compact_duration(r["waited_seconds"]) for r in records], textposition="outside",
+                 hovertemplate="waited %{x:.1f} h<br>%{customdata}<extra></extra>")
     drawn = _figure([bars], request, height=70 + 26 * len(records), hovermode="closest", showlegend=False,
                     margin={**_MARGIN, "r": 56},
                     panels={"yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "hours waited"}}})

@@ -7,7 +7,7 @@ from typing import Any
 
 from plotly.colors import sequential
 
-from trainhub.common.plotting import figure
+from trainhub.common.plotting import figure, trace
 from trainhub.tuning.models import SUCCEEDED, Trial
 
 _LAYOUT = {"margin": {"l": 60, "r": 30, "t": 40, "b": 50}, "height": 360, "paper_bgcolor": "rgba(0,0,0,0)",
@@ -37,8 +37,8 @@ def parallel_coordinates(trials: list[Trial], metric_id: str, parameter_ids: lis
                                "tickvals": list(range(len(labels))), "ticktext": labels})
     objectives = [t.objective for t in scored]
     dimensions.append({"label": metric_id, "values": objectives})
-    return figure([{"type": "parcoords", "line": {"color": objectives, "colorscale": _VIRIDIS, "showscale": True},
-                    "dimensions": dimensions}],
+    return figure([trace("parcoords", line={"color": objectives, "colorscale": _VIRIDIS, "showscale": True},
+                         dimensions=dimensions)],
                   {"title": {"text": f"Parameters vs {metric_id}", "x": 0}, **_LAYOUT})
 
 
@@ -56,14 +56,15 @@ def metric_by_trial(trials: list[Trial], metric_id: str, maximize: bool,
         best_so_far = value if best_so_far is None else (max if maximize else min)(best_so_far, value)
         running.append(best_so_far)
     data = [
-        {"type": "scatter", "x": numbers, "y": objectives, "mode": "markers", "name": metric_id,
-         "marker": {"size": 9, "color": "#2456c7"}},
-        {"type": "scatter", "x": numbers, "y": running, "mode": "lines", "name": "best so far",
-         "line": {"shape": "hv", "color": "#176434"}},
+        trace("scatter", x=numbers, y=objectives, mode="markers", name=metric_id,
+              marker={"size": 9, "color": "#2456c7"}),
+        trace("scatter", x=numbers, y=running, mode="lines", name="best so far",
+              line={"shape": "hv", "color": "#176434"}),
     ]
     if best_number is not None:
         best = next(t for t in scored if t.number == best_number)
-        data.append({"type": "scatter", "x": [best.number], "y": [best.objective], "mode": "markers",
-                     "name": f"best: trial {best.number}", "marker": {"size": 16, "symbol": "star", "color": "#f59e0b"}})
-    return figure(data, {"title": {"text": f"{metric_id} by trial", "x": 0}, "xaxis": {"title": {"text": "trial"}, "dtick": 1},
-                         "yaxis": {"title": {"text": metric_id}}, **_LAYOUT})
+        data.append(trace("scatter", x=[best.number], y=[best.objective], mode="markers",
+                          name=f"best: trial {best.number}", marker={"size": 16, "symbol": "star", "color": "#f59e0b"}))
+    return figure(data, {"title": {"text": f"{metric_id} by trial", "x": 0},
+                         "xaxis": {"title": {"text": "trial"}, "dtick": 1}, "yaxis": {"title": {"text": metric_id}},
+                         **_LAYOUT})

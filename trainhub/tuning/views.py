@@ -106,7 +106,7 @@ def _drawn(figure: dict | None, div_id: str) -> str | None:
 def _charts_context(request: HttpRequest, job: HyperparameterTuningJob) -> dict:
     facts = _study_facts(job)
     trials = list(job.trials.all())
-    best = best_trial(job)
+    best = best_of(trials, facts["maximize"])
     return {
         "job": job, "urls": tuning_urls(job),
         "parallel_chart": _drawn(figures.parallel_coordinates(trials, facts["metric_id"], facts["parameter_ids"]),
