@@ -2,17 +2,20 @@
 chaos drills all start gunicorn with this file (gunicorn also reads it by itself from the current
 directory). Command-line flags still override it.
 
-Threaded workers (``gthread``) keep HTTP connections alive, so an API client that reuses its
+Threaded workers (gunicorn's ``gthread``) keep HTTP connections alive, so an API client that reuses its
 connection (Google's client libraries, the trainhub CLI, the benchmark's clients) does not pay a
 TCP handshake per request as it does with the ``sync`` workers, which close every connection; and
 while one thread waits on the database or Redis, another serves the next request. Python runs one
 thread per process at a time, so the process count is what uses the cores: one per core by default.
+A kept-alive connection stays with the worker that accepted it, so the workers take new connections
+least-connections first (trainhub/common/gunicorn_worker.py): two busy clients get a core each.
 """
 
 import multiprocessing
 import os
 
-worker_class = "gthread"
+#: gunicorn's "gthread" worker, balanced: see trainhub/common/gunicorn_worker.py.
+worker_class = "trainhub.common.gunicorn_worker.LeastConnectionsWorker"
 #: WEB_CONCURRENCY is also what gunicorn itself reads when no config says otherwise.
 workers = int(os.environ.get("WEB_CONCURRENCY") or multiprocessing.cpu_count())
 threads = int(os.environ.get("GUNICORN_THREADS") or 4)

@@ -281,7 +281,7 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         name="rest_submit",
         key=("jobs",),
         title=f"REST submission: {count:,} CustomJobs, {CLIENTS} concurrent clients, gunicorn "
-              f"({gunicorn['workers']} {gunicorn['worker_class']} workers x {gunicorn['threads']} threads)",
+              f"({gunicorn['workers']} {gunicorn['worker_class'].rsplit('.', 1)[-1]} workers x {gunicorn['threads']} threads)",
         columns=[Column("jobs", "jobs"), Column("accepted", "accepted"), Column("seconds", "s"),
                  Column("jobs_per_second", "jobs/s"), Column("p50_ms", "p50 ms"), Column("p99_ms", "p99 ms"),
                  Column("max_ms", "max ms"), Column("server_cpu_ms_per_job", "gunicorn CPU ms/job"),
@@ -312,8 +312,9 @@ def bench_rest_submit(sizes: Sizes) -> Section:
         f"each client is a process with one kept-alive connection (a plain socket) sending requests encoded "
         f"beforehand; {WARM_UP_PER_CLIENT} warm-up requests per client first",
         f"share of gunicorn's CPU per worker process: {row['worker_cpu_shares']} - a kept-alive connection stays "
-        f"with the worker that accepted it, so when both clients' connections land on one worker, one Python "
-        f"process (one core at a time) serves every request",
+        f"with the worker that accepted it; the workers take new connections least-connections first "
+        f"(trainhub/common/gunicorn_worker.py), so each client gets a worker of its own, and a share near "
+        f"[1.0, 0.0] would mean one Python process (one core at a time) served every request",
         *shared_redis_notes("Redis CPU ms/job (INFO cpu)"),
     ]
     return section
