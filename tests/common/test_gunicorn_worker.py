@@ -4,6 +4,7 @@ and take it themselves when no other worker does."""
 import http.client
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -196,6 +197,22 @@ def test_each_kept_alive_client_gets_a_worker_of_its_own_while_one_is_free():
                 connection.request("GET", "/")
                 assert connection.getresponse().read().decode() == process
                 connection.close()
+
+
+def test_a_connection_the_less_busy_worker_cannot_take_is_taken_by_another():
+    with gunicorn(workers=2) as port:
+        time.sleep(0.3)  # the probe connections' closes reach their workers
+        first, busy = kept_alive_connection(port)
+        idle = (workers_answering(port, 2) - {busy}).pop()
+        time.sleep(0.3)
+        os.kill(int(idle), signal.SIGSTOP)  # holds no connection, and cannot take one
+        try:
+            second, answered_by = kept_alive_connection(port)
+        finally:
+            os.kill(int(idle), signal.SIGCONT)
+        assert answered_by == busy
+        first.close()
+        second.close()
 
 
 def test_a_busy_worker_still_takes_connections_when_it_is_the_only_one():
