@@ -124,14 +124,23 @@ def test_a_worker_publishes_its_connections_only_while_it_accepts(board, worker)
     other.poller.close()
 
 
-def test_a_slot_of_a_worker_that_exited_goes_to_the_next_worker(board):
-    holders = [type("Holder", (), {"pid": os.getpid()})() for _ in range(board.SLOTS)]
+class Holder:
+    """A running worker, as the board sees one."""
+
+    pid = os.getpid()
+
+
+def test_the_slots_of_workers_that_exited_are_freed_when_the_next_worker_starts(board):
+    holders = [Holder() for _ in range(board.SLOTS)]
     assert [board.claim(holder) for holder in holders] == list(range(board.SLOTS))
-    assert board.claim(object()) is None
+    assert board.claim(Holder()) is None
     exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],  # noqa: S603
                             capture_output=True, text=True, check=True)
-    holders[42].pid = int(exited.stdout)
-    assert board.claim(object()) == 42
+    holders[10].pid = holders[42].pid = int(exited.stdout)
+    board.publish(42, 0)  # the last count the killed worker published
+    assert board.claim(Holder()) == 10
+    assert not board.another_holds_fewer(10, 1)  # slot 42 no longer counts
+    assert board.claim(Holder()) == 42
 
 
 def test_the_config_uses_the_balanced_worker():

@@ -36,7 +36,7 @@ class ConnectionBoard:
 
     The master assigns the slots (gunicorn constructs a worker in the master just before it forks
     it), so no two workers write to the same one; a worker killed without a chance to free its
-    slot leaves it to the worker that replaces it.
+    slot has it freed when the master starts the worker that replaces it.
     """
 
     SLOTS = 256
@@ -50,14 +50,20 @@ class ConnectionBoard:
         self._holders: dict[int, ThreadWorker] = {}  # kept in the master only
 
     def claim(self, worker: ThreadWorker) -> int | None:
-        """A free slot for ``worker``, or None when SLOTS workers hold one (it is then not ranked)."""
-        for slot in range(self.SLOTS):
-            holder = self._holders.get(slot)
-            if holder is None or not _is_running(holder.pid):
-                self._holders[slot] = worker
-                self._counts[slot] = self.NOT_ACCEPTING  # until the worker runs and publishes
-                return slot
-        return None
+        """A free slot for ``worker``, or None when SLOTS workers hold one (it is then not ranked).
+
+        Every slot of a worker that no longer runs is freed first: the count a killed worker last
+        published would otherwise make the others leave it connections it can never take.
+        """
+        for slot, holder in list(self._holders.items()):
+            if not _is_running(holder.pid):
+                del self._holders[slot]
+                self._counts[slot] = self.NOT_ACCEPTING
+        slot = next((slot for slot in range(self.SLOTS) if slot not in self._holders), None)
+        if slot is not None:
+            self._holders[slot] = worker
+            self._counts[slot] = self.NOT_ACCEPTING  # until the worker runs and publishes
+        return slot
 
     def publish(self, slot: int, connections: int) -> None:
         self._counts[slot] = connections
