@@ -18,6 +18,7 @@ import logging
 import os
 import platform
 import shutil
+import socket
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -28,6 +29,15 @@ from urllib.parse import urlsplit
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "var" / "bench"
 ALLOW_FLUSH_ENV = "TRAINHUB_BENCH_ALLOW_FLUSH"
+#: The gunicorn settings the Dockerfile and docker-compose use; the REST benchmark and the chaos drills too.
+GUNICORN_CONFIG = REPO_ROOT / "gunicorn.conf.py"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a server to bind."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class BenchSetupError(RuntimeError):

@@ -29,10 +29,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from bench.environment import CpuClock, shared_redis_notes
+from bench.environment import GUNICORN_CONFIG, CpuClock, free_port, shared_redis_notes
 from bench.report import Column, Section
 from bench.scheduler_pass import LOCATION, Sizes, bench_project, clear_jobs, counting_queries
 from bench.timing import measure
@@ -41,14 +40,7 @@ from bench.workload import generate_jobs
 CLIENTS = 2
 WARM_UP_PER_CLIENT = 25
 TARGET_JOBS_PER_SECOND = 500
-GUNICORN_CONFIG = Path(__file__).resolve().parent.parent / "gunicorn.conf.py"
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _request_bytes(path: str, token: str, body: bytes) -> bytes:
@@ -223,7 +215,7 @@ def bench_rest_submit(sizes: Sizes) -> Section:
     path = f"/v1/projects/{project.project_id}/locations/{LOCATION}/customJobs"
     requests = [_request_bytes(path, token, json.dumps(job.body()).encode()) for job in generate_jobs(count)]
     shares = [requests[index::CLIENTS] for index in range(CLIENTS)]
-    port = _free_port()
+    port = free_port()
     connection.close()  # the client processes are forked; they must not share this connection
     server = _start_gunicorn(port)
     context = multiprocessing.get_context("fork")

@@ -15,7 +15,6 @@ import atexit
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,9 +25,9 @@ from typing import Callable
 
 import requests
 
-from bench.environment import ThrowawayRedis, refuse_unless_throwaway, safe_url
+from bench.environment import (GUNICORN_CONFIG, REPO_ROOT, ThrowawayRedis, free_port, refuse_unless_throwaway,
+                               safe_url)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 ALLOW_FLUSH_ENV = "TRAINHUB_CHAOS_ALLOW_FLUSH"
 PROJECT = "chaos"
 LOCATION = "us-central1"
@@ -49,12 +48,6 @@ def wait_until(condition: Callable[[], object], *, timeout: float, interval: flo
         if time.monotonic() >= deadline:
             raise TimeoutError(f"gave up after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass
@@ -199,10 +192,10 @@ class Cluster:
         return process
 
     def start_web(self) -> Process:
-        port = _free_port()
+        port = free_port()
         self.web_url = f"http://127.0.0.1:{port}"
         web = self._process("web", [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application",
-                                    "--config", str(REPO_ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
+                                    "--config", str(GUNICORN_CONFIG), "--bind", f"127.0.0.1:{port}",
                                     "--workers", "2", "--log-level", "warning"])
         wait_until(lambda: self._answers("/healthz"), timeout=60, what="gunicorn to answer /healthz")
         return web

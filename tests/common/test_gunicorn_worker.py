@@ -11,15 +11,14 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from gunicorn.config import Config
 
+from bench.environment import GUNICORN_CONFIG, REPO_ROOT, free_port
+from bench.submission import _gunicorn_settings
 from trainhub.common import gunicorn_worker
 from trainhub.common.gunicorn_worker import FALLBACK_ACCEPT_DELAY, ConnectionBoard, LeastConnectionsWorker
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class RecordingWorker(LeastConnectionsWorker):
@@ -144,15 +143,7 @@ def test_the_slots_of_workers_that_exited_are_freed_when_the_next_worker_starts(
 
 
 def test_the_config_uses_the_balanced_worker():
-    namespace: dict = {}
-    exec((REPO_ROOT / "gunicorn.conf.py").read_text(), namespace)  # noqa: S102 - our file
-    assert namespace["worker_class"] == "trainhub.common.gunicorn_worker.LeastConnectionsWorker"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    assert _gunicorn_settings()["worker_class"] == "trainhub.common.gunicorn_worker.LeastConnectionsWorker"
 
 
 @contextmanager
@@ -161,7 +152,7 @@ def gunicorn(workers: int) -> Iterator[int]:
     port = free_port()
     server = subprocess.Popen(  # noqa: S603 - our own argv
         [sys.executable, "-m", "gunicorn", "tests.common.process_id_app:application", "--config",
-         str(REPO_ROOT / "gunicorn.conf.py"), "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
+         str(GUNICORN_CONFIG), "--workers", str(workers), "--bind", f"127.0.0.1:{port}",
          "--log-level", "warning"],
         cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
     try:

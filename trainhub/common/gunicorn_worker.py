@@ -4,7 +4,8 @@ gunicorn's workers all wait on one listening socket and whichever process the ke
 accepts; a kept-alive connection then stays with that worker until it closes. So two busy API
 clients share one worker about half the time, and one process serves both (Python runs one thread
 per process at a time, so one core) while the other idles. The REST submission benchmark measured
-about 250 jobs/s that way against 540-620 jobs/s with one client per worker, on the same 2 cores.
+244 jobs/s that way on 2 cores, and 337-655 jobs/s with a worker per client, as the VM's speed
+varied (README, Benchmarks).
 
 ``LeastConnectionsWorker`` publishes how many connections it holds on a board of shared memory
 that the gunicorn master maps before it forks its workers. A worker that a new connection wakes
