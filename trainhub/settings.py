@@ -57,7 +57,6 @@ INSTALLED_APPS = [
     "trainhub.inventory",
     "trainhub.jobs",
     "trainhub.scheduling",
-    "trainhub.agent",
     "trainhub.resources",
     "trainhub.slurm",
     "trainhub.tuning",

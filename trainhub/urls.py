@@ -27,6 +27,7 @@ api_patterns = [
     path("v1/scheduler:status", SchedulerStatus.as_view(), name="scheduler-status"),
     path("", include("trainhub.tuning.api_urls")),
     path("", include("trainhub.slurm.api.urls")),
+    path("", include("trainhub.inventory.agent_urls")),
 ]
 
 urlpatterns = [

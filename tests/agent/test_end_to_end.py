@@ -6,9 +6,8 @@ import time
 
 import pytest
 
+from tests.agent.harness import agents_on
 from tests.conftest import container_pool, job_body, later
-from trainhub.agent.runner import NodeAgent
-from trainhub.inventory.models import Node
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob
 from trainhub.scheduling.services import scheduler_pass
@@ -19,7 +18,7 @@ BASE = "/v1/projects/alpha/locations/us-central1/customJobs"
 
 
 def make_agent(tmp_path, grace=1):
-    return NodeAgent(nodes=list(Node.objects.all()), work_dir=tmp_path, grace_seconds=grace)
+    return agents_on(tmp_path, grace=grace)
 
 
 def run_until(agent, job, moment, final_states=states.TERMINAL, limit=1000):

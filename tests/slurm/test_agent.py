@@ -5,9 +5,9 @@ import time
 
 import pytest
 
+from tests.agent.harness import agents_on
 from tests.conftest import later
 from tests.slurm.conftest import make_job, start_job
-from trainhub.agent.runner import NodeAgent
 from trainhub.inventory.models import Executor, Node, NodeState
 from trainhub.slurm.models import GpuAllocation, Hold, JobLogLine, JobNode, JobState, NodePhase
 
@@ -23,7 +23,7 @@ def real_pools(slurm_pools):
 
 
 def agent_for(tmp_path):
-    return NodeAgent(nodes=list(Node.objects.all()), work_dir=tmp_path, grace_seconds=1)
+    return agents_on(tmp_path)
 
 
 def run_until(agent, job, moment, done, limit=400):
@@ -183,8 +183,8 @@ def test_a_restarted_agent_requeues_the_job_whose_script_it_lost(cluster, real_p
     start_job(job, ["a4-0"], now=now)
     first = agent_for(tmp_path)
     run_until(first, job, now, lambda j: JobNode.objects.filter(job=j, phase=NodePhase.RUNNING).exists())
-    first.shutdown()
-    assert agent_for(tmp_path).recover(now=later(now, 5)) == 1
+    first.agents[0].shutdown()  # as a killed agent: its batch script is gone with it
+    agent_for(tmp_path).tick(now=later(now, 5))
     job.refresh_from_db()
     assert (job.state, job.restart_count) == (JobState.PENDING, 1)
     assert job.runs.get().state == JobState.NODE_FAIL

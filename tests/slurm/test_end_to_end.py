@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import later
 from tests.slurm.conftest import CLUSTERS, seed_spec, slurm_spec
-from trainhub.agent.runner import NodeAgent
+from tests.agent.harness import agents_on
 from trainhub.inventory.models import Executor, Node
 from trainhub.slurm.models import JobLogLine, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.services.passes import cluster_pass
@@ -49,8 +49,7 @@ def test_the_seed_cluster_end_to_end(api, admin, slurm_pools, tmp_path):
     cluster = SlurmCluster.objects.get()
     for command in ("-i add account ml", "-i add user uma,alice account=ml"):
         assert api("alice").post(f"{BASE}:sacctmgr", {"command": command}, format="json").json()["exitCode"] == 0
-    agent = NodeAgent(nodes=list(Node.objects.filter(dedicated_to=cluster.owner_key)), work_dir=tmp_path,
-                      grace_seconds=1)
+    agent = agents_on(tmp_path, list(Node.objects.filter(dedicated_to=cluster.owner_key)))
     moment = dt.datetime.now(dt.UTC)
 
     # 1. sbatch: prolog scripts, the batch script with Slurm's environment, the epilog

@@ -69,3 +69,44 @@ def list_model_files(directory: Path) -> list[dict]:
             if len(files) >= MAX_MODEL_FILES:
                 break
     return files
+
+
+class OutputPathRefused(ValueError):
+    """An AIP_* output directory outside the roots this node writes outputs under."""
+
+
+OUTPUT_VARIABLES = ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")
+
+
+def confined(path: str, roots: tuple[Path, ...]) -> Path:
+    """``path`` resolved (symlinks and ``..`` included), if it lies under one of ``roots``."""
+    resolved = Path(path).resolve()
+    for root in roots:
+        if resolved.is_relative_to(root.resolve()):
+            return resolved
+    allowed = ", ".join(str(root) for root in roots)
+    raise OutputPathRefused(f"output directory {path} is outside the directories this node writes outputs to "
+                            f"({allowed}); use gs://BUCKET/... or a file:// path under one of them")
+
+
+def prepare_outputs(env: dict[str, str], *, roots: tuple[Path, ...]) -> dict | None:
+    """Create the primary's AIP_* output directories (a Cloud Storage mount takes writes under any
+    path) after checking each lies under ``roots``; return where its metric file and model
+    directory are, for ``collect_outputs`` when it exits."""
+    for name in OUTPUT_VARIABLES:
+        if env.get(name, "").startswith("/"):
+            confined(env[name], roots).mkdir(parents=True, exist_ok=True)
+    model_dir = env["AIP_MODEL_DIR"] if env.get("AIP_MODEL_DIR", "").startswith("/") else None
+    metric_file = env.get("CLOUD_ML_HP_METRIC_FILE")
+    if metric_file is None and model_dir is None:
+        return None
+    return {"metricFile": metric_file, "modelDir": model_dir}
+
+
+def collect_outputs(outputs: dict) -> dict:
+    """The outputs report of an exited primary: its hypertune reports and model file listing."""
+    metric_file, model_dir = outputs.get("metricFile"), outputs.get("modelDir")
+    artifacts = {}
+    if model_dir:
+        artifacts = {"path": model_dir, "files": list_model_files(Path(model_dir))}
+    return {"hpMetrics": read_hypertune_file(Path(metric_file)) if metric_file else [], "modelArtifacts": artifacts}

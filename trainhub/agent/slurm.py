@@ -1,6 +1,7 @@
 """The Slurm side of a node agent (slurmd's part): on each of its nodes it runs, for every job the
 scheduler allocated there, the cluster's prolog scripts, then the batch script on the batch host,
-then the epilog scripts, and reports each step to trainhub.slurm.services.lifecycle.
+then the epilog scripts, and reports each step through the agent API (which hands it to
+trainhub.slurm.services.lifecycle). It reads only the job-step documents of its own node.
 
 - Scripts are files run as ``["/bin/bash", path]`` (argument lists, never a shell string), with
   Slurm's environment (trainhub.slurm.jobenv); prolog/epilog get no inherited PATH, as in Slurm.
@@ -18,17 +19,20 @@ then the epilog scripts, and reports each step to trainhub.slurm.services.lifecy
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainhub.agent.client import ControlPlane, error_message
 from trainhub.agent.executors import FailedToStart, ReplicaProcess, SimulatedReplica, SubprocessReplica
-from trainhub.inventory.models import Executor
 from trainhub.slurm import jobenv
-from trainhub.slurm.models import JobNode, NodePhase, SlurmJob
-from trainhub.slurm.services import lifecycle
 
+logger = logging.getLogger("trainhub.agent")
 BASH = "/bin/bash"
+PROLOG, RUNNING, EPILOG = "PROLOG", "RUNNING", "EPILOG"
+#: A step this agent reported on, waiting for the control plane's next document (nothing to do).
+REPORTED = "REPORTED"
 
 
 def cluster_root(work_dir: Path, cluster_id: str) -> Path:
@@ -115,7 +119,7 @@ class _Batch:
 
 @dataclass
 class _Work:
-    """What runs for one JobNode now: a prolog or epilog chain, or the batch script."""
+    """What runs for one job step on this node now: a prolog or epilog chain, or the batch script."""
 
     kind: str
     chain: ScriptChain | None = None
@@ -123,64 +127,61 @@ class _Work:
 
 
 class SlurmNodeWork:
-    def __init__(self, *, node_ids: list[int], work_dir: Path, grace: dt.timedelta):
-        self.node_ids = node_ids
+    def __init__(self, *, api: ControlPlane, work_dir: Path, grace: dt.timedelta):
+        self.api = api
         self.work_dir = work_dir
         self.grace = grace
         self.work: dict[int, _Work] = {}
+        #: Log lines sent per job step (the control plane drops a resent overlap).
+        self.sent: dict[int, int] = {}
+        self.recovered = False
+        #: A report moved a step on: the node agent fetches its assignments afresh.
+        self.changed = False
 
     # Reading ----------------------------------------------------------------------------------
 
-    def _job_nodes(self) -> list[JobNode]:
-        return list(JobNode.objects.filter(node_id__in=self.node_ids).exclude(phase=NodePhase.DONE)
-                    .select_related("job__cluster", "node__pool").order_by("pk"))
-
-    def _context(self, job_node: JobNode) -> tuple[jobenv.JobContext, jobenv.NodeContext]:
-        job: SlurmJob = job_node.job
-        peers = list(JobNode.objects.filter(job=job, run_index=job_node.run_index).select_related("node")
-                     .order_by("-batch_host", "node__name"))
-        hosts = tuple(peer.node.name for peer in peers)
-        index = next(i for i, peer in enumerate(peers) if peer.pk == job_node.pk)
-        submit_dir = host_path(self.work_dir, job.cluster.cluster_id, job.work_dir)
-        start = job.start_time or dt.datetime.now(dt.UTC)
-        stdout, stderr = self._output_paths(job_node, submit_dir)
+    def _context(self, step: dict, now: dt.datetime) -> tuple[jobenv.JobContext, jobenv.NodeContext]:
+        job = step["job"]
+        submit_dir = host_path(self.work_dir, job["clusterId"], job["workDir"])
+        start = job["startEpoch"] or int(now.timestamp())
+        stdout, stderr = self._output_paths(step, submit_dir)
+        hosts = tuple(step["hosts"])
         context = jobenv.JobContext(
-            cluster_name=job.cluster.cluster_id, job_id=job.job_id, job_name=job.name, user=job.user_name,
-            account=job.account, partition=job.partition, qos=job.qos, hosts=hosts,
-            cpus_per_node=tuple(peer.cpus for peer in peers), num_tasks=job.num_tasks,
-            restart_count=job_node.run_index, submit_dir=str(submit_dir), submit_host=hosts[0],
-            stdout_path=str(stdout), stderr_path=str(stderr), comment=job.comment,
-            start_epoch=int(start.timestamp()),
-            end_epoch=int(start.timestamp()) + job.time_limit * 60 if job.time_limit is not None else None,
+            cluster_name=job["clusterId"], job_id=job["jobId"], job_name=job["name"], user=job["user"],
+            account=job["account"], partition=job["partition"], qos=job["qos"], hosts=hosts,
+            cpus_per_node=tuple(step["cpusPerNode"]), num_tasks=job["numTasks"],
+            restart_count=step["runIndex"], submit_dir=str(submit_dir), submit_host=hosts[0],
+            stdout_path=str(stdout), stderr_path=str(stderr), comment=job["comment"], start_epoch=start,
+            end_epoch=start + job["timeLimitMinutes"] * 60 if job["timeLimitMinutes"] is not None else None,
         )
-        return context, jobenv.NodeContext(index=index, gpu_indices=tuple(job_node.gpu_indices))
+        return context, jobenv.NodeContext(index=step["index"], gpu_indices=tuple(step["gpuIndices"]))
 
-    def _output_paths(self, job_node: JobNode, submit_dir: Path) -> tuple[Path, Path]:
+    def _output_paths(self, step: dict, submit_dir: Path) -> tuple[Path, Path]:
         """--output/--error: relative to the working directory, or absolute on the cluster's file system."""
-        job = job_node.job
-        names = {"job_id": job.job_id, "job_name": job.name, "user": job.user_name, "node": job_node.node.name}
+        job = step["job"]
+        names = {"job_id": job["jobId"], "job_name": job["name"], "user": job["user"], "node": step["nodeName"]}
 
         def resolve(pattern: str) -> Path:
             path = jobenv.output_path(pattern, **names)
-            return host_path(self.work_dir, job.cluster.cluster_id, path) if path.startswith("/") else submit_dir / path
+            return host_path(self.work_dir, job["clusterId"], path) if path.startswith("/") else submit_dir / path
 
-        stdout = resolve(job.stdout_pattern)
-        return stdout, resolve(job.stderr_pattern) if job.stderr_pattern else stdout
+        stdout = resolve(job["stdoutPattern"])
+        return stdout, resolve(job["stderrPattern"]) if job["stderrPattern"] else stdout
 
-    def _spool(self, job_node: JobNode) -> Path:
+    def _spool(self, step: dict) -> Path:
         """slurmd's spool directory for one run of a job on one node (scripts are written here).
 
         Per node, as each slurmd has its own: an agent serving two nodes of one job writes each
         node's prolog and epilog while the other node's bash may still be reading its copy.
         """
-        job = job_node.job
-        path = (self.work_dir / "slurm-spool" / job_node.node.name / job.cluster.cluster_id
-                / f"job{job.job_id}.{job_node.run_index}")
+        job = step["job"]
+        path = (self.work_dir / "slurm-spool" / step["nodeName"] / job["clusterId"]
+                / f"job{job['jobId']}.{step['runIndex']}")
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def _write_scripts(self, job_node: JobNode, kind: str, scripts: list[str]) -> list[Path]:
-        spool = self._spool(job_node)
+    def _write_scripts(self, step: dict, kind: str, scripts: list[str]) -> list[Path]:
+        spool = self._spool(step)
         paths = []
         for index, text in enumerate(scripts):
             path = spool / f"{kind}-{index}.sh"
@@ -188,119 +189,143 @@ class SlurmNodeWork:
             paths.append(path)
         return paths
 
+    # Reporting --------------------------------------------------------------------------------
+
+    def _report(self, step: dict, event: str, body: dict, now: dt.datetime) -> None:
+        self.changed = True
+        answer = self.api.post(f"/agent/v1/slurm/{step['id']}/{event}", {"time": now.timestamp(), **body})
+        if answer.status not in (200, 404):
+            raise RuntimeError(f"Slurm {event} report of step {step['id']} refused: {error_message(answer)}")
+
+    def _log(self, step: dict, stream: str, lines: list[tuple[dt.datetime, str]]) -> None:
+        if not lines:
+            return
+        first = self.sent.get(step["id"], 0)
+        answer = self.api.post(f"/agent/v1/slurm/{step['id']}/logs", {
+            "first": first, "lines": [[stream, time.timestamp(), text] for time, text in lines]})
+        if answer.status == 409:  # the control plane holds more or fewer lines than this agent sent
+            first = int(answer.body.get("expected", 0))
+            self.sent[step["id"]] = first
+            return self._log(step, stream, lines)
+        self.sent[step["id"]] = first + len(lines)
+
     # Ticking ----------------------------------------------------------------------------------
 
-    def recover(self, *, now: dt.datetime) -> int:
-        """At start-up: a batch script this agent ran before it died is lost (NODE_FAIL, requeue);
-        prologs and epilogs simply run again."""
-        lost = 0
-        for job_node in JobNode.objects.filter(node_id__in=self.node_ids, phase=NodePhase.RUNNING, batch_host=True):
-            lifecycle.job_node_lost(job_node=job_node, now=now, reason="the node agent restarted while it ran")
-            lost += 1
-        return lost
-
-    def tick(self, *, now: dt.datetime) -> None:
-        job_nodes = self._job_nodes()
-        live = {job_node.pk for job_node in job_nodes}
-        for job_node in job_nodes:
-            self._advance(job_node, job_nodes, now)
+    def tick(self, steps: list[dict], *, now: dt.datetime) -> None:
+        if not self.recovered:
+            self._recover(steps, now)
+        live = {step["id"] for step in steps}
+        for step in steps:
+            try:
+                self._advance(step, steps, now)
+            except Exception:  # noqa: BLE001 - one job's trouble never stalls the node's others
+                logger.exception("Slurm job step %s failed to advance; retrying next round", step["id"])
         for pk in [pk for pk in self.work if pk not in live]:
             self._stop(pk)
 
-    def _blocked(self, job_node: JobNode, job_nodes: list[JobNode]) -> bool:
+    def _recover(self, steps: list[dict], now: dt.datetime) -> None:
+        """At start-up: a batch script a previous agent ran is lost (NODE_FAIL, requeue); prologs and
+        epilogs simply run again."""
+        self.recovered = True
+        for step in steps:
+            if step["phase"] == RUNNING and step["batchHost"] and step["id"] not in self.work:
+                self._report(step, "lost", {"reason": "the node agent restarted while it ran"}, now)
+                step["phase"] = REPORTED
+
+    def _blocked(self, step: dict, steps: list[dict]) -> bool:
         """Earlier jobs still on any of this allocation's GPUs of the node must leave first."""
-        mine = set(job_node.gpu_indices)
-        return any(other.pk < job_node.pk and other.node_id == job_node.node_id
-                   and mine & set(other.gpu_indices) for other in job_nodes)
+        mine = set(step["gpuIndices"])
+        return any(other["id"] < step["id"] and mine & set(other["gpuIndices"]) for other in steps)
 
-    def _advance(self, job_node: JobNode, job_nodes: list[JobNode], now: dt.datetime) -> None:
-        work = self.work.get(job_node.pk)
-        if job_node.phase == NodePhase.PROLOG:
-            if work is None and not self._blocked(job_node, job_nodes):
-                self._start_chain(job_node, "prolog", job_node.job.cluster.prolog_scripts, now)
+    def _advance(self, step: dict, steps: list[dict], now: dt.datetime) -> None:
+        work = self.work.get(step["id"])
+        if step["phase"] == PROLOG:
+            if work is None and not self._blocked(step, steps):
+                self._start_chain(step, "prolog", step["prologScripts"], now)
             elif work is not None:
-                self._poll_chain(job_node, work, now, lifecycle.job_node_prolog_finished)
-        elif job_node.phase == NodePhase.RUNNING and job_node.batch_host:
+                self._poll_chain(step, work, now)
+        elif step["phase"] == RUNNING and step["batchHost"]:
             if work is None:
-                self._launch_batch(job_node, now)
+                self._launch_batch(step, now)
             else:
-                self._supervise_batch(job_node, work, now)
-        elif job_node.phase == NodePhase.EPILOG:
+                self._supervise_batch(step, work, now)
+        elif step["phase"] == EPILOG:
             if work is not None and work.kind != "epilog":
-                self._stop(job_node.pk)
-                work = self.work.get(job_node.pk)
+                self._stop(step["id"])
+                work = self.work.get(step["id"])
             if work is None:
-                self._start_chain(job_node, "epilog", job_node.job.cluster.epilog_scripts, now)
+                self._start_chain(step, "epilog", step["epilogScripts"], now)
             elif work.kind == "epilog":
-                self._poll_chain(job_node, work, now, lifecycle.job_node_epilog_finished)
+                self._poll_chain(step, work, now)
 
-    def _start_chain(self, job_node: JobNode, kind: str, scripts: list[str], now: dt.datetime) -> None:
-        context, node = self._context(job_node)
+    def _start_chain(self, step: dict, kind: str, scripts: list[str], now: dt.datetime) -> None:
+        context, node = self._context(step, now)
         if kind == "prolog":
             env = jobenv.prolog_environment(context, node)
         else:
-            job = job_node.job
-            env = jobenv.epilog_environment(context, node, exit_code=job.exit_code or 0, signal=job.exit_signal)
-        paths = self._write_scripts(job_node, kind, scripts)
-        self.work[job_node.pk] = _Work(kind, chain=ScriptChain(paths, env, self._spool(job_node), now))
+            job = step["job"]
+            env = jobenv.epilog_environment(context, node, exit_code=job["exitCode"], signal=job["exitSignal"])
+        paths = self._write_scripts(step, kind, scripts)
+        self.work[step["id"]] = _Work(kind, chain=ScriptChain(paths, env, self._spool(step), now))
 
-    def _poll_chain(self, job_node: JobNode, work: _Work, now: dt.datetime, report) -> None:
+    def _poll_chain(self, step: dict, work: _Work, now: dt.datetime) -> None:
         code = work.chain.poll(now)
-        lifecycle.job_log_append(job_node=job_node, stream=work.kind, lines=work.chain.drain())
+        self._log(step, work.kind, work.chain.drain())
         if code is not None:
-            del self.work[job_node.pk]
-            report(job_node=job_node, exit_code=code, now=now)
+            del self.work[step["id"]]
+            self._report(step, work.kind, {"exitCode": code}, now)
 
-    def _launch_batch(self, job_node: JobNode, now: dt.datetime) -> None:
-        context, node = self._context(job_node)
+    def _launch_batch(self, step: dict, now: dt.datetime) -> None:
+        context, node = self._context(step, now)
         env = jobenv.batch_environment(context, node)
         stdout, stderr = Path(context.stdout_path), Path(context.stderr_path)
         submit_dir = Path(context.submit_dir)
         submit_dir.mkdir(parents=True, exist_ok=True)
         stdout.parent.mkdir(parents=True, exist_ok=True)
         stderr.parent.mkdir(parents=True, exist_ok=True)
-        job = job_node.job
+        job = step["job"]
         process: ReplicaProcess
         pgid = None
-        if job_node.node.pool.executor == Executor.SIMULATED:
+        if step["simulated"]:
             process = SimulatedReplica(
-                started=now, runtime=dt.timedelta(seconds=job_node.node.pool.simulated_runtime_seconds),
-                announce=[f"simulated batch script of job {job.job_id} on {job_node.node.name}",
+                started=now, runtime=dt.timedelta(seconds=step["simulatedRuntimeSeconds"]),
+                announce=[f"simulated batch script of job {job['jobId']} on {step['nodeName']}",
                           *(f"{name}={env[name]}" for name in sorted(env) if name.startswith("SLURM_JOB_"))])
         else:
-            script = self._spool(job_node) / "slurm_script"
-            script.write_text(job.script)
+            script = self._spool(step) / "slurm_script"
+            script.write_text(job["script"])
             try:
                 # The batch script inherits the agent's basic environment (PATH, HOME, ...), as
                 # sbatch exports the submitter's.
-                subprocess_replica = SubprocessReplica([BASH, str(script), *job.script_args], env, submit_dir)
+                subprocess_replica = SubprocessReplica([BASH, str(script), *job["scriptArgs"]], env, submit_dir)
                 process, pgid = subprocess_replica, subprocess_replica.pid
             except OSError as exc:
                 process = FailedToStart(now, f"slurmstepd: error: execve(): {script}: {exc.strerror}")
         stdout.touch()
         stderr.touch()
-        self.work[job_node.pk] = _Work("batch", batch=_Batch(process, pgid, stdout, stderr))
+        self.work[step["id"]] = _Work("batch", batch=_Batch(process, pgid, stdout, stderr))
 
-    def _supervise_batch(self, job_node: JobNode, work: _Work, now: dt.datetime) -> None:
+    def _supervise_batch(self, step: dict, work: _Work, now: dt.datetime) -> None:
         batch = work.batch
-        if job_node.stop_requested and batch.stop_sent is None:
+        kill_at = dt.datetime.fromtimestamp(step["killAt"], dt.UTC) if step["killAt"] is not None else None
+        if step["stopRequested"] and batch.stop_sent is None:
             batch.process.terminate()
             batch.stop_sent = now
-        elif job_node.stop_requested and now >= (job_node.kill_at or batch.stop_sent + self.grace):
+        elif step["stopRequested"] and now >= (kill_at or batch.stop_sent + self.grace):
             batch.process.kill()
         if batch.pgid is not None:
             rss = process_group_rss_kb(batch.pgid)
             if rss is not None:
                 batch.max_rss_kb = max(batch.max_rss_kb or 0, rss)
         code = batch.process.poll(now)
-        self._write_output(job_node, batch)
+        self._write_output(step, batch)
         if code is not None:
-            del self.work[job_node.pk]
+            del self.work[step["id"]]
             exit_code, signal = (0, -code) if code < 0 else (code, 0)
-            lifecycle.job_batch_finished(job_node=job_node, exit_code=exit_code, signal=signal,
-                                         max_rss_kb=batch.max_rss_kb, now=now)
+            self._report(step, "batch", {"exitCode": exit_code, "signal": signal, "maxRssKb": batch.max_rss_kb}, now)
+            step["phase"] = REPORTED
 
-    def _write_output(self, job_node: JobNode, batch: _Batch) -> None:
+    def _write_output(self, step: dict, batch: _Batch) -> None:
         lines = batch.process.drain()
         if not lines:
             return
@@ -309,10 +334,10 @@ class SlurmNodeWork:
             if chosen:
                 with open(batch.stdout if stream == "stdout" else batch.stderr, "a", encoding="utf-8") as handle:
                     handle.writelines(f"{text}\n" for _, text in chosen)
-                lifecycle.job_log_append(job_node=job_node, stream=stream, lines=chosen)
+                self._log(step, stream, chosen)
 
     def _stop(self, pk: int) -> None:
-        """Kill whatever still runs for a node whose job moved on (cancelled during its prolog,
+        """Kill whatever still runs for a step whose job moved on (cancelled during its prolog,
         requeued); its output is kept, its exit is not reported."""
         work = self.work.pop(pk)
         if work.chain is not None:

@@ -4,7 +4,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 
-from trainhub.inventory.models import Node, NodePool, NodeState
+from trainhub.iam.tokens import token_digest
+from trainhub.inventory.models import JoinToken, Node, NodeCredential, NodePool, NodeState
 from trainhub.jobs.models import Replica
 
 NODE_PAGE_SIZE = 50
@@ -85,3 +86,14 @@ def nodes_page(*, pool: NodePool | None = None, state: str = "", occupancy: str 
     page = list(nodes.order_by("name").prefetch_related(
         Prefetch("replicas", queryset=occupying, to_attr="active_replicas"))[: size + 1])
     return NodePage(page[:size], page[size - 1].name if len(page) > size else "")
+
+
+def node_credential_get(*, raw: str) -> NodeCredential | None:
+    """The live credential whose digest matches ``raw``, with its node and pool (one query)."""
+    return (NodeCredential.objects.select_related("node__pool")
+            .filter(digest=token_digest(raw), revoked_at__isnull=True).first())
+
+
+def join_tokens_live(*, now) -> list[JoinToken]:
+    return list(JoinToken.objects.select_related("pool").filter(revoked_at__isnull=True, expires_at__gt=now)
+                .order_by("-created_at"))

@@ -8,7 +8,9 @@ from redis.exceptions import RedisError
 from trainhub.common.redis import RedisNotConfigured, get_redis
 
 from trainhub.catalog.machines import NO_ACCELERATOR, machine_type_get
-from trainhub.inventory.models import Executor, Node, NodePool, NodeState
+from trainhub.iam.tokens import token_digest, token_new
+from trainhub.inventory.facts import facts_problem, simulated_gpus
+from trainhub.inventory.models import AgentLogCursor, Executor, JoinToken, Node, NodeCredential, NodePool, NodeState
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
 
@@ -53,16 +55,165 @@ def node_pool_ensure(
     return pool
 
 
+#: state_reason prefixes of the DOWN states a node's own agent clears by reporting a clean node.
+HEARTBEAT_EXPIRED = "heartbeat"
+STALE_REPLICAS = "stale replicas still running"
+CREDENTIAL_REVOKED = "agent credential revoked"
+#: A fresh join brings a node DOWN for one of these back UP (an admin's own DOWN stays).
+AGENT_DOWN_REASONS = (HEARTBEAT_EXPIRED, STALE_REPLICAS, CREDENTIAL_REVOKED)
+
+
 @transaction.atomic
 def node_heartbeat(*, node_ids: list[int], now: dt.datetime) -> None:
     """The database keeps the last heartbeat (the record); Redis keeps a TTL key per node."""
     Node.objects.filter(pk__in=node_ids).update(last_heartbeat=now)
     transaction.on_commit(lambda: _heartbeat_keys(node_ids, now))
-    revived = Node.objects.filter(pk__in=node_ids, state=NodeState.DOWN, state_reason__startswith="heartbeat").update(
-        state=NodeState.UP, state_reason=""
-    )
+    revived = Node.objects.filter(pk__in=node_ids, state=NodeState.DOWN,
+                                  state_reason__startswith=HEARTBEAT_EXPIRED).update(state=NodeState.UP, state_reason="")
     if revived:
         request_pass()
+
+
+@transaction.atomic
+def node_agent_report(*, node: Node, now: dt.datetime, running: list[int], facts: dict | None = None) -> Node:
+    """A node's agent heart-beats, with the replicas it sees running and, at start, its facts.
+
+    Fencing: a node whose agent still runs a replica the control plane no longer lists as active
+    there (left over from before a restart or a lost node) goes DOWN, so nothing new is placed on it
+    until its agent reports it clean; its agent kills such replicas before it starts anything.
+    """
+    from trainhub.jobs.models import Replica
+
+    node = Node.objects.select_for_update().get(pk=node.pk)
+    listed = set(Replica.objects.filter(node=node, active=True).values_list("pk", flat=True))
+    stale = sorted(set(running) - listed)
+    fields = ["last_heartbeat"]
+    node.last_heartbeat = now
+    if facts is not None:
+        node.facts, node.address = _recorded_facts(node.pool, facts), str(facts.get("address") or node.address)
+        node.hostname = str(facts.get("hostname") or node.hostname)[:253]
+        fields += ["facts", "address", "hostname"]
+    was = node.state
+    if stale:
+        node.state, node.state_reason = NodeState.DOWN, f"{STALE_REPLICAS} (replica ids {', '.join(map(str, stale))})"
+    elif node.state == NodeState.DOWN and node.state_reason.startswith((HEARTBEAT_EXPIRED, STALE_REPLICAS)):
+        node.state, node.state_reason = NodeState.UP, ""
+    if node.state != was or stale:
+        fields += ["state", "state_reason"]
+    node.save(update_fields=fields)
+    transaction.on_commit(lambda: _heartbeat_keys([node.pk], now))
+    if node.state != was:
+        request_pass()
+    return node
+
+
+def _recorded_facts(pool: NodePool, facts: dict) -> dict:
+    """What is kept of an agent's facts: a simulated node claims its pool's GPUs."""
+    kept = {key: facts[key] for key in ("hostname", "address", "cpus", "memoryBytes", "gpus", "agentVersion",
+                                        "runtime", "simulated") if key in facts}
+    if kept.get("simulated"):
+        kept["gpus"] = simulated_gpus(pool.accelerator_type, pool.accelerator_count)
+    return kept
+
+
+class JoinRefused(Exception):
+    """A machine may not join; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+JOIN_TOKEN_PREFIX = "thj_"
+NODE_CREDENTIAL_PREFIX = "thn_"
+
+
+@transaction.atomic
+def join_token_create(*, pool: NodePool, created_by: str, now: dt.datetime, ttl: dt.timedelta,
+                      max_uses: int | None = None, description: str = "") -> tuple[JoinToken, str]:
+    """A join token for ``pool``; the raw token is returned once and only its digest is kept."""
+    if ttl <= dt.timedelta(0):
+        raise ValueError("a join token must expire in the future")
+    if max_uses is not None and max_uses < 1:
+        raise ValueError("a join token must allow at least one join")
+    raw, digest = token_new(JOIN_TOKEN_PREFIX)
+    token = JoinToken.objects.create(pool=pool, digest=digest, created_by=created_by[:150], created_at=now,
+                                     expires_at=now + ttl, max_uses=max_uses, description=description[:200])
+    return token, raw
+
+
+def join_token_revoke(*, token: JoinToken, now: dt.datetime) -> None:
+    JoinToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
+
+
+@transaction.atomic
+def node_join(*, raw_token: str, name: str, facts: dict, now: dt.datetime) -> tuple[Node, str]:
+    """Trade a join token for a node credential (returned raw, once).
+
+    The machine becomes the pool's node ``name``: a row an admin created and no agent has claimed
+    yet, or a new node. A name held by another pool's node, or by a node whose agent still holds a
+    live credential, is refused: an admin revokes that credential first (re-imaging a machine).
+    """
+    token = JoinToken.objects.select_for_update().select_related("pool").filter(digest=token_digest(raw_token)).first()
+    if token is None or not token.usable(now):
+        raise JoinRefused(401, "The join token is unknown, expired, used up or revoked; ask an admin for a new one "
+                               "(Nodes page, or `trainhub nodes join-token create`).")
+    pool = token.pool
+    problem = facts_problem(facts=facts, machine_type=pool.machine_type, accelerator_type=pool.accelerator_type,
+                            accelerator_count=pool.accelerator_count)
+    if problem:
+        raise JoinRefused(400, f"Node {name!r} cannot join pool {pool.name}: {problem}")
+    node = Node.objects.select_for_update().filter(name=name).first()
+    if node is not None and node.pool_id != pool.pk:
+        raise JoinRefused(409, f"Node name {name!r} belongs to pool {node.pool.name}, not {pool.name}: choose another "
+                               "--name or use that pool's join token.")
+    if node is not None and NodeCredential.objects.filter(node=node, revoked_at__isnull=True).exists():
+        raise JoinRefused(409, f"Node {name!r} has already joined. If this is a new or re-imaged machine, revoke the "
+                               "old credential on the Nodes page first.")
+    if node is None:
+        node = Node.objects.create(pool=pool, name=name, hostname=str(facts.get("hostname") or name)[:253])
+    node.facts = _recorded_facts(pool, facts)
+    node.address = str(facts.get("address") or "")[:253]
+    node.hostname = str(facts.get("hostname") or node.hostname)[:253]
+    node.joined_at = now
+    node.last_heartbeat = now
+    if node.state == NodeState.DOWN and node.state_reason.startswith(AGENT_DOWN_REASONS):
+        node.state, node.state_reason = NodeState.UP, ""
+    node.save(update_fields=["facts", "address", "hostname", "joined_at", "last_heartbeat", "state", "state_reason"])
+    JoinToken.objects.filter(pk=token.pk).update(uses=token.uses + 1)
+    raw, digest = token_new(NODE_CREDENTIAL_PREFIX)
+    NodeCredential.objects.create(node=node, digest=digest, created_at=now)
+    transaction.on_commit(lambda: _heartbeat_keys([node.pk], now))
+    request_pass()
+    return node, raw
+
+
+@transaction.atomic
+def node_credential_revoke(*, node: Node, now: dt.datetime) -> int:
+    """Cut a node's agent off: its credential stops working at once; the node goes DOWN."""
+    revoked = NodeCredential.objects.filter(node=node, revoked_at__isnull=True).update(revoked_at=now)
+    if revoked:
+        node_set_state(node=node, state=NodeState.DOWN, reason=f"{CREDENTIAL_REVOKED} by an admin")
+    return revoked
+
+
+class NodeBusy(Exception):
+    """The node still runs or holds work; the message says what."""
+
+
+@transaction.atomic
+def node_remove(*, node: Node) -> None:
+    """Forget a machine: only an idle node with no history that must be kept can go."""
+    from trainhub.jobs.models import Replica
+    from trainhub.slurm.models import JobNode
+
+    if Replica.objects.filter(node=node, active=True).exists() or node.dedicated_to:
+        raise NodeBusy(f"Node {node.name} is running a job or is dedicated to {node.dedicated_to or 'a job'}: "
+                       "drain it and wait until it is idle.")
+    if JobNode.objects.filter(node=node).exists():
+        raise NodeBusy(f"Node {node.name} holds Slurm accounting records; revoke its credential and leave it DOWN.")
+    node.delete()
+    request_pass()
 
 
 def _heartbeat_keys(node_ids: list[int], now: dt.datetime) -> None:
@@ -120,3 +271,24 @@ def nodes_release(*, owner: str, nodes: list[Node] | None = None) -> int:
     if released:
         request_pass()  # the shared pool grew
     return released
+
+
+class LogGap(Exception):
+    """A chunk starts past the lines stored so far; ``expected`` is where the agent must resume."""
+
+    def __init__(self, expected: int):
+        super().__init__(f"log chunk starts past line {expected}")
+        self.expected = expected
+
+
+def log_chunk_accept(*, key: str, first: int, count: int) -> int:
+    """Take lines ``first .. first+count-1`` of a stream; return how many leading ones were stored
+    already (a resend after a lost answer). Call inside the transaction that stores the lines."""
+    cursor, _ = AgentLogCursor.objects.select_for_update().get_or_create(key=key)
+    if first > cursor.received:
+        raise LogGap(cursor.received)
+    overlap = min(count, cursor.received - first)
+    if first + count > cursor.received:
+        cursor.received = first + count
+        cursor.save(update_fields=["received"])
+    return overlap

@@ -22,6 +22,7 @@ from trainhub.common.live import live_changed
 from trainhub.common.locations import location_check
 from trainhub.common.redis import best_effort, one_round_trip
 from trainhub.iam.models import Project
+from trainhub.inventory.wake import nodes_wake
 from trainhub.jobs import states
 from trainhub.jobs.costs import gpus_by_quota_demand
 from trainhub.jobs.models import CostLedger, CustomJob, JobEvent, LogLine, Replica
@@ -212,7 +213,7 @@ def job_cancel(*, job: CustomJob, now: dt.datetime | None = None) -> CustomJob:
                         error={"code": CODE_CANCELLED, "message": "CANCELED"})
             request_pass()
             return job
-        active.update(stop_requested=True)
+        _stop_active(job)
         _transition(job, states.CANCELLING, now, "Cancel requested; stopping every replica.")
     return job
 
@@ -258,6 +259,7 @@ def _place_gangs(assignments: dict[int, Assignment], now: dt.datetime) -> set[in
         jobs += (CustomJob.objects.select_for_update().filter(pk__in=pks[start:start + _ID_CHUNK],
                                                                 state__in=states.WAITING)
                  .exclude(Exists(allocated)).only("pk", "state", "restart_count"))
+    nodes_wake(node_id for job in jobs for node_id, _ in assignments[job.pk].values())
     Replica.objects.bulk_create(
         (Replica(job_id=job.pk, pool_index=pool_index, replica_index=replica_index, node_id=node_id,
                  gpu_indices=gpus, attempt=job.restart_count, assigned_at=now)
@@ -299,7 +301,7 @@ def job_fail(*, job: CustomJob, now: dt.datetime, code: int, message: str) -> No
         job = CustomJob.objects.select_for_update().get(pk=job.pk)
         if job.state in states.TERMINAL:
             return
-        job.replicas.filter(active=True).update(stop_requested=True)
+        _stop_active(job)
         _transition(job, states.FAILED, now, message, error={"code": code, "message": message})
     request_pass()
 
@@ -310,8 +312,7 @@ def job_requeue(*, job: CustomJob, now: dt.datetime, message: str) -> None:
         job = CustomJob.objects.select_for_update().get(pk=job.pk)
         if job.state in states.TERMINAL or job.state == states.CANCELLING:
             return
-        job.replicas.filter(active=True).update(stop_requested=True, active=False, state=states.REPLICA_EXITED,
-                                                ended_at=now)
+        _stop_active(job, active=False, state=states.REPLICA_EXITED, ended_at=now)
         job.restart_count += 1
         job.save(update_fields=["restart_count"])
         _transition(job, states.QUEUED, now, message)
@@ -328,8 +329,17 @@ def replica_started(*, replica: Replica, now: dt.datetime) -> None:
             _transition(job, states.RUNNING, now, "Every replica is running.")
 
 
+def _stop_active(job: CustomJob, exclude: Replica | None = None, **changes) -> None:
+    """Ask the agents of the job's active replicas (but ``exclude``) to stop them, and wake those agents."""
+    replicas = job.replicas.filter(active=True)
+    if exclude is not None:
+        replicas = replicas.exclude(pk=exclude.pk)
+    nodes_wake(replicas.values_list("node_id", flat=True))
+    replicas.update(stop_requested=True, **changes)
+
+
 def _stop_others(job: CustomJob, replica: Replica) -> None:
-    job.replicas.filter(active=True).exclude(pk=replica.pk).update(stop_requested=True)
+    _stop_active(job, exclude=replica)
 
 
 def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime, lost_reason: str = "") -> None:

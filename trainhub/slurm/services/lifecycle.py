@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 
 from trainhub.inventory.models import Node, NodeState
 from trainhub.inventory.services import node_set_state
+from trainhub.inventory.wake import nodes_wake
 from trainhub.slurm.models import (
     GpuAllocation,
     Hold,
@@ -78,6 +79,7 @@ def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
     still running is stopped first (the agent moves its node on when it has exited)."""
     GpuAllocation.objects.filter(job=job, active=True).update(active=False)
     nodes = _current_nodes(job).exclude(phase__in=[NodePhase.EPILOG, NodePhase.DONE])
+    nodes_wake(nodes.values_list("node_id", flat=True))
     nodes.filter(phase=NodePhase.RUNNING, batch_host=True).update(stop_requested=True, kill_at=kill_at)
     nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG)
 
@@ -147,6 +149,7 @@ def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = 
         _end(job, ending_state, now, exit_code=0, signal=15 if ending_state != JobState.TIMEOUT else 0, desc=desc)
         return
     JobNode.objects.filter(pk=batch.pk).update(stop_requested=True, kill_at=kill_at)
+    nodes_wake([batch.node_id])
     job.ending_state = ending_state
     job.state_desc = desc
     job.save(update_fields=["ending_state", "state_desc"])
@@ -182,6 +185,7 @@ def job_node_prolog_finished(*, job_node: JobNode, exit_code: int, now: dt.datet
     node.phase = NodePhase.READY
     node.save(update_fields=["phase", "prolog_exit"])
     if current and not _current_nodes(job).exclude(phase=NodePhase.READY).exists():
+        nodes_wake(_current_nodes(job).values_list("node_id", flat=True))
         _current_nodes(job).update(phase=NodePhase.RUNNING)
         job_event(job, now, "Prolog done on every node; batch script launched.")
 
@@ -307,6 +311,7 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
             gpus += [GpuAllocation(job=job, node_id=grant.node_id, gpu_index=index) for index in grant.gpu_indices]
     JobRun.objects.bulk_create(runs, batch_size=1000)
     JobNode.objects.bulk_create(job_nodes, batch_size=1000)
+    nodes_wake(job_node.node_id for job_node in job_nodes)
     GpuAllocation.objects.bulk_create(gpus, batch_size=1000)
     SlurmJob.objects.bulk_update(jobs, ["node_list", "state", "start_time", "reason", "expected_start"],
                                  batch_size=1000)

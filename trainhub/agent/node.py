@@ -1,0 +1,272 @@
+"""One joined node's agent loop: fence, start, supervise and report its replicas.
+
+``tick(now)`` does one round, so tests step it deterministically; ``trainhub-agent run`` calls
+it in a loop for every node identity in its state directory. Each round:
+1. fetch the node's assignments (a conditional GET: 304 while nothing changed, and a full fetch
+   every ``full_sync_seconds`` in case a wake-up was lost);
+2. fencing: stop every local replica the control plane no longer lists for this node, and start
+   nothing new while one of them still runs;
+3. start the listed replicas it does not run yet, each under its own supervisor;
+4. ship each replica's new log lines, stop those asked to stop (SIGTERM, SIGKILL after the
+   grace period), report those that ended, with their outputs;
+5. heart-beat with the replicas it sees running (at once when that set changed).
+A failure preparing, starting or reporting one replica is that replica's failure: it is logged,
+reported where it can be, and never stops the round for the others.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainhub.agent.client import ControlPlane, ControlPlaneUnreachable, error_message
+from trainhub.agent.environment import NotRunnable, ReplicaContext, replica_argv, replica_environment
+from trainhub.agent.outputs import OutputPathRefused, collect_outputs, prepare_outputs
+from trainhub.agent.replicas import ReplicaRun
+from trainhub.agent.slurm import SlurmNodeWork
+
+logger = logging.getLogger("trainhub.agent")
+
+LOG_CHUNK_LINES = 1000
+SIMULATED = "simulated"
+
+
+@dataclass
+class NodeSettings:
+    work_dir: Path
+    state_dir: Path
+    grace_seconds: float = 10.0
+    heartbeat_seconds: float = 10.0
+    full_sync_seconds: float = 30.0
+    #: Where file:// output URIs may point (gs:// maps below work_dir/gcs).
+    output_roots: tuple[Path, ...] = ()
+    #: The uid/gid replicas run as when the agent runs as root; None: the agent's own user.
+    replica_user: dict | None = None
+    facts: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Handle:
+    run: ReplicaRun
+    assignment: dict | None = None
+    stop_sent: float | None = None
+
+
+class NodeAgent:
+    def __init__(self, *, name: str, control_plane: ControlPlane, settings: NodeSettings):
+        self.name = name
+        self.api = control_plane
+        self.settings = settings
+        self.replica_dir = settings.state_dir / "replicas" / name
+        self.replica_dir.mkdir(parents=True, exist_ok=True)
+        self.handles: dict[int, _Handle] = {}
+        self.assignments: dict[str, Any] = {"replicas": [], "slurm": []}
+        self.etag = ""
+        self.last_full_sync = 0.0
+        self.last_heartbeat = 0.0
+        self.reported_running: list[int] | None = None
+        self.facts_sent = False
+        self.slurm = SlurmNodeWork(api=control_plane, work_dir=settings.work_dir,
+                                   grace=dt.timedelta(seconds=settings.grace_seconds))
+        self._adopt()
+
+    # Start-up ---------------------------------------------------------------------------------
+
+    def _adopt(self) -> None:
+        """Re-attach to the replicas a previous agent started here (they kept running)."""
+        for directory in sorted(self.replica_dir.iterdir()):
+            if directory.name.isdigit():
+                run = ReplicaRun(directory)
+                if not run.reported:
+                    self.handles[run.replica_id] = _Handle(run)
+        if self.handles:
+            logger.info("node %s: re-adopted %d replica(s) from before a restart", self.name, len(self.handles))
+
+    # One round --------------------------------------------------------------------------------
+
+    def tick(self, *, now: dt.datetime) -> None:
+        moment = now.timestamp()
+        self._sync(moment)
+        listed = {doc["id"]: doc for doc in self.assignments["replicas"]}
+        fenced_running = self._fence(listed, moment)
+        if not fenced_running:
+            for replica_id, doc in listed.items():
+                if replica_id not in self.handles:
+                    self._launch(doc, moment)
+        for replica_id in list(self.handles):
+            try:
+                self._supervise(replica_id, listed.get(replica_id), moment)
+            except ControlPlaneUnreachable:
+                raise
+            except Exception:  # noqa: BLE001 - one replica's trouble never stalls the others
+                logger.exception("node %s: supervising replica %s failed; retrying next round", self.name, replica_id)
+        self.slurm.tick(self.assignments["slurm"], now=now)
+        if self.slurm.changed:
+            self.slurm.changed = False
+            self.resync()
+        self._heartbeat(moment)
+
+    def _sync(self, moment: float) -> None:
+        full = moment - self.last_full_sync >= self.settings.full_sync_seconds
+        answer = self.api.get("/agent/v1/assignments", etag="" if full else self.etag)
+        if answer.status == 304:
+            return
+        if answer.status != 200:
+            raise ControlPlaneUnreachable(f"assignments: {error_message(answer)}")
+        self.assignments, self.etag, self.last_full_sync = answer.body, answer.etag, moment
+
+    def resync(self) -> None:
+        """Fetch in full next round (after a report that moved this node's work on)."""
+        self.etag = ""
+
+    def _fence(self, listed: dict[int, dict], moment: float) -> bool:
+        """Stop local replicas the control plane does not list; True while any of them still runs."""
+        still_running = False
+        for replica_id, handle in self.handles.items():
+            if replica_id in listed or not handle.run.running():
+                continue
+            still_running = True
+            if handle.stop_sent is None:
+                logger.warning("node %s: replica %s is no longer assigned here; stopping it", self.name, replica_id)
+                handle.run.terminate(moment)
+                handle.stop_sent = moment
+            elif moment - handle.stop_sent >= self.settings.grace_seconds:
+                handle.run.kill(moment)
+        return still_running
+
+    # Launching --------------------------------------------------------------------------------
+
+    def _launch(self, doc: dict, moment: float) -> None:
+        directory = self.replica_dir / str(doc["id"])
+        try:
+            run = self._start(doc, directory, moment)
+        except Exception as exc:  # noqa: BLE001 - reported as this replica's failure
+            logger.exception("node %s: cannot start replica %s", self.name, doc["id"])
+            run = ReplicaRun.failed(directory, reason=f"the node agent could not start the replica: {exc}", now=moment)
+        self.handles[doc["id"]] = _Handle(run, doc)
+        answer = self.api.post(f"/agent/v1/replicas/{doc['id']}/started", {"time": moment})
+        if answer.status != 200:
+            logger.warning("node %s: started report for replica %s refused: %s", self.name, doc["id"],
+                           error_message(answer))
+
+    def _context(self, doc: dict, work_dir: Path) -> ReplicaContext:
+        context = doc["context"]
+        return ReplicaContext(
+            job_id=context["jobId"], project_number=context["projectNumber"], spec=context["spec"],
+            pool_index=context["poolIndex"], replica_index=context["replicaIndex"],
+            hosts={int(index): hosts for index, hosts in context["hosts"].items()},
+            gpu_indices=list(doc["gpuIndices"]), trial_id=context.get("trialId"),
+            work_dir=str(work_dir), storage_root=str(self.settings.work_dir / "gcs"),
+        )
+
+    def _start(self, doc: dict, directory: Path, moment: float) -> ReplicaRun:
+        work_dir = self.settings.work_dir / "jobs" / doc["context"]["jobId"] / f"{doc['taskName']}-{doc['attempt']}"
+        ctx = self._context(doc, work_dir)
+        env = replica_environment(ctx)
+        if doc["executor"] == SIMULATED:
+            return ReplicaRun.simulate(directory, started=moment, runtime=float(doc["simulatedRuntimeSeconds"]),
+                                       announce=[f"simulated replica {doc['taskName']} on node {self.name}",
+                                                 f"CLUSTER_SPEC={env['CLUSTER_SPEC']}"])
+        try:
+            outputs = prepare_outputs(env, roots=self._output_roots()) if doc["primary"] else None
+            argv = replica_argv(ctx, env)
+        except (NotRunnable, OutputPathRefused) as exc:
+            return ReplicaRun.failed(directory, reason=str(exc), now=moment)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        if self.settings.replica_user:
+            os.chown(work_dir, self.settings.replica_user["uid"], self.settings.replica_user["gid"])
+        return ReplicaRun.start(directory, argv=argv, env={**self._base_env(work_dir), **env}, cwd=work_dir,
+                                user=self.settings.replica_user, outputs=outputs)
+
+    def _output_roots(self) -> tuple[Path, ...]:
+        return (self.settings.work_dir / "gcs", *self.settings.output_roots)
+
+    def _base_env(self, work_dir: Path) -> dict[str, str]:
+        """A clean environment: a PATH and a HOME, nothing of the agent's own (no credentials)."""
+        return {"PATH": os.environ.get("TRAINHUB_REPLICA_PATH", "/usr/local/bin:/usr/bin:/bin"),
+                "HOME": str(work_dir), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
+
+    # Supervising ------------------------------------------------------------------------------
+
+    def _supervise(self, replica_id: int, doc: dict | None, moment: float) -> None:
+        handle = self.handles[replica_id]
+        if doc is not None:
+            handle.assignment = doc
+            if doc["stopRequested"] and handle.stop_sent is None:
+                handle.run.terminate(moment)
+                handle.stop_sent = moment
+            elif doc["stopRequested"] and moment - handle.stop_sent >= self.settings.grace_seconds:
+                handle.run.kill(moment)
+        status = handle.run.exit_status(moment)
+        lost = status is None and handle.run.lost()
+        if not self._ship_logs(replica_id, handle.run):
+            return
+        if status is None and not lost:
+            return
+        body: dict[str, Any] = {"time": moment, "exitCode": status}
+        if lost:
+            body = {"time": moment, "exitCode": None, "lostReason": "its supervisor ended without recording an exit"}
+        elif handle.run.outputs is not None:
+            body["outputs"] = collect_outputs(handle.run.outputs)
+        answer = self.api.post(f"/agent/v1/replicas/{replica_id}/exited", body)
+        if answer.status in (200, 404):  # 404: the control plane forgot it (a node removed meanwhile)
+            handle.run.mark_reported()
+            del self.handles[replica_id]
+            self.resync()
+        else:
+            logger.warning("node %s: exit report of replica %s refused: %s", self.name, replica_id, error_message(answer))
+
+    def _ship_logs(self, replica_id: int, run: ReplicaRun) -> bool:
+        """Send the unacknowledged lines in chunks; True once every complete line is stored."""
+        while True:
+            lines, offset = run.unshipped(LOG_CHUNK_LINES)
+            if not lines:
+                return True
+            answer = self.api.post(f"/agent/v1/replicas/{replica_id}/logs", {"first": run.seq, "lines": lines})
+            if answer.status == 409:
+                run.rewind(int(answer.body.get("expected", 0)))
+                continue
+            if answer.status != 200:
+                logger.warning("node %s: log chunk of replica %s refused: %s", self.name, replica_id,
+                               error_message(answer))
+                return answer.status == 404
+            run.acknowledge(run.seq + len(lines), offset)
+            if len(lines) < LOG_CHUNK_LINES:
+                return True
+
+    def _heartbeat(self, moment: float) -> None:
+        running = sorted(replica_id for replica_id, handle in self.handles.items() if handle.run.running())
+        if running == self.reported_running and moment - self.last_heartbeat < self.settings.heartbeat_seconds:
+            return
+        body: dict[str, Any] = {"time": moment, "running": running}
+        if not self.facts_sent:
+            body["facts"] = self.settings.facts
+        answer = self.api.post("/agent/v1/heartbeat", body)
+        if answer.status != 200:
+            raise ControlPlaneUnreachable(f"heartbeat: {error_message(answer)}")
+        self.facts_sent, self.reported_running, self.last_heartbeat = True, running, moment
+
+    def shutdown(self) -> None:
+        """The agent stops: replicas keep running under their supervisors; Slurm scripts are stopped."""
+        self.slurm.shutdown()
+
+
+def run_forever(agents: list[NodeAgent], *, poll_seconds: float, stopping: list) -> None:
+    while not stopping:
+        started = time.monotonic()
+        for agent in agents:
+            try:
+                agent.tick(now=dt.datetime.now(dt.UTC))
+            except ControlPlaneUnreachable as exc:
+                logger.warning("node %s: control plane unreachable (%s); retrying", agent.name, exc)
+            except Exception:  # noqa: BLE001 - one bad round must not kill the node's agent
+                logger.exception("node %s: agent round failed; retrying", agent.name)
+        time.sleep(max(0.0, poll_seconds - (time.monotonic() - started)))
+    for agent in agents:
+        agent.shutdown()
+

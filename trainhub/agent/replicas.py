@@ -1,0 +1,181 @@
+"""A replica's run on this node, kept in a directory so that it survives the agent.
+
+``DIR`` holds what the supervisor writes (spec.json, log.jsonl, child.json, exit.json) and what
+the agent keeps of its own progress: ``shipped.json`` ({seq, offset}: the first log line the
+control plane has not acknowledged and its byte offset) and ``reported`` (the exit was reported).
+A real replica runs under the supervisor; a simulated one (capacity the admin does not have) is
+a directory whose exit is due ``runtime`` seconds after its start, and says so in its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainhub.agent import supervisor
+from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, process_start_time, write_atomically
+
+SUPERVISOR = Path(supervisor.__file__)
+SHIPPED, REPORTED, SIMULATED, OUTPUTS = "shipped.json", "reported", "simulated.json", "outputs.json"
+
+
+class ReplicaRun:
+    """One replica's directory: start, adopt after a restart, read its log, signal it, see it end."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        shipped = self._read(SHIPPED) or {"seq": 0, "offset": 0}
+        self.seq, self.offset = int(shipped["seq"]), int(shipped["offset"])
+        self._supervisor: subprocess.Popen | None = None
+
+    # Starting ---------------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, directory: Path, *, argv: list[str], env: dict[str, str], cwd: Path,
+              user: dict | None = None, outputs: dict | None = None) -> ReplicaRun:
+        directory.mkdir(parents=True, exist_ok=True)
+        if outputs is not None:
+            write_atomically(directory / OUTPUTS, outputs)
+        write_atomically(directory / SPEC, {"argv": argv, "env": env, "cwd": str(cwd), "user": user})
+        run = cls(directory)
+        with open(directory / "supervisor.err", "ab") as errors:
+            run._supervisor = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
+                [sys.executable, "-S", str(SUPERVISOR), str(directory)], stdin=subprocess.DEVNULL,
+                stdout=errors, stderr=errors, start_new_session=True, close_fds=True)
+        return run
+
+    @classmethod
+    def simulate(cls, directory: Path, *, started: float, runtime: float, announce: list[str]) -> ReplicaRun:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomically(directory / SIMULATED, {"started": started, "runtime": runtime})
+        with open(directory / LOG, "a", encoding="utf-8") as log:
+            log.writelines(json.dumps(["stdout", started, line]) + "\n" for line in announce)
+        return cls(directory)
+
+    @classmethod
+    def failed(cls, directory: Path, *, reason: str, now: float) -> ReplicaRun:
+        """A replica that could not be prepared: exit 127 with the reason in its log."""
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps(["stderr", now, reason]) + "\n")
+        write_atomically(directory / EXIT, {"status": 127, "time": now})
+        return cls(directory)
+
+    # Reading ----------------------------------------------------------------------------------
+
+    def _read(self, name: str) -> dict | None:
+        try:
+            return json.loads((self.directory / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def outputs(self) -> dict | None:
+        """Where the primary replica leaves its metric file and model directory (outputs.json)."""
+        return self._read(OUTPUTS)
+
+    @property
+    def replica_id(self) -> int:
+        return int(self.directory.name)
+
+    def exit_status(self, now: float) -> int | None:
+        """The wait status once the replica ended (negative: killed by that signal), else None."""
+        ended = self._read(EXIT)
+        if ended is not None:
+            if self._supervisor is not None:
+                self._supervisor.poll()  # reap it
+            return int(ended["status"])
+        simulated = self._read(SIMULATED)
+        if simulated is not None and now >= simulated["started"] + simulated["runtime"]:
+            self._append("stdout", now, "simulated replica finished")
+            write_atomically(self.directory / EXIT, {"status": 0, "time": now})
+            return 0
+        return None
+
+    def lost(self) -> bool:
+        """The supervisor is gone without recording an exit (the machine rebooted, it was killed)."""
+        if (self.directory / EXIT).exists() or (self.directory / SIMULATED).exists():
+            return False
+        if self._supervisor is not None and self._supervisor.poll() is None:
+            return False
+        child = self._read(CHILD)
+        if child is None:
+            # Started a moment ago: the supervisor has not written child.json yet.
+            return self._supervisor is None or self._supervisor.poll() is not None
+        return process_start_time(child["pid"]) != child["start"] and not (self.directory / EXIT).exists()
+
+    def running(self) -> bool:
+        return not (self.directory / EXIT).exists() and not self.lost()
+
+    def unshipped(self, limit: int) -> tuple[list[list], int]:
+        """Up to ``limit`` complete log lines from the first unacknowledged one, and the offset after them."""
+        lines, offset = [], self.offset
+        try:
+            with open(self.directory / LOG, "rb") as log:
+                log.seek(self.offset)
+                while len(lines) < limit:
+                    raw = log.readline()
+                    if not raw.endswith(b"\n"):
+                        break  # a line still being written
+                    offset += len(raw)
+                    try:
+                        lines.append(json.loads(raw))
+                    except ValueError:
+                        lines.append(["stderr", time.time(), raw.decode("utf-8", "replace").rstrip("\n")])
+        except FileNotFoundError:
+            pass
+        return lines, offset
+
+    def acknowledge(self, seq: int, offset: int) -> None:
+        self.seq, self.offset = seq, offset
+        write_atomically(self.directory / SHIPPED, {"seq": seq, "offset": offset})
+
+    def rewind(self, seq: int) -> None:
+        """The control plane holds ``seq`` lines (it lost a chunk, or got one twice): resume from there."""
+        offset = 0
+        with open(self.directory / LOG, "rb") as log:
+            for _ in range(seq):
+                raw = log.readline()
+                if not raw.endswith(b"\n"):
+                    break
+                offset += len(raw)
+        self.acknowledge(seq, offset)
+
+    @property
+    def reported(self) -> bool:
+        return (self.directory / REPORTED).exists()
+
+    def mark_reported(self) -> None:
+        (self.directory / REPORTED).touch()
+
+    # Signalling -------------------------------------------------------------------------------
+
+    def _append(self, stream: str, now: float, text: str) -> None:
+        with open(self.directory / LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps([stream, now, text]) + "\n")
+
+    def signal(self, signum: int, now: float) -> None:
+        """Signal the replica's whole process group (a simulated one ends at once, as 128 + signal)."""
+        if (self.directory / EXIT).exists():
+            return
+        if (self.directory / SIMULATED).exists():
+            write_atomically(self.directory / EXIT, {"status": -signum, "time": now})
+            return
+        child = self._read(CHILD)
+        if child is None or process_start_time(child["pid"]) != child["start"]:
+            return
+        try:
+            os.killpg(child["pid"], signum)
+        except ProcessLookupError:
+            pass
+
+    def terminate(self, now: float) -> None:
+        self.signal(signal.SIGTERM, now)
+
+    def kill(self, now: float) -> None:
+        self.signal(signal.SIGKILL, now)

@@ -1,0 +1,50 @@
+"""How a node's agent proves who it is: ``Authorization: Bearer thn_...`` (its node credential).
+
+The agent API accepts nothing else, and the user API never accepts a node credential (it looks
+up user API tokens only), as the Kubernetes Node authorizer keeps kubelets to node endpoints.
+"""
+
+from __future__ import annotations
+
+from rest_framework import authentication, exceptions, permissions
+
+from trainhub.inventory.models import NodeCredential
+from trainhub.inventory.selectors import node_credential_get
+
+
+class NodePrincipal:
+    """request.user for a node's agent: authenticated, never staff, member of no project."""
+
+    is_authenticated = True
+    is_active = True
+    is_staff = False
+    is_superuser = False
+
+    def __init__(self, node):
+        self.node = node
+
+    def __str__(self) -> str:
+        return f"node {self.node.name}"
+
+
+class NodeCredentialAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1").strip()
+        scheme, _, raw = header.partition(" ")
+        if not header or scheme.lower() != "bearer" or not raw.strip():
+            return None
+        credential = node_credential_get(raw=raw.strip())
+        if credential is None:
+            raise exceptions.AuthenticationFailed("Invalid node credential: this endpoint is for node agents "
+                                                  "(trainhub-agent join gives a node its credential).")
+        return NodePrincipal(credential.node), credential
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="trainhub-agent"'
+
+
+class IsNodeAgent(permissions.BasePermission):
+    message = "Only a joined node's agent may call the agent API."
+
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.auth, NodeCredential)

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from trainhub.inventory import agent_api
+
+urlpatterns = [
+    path("agent/v1/join", agent_api.Join.as_view(), name="agent-join"),
+    path("agent/v1/heartbeat", agent_api.Heartbeat.as_view(), name="agent-heartbeat"),
+    path("agent/v1/assignments", agent_api.Assignments.as_view(), name="agent-assignments"),
+    path("agent/v1/replicas/<int:replica_id>/started", agent_api.ReplicaStarted.as_view(), name="agent-replica-started"),
+    path("agent/v1/replicas/<int:replica_id>/logs", agent_api.ReplicaLogs.as_view(), name="agent-replica-logs"),
+    path("agent/v1/replicas/<int:replica_id>/exited", agent_api.ReplicaExited.as_view(), name="agent-replica-exited"),
+    path("agent/v1/slurm/<int:job_node_id>/logs", agent_api.SlurmLogs.as_view(), name="agent-slurm-logs"),
+    path("agent/v1/slurm/<int:job_node_id>/<str:event>", agent_api.SlurmReport.as_view(), name="agent-slurm-report"),
+]

@@ -1,0 +1,84 @@
+"""What one node's agent must run now: the documents the agent API hands a node (reads only).
+
+A node sees its own active replicas (at most one: a replica occupies a whole node) with what it
+needs to start them - the job's spec, its place in the gang and its peers' addresses - and the
+Slurm job steps allocated to it. Nothing about any other node or job is included.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from trainhub.inventory.models import Executor, Node
+from trainhub.jobs.models import Replica
+from trainhub.slurm.models import JobNode, NodePhase
+
+
+def _epoch(moment: dt.datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None
+
+
+def _replica_document(replica: Replica, peers: dict[int, list[str]], node: Node) -> dict[str, Any]:
+    job = replica.job
+    return {
+        "id": replica.pk, "taskName": replica.task_name, "attempt": replica.attempt,
+        "stopRequested": replica.stop_requested, "gpuIndices": list(replica.gpu_indices),
+        "executor": node.pool.executor, "simulatedRuntimeSeconds": node.pool.simulated_runtime_seconds,
+        "primary": (replica.pool_index, replica.replica_index) == (0, 0),
+        "context": {
+            "jobId": job.job_id, "projectNumber": job.project.number, "spec": job.spec,
+            "poolIndex": replica.pool_index, "replicaIndex": replica.replica_index,
+            "hosts": {str(index): addresses for index, addresses in peers.items()},
+            "trialId": job.trial_id or None,
+        },
+    }
+
+
+def _replicas(node: Node) -> list[dict[str, Any]]:
+    replicas = list(Replica.objects.filter(node=node, active=True).select_related("job__project"))
+    documents = []
+    for replica in replicas:
+        peers: dict[int, list[str]] = {}
+        for pool_index, address, hostname in (
+                Replica.objects.filter(job_id=replica.job_id, attempt=replica.attempt)
+                .order_by("pool_index", "replica_index").values_list("pool_index", "node__address", "node__hostname")):
+            peers.setdefault(pool_index, []).append(address or hostname or "unknown")
+        documents.append(_replica_document(replica, peers, node))
+    return documents
+
+
+def _slurm_document(job_node: JobNode) -> dict[str, Any]:
+    job = job_node.job
+    peers = list(JobNode.objects.filter(job_id=job.pk, run_index=job_node.run_index)
+                 .order_by("-batch_host", "node__name").values_list("pk", "node__name", "cpus"))
+    start = job.start_time
+    return {
+        "id": job_node.pk, "runIndex": job_node.run_index, "phase": job_node.phase, "batchHost": job_node.batch_host,
+        "stopRequested": job_node.stop_requested, "killAt": _epoch(job_node.kill_at),
+        "gpuIndices": list(job_node.gpu_indices), "nodeName": job_node.node.name,
+        "simulated": job_node.node.pool.executor == Executor.SIMULATED,
+        "simulatedRuntimeSeconds": job_node.node.pool.simulated_runtime_seconds,
+        "hosts": [name for _, name, _ in peers], "cpusPerNode": [cpus for _, _, cpus in peers],
+        "index": next(i for i, (pk, _, _) in enumerate(peers) if pk == job_node.pk),
+        "prologScripts": job.cluster.prolog_scripts, "epilogScripts": job.cluster.epilog_scripts,
+        "job": {
+            "clusterId": job.cluster.cluster_id, "jobId": job.job_id, "name": job.name, "user": job.user_name,
+            "account": job.account, "partition": job.partition, "qos": job.qos, "numTasks": job.num_tasks,
+            "workDir": job.work_dir, "stdoutPattern": job.stdout_pattern, "stderrPattern": job.stderr_pattern,
+            "comment": job.comment, "script": job.script, "scriptArgs": list(job.script_args),
+            "startEpoch": int(start.timestamp()) if start else None,
+            "timeLimitMinutes": job.time_limit, "exitCode": job.exit_code or 0, "exitSignal": job.exit_signal,
+        },
+    }
+
+
+def _slurm(node: Node) -> list[dict[str, Any]]:
+    job_nodes = (JobNode.objects.filter(node=node).exclude(phase=NodePhase.DONE)
+                 .select_related("job__cluster", "node__pool").order_by("pk"))
+    return [_slurm_document(job_node) for job_node in job_nodes]
+
+
+def node_assignments(*, node: Node) -> dict[str, Any]:
+    """Everything ``node`` must run, as the agent API answers it."""
+    return {"node": node.name, "replicas": _replicas(node), "slurm": _slurm(node)}
