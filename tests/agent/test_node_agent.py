@@ -1,0 +1,143 @@
+"""The node agent as a machine runs it: replicas under supervisors that outlive the agent,
+re-adoption after a restart, fencing of replicas the control plane no longer lists, one replica's
+failure kept to itself, and discovery of the machine's GPUs."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.agent.harness import agents_on
+from tests.conftest import container_pool, job_body, later
+from trainhub.agent.discovery import parse_nvidia_smi
+from trainhub.inventory.facts import accelerator_type_of, facts_problem
+from trainhub.inventory.models import Node, NodeState
+from trainhub.jobs import states
+from trainhub.jobs.models import CustomJob
+from trainhub.scheduling.services import nodes_sweep_heartbeats, scheduler_pass
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BASE = "/v1/projects/alpha/locations/us-central1/customJobs"
+
+
+def submit(api, *pools, **spec):
+    response = api("uma").post(BASE, job_body(*pools, **spec), format="json")
+    assert response.status_code == 200, response.content
+    return CustomJob.objects.get(job_id=response.json()["name"].rsplit("/", 1)[1])
+
+
+def step(group, moment, until, limit=600):
+    for _ in range(limit):
+        moment = later(moment, 0.05)
+        group.tick(now=moment)
+        scheduler_pass(now=moment)
+        if until():
+            return moment
+        time.sleep(0.02)
+    raise AssertionError("condition never held")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def child_pid(tmp_path, replica) -> int | None:
+    path = tmp_path / "agent" / "replicas" / replica.node.name / str(replica.pk) / "child.json"
+    return json.loads(path.read_text())["pid"] if path.exists() else None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_agents_replicas_keep_running_and_a_new_agent_finishes_the_job(api, nodes, now, tmp_path):
+    counting = "import time\nfor i in range(30):\n    print('step', i)\n    time.sleep(0.05)\n"
+    job = submit(api, container_pool(command=["python3", "-c", counting]),
+                 container_pool(command=["python3", "-c", counting.replace("step", "worker")]))
+    first = agents_on(tmp_path)
+    moment = step(first, now, lambda: CustomJob.objects.get(pk=job.pk).state == states.RUNNING)
+    del first  # kill -9: no shutdown, nothing told to the replicas
+    second = agents_on(tmp_path)
+    step(second, later(moment, 1), lambda: CustomJob.objects.get(pk=job.pk).state in states.TERMINAL)
+    job.refresh_from_db()
+    assert job.state == states.SUCCEEDED, job.error
+    texts = [entry["text"] for entry in api("uma").get(f"{BASE}/{job.job_id}/logs?pageSize=1000").json()["entries"]]
+    assert sorted(t for t in texts if t.startswith("step")) == sorted(f"step {i}" for i in range(30))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restarted_agent_kills_the_replica_of_a_lost_node_before_anything_new_runs_there(api, nodes, now, tmp_path):
+    a100 = list(Node.objects.filter(pool__name="a100"))
+    old = submit(api, container_pool(machine_type="a2-highgpu-1g", command=["sleep", "300"]))
+    first = agents_on(tmp_path, a100)
+    moment = step(first, now, lambda: CustomJob.objects.get(pk=old.pk).state == states.RUNNING)
+    old_replica = old.replicas.select_related("node").get()
+    old_pid = child_pid(tmp_path, old_replica)
+    del first
+    # The agent is silent: its node goes DOWN, the job's replica is lost and the job fails.
+    nodes_sweep_heartbeats(now=later(moment, 600))
+    old.refresh_from_db()
+    assert old.state == states.FAILED and alive(old_pid)
+    # FLEX_START: it waits for both nodes however long the (simulated) clock says the node was lost.
+    new = submit(api, container_pool(machine_type="a2-highgpu-1g", command=["sleep", "1"]),
+                 container_pool(machine_type="a2-highgpu-1g", command=["sleep", "1"]),
+                 scheduling={"strategy": "FLEX_START", "maxWaitDuration": "0s"})
+    second = agents_on(tmp_path, a100)
+    moment = later(moment, 601)
+    for _ in range(400):
+        moment = later(moment, 0.25)
+        second.tick(now=moment)
+        scheduler_pass(now=moment)
+        for replica in new.replicas.select_related("node"):
+            pid = child_pid(tmp_path, replica)
+            assert not (pid and alive(pid) and alive(old_pid)), "two jobs' processes ran on one node"
+        new.refresh_from_db()
+        if new.state in states.TERMINAL:
+            break
+        time.sleep(0.02)
+    assert new.state == states.SUCCEEDED and not alive(old_pid), (new.error, list(new.events.values_list("message", flat=True)))
+    assert Node.objects.get(pk=old_replica.node_id).state == NodeState.UP
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_replicas_bad_output_directory_fails_that_job_alone(api, nodes, now, tmp_path):
+    bad = submit(api, container_pool(command=["true"]), baseOutputDirectory={"outputUriPrefix": "file:///etc/"})
+    good = submit(api, container_pool(command=["python3", "-c", "print('fine')"]))
+    group = agents_on(tmp_path)
+    step(group, now, lambda: all(j.state in states.TERMINAL for j in CustomJob.objects.filter(pk__in=[bad.pk, good.pk])))
+    bad.refresh_from_db(), good.refresh_from_db()
+    assert good.state == states.SUCCEEDED
+    assert bad.state == states.FAILED
+    logs = [entry["text"] for entry in api("uma").get(f"{BASE}/{bad.job_id}/logs").json()["entries"]]
+    assert any("outside the directories this node writes outputs to" in text for text in logs)
+    assert not Path("/etc/model").exists()
+
+
+def test_nvidia_smi_output_becomes_the_machines_gpus():
+    gpus = parse_nvidia_smi((FIXTURES / "nvidia-smi-h100x2.csv").read_text())
+    assert [(gpu["index"], gpu["name"], gpu["memoryMiB"]) for gpu in gpus] == [
+        (0, "NVIDIA H100 80GB HBM3", 81559), (1, "NVIDIA H100 80GB HBM3", 81559)]
+    assert gpus[0]["uuid"].startswith("GPU-")
+    assert parse_nvidia_smi("NVIDIA-SMI has failed because it couldn't communicate with the driver.\n") == []
+
+
+@pytest.mark.parametrize("name, accelerator", [
+    ("NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB"), ("NVIDIA H200", "NVIDIA_H200_141GB"),
+    ("NVIDIA A100-SXM4-40GB", "NVIDIA_TESLA_A100"), ("NVIDIA A100-SXM4-80GB", "NVIDIA_A100_80GB"),
+    ("Tesla T4", "NVIDIA_TESLA_T4"), ("NVIDIA L4", "NVIDIA_L4"), ("NVIDIA B200", "NVIDIA_B200"),
+    ("Tesla V100-SXM2-16GB", "NVIDIA_TESLA_V100"), ("NVIDIA GeForce RTX 4090", None)])
+def test_gpu_names_map_to_the_catalogs_accelerator_types(name, accelerator):
+    assert accelerator_type_of(name) == accelerator
+
+
+def test_a_t4_machine_cannot_serve_an_h100_pool_but_a_simulated_one_can():
+    t4 = {"gpus": parse_nvidia_smi((FIXTURES / "nvidia-smi-t4.csv").read_text())}
+    problem = facts_problem(facts=t4, machine_type="a3-highgpu-8g", accelerator_type="NVIDIA_H100_80GB",
+                            accelerator_count=8)
+    assert "needs 8 x NVIDIA_H100_80GB" in problem and "Tesla T4" in problem
+    assert facts_problem(facts={"simulated": True}, machine_type="a3-highgpu-8g",
+                         accelerator_type="NVIDIA_H100_80GB", accelerator_count=8) is None
