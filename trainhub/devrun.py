@@ -16,6 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from trainhub.agent.main import join, without_control_plane_secrets
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -50,8 +52,7 @@ def main() -> int:
         "beat": [python, "-m", "celery", "-A", "trainhub", "beat", "--loglevel=INFO",
                  f"--schedule={var_dir / 'celerybeat-schedule'}"],
     }
-    agent_env = {name: value for name, value in env.items()
-                 if name not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    agent_env = without_control_plane_secrets(env)
     agent = [python, "-m", "trainhub.agent.main", "run", "--url", url, "--state-dir", str(agent_state),
              "--work-dir", str(var_dir / "work"), "--output-root", str(var_dir / "outputs")]
     processes = {name: subprocess.Popen(argv, env=env, cwd=ROOT) for name, argv in commands.items()}
@@ -70,7 +71,6 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    exit_code = 0
     try:
         while not stopping:
             for name, process in processes.items():
@@ -95,7 +95,7 @@ def main() -> int:
                 process.kill()
         if redis_server is not None:
             redis_server.shutdown()
-    return exit_code
+    return 0
 
 
 def _wait_for(url: str, seconds: float = 60) -> None:
@@ -112,7 +112,6 @@ def _wait_for(url: str, seconds: float = 60) -> None:
 
 def _join_demo_nodes(manage: list[str], env: dict, url: str, state_dir: Path) -> None:
     """Join every demo node the local agent does not hold a credential for (simulated hardware)."""
-    from trainhub.agent.main import join
 
     found = subprocess.run(manage + ["demo_agent_tokens", "--state-dir", str(state_dir)], env=env, cwd=ROOT,
                            check=True, capture_output=True, text=True)

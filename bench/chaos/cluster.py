@@ -225,11 +225,28 @@ class Cluster:
         return self._process("beat", [sys.executable, "-m", "celery", "-A", "trainhub", "beat", "--loglevel=INFO",
                                       f"--schedule={self.var_dir / 'celerybeat-schedule'}"])
 
-    def start_agent(self, name: str, pools: list[str], interval: float = 0.5) -> Process:
-        argv = [sys.executable, str(REPO_ROOT / "manage.py"), "run_agent", "--interval", str(interval)]
-        for pool in pools:
-            argv += ["--pool", pool]
-        return self._process(name, argv)
+    def start_agent(self, name: str, pools: list[str]) -> Process:
+        """A `trainhub-agent run` serving every node of ``pools``, joined through the agent API with
+        join tokens made here; it gets no database, Redis or SECRET_KEY."""
+        import datetime as dt
+
+        from django.utils import timezone
+
+        from trainhub.agent.main import join, without_control_plane_secrets
+        from trainhub.inventory.models import NodePool
+        from trainhub.inventory.services import join_token_create
+
+        state_dir = self.var_dir / "agents" / name
+        for pool in NodePool.objects.filter(name__in=pools).prefetch_related("nodes"):
+            _, token = join_token_create(pool=pool, created_by="chaos", now=timezone.now(), ttl=dt.timedelta(hours=1))
+            for node in pool.nodes.all():
+                join(url=self.web_url, token=token, name=node.name, state_dir=state_dir, simulate=True)
+        argv = [sys.executable, "-m", "trainhub.agent.main", "run", "--url", self.web_url, "--state-dir",
+                str(state_dir), "--grace", "2"]
+        process = Process(name, argv, without_control_plane_secrets({**self.env, **self.drill_env}),
+                          self.var_dir / "logs" / f"{name}.log")
+        self.processes.append(process.start())
+        return process
 
     def restart(self, process: Process) -> Process:
         """Start a fresh copy of a killed process, appending to the same log."""

@@ -184,3 +184,11 @@ def test_base_output_directory_gets_a_trailing_slash():
 ])
 def test_a_jobs_gpu_type_is_the_one_it_asks_most_gpus_of(pools, expected):
     assert parse_custom_job(job_body(*pools)).accelerator_type == expected
+
+
+@pytest.mark.parametrize("uri", ["file:///../../etc/passwd/", "gs://bucket/a/../../b", "/tmp/./x", "s3://bucket/x",
+                                 "gs:///nobucket", "relative/path"])
+def test_an_output_uri_that_could_escape_or_is_not_storage_is_refused_naming_the_field(uri):
+    with pytest.raises(SpecError) as refused:
+        parse_custom_job(job_body(container_pool(), baseOutputDirectory={"outputUriPrefix": uri}))
+    assert [v.field for v in refused.value.violations] == ["jobSpec.baseOutputDirectory.outputUriPrefix"]

@@ -31,6 +31,14 @@ DEFAULT_STATE_DIR = Path(os.environ.get("TRAINHUB_AGENT_STATE_DIR", "/var/lib/tr
 logger = logging.getLogger("trainhub.agent")
 
 
+#: What a control-plane process's environment holds that a node's agent must never see.
+CONTROL_PLANE_SECRETS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE", "CELERY_BROKER_URL")
+
+
+def without_control_plane_secrets(env: dict[str, str]) -> dict[str, str]:
+    return {name: value for name, value in env.items() if name not in CONTROL_PLANE_SECRETS}
+
+
 class AgentError(Exception):
     """Something the admin must fix; printed without a stack trace."""
 

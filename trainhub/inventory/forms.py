@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 
 from trainhub.common.widgets import FastSelect
-from trainhub.inventory.models import NodePool, NodeState
+from trainhub.inventory.models import Node, NodePool, NodeState
 from trainhub.inventory.selectors import OCCUPANCY
 
 
@@ -31,3 +31,21 @@ class NodeFilterForm(forms.Form):
     @property
     def is_filtered(self) -> bool:
         return any(self.data.get(name) for name in ("pool", "state", "occupancy", "q"))
+
+
+class JoinTokenForm(forms.Form):
+    """An admin's new join token: which pool the machines join, for how long, how many."""
+
+    pool = forms.ModelChoiceField(queryset=NodePool.objects.order_by("name"), to_field_name="name",
+                                  empty_label=None, widget=FastSelect)
+    expires_in_hours = forms.IntegerField(min_value=1, max_value=24 * 30, initial=24, label="Expires in (hours)")
+    max_uses = forms.IntegerField(min_value=1, max_value=100000, required=False, label="Machines (empty: any number)")
+    description = forms.CharField(max_length=200, required=False)
+
+
+class NodeActionForm(forms.Form):
+    """An admin's action on one joined machine (buttons on the machines page)."""
+
+    node = forms.ModelChoiceField(queryset=Node.objects.all(), to_field_name="name")
+    action = forms.ChoiceField(choices=[("drain", "Drain"), ("undrain", "Return to service"),
+                                        ("revoke", "Revoke credential"), ("remove", "Remove")])

@@ -97,3 +97,10 @@ def node_credential_get(*, raw: str) -> NodeCredential | None:
 def join_tokens_live(*, now) -> list[JoinToken]:
     return list(JoinToken.objects.select_related("pool").filter(revoked_at__isnull=True, expires_at__gt=now)
                 .order_by("-created_at"))
+
+
+def joined_nodes() -> list[Node]:
+    """Nodes an agent has joined, with whether their credential is live (two queries)."""
+    live = NodeCredential.objects.filter(node=OuterRef("pk"), revoked_at__isnull=True)
+    return list(Node.objects.filter(joined_at__isnull=False).select_related("pool")
+                .annotate(credential_live=Exists(live)).order_by("pool__name", "name"))

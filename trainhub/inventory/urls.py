@@ -8,4 +8,5 @@ urlpatterns = [
     path("", views.node_list, name="list"),
     path("pools", views.node_list, {"fragment": "pools"}, name="list_pools"),
     path("rows", views.node_list, {"fragment": "nodes"}, name="list_rows"),
+    path("machines", views.machines, name="machines"),
 ]

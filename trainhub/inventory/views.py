@@ -1,15 +1,27 @@
 """The nodes page: a card per pool (capacity and what is busy, down or held), and the nodes,
 filtered and a page at a time, with the job occupying each. Both parts refresh live."""
 
+import datetime as dt
 from functools import partial
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.utils import timezone
 
 from trainhub.iam.selectors import projects_with_permission
-from trainhub.inventory.forms import NodeFilterForm
-from trainhub.inventory.selectors import NodePage, node_pools_with_usage, nodes_page
+from trainhub.inventory.forms import JoinTokenForm, NodeActionForm, NodeFilterForm
+from trainhub.inventory.models import JoinToken, NodeState
+from trainhub.inventory.selectors import NodePage, join_tokens_live, joined_nodes, node_pools_with_usage, nodes_page
+from trainhub.inventory.services import (
+    NodeBusy,
+    join_token_create,
+    join_token_revoke,
+    node_credential_revoke,
+    node_remove,
+    node_set_state,
+)
 from trainhub.common.pages import render_page_or_fragment
 
 NODES_LIST = "aiplatform.nodes.list"
@@ -42,3 +54,52 @@ def node_list(request: HttpRequest, fragment: str | None = None) -> HttpResponse
     sections = {"pools": ("inventory/_pool_cards.html", partial(_pools_context, pools)),
                 "nodes": ("inventory/_node_rows.html", partial(_nodes_context, request, pools))}
     return render_page_or_fragment(request, "inventory/node_list.html", sections, fragment)
+
+
+@login_required
+def machines(request: HttpRequest) -> HttpResponse:
+    """Admins add machines (a join token, shown once, with the command to run on the machine) and
+    manage the joined ones: their discovered facts and last contact; drain, revoke, remove."""
+    if not request.user.is_staff:
+        raise PermissionDenied("Adding and managing machines is for administrators.")
+    now = timezone.now()
+    token_form, new_token, message = JoinTokenForm(), None, ""
+    if request.method == "POST" and request.POST.get("form") == "token":
+        token_form = JoinTokenForm(request.POST)
+        if token_form.is_valid():
+            data = token_form.cleaned_data
+            token, raw = join_token_create(pool=data["pool"], created_by=request.user.get_username(), now=now,
+                                           ttl=dt.timedelta(hours=data["expires_in_hours"]),
+                                           max_uses=data["max_uses"], description=data["description"])
+            new_token = {"token": token, "raw": raw, "url": request.build_absolute_uri("/").rstrip("/")}
+    elif request.method == "POST" and request.POST.get("form") == "revoke-token":
+        token = JoinToken.objects.filter(pk=request.POST.get("token")).first()
+        if token is not None:
+            join_token_revoke(token=token, now=now)
+            message = f"Join token for pool {token.pool.name} revoked."
+    elif request.method == "POST":
+        action_form = NodeActionForm(request.POST)
+        if not action_form.is_valid():
+            return HttpResponseBadRequest("Unknown node or action.")
+        message = _node_action(action_form.cleaned_data["node"], action_form.cleaned_data["action"], now)
+    return render(request, "inventory/machines.html", {
+        "token_form": token_form, "new_token": new_token, "message": message,
+        "join_tokens": join_tokens_live(now=now), "machines": joined_nodes(),
+    })
+
+
+def _node_action(node, action: str, now) -> str:
+    if action == "drain":
+        node_set_state(node=node, state=NodeState.DRAIN, reason="drained by an admin")
+        return f"{node.name} drains: its running job finishes; nothing new is placed there."
+    if action == "undrain":
+        node_set_state(node=node, state=NodeState.UP, reason="")
+        return f"{node.name} is back in service."
+    if action == "revoke":
+        node_credential_revoke(node=node, now=now)
+        return f"{node.name}'s credential is revoked: its agent is cut off and the node is DOWN."
+    try:
+        node_remove(node=node)
+    except NodeBusy as exc:
+        return str(exc)
+    return f"{node.name} removed."

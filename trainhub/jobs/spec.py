@@ -133,6 +133,24 @@ class SpecError(Exception):
         self.violations = violations
 
 
+def output_uri_problem(uri: str) -> str | None:
+    """Why an output URI cannot be used, or None. Only gs://BUCKET/... and absolute file:///... (or
+    /...) URIs, with no ``.`` or ``..`` segment: a node maps them to a directory it writes to, and a
+    segment climbing out of it would reach the host's files (the node also confines file://
+    paths to its --output-root directories)."""
+    if uri.startswith("gs://"):
+        path = uri[len("gs://"):]
+        if not path or path.startswith("/"):
+            return "must name a bucket: gs://BUCKET/PATH"
+    elif uri.startswith("file:///") or uri.startswith("/"):
+        path = uri.removeprefix("file://")
+    else:
+        return "must start with gs://, file:/// or /"
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return "must not contain '.' or '..' path segments"
+    return None
+
+
 class Checker:
     """Reads one untrusted document, collecting every field violation with its path instead of
     stopping at the first (the Vertex error lists them all); each reader returns the value or None."""
@@ -496,7 +514,10 @@ def parse_custom_job(body: Any) -> ParsedCustomJob:
             out = check.mapping(output, "jobSpec.baseOutputDirectory", {"outputUriPrefix"})
             prefix = check.string((out or {}).get("outputUriPrefix"), "jobSpec.baseOutputDirectory.outputUriPrefix",
                                   required=True, max_length=1024)
-            if prefix:
+            problem = output_uri_problem(prefix) if prefix else None
+            if problem:
+                check.add("jobSpec.baseOutputDirectory.outputUriPrefix", problem)
+            elif prefix:
                 canonical_spec["baseOutputDirectory"] = {"outputUriPrefix": prefix if prefix.endswith("/") else prefix + "/"}
     for key in ("reservedIpRanges", "models"):
         values = check.string_list(spec.get(key), f"jobSpec.{key}")
