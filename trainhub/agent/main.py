@@ -27,6 +27,7 @@ from trainhub.agent.discovery import machine_facts
 from trainhub.agent.node import NodeAgent, NodeSettings, run_forever
 
 VERSION = "0.1.0"
+JOIN_TOKEN_ENV = "TRAINHUB_AGENT_JOIN_TOKEN"
 DEFAULT_STATE_DIR = Path(os.environ.get("TRAINHUB_AGENT_STATE_DIR", "/var/lib/trainhub-agent"))
 logger = logging.getLogger("trainhub.agent")
 
@@ -114,7 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     for name in ("join", "run"):
         command = commands.add_parser(name)
         command.add_argument("--url", required=name == "join", help="the control plane's URL")
-        command.add_argument("--token", required=name == "join", help="a join token (thj_...) from an admin")
+        command.add_argument("--token", required=name == "join" and not os.environ.get(JOIN_TOKEN_ENV),
+                             default=os.environ.get(JOIN_TOKEN_ENV) or None,
+                             help=f"a join token (thj_...) from an admin (or ${JOIN_TOKEN_ENV})")
         command.add_argument("--name", default=socket.gethostname().split(".")[0],
                              help="this node's name (default: the host name)")
         command.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         _parser().print_help()
         return 2
     try:
-        if args.token:
+        if args.token and not _identity_path(args.state_dir, args.name).exists():
             identity = join(url=args.url, token=args.token, name=args.name, state_dir=args.state_dir,
                             simulate=args.simulate, address=args.address, verify=args.verify,
                             nvidia_smi=args.nvidia_smi)
