@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from tests.cli import SEED_CONFIG
-from trainhub.cli import main as cli
+from trainhub.cli import auth as cli_auth
+from trainhub.cli import base as cli
 from trainhub.cli.client import CliError, TrainhubClient, error_from_response
 from trainhub.cli.main import config_path, main, render_error
 
@@ -171,7 +172,7 @@ def test_it_prompts_for_the_password_when_none_is_given(
     environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prompts: list[str] = []
-    monkeypatch.setattr(cli, "_getpass", lambda prompt: prompts.append(prompt) or "secret")
+    monkeypatch.setattr(cli_auth, "_getpass", lambda prompt: prompts.append(prompt) or "secret")
     code, session = run(["auth", "login", "--username", "ada"], environ, answer(200, {"token": "t"}))
     assert code == 0
     assert prompts == ["Password: "]

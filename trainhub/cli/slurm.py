@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainhub.cli import base as cli
 from trainhub.cli.client import CliError, resource_path
 from trainhub.slurm.sbatch import SbatchError, parse_options
 
@@ -127,7 +128,6 @@ def sacctmgr(ctx: Any) -> int:
 
 def register_slurm(subparsers: Any, common: Any) -> None:
     """`trainhub slurm ...` (registered in trainhub.cli.main.COMMAND_GROUPS)."""
-    from trainhub.cli import main as cli
 
     class CommandParser(cli.ArgumentParser):
         """sbatch's parser hands every argument it does not know to sbatch's own option parser."""
