@@ -604,11 +604,11 @@ def test_it_stops_streaming_quietly_on_ctrl_c(environ: dict[str, str], monkeypat
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_it_can_be_driven_through_requests_session_request(
+def test_it_can_be_driven_through_a_requests_session_passed_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = FakeSession([answer(200, _job("5", "patched"))])
     monkeypatch.setattr(requests.Session, "request", lambda self, method, url, **kw: fake.request(method, url, **kw))
     assert main(["ai", "custom-jobs", "describe", "5", "--region", "r", "--format", "json"],
-                environ={"TRAINHUB_CONFIG": str(tmp_path / "c.json")}) == 0
+                environ={"TRAINHUB_CONFIG": str(tmp_path / "c.json")}, session=requests.Session()) == 0
     assert json.loads(capsys.readouterr().out)["displayName"] == "patched"

@@ -4,28 +4,27 @@ the `Context` a handler receives, and output formatting.
 The command modules (auth, custom_jobs, hp_tuning_jobs, persistent_resources, slurm) import this
 module; `trainhub.cli.main` imports them and assembles the parser. Nothing here imports a command
 module, so imports run one way: main -> commands -> base -> client.
+
+Every command pays this module's imports at start-up (a shell loop of `trainhub slurm sbatch`
+pays them per job), so it imports only what every command needs; yaml is imported where YAML is
+read or printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
-
-import yaml
+from typing import Any, NamedTuple, NoReturn
 
 from trainhub.cli.client import CliError, ResourceRef, TrainhubClient, parse_resource_ref
 from trainhub.cli.worker_pool_spec import SpecError
-
-if TYPE_CHECKING:
-    import requests
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_PROJECT = "demo"
@@ -40,8 +39,7 @@ Column = tuple[str, Callable[[dict[str, Any]], str]]
 # Configuration ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """Where and as whom the CLI talks to trainhub."""
 
     url: str
@@ -110,8 +108,44 @@ class _ParserExit(Exception):
         self.status = status
 
 
+class _SubCommands(argparse._SubParsersAction):
+    """Subcommands whose parsers can be built when the command line chooses one (`add_lazy`): a
+    `trainhub` run builds and imports only the command group it runs, and lists the others in the
+    help by their name and help text."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy: dict[str, tuple[str, ArgumentParser]] = {}
+
+    def add_lazy(self, name: str, help_text: str, register: str, common: ArgumentParser) -> None:
+        """List ``name`` with ``help_text``; when it is chosen, call ``register`` ("module:function",
+        which takes this action and `common`, as the other register functions do) to add its parser."""
+        self._name_parser_map[name] = None  # a valid choice; its parser comes in __call__
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), help_text))
+        self._lazy[name] = (register, common)
+
+    def build(self, name: str) -> None:
+        """Add the parser of the lazy choice ``name`` now."""
+        register, common = self._lazy.pop(name)
+        del self._name_parser_map[name]
+        listed = len(self._choices_actions)
+        module, function = register.split(":")
+        getattr(importlib.import_module(module), function)(self, common)
+        del self._choices_actions[listed:]  # the group is listed already, in its place
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        if values and values[0] in self._lazy:
+            self.build(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that raises _ParserExit rather than exiting the interpreter."""
+    """argparse that raises _ParserExit rather than exiting the interpreter, and whose subcommands
+    can be built lazily (`_SubCommands.add_lazy`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _SubCommands)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
@@ -182,14 +216,18 @@ def _add_format(parser: ArgumentParser, choices: Sequence[str]) -> None:
 # Running a command ------------------------------------------------------------------------------
 
 
-@dataclass
 class Context:
-    """What a command handler needs: its arguments, settings and a way to reach the server."""
+    """What a command handler needs: its arguments, settings and a way to reach the server.
 
-    args: argparse.Namespace
-    settings: Settings
-    config_file: Path
-    session: requests.Session | None = None
+    `session` sends the requests: None for the standard library's (StdlibSession), or a
+    requests.Session or a fake passed to main().
+    """
+
+    def __init__(self, args: argparse.Namespace, settings: Settings, config_file: Path, session: Any = None) -> None:
+        self.args = args
+        self.settings = settings
+        self.config_file = config_file
+        self.session = session
 
     def client(self) -> TrainhubClient:
         """A client for the configured server."""
@@ -222,6 +260,8 @@ _YAML_OPTIONS: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "def
 def _render(document: Any, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False)
+    import yaml  # here, not at the top: most commands never print YAML, and importing it costs start-up time
+
     return yaml.safe_dump(document, **_YAML_OPTIONS)
 
 
@@ -230,6 +270,8 @@ def _print_resources(resources: list[dict[str, Any]], fmt: str, columns: Sequenc
         _write(_render(resources, fmt))
     elif fmt == "yaml":
         if resources:
+            import yaml
+
             _write(yaml.safe_dump_all(resources, **_YAML_OPTIONS))
     elif resources:
         rows = [[header for header, _ in columns]] + [[cell(resource) for _, cell in columns] for resource in resources]

@@ -5,8 +5,8 @@
 file written by `trainhub auth login`, in that order of precedence.
 
 This module only assembles: each command group lives in its own module and registers itself
-through a `register_*` function listed in COMMAND_GROUPS or AI_GROUPS (a new group is one more
-function there); what the commands share (parser helpers, Context, configuration, output) is in
+through a `register_*` function named in COMMAND_GROUPS or AI_GROUPS (a new group is one more
+line there); what the commands share (parser helpers, Context, configuration, output) is in
 trainhub.cli.base, beneath them.
 """
 
@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import requests
-import yaml
-
-from trainhub.cli.auth import register_auth
 from trainhub.cli.base import (
     ArgumentParser,
     Context,
@@ -32,48 +28,69 @@ from trainhub.cli.base import (
     resolve_settings,
 )
 from trainhub.cli.client import CliError
-from trainhub.cli.custom_jobs import register_custom_jobs
-from trainhub.cli.hp_tuning_jobs import register as register_hp_tuning_jobs
-from trainhub.cli.persistent_resources import register_operations, register_persistent_resources
-from trainhub.cli.slurm import register_slurm
 from trainhub.cli.worker_pool_spec import ConfigFileError
 
 __all__ = ("COMMAND_GROUPS", "build_parser", "config_path", "main", "render_error")
 
-AI_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (
-    register_custom_jobs, register_hp_tuning_jobs, register_persistent_resources, register_operations)
+#: Each command group as (name, help text, the function "module:name" that registers it). Only the
+#: group a command line names is imported and built (start-up time: every sbatch in a shell loop
+#: pays it); the help lists the others by name and help text, which must be the text their
+#: register function gives (a test checks).
+AI_GROUPS: tuple[tuple[str, str, str], ...] = (
+    ("custom-jobs", "manage custom training jobs", "trainhub.cli.custom_jobs:register_custom_jobs"),
+    ("hp-tuning-jobs", "manage hyperparameter tuning jobs", "trainhub.cli.hp_tuning_jobs:register"),
+    ("persistent-resources", "manage persistent resources",
+     "trainhub.cli.persistent_resources:register_persistent_resources"),
+    ("operations", "inspect long-running operations", "trainhub.cli.persistent_resources:register_operations"),
+)
+AI_HELP = "Vertex-AI-compatible training resources"
 
 
 def register_ai(subparsers: Any, common: ArgumentParser) -> None:
     """`trainhub ai ...`: the Vertex-AI-compatible resources."""
-    ai = _add_group(subparsers, "ai", "Vertex-AI-compatible training resources", common)
-    for register in AI_GROUPS:
-        register(ai, common)
+    ai = _add_group(subparsers, "ai", AI_HELP, common)
+    for name, help_text, register in AI_GROUPS:
+        ai.add_lazy(name, help_text, register, common)
 
 
-COMMAND_GROUPS: tuple[Callable[[Any, ArgumentParser], None], ...] = (register_auth, register_ai, register_slurm)
+COMMAND_GROUPS: tuple[tuple[str, str, str], ...] = (
+    ("auth", "manage trainhub credentials", "trainhub.cli.auth:register_auth"),
+    ("ai", AI_HELP, "trainhub.cli.main:register_ai"),
+    ("slurm", "Slurm's commands on a trainhub Slurm cluster", "trainhub.cli.slurm:register_slurm"),
+)
 
 
 def build_parser() -> ArgumentParser:
-    """The full `trainhub` argument parser."""
+    """The `trainhub` argument parser; each group's own parser is built when parsing reaches it."""
     common = _global_flags()
     parser = ArgumentParser(prog="trainhub", description="Command-line client of trainhub.", parents=[common],
                             allow_abbrev=False)
     subparsers = parser.add_subparsers(title="command groups", metavar="GROUP", required=True)
-    for register in COMMAND_GROUPS:
-        register(subparsers, common)
+    for name, help_text, register in COMMAND_GROUPS:
+        subparsers.add_lazy(name, help_text, register, common)
     return parser
 
 
 # Errors -----------------------------------------------------------------------------------------
 
-_EXPECTED_ERRORS = (CliError, ConfigFileError, requests.RequestException, OSError, yaml.YAMLError)
+_EXPECTED_ERRORS = (CliError, ConfigFileError, OSError)
+# yaml and requests are imported only by the commands that use them (requests only with a session a
+# caller passed in), so their errors are expected only once they are loaded.
+_LOADED_LATER_ERRORS = (("yaml", "YAMLError"), ("requests", "RequestException"))
+
+
+def _expected(exc: Exception) -> bool:
+    """Whether ``exc`` is a failure to report in one ERROR line rather than a bug to show in full."""
+    return isinstance(exc, _EXPECTED_ERRORS) or any(
+        (module := sys.modules.get(name)) is not None and isinstance(exc, getattr(module, error))
+        for name, error in _LOADED_LATER_ERRORS)
 
 
 def _as_cli_error(exc: BaseException) -> CliError:
     if isinstance(exc, CliError):
         return exc
-    if isinstance(exc, requests.RequestException):
+    requests = sys.modules.get("requests")
+    if requests is not None and isinstance(exc, requests.RequestException):
         return CliError(f"request to trainhub failed: {exc}")
     if isinstance(exc, OSError) and exc.strerror:
         return CliError(f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror)
@@ -96,12 +113,13 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
-    session: requests.Session | None = None,
+    session: Any = None,
 ) -> int:
     """Run one `trainhub` command and return its exit code.
 
-    `environ` defaults to os.environ and `session` to a fresh requests.Session; both are there
-    so callers (tests) can run commands in-process against a fake or live server.
+    `environ` defaults to os.environ and `session` to the standard library's HTTP client
+    (trainhub.cli.client.StdlibSession); a requests.Session or a fake may be passed instead, so
+    callers (tests) can run commands in-process against a fake or live server.
     """
     environ = os.environ if environ is None else environ
     command = "trainhub"
@@ -115,7 +133,9 @@ def main(
         return exc.status
     except KeyboardInterrupt:
         return 130
-    except _EXPECTED_ERRORS as exc:
+    except Exception as exc:
+        if not _expected(exc):
+            raise
         print(render_error(command, _as_cli_error(exc)), file=sys.stderr)
         return 1
 

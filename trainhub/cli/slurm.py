@@ -20,7 +20,6 @@ from typing import Any
 
 from trainhub.cli import base as cli
 from trainhub.cli.client import CliError, resource_path
-from trainhub.slurm.sbatch import SbatchError, parse_options
 
 DEFAULT_REGION = "us-central1"
 #: Replaced by tests instead of reading a terminal.
@@ -50,6 +49,8 @@ def _print(text: str) -> None:
 
 def sbatch(ctx: Any) -> int:
     """Submit a batch job; prints `Submitted batch job N`."""
+    from trainhub.slurm.sbatch import SbatchError, parse_options  # only sbatch pays for importing sbatch's parser
+
     argv = list(ctx.args.sbatch_args)
     try:
         _, rest = parse_options(argv)
