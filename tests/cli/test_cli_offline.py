@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from tests.cli import SEED_CONFIG
-from trainhub.cli import main as cli
+from trainhub.cli import auth as cli_auth
+from trainhub.cli import base as cli
 from trainhub.cli.client import CliError, TrainhubClient, error_from_response
 from trainhub.cli.main import config_path, main, render_error
 
@@ -171,7 +172,7 @@ def test_it_prompts_for_the_password_when_none_is_given(
     environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prompts: list[str] = []
-    monkeypatch.setattr(cli, "_getpass", lambda prompt: prompts.append(prompt) or "secret")
+    monkeypatch.setattr(cli_auth, "_getpass", lambda prompt: prompts.append(prompt) or "secret")
     code, session = run(["auth", "login", "--username", "ada"], environ, answer(200, {"token": "t"}))
     assert code == 0
     assert prompts == ["Password: "]
@@ -603,11 +604,11 @@ def test_it_stops_streaming_quietly_on_ctrl_c(environ: dict[str, str], monkeypat
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_it_can_be_driven_through_requests_session_request(
+def test_it_can_be_driven_through_a_requests_session_passed_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = FakeSession([answer(200, _job("5", "patched"))])
     monkeypatch.setattr(requests.Session, "request", lambda self, method, url, **kw: fake.request(method, url, **kw))
     assert main(["ai", "custom-jobs", "describe", "5", "--region", "r", "--format", "json"],
-                environ={"TRAINHUB_CONFIG": str(tmp_path / "c.json")}) == 0
+                environ={"TRAINHUB_CONFIG": str(tmp_path / "c.json")}, session=requests.Session()) == 0
     assert json.loads(capsys.readouterr().out)["displayName"] == "patched"

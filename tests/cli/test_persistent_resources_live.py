@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.cli.test_cli_live import job_id_from
-from trainhub.cli import main as cli_main
+from trainhub.cli import base as cli_base
 from trainhub.cli.main import main
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob
@@ -21,7 +21,7 @@ SEED_POOL = "machine-type=n1-standard-4,replica-count=1,accelerator-type=NVIDIA_
 
 @pytest.fixture
 def cli(live_server, cast, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli_main, "_sleep", lambda seconds: None)  # --wait polls; the server is already done
+    monkeypatch.setattr(cli_base, "_sleep", lambda seconds: None)  # --wait polls; the server is already done
 
     def login(user):
         environ = {"TRAINHUB_CONFIG": str(tmp_path / f"{user}.json"), "TRAINHUB_PROJECT": "alpha"}

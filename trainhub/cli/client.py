@@ -3,16 +3,22 @@
 Every URL the CLI calls is composed here (`resource_path`, `TOKEN_PATH`, `TrainhubClient.url`),
 and every failure, whether the server's Google error body or a network problem, leaves as a
 `CliError` that `trainhub.cli.main` renders.
+
+Requests go out through the standard library (`StdlibSession`: http.client, or urllib.request
+where the environment names a proxy), since importing `requests` alone takes longer than a whole
+`trainhub slurm sbatch` may. A caller can hand in a requests.Session instead (tests, programs that
+embed the CLI): anything with requests' `request(method, url, *, params, json, headers, timeout)`
+answering an object with status_code, reason, headers, content, text and json().
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import quote
-
-import requests
+import sys
+from typing import Any, NamedTuple
+from urllib.parse import quote, urlencode, urlsplit
 
 # STATUS_BY_HTTP also names the error when a body carries no status (e.g. a proxy's HTML page).
 from trainhub.common.status import BAD_REQUEST_TYPE, STATUS_BY_HTTP
@@ -28,7 +34,6 @@ _RESOURCE_NAME = re.compile(
 )
 
 
-@dataclass
 class CliError(Exception):
     """A failure to report as one `ERROR:` line, plus any field violations and a hint.
 
@@ -36,16 +41,22 @@ class CliError(Exception):
     empty for local failures such as an unreachable server or an unreadable file.
     """
 
-    message: str
-    status: str = ""
-    http_status: int | None = None
-    violations: list[tuple[str, str]] = field(default_factory=list)
+    # A plain class, as are the CLI's other records: importing dataclasses costs every command
+    # several milliseconds of start-up.
+    def __init__(self, message: str, status: str = "", http_status: int | None = None,
+                 violations: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.http_status = http_status
+        self.violations = violations if violations is not None else []
 
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
+    def __repr__(self) -> str:
+        return (f"CliError(message={self.message!r}, status={self.status!r}, http_status={self.http_status!r}, "
+                f"violations={self.violations!r})")
 
 
-def error_from_response(response: requests.Response) -> CliError:
+def error_from_response(response: Any) -> CliError:
     """Convert an error response, ideally a Google error body, into a CliError."""
     try:
         error = response.json().get("error")
@@ -83,8 +94,7 @@ def resource_path(
     return "/".join(quote(part, safe="") for part in parts) + suffix
 
 
-@dataclass(frozen=True)
-class ResourceRef:
+class ResourceRef(NamedTuple):
     """One regional resource, e.g. a custom job: projects/P/locations/L/customJobs/ID."""
 
     project: str
@@ -129,13 +139,13 @@ class TrainhubClient:
         token: str | None = None,
         project: str = "demo",
         *,
-        session: requests.Session | None = None,
+        session: Any = None,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.project = project
-        self.session = session if session is not None else requests.Session()
+        self.session = session if session is not None else StdlibSession()
         self.timeout = timeout
 
     def url(self, path: str) -> str:
@@ -164,14 +174,17 @@ class TrainhubClient:
                 headers=headers,
                 timeout=self.timeout,
             )
-        except requests.ConnectionError as exc:
-            raise CliError(f"cannot reach trainhub at {self.base_url}: {_reason(exc)}") from exc
-        except requests.Timeout as exc:
-            raise CliError(f"trainhub at {self.base_url} did not answer within {self.timeout:g}s") from exc
-        except requests.RequestException as exc:
-            raise CliError(f"request to trainhub at {self.base_url} failed: {exc}") from exc
+        except Exception as exc:
+            error = self._transport_error(exc)
+            if error is None:
+                raise
+            raise error from exc
         if response.status_code >= 400:
             raise error_from_response(response)
+        if response.status_code >= 300:
+            raise CliError(f"trainhub at {self.base_url} answered {method} {path} with HTTP {response.status_code}, "
+                           f"a redirect to [{response.headers.get('location', '')}]: set --url (or TRAINHUB_URL) "
+                           "to the server's own address")
         if not response.content:
             return {}
         try:
@@ -181,6 +194,18 @@ class TrainhubClient:
         if not isinstance(document, dict):
             raise CliError(f"trainhub at {self.base_url} sent a JSON {type(document).__name__}, not an object")
         return document
+
+    def _transport_error(self, exc: Exception) -> CliError | None:
+        """The CliError for a failure to exchange a request, or None for any other exception."""
+        # Only a requests session raises requests' errors, and then requests is loaded already.
+        requests = sys.modules.get("requests")
+        if isinstance(exc, ConnectionFailed) or (requests and isinstance(exc, requests.ConnectionError)):
+            return CliError(f"cannot reach trainhub at {self.base_url}: {_reason(exc)}")
+        if isinstance(exc, TimedOut) or (requests and isinstance(exc, requests.Timeout)):
+            return CliError(f"trainhub at {self.base_url} did not answer within {self.timeout:g}s")
+        if requests and isinstance(exc, requests.RequestException):
+            return CliError(f"request to trainhub at {self.base_url} failed: {exc}")
+        return None
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """GET a JSON object."""
@@ -199,10 +224,171 @@ class TrainhubClient:
         return token
 
 
-def _reason(exc: requests.ConnectionError) -> str:
+def _reason(exc: BaseException) -> str:
     # requests nests urllib3's reason several levels deep; the innermost message is the useful one.
     reason: BaseException = exc
     while reason.args and isinstance(reason.args[0], BaseException):
         reason = reason.args[0]
     reason = getattr(reason, "reason", reason)
     return _CONNECTION_PREFIX.sub("", str(reason))
+
+
+# Sending requests with the standard library -------------------------------------------------------
+
+
+class ConnectionFailed(Exception):
+    """The server could not be reached, or broke the connection before it had answered."""
+
+
+class TimedOut(Exception):
+    """The server did not answer within the timeout."""
+
+
+class StdlibResponse:
+    """An answer as TrainhubClient reads it: the attributes of requests.Response it uses
+    (``headers`` maps lower-case names to values)."""
+
+    def __init__(self, status_code: int, reason: str, headers: dict[str, str], content: bytes) -> None:
+        self.status_code, self.reason, self.headers, self.content = status_code, reason, headers, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The body decoded as JSON; ValueError when it is not JSON."""
+        return json.loads(self.content)
+
+
+class StdlibSession:
+    """requests.Session's `request()` on the standard library, one connection per request (a
+    command sends few).
+
+    Plain `http://` - the usual way to a control plane on the cluster's own network - is one
+    HTTP/1.1 exchange on a socket (`_exchange`): http.client alone, with the email package it parses
+    headers with, costs more start-up time than the rest of the CLI. `https://`, and any URL
+    for which the environment names a proxy, go through urllib.request, which brings TLS and
+    applies the proxy and no_proxy variables as requests does.
+    """
+
+    user_agent = "trainhub-cli"
+
+    def request(self, method: str, url: str, *, params: dict[str, Any] | None = None, json: Any = None,
+                headers: dict[str, str] | None = None, timeout: float | None = None) -> StdlibResponse:
+        if params:
+            url += ("&" if "?" in url else "?") + urlencode(params)
+        headers = {"User-Agent": self.user_agent, **(headers or {})}
+        body = None
+        if json is not None:
+            body = _json_dumps(json).encode()
+            headers["Content-Type"] = "application/json"
+        parts = urlsplit(url)
+        try:
+            if parts.scheme == "http" and not _proxy_named(parts.scheme):
+                return _exchange(method, parts, body, headers, timeout)
+            return _urlopen(method, url, body, headers, timeout)
+        except TimeoutError as exc:
+            raise TimedOut(str(exc)) from exc
+        except OSError as exc:
+            raise ConnectionFailed(_os_reason(exc)) from exc
+        except Exception as exc:
+            http_client = sys.modules.get("http.client")  # urllib.request's, if that sent the request
+            if http_client is not None and isinstance(exc, http_client.HTTPException):  # e.g. an answer cut short
+                raise ConnectionFailed(str(exc) or type(exc).__name__) from exc
+            raise
+
+
+_json_dumps = json.dumps  # StdlibSession.request's `json` argument (requests' name) hides the module
+
+
+def _proxy_named(scheme: str) -> bool:
+    return any(os.environ.get(name) for name in (f"{scheme}_proxy", f"{scheme.upper()}_PROXY", "all_proxy",
+                                                  "ALL_PROXY"))
+
+
+def _exchange(method: str, parts: Any, body: bytes | None, headers: dict[str, str],
+              timeout: float | None) -> StdlibResponse:
+    """Send one HTTP/1.1 request with `Connection: close` and read the answer until the server
+    closes the connection."""
+    import socket
+
+    head = [f"{method} {parts.path or '/'}{'?' + parts.query if parts.query else ''} HTTP/1.1",
+            f"Host: {parts.netloc.rpartition('@')[2]}", "Connection: close", "Accept-Encoding: identity",
+            *(f"{name}: {value}" for name, value in headers.items())]
+    if body is not None:
+        head.append(f"Content-Length: {len(body)}")
+    request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+    with socket.create_connection((parts.hostname or "", parts.port or 80), timeout) as connection:
+        connection.sendall(request)
+        received = []
+        while chunk := connection.recv(65536):
+            received.append(chunk)
+    return _read_answer(b"".join(received))
+
+
+def _read_answer(data: bytes) -> StdlibResponse:
+    """Status, headers and body of one whole HTTP/1.x answer (identity or chunked body)."""
+    head, separator, body = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    version, _, status = status_line.partition(" ")
+    code, _, reason = status.partition(" ")
+    if not separator or not version.startswith("HTTP/") or not code.isdigit():
+        raise ConnectionFailed("the connection closed before an answer came" if not data
+                               else f"the answer is not HTTP: {status_line[:80]!r}")
+    headers = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        body = _unchunk(body)
+    elif headers.get("content-length", "").isdigit():
+        length = int(headers["content-length"])
+        if len(body) < length:
+            raise ConnectionFailed(f"the answer was cut short ({len(body)} of {length} bytes)")
+        body = body[:length]
+    return StdlibResponse(int(code), reason, headers, body)
+
+
+def _unchunk(data: bytes) -> bytes:
+    body, position = bytearray(), 0
+    while True:
+        line_end = data.find(b"\r\n", position)
+        size_text = data[position:line_end].split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            size = -1
+        start = line_end + 2
+        if line_end < 0 or size < 0 or len(data) < start + size:
+            raise ConnectionFailed("the answer was cut short (chunked body)")
+        if size == 0:
+            return bytes(body)
+        body += data[start:start + size]
+        position = start + size + 2
+
+
+def _urlopen(method: str, url: str, body: bytes | None, headers: dict[str, str],
+             timeout: float | None) -> StdlibResponse:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the configured server
+            return StdlibResponse(response.status, response.reason, _lower(response.headers), response.read())
+    except urllib.error.HTTPError as error:  # an answer with a 4xx/5xx status: the client reads its body
+        with error:
+            return StdlibResponse(error.code, str(error.reason), _lower(error.headers), error.read())
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, OSError):
+            raise error.reason from error  # a timeout, a refused connection, a TLS failure...
+        raise ConnectionFailed(str(error.reason)) from error
+
+
+def _lower(headers: Any) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers.items()}
+
+
+def _os_reason(exc: BaseException) -> str:
+    """`Connection refused` rather than `[Errno 111] Connection refused`."""
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__

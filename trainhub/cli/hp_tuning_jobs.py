@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainhub.cli import main as cli
+from trainhub.cli import base as cli
 from trainhub.cli.client import ResourceRef, parse_resource_ref, resource_path
 from trainhub.cli.worker_pool_spec import load_job_spec_config, parse_key_values
 

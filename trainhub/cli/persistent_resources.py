@@ -3,14 +3,16 @@
 
 Create, update, reboot and delete answer a long-running operation at once; like gcloud, the
 command prints what was sent and how to follow it (`operations describe`), and `--wait` polls
-the operation until it is done instead. The shared command machinery lives in trainhub.cli.main,
-which registers these groups; it is imported when a command runs, since main imports this module.
+the operation until it is done instead. The shared command machinery is trainhub.cli.base;
+trainhub.cli.main registers these groups.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from trainhub.cli import base as cli
+from trainhub.cli.base import ArgumentParser, Context
 from trainhub.cli.client import CliError, resource_path
 from trainhub.cli.resource_pool_spec import (
     build_persistent_resource,
@@ -19,9 +21,6 @@ from trainhub.cli.resource_pool_spec import (
     parse_resource_pool_spec,
 )
 from trainhub.cli.worker_pool_spec import SpecError, load_config_mapping, parse_key_values
-
-if TYPE_CHECKING:
-    from trainhub.cli.main import ArgumentParser, Context
 
 PERSISTENT_RESOURCES = "persistentResources"
 OPERATIONS = "operations"
@@ -39,15 +38,8 @@ and of this operation with
   $ trainhub ai operations describe {operation_id} --region {region}"""
 
 
-def _cli():
-    from trainhub.cli import main
-
-    return main
-
-
 def register_persistent_resources(subparsers: Any, common: ArgumentParser) -> None:
     """`trainhub ai persistent-resources create|list|describe|update|reboot|delete`."""
-    cli = _cli()
     group = cli._add_group(subparsers, "persistent-resources", "manage persistent resources", common)
 
     create = cli._add_command(group, "create", persistent_resources_create, "create a persistent resource", common)
@@ -93,7 +85,6 @@ def register_persistent_resources(subparsers: Any, common: ArgumentParser) -> No
 
 def register_operations(subparsers: Any, common: ArgumentParser) -> None:
     """`trainhub ai operations describe`."""
-    cli = _cli()
     group = cli._add_group(subparsers, "operations", "inspect long-running operations", common)
     describe = cli._add_command(group, "describe", operations_describe, "show an operation", common)
     describe.add_argument("operation", metavar="OPERATION",
@@ -105,7 +96,7 @@ def register_operations(subparsers: Any, common: ArgumentParser) -> None:
 def _add_resource(parser: ArgumentParser) -> None:
     parser.add_argument("resource", metavar="PERSISTENT_RESOURCE",
                         help="resource ID or full name projects/P/locations/L/persistentResources/ID")
-    _cli()._add_region(parser, required=False)
+    cli._add_region(parser, required=False)
 
 
 def _add_wait(parser: ArgumentParser) -> None:
@@ -127,7 +118,6 @@ def _operation_path(ctx: Context) -> str:
 def _finish(ctx: Context, operation: dict[str, Any], sent: str, name: str) -> int:
     """Print what gcloud prints for a submitted operation (``sent``, then how to follow it), or
     with --wait poll the operation until it is done."""
-    cli = _cli()
     _, region, resource_id = name.split("/")[1::2]
     if not ctx.args.wait:
         cli._write(_SUBMITTED.format(sent=sent.format(name=name), resource_id=resource_id, region=region,
@@ -182,7 +172,6 @@ PERSISTENT_RESOURCE_COLUMNS = (
 
 def persistent_resources_list(ctx: Context) -> int:
     """List the region's resources as a table, or raw as JSON / YAML."""
-    cli = _cli()
     args = ctx.args
     client = ctx.client()
     path = resource_path(client.project, args.region, PERSISTENT_RESOURCES)
@@ -194,7 +183,6 @@ def persistent_resources_list(ctx: Context) -> int:
 
 def persistent_resources_describe(ctx: Context) -> int:
     """Print one resource."""
-    cli = _cli()
     cli._write(cli._render(ctx.client().get(ctx.resource(ctx.args.resource, PERSISTENT_RESOURCES).path()), ctx.args.format))
     return 0
 
@@ -227,6 +215,5 @@ def persistent_resources_delete(ctx: Context) -> int:
 
 def operations_describe(ctx: Context) -> int:
     """Print one operation."""
-    cli = _cli()
     cli._write(cli._render(ctx.client().get(_operation_path(ctx)), ctx.args.format))
     return 0

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainhub.cli import base as cli
 from trainhub.cli.client import CliError, resource_path
-from trainhub.slurm.sbatch import SbatchError, parse_options
 
 DEFAULT_REGION = "us-central1"
 #: Replaced by tests instead of reading a terminal.
@@ -49,6 +49,8 @@ def _print(text: str) -> None:
 
 def sbatch(ctx: Any) -> int:
     """Submit a batch job; prints `Submitted batch job N`."""
+    from trainhub.slurm.sbatch import SbatchError, parse_options  # only sbatch pays for importing sbatch's parser
+
     argv = list(ctx.args.sbatch_args)
     try:
         _, rest = parse_options(argv)
@@ -127,7 +129,6 @@ def sacctmgr(ctx: Any) -> int:
 
 def register_slurm(subparsers: Any, common: Any) -> None:
     """`trainhub slurm ...` (registered in trainhub.cli.main.COMMAND_GROUPS)."""
-    from trainhub.cli import main as cli
 
     class CommandParser(cli.ArgumentParser):
         """sbatch's parser hands every argument it does not know to sbatch's own option parser."""

@@ -13,9 +13,10 @@ import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 WORKER_POOL_SPEC_KEYS = (
     "machine-type",
@@ -136,6 +137,8 @@ def load_config_mapping(path: str | Path, expected: str) -> dict[str, Any]:
         raise ConfigFileError(f"cannot read config file [{path}]: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigFileError(f"config file [{path}] is not UTF-8 text: {exc.reason}") from exc
+    import yaml  # here, not at the top: only --config reads YAML, and importing it costs every command start-up time
+
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

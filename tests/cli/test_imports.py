@@ -1,0 +1,51 @@
+"""The CLI imports only what the command it runs uses (issue 21): never Django, Celery, Plotly,
+requests or yaml, and for `--help` not even the HTTP client. Each case runs in a fresh interpreter.
+How long start-up takes is measured by `make bench` (bench/cli.py), never asserted here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+NEVER = {"django", "celery", "kombu", "plotly", "requests", "urllib3", "yaml", "redis", "rest_framework"}
+#: What sending a request needs (http.client and the email package it parses headers with come only
+#: with urllib.request, for https or a proxy): a command that sends nothing loads none of it.
+TRANSPORT = {"socket", "http", "email", "ssl", "urllib.request"}
+
+REPORT = "import json, sys; print(json.dumps(sorted(sys.modules)))"
+
+
+def _modules_after(statements: str) -> set[str]:
+    run = subprocess.run([sys.executable, "-c", f"{statements}\n{REPORT}"], capture_output=True, text=True,
+                         timeout=60, check=True)
+    loaded = set(json.loads(run.stdout.splitlines()[-1]))
+    return loaded | {name.split(".")[0] for name in loaded}
+
+
+def test_importing_the_package_loads_neither_celery_nor_django() -> None:
+    assert _modules_after("import trainhub") & (NEVER | TRANSPORT) == set()
+
+
+def test_importing_the_cli_loads_no_heavy_module() -> None:
+    assert _modules_after("import trainhub.cli.main") & (NEVER | TRANSPORT) == set()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["slurm", "sbatch", "--help"], ["ai", "custom-jobs", "create", "--help"],
+                                  ["ai", "persistent-resources", "list", "--help"], ["auth", "--help"]])
+def test_help_loads_no_heavy_module_and_no_http_client(argv: list[str]) -> None:
+    loaded = _modules_after(f"import contextlib, io\nfrom trainhub.cli.main import main\n"
+                            f"with contextlib.redirect_stdout(io.StringIO()): main({argv!r}, environ={{}})")
+    assert loaded & (NEVER | TRANSPORT) == set()
+
+
+def test_an_sbatch_that_reaches_for_the_server_loads_no_heavy_module(tmp_path) -> None:
+    statements = (f"from trainhub.cli.main import main\n"
+                  f"assert main(['--url', 'http://127.0.0.1:9', 'slurm', 'sbatch', '--cluster', 'c', '-t', '5', "
+                  f"'--wrap', 'hostname'], environ={{'TRAINHUB_CONFIG': {str(tmp_path / 'c.json')!r}}}) == 1")
+    loaded = _modules_after(statements)
+    assert "trainhub.slurm.sbatch" in loaded  # it did parse sbatch's options
+    assert loaded & NEVER == set()
+    assert "http" not in loaded  # plain http:// goes out on a socket
