@@ -139,6 +139,9 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = "UTC"
+# The locations of the catalog: resources may be created in these and in every location that has
+# a node pool (trainhub.common.locations.known_locations); any other location is refused.
+TRAINHUB_LOCATIONS = envlist("TRAINHUB_LOCATIONS", "us-central1,europe-west4")
 # Scheduling knobs.
 TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
 TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
