@@ -217,9 +217,21 @@ TRAINHUB_GPU_PRICES = envjson("TRAINHUB_GPU_PRICES", "{}")
 TRAINHUB_MANAGEMENT_FEE_PERCENT = float(os.environ.get("TRAINHUB_MANAGEMENT_FEE_PERCENT", "10"))
 TRAINHUB_WORK_DIR = Path(os.environ.get("TRAINHUB_WORK_DIR", VAR_DIR / "work"))
 
+# Django's default validators (8 characters at least). The demo user's "demo" password is set by
+# load_demo directly, not through them.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 4}},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-ins (web and /auth/token): failures allowed per account and per client address inside the
+# window before both are refused until it passes (trainhub.iam.throttle), and how many reverse
+# proxies in front of trainhub append to X-Forwarded-For (0: the header is ignored).
+TRAINHUB_LOGIN_FAILURES_PER_ACCOUNT = envint("TRAINHUB_LOGIN_FAILURES_PER_ACCOUNT", 10)
+TRAINHUB_LOGIN_FAILURES_PER_ADDRESS = envint("TRAINHUB_LOGIN_FAILURES_PER_ADDRESS", 30)
+TRAINHUB_LOGIN_WINDOW_SECONDS = envint("TRAINHUB_LOGIN_WINDOW_SECONDS", 900)
+TRAINHUB_TRUSTED_PROXY_COUNT = envint("TRAINHUB_TRUSTED_PROXY_COUNT", 0)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:list"
 LOGOUT_REDIRECT_URL = "login"
