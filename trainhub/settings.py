@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TRAINHUB_VAR_DIR", BASE_DIR / "var"))
@@ -38,9 +39,30 @@ def envlist(name: str, default: str) -> list[str]:
 
 
 DEBUG = envbool("DEBUG")
-SECRET_KEY = os.environ.get("SECRET_KEY") or "trainhub-insecure-development-key-set-SECRET_KEY-in-production"
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        # Sessions, CSRF tokens and password resets signed with a key everyone can read.
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. With DEBUG=false trainhub refuses to start on a public default key: "
+            "set SECRET_KEY to a long random string (python -c 'import secrets; print(secrets.token_urlsafe(50))'). "
+            "`make run` (DEBUG=true) keeps a generated one under var/.")
+    SECRET_KEY = "trainhub-insecure-development-key-set-SECRET_KEY-in-production"
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+# HTTPS (all off unless set; docker-compose.yml turns them on; `manage.py check --deploy` is clean
+# with its defaults). Behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER=true so that its
+# X-Forwarded-Proto: https marks a request secure.
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT")
+#: The health check is probed over plain HTTP from inside the container.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE")
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE")
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("SECURE_PROXY_SSL_HEADER") else None
 
 INSTALLED_APPS = [
     "django.contrib.admin",
