@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from tests.conftest import container_pool, job_body
+from tests.conftest import container_pool, job_body, raw_token
 from tests.json_documents import (
     DEEP_TEXT,
     HUGE_ARRAY_LENGTH,
@@ -35,7 +35,6 @@ from tests.json_documents import (
 from tests.security.conftest import API_SCHEMA, assert_in_google_error_format
 from tests.slurm.conftest import seed_spec, slurm_spec
 from tests.tuning.helpers import categorical, discrete, double, integer, study, tuning_body
-from trainhub.iam.services import api_token_get_or_create
 from trainhub.resources.services import persistent_resources_advance
 from trainhub.tuning.spec import CUSTOM_TASK
 
@@ -216,7 +215,7 @@ def test_every_operation_with_a_body_has_a_seed_body():
 def test_an_edge_value_in_any_one_place_answers_below_500_and_in_the_error_format(operation, real_values, cast,
                                                                                    caplog):
     client = Client(raise_request_exception=False,
-                    HTTP_AUTHORIZATION=f"Bearer {api_token_get_or_create(user=cast['alice']).key}")
+                    HTTP_AUTHORIZATION=f"Bearer {raw_token(cast['alice'])}")
     caplog.set_level(logging.ERROR)
     reports = []
     for probe in probes(operation, real_values):

@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.openapi import AUTHENTICATED_ERRORS, obj, responses
 from trainhub.iam.selectors import memberships_for_user
-from trainhub.iam.services import api_token_get_or_create
+from trainhub.iam.services import api_token_rotate
 from trainhub.iam.throttle import (
     blocked_message,
     client_address,
@@ -19,7 +19,10 @@ from trainhub.iam.throttle import (
 
 
 class TokenObtain(APIView):
-    """Exchange a username and password for the user's API token (used by `trainhub auth login`)."""
+    """Exchange a username and password for a new API token (used by `trainhub auth login`).
+
+    Only digests are stored, so the current token cannot be handed out again: signing in issues a
+    new one and the previous one stops working."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
@@ -45,7 +48,7 @@ class TokenObtain(APIView):
             login_failed(**who)
             raise ApiError(401, "Invalid username or password.")
         login_succeeded(**who)
-        return Response({"token": api_token_get_or_create(user=user).key, "username": user.get_username()})
+        return Response({"token": api_token_rotate(user=user).key, "username": user.get_username()})
 
 
 class Me(APIView):
