@@ -159,6 +159,8 @@ def setup_django(*, allow_flush: bool) -> Stores:
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ["DJANGO_SETTINGS_MODULE"] = "trainhub.settings"
+    # trainhub refuses to start with DEBUG off and no key; a benchmark's throwaway stores need none secret.
+    os.environ.setdefault("SECRET_KEY", "trainhub-benchmark-key-not-secret")
 
     import django
 

@@ -207,10 +207,10 @@ def _gunicorn_settings() -> dict[str, Any]:
 def bench_rest_submit(sizes: Sizes) -> Section:
     from django.db import connection
 
-    from trainhub.iam.services import api_token_get_or_create
+    from trainhub.iam.services import api_token_rotate
 
     project, user = bench_project()
-    token = api_token_get_or_create(user=user).key
+    token = api_token_rotate(user=user).key  # only digests are stored: a fresh token to send
     count = sizes.rest_jobs
     path = f"/v1/projects/{project.project_id}/locations/{LOCATION}/customJobs"
     requests = [_request_bytes(path, token, json.dumps(job.body()).encode()) for job in generate_jobs(count)]
@@ -321,10 +321,10 @@ def bench_rest_submit_cpu(sizes: Sizes) -> Section:
     from django.test import Client
 
     from trainhub.common.redis import get_redis
-    from trainhub.iam.services import api_token_get_or_create
+    from trainhub.iam.services import api_token_rotate
 
     project, user = bench_project()
-    token = api_token_get_or_create(user=user).key
+    token = api_token_rotate(user=user).key  # only digests are stored: a fresh token to send
     count = sizes.submit_jobs
     bodies = [json.dumps(job.body()) for job in generate_jobs(count)]
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")

@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from trainhub.iam.roles import ADMIN, USER, VIEWER
 from trainhub.iam.services import (
     api_token_get_or_create,
+    api_token_rotate,
     membership_set,
     project_create,
     user_ensure,
@@ -96,13 +97,30 @@ def cast(db):
     return {"alpha": alpha, "beta": beta, **people}
 
 
+#: Raw tokens issued to tests, by digest: only digests are stored, so a test that needs a user's
+#: token again finds it here (a token not issued through raw_token is rotated once).
+_RAW_TOKENS: dict[str, str] = {}
+
+
+def raw_token(user) -> str:
+    """A raw bearer token that authenticates ``user`` (theirs, or a new one if the raw value of
+    theirs is not known)."""
+    token = api_token_get_or_create(user=user)
+    raw = token.key or _RAW_TOKENS.get(token.digest)
+    if raw is None:
+        token = api_token_rotate(user=user)
+        raw = token.key
+    _RAW_TOKENS[token.digest] = raw
+    return raw
+
+
 @pytest.fixture
 def api(cast):
     """api("uma") -> an APIClient sending uma's bearer token."""
 
     def client_for(username: str) -> APIClient:
         client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token_get_or_create(user=cast[username]).key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_token(cast[username])}")
         return client
 
     return client_for

@@ -8,6 +8,7 @@ started again (its jobs carry on: replicas outlive their agent), rather than tak
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -29,11 +30,25 @@ def _embedded_redis(var_dir: Path):
     return server, f"unix://{server.socket_file}"
 
 
+def local_secret_key(var_dir: Path) -> str:
+    """This checkout's own SECRET_KEY, generated once and kept in var/secret_key (only its owner
+    may read it), so sessions outlive a restart and no two installations share a key."""
+    path = var_dir / "secret_key"
+    if not path.exists():
+        var_dir.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
 def main() -> int:
     env = dict(os.environ)
     env.setdefault("DEBUG", "true")
     env.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
     var_dir = Path(env.get("TRAINHUB_VAR_DIR", ROOT / "var"))
+    if not env.get("SECRET_KEY"):
+        env["SECRET_KEY"] = local_secret_key(var_dir)
     redis_server = None
     if not env.get("REDIS_URL"):
         redis_server, env["REDIS_URL"] = _embedded_redis(var_dir)

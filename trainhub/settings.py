@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TRAINHUB_VAR_DIR", BASE_DIR / "var"))
@@ -38,9 +39,30 @@ def envlist(name: str, default: str) -> list[str]:
 
 
 DEBUG = envbool("DEBUG")
-SECRET_KEY = os.environ.get("SECRET_KEY") or "trainhub-insecure-development-key-set-SECRET_KEY-in-production"
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        # Sessions, CSRF tokens and password resets signed with a key everyone can read.
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. With DEBUG=false trainhub refuses to start on a public default key: "
+            "set SECRET_KEY to a long random string (python -c 'import secrets; print(secrets.token_urlsafe(50))'). "
+            "`make run` (DEBUG=true) keeps a generated one under var/.")
+    SECRET_KEY = "trainhub-insecure-development-key-set-SECRET_KEY-in-production"
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+# HTTPS (all off unless set; docker-compose.yml turns them on; `manage.py check --deploy` is clean
+# with its defaults). Behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER=true so that its
+# X-Forwarded-Proto: https marks a request secure.
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT")
+#: The health check is probed over plain HTTP from inside the container.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE")
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE")
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("SECURE_PROXY_SSL_HEADER") else None
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -138,6 +160,9 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = "UTC"
+# The locations of the catalog: resources may be created in these and in every location that has
+# a node pool (trainhub.common.locations.known_locations); any other location is refused.
+TRAINHUB_LOCATIONS = envlist("TRAINHUB_LOCATIONS", "us-central1,europe-west4")
 # Scheduling knobs.
 TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
 TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
@@ -213,9 +238,21 @@ TRAINHUB_GPU_PRICES = envjson("TRAINHUB_GPU_PRICES", "{}")
 TRAINHUB_MANAGEMENT_FEE_PERCENT = float(os.environ.get("TRAINHUB_MANAGEMENT_FEE_PERCENT", "10"))
 TRAINHUB_WORK_DIR = Path(os.environ.get("TRAINHUB_WORK_DIR", VAR_DIR / "work"))
 
+# Django's default validators (8 characters at least). The demo user's "demo" password is set by
+# load_demo directly, not through them.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 4}},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-ins (web and /auth/token): failures allowed per account and per client address inside the
+# window before both are refused until it passes (trainhub.iam.throttle), and how many reverse
+# proxies in front of trainhub append to X-Forwarded-For (0: the header is ignored).
+TRAINHUB_LOGIN_FAILURES_PER_ACCOUNT = envint("TRAINHUB_LOGIN_FAILURES_PER_ACCOUNT", 10)
+TRAINHUB_LOGIN_FAILURES_PER_ADDRESS = envint("TRAINHUB_LOGIN_FAILURES_PER_ADDRESS", 30)
+TRAINHUB_LOGIN_WINDOW_SECONDS = envint("TRAINHUB_LOGIN_WINDOW_SECONDS", 900)
+TRAINHUB_TRUSTED_PROXY_COUNT = envint("TRAINHUB_TRUSTED_PROXY_COUNT", 0)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:list"
 LOGOUT_REDIRECT_URL = "login"

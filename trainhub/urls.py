@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from trainhub.iam.api import Me, TokenObtain
+from trainhub.iam.forms import ThrottledAuthenticationForm
 from trainhub.jobs import api as jobs_api
 from trainhub.scheduling.api import SchedulerStatus
 
@@ -35,7 +36,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("healthz", healthz, name="healthz"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("account/", include("trainhub.iam.urls")),

@@ -8,6 +8,7 @@ from trainhub.common.errors import ApiError
 from trainhub.iam.models import ApiToken
 from trainhub.iam.selectors import api_token_get, project_get_for_user
 from trainhub.iam.services import api_token_get_or_create, api_token_rotate, api_token_used
+from trainhub.iam.tokens import token_digest
 
 JOBS = "/v1/projects/alpha/locations/us-central1/customJobs"
 
@@ -19,7 +20,7 @@ def test_the_token_comes_with_its_whole_user_in_one_query(cast, django_assert_nu
     with django_assert_num_queries(1):
         token = api_token_get(key=key)
         assert (token.user.username, token.user.is_staff, token.user.is_active) == ("alice", True, True)
-    assert token.user == cast["alice"] and token.key == key and token.created is not None
+    assert token.user == cast["alice"] and token.digest == token_digest(key) and token.created is not None
 
 
 def test_an_unknown_key_has_no_token(cast):
@@ -32,7 +33,7 @@ def test_the_membership_of_the_named_project_comes_with_the_token(cast, django_a
     with django_assert_num_queries(1):
         token = api_token_get(key=key, project_id="alpha")
         project = project_get_for_user(user=token.user, project_id="alpha", permission="aiplatform.customJobs.create")
-    assert (token.key, token.user, project) == (key, cast["uma"], cast["alpha"])
+    assert (token.digest, token.user, project) == (token_digest(key), cast["uma"], cast["alpha"])
     assert project.display_name == "Alpha"
     # uma's role in alpha grants no administration: the role read with the token decides.
     with django_assert_num_queries(0), pytest.raises(ApiError) as refused:

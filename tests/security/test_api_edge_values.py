@@ -21,12 +21,20 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from tests.conftest import container_pool, job_body
-from tests.json_documents import HUGE_ARRAY_LENGTH, NUMBER_EDGES, STRING_EDGES, json_paths, replaced, value_at
+from tests.conftest import container_pool, job_body, raw_token
+from tests.json_documents import (
+    DEEP_TEXT,
+    HUGE_ARRAY_LENGTH,
+    NUMBER_EDGES,
+    STRING_EDGES,
+    SURROGATE_EDGES,
+    json_paths,
+    replaced,
+    value_at,
+)
 from tests.security.conftest import API_SCHEMA, assert_in_google_error_format
 from tests.slurm.conftest import seed_spec, slurm_spec
 from tests.tuning.helpers import categorical, discrete, double, integer, study, tuning_body
-from trainhub.iam.services import api_token_get_or_create
 from trainhub.resources.services import persistent_resources_advance
 from trainhub.tuning.spec import CUSTOM_TASK
 
@@ -37,8 +45,9 @@ QUERY_EDGES = tuple(str(value) for value in STRING_EDGES + NUMBER_EDGES)
 #: Path segments as sent (already percent-encoded): NUL, bytes that are not UTF-8, a traversal,
 #: a very long id, an emoji, a blank.
 PATH_EDGES = ("%00", "%ff%fe", "..%2F..%2Fetc%2Fpasswd", "x" * 10_000, "%F0%9F%9A%80", "%20")
-#: Bodies that are not a JSON document at all, or one larger than Django accepts.
-RAW_BODIES = (b"{", b"\xff\xfe", json.dumps({"x": "x" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE}).encode())
+#: Bodies that are not a JSON document at all, one larger than Django accepts, one nested 1,000 deep.
+RAW_BODIES = (b"{", b"\xff\xfe", json.dumps({"x": "x" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE}).encode(),
+              DEEP_TEXT.encode())
 
 #: A valid body for every operation that takes one (models.create only answers 405).
 SEED_BODIES: dict[str, Any] = {
@@ -136,7 +145,7 @@ def edge_values(value: Any) -> tuple:
     if isinstance(value, int | float):
         return NUMBER_EDGES + (None,)
     if isinstance(value, str):
-        return STRING_EDGES + (NUMBER_EDGES if value.isdigit() else ()) + (None,)
+        return STRING_EDGES + SURROGATE_EDGES[:1] + (NUMBER_EDGES if value.isdigit() else ()) + (None,)
     if isinstance(value, list):
         return [], [value[0] if value else "x"] * HUGE_ARRAY_LENGTH, {}, None
     return OBJECT_EDGES
@@ -206,7 +215,7 @@ def test_every_operation_with_a_body_has_a_seed_body():
 def test_an_edge_value_in_any_one_place_answers_below_500_and_in_the_error_format(operation, real_values, cast,
                                                                                    caplog):
     client = Client(raise_request_exception=False,
-                    HTTP_AUTHORIZATION=f"Bearer {api_token_get_or_create(user=cast['alice']).key}")
+                    HTTP_AUTHORIZATION=f"Bearer {raw_token(cast['alice'])}")
     caplog.set_level(logging.ERROR)
     reports = []
     for probe in probes(operation, real_values):

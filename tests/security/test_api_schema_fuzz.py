@@ -24,9 +24,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import container_pool, job_body
+from tests.conftest import container_pool, job_body, raw_token
 from tests.security.conftest import API_SCHEMA, assert_in_google_error_format
-from trainhub.iam.services import api_token_get_or_create
 from trainhub.jobs import services, states
 from trainhub.jobs.models import CustomJob
 
@@ -111,7 +110,7 @@ MAX_EXAMPLES = 25
 @API_SCHEMA.parametrize()
 @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_every_operation_answers_bad_input_without_a_5xx_and_in_the_error_format(case, cast, fuzz_values):
-    token = api_token_get_or_create(user=caller(case, cast)).key
+    token = raw_token(caller(case, cast))
     case.path_parameters = steer(case, fuzz_values)
     case.call_and_validate(
         headers={"Authorization": f"Bearer {token}"},

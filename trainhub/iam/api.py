@@ -3,25 +3,30 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.openapi import AUTHENTICATED_ERRORS, obj, responses
 from trainhub.iam.selectors import memberships_for_user
-from trainhub.iam.services import api_token_get_or_create
-
-
-class LoginThrottle(AnonRateThrottle):
-    rate = "30/min"
+from trainhub.iam.services import api_token_rotate
+from trainhub.iam.throttle import (
+    blocked_message,
+    client_address,
+    login_blocked_seconds,
+    login_failed,
+    login_succeeded,
+)
 
 
 class TokenObtain(APIView):
-    """Exchange a username and password for the user's API token (used by `trainhub auth login`)."""
+    """Exchange a username and password for a new API token (used by `trainhub auth login`).
+
+    Only digests are stored, so the current token cannot be handed out again: signing in issues a
+    new one and the previous one stops working."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
-    throttle_classes = [LoginThrottle]
+    throttle_classes: list = []  # failed sign-ins are throttled per account and address (iam.throttle)
 
     @extend_schema(operation_id="auth.token",
                    request={"application/json": obj({"username": {"type": "string"}, "password": {"type": "string"}},
@@ -34,10 +39,16 @@ class TokenObtain(APIView):
                    if not isinstance(data.get(name), str) or not data.get(name)]
         if missing:
             raise invalid_argument(missing)
+        who = {"username": data["username"], "address": client_address(request)}
+        wait = login_blocked_seconds(**who)
+        if wait:
+            raise ApiError(429, blocked_message(wait), "RESOURCE_EXHAUSTED")
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
+            login_failed(**who)
             raise ApiError(401, "Invalid username or password.")
-        return Response({"token": api_token_get_or_create(user=user).key, "username": user.get_username()})
+        login_succeeded(**who)
+        return Response({"token": api_token_rotate(user=user).key, "username": user.get_username()})
 
 
 class Me(APIView):

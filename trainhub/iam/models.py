@@ -1,10 +1,9 @@
-import secrets
-
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
 from trainhub.iam.roles import ROLE_CHOICES, VIEWER
+from trainhub.iam.tokens import token_new
 
 project_id_validator = RegexValidator(
     r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$|^[a-z][a-z0-9-]{0,28}[a-z0-9]$",
@@ -39,13 +38,21 @@ class Membership(models.Model):
 
 
 def new_token_key() -> str:
-    return "th_" + secrets.token_urlsafe(32)
+    """Migration 0001's default for the column it named ``key`` (tokens come from iam.tokens now)."""
+    return token_new()[0]
 
 
 class ApiToken(models.Model):
-    """The bearer token a user's API clients and CLI send. One per user; rotate to revoke."""
+    """The bearer token a user's API clients and CLI send. One per user; rotate to revoke.
+
+    Only the token's digest is stored (iam.tokens); the raw token is ``key`` on the instance that
+    created it (services.api_token_rotate / api_token_get_or_create), shown once, None otherwise.
+    """
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token")
-    key = models.CharField(max_length=64, unique=True, default=new_token_key)
+    digest = models.CharField(max_length=64, unique=True)
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
+
+    #: The raw token, on the instance that made it only.
+    key: str | None = None

@@ -15,6 +15,7 @@ from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
 from trainhub.iam.models import ApiToken, Membership, Project
 from trainhub.iam.roles import role_grants
+from trainhub.iam.tokens import token_digest
 
 
 def projects_for_user(*, user: AbstractBaseUser) -> QuerySet[Project]:
@@ -41,11 +42,11 @@ _MEMBERSHIP = CompiledQuery(
     .values_list("role", *(f"project__{name}" for name in _field_names(Project)))[:1],
     -1, "\x00project")
 _TOKEN = CompiledQuery(
-    lambda key: ApiToken.objects.filter(key=key)
+    lambda key: ApiToken.objects.filter(digest=key)
     .values_list(*_field_names(ApiToken), *(f"user__{name}" for name in _field_names(get_user_model())))[:1],
     "\x00key")
 _TOKEN_WITH_MEMBERSHIP = CompiledQuery(
-    lambda key, project_id: Membership.objects.filter(user__api_token__key=key, project__project_id=project_id)
+    lambda key, project_id: Membership.objects.filter(user__api_token__digest=key, project__project_id=project_id)
     .values_list("role", *(f"project__{name}" for name in _field_names(Project)),
                  *(f"user__api_token__{name}" for name in _field_names(ApiToken)),
                  *(f"user__{name}" for name in _field_names(get_user_model())))[:1],
@@ -68,13 +69,15 @@ def _instances(row: tuple, *models: type[Model]) -> list[Model]:
 
 
 def api_token_get(*, key: str, project_id: str = "") -> ApiToken | None:
-    """The token with this key and its user (``token.user``, read in the same query), or None.
+    """The token whose raw value is ``key`` (found by its digest) and its user (``token.user``,
+    read in the same query), or None.
 
     With ``project_id`` - the project the request's path names - the user's membership of that
     project comes in the same query and stays on the user for ``project_get_for_user``: a request
     reads its token and its project in one statement. A key that is unknown, or whose user is
     not a member, takes a second query to tell the two apart (401 or 404).
     """
+    key = token_digest(key)
     if project_id:
         rows = _TOKEN_WITH_MEMBERSHIP.rows(key, project_id)
         if rows:

@@ -5,8 +5,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from trainhub.iam.models import ApiToken, Membership, Project, new_token_key
+from trainhub.iam.models import ApiToken, Membership, Project
 from trainhub.iam.roles import PERMISSIONS_BY_ROLE
+from trainhub.iam.tokens import token_new
 
 
 @transaction.atomic
@@ -28,16 +29,19 @@ def membership_set(*, project: Project, user: AbstractBaseUser, role: str) -> Me
 
 @transaction.atomic
 def api_token_get_or_create(*, user: AbstractBaseUser) -> ApiToken:
-    token, _ = ApiToken.objects.get_or_create(user=user)
-    return token
+    """The user's token; a new one if they have none, whose raw value is then ``token.key``
+    (an existing token's ``key`` is None: only its digest is kept)."""
+    token = ApiToken.objects.filter(user=user).first()
+    return token if token is not None else api_token_rotate(user=user)
 
 
 @transaction.atomic
 def api_token_rotate(*, user: AbstractBaseUser) -> ApiToken:
-    token, created = ApiToken.objects.get_or_create(user=user)
-    if not created:
-        token.key = new_token_key()
-        token.save(update_fields=["key"])
+    """A new token for the user, replacing any other (which stops working at once); its raw
+    value is ``token.key``, on this instance only."""
+    raw, digest = token_new()
+    token, _ = ApiToken.objects.update_or_create(user=user, defaults={"digest": digest, "last_used": None})
+    token.key = raw
     return token
 
 

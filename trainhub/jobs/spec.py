@@ -417,24 +417,24 @@ def _parse_scheduling(check: Checker, value: Any) -> tuple[dict, str, int, int |
     return canonical, effective, int(timeout.to_integral_value(rounding="ROUND_CEILING")), max_wait
 
 
-def parse_labels(check: Checker, value: Any) -> dict[str, str]:
+def parse_labels(check: Checker, value: Any, path: str = "labels") -> dict[str, str]:
     """Resource labels: at most 64, keys and values as Google Cloud restricts them."""
     if value is None:
         return {}
     if not isinstance(value, dict):
-        check.add("labels", "must be a map of string to string")
+        check.add(path, "must be a map of string to string")
         return {}
     if len(value) > 64:
-        check.add("labels", "must have at most 64 labels")
+        check.add(path, "must have at most 64 labels")
         return {}
     labels = {}
     for key, item in value.items():
         if not isinstance(key, str) or not _LABEL_KEY.match(key) or key != key.lower() or key[0].isdigit():
-            check.add(f"labels.{key}", "label keys must be 1-63 lowercase letters, digits, '_' or '-', "
+            check.add(f"{path}.{key}", "label keys must be 1-63 lowercase letters, digits, '_' or '-', "
                                         "starting with a letter")
             continue
         if not isinstance(item, str) or not _LABEL_VALUE.match(item) or item != item.lower():
-            check.add(f"labels.{key}", "label values must be at most 63 lowercase letters, digits, '_' or '-'")
+            check.add(f"{path}.{key}", "label values must be at most 63 lowercase letters, digits, '_' or '-'")
             continue
         labels[key] = item
     return labels

@@ -7,6 +7,9 @@ Rules, applied to the waiting jobs in the order given (the caller sorts them old
   ``acceleratorCount`` GPUs; among eligible nodes the smallest (fewest GPUs, then lowest id) is
   taken first. A gang that does not fit consumes nothing; a job that does not fit does not
   block smaller jobs behind it (except for a reservation, below).
+- Location: a gang only gets nodes of its own location (and preempts only SPOT jobs there), when
+  the nodes carry one (``FreeNode.location``; callers that leave every location empty plan one
+  location).
 - Quota: a job is admitted only if the project's usage plus its request stays within every quota
   limit it touches (see scheduling.quota); admitted jobs are charged immediately.
 - SPOT: SPOT jobs only use idle nodes. A STANDARD or FLEX_START job that does not fit on idle
@@ -38,6 +41,7 @@ class FreeNode:
     node_id: int
     machine_type: str = field(compare=False)
     accelerator_type: str = field(compare=False)
+    location: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,16 +188,18 @@ def _demand(pools: tuple[PoolRequest, ...]) -> list[tuple[ReplicaShape, int]]:
     return sorted(counts.items(), key=lambda item: (-item[0].accelerator_count, item[0].machine_type))
 
 
-def _relevant(victim: Victim, demand: Sequence[tuple[ReplicaShape, int]]) -> bool:
+def _relevant(victim: Victim, demand: Sequence[tuple[ReplicaShape, int]], location: str | None) -> bool:
     machines = {shape.machine_type for shape, _ in demand}
-    return any(node.machine_type in machines for node in victim.nodes)
+    return any(node.machine_type in machines and (location is None or node.location == location)
+               for node in victim.nodes)
 
 
-def _take_with_preemption(index: CapacityIndex, demand, victims: list[Victim]):
-    """Add SPOT victims' nodes one by one until the gang fits; undo everything if it never does."""
+def _take_with_preemption(index: CapacityIndex, demand, victims: list[Victim], location: str | None):
+    """Add SPOT victims' nodes (in ``location``, None: anywhere) one by one until the gang fits;
+    undo everything if it never does."""
     added: list[Victim] = []
     for victim in victims:
-        if not _relevant(victim, demand):
+        if not _relevant(victim, demand, location):
             continue
         index.add(victim.nodes)
         added.append(victim)
@@ -214,7 +220,11 @@ def _assign(request: GangRequest, demand, chosen: list[list[FreeNode]]) -> dict[
 def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *,
               victims: Sequence[Victim] = (), quotas: QuotaBook | None = None) -> PassPlan:
     """Decide one pass; see the module docstring for the rules."""
-    index = CapacityIndex(free_nodes)
+    free_nodes = list(free_nodes)
+    located = any(node.location for node in free_nodes) or any(n.location for v in victims for n in v.nodes)
+    indexes: dict[str | None, CapacityIndex] = {}
+    for node in free_nodes:
+        indexes.setdefault(node.location if located else None, CapacityIndex()).add((node,))
     remaining_victims = list(victims)
     plan = PassPlan()
     demands: dict[int, list[tuple[ReplicaShape, int]]] = {}  # by id() of a pools tuple requests share
@@ -223,6 +233,8 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *
         if demand is None:
             demand = demands[id(request.pools)] = _demand(request.pools)
         quota_demand = dict(request.quota_demand)
+        location = request.location if located else None
+        index = indexes.setdefault(location, CapacityIndex())
         if quotas is not None:
             blocked = quotas.shortfalls(request.project, request.location, quota_demand)
             if blocked:
@@ -234,7 +246,7 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *
         chosen = index.take(demand)
         if isinstance(chosen, Shortfall) and request.can_preempt and remaining_victims:
             shortfall = chosen
-            chosen, preempted = _take_with_preemption(index, demand, remaining_victims)
+            chosen, preempted = _take_with_preemption(index, demand, remaining_victims, location)
             if chosen is None:
                 chosen = shortfall
             else:

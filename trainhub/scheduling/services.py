@@ -87,18 +87,18 @@ def _free_nodes(now: dt.datetime) -> tuple[list[FreeNode], list[Victim]]:
     live = Node.objects.filter(state=NodeState.UP, last_heartbeat__gte=fresh_after, dedicated_to="")
     busy = Replica.objects.filter(node=OuterRef("pk"), active=True)
     rows = live.annotate(busy=Exists(busy)).filter(busy=False).values_list(
-        "pk", "pool__machine_type", "pool__accelerator_type", "pool__accelerator_count")
-    free = [FreeNode(gpus, pk, machine, accel) for pk, machine, accel, gpus in rows]
+        "pk", "pool__machine_type", "pool__accelerator_type", "pool__accelerator_count", "pool__location")
+    free = [FreeNode(gpus, pk, machine, accel, location) for pk, machine, accel, gpus, location in rows]
     spot_rows = (
         Replica.objects.filter(active=True, job__strategy="SPOT", job__state__in=(states.PENDING, states.RUNNING),
                                node__in=live)
         .order_by("-job__create_time", "-job_id")
         .values_list("job_id", "node_id", "node__pool__machine_type", "node__pool__accelerator_type",
-                     "node__pool__accelerator_count")
+                     "node__pool__accelerator_count", "node__pool__location")
     )
     held: dict[int, list[FreeNode]] = {}
-    for job_id, node_id, machine, accel, gpus in spot_rows:
-        held.setdefault(job_id, []).append(FreeNode(gpus, node_id, machine, accel))
+    for job_id, node_id, machine, accel, gpus, location in spot_rows:
+        held.setdefault(job_id, []).append(FreeNode(gpus, node_id, machine, accel, location))
     return free, [Victim(job_id, tuple(nodes)) for job_id, nodes in held.items()]
 
 

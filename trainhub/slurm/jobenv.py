@@ -21,7 +21,9 @@ no PATH for them, and neither does trainhub.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
+from pathlib import Path
 
 from trainhub.slurm.hostlist import compress
 
@@ -167,3 +169,36 @@ def output_path(pattern: str, *, job_id: int, job_name: str, user: str, node: st
             out.append(char)
             index += 1
     return "".join(out)
+
+
+class OutsideCluster(ValueError):
+    """A job's path that would leave its cluster's file system."""
+
+
+def leaves_cluster(cluster_path: str) -> bool:
+    """Whether a path as the job sees it (``/home/uma/out``, ``out/%j.txt`` after substitution)
+    could leave the cluster's file system by its text alone: a ``..`` component or a NUL."""
+    return ".." in cluster_path.split("/") or "\x00" in cluster_path
+
+
+def cluster_file(root: Path, cluster_path: str, *, cwd: str = "/") -> Path:
+    """A path as the job sees it on the cluster -> that path under ``root``, the directory that holds
+    the cluster's file system on this host; relative paths are taken from ``cwd`` (a cluster path).
+
+    Raises OutsideCluster if the path leaves ``root``: by a ``..`` component, or through a symlink
+    (every existing component is resolved on this host; call it right before opening the file)."""
+    joined = posixpath.join(cwd, cluster_path)
+    if leaves_cluster(joined) or not joined.startswith("/"):
+        raise OutsideCluster(f"{cluster_path}: the path may not leave the cluster's file system")
+    candidate = root / joined.lstrip("/")
+    real_root = root.resolve()
+    real = candidate.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise OutsideCluster(f"{cluster_path}: the path leads outside the cluster's file system (through a symlink)")
+    return candidate
+
+
+def output_file(root: Path, pattern: str, *, cwd: str, job_id: int, job_name: str, user: str, node: str) -> Path:
+    """--output/--error on this host: the pattern after every ``%`` substitution (output_path), relative
+    to the job's working directory ``cwd``, checked by cluster_file (raises OutsideCluster)."""
+    return cluster_file(root, output_path(pattern, job_id=job_id, job_name=job_name, user=user, node=node), cwd=cwd)

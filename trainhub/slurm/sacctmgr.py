@@ -466,7 +466,35 @@ def _parse_specs(verb: str, entity: str, args: list[str]):
     return tuple(dict.fromkeys(names)), where, set_, tuple(format_), frozenset(flags)
 
 
+#: The longest name of each entity, and of each text value, its column holds (trainhub.slurm.models;
+#: a test checks they agree): checked here, before the database sees them.
+NAME_MAX_LENGTH = {"account": 64, "qos": 64, "user": 150, "partition": 63}
+TEXT_MAX_LENGTH = 255
+_VALUE_MAX_LENGTH = {"Description": TEXT_MAX_LENGTH, "Organization": TEXT_MAX_LENGTH,
+                     "Accounts": NAME_MAX_LENGTH["account"], "DefaultAccount": NAME_MAX_LENGTH["account"],
+                     "Parent": NAME_MAX_LENGTH["account"], "Partitions": NAME_MAX_LENGTH["partition"],
+                     "QOS": NAME_MAX_LENGTH["qos"], "Preempt": NAME_MAX_LENGTH["qos"],
+                     "DefaultQOS": NAME_MAX_LENGTH["qos"]}
+
+
+def _too_long(key: str, values: Iterable[Any], limit: int) -> None:
+    for value in values:
+        if isinstance(value, str) and len(value.lstrip("+-")) > limit:
+            shown = value if len(value) <= 40 else value[:40] + "..."
+            raise SacctmgrError(f" {key} '{shown}' is too long ({len(value)} characters): at most {limit}")
+
+
+def _check_lengths(entity: str, names: tuple[str, ...], set_: dict[str, Spec]) -> None:
+    if entity in NAME_MAX_LENGTH:
+        _too_long("Name", names, NAME_MAX_LENGTH[entity])
+    for key, spec in set_.items():
+        limit = NAME_MAX_LENGTH.get(entity) if key == "Names" else _VALUE_MAX_LENGTH.get(key)
+        if limit is not None:
+            _too_long(key, spec.value if isinstance(spec.value, tuple | list) else (spec.value,), limit)
+
+
 def _check(verb: str, entity: str, names: tuple[str, ...], where: dict[str, Spec], set_: dict[str, Spec]) -> None:
+    _check_lengths(entity, names, set_)
     if verb == "add":
         if not names:
             raise SacctmgrError(f" Need name of {entity} to add.")

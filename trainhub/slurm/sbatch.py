@@ -34,8 +34,20 @@ DEFAULT_NICE = 100
 MAX_NICE = 2147483645
 
 
+#: slurmctld's answer to a name, comment or path longer than it keeps (ESLURM_PATHNAME_TOO_LONG).
+PATHNAME_TOO_LONG = "Pathname of a file, directory or other parameter too long"
+#: The longest value of each text option trainhub keeps (trainhub.slurm.models.SlurmJob's columns;
+#: a test checks they agree). slurmctld's own limits are 1024 for names and comments, 4096 for paths.
+MAX_LENGTH = {"job_name": 255, "comment": 255, "chdir": 1024, "output": 1024, "error": 1024}
+
+
 class SbatchError(ValueError):
     """An option sbatch would refuse; the message is sbatch's."""
+
+
+def too_long(options: SbatchOptions) -> str | None:
+    """The first text option longer than MAX_LENGTH allows, or None."""
+    return next((name for name, limit in MAX_LENGTH.items() if len(getattr(options, name) or "") > limit), None)
 
 
 @dataclass(frozen=True)

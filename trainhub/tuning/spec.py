@@ -17,13 +17,14 @@ artifactUri, containerSpec, labels}, modelId, parentModel, labels.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from trainhub.common.errors import FieldViolation
 from trainhub.common.wire import camelize, parse_int
-from trainhub.jobs.spec import Checker, SpecError, parse_custom_job
+from trainhub.jobs.spec import Checker, SpecError, parse_custom_job, parse_labels
 from trainhub.tuning.search import Study, StudySpecError, parse_study_spec
 
 MAX_TRIALS = 10_000
@@ -41,6 +42,8 @@ _PIPELINE_OUTPUT_ONLY = {"name", "state", "error", "createTime", "startTime", "e
 _UNSUPPORTED_SPLITS = ("filterSplit", "predefinedSplit", "timestampSplit", "stratifiedSplit")
 _INPUT_DATA_FIELDS = {"datasetId", "fractionSplit", "gcsDestination", "bigqueryDestination", "annotationsFilter",
                       "annotationSchemaUri", "savedQueryId", "persistMlUseAssignment", *_UNSUPPORTED_SPLITS}
+#: A registered model's serving container, kept as given: capped like the rest of a stored document.
+MAX_MODEL_CONTAINER_SPEC = 16_384
 _MODEL_FIELDS = {"displayName", "description", "artifactUri", "containerSpec", "labels"}
 DEFAULT_FRACTIONS = {"trainingFraction": 0.8, "validationFraction": 0.1, "testFraction": 0.1}
 _MODEL_ID = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
@@ -200,9 +203,17 @@ def _parse_model(check: Checker, value: Any) -> dict[str, Any] | None:
         text = check.string(model.get(key), f"modelToUpload.{key}", max_length=2048)
         if text:
             canonical[key] = text
-    for key in ("containerSpec", "labels"):
-        if model.get(key):
-            canonical[key] = model[key]
+    labels = parse_labels(check, model.get("labels"), "modelToUpload.labels")
+    if labels:
+        canonical["labels"] = labels
+    container = model.get("containerSpec")
+    if container:
+        if not isinstance(container, dict):
+            check.add("modelToUpload.containerSpec", "must be an object")
+        elif len(json.dumps(container)) > MAX_MODEL_CONTAINER_SPEC:
+            check.add("modelToUpload.containerSpec", f"must be at most {MAX_MODEL_CONTAINER_SPEC} characters as JSON")
+        else:
+            canonical["containerSpec"] = container
     return canonical
 
 

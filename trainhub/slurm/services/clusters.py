@@ -46,8 +46,17 @@ def request_pass(cluster: SlurmCluster) -> None:
 
 
 def audit(cluster: SlurmCluster, *, actor: str, subject: str, old: Any, new: Any, now: dt.datetime) -> None:
-    ClusterAuditEntry.objects.create(cluster=cluster, time=now, actor=actor, subject=subject, old_value=old,
+    """Record a change; the subject (``association user/account/partition``, up to ~230 characters
+    from valid names) and the actor are cut to what their columns hold."""
+    ClusterAuditEntry.objects.create(cluster=cluster, time=now, actor=clipped(actor, ClusterAuditEntry, "actor"),
+                                     subject=clipped(subject, ClusterAuditEntry, "subject"), old_value=old,
                                      new_value=new)
+
+
+def clipped(text: str, model: type, field: str) -> str:
+    """``text`` cut to the max_length of ``model.field``, ending in "..." when cut."""
+    limit = model._meta.get_field(field).max_length
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _pool_violations(spec: ClusterSpec, location: str) -> tuple[dict[str, NodePool], list[FieldViolation]]:

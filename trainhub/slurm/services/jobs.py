@@ -15,10 +15,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from trainhub.common.errors import ApiError
-from trainhub.slurm import snapshot
+from trainhub.slurm import jobenv, snapshot
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
 from trainhub.slurm.models import Hold, JobState, SlurmCluster, SlurmJob, SlurmUser
-from trainhub.slurm.sbatch import SbatchError, SbatchOptions, batch_script, parse_begin, parse_options, script_directives
+from trainhub.slurm.sbatch import (
+    MAX_LENGTH,
+    PATHNAME_TOO_LONG,
+    SbatchError,
+    SbatchOptions,
+    batch_script,
+    parse_begin,
+    parse_options,
+    script_directives,
+    too_long,
+)
 from trainhub.slurm.services.clusters import request_pass
 from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
 
@@ -45,23 +55,39 @@ def _options(submission: Submission) -> SbatchOptions:
         if rest:
             raise SbatchError("sbatch: error: give the batch script as its text (the CLI reads the file), not as "
                               f"an argument: {rest[0]!r}")
-        return command_line.over(script_directives(submission.script or ""))
+        options = command_line.over(script_directives(submission.script or ""))
     except SbatchError as exc:
         raise _refuse(str(exc)) from exc
+    if too_long(options):
+        raise _refuse(SUBMIT_FAILED + PATHNAME_TOO_LONG)
+    return options
 
 
 def _work_dir(options: SbatchOptions, user: str) -> str:
     path = options.chdir or f"/home/{user}"
-    if ".." in path.split("/"):
+    if jobenv.leaves_cluster(path):
         raise _refuse(f"sbatch: error: chdir({path}): no such directory on the cluster")
-    return posixpath.normpath(path if path.startswith("/") else f"/home/{user}/{path}")
+    path = posixpath.normpath(path if path.startswith("/") else f"/home/{user}/{path}")
+    if len(path) > MAX_LENGTH["chdir"]:
+        raise _refuse(SUBMIT_FAILED + PATHNAME_TOO_LONG)
+    return path
 
 
-def _output_pattern(pattern: str | None, flag: str) -> str:
-    """--output/--error stay inside the cluster's file system: no ``..`` components."""
-    if pattern and ".." in pattern.split("/"):
+#: What %j and %N stand for while a pattern is checked at submit time (digits and a node name
+#: cannot add a ``..``; the job name and the user can).
+_ANY_JOB_ID, _ANY_NODE = 1, "node"
+
+
+def _output_pattern(pattern: str | None, flag: str, *, job_name: str, user: str) -> str:
+    """--output/--error stay inside the cluster's file system: no ``..`` component, before or after
+    any ``%`` substitution (``-J .. --output=/%x/%x/out``). The agent checks again, symlinks
+    resolved, when it opens the file (jobenv.output_file)."""
+    if not pattern:
+        return ""
+    path = jobenv.output_path(pattern, job_id=_ANY_JOB_ID, job_name=job_name, user=user, node=_ANY_NODE)
+    if jobenv.leaves_cluster(pattern) or jobenv.leaves_cluster(path):
         raise _refuse(f"sbatch: error: {flag}={pattern}: the path may not leave the cluster's file system")
-    return pattern or ""
+    return pattern
 
 
 def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str) -> str | None:
@@ -117,6 +143,11 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     hold = Hold.USER if options.hold else Hold.NONE
+    name = options.job_name or ("wrap" if options.wrap is not None else "sbatch")
+    paths = dict(work_dir=_work_dir(options, username),
+                 stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username)
+                 or "slurm-%j.out",
+                 stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username))
     reason = "JobHeldUser" if hold else ("BeginTime" if begin > now else accepted.pending_reason or "None")
     with transaction.atomic():
         locked = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
@@ -124,12 +155,10 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         locked.next_job_id += 1
         locked.save(update_fields=["next_job_id"])
         job = SlurmJob.objects.create(
-            cluster=cluster, job_id=job_id, name=options.job_name or ("wrap" if options.wrap is not None else "sbatch"),
+            cluster=cluster, job_id=job_id, name=name,
             submitted_by=user, user_name=username, account=accepted.account, partition=partition,
             qos=accepted.qos or "", time_limit=accepted.time_limit_minutes, script=script,
-            script_args=list(submission.script_args), work_dir=_work_dir(options, username),
-            stdout_pattern=_output_pattern(options.output, "--output") or "slurm-%j.out",
-            stderr_pattern=_output_pattern(options.error, "--error"),
+            script_args=list(submission.script_args), **paths,
             requeue=options.requeue if options.requeue is not None else bool(state.config.job_requeue),
             comment=options.comment or "", nice=options.nice or 0, hold=hold, submit_time=now, begin_time=begin,
             reason=reason, **fields)
