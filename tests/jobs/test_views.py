@@ -330,3 +330,34 @@ def test_a_starting_or_stopping_gang_shows_its_progress(client, cast, nodes, now
     services.replica_exited(replica=workers[0], exit_code=-15, now=now)
     content = client.get(job_url(job, "jobs:detail_status")).content.decode()
     assert "Stopping replicas: 1 of 3 stopped" in content
+
+
+# Numbers on the job page ----------------------------------------------------------------------
+
+def test_the_job_page_gives_the_cost_so_far_and_its_timeout_bound_and_gpu_counts_not_indices(client, cast, nodes,
+                                                                                          now):
+    job = submit(cast["alpha"], cast["uma"], container_pool(accelerator="NVIDIA_TESLA_T4", count=1),
+                 scheduling={"timeout": "3600s"})
+    node = nodes["t4"].nodes.first()
+    assert services.jobs_place(assignments={job.pk: {(0, 0): (node.pk, [0])}}, now=now) == {job.pk}
+    client.force_login(cast["uma"])
+    content = client.get(job_url(job)).content.decode()
+    assert "Cost so far" in content and "if it runs to its timeout (1h 00m)" in content
+    assert "Estimated cost" not in content
+    assert '<td class="num"><span title="GPU 0">1</span></td>' in content
+
+
+def test_log_lines_bring_the_state_badge_and_a_finished_job_says_it_wrote_nothing(client, cast, nodes, now):
+    job = submit(cast["alpha"], cast["uma"])
+    place_on(job, nodes["t4"].nodes.first(), now)
+    replica = job.replicas.get()
+    services.replica_started(replica=replica, now=now)
+    client.force_login(cast["uma"])
+    assert 'data-empty="No output yet."' in client.get(job_url(job)).content.decode()
+    services.replica_logs_append(replica=replica, lines=[("stdout", now, "step 1")])
+    fragment = client.get(job_url(job, "jobs:detail_logs"), {"after": 0}).content.decode()
+    assert '<span id="job-state" hx-swap-oob="true"><span class="badge badge--running">' in fragment
+    services.job_cancel(job=job)
+    quiet = submit(cast["alpha"], cast["uma"])
+    services.job_cancel(job=quiet)
+    assert 'data-empty="The job wrote no output."' in client.get(job_url(quiet)).content.decode()
