@@ -12,6 +12,7 @@ from django.core.validators import RegexValidator
 
 from trainhub.catalog.machines import MACHINE_TYPES, NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.common.formerrors import show_service_error
 from trainhub.common.locations import LOCATION_HINT, LOCATION_MAX_LENGTH, LOCATION_PATTERN
 from trainhub.common.widgets import FastSelect
 from trainhub.iam.models import Project
@@ -202,6 +203,11 @@ class WorkerPoolForm(forms.Form):
     def task_name(self) -> str:
         return f"workerpool{self.index}"
 
+    @property
+    def section(self) -> str:
+        """How the page names this pool (error lists say "Worker pool 1 · Container image URI")."""
+        return f"Worker pool {self.index}"
+
     def clean_env(self) -> list[dict[str, str]]:
         env = []
         for number, line in enumerate(self.cleaned_data["env"].splitlines(), start=1):
@@ -289,12 +295,7 @@ class JobSubmitForm:
         }
 
     def show_service_error(self, error: ApiError) -> None:
-        self.violations = list(error.violations)
-        if not self.violations:
-            self.service_message = error.message
-        for violation in self.violations:
-            form, field = self._field_for(violation.field)
-            form.add_error(field if field in form.fields else None, violation.description)
+        show_service_error(self, error, self._field_for)
 
     def _field_for(self, path: str) -> tuple[forms.Form, str | None]:
         match = _POOL_PATH.match(path)
