@@ -45,7 +45,7 @@ def form_data(**overrides) -> dict:
         "pool0-accelerator_count": "1",
         "pool0-image_uri": "python:3.11",
         "pool0-command": "python3\n-c",
-        "pool0-args": "print('hi')\n\n--flag=1\n",
+        "pool0-args": "\"print('hi')\"\n\n--flag=1\n",
         "pool0-env": "MODE=train\nURL=http://x/?a=b",
     }
     for index in (1, 2, 3):
@@ -362,3 +362,34 @@ def test_log_lines_bring_the_state_badge_and_a_finished_job_says_it_wrote_nothin
     quiet = submit(cast["alpha"], cast["uma"])
     services.job_cancel(job=quiet)
     assert 'data-empty="The job wrote no output."' in client.get(job_url(quiet)).content.decode()
+
+
+# Command lines ----------------------------------------------------------------------------------
+
+def test_a_command_line_is_split_as_a_shell_splits_it(client, cast):
+    client.force_login(cast["uma"])
+    snippet = "python3 -c \"import sys\nprint('hello', sys.argv)\""
+    response = client.post(create_url(), form_data(**{"pool0-command": snippet, "pool0-args": "--lr 0.1 'my run'"}))
+    assert response.status_code == 302
+    container = CustomJob.objects.get().spec["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    assert container["command"] == ["python3", "-c", "import sys\nprint('hello', sys.argv)"]
+    assert container["args"] == ["--lr", "0.1", "my run"]
+
+
+def test_an_unclosed_quote_is_shown_on_its_field(client, cast):
+    client.force_login(cast["uma"])
+    content = client.post(create_url(), form_data(**{"pool0-command": "python3 -c \"print('hi')"})).content.decode()
+    assert 'id="id_pool0-command_error"' in content and "No closing quotation" in content
+    assert not CustomJob.objects.exists()
+
+
+def test_the_form_shows_the_argument_list_before_submit(client, cast):
+    client.force_login(cast["uma"])
+    assert 'hx-get="/jobs/argv"' in client.get(create_url()).content.decode()
+    preview = client.get("/jobs/argv", {"prefix": "pool1", "pool1-command": "python3 -c \"print('hello')\"",
+                                        "pool1-args": "a\nb"}).content.decode()
+    assert "Runs 5 arguments" in preview
+    assert "<li><code>print(&#x27;hello&#x27;)</code></li>" in preview and "<li><code>b</code></li>" in preview
+    problem = client.get("/jobs/argv", {"prefix": "pool0", "pool0-args": "'open"}).content.decode()
+    assert "Arguments: No closing quotation" in problem
+    assert client.get("/jobs/argv", {"prefix": "../x"}).status_code == 400

@@ -4,6 +4,7 @@ valid job is stays in jobs.spec, whose field violations are shown back on the ma
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from django import forms
@@ -54,8 +55,14 @@ def count_choices() -> list[tuple[str, str]]:
     return [("", "Default")] + [(str(count), str(count)) for count in counts]
 
 
-def _nonblank_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if line.strip()]
+def split_command_line(text: str) -> list[str]:
+    """A command line split into an argument list the way a POSIX shell splits it (shlex):
+    `python3 -c "print('hi')"` -> ["python3", "-c", "print('hi')"]. Quotes keep spaces and
+    newlines in one argument; an unquoted newline separates arguments like a space."""
+    try:
+        return shlex.split(text, posix=True)
+    except ValueError as error:  # "No closing quotation", "No escaped character"
+        raise ValidationError(f"{error}: close every quote, or escape a lone quote as \\' or \\\".") from error
 
 
 def _duration(text: str) -> str | None:
@@ -181,10 +188,12 @@ class WorkerPoolForm(forms.Form):
                                           widget=FastSelect(attrs={"data-accelerator-count": ""}))
     replica_count = forms.IntegerField(min_value=1, initial=1, required=False, help_text="Empty: 1.")
     image_uri = forms.CharField(required=False, max_length=1024, label="Container image URI")
-    command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                              help_text="One item per line. Empty: the image's entrypoint.")
-    args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Arguments",
-                           help_text="One argument per line.")
+    command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "data-argv": ""}),
+                              help_text="""A command line, split as a shell splits it: python3 -c "print('hi')". """
+                                        "Empty: the image's entrypoint.")
+    args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "data-argv": ""}),
+                           label="Arguments", help_text="Appended to the command, split the same way; quote an "
+                                                        "argument that holds spaces or several lines.")
     env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Environment",
                           help_text="NAME=value, one per line.")
 
@@ -207,6 +216,12 @@ class WorkerPoolForm(forms.Form):
     def section(self) -> str:
         """How the page names this pool (error lists say "Worker pool 1 · Container image URI")."""
         return f"Worker pool {self.index}"
+
+    def clean_command(self) -> list[str]:
+        return split_command_line(self.cleaned_data["command"])
+
+    def clean_args(self) -> list[str]:
+        return split_command_line(self.cleaned_data["args"])
 
     def clean_env(self) -> list[dict[str, str]]:
         env = []
@@ -234,8 +249,8 @@ class WorkerPoolForm(forms.Form):
             "replicaCount": data.get("replica_count") or 1,
             "containerSpec": {
                 "imageUri": data["image_uri"].strip(),
-                "command": _nonblank_lines(data["command"]),
-                "args": _nonblank_lines(data["args"]),
+                "command": data["command"],
+                "args": data["args"],
                 "env": data["env"],
             },
         }
@@ -259,6 +274,24 @@ _SETTINGS_FIELD_BY_PATH = {
     "jobSpec.scheduling.maxWaitDuration": "max_wait",
     "jobSpec.scheduling.restartJobOnWorkerRestart": "restart_job_on_worker_restart",
 }
+
+
+class ArgvPreviewForm(forms.Form):
+    """The command and arguments of one pool as typed (``prefix`` "pool0"), for the argument list
+    shown before submit."""
+
+    command = forms.CharField(required=False)
+    args = forms.CharField(required=False, label="Arguments")
+
+    def argv(self) -> tuple[list[str], list[str], str]:
+        """(command, args, problem): the split lists, or the first field's splitting problem."""
+        lists = []
+        for name in ("command", "args"):
+            try:
+                lists.append(split_command_line(self.data.get(self.add_prefix(name), "")))
+            except ValidationError as error:
+                return [], [], f"{self[name].label}: {error.messages[0]}"
+        return lists[0], lists[1], ""
 
 
 class JobSubmitForm:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import partial
 
 from django.contrib import messages
@@ -22,6 +23,7 @@ from trainhub.jobs import page_selectors, selectors, services, states
 from trainhub.jobs.costs import job_cost
 from trainhub.jobs.forms import (
     DEFAULT_LOCATION,
+    ArgvPreviewForm,
     JobListForm,
     JobSubmitForm,
     LogFilterForm,
@@ -160,6 +162,21 @@ def job_create(request: HttpRequest, project: str, location: str) -> HttpRespons
     return render(request, "jobs/job_create.html", {"form": form, "project": project_obj,
                                                     "other_projects": other_projects,
                                                     "machine_catalog": machine_catalog()})
+
+
+_POOL_PREFIX = re.compile(r"pool\d")
+
+
+@html_page
+def argv_preview(request: HttpRequest) -> HttpResponse:
+    """What a pool's command and arguments fields run, as the argument list the node executes:
+    shown under the fields while the user types (GET pool0-command=...&pool0-args=...&prefix=pool0)."""
+    prefix = request.GET.get("prefix", "")
+    if not _POOL_PREFIX.fullmatch(prefix):
+        raise ApiError(400, "prefix must name a worker pool (pool0 ... pool3)")
+    command, args, problem = ArgvPreviewForm(request.GET, prefix=prefix).argv()
+    return render(request, "jobs/_argv_preview.html", {"argv": command + args, "entrypoint": not command,
+                                                       "problem": problem})
 
 
 @html_page
