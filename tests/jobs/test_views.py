@@ -243,7 +243,7 @@ def test_the_submit_form_embeds_the_machine_catalog_for_the_accelerator_selects(
     assert content.count("data-worker-pool") == 4
 
 
-def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast):
+def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast, nodes):
     client.force_login(cast["uma"])
     response = client.post(create_url(), form_data())
     job = CustomJob.objects.get()
@@ -261,6 +261,7 @@ def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast):
 def test_the_form_submits_extra_pools_skips_empty_ones_and_uses_its_location(client, cast):
     client.force_login(cast["uma"])
     data = form_data(**{"location": "europe-west4", "strategy": "FLEX_START", "max_wait": "0s",
+                        "catalog": "True",  # europe-west4 has no nodes: queued on the user's explicit choice
                         "restart_job_on_worker_restart": "on",
                         "pool0-machine_type": "a2-highgpu-1g", "pool0-accelerator_type": "",
                         "pool0-accelerator_count": "",
@@ -366,7 +367,7 @@ def test_log_lines_bring_the_state_badge_and_a_finished_job_says_it_wrote_nothin
 
 # Command lines ----------------------------------------------------------------------------------
 
-def test_a_command_line_is_split_as_a_shell_splits_it(client, cast):
+def test_a_command_line_is_split_as_a_shell_splits_it(client, cast, nodes):
     client.force_login(cast["uma"])
     snippet = "python3 -c \"import sys\nprint('hello', sys.argv)\""
     response = client.post(create_url(), form_data(**{"pool0-command": snippet, "pool0-args": "--lr 0.1 'my run'"}))
@@ -393,3 +394,38 @@ def test_the_form_shows_the_argument_list_before_submit(client, cast):
     problem = client.get("/jobs/argv", {"prefix": "pool0", "pool0-args": "'open"}).content.decode()
     assert "Arguments: No closing quotation" in problem
     assert client.get("/jobs/argv", {"prefix": "../x"}).status_code == 400
+
+
+# What this location can run ---------------------------------------------------------------------
+
+def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(client, cast, nodes, now):
+    busy = submit(cast["alpha"], cast["uma"], container_pool(accelerator="NVIDIA_TESLA_T4"))
+    place_on(busy, nodes["t4"].nodes.first(), now)
+    client.force_login(cast["uma"])
+    page = client.get(create_url()).content.decode()
+    select = page.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]
+    assert '<optgroup label="Nodes in us-central1">' in select
+    assert "n1-standard-4 (4 vCPU, 15 GiB) — 2 of 3 nodes free, 4 × NVIDIA_TESLA_T4" in select
+    assert "a3-highgpu-8g" in select and "e2-standard-8" not in select  # the catalog waits behind a choice
+    assert 'href="?catalog=1"' in page
+    catalog = client.get(create_url() + "?catalog=1").content.decode()
+    assert "e2-standard-8" in catalog.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]
+    assert 'name="catalog" value="True"' in catalog
+
+
+@pytest.mark.parametrize("overrides, field, message", [
+    ({"pool0-machine_type": "e2-standard-8", "pool0-accelerator_type": "", "pool0-accelerator_count": ""},
+     "machine_type", "us-central1 has no e2-standard-8 node, so this job could never start"),
+    ({"pool1-machine_type": "a2-highgpu-1g", "pool1-replica_count": "3", "pool1-image_uri": "w:1"},
+     "replica_count", "us-central1 has 2 a2-highgpu-1g nodes with 1 × NVIDIA_TESLA_A100; the job asks for 3 at once"),
+])
+def test_a_job_that_can_never_fit_is_refused_at_once_unless_the_catalog_was_chosen(client, cast, nodes, overrides,
+                                                                                  field, message):
+    client.force_login(cast["uma"])
+    response = client.post(create_url(), form_data(**overrides))
+    content = response.content.decode()
+    assert response.status_code == 200 and message in content, content
+    pool = "pool0" if "pool0-machine_type" in overrides else "pool1"
+    assert f'id="id_{pool}-{field}_error"' in content
+    assert not CustomJob.objects.exists()
+    assert client.post(create_url(), form_data(catalog="True", **overrides)).status_code == 302

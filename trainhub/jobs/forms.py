@@ -17,8 +17,9 @@ from trainhub.common.formerrors import show_service_error
 from trainhub.common.locations import LOCATION_HINT, LOCATION_MAX_LENGTH, LOCATION_PATTERN
 from trainhub.common.widgets import FastSelect
 from trainhub.iam.models import Project
+from trainhub.jobs.capacity import NodeKind, never_fitting, node_kinds
 from trainhub.jobs.page_selectors import TABS, JobQuery, tab_for
-from trainhub.jobs.spec import MAX_DISPLAY_NAME, MAX_WORKER_POOLS
+from trainhub.jobs.spec import MAX_DISPLAY_NAME, MAX_WORKER_POOLS, SpecError, parse_custom_job
 
 DEFAULT_LOCATION = "us-central1"
 STRATEGY_CHOICES = [
@@ -34,14 +35,38 @@ def machine_catalog() -> dict[str, dict[str, list[int]]]:
             for name, machine in MACHINE_TYPES.items()}
 
 
-def machine_choices() -> list[tuple[str, list[tuple[str, str]]]]:
+def machine_label(name: str) -> str:
+    """A machine type with its vCPUs, memory and built-in GPUs: "a2-highgpu-1g (12 vCPU, 85 GiB, 1 × ...)"."""
+    machine = MACHINE_TYPES[name]
+    gpus = f", {machine.fixed_gpu[1]} × {machine.fixed_gpu[0]}" if machine.fixed_gpu else ""
+    return f"{name} ({machine.vcpus} vCPU, {machine.memory_gib:g} GiB{gpus})"
+
+
+def machine_choices(exclude: frozenset[str] = frozenset()) -> list[tuple[str, list[tuple[str, str]]]]:
     """Machine types grouped by family for a <select>, each labelled with its vCPUs, memory and GPUs."""
     families: dict[str, list[tuple[str, str]]] = {}
-    for name, machine in MACHINE_TYPES.items():
-        gpus = f", {machine.fixed_gpu[1]} × {machine.fixed_gpu[0]}" if machine.fixed_gpu else ""
-        label = f"{name} ({machine.vcpus} vCPU, {machine.memory_gib:g} GiB{gpus})"
-        families.setdefault(name.split("-")[0].upper(), []).append((name, label))
+    for name in MACHINE_TYPES:
+        if name not in exclude:
+            families.setdefault(name.split("-")[0].upper(), []).append((name, machine_label(name)))
     return list(families.items())
+
+
+def inventory_machine_choices(kinds: list[NodeKind], *, location: str, catalog: bool,
+                              chosen: str = "") -> list[tuple[str, list[tuple[str, str]]]]:
+    """The machine types the location's nodes have, each with its free / total nodes as a hint;
+    the rest of the catalog only when asked for (``catalog``). A type chosen outside them stays
+    listed, so the form shows what was sent next to the error that explains it."""
+    hints: dict[str, list[str]] = {}
+    for kind in kinds:
+        if kind.machine_type in MACHINE_TYPES:
+            hints.setdefault(kind.machine_type, []).append(kind.hint)
+    groups = [(f"Nodes in {location}", [(name, f"{machine_label(name)} — {'; '.join(hint)}")
+                                        for name, hint in sorted(hints.items())])] if hints else []
+    if catalog or not hints:
+        return groups + machine_choices(exclude=frozenset(hints))
+    if chosen in MACHINE_TYPES and chosen not in hints:
+        groups.append((f"No nodes in {location}", [(chosen, machine_label(chosen))]))
+    return groups
 
 
 def accelerator_choices() -> list[tuple[str, str]]:
@@ -166,6 +191,8 @@ class JobSettingsForm(forms.Form):
     restart_job_on_worker_restart = forms.BooleanField(
         required=False, label="Restart the job when a worker restarts",
         help_text="Requeue the whole job if a replica's node is lost, instead of failing it.")
+    #: Offer the whole machine catalog, and queue a job this location's nodes cannot run (yet).
+    catalog = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
     def scheduling(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -197,16 +224,19 @@ class WorkerPoolForm(forms.Form):
     env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Environment",
                           help_text="NAME=value, one per line.")
 
-    def __init__(self, *args: Any, index: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, index: int, offered: list | None = None, **kwargs: Any) -> None:
+        """``offered``: the machine types the select lists (default: the whole catalog, which
+        every form accepts; the job form offers its location's inventory)."""
         super().__init__(*args, prefix=f"pool{index}", **kwargs)
         self.index = index
         machine = self.fields["machine_type"]
+        empty = [("", "Choose a machine type" if index == 0 else "Not used (skip this pool)")]
+        machine.required = index == 0
+        machine.choices = empty + machine_choices()
+        if offered is not None:
+            machine.widget.choices = empty + offered
         if index == 0:
-            machine.required = True
-            machine.choices = [("", "Choose a machine type")] + machine_choices()
             del self.fields["replica_count"]  # the primary pool runs exactly one replica
-        else:
-            machine.choices = [("", "Not used (skip this pool)")] + machine_choices()
 
     @property
     def task_name(self) -> str:
@@ -297,9 +327,17 @@ class ArgvPreviewForm(forms.Form):
 class JobSubmitForm:
     """The submit page: job settings and up to four worker pools, as one CustomJob body."""
 
-    def __init__(self, data: Any = None, *, location: str) -> None:
-        self.settings = JobSettingsForm(data, initial={"location": location})
-        self.pools = [WorkerPoolForm(data, index=index) for index in range(MAX_WORKER_POOLS)]
+    def __init__(self, data: Any = None, *, location: str, kinds: list[NodeKind] | None = None,
+                 catalog: bool = False) -> None:
+        """``kinds``: the location's nodes; the machine selects then offer their types (the whole
+        catalog with ``catalog``, or when the location has no nodes), and a pool they can never
+        run is refused at once (``never_fits``). None: the whole catalog, no check."""
+        catalog = catalog or bool(data and data.get("catalog"))
+        self.settings = JobSettingsForm(data, initial={"location": location, "catalog": catalog})
+        self.kinds, self.catalog, self.location_shown = kinds, catalog, location
+        self.pools = [WorkerPoolForm(data, index=index, offered=None if kinds is None else inventory_machine_choices(
+            kinds, location=location, catalog=catalog, chosen=(data or {}).get(f"pool{index}-machine_type", "")))
+            for index in range(MAX_WORKER_POOLS)]
         #: What the service rejected: listed at the top of the page, and on the matching fields.
         self.violations: list[FieldViolation] = []
         self.service_message = ""
@@ -329,6 +367,22 @@ class JobSubmitForm:
 
     def show_service_error(self, error: ApiError) -> None:
         show_service_error(self, error, self._field_for)
+
+    def never_fits(self) -> bool:
+        """After is_valid: refuse, on the fields, pools this location's nodes can never run
+        (unless the whole catalog was asked for: nodes may be added). True when refused."""
+        if self.kinds is None or self.catalog:
+            return False
+        try:
+            pools = parse_custom_job(self.custom_job_body()).pools
+        except SpecError:
+            return False  # the service names what is wrong with the spec itself
+        kinds = self.kinds if self.location == self.location_shown else node_kinds(location=self.location)
+        violations = never_fitting(pools=pools, kinds=kinds, location=self.location)
+        if violations:
+            show_service_error(self, ApiError(400, "the job could never start here", violations=violations),
+                               self._field_for)
+        return bool(violations)
 
     def _field_for(self, path: str) -> tuple[forms.Form, str | None]:
         match = _POOL_PATH.match(path)

@@ -20,6 +20,7 @@ from trainhub.iam.selectors import (
     user_has_permission,
 )
 from trainhub.jobs import page_selectors, selectors, services, states
+from trainhub.jobs.capacity import node_kinds
 from trainhub.jobs.costs import job_cost
 from trainhub.jobs.forms import (
     DEFAULT_LOCATION,
@@ -147,8 +148,9 @@ def job_cancel(request: HttpRequest, project: str, location: str, job_id: str) -
 @html_page
 def job_create(request: HttpRequest, project: str, location: str) -> HttpResponse:
     project_obj = project_get_for_user(user=request.user, project_id=project, permission=CREATE)
-    form = JobSubmitForm(request.POST if request.method == "POST" else None, location=location)
-    if request.method == "POST" and form.is_valid():
+    form = JobSubmitForm(request.POST if request.method == "POST" else None, location=location,
+                         kinds=node_kinds(location=location), catalog=request.GET.get("catalog") == "1")
+    if request.method == "POST" and form.is_valid() and not form.never_fits():
         try:
             job = services.job_submit(project=project_obj, location=form.location, user=request.user,
                                       body=form.custom_job_body())
