@@ -2,17 +2,22 @@
 cluster and run web, Celery worker, Celery beat and one node agent until Ctrl-C stops them all.
 
 The agent is a real `trainhub-agent`: it joins the demo's nodes through the agent API with join
-tokens made for it, and holds only their credentials (under var/agent). A process that dies is
-started again (its jobs carry on: replicas outlive their agent), rather than taking the stack down."""
+tokens made for it, and holds only their credentials (under var/agent), never the database, Redis
+or SECRET_KEY. A service that dies is started again (jobs carry on: replicas outlive their agent)
+rather than taking the stack down.
+
+The terminal stays calm: each service writes to its own file under var/logs/ (the banner says
+where), and only the banner, and the end of a log whose service stopped, are printed.
+PORT (default 8000) and BIND (default 127.0.0.1; 0.0.0.0 for a remote box) set the address."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
-import json
 import time
 import urllib.request
 from pathlib import Path
@@ -20,6 +25,8 @@ from pathlib import Path
 from trainhub.agent.main import join, without_control_plane_secrets
 
 ROOT = Path(__file__).resolve().parent.parent
+#: A service that dies is started again, but not more often than this (seconds).
+RESTART_PAUSE = 5.0
 
 
 def _embedded_redis(var_dir: Path):
@@ -42,6 +49,36 @@ def local_secret_key(var_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def service_commands(*, python: str, manage: list[str], var_dir: Path, bind: str, port: str) -> dict[str, list[str]]:
+    return {
+        "web": manage + ["runserver", "--noreload", f"{bind}:{port}"],
+        "worker": [python, "-m", "celery", "-A", "trainhub", "worker", "--loglevel=INFO", "--concurrency=2",
+                   "--pool=threads"],
+        "beat": [python, "-m", "celery", "-A", "trainhub", "beat", "--loglevel=INFO",
+                 f"--schedule={var_dir / 'celerybeat-schedule'}"],
+        "agent": [python, "-m", "trainhub.agent.main", "run", "--url", f"http://127.0.0.1:{port}",
+                  "--state-dir", str(var_dir / "agent"), "--work-dir", str(var_dir / "work"),
+                  "--output-root", str(var_dir / "outputs")],
+    }
+
+
+def banner(*, bind: str, port: str, log_dir: Path, services: list[str]) -> str:
+    host = "127.0.0.1" if bind in ("", "127.0.0.1", "localhost") else bind
+    where = (f"http://{host}:{port}/" if host != "0.0.0.0"
+             else f"http://<this machine's address>:{port}/ (listening on every interface)")
+    logs = ", ".join(f"{name}.log" for name in services)
+    return (f"\ntrainhub is running at {where}\n"
+            f"  log in as demo / demo; Ctrl-C stops everything\n"
+            f"  service logs: {log_dir}/ ({logs}); follow them with: tail -f {log_dir}/*.log\n")
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
 def main() -> int:
     env = dict(os.environ)
     env.setdefault("DEBUG", "true")
@@ -55,29 +92,28 @@ def main() -> int:
         print(f"embedded Redis on {env['REDIS_URL']}")
     python = sys.executable
     manage = [python, str(ROOT / "manage.py")]
-    for step in (["migrate", "--noinput"], ["load_demo"]):
-        subprocess.run(manage + step, env=env, check=True, cwd=ROOT)
-    port = env.get("PORT", "8000")
-    url = f"http://127.0.0.1:{port}"
-    agent_state = var_dir / "agent"
-    commands = {
-        "web": manage + ["runserver", "--noreload", f"127.0.0.1:{port}"],
-        "worker": [python, "-m", "celery", "-A", "trainhub", "worker", "--loglevel=INFO", "--concurrency=2",
-                   "--pool=threads"],
-        "beat": [python, "-m", "celery", "-A", "trainhub", "beat", "--loglevel=INFO",
-                 f"--schedule={var_dir / 'celerybeat-schedule'}"],
-    }
-    agent_env = without_control_plane_secrets(env)
-    agent = [python, "-m", "trainhub.agent.main", "run", "--url", url, "--state-dir", str(agent_state),
-             "--work-dir", str(var_dir / "work"), "--output-root", str(var_dir / "outputs")]
-    processes = {name: subprocess.Popen(argv, env=env, cwd=ROOT) for name, argv in commands.items()}
-    _wait_for(url)
-    _join_demo_nodes(manage, env, url, agent_state)
-    commands["agent"] = agent
-    processes["agent"] = subprocess.Popen(agent, env=agent_env, cwd=ROOT)
-    restarts = {name: 0.0 for name in commands}
-    print(f"\ntrainhub is running at http://127.0.0.1:{port}/  (log in as demo / demo; Ctrl-C stops everything)\n",
-          flush=True)
+    log_dir = var_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    print(f"preparing the database and the demo cluster (log: {log_dir / 'setup.log'})", flush=True)
+    with open(log_dir / "setup.log", "a") as setup_log:
+        for step in (["migrate", "--noinput"], ["load_demo"]):
+            if subprocess.run(manage + step, env=env, cwd=ROOT, stdout=setup_log, stderr=subprocess.STDOUT).returncode:
+                print(f"{' '.join(step)} failed:\n{log_tail(log_dir / 'setup.log')}", file=sys.stderr)
+                return 1
+    port, bind = env.get("PORT", "8000"), env.get("BIND", "127.0.0.1")
+    commands = service_commands(python=python, manage=manage, var_dir=var_dir, bind=bind, port=port)
+    envs = {name: without_control_plane_secrets(env) if name == "agent" else env for name in commands}
+    logs = {name: open(log_dir / f"{name}.log", "a") for name in commands}
+
+    def start(name: str) -> subprocess.Popen:
+        return subprocess.Popen(commands[name], env=envs[name], cwd=ROOT, stdout=logs[name], stderr=subprocess.STDOUT)
+
+    processes = {name: start(name) for name in commands if name != "agent"}
+    _wait_for(f"http://127.0.0.1:{port}")
+    _join_demo_nodes(manage, env, f"http://127.0.0.1:{port}", var_dir / "agent")
+    processes["agent"] = start("agent")
+    print(banner(bind=bind, port=port, log_dir=log_dir, services=list(commands)), flush=True)
+    started = {name: time.monotonic() for name in commands}
     stopping = False
 
     def stop(*_):
@@ -89,14 +125,10 @@ def main() -> int:
     try:
         while not stopping:
             for name, process in processes.items():
-                if process.poll() is not None and not stopping:
-                    # Started again after a short pause (not in a tight loop if it keeps dying).
-                    if time.monotonic() - restarts[name] < 5:
-                        continue
-                    print(f"{name} exited with status {process.returncode}; starting it again", file=sys.stderr)
-                    restarts[name] = time.monotonic()
-                    processes[name] = subprocess.Popen(commands[name], env=agent_env if name == "agent" else env,
-                                                       cwd=ROOT)
+                if process.poll() is not None and time.monotonic() - started[name] >= RESTART_PAUSE:
+                    print(f"{name} exited with status {process.returncode}; starting it again. The end of "
+                          f"{log_dir / (name + '.log')}:\n{log_tail(log_dir / (name + '.log'))}", file=sys.stderr)
+                    processes[name], started[name] = start(name), time.monotonic()
             time.sleep(0.5)
     finally:
         for process in processes.values():
@@ -108,12 +140,14 @@ def main() -> int:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.kill()
+        for log in logs.values():
+            log.close()
         if redis_server is not None:
             redis_server.shutdown()
     return 0
 
 
-def _wait_for(url: str, seconds: float = 60) -> None:
+def _wait_for(url: str, seconds: float = 120) -> None:
     deadline = time.monotonic() + seconds
     while True:
         try:
@@ -127,13 +161,12 @@ def _wait_for(url: str, seconds: float = 60) -> None:
 
 def _join_demo_nodes(manage: list[str], env: dict, url: str, state_dir: Path) -> None:
     """Join every demo node the local agent does not hold a credential for (simulated hardware)."""
-
     found = subprocess.run(manage + ["demo_agent_tokens", "--state-dir", str(state_dir)], env=env, cwd=ROOT,
                            check=True, capture_output=True, text=True)
-    for stale in (state_dir / "nodes").glob("*.json"):
-        if any(entry["node"] == stale.stem for entry in json.loads(found.stdout)):
-            stale.unlink()
-    for entry in json.loads(found.stdout):
+    to_join = json.loads(found.stdout)
+    for entry in to_join:
+        (state_dir / "nodes" / f"{entry['node']}.json").unlink(missing_ok=True)
+    for entry in to_join:
         join(url=url, token=entry["token"], name=entry["node"], state_dir=state_dir, simulate=True)
 
 

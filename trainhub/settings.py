@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's assets, served from our static files (air-gapped clusters)
     "django_filters",
     "django_celery_beat",
     "trainhub.iam",
@@ -290,6 +291,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Vertex-AI-v1-compatible training API of trainhub.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

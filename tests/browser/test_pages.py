@@ -49,7 +49,12 @@ def test_a_job_submitted_in_the_form_reaches_succeeded_live(page, live_server, l
     screenshot("job-list-empty")
     page.goto(f"{live_server.url}/projects/alpha/locations/us-central1/jobs/new")
     screenshot("submit-form")
-    job = submit_through_form(page, live_server, "browser-hello", "python3", "-c\nprint('hello from the browser')")
+    page.goto(f"{live_server.url}/projects/alpha/locations/us-central1/jobs/new")
+    page.fill("[name=pool0-command]", "python3 -c \"print('hello from the browser')\"")
+    page.locator("#pool0-argv li").nth(2).wait_for()  # the argument list, shown before submit
+    assert page.locator("#pool0-argv li").all_inner_texts() == ["python3", "-c", "print('hello from the browser')"]
+    screenshot("submit-form-argv")
+    job = submit_through_form(page, live_server, "browser-hello", "python3 -c \"print('hello from the browser')\"", "")
     assert page.get_by_text("browser-hello").count()
     drive_until(page, make_agent(tmp_path), "SUCCEEDED")
     page.get_by_text("hello from the browser").first.wait_for()

@@ -612,3 +612,15 @@ def test_it_can_be_driven_through_a_requests_session_passed_in(
     assert main(["ai", "custom-jobs", "describe", "5", "--region", "r", "--format", "json"],
                 environ={"TRAINHUB_CONFIG": str(tmp_path / "c.json")}, session=requests.Session()) == 0
     assert json.loads(capsys.readouterr().out)["displayName"] == "patched"
+
+
+@pytest.mark.parametrize("flag", [["--args=^:^-c:print('a, b'):--lr=0.1,0.2"],
+                                  ["--args", "^:^-c:print('a, b'):--lr=0.1,0.2"]])
+def test_args_take_gclouds_alternate_delimiter_so_commas_stay_in_an_argument(environ: dict[str, str],
+                                                                             flag: list[str]) -> None:
+    code, session = run(["ai", "custom-jobs", "create", "--region", "us-central1", "--display-name", "commas",
+                         "--worker-pool-spec", POOL, "--command", "python3", *flag], environ,
+                        answer(200, {"name": JOB_NAME}))
+    assert code == 0
+    container = session.calls[0].json["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    assert container["args"] == ["-c", "print('a, b')", "--lr=0.1,0.2"]

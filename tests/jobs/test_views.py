@@ -45,7 +45,7 @@ def form_data(**overrides) -> dict:
         "pool0-accelerator_count": "1",
         "pool0-image_uri": "python:3.11",
         "pool0-command": "python3\n-c",
-        "pool0-args": "print('hi')\n\n--flag=1\n",
+        "pool0-args": "\"print('hi')\"\n\n--flag=1\n",
         "pool0-env": "MODE=train\nURL=http://x/?a=b",
     }
     for index in (1, 2, 3):
@@ -243,7 +243,7 @@ def test_the_submit_form_embeds_the_machine_catalog_for_the_accelerator_selects(
     assert content.count("data-worker-pool") == 4
 
 
-def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast):
+def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast, nodes):
     client.force_login(cast["uma"])
     response = client.post(create_url(), form_data())
     job = CustomJob.objects.get()
@@ -261,6 +261,7 @@ def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast):
 def test_the_form_submits_extra_pools_skips_empty_ones_and_uses_its_location(client, cast):
     client.force_login(cast["uma"])
     data = form_data(**{"location": "europe-west4", "strategy": "FLEX_START", "max_wait": "0s",
+                        "catalog": "True",  # europe-west4 has no nodes: queued on the user's explicit choice
                         "restart_job_on_worker_restart": "on",
                         "pool0-machine_type": "a2-highgpu-1g", "pool0-accelerator_type": "",
                         "pool0-accelerator_count": "",
@@ -280,7 +281,8 @@ def test_an_accelerator_that_cannot_be_attached_is_shown_and_nothing_is_created(
     response = client.post(create_url(), form_data(**{"pool0-accelerator_type": "NVIDIA_H100_80GB"}))
     assert response.status_code == 200
     content = response.content.decode()
-    assert "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType" in content  # the summary
+    # the summary names the form's field, not the JSON path
+    assert "<strong>Worker pool 0 · Accelerator type</strong>" in content and "workerPoolSpecs[0]" not in content
     assert 'id="id_pool0-accelerator_type_error"' in content  # and on the field itself
     assert "NVIDIA_H100_80GB cannot be attached to machine type n1-standard-4" in content
     assert not CustomJob.objects.exists()
@@ -291,7 +293,7 @@ def test_a_missing_image_is_shown_on_its_field_and_nothing_is_created(client, ca
     response = client.post(create_url(), form_data(**{"pool0-image_uri": "", "timeout": "soon"}))
     assert response.status_code == 200
     content = response.content.decode()
-    assert "jobSpec.workerPoolSpecs[0].containerSpec.imageUri" in content
+    assert "<strong>Worker pool 0 · Container image URI</strong>" in content
     assert 'id="id_pool0-image_uri_error"' in content
     assert 'id="id_timeout_error"' in content
     assert not CustomJob.objects.exists()
@@ -330,3 +332,100 @@ def test_a_starting_or_stopping_gang_shows_its_progress(client, cast, nodes, now
     services.replica_exited(replica=workers[0], exit_code=-15, now=now)
     content = client.get(job_url(job, "jobs:detail_status")).content.decode()
     assert "Stopping replicas: 1 of 3 stopped" in content
+
+
+# Numbers on the job page ----------------------------------------------------------------------
+
+def test_the_job_page_gives_the_cost_so_far_and_its_timeout_bound_and_gpu_counts_not_indices(client, cast, nodes,
+                                                                                          now):
+    job = submit(cast["alpha"], cast["uma"], container_pool(accelerator="NVIDIA_TESLA_T4", count=1),
+                 scheduling={"timeout": "3600s"})
+    node = nodes["t4"].nodes.first()
+    assert services.jobs_place(assignments={job.pk: {(0, 0): (node.pk, [0])}}, now=now) == {job.pk}
+    client.force_login(cast["uma"])
+    content = client.get(job_url(job)).content.decode()
+    assert "Cost so far" in content and "if it runs to its timeout (1h 00m)" in content
+    assert "Estimated cost" not in content
+    assert '<td class="num"><span title="GPU 0">1</span></td>' in content
+
+
+def test_log_lines_bring_the_state_badge_and_a_finished_job_says_it_wrote_nothing(client, cast, nodes, now):
+    job = submit(cast["alpha"], cast["uma"])
+    place_on(job, nodes["t4"].nodes.first(), now)
+    replica = job.replicas.get()
+    services.replica_started(replica=replica, now=now)
+    client.force_login(cast["uma"])
+    assert 'data-empty="No output yet."' in client.get(job_url(job)).content.decode()
+    services.replica_logs_append(replica=replica, lines=[("stdout", now, "step 1")])
+    fragment = client.get(job_url(job, "jobs:detail_logs"), {"after": 0}).content.decode()
+    assert '<span id="job-state" hx-swap-oob="true"><span class="badge badge--running">' in fragment
+    services.job_cancel(job=job)
+    quiet = submit(cast["alpha"], cast["uma"])
+    services.job_cancel(job=quiet)
+    assert 'data-empty="The job wrote no output."' in client.get(job_url(quiet)).content.decode()
+
+
+# Command lines ----------------------------------------------------------------------------------
+
+def test_a_command_line_is_split_as_a_shell_splits_it(client, cast, nodes):
+    client.force_login(cast["uma"])
+    snippet = "python3 -c \"import sys\nprint('hello', sys.argv)\""
+    response = client.post(create_url(), form_data(**{"pool0-command": snippet, "pool0-args": "--lr 0.1 'my run'"}))
+    assert response.status_code == 302
+    container = CustomJob.objects.get().spec["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    assert container["command"] == ["python3", "-c", "import sys\nprint('hello', sys.argv)"]
+    assert container["args"] == ["--lr", "0.1", "my run"]
+
+
+def test_an_unclosed_quote_is_shown_on_its_field(client, cast):
+    client.force_login(cast["uma"])
+    content = client.post(create_url(), form_data(**{"pool0-command": "python3 -c \"print('hi')"})).content.decode()
+    assert 'id="id_pool0-command_error"' in content and "No closing quotation" in content
+    assert not CustomJob.objects.exists()
+
+
+def test_the_form_shows_the_argument_list_before_submit(client, cast):
+    client.force_login(cast["uma"])
+    assert 'hx-get="/jobs/argv"' in client.get(create_url()).content.decode()
+    preview = client.get("/jobs/argv", {"prefix": "pool1", "pool1-command": "python3 -c \"print('hello')\"",
+                                        "pool1-args": "a\nb"}).content.decode()
+    assert "Runs 5 arguments" in preview
+    assert "<li><code>print(&#x27;hello&#x27;)</code></li>" in preview and "<li><code>b</code></li>" in preview
+    problem = client.get("/jobs/argv", {"prefix": "pool0", "pool0-args": "'open"}).content.decode()
+    assert "Arguments: No closing quotation" in problem
+    assert client.get("/jobs/argv", {"prefix": "../x"}).status_code == 400
+
+
+# What this location can run ---------------------------------------------------------------------
+
+def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(client, cast, nodes, now):
+    busy = submit(cast["alpha"], cast["uma"], container_pool(accelerator="NVIDIA_TESLA_T4"))
+    place_on(busy, nodes["t4"].nodes.first(), now)
+    client.force_login(cast["uma"])
+    page = client.get(create_url()).content.decode()
+    select = page.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]
+    assert '<optgroup label="Nodes in us-central1">' in select
+    assert "n1-standard-4 (4 vCPU, 15 GiB) — 2 of 3 nodes free, 4 × NVIDIA_TESLA_T4" in select
+    assert "a3-highgpu-8g" in select and "e2-standard-8" not in select  # the catalog waits behind a choice
+    assert 'href="?catalog=1"' in page
+    catalog = client.get(create_url() + "?catalog=1").content.decode()
+    assert "e2-standard-8" in catalog.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]
+    assert 'name="catalog" value="True"' in catalog
+
+
+@pytest.mark.parametrize("overrides, field, message", [
+    ({"pool0-machine_type": "e2-standard-8", "pool0-accelerator_type": "", "pool0-accelerator_count": ""},
+     "machine_type", "us-central1 has no e2-standard-8 node, so this job could never start"),
+    ({"pool1-machine_type": "a2-highgpu-1g", "pool1-replica_count": "3", "pool1-image_uri": "w:1"},
+     "replica_count", "us-central1 has 2 a2-highgpu-1g nodes with 1 × NVIDIA_TESLA_A100; the job asks for 3 at once"),
+])
+def test_a_job_that_can_never_fit_is_refused_at_once_unless_the_catalog_was_chosen(client, cast, nodes, overrides,
+                                                                                  field, message):
+    client.force_login(cast["uma"])
+    response = client.post(create_url(), form_data(**overrides))
+    content = response.content.decode()
+    assert response.status_code == 200 and message in content, content
+    pool = "pool0" if "pool0-machine_type" in overrides else "pool1"
+    assert f'id="id_{pool}-{field}_error"' in content
+    assert not CustomJob.objects.exists()
+    assert client.post(create_url(), form_data(catalog="True", **overrides)).status_code == 302

@@ -183,7 +183,7 @@ def test_the_create_form_shows_the_services_refusal_on_the_field(cast, nodes):
     response = client.post(create_url, create_form(**{"pool0-replica_count": "9"}))
     assert response.status_code == 400
     page = response.content.decode()
-    assert "resourcePools[0].replicaCount" in page and "can never be provisioned" in page
+    assert "<strong>Resource pool 0 · Replica count</strong>" in page and "can never be provisioned" in page
     assert not PersistentResource.objects.exists()
 
 

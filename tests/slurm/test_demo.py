@@ -32,3 +32,15 @@ def test_the_demo_user_submits_to_the_demo_cluster(db):
     job = job_submit(cluster=SlurmCluster.objects.get(), user=get_user_model().objects.get(username="demo"),
                      submission=Submission(argv=("-A", "research", "-q", "high", "--gres=gpu:8", "--wrap", "x")))
     assert (job.account, job.qos, job.partition) == ("research", "high", "a4")
+
+
+def test_the_demo_cluster_page_shows_no_placeholder_and_no_python_text(client, db):
+    from trainhub.slurm.demo import DEMO_HOME
+
+    call_command("load_demo")
+    cluster = SlurmCluster.objects.get()
+    client.login(username="demo", password="demo")
+    page = client.get(f"/slurm/projects/demo/locations/us-central1/clusters/{cluster.cluster_id}/").content.decode()
+    assert DEMO_HOME in page and "PROJECT_ID" not in page and "FILESTORE_INSTANCE_ID" not in page
+    assert "{&#x27;" not in page and "[&#x27;" not in page  # no Python dict or list text in the change log
+    assert "partitions=a4,a4-urgent config=(AccountingStorageEnforce=associations,limits,qos" in page

@@ -99,3 +99,12 @@ def test_a_pending_jobs_page_gives_its_reason_and_position(browser, accounts, no
     page = browser("uma").get(f"{BASE}/jobs/{second.job_id}/").content.decode()
     assert "Priority" in page and "position 2 in partition a4" in page
     assert "position 1 in partition a4" in browser("uma").get(f"{BASE}/jobs/{first.job_id}/").content.decode()
+
+
+def test_a_live_jobs_page_polls_its_sections_and_posts_its_buttons_to_the_action_url(browser, accounts):
+    job = make_job(accounts, user="uma")
+    url = f"{BASE}/jobs/{job.job_id}"
+    page = browser("uma").get(f"{url}/").content.decode()
+    assert f'hx-get="{url}/status"' in page and f'hx-get="{url}/log"' in page
+    assert f'action="{url}/action"' in page
+    assert 'hx-get=""' not in page and 'action=""' not in page

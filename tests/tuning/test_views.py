@@ -48,6 +48,13 @@ def test_the_detail_page_sorts_trials_by_metric_and_highlights_the_best(browser,
     assert "Plotly.newPlot" in html and 'id="tuning-parcoords"' in html and 'id="tuning-metric"' in html
 
 
+def test_the_default_algorithm_is_named_not_shown_as_its_enum(browser, cast, nodes, now):
+    job = services.tuning_job_create(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+                                     body=tuning_body(study(integer("n", 1, 3)), name="bayes"))
+    html = browser.get(f"{DETAIL}/{job.job_id}/").content.decode()
+    assert "<dt>Algorithm</dt><dd>Bayesian (default)</dd>" in html and "ALGORITHM_UNSPECIFIED" not in html
+
+
 def test_a_minimizing_study_sorts_the_lowest_first(browser, cast, nodes, now):
     job = services.tuning_job_create(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
                                      body=tuning_body(study(integer("n", 1, 2), goal="MINIMIZE", metric="loss",
@@ -137,7 +144,8 @@ def form_data(parameters, algorithm):
 def test_the_form_shows_a_grid_search_violation_on_the_parameters_field(browser):
     html = browser.post(CREATE, form_data("lr double 0.1 1", "GRID_SEARCH")).content.decode()
     assert "The tuning job was not created." in html
-    assert "studySpec.parameters[0]" in html and "GRID_SEARCH needs every parameter" in html
+    assert "<strong>Study · Parameters</strong>" in html and "GRID_SEARCH needs every parameter" in html
+    assert "studySpec.parameters[0]" not in html
     assert not HyperparameterTuningJob.objects.exists()
 
 

@@ -17,17 +17,29 @@ from trainhub.iam.selectors import projects_with_permission
 Section = tuple[str, Callable[[], dict]]
 
 
+def merge_section_contexts(contexts: list[dict]) -> dict:
+    """One page context from its sections' contexts. A key two sections both define as a dict
+    (``urls``) is merged, never replaced: a section that lost its polling URL would poll the
+    whole page and nest a copy of it inside itself every few seconds."""
+    merged: dict = {}
+    for context in contexts:
+        for key, value in context.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+    return merged
+
+
 def render_page_or_fragment(request: HttpRequest, page_template: str, sections: dict[str, Section],
-                            fragment: str | None) -> HttpResponse:
-    """The whole page (every section), or only the section an htmx poll asked for: built alone,
-    so a poll runs just that section's queries."""
+                            fragment: str | None, page_context: Callable[[], dict] | None = None) -> HttpResponse:
+    """The whole page (every section, plus ``page_context()`` when given), or only the section an
+    htmx poll asked for: built alone, so a poll runs just that section's queries."""
     if fragment:
         template, build_context = sections[fragment]
         return render(request, template, build_context())
-    context: dict = {}
-    for _, build_context in sections.values():
-        context.update(build_context())
-    return render(request, page_template, context)
+    builders = ([page_context] if page_context else []) + [build for _, build in sections.values()]
+    return render(request, page_template, merge_section_contexts([build() for build in builders]))
 
 
 def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

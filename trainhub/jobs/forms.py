@@ -4,6 +4,7 @@ valid job is stays in jobs.spec, whose field violations are shown back on the ma
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from django import forms
@@ -12,11 +13,13 @@ from django.core.validators import RegexValidator
 
 from trainhub.catalog.machines import MACHINE_TYPES, NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.common.formerrors import show_service_error
 from trainhub.common.locations import LOCATION_HINT, LOCATION_MAX_LENGTH, LOCATION_PATTERN
 from trainhub.common.widgets import FastSelect
 from trainhub.iam.models import Project
+from trainhub.jobs.capacity import NodeKind, never_fitting, node_kinds
 from trainhub.jobs.page_selectors import TABS, JobQuery, tab_for
-from trainhub.jobs.spec import MAX_DISPLAY_NAME, MAX_WORKER_POOLS
+from trainhub.jobs.spec import MAX_DISPLAY_NAME, MAX_WORKER_POOLS, SpecError, parse_custom_job
 
 DEFAULT_LOCATION = "us-central1"
 STRATEGY_CHOICES = [
@@ -32,14 +35,38 @@ def machine_catalog() -> dict[str, dict[str, list[int]]]:
             for name, machine in MACHINE_TYPES.items()}
 
 
-def machine_choices() -> list[tuple[str, list[tuple[str, str]]]]:
+def machine_label(name: str) -> str:
+    """A machine type with its vCPUs, memory and built-in GPUs: "a2-highgpu-1g (12 vCPU, 85 GiB, 1 × ...)"."""
+    machine = MACHINE_TYPES[name]
+    gpus = f", {machine.fixed_gpu[1]} × {machine.fixed_gpu[0]}" if machine.fixed_gpu else ""
+    return f"{name} ({machine.vcpus} vCPU, {machine.memory_gib:g} GiB{gpus})"
+
+
+def machine_choices(exclude: frozenset[str] = frozenset()) -> list[tuple[str, list[tuple[str, str]]]]:
     """Machine types grouped by family for a <select>, each labelled with its vCPUs, memory and GPUs."""
     families: dict[str, list[tuple[str, str]]] = {}
-    for name, machine in MACHINE_TYPES.items():
-        gpus = f", {machine.fixed_gpu[1]} × {machine.fixed_gpu[0]}" if machine.fixed_gpu else ""
-        label = f"{name} ({machine.vcpus} vCPU, {machine.memory_gib:g} GiB{gpus})"
-        families.setdefault(name.split("-")[0].upper(), []).append((name, label))
+    for name in MACHINE_TYPES:
+        if name not in exclude:
+            families.setdefault(name.split("-")[0].upper(), []).append((name, machine_label(name)))
     return list(families.items())
+
+
+def inventory_machine_choices(kinds: list[NodeKind], *, location: str, catalog: bool,
+                              chosen: str = "") -> list[tuple[str, list[tuple[str, str]]]]:
+    """The machine types the location's nodes have, each with its free / total nodes as a hint;
+    the rest of the catalog only when asked for (``catalog``). A type chosen outside them stays
+    listed, so the form shows what was sent next to the error that explains it."""
+    hints: dict[str, list[str]] = {}
+    for kind in kinds:
+        if kind.machine_type in MACHINE_TYPES:
+            hints.setdefault(kind.machine_type, []).append(kind.hint)
+    groups = [(f"Nodes in {location}", [(name, f"{machine_label(name)} — {'; '.join(hint)}")
+                                        for name, hint in sorted(hints.items())])] if hints else []
+    if catalog or not hints:
+        return groups + machine_choices(exclude=frozenset(hints))
+    if chosen in MACHINE_TYPES and chosen not in hints:
+        groups.append((f"No nodes in {location}", [(chosen, machine_label(chosen))]))
+    return groups
 
 
 def accelerator_choices() -> list[tuple[str, str]]:
@@ -53,8 +80,14 @@ def count_choices() -> list[tuple[str, str]]:
     return [("", "Default")] + [(str(count), str(count)) for count in counts]
 
 
-def _nonblank_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if line.strip()]
+def split_command_line(text: str) -> list[str]:
+    """A command line split into an argument list the way a POSIX shell splits it (shlex):
+    `python3 -c "print('hi')"` -> ["python3", "-c", "print('hi')"]. Quotes keep spaces and
+    newlines in one argument; an unquoted newline separates arguments like a space."""
+    try:
+        return shlex.split(text, posix=True)
+    except ValueError as error:  # "No closing quotation", "No escaped character"
+        raise ValidationError(f"{error}: close every quote, or escape a lone quote as \\' or \\\".") from error
 
 
 def _duration(text: str) -> str | None:
@@ -158,6 +191,8 @@ class JobSettingsForm(forms.Form):
     restart_job_on_worker_restart = forms.BooleanField(
         required=False, label="Restart the job when a worker restarts",
         help_text="Requeue the whole job if a replica's node is lost, instead of failing it.")
+    #: Offer the whole machine catalog, and queue a job this location's nodes cannot run (yet).
+    catalog = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
     def scheduling(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -180,27 +215,43 @@ class WorkerPoolForm(forms.Form):
                                           widget=FastSelect(attrs={"data-accelerator-count": ""}))
     replica_count = forms.IntegerField(min_value=1, initial=1, required=False, help_text="Empty: 1.")
     image_uri = forms.CharField(required=False, max_length=1024, label="Container image URI")
-    command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                              help_text="One item per line. Empty: the image's entrypoint.")
-    args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Arguments",
-                           help_text="One argument per line.")
+    command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "data-argv": ""}),
+                              help_text="""A command line, split as a shell splits it: python3 -c "print('hi')". """
+                                        "Empty: the image's entrypoint.")
+    args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "data-argv": ""}),
+                           label="Arguments", help_text="Appended to the command, split the same way; quote an "
+                                                        "argument that holds spaces or several lines.")
     env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Environment",
                           help_text="NAME=value, one per line.")
 
-    def __init__(self, *args: Any, index: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, index: int, offered: list | None = None, **kwargs: Any) -> None:
+        """``offered``: the machine types the select lists (default: the whole catalog, which
+        every form accepts; the job form offers its location's inventory)."""
         super().__init__(*args, prefix=f"pool{index}", **kwargs)
         self.index = index
         machine = self.fields["machine_type"]
+        empty = [("", "Choose a machine type" if index == 0 else "Not used (skip this pool)")]
+        machine.required = index == 0
+        machine.choices = empty + machine_choices()
+        if offered is not None:
+            machine.widget.choices = empty + offered
         if index == 0:
-            machine.required = True
-            machine.choices = [("", "Choose a machine type")] + machine_choices()
             del self.fields["replica_count"]  # the primary pool runs exactly one replica
-        else:
-            machine.choices = [("", "Not used (skip this pool)")] + machine_choices()
 
     @property
     def task_name(self) -> str:
         return f"workerpool{self.index}"
+
+    @property
+    def section(self) -> str:
+        """How the page names this pool (error lists say "Worker pool 1 · Container image URI")."""
+        return f"Worker pool {self.index}"
+
+    def clean_command(self) -> list[str]:
+        return split_command_line(self.cleaned_data["command"])
+
+    def clean_args(self) -> list[str]:
+        return split_command_line(self.cleaned_data["args"])
 
     def clean_env(self) -> list[dict[str, str]]:
         env = []
@@ -228,8 +279,8 @@ class WorkerPoolForm(forms.Form):
             "replicaCount": data.get("replica_count") or 1,
             "containerSpec": {
                 "imageUri": data["image_uri"].strip(),
-                "command": _nonblank_lines(data["command"]),
-                "args": _nonblank_lines(data["args"]),
+                "command": data["command"],
+                "args": data["args"],
                 "env": data["env"],
             },
         }
@@ -255,12 +306,38 @@ _SETTINGS_FIELD_BY_PATH = {
 }
 
 
+class ArgvPreviewForm(forms.Form):
+    """The command and arguments of one pool as typed (``prefix`` "pool0"), for the argument list
+    shown before submit."""
+
+    command = forms.CharField(required=False)
+    args = forms.CharField(required=False, label="Arguments")
+
+    def argv(self) -> tuple[list[str], list[str], str]:
+        """(command, args, problem): the split lists, or the first field's splitting problem."""
+        lists = []
+        for name in ("command", "args"):
+            try:
+                lists.append(split_command_line(self.data.get(self.add_prefix(name), "")))
+            except ValidationError as error:
+                return [], [], f"{self[name].label}: {error.messages[0]}"
+        return lists[0], lists[1], ""
+
+
 class JobSubmitForm:
     """The submit page: job settings and up to four worker pools, as one CustomJob body."""
 
-    def __init__(self, data: Any = None, *, location: str) -> None:
-        self.settings = JobSettingsForm(data, initial={"location": location})
-        self.pools = [WorkerPoolForm(data, index=index) for index in range(MAX_WORKER_POOLS)]
+    def __init__(self, data: Any = None, *, location: str, kinds: list[NodeKind] | None = None,
+                 catalog: bool = False) -> None:
+        """``kinds``: the location's nodes; the machine selects then offer their types (the whole
+        catalog with ``catalog``, or when the location has no nodes), and a pool they can never
+        run is refused at once (``never_fits``). None: the whole catalog, no check."""
+        catalog = catalog or bool(data and data.get("catalog"))
+        self.settings = JobSettingsForm(data, initial={"location": location, "catalog": catalog})
+        self.kinds, self.catalog, self.location_shown = kinds, catalog, location
+        self.pools = [WorkerPoolForm(data, index=index, offered=None if kinds is None else inventory_machine_choices(
+            kinds, location=location, catalog=catalog, chosen=(data or {}).get(f"pool{index}-machine_type", "")))
+            for index in range(MAX_WORKER_POOLS)]
         #: What the service rejected: listed at the top of the page, and on the matching fields.
         self.violations: list[FieldViolation] = []
         self.service_message = ""
@@ -289,12 +366,23 @@ class JobSubmitForm:
         }
 
     def show_service_error(self, error: ApiError) -> None:
-        self.violations = list(error.violations)
-        if not self.violations:
-            self.service_message = error.message
-        for violation in self.violations:
-            form, field = self._field_for(violation.field)
-            form.add_error(field if field in form.fields else None, violation.description)
+        show_service_error(self, error, self._field_for)
+
+    def never_fits(self) -> bool:
+        """After is_valid: refuse, on the fields, pools this location's nodes can never run
+        (unless the whole catalog was asked for: nodes may be added). True when refused."""
+        if self.kinds is None or self.catalog:
+            return False
+        try:
+            pools = parse_custom_job(self.custom_job_body()).pools
+        except SpecError:
+            return False  # the service names what is wrong with the spec itself
+        kinds = self.kinds if self.location == self.location_shown else node_kinds(location=self.location)
+        violations = never_fitting(pools=pools, kinds=kinds, location=self.location)
+        if violations:
+            show_service_error(self, ApiError(400, "the job could never start here", violations=violations),
+                               self._field_for)
+        return bool(violations)
 
     def _field_for(self, path: str) -> tuple[forms.Form, str | None]:
         match = _POOL_PATH.match(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import partial
 
 from django.contrib import messages
@@ -19,9 +20,11 @@ from trainhub.iam.selectors import (
     user_has_permission,
 )
 from trainhub.jobs import page_selectors, selectors, services, states
+from trainhub.jobs.capacity import node_kinds
 from trainhub.jobs.costs import job_cost
 from trainhub.jobs.forms import (
     DEFAULT_LOCATION,
+    ArgvPreviewForm,
     JobListForm,
     JobSubmitForm,
     LogFilterForm,
@@ -145,8 +148,9 @@ def job_cancel(request: HttpRequest, project: str, location: str, job_id: str) -
 @html_page
 def job_create(request: HttpRequest, project: str, location: str) -> HttpResponse:
     project_obj = project_get_for_user(user=request.user, project_id=project, permission=CREATE)
-    form = JobSubmitForm(request.POST if request.method == "POST" else None, location=location)
-    if request.method == "POST" and form.is_valid():
+    form = JobSubmitForm(request.POST if request.method == "POST" else None, location=location,
+                         kinds=node_kinds(location=location), catalog=request.GET.get("catalog") == "1")
+    if request.method == "POST" and form.is_valid() and not form.never_fits():
         try:
             job = services.job_submit(project=project_obj, location=form.location, user=request.user,
                                       body=form.custom_job_body())
@@ -160,6 +164,21 @@ def job_create(request: HttpRequest, project: str, location: str) -> HttpRespons
     return render(request, "jobs/job_create.html", {"form": form, "project": project_obj,
                                                     "other_projects": other_projects,
                                                     "machine_catalog": machine_catalog()})
+
+
+_POOL_PREFIX = re.compile(r"pool\d")
+
+
+@html_page
+def argv_preview(request: HttpRequest) -> HttpResponse:
+    """What a pool's command and arguments fields run, as the argument list the node executes:
+    shown under the fields while the user types (GET pool0-command=...&pool0-args=...&prefix=pool0)."""
+    prefix = request.GET.get("prefix", "")
+    if not _POOL_PREFIX.fullmatch(prefix):
+        raise ApiError(400, "prefix must name a worker pool (pool0 ... pool3)")
+    command, args, problem = ArgvPreviewForm(request.GET, prefix=prefix).argv()
+    return render(request, "jobs/_argv_preview.html", {"argv": command + args, "entrypoint": not command,
+                                                       "problem": problem})
 
 
 @html_page

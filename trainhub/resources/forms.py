@@ -12,6 +12,7 @@ from django import forms
 from django.core.validators import RegexValidator
 
 from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.common.formerrors import show_service_error
 from trainhub.jobs.forms import DEFAULT_LOCATION, accelerator_choices, count_choices, machine_choices
 from trainhub.jobs.spec import DISK_TYPES, MAX_DISPLAY_NAME
 from trainhub.resources.models import PersistentResource
@@ -50,6 +51,7 @@ class ResourcePoolForm(forms.Form):
     def __init__(self, *args: Any, index: int, **kwargs: Any) -> None:
         super().__init__(*args, prefix=f"pool{index}", **kwargs)
         self.index = index
+        self.section = f"Resource pool {index}"
         machine = self.fields["machine_type"]
         machine.required = index == 0
         empty = "Choose a machine type" if index == 0 else "Not used (skip this pool)"
@@ -120,12 +122,7 @@ class _FormSet(ABC):
         return any(form.errors for form in self.forms())
 
     def show_service_error(self, error: ApiError) -> None:
-        self.violations = list(error.violations)
-        if not self.violations:
-            self.service_message = error.message
-        for violation in self.violations:
-            form, field = self.field_for(violation.field)
-            form.add_error(field if field in form.fields else None, violation.description)
+        show_service_error(self, error, self.field_for)
 
     @abstractmethod
     def field_for(self, path: str) -> tuple[forms.Form, str | None]:

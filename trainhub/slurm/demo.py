@@ -33,6 +33,7 @@ SEED_SLURM_SPEC = {
     "epilog_bash_scripts": ["#!/bin/bash\necho 'Epilog script running'"],
 }
 DEMO_CLUSTER = "demo-slurm"
+DEMO_HOME = "projects/demo/locations/us-central1-a/instances/demo-home"
 #: GPU-seconds dominate billing so fair-share follows GPU use (CPU=1 per core, 16 per GPU).
 BILLING = "CPU=1.0,GRES/gpu=16.0"
 DEMO_ACCOUNTS = (("ml", 60), ("research", 40))
@@ -47,6 +48,8 @@ def demo_slurm_cluster(*, project: Project, user: AbstractBaseUser, compute_pool
     if cluster is None:
         body = {"displayName": "Demo Slurm cluster", "orchestratorSpec": {"slurmSpec": {
             **SEED_SLURM_SPEC,
+            # The seed's home is a placeholder (PROJECT_ID, FILESTORE_INSTANCE_ID): name a real-looking one.
+            "home_directory_storage": DEMO_HOME,
             "partitions": [
                 {"id": "a4", "node_pool_ids": [compute_pool], "config": {"TRESBillingWeights": BILLING}},
                 {"id": "a4-urgent", "node_pool_ids": [compute_pool],

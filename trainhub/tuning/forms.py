@@ -13,6 +13,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from trainhub.common.errors import ApiError, FieldViolation
+from trainhub.common.formerrors import show_service_error
 from trainhub.iam.models import Project
 from trainhub.jobs import states
 from trainhub.jobs.forms import JobSubmitForm
@@ -20,7 +21,7 @@ from trainhub.jobs.selectors import NEWEST_FIRST
 from trainhub.tuning.models import pipeline_state
 
 ALGORITHM_CHOICES = [
-    ("ALGORITHM_UNSPECIFIED", "Bayesian optimisation (TPE)"),
+    ("ALGORITHM_UNSPECIFIED", "Bayesian (default)"),
     ("GRID_SEARCH", "Grid search (integer, categorical and discrete parameters only)"),
     ("RANDOM_SEARCH", "Random search"),
 ]
@@ -112,6 +113,7 @@ class TuningFilterForm(forms.Form):
 
 
 class StudyForm(forms.Form):
+    section = "Study"
     metric_id = forms.CharField(max_length=128, initial="score", label="Metric",
                                 help_text="The tag the training code reports with cloudml-hypertune.")
     goal = forms.ChoiceField(choices=[("MAXIMIZE", "Maximize"), ("MINIMIZE", "Minimize")])
@@ -177,18 +179,12 @@ class TuningJobForm:
                 "trialJobSpec": trial_job["jobSpec"]}
 
     def show_service_error(self, error: ApiError) -> None:
-        self.violations = list(error.violations)
-        if not self.violations:
-            self.service_message = error.message
-        for violation in self.violations:
-            if violation.field.startswith("trialJobSpec") or violation.field == "displayName":
-                moved = re.sub(r"^trialJobSpec", "jobSpec", violation.field)
-                form, field = self.job._field_for(moved)
-            else:
-                form = self.study
-                field = next((name for prefix, name in _STUDY_FIELD_BY_PATH if violation.field.startswith(prefix)),
-                             None)
-            form.add_error(field if field in form.fields else None, violation.description)
+        show_service_error(self, error, self._field_for)
+
+    def _field_for(self, path: str) -> tuple[forms.Form, str | None]:
+        if path.startswith("trialJobSpec") or path == "displayName":
+            return self.job._field_for(re.sub(r"^trialJobSpec", "jobSpec", path))
+        return self.study, next((name for prefix, name in _STUDY_FIELD_BY_PATH if path.startswith(prefix)), None)
 
 
 PIPELINE_EXAMPLE = """\

@@ -16,7 +16,7 @@ from trainhub.jobs.forms import DEFAULT_LOCATION, machine_catalog
 from trainhub.common.pages import html_page, redirect_to_first_project_form, render_page_or_fragment
 from trainhub.common.plotting import figure_html
 from trainhub.tuning import figures, selectors, services
-from trainhub.tuning.forms import TuningFilterForm, TuningJobForm
+from trainhub.tuning.forms import ALGORITHM_CHOICES, TuningFilterForm, TuningJobForm
 from trainhub.tuning.models import HyperparameterTuningJob, Model
 from trainhub.tuning.render import best_of, best_trial, study_maximizes
 
@@ -79,7 +79,9 @@ def describe_parameter(spec: dict, parent: str = "") -> list[str]:
 def _study_facts(job: HyperparameterTuningJob) -> dict:
     metric = job.spec["studySpec"]["metrics"][0]
     parameters = job.spec["studySpec"]["parameters"]
+    algorithm = job.spec["studySpec"].get("algorithm") or "ALGORITHM_UNSPECIFIED"
     return {"metric_id": metric["metricId"], "maximize": study_maximizes(job),
+            "algorithm": dict(ALGORITHM_CHOICES).get(algorithm, algorithm),
             "parameter_ids": [p["parameterId"] for p in parameters],
             "parameter_lines": [line for p in parameters for line in describe_parameter(p)]}
 

@@ -55,6 +55,14 @@ def state_badge(state: str) -> SafeString:
 
 
 @register.simple_tag
+def gpu_count(indices: list[int] | None) -> SafeString:
+    """How many GPUs a replica holds, its device indices in a tooltip: "1", never "0" for GPU 0."""
+    if not indices:
+        return mark_safe("—")
+    return format_html('<span title="GPU {}">{}</span>', ", ".join(map(str, indices)), len(indices))
+
+
+@register.simple_tag
 def log_lines(lines: list) -> SafeString:
     """Log lines as the log viewer's rows; built here because a template loop over 500 lines
     costs ten times as much."""

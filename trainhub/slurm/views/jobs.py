@@ -75,12 +75,8 @@ def job_detail(request: HttpRequest, project: str, location: str, cluster: str, 
     job = _job_for(request, project, location, cluster, slurm_job_id)
     sections = {"status": ("slurm/_job_status.html", partial(_status_context, request, job)),
                 "log": ("slurm/_job_log.html", partial(_log_context, request, job))}
-    if fragment:
-        return render_page_or_fragment(request, "slurm/job_detail.html", sections, fragment)
-    context = cluster_context(request, job.cluster, "queue")
-    for _, build in sections.values():
-        context.update(build())
-    return render(request, "slurm/job_detail.html", context)
+    return render_page_or_fragment(request, "slurm/job_detail.html", sections, fragment,
+                                   page_context=partial(cluster_context, request, job.cluster, "queue"))
 
 
 @require_POST

@@ -1,0 +1,71 @@
+"""Pages left open, and every button pressed. A live page polls its sections; a section that polls
+the wrong URL (the whole page) nests a copy of the page in itself every few seconds, and a button
+posting to the wrong URL answers 200 and changes nothing. These tests open every live page, leave
+it open past its slowest poll, and press each button of the Slurm job page once."""
+
+import re
+
+import pytest
+from django.utils import timezone
+
+from tests.conftest import container_pool, job_body
+from tests.slurm.conftest import accounts, admin, cluster, make_job, slurm_pools  # noqa: F401 - fixtures
+from trainhub.jobs.services import job_submit
+from trainhub.slurm.models import JobState
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SLURM = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
+#: Longer than the slowest poll ("every 5s") so every poller fires at least once.
+LEFT_OPEN_MS = 7_000
+
+
+def page_shape(page) -> dict:
+    return page.evaluate("""() => ({
+        height: document.documentElement.scrollHeight,
+        mains: document.querySelectorAll('main').length,
+        headers: document.querySelectorAll('header').length,
+        ids: [...document.querySelectorAll('[id]')].map(e => e.id)
+              .filter((id, i, all) => all.indexOf(id) !== i),
+        emptyPolls: document.querySelectorAll('[hx-get=""]').length,
+    })""")
+
+
+def test_every_live_page_left_open_keeps_its_size(chromium, live_server, login, page, cast, accounts):  # noqa: F811
+    slurm_job = make_job(accounts, user="uma")
+    custom_job = job_submit(project=cast["alice"].memberships.get().project, location="us-central1",
+                            user=cast["uma"], body=job_body(container_pool(), name="left-open"))
+    login("uma")
+    paths = [f"{SLURM}/jobs/{slurm_job.job_id}/", f"{SLURM}/queue",
+             f"/projects/alpha/locations/us-central1/jobs/{custom_job.job_id}/", "/", "/dashboards/"]
+    tabs = []
+    for path in paths:
+        tab = page.context.new_page()
+        assert tab.goto(f"{live_server.url}{path}").status == 200, path
+        tabs.append((path, tab, page_shape(tab)))
+    page.wait_for_timeout(LEFT_OPEN_MS)
+    for path, tab, before in tabs:
+        after = page_shape(tab)
+        assert after["mains"] == 1 and after["headers"] == before["headers"], (path, before, after)
+        assert not after["ids"] and not after["emptyPolls"], (path, after)
+        assert after["height"] <= before["height"] * 1.2 + 200, (path, before["height"], after["height"])
+
+
+def test_every_button_on_the_slurm_job_page_does_what_it_says(page, live_server, login, screenshot,
+                                                             accounts):  # noqa: F811
+    job = make_job(accounts, user="uma")
+    login("uma")
+    page.goto(f"{live_server.url}{SLURM}/jobs/{job.job_id}/")
+    page.get_by_role("button", name="Hold").click()
+    page.get_by_text(f"Held: job {job.job_id}").wait_for()
+    job.refresh_from_db()
+    assert job.hold == "user"
+    page.get_by_role("button", name="Release").click()
+    page.get_by_text(f"Released: job {job.job_id}").wait_for()
+    job.refresh_from_db()
+    assert not job.hold
+    assert page.get_by_role("button", name="Release").count() == 0  # released: pending again, or started
+    page.get_by_role("button", name=re.compile("Cancel")).click()
+    page.get_by_text(f"Cancel requested: job {job.job_id}").wait_for()
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED or job.ending_state
+    screenshot("slurm-job-cancelled")
