@@ -34,7 +34,7 @@ def test_accounts_form_a_tree_with_defaults_as_sacctmgr_fills_them(api, cluster)
     assert (assoc.parent.account.name, assoc.shares) == ("science", 30)
     tree = run(api, "sacctmgr show assoc tree format=account,user,share", user="vic")["output"].splitlines()
     assert [(line[:20].rstrip(), line.split()[-1]) for line in tree[2:]] == [
-        ("root", "1"), (" science", "1"), ("  chemistry", "30"), ("  physics", "30")]
+        ("root", "1"), (" root", "1"), (" science", "1"), ("  chemistry", "30"), ("  physics", "30")]
 
 
 def test_a_format_width_past_the_limit_is_refused_and_other_digits_keep_the_default(api, cluster):
