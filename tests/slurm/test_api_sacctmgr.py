@@ -17,7 +17,7 @@ def test_the_seeds_add_user_command_creates_a_partition_association(api, cluster
     run(api, "sacctmgr -i add account ml")
     answer = run(api, "sudo sacctmgr -i add User Accounts=ml Partition=a4 uma")
     assert answer["exitCode"] == 0
-    assert answer["output"].splitlines()[:3] == [" Adding User(s)", "  uma", " Settings ="]
+    assert answer["output"].splitlines()[:3] == [" Adding User(s)", "  uma", " Associations ="]
     assert "  U = uma       A = ml         C = c1         P = a4        " in answer["output"].splitlines()
     assoc = Association.objects.get(user="uma")
     assert (assoc.account.name, assoc.partition, assoc.parent.account.name) == ("ml", "a4", "ml")
