@@ -21,12 +21,13 @@ def row(*cells):
 
 def test_sprio_shows_age_and_fair_tree_fairshare(api, queue):
     text = api("vic").get(f"{BASE}/sprio").json()["text"]
-    # age 1000 * 1 day / 7 days = 142.857 (printed 143); Fair Tree: bob 1.0, alice 2/3, uma 1/3
+    # age 1000 * 1 day / 7 days = 142.857 (printed 143); Fair Tree over 4 user associations (user
+    # root, with no usage, ranks first): bob 3/4, alice 2/4, uma 1/4
     assert text.splitlines() == [
         "          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE",
-        row(1, "a4", 3476, 0, 143, 3333),
-        row(2, "a4", 6809, 0, 143, 6667),
-        row(3, "a4", 10142, 0, 143, 10000),
+        row(1, "a4", 2642, 0, 143, 2500),
+        row(2, "a4", 5142, 0, 143, 5000),
+        row(3, "a4", 7642, 0, 143, 7500),
     ]
 
 
@@ -36,11 +37,11 @@ def test_sprio_weights_long_and_norm(api, queue):
     long = api("vic").get(f"{BASE}/sprio", {"long": "true", "jobs": "1"}).json()["text"].splitlines()
     assert long[0].split() == ["JOBID", "PARTITION", "USER", "ACCOUNT", "PRIORITY", "SITE", "AGE", "ASSOC",
                                "FAIRSHARE", "JOBSIZE", "PARTITION", "QOSNAME", "QOS", "NICE", "TRES"]
-    assert long[1].split() == ["1", "a4", "uma", "ml", "3476", "0", "143", "0", "3333", "0", "0", "normal", "0", "0"]
+    assert long[1].split() == ["1", "a4", "uma", "ml", "2642", "0", "143", "0", "2500", "0", "0", "normal", "0", "0"]
     norm = api("vic").get(f"{BASE}/sprio", {"norm": "true", "jobs": "3"}).json()["text"].splitlines()
-    assert norm[1].split() == ["3", "a4", "0.00000236", "0.1428571", "1.0000000"]
+    assert norm[1].split() == ["3", "a4", "0.00000177", "0.1428571", "0.7500000"]
     rows = api("vic").get(f"{BASE}/sprio").json()["rows"]
-    assert rows[0]["factors"]["fairshare"]["factor"] == pytest.approx(1 / 3)
+    assert rows[0]["factors"]["fairshare"]["factor"] == pytest.approx(1 / 4)
 
 
 def test_sprio_for_an_unknown_job(api, queue):
@@ -89,7 +90,7 @@ def test_sshare_all_shows_the_tree(api, queue):
     accounts = [(line[:20].rstrip(), line[21:31].strip()) for line in text[2:]]
     assert accounts[0] == ("root", "")
     fairshare = {line[21:31].strip(): float(line.split()[-1]) for line in text[2:] if line[21:31].strip()}
-    assert fairshare == pytest.approx({"uma": 0.333333, "alice": 0.666667, "bob": 1.0}, abs=1e-6)
+    assert fairshare == pytest.approx({"root": 1.0, "uma": 0.25, "alice": 0.5, "bob": 0.75}, abs=1e-6)
 
 
 def test_sacct_takes_its_format_flag(api, accounts):
@@ -170,9 +171,9 @@ def test_a_config_change_takes_effect_in_the_next_pass(api, queue, now):
     assert response.status_code == 200, response.content
     job = queue["uma"]
     job.refresh_from_db()
-    assert job.priority == 3476  # stored by the last pass, under the old weight
+    assert job.priority == 2642  # stored by the last pass, under the old weight
     run_pass(job.cluster, now + 2 * DAY)
     job.refresh_from_db()
     # age 7000 * 2 days / 7 days = 2000: the new weight, as a reconfigured slurmctld applies it
-    assert job.priority == 2000 + 3333
-    assert api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()[1] == row(1, "a4", 5333, 0, 2000, 3333)
+    assert job.priority == 2000 + 2500
+    assert api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()[1] == row(1, "a4", 4500, 0, 2000, 2500)

@@ -17,7 +17,7 @@ def test_the_seeds_add_user_command_creates_a_partition_association(api, cluster
     run(api, "sacctmgr -i add account ml")
     answer = run(api, "sudo sacctmgr -i add User Accounts=ml Partition=a4 uma")
     assert answer["exitCode"] == 0
-    assert answer["output"].splitlines()[:3] == [" Adding User(s)", "  uma", " Settings ="]
+    assert answer["output"].splitlines()[:3] == [" Adding User(s)", "  uma", " Associations ="]
     assert "  U = uma       A = ml         C = c1         P = a4        " in answer["output"].splitlines()
     assoc = Association.objects.get(user="uma")
     assert (assoc.account.name, assoc.partition, assoc.parent.account.name) == ("ml", "a4", "ml")
@@ -34,7 +34,7 @@ def test_accounts_form_a_tree_with_defaults_as_sacctmgr_fills_them(api, cluster)
     assert (assoc.parent.account.name, assoc.shares) == ("science", 30)
     tree = run(api, "sacctmgr show assoc tree format=account,user,share", user="vic")["output"].splitlines()
     assert [(line[:20].rstrip(), line.split()[-1]) for line in tree[2:]] == [
-        ("root", "1"), (" science", "1"), ("  chemistry", "30"), ("  physics", "30")]
+        ("root", "1"), (" root", "1"), (" science", "1"), ("  chemistry", "30"), ("  physics", "30")]
 
 
 def test_a_format_width_past_the_limit_is_refused_and_other_digits_keep_the_default(api, cluster):

@@ -105,7 +105,7 @@ def test_sshare_fair_tree_layout_indents_the_tree():
     assert sshare_text(result.rows, all_users=True).splitlines() == [
         "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare ",
         "-------------------- ---------- ---------- ----------- ----------- ------------- ---------- ",
-        "root                                          1.000000         100      1.000000            ",
+        "root                                          0.000000         100      1.000000            ",
         " ml                                      1    1.000000         100      1.000000            ",
         "  ml                      alice          1    0.333333         100      1.000000   0.500000 ",
         "  ml                        bob          2    0.666667           0      0.000000   1.000000 "]
@@ -118,7 +118,7 @@ def test_sshare_fair_tree_layout_indents_the_tree():
     assert sshare_text(result.rows, parsable="plain", all_users=True).splitlines()[0] == (
         "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare")
     assert sshare_text(result.rows, parsable="ending", all_users=True).splitlines()[1] == (
-        "root|||1.000000|100|1.000000||")
+        "root|||0.000000|100|1.000000||")
 
 
 def test_print_fields_cuts_strings_with_a_plus_and_blanks_unset_numbers():

@@ -177,8 +177,8 @@ def test_any_line_of_text_gives_a_command_or_a_message(line):
 
 def test_adding_a_user_prints_what_sacctmgr_prints():
     text = added_users_text(["alice"], default_account=None, associations=[("alice", "ml", "tc1", "a4")])
-    assert text == (" Adding User(s)\n  alice\n Settings =\n  Default Account = (null)\n Associations =\n"
-                    "  U = alice     A = ml         C = tc1        P = a4        \n")
+    assert text == (" Adding User(s)\n  alice\n Associations =\n"
+                    "  U = alice     A = ml         C = tc1        P = a4        \n Non Default Settings\n")
     text = added_users_text(["admin"], default_account="account0", admin_level="Administrator",
                             associations=[("admin", "account0", "micro", None)], limits={"MaxSubmitJobs": 1000})
     assert text == (" Adding User(s)\n  admin\n Settings =\n  Default Account = account0\n"

@@ -43,7 +43,7 @@ def test_the_job_priority_page_explains_each_factor(browser, queue):
     page = browser.get(f"{BASE}/jobs/1/priority")
     assert page.status_code == 200
     lines = {line.name: line for line in page.context["lines"]}
-    assert lines["fairshare"].contribution == pytest.approx(10000 / 3)
+    assert lines["fairshare"].contribution == pytest.approx(10000 / 4)  # 1 of 4 user associations (root first)
     assert lines["age"].why.startswith("eligible since") and "PriorityMaxAge 7-00:00:00" in lines["age"].why
     assert "Fair Tree for uma@ml" in lines["fairshare"].why
     figure = page.context["figure"]

@@ -327,12 +327,15 @@ def _sshare_columns(*, fair_tree: bool, long: bool, partitions: bool) -> list[st
     return names + ["EffectvUsage", "FairShare"]
 
 
-def _sshare_values(row: ShareRow) -> dict[str, Any]:
+def _sshare_values(row: ShareRow, tres_run_minutes: Mapping[str, str]) -> dict[str, Any]:
     raw_shares = None if row.is_root else ("parent" if row.raw_shares is None else row.raw_shares)
+    # sshare prints root's NormShares as 0 and its NormUsage blank (fixtures/22.05/scenario/sshare-*.txt)
     return {"Account": " " * row.depth + row.account,
-            "User": row.user, "Partition": row.partition, "RawShares": raw_shares, "NormShares": row.norm_shares,
-            "RawUsage": int(row.raw_usage), "NormUsage": row.norm_usage, "EffectvUsage": row.effective_usage,
-            "FairShare": row.fairshare, "LevelFS": row.level_fs, "GrpTRESMins": "", "TRESRunMins": ""}
+            "User": row.user, "Partition": row.partition, "RawShares": raw_shares,
+            "NormShares": 0.0 if row.is_root else row.norm_shares, "RawUsage": int(row.raw_usage),
+            "NormUsage": None if row.is_root else row.norm_usage, "EffectvUsage": row.effective_usage,
+            "FairShare": row.fairshare, "LevelFS": row.level_fs, "GrpTRESMins": "",
+            "TRESRunMins": tres_run_minutes.get(row.key, "")}
 
 
 def _sshare_selected(rows: Iterable[ShareRow], user: str | None, all_users: bool) -> list[ShareRow]:
@@ -342,10 +345,11 @@ def _sshare_selected(rows: Iterable[ShareRow], user: str | None, all_users: bool
 
 def sshare_text(rows: Iterable[ShareRow], *, fair_tree: bool = True, long: bool = False, partitions: bool = False,
                 user: str | None = None, all_users: bool = False, parsable: str | None = None,
-                header: bool = True) -> str:
+                header: bool = True, tres_run_minutes: Mapping[str, str] | None = None) -> str:
+    """``tres_run_minutes``: TRESRunMins text per row key (reports._tres_run_minutes)."""
     names = _sshare_columns(fair_tree=fair_tree, long=long, partitions=partitions)
     fields = [_SSHARE_FIELDS[name] for name in names]
-    values = [_sshare_values(row) for row in _sshare_selected(rows, user, all_users)]
+    values = [_sshare_values(row, tres_run_minutes or {}) for row in _sshare_selected(rows, user, all_users)]
     return print_fields(fields, ([value[name] for name in names] for value in values), parsable=parsable,
                         header=header)
 

@@ -188,6 +188,34 @@ def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weight
 
 # --- sshare -------------------------------------------------------------------------------------
 
+#: Slurm's built-in TRES in id order (slurmdb tres table), before AccountingStorageTRES's.
+_BUILTIN_TRES = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
+#: A job without a time limit (MaxTime=INFINITE) is charged for a year (slurmctld's end_time).
+_NO_LIMIT = dt.timedelta(days=365)
+
+
+def _tres_run_minutes(cluster: SlurmCluster, state: snapshot.ClusterState) -> dict[str, str]:
+    """sshare's TRESRunMins per association key: each running job's TRES times the seconds left of
+    its time limit as of the last decay (slurmctld subtracts the elapsed time at each decay run),
+    summed up the tree, in minutes."""
+    names = _BUILTIN_TRES + tuple(name for name in state.config.accounting_storage_tres if name not in _BUILTIN_TRES)
+    parents = {assoc.pk: assoc.parent_id for assoc in state.associations}
+    seconds: dict[int, dict[str, float]] = {pk: dict.fromkeys(names, 0.0) for pk in parents}
+    decayed_at = cluster.last_decay_time
+    for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, start_time__isnull=False):
+        end = job.start_time + (dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else _NO_LIMIT)
+        left = (end - max(job.start_time, decayed_at or job.start_time)).total_seconds()
+        assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
+        pk = assoc.pk if assoc is not None else None
+        while pk is not None:
+            for name, count in snapshot.job_tres(job, state).items():
+                if name in seconds[pk]:
+                    seconds[pk][name] += count * max(left, 0.0)
+            pk = parents[pk]
+    return {str(pk): ",".join(f"{name}={int(value) // 60}" for name, value in tres.items())
+            for pk, tres in seconds.items()}
+
+
 def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool = False, all_users: bool = False,
            accounts: str = "", users: str = "") -> Report:
     state = snapshot.load_cluster(cluster, now=now)
@@ -200,7 +228,8 @@ def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool =
         wanted_users = set(_names(users))
         rows = [row for row in rows if row.user is None or row.user in wanted_users]
         all_users = True
-    text = formats.sshare_text(rows, fair_tree=state.config.fair_tree, long=long, user=user, all_users=all_users)
+    text = formats.sshare_text(rows, fair_tree=state.config.fair_tree, long=long, user=user, all_users=all_users,
+                               tres_run_minutes=_tres_run_minutes(cluster, state) if long else None)
     return Report(text, rows, lambda chosen: formats.sshare_rows(chosen, user=user, all_users=all_users))
 
 

@@ -537,18 +537,25 @@ def added_accounts_text(names: Sequence[str], *, cluster: str, description: str 
 def added_users_text(names: Sequence[str], *, default_account: str | None,
                      associations: Iterable[tuple[str, str, str, str | None]], admin_level: str | None = None,
                      limits: Mapping[str, Any] | None = None) -> str:
-    """``add user``: ``associations`` are (user, account, cluster, partition) tuples."""
-    lines = [" Adding User(s)", *(f"  {name}" for name in names), " Settings =",
-             f"  {'Default Account':<15} = {default_account or '(null)'}"]
-    if admin_level:
-        lines.append(f"  {'Admin Level':<15} = {admin_level}")
+    """``add user``: ``names`` are the users it created (not those that had an association already),
+    ``associations`` (user, account, cluster, partition) tuples, ``default_account`` only when
+    DefaultAccount= was given. As 22.05 prints it (fixtures/22.05/scenario/sacctmgr-*.txt): " Adding
+    User(s)" only for new users, then " Settings =" only for DefaultAccount= or AdminLevel=, and
+    " Non Default Settings" always."""
+    lines = []
+    if names:
+        lines += [" Adding User(s)", *(f"  {name}" for name in names)]
+        if default_account or admin_level:
+            lines.append(" Settings =")
+        if default_account:
+            lines.append(f"  {'Default Account':<15} = {default_account}")
+        if admin_level:
+            lines.append(f"  {'Admin Level':<15} = {admin_level}")
     lines.append(" Associations =")
     for user, account, cluster, partition in associations:
         line = f"  U = {user:<9.9} A = {account:<10.10} C = {cluster:<10.10}"
         lines.append(line + (f" P = {partition:<10.10}" if partition else ""))
-    extra = _limit_lines(dict(limits or {}))
-    if extra:
-        lines += [" Non Default Settings", *extra]
+    lines += [" Non Default Settings", *_limit_lines(dict(limits or {}))]
     return "\n".join(lines) + "\n"
 
 

@@ -30,6 +30,7 @@ from trainhub.slurm.models import (
     Partition,
     Qos,
     SlurmCluster,
+    SlurmUser,
 )
 
 #: sacctmgr's stock QOS, present on every new cluster (the default QOS of new associations).
@@ -129,8 +130,12 @@ def cluster_create(*, project: Project, location: str, cluster_id: str, body: An
         root = Account.objects.create(cluster=cluster, name=ROOT, description="default root account",
                                       organization=ROOT)
         # As `sacctmgr add cluster`: the root association allows (and defaults to) QOS normal.
-        Association.objects.create(cluster=cluster, account=root, parent=None, shares=1,
-                                   settings={"qos": [DEFAULT_QOS]})
+        root_assoc = Association.objects.create(cluster=cluster, account=root, parent=None, shares=1,
+                                                settings={"qos": [DEFAULT_QOS]})
+        # ... and user root in account root (an administrator): a user association that Fair Tree
+        # ranks with the others, as every real cluster has.
+        SlurmUser.objects.create(cluster=cluster, name=ROOT, default_account=ROOT, admin_level="Administrator")
+        Association.objects.create(cluster=cluster, account=root, user=ROOT, parent=root_assoc, shares=1)
         Qos.objects.create(cluster=cluster, name=DEFAULT_QOS, description="Normal QOS default")
         try:
             nodes_dedicate(nodes=list(Node.objects.filter(pool__in=pools.values())), owner=cluster.owner_key)

@@ -158,6 +158,8 @@ class _Runner:
         settings = _settings(specs, ASSOC_SETTINGS)
         shares = 1 if _shares(specs) == "unchanged" else _shares(specs)
         added: list[tuple[str, str, str, str | None]] = []
+        known_users = set(SlurmUser.objects.filter(cluster=self.cluster, name__in=self.command.names)
+                          .values_list("name", flat=True))
         for user in self.command.names:
             for partition in partitions:
                 try:
@@ -172,7 +174,8 @@ class _Runner:
                 added += [(user, row.account.name, self.name, row.partition or None) for row in rows]
         if not added:
             raise _Refused(syntax.NOTHING_ADDED.rstrip("\n"))
-        return syntax.added_users_text(self.command.names, default_account=default or (accounts or [None])[0],
+        return syntax.added_users_text([name for name in self.command.names if name not in known_users],
+                                       default_account=default,
                                        admin_level=_value(specs, "AdminLevel"), associations=added,
                                        limits=_slurm_limits(specs, ASSOC_SETTINGS))
 
