@@ -57,6 +57,7 @@ COMMAND_GROUPS: tuple[tuple[str, str, str], ...] = (
     ("auth", "manage trainhub credentials", "trainhub.cli.auth:register_auth"),
     ("ai", AI_HELP, "trainhub.cli.main:register_ai"),
     ("slurm", "Slurm's commands on a trainhub Slurm cluster", "trainhub.cli.slurm:register_slurm"),
+    ("nodes", "add and manage machines (administrators)", "trainhub.cli.nodes:register_nodes"),
 )
 
 
