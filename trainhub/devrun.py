@@ -8,7 +8,9 @@ rather than taking the stack down.
 
 The terminal stays calm: each service writes to its own file under var/logs/ (the banner says
 where), and only the banner, and the end of a log whose service stopped, are printed.
-PORT (default 8000) and BIND (default 127.0.0.1; 0.0.0.0 for a remote box) set the address."""
+PORT (default 8000) and BIND (default 127.0.0.1; 0.0.0.0 for a remote box) set the address.
+The local agent runs replicas as subprocesses on this machine (the demo's images are not pulled);
+TRAINHUB_AGENT_RUNTIME=podman (or docker, or auto) runs their images instead."""
 
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def service_commands(*, python: str, manage: list[str], var_dir: Path, bind: str
                  f"--schedule={var_dir / 'celerybeat-schedule'}"],
         "agent": [python, "-m", "trainhub.agent.main", "run", "--url", f"http://127.0.0.1:{port}",
                   "--state-dir", str(var_dir / "agent"), "--work-dir", str(var_dir / "work"),
-                  "--output-root", str(var_dir / "outputs")],
+                  "--output-root", str(var_dir / "outputs"), "--runtime", os.environ.get("TRAINHUB_AGENT_RUNTIME", "subprocess")],
     }
 
 

@@ -242,7 +242,7 @@ class Cluster:
             for node in pool.nodes.all():
                 join(url=self.web_url, token=token, name=node.name, state_dir=state_dir, simulate=True)
         argv = [sys.executable, "-m", "trainhub.agent.main", "run", "--url", self.web_url, "--state-dir",
-                str(state_dir), "--grace", "2"]
+                str(state_dir), "--grace", "2", "--runtime", "subprocess"]
         process = Process(name, argv, without_control_plane_secrets({**self.env, **self.drill_env}),
                           self.var_dir / "logs" / f"{name}.log")
         self.processes.append(process.start())

@@ -26,7 +26,7 @@ BASE = "/v1/projects/alpha/locations/us-central1/customJobs"
 
 def start_agent(live_server, state_dir, work_dir, *extra):
     argv = [sys.executable, "-m", "trainhub.agent.main", "run", "--url", live_server.url, "--state-dir",
-            str(state_dir), "--work-dir", str(work_dir), "--grace", "1", *extra]
+            str(state_dir), "--work-dir", str(work_dir), "--grace", "1", "--runtime", "subprocess", *extra]
     return subprocess.Popen(argv, env=without_control_plane_secrets(dict(os.environ)), start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 

@@ -20,10 +20,15 @@ PUBLIC = {
     "schema": "the OpenAPI document describes the API, no data",
     "swagger-ui": "renders the OpenAPI document",
     "auth-token": "exchanges a username and password for a token",
+    "agent-join": "a machine trades a join token (checked by the view) for its node credential",
 }
+#: The agent API authenticates node credentials in a header only, never a session cookie.
+AGENT_API = ("agent-join", "agent-heartbeat", "agent-assignments", "agent-replica-started", "agent-replica-logs",
+             "agent-replica-exited", "agent-slurm-logs", "agent-slurm-report")
 #: Routes refusing a session POST without a CSRF token is not needed for, and why.
 CSRF_EXEMPT = {
     "auth-token": "takes JSON credentials, not a session; a cross-site form cannot send JSON",
+    **{name: "the agent API takes no session: a browser's cookie authenticates nothing there" for name in AGENT_API},
 }
 _PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
 

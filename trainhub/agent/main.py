@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from trainhub.agent.client import ControlPlane, ControlPlaneUnreachable, error_message
+from trainhub.agent.containers import detect_runtime
 from trainhub.agent.discovery import machine_facts
 from trainhub.agent.node import NodeAgent, NodeSettings, run_forever
 
@@ -96,13 +97,20 @@ def agents_for(args: argparse.Namespace) -> list[NodeAgent]:
         raise AgentError(f"no node has joined from {args.state_dir}: run `trainhub-agent join --url URL --token TOKEN` "
                          "(an admin creates the token on the Nodes page) or pass --token to run")
     user = _replica_user(args.replica_user)
+    try:
+        runtime = detect_runtime(args.runtime, global_args=tuple(args.runtime_arg),
+                                 insecure_registries=tuple(args.insecure_registry))
+    except FileNotFoundError as exc:
+        raise AgentError(str(exc)) from None
     agents = []
     for identity in nodes:
         facts = machine_facts(control_plane_url=identity["url"], address=args.address or identity.get("address"),
-                              simulate=identity["simulate"], runtime="subprocess", version=VERSION)
+                              simulate=identity["simulate"], runtime=runtime.kind if runtime else "subprocess",
+                              version=VERSION)
         settings = NodeSettings(work_dir=args.work_dir or args.state_dir / "work", state_dir=args.state_dir,
                                 grace_seconds=args.grace, heartbeat_seconds=identity.get("heartbeatSeconds", 10.0),
-                                output_roots=tuple(args.output_root), replica_user=user, facts=facts)
+                                output_roots=tuple(args.output_root), replica_user=user, runtime=runtime,
+                                facts=facts)
         api = ControlPlane(args.url or identity["url"], identity["credential"], verify=args.verify)
         agents.append(NodeAgent(name=identity["node"], control_plane=api, settings=settings))
     return agents
@@ -134,6 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output-root", type=Path, action="append", default=[],
                      help="a directory file:// output URIs may point under (repeatable)")
     run.add_argument("--replica-user", help="run replicas as this unprivileged user (when the agent runs as root)")
+    run.add_argument("--runtime", default="auto",
+                     help="podman, docker, a path to either, subprocess (run command + args on the host), or auto "
+                          "(default: podman, else docker, else subprocess)")
+    run.add_argument("--runtime-arg", action="append", default=[],
+                     help="a global flag for the runtime, e.g. --runtime-arg=--cgroup-manager=cgroupfs (repeatable)")
+    run.add_argument("--insecure-registry", action="append", default=[], metavar="HOST:PORT",
+                     help="a registry reached over plain HTTP (repeatable)")
     return parser
 
 

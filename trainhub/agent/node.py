@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from trainhub.agent.client import ControlPlane, ControlPlaneUnreachable, error_message
-from trainhub.agent.environment import NotRunnable, ReplicaContext, replica_argv, replica_environment
+from trainhub.agent.containers import GCS_MOUNT, ContainerRuntime, env_file_text
+from trainhub.agent.environment import NotRunnable, ReplicaContext, expand, replica_argv, replica_environment
 from trainhub.agent.outputs import OutputPathRefused, collect_outputs, prepare_outputs
 from trainhub.agent.replicas import ReplicaRun
 from trainhub.agent.slurm import SlurmNodeWork
@@ -47,6 +48,8 @@ class NodeSettings:
     output_roots: tuple[Path, ...] = ()
     #: The uid/gid replicas run as when the agent runs as root; None: the agent's own user.
     replica_user: dict | None = None
+    #: podman or docker; None runs command + args on the host (the subprocess executor).
+    runtime: ContainerRuntime | None = None
     facts: dict = field(default_factory=dict)
 
 
@@ -174,14 +177,62 @@ class NodeAgent:
                                                  f"CLUSTER_SPEC={env['CLUSTER_SPEC']}"])
         try:
             outputs = prepare_outputs(env, roots=self._output_roots()) if doc["primary"] else None
-            argv = replica_argv(ctx, env)
+            if self.settings.runtime is None:
+                argv = replica_argv(ctx, env)
         except (NotRunnable, OutputPathRefused) as exc:
             return ReplicaRun.failed(directory, reason=str(exc), now=moment)
         work_dir.mkdir(parents=True, exist_ok=True)
         if self.settings.replica_user:
             os.chown(work_dir, self.settings.replica_user["uid"], self.settings.replica_user["gid"])
+        if self.settings.runtime is not None:
+            return self._start_container(doc, ctx, env, directory, work_dir, outputs, moment)
         return ReplicaRun.start(directory, argv=argv, env={**self._base_env(work_dir), **env}, cwd=work_dir,
                                 user=self.settings.replica_user, outputs=outputs)
+
+    def _start_container(self, doc: dict, ctx: ReplicaContext, env: dict[str, str], directory: Path,
+                         work_dir: Path, outputs: dict | None, moment: float) -> ReplicaRun:
+        runtime = self.settings.runtime
+        pool = ctx.spec["jobSpec"]["workerPoolSpecs"][ctx.pool_index]
+        if "containerSpec" in pool:
+            container = pool["containerSpec"]
+            image = container["imageUri"]
+            command = [expand(item, env) for item in container.get("command", [])]
+            args = [expand(item, env) for item in container.get("args", [])]
+        else:
+            python = pool["pythonPackageSpec"]
+            image = python["executorImageUri"]
+            # The packages are installed in the container, then the module runs with the args as "$@"
+            # (never interpolated into the script).
+            env["TRAINHUB_PACKAGES"] = " ".join(
+                f"{GCS_MOUNT}/{uri[len('gs://'):]}" if uri.startswith("gs://") else uri
+                for uri in python.get("packageUris", []))
+            env["TRAINHUB_MODULE"] = python["pythonModule"]
+            command = ["sh", "-c", 'if [ -n "$TRAINHUB_PACKAGES" ]; then python3 -m pip install --quiet '
+                       '--no-cache-dir $TRAINHUB_PACKAGES || exit 1; fi; exec python3 -m "$TRAINHUB_MODULE" "$@"',
+                       "trainhub-replica"]
+            args = [expand(item, env) for item in python.get("args", [])]
+        if doc["gpuIndices"]:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in range(len(doc["gpuIndices"])))
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env_file = directory / "container.env"
+        directory.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(env_file_text(env))
+        gcs = self.settings.work_dir / "gcs"
+        gcs.mkdir(parents=True, exist_ok=True)
+        mounts = [(str(work_dir), str(work_dir)), (str(gcs), GCS_MOUNT), (str(gcs), str(gcs)),
+                  *((str(root), str(root)) for root in self.settings.output_roots if root.is_dir())]
+        user = self.settings.replica_user
+        name = f"trainhub-{self.name}-{doc['id']}"
+        argv = runtime.run_argv(name=name, image=image, command=command, args=args, env_file=str(env_file),
+                                user=f"{user['uid']}:{user['gid']}" if user else None,
+                                gpu_indices=list(doc["gpuIndices"]), mounts=mounts, workdir=str(work_dir))
+        ReplicaRun.note(directory, moment, f"trainhub-agent: pulling {image} with {runtime.kind} on node {self.name}")
+        return ReplicaRun.start(directory, argv=argv, env=dict(os.environ), cwd=work_dir, outputs=outputs,
+                                prepare=[runtime.pull_argv(image)],
+                                container={"name": name, "signal": [*runtime.base(), "kill", "--signal"],
+                                           "remove": runtime.remove_argv(name)})
 
     def _output_roots(self) -> tuple[Path, ...]:
         return (self.settings.work_dir / "gcs", *self.settings.output_roots)
@@ -209,7 +260,11 @@ class NodeAgent:
         if status is None and not lost:
             return
         body: dict[str, Any] = {"time": moment, "exitCode": status}
+        ended = handle.run.exit_record() or {}
+        if ended.get("phase") == "prepare":
+            body["startError"] = f"the image could not be pulled: {ended.get('message') or 'no message'}"
         if lost:
+            handle.run.clean_up()
             body = {"time": moment, "exitCode": None, "lostReason": "its supervisor ended without recording an exit"}
         elif handle.run.outputs is not None:
             body["outputs"] = collect_outputs(handle.run.outputs)

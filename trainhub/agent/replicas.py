@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from trainhub.agent import supervisor
-from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, process_start_time, write_atomically
+from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, SUPERVISOR, process_start_time, write_atomically
 
 SUPERVISOR = Path(supervisor.__file__)
 SHIPPED, REPORTED, SIMULATED, OUTPUTS = "shipped.json", "reported", "simulated.json", "outputs.json"
@@ -37,11 +37,16 @@ class ReplicaRun:
 
     @classmethod
     def start(cls, directory: Path, *, argv: list[str], env: dict[str, str], cwd: Path,
-              user: dict | None = None, outputs: dict | None = None) -> ReplicaRun:
+              user: dict | None = None, outputs: dict | None = None, prepare: list[list[str]] = (),
+              prepare_env: dict[str, str] | None = None, container: dict | None = None) -> ReplicaRun:
+        """Start the supervisor. With ``container`` ({name, signal: argv prefix, remove: argv}),
+        signals go through the container runtime rather than to a process group."""
         directory.mkdir(parents=True, exist_ok=True)
         if outputs is not None:
             write_atomically(directory / OUTPUTS, outputs)
-        write_atomically(directory / SPEC, {"argv": argv, "env": env, "cwd": str(cwd), "user": user})
+        write_atomically(directory / SPEC, {"argv": argv, "env": env, "cwd": str(cwd), "user": user,
+                                            "prepare": list(prepare), "prepareEnv": prepare_env or env,
+                                            "container": container})
         run = cls(directory)
         with open(directory / "supervisor.err", "ab") as errors:
             run._supervisor = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
@@ -57,12 +62,17 @@ class ReplicaRun:
             log.writelines(json.dumps(["stdout", started, line]) + "\n" for line in announce)
         return cls(directory)
 
+    @staticmethod
+    def note(directory: Path, now: float, text: str, stream: str = "stderr") -> None:
+        """A line of the agent's own in the replica's log (what ran it, and how)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps([stream, now, text]) + "\n")
+
     @classmethod
     def failed(cls, directory: Path, *, reason: str, now: float) -> ReplicaRun:
         """A replica that could not be prepared: exit 127 with the reason in its log."""
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(directory / LOG, "a", encoding="utf-8") as log:
-            log.write(json.dumps(["stderr", now, reason]) + "\n")
+        cls.note(directory, now, reason)
         write_atomically(directory / EXIT, {"status": 127, "time": now})
         return cls(directory)
 
@@ -92,7 +102,7 @@ class ReplicaRun:
             return int(ended["status"])
         simulated = self._read(SIMULATED)
         if simulated is not None and now >= simulated["started"] + simulated["runtime"]:
-            self._append("stdout", now, "simulated replica finished")
+            self.note(self.directory, now, "simulated replica finished", stream="stdout")
             write_atomically(self.directory / EXIT, {"status": 0, "time": now})
             return 0
         return None
@@ -101,13 +111,16 @@ class ReplicaRun:
         """The supervisor is gone without recording an exit (the machine rebooted, it was killed)."""
         if (self.directory / EXIT).exists() or (self.directory / SIMULATED).exists():
             return False
-        if self._supervisor is not None and self._supervisor.poll() is None:
-            return False
-        child = self._read(CHILD)
-        if child is None:
-            # Started a moment ago: the supervisor has not written child.json yet.
-            return self._supervisor is None or self._supervisor.poll() is not None
-        return process_start_time(child["pid"]) != child["start"] and not (self.directory / EXIT).exists()
+        if self._supervisor is not None:
+            gone = self._supervisor.poll() is not None
+        else:
+            supervisor = self._read(SUPERVISOR)
+            gone = supervisor is None or process_start_time(supervisor["pid"]) != supervisor["start"]
+        return gone and not (self.directory / EXIT).exists()
+
+    def exit_record(self) -> dict | None:
+        """exit.json: {status, time, phase ("prepare": the image could not be pulled), message}."""
+        return self._read(EXIT)
 
     def running(self) -> bool:
         return not (self.directory / EXIT).exists() and not self.lost()
@@ -153,11 +166,14 @@ class ReplicaRun:
     def mark_reported(self) -> None:
         (self.directory / REPORTED).touch()
 
-    # Signalling -------------------------------------------------------------------------------
+    def clean_up(self) -> None:
+        """After a lost supervisor: remove the container it may have left behind."""
+        container = (self._read(SPEC) or {}).get("container")
+        if container:
+            subprocess.run(container["remove"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60,  # noqa: S603
+                           check=False)
 
-    def _append(self, stream: str, now: float, text: str) -> None:
-        with open(self.directory / LOG, "a", encoding="utf-8") as log:
-            log.write(json.dumps([stream, now, text]) + "\n")
+    # Signalling -------------------------------------------------------------------------------
 
     def signal(self, signum: int, now: float) -> None:
         """Signal the replica's whole process group (a simulated one ends at once, as 128 + signal)."""
@@ -165,6 +181,11 @@ class ReplicaRun:
             return
         if (self.directory / SIMULATED).exists():
             write_atomically(self.directory / EXIT, {"status": -signum, "time": now})
+            return
+        container = (self._read(SPEC) or {}).get("container")
+        if container:
+            subprocess.run([*container["signal"], signal.Signals(signum).name.removeprefix("SIG"), container["name"]],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False)  # noqa: S603
             return
         child = self._read(CHILD)
         if child is None or process_start_time(child["pid"]) != child["start"]:

@@ -1,8 +1,9 @@
 """The per-replica supervisor (slurmstepd's part): runs one replica and outlives the agent.
 
 The agent starts ``python supervisor.py DIR`` in a session of its own, so killing or upgrading
-the agent leaves the replica running. The supervisor reads ``DIR/spec.json`` ({argv, env, cwd}),
-starts the command in its own process group, appends every output line to ``DIR/log.jsonl`` as
+the agent leaves the replica running. The supervisor reads ``DIR/spec.json`` ({argv, env, cwd,
+user, prepare, prepareEnv}), runs the ``prepare`` commands (an image pull) and then the command,
+each in its own process group, appends every output line to ``DIR/log.jsonl`` as
 ``[stream, epoch seconds, text]`` (flushed line by line, so a restarted agent resumes where the
 control plane stopped receiving), records ``DIR/child.json`` ({pid, start}) and, when the command
 ends, writes its wait status to ``DIR/exit.json`` atomically: the durable record a restarted
@@ -19,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-SPEC, LOG, CHILD, EXIT = "spec.json", "log.jsonl", "child.json", "exit.json"
+SPEC, LOG, CHILD, EXIT, SUPERVISOR = "spec.json", "log.jsonl", "child.json", "exit.json", "supervisor.json"
 
 
 def write_atomically(path: Path, document: dict) -> None:
@@ -40,39 +41,62 @@ def process_start_time(pid: int) -> str | None:
     return stat[stat.rindex(")") + 2:].split()[19]
 
 
-def _pump(stream, name: str, log, lock: threading.Lock) -> None:
+def _pump(stream, name: str, log, lock: threading.Lock, last: list[str] | None) -> None:
     for raw in iter(stream.readline, b""):
-        line = json.dumps([name, time.time(), raw.decode("utf-8", "replace").rstrip("\n")]) + "\n"
+        text = raw.decode("utf-8", "replace").rstrip("\n")
+        if last is not None and text.strip():
+            last[:] = [*last[-4:], text.strip()]
         with lock:
-            log.write(line)
+            log.write(json.dumps([name, time.time(), text]) + "\n")
             log.flush()
     stream.close()
 
 
+def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log, lock: threading.Lock,
+         directory: Path | None) -> tuple[int, list[str]]:
+    """Run one command, its output appended to the log; its wait status and last stderr lines.
+    With ``directory``, the child's pid is recorded there (the replica's own command)."""
+    try:
+        child = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, preexec_fn=_drop_privileges(user),
+        )
+    except OSError as exc:
+        message = f"cannot start {argv[0]}: {exc}"
+        with lock:
+            log.write(json.dumps(["stderr", time.time(), message]) + "\n")
+            log.flush()
+        return 127, [message]
+    if directory is not None:
+        write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
+    last: list[str] = []
+    readers = [threading.Thread(target=_pump, args=(child.stdout, "stdout", log, lock, None)),
+               threading.Thread(target=_pump, args=(child.stderr, "stderr", log, lock, last))]
+    for reader in readers:
+        reader.start()
+    status = child.wait()
+    for reader in readers:
+        reader.join(timeout=10)
+    return status, last
+
+
 def supervise(directory: Path) -> int:
+    """Run the spec's ``prepare`` commands (pulling an image) one after another, then its command.
+    A failed preparation ends the replica with that status and its last error lines as the message."""
+    write_atomically(directory / SUPERVISOR, {"pid": os.getpid(), "start": process_start_time(os.getpid())})
     spec = json.loads((directory / SPEC).read_text())
     lock = threading.Lock()
     with open(directory / LOG, "a", encoding="utf-8") as log:
-        try:
-            child = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
-                spec["argv"], cwd=spec["cwd"], env=spec["env"], stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                preexec_fn=_drop_privileges(spec.get("user")),
-            )
-        except OSError as exc:
-            log.write(json.dumps(["stderr", time.time(), f"cannot start the replica's command: {exc}"]) + "\n")
-            log.flush()
-            write_atomically(directory / EXIT, {"status": 127, "time": time.time()})
-            return 0
-        write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
-        readers = [threading.Thread(target=_pump, args=(child.stdout, "stdout", log, lock)),
-                   threading.Thread(target=_pump, args=(child.stderr, "stderr", log, lock))]
-        for reader in readers:
-            reader.start()
-        status = child.wait()
-        for reader in readers:
-            reader.join(timeout=10)
-    write_atomically(directory / EXIT, {"status": status, "time": time.time()})
+        for argv in spec.get("prepare", []):
+            status, last = _run(argv, env=spec.get("prepareEnv", spec["env"]), cwd=spec["cwd"], user=None,
+                                log=log, lock=lock, directory=None)
+            if status != 0:
+                write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "prepare",
+                                                    "message": " ".join(last[-3:])[:2000]})
+                return 0
+        status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log,
+                         lock=lock, directory=directory)
+    write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "run"})
     return 0
 
 

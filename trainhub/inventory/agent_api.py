@@ -170,20 +170,22 @@ class ReplicaLogs(AgentView):
 
 
 class ReplicaExited(AgentView):
-    """POST {exitCode|null, lostReason?, outputs?: {hpMetrics, modelArtifacts}}."""
+    """POST {exitCode|null, lostReason?, startError?, outputs?: {hpMetrics, modelArtifacts}}."""
 
     def post(self, request: Request, replica_id: int) -> Response:
         replica = _replica_of(self.node(request), replica_id)
         body = request.data if isinstance(request.data, dict) else {}
         exit_code = _field(body, "exitCode", int, required=False)
         lost = _field(body, "lostReason", str, required=False, default="")[:500]
+        start_error = _field(body, "startError", str, required=False, default="")[:2000]
         outputs = _field(body, "outputs", dict, required=False)
         if outputs and replica.state != "EXITED":
             artifacts = _field(outputs, "modelArtifacts", dict, required=False, default={})
             job_services.job_outputs_record(
                 job=replica.job, hp_metrics=_field(outputs, "hpMetrics", list, required=False, default=[]),
                 model_artifacts={**artifacts, "host": replica.node.hostname} if artifacts else {})
-        job_services.replica_exited(replica=replica, exit_code=exit_code, now=_moment(body), lost_reason=lost)
+        job_services.replica_exited(replica=replica, exit_code=exit_code, now=_moment(body), lost_reason=lost,
+                                    start_error=start_error)
         return Response({})
 
 

@@ -342,8 +342,10 @@ def _stop_others(job: CustomJob, replica: Replica) -> None:
     _stop_active(job, exclude=replica)
 
 
-def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime, lost_reason: str = "") -> None:
-    """A replica ended: free its node, then decide the job.
+def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime, lost_reason: str = "",
+                   start_error: str = "") -> None:
+    """A replica ended: free its node, then decide the job. ``start_error``: it never started (its
+    image could not be pulled), and the job's error says why.
 
     Vertex rule: the job succeeds when the primary replica (workerpool0-0) exits 0, and then the
     other workers are shut down; any replica exiting non-zero fails the job.
@@ -381,7 +383,8 @@ def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime,
                 _transition(job, states.FAILED, now, message, error={"code": CODE_UNAVAILABLE, "message": message})
         elif exit_code != 0:
             _stop_others(job, replica)
-            message = f"The replica {task} exited with a non-zero status of {exit_code}."
+            message = (f"The replica {task} could not start: {start_error}" if start_error
+                       else f"The replica {task} exited with a non-zero status of {exit_code}.")
             _transition(job, states.FAILED, now, message, error={"code": CODE_INVALID_ARGUMENT, "message": message})
         elif (replica.pool_index, replica.replica_index) == PRIMARY:
             _stop_others(job, replica)
