@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 
 from trainhub.agent import supervisor
-from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, SUPERVISOR, process_start_time, write_atomically
+from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, process_start_time, write_atomically
+from trainhub.agent.supervisor import SUPERVISOR as SUPERVISOR_RECORD
 
-SUPERVISOR = Path(supervisor.__file__)
+SUPERVISOR_SCRIPT = Path(supervisor.__file__)
 SHIPPED, REPORTED, SIMULATED, OUTPUTS = "shipped.json", "reported", "simulated.json", "outputs.json"
 
 
@@ -50,7 +51,7 @@ class ReplicaRun:
         run = cls(directory)
         with open(directory / "supervisor.err", "ab") as errors:
             run._supervisor = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
-                [sys.executable, "-S", str(SUPERVISOR), str(directory)], stdin=subprocess.DEVNULL,
+                [sys.executable, "-S", str(SUPERVISOR_SCRIPT), str(directory)], stdin=subprocess.DEVNULL,
                 stdout=errors, stderr=errors, start_new_session=True, close_fds=True)
         return run
 
@@ -114,7 +115,7 @@ class ReplicaRun:
         if self._supervisor is not None:
             gone = self._supervisor.poll() is not None
         else:
-            supervisor = self._read(SUPERVISOR)
+            supervisor = self._read(SUPERVISOR_RECORD)
             gone = supervisor is None or process_start_time(supervisor["pid"]) != supervisor["start"]
         return gone and not (self.directory / EXIT).exists()
 
