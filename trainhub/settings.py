@@ -169,6 +169,8 @@ TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
 TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
 TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
 TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
+#: Replicas of project N run as uid/gid TRAINHUB_REPLICA_UID_BASE + N on nodes whose agent isolates them.
+TRAINHUB_REPLICA_UID_BASE = envint("TRAINHUB_REPLICA_UID_BASE", 200000)
 #: How long the scheduler leader lock outlives a worker that died mid-pass (no pass runs meanwhile).
 #: FLEX_START jobs moved QUEUED -> PENDING (state and timeline event) per pass; the rest of a
 #: burst follows in the next passes.

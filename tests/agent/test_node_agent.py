@@ -141,3 +141,44 @@ def test_a_t4_machine_cannot_serve_an_h100_pool_but_a_simulated_one_can():
     assert "needs 8 x NVIDIA_H100_80GB" in problem and "Tesla T4" in problem
     assert facts_problem(facts={"simulated": True}, machine_type="a3-highgpu-8g",
                          accelerator_type="NVIDIA_H100_80GB", accelerator_count=8) is None
+
+
+ATTACK = """
+import os, sys
+def attempt(what, action):
+    try:
+        action()
+        print(what, "READ")
+    except OSError as exc:
+        print(what, "denied", type(exc).__name__)
+attempt("database", lambda: open(sys.argv[1], "rb").read())
+attempt("supervisor environ", lambda: open(f"/proc/{os.getppid()}/environ", "rb").read())
+attempt("agent credentials", lambda: os.listdir(sys.argv[2]))
+attempt("other project", lambda: os.listdir(sys.argv[3]))
+print("uid", os.getuid(), "agent secret", os.environ.get("TRAINHUB_PROBE_SECRET", "absent"))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="isolating replicas needs an agent running as root")
+@pytest.mark.django_db(transaction=True)
+def test_an_isolated_replica_cannot_read_the_control_plane_the_agent_or_another_project(
+        api, nodes, now, tmp_path, monkeypatch):
+    """The take-over of issue 17: read the database, the agent's environment and credentials, and
+    another tenant's files. Every step is refused; tokens themselves are stored only as digests."""
+    database = tmp_path / "trainhub.sqlite3"
+    database.write_text("secret rows")
+    database.chmod(0o600)
+    monkeypatch.setenv("TRAINHUB_PROBE_SECRET", "agent-only")
+    group = agents_on(tmp_path, isolate=True)
+    other = tmp_path / "jobs" / "other-project"
+    other.mkdir(parents=True)
+    other.chmod(0o700)
+    job = submit(api, container_pool(command=["python3", "-c", ATTACK],
+                                     args=[str(database), str(tmp_path / "agent" / "nodes"), str(other)]))
+    step(group, now, lambda: CustomJob.objects.get(pk=job.pk).state in states.TERMINAL)
+    job.refresh_from_db()
+    lines = [entry["text"] for entry in api("uma").get(f"{BASE}/{job.job_id}/logs").json()["entries"]]
+    assert job.state == states.SUCCEEDED, (job.error, lines)
+    for what in ("database", "supervisor environ", "agent credentials", "other project"):
+        assert f"{what} denied PermissionError" in lines, lines
+    assert f"uid {200000 + job.project_id} agent secret absent" in lines

@@ -71,7 +71,8 @@ def join(*, url: str, token: str, name: str, state_dir: Path, simulate: bool = F
     identity = {"url": url, "node": answer.body["node"], "pool": answer.body["pool"],
                 "credential": answer.body["credential"], "simulate": simulate, "address": facts["address"],
                 "pollSeconds": answer.body["pollSeconds"], "heartbeatSeconds": answer.body["heartbeatSeconds"]}
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
     descriptor = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         json.dump(identity, handle)
@@ -110,7 +111,7 @@ def agents_for(args: argparse.Namespace) -> list[NodeAgent]:
         settings = NodeSettings(work_dir=args.work_dir or args.state_dir / "work", state_dir=args.state_dir,
                                 grace_seconds=args.grace, heartbeat_seconds=identity.get("heartbeatSeconds", 10.0),
                                 output_roots=tuple(args.output_root), replica_user=user, runtime=runtime,
-                                facts=facts)
+                                isolate=args.isolate, facts=facts)
         api = ControlPlane(args.url or identity["url"], identity["credential"], verify=args.verify)
         agents.append(NodeAgent(name=identity["node"], control_plane=api, settings=settings))
     return agents
@@ -142,6 +143,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output-root", type=Path, action="append", default=[],
                      help="a directory file:// output URIs may point under (repeatable)")
     run.add_argument("--replica-user", help="run replicas as this unprivileged user (when the agent runs as root)")
+    run.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=os.geteuid() == 0,
+                     help="run each project's replicas as its own unprivileged uid with directories only it can "
+                          "read (default: on when the agent runs as root)")
     run.add_argument("--runtime", default="auto",
                      help="podman, docker, a path to either, subprocess (run command + args on the host), or auto "
                           "(default: podman, else docker, else subprocess)")

@@ -46,8 +46,11 @@ class NodeSettings:
     full_sync_seconds: float = 30.0
     #: Where file:// output URIs may point (gs:// maps below work_dir/gcs).
     output_roots: tuple[Path, ...] = ()
-    #: The uid/gid replicas run as when the agent runs as root; None: the agent's own user.
+    #: The uid/gid every replica runs as (--replica-user); None: the project's own uid (with
+    #: ``isolate``) or the agent's user.
     replica_user: dict | None = None
+    #: Run each project's replicas as its own unprivileged uid, in directories only it can read.
+    isolate: bool = False
     #: podman or docker; None runs command + args on the host (the subprocess executor).
     runtime: ContainerRuntime | None = None
     facts: dict = field(default_factory=dict)
@@ -67,6 +70,8 @@ class NodeAgent:
         self.settings = settings
         self.replica_dir = settings.state_dir / "replicas" / name
         self.replica_dir.mkdir(parents=True, exist_ok=True)
+        # Replica records hold their environments: only the agent (and its supervisors) read them.
+        self.replica_dir.parent.chmod(0o700)
         self.handles: dict[int, _Handle] = {}
         self.assignments: dict[str, Any] = {"replicas": [], "slurm": []}
         self.etag = ""
@@ -175,22 +180,29 @@ class NodeAgent:
             return ReplicaRun.simulate(directory, started=moment, runtime=float(doc["simulatedRuntimeSeconds"]),
                                        announce=[f"simulated replica {doc['taskName']} on node {self.name}",
                                                  f"CLUSTER_SPEC={env['CLUSTER_SPEC']}"])
+        user = self._run_as(doc)
         try:
-            outputs = prepare_outputs(env, roots=self._output_roots()) if doc["primary"] else None
+            outputs = prepare_outputs(env, roots=self._output_roots(), owner=user) if doc["primary"] else None
             if self.settings.runtime is None:
                 argv = replica_argv(ctx, env)
         except (NotRunnable, OutputPathRefused) as exc:
             return ReplicaRun.failed(directory, reason=str(exc), now=moment)
         work_dir.mkdir(parents=True, exist_ok=True)
-        if self.settings.replica_user:
-            os.chown(work_dir, self.settings.replica_user["uid"], self.settings.replica_user["gid"])
+        if user:
+            os.chown(work_dir, user["uid"], user["gid"])
+            work_dir.chmod(0o700)  # another project's replica on this node cannot read it
         if self.settings.runtime is not None:
-            return self._start_container(doc, ctx, env, directory, work_dir, outputs, moment)
+            return self._start_container(doc, ctx, env, directory, work_dir, outputs, moment, user)
         return ReplicaRun.start(directory, argv=argv, env={**self._base_env(work_dir), **env}, cwd=work_dir,
-                                user=self.settings.replica_user, outputs=outputs)
+                                user=user, outputs=outputs)
+
+    def _run_as(self, doc: dict) -> dict | None:
+        if self.settings.replica_user:
+            return self.settings.replica_user
+        return doc.get("runAs") if self.settings.isolate else None
 
     def _start_container(self, doc: dict, ctx: ReplicaContext, env: dict[str, str], directory: Path,
-                         work_dir: Path, outputs: dict | None, moment: float) -> ReplicaRun:
+                         work_dir: Path, outputs: dict | None, moment: float, user: dict | None) -> ReplicaRun:
         runtime = self.settings.runtime
         pool = ctx.spec["jobSpec"]["workerPoolSpecs"][ctx.pool_index]
         if "containerSpec" in pool:
@@ -223,7 +235,6 @@ class NodeAgent:
         gcs.mkdir(parents=True, exist_ok=True)
         mounts = [(str(work_dir), str(work_dir)), (str(gcs), GCS_MOUNT), (str(gcs), str(gcs)),
                   *((str(root), str(root)) for root in self.settings.output_roots if root.is_dir())]
-        user = self.settings.replica_user
         name = f"trainhub-{self.name}-{doc['id']}"
         argv = runtime.run_argv(name=name, image=image, command=command, args=args, env_file=str(env_file),
                                 user=f"{user['uid']}:{user['gid']}" if user else None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 _RESERVED_KEYS = frozenset({"global_step", "timestamp", "trial"})
@@ -89,13 +90,17 @@ def confined(path: str, roots: tuple[Path, ...]) -> Path:
                             f"({allowed}); use gs://BUCKET/... or a file:// path under one of them")
 
 
-def prepare_outputs(env: dict[str, str], *, roots: tuple[Path, ...]) -> dict | None:
+def prepare_outputs(env: dict[str, str], *, roots: tuple[Path, ...], owner: dict | None = None) -> dict | None:
     """Create the primary's AIP_* output directories (a Cloud Storage mount takes writes under any
-    path) after checking each lies under ``roots``; return where its metric file and model
-    directory are, for ``collect_outputs`` when it exits."""
+    path) after checking each lies under ``roots``, owned by ``owner`` ({uid, gid}) when the
+    replica runs as its project's user; return where its metric file and model directory are, for
+    ``collect_outputs`` when it exits."""
     for name in OUTPUT_VARIABLES:
         if env.get(name, "").startswith("/"):
-            confined(env[name], roots).mkdir(parents=True, exist_ok=True)
+            directory = confined(env[name], roots)
+            directory.mkdir(parents=True, exist_ok=True)
+            if owner:
+                os.chown(directory, owner["uid"], owner["gid"])
     model_dir = env["AIP_MODEL_DIR"] if env.get("AIP_MODEL_DIR", "").startswith("/") else None
     metric_file = env.get("CLOUD_ML_HP_METRIC_FILE")
     if metric_file is None and model_dir is None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
+
 from trainhub.inventory.models import Executor, Node
 from trainhub.jobs.models import Replica
 from trainhub.slurm.models import JobNode, NodePhase
@@ -19,6 +21,13 @@ def _epoch(moment: dt.datetime | None) -> float | None:
     return moment.timestamp() if moment is not None else None
 
 
+def project_identity(project_pk: int) -> dict[str, int]:
+    """The unprivileged uid and gid a project's replicas run as on every node (as Slurm runs a job
+    as its submitter): one per project, so one tenant's replicas cannot read another's files."""
+    uid = settings.TRAINHUB_REPLICA_UID_BASE + project_pk
+    return {"uid": uid, "gid": uid}
+
+
 def _replica_document(replica: Replica, peers: dict[int, list[str]], node: Node) -> dict[str, Any]:
     job = replica.job
     return {
@@ -26,6 +35,7 @@ def _replica_document(replica: Replica, peers: dict[int, list[str]], node: Node)
         "stopRequested": replica.stop_requested, "gpuIndices": list(replica.gpu_indices),
         "executor": node.pool.executor, "simulatedRuntimeSeconds": node.pool.simulated_runtime_seconds,
         "primary": (replica.pool_index, replica.replica_index) == (0, 0),
+        "runAs": project_identity(job.project_id),
         "context": {
             "jobId": job.job_id, "projectNumber": job.project.number, "spec": job.spec,
             "poolIndex": replica.pool_index, "replicaIndex": replica.replica_index,
