@@ -6,6 +6,9 @@ submission load, and checks the invariants (bench.chaos.invariants) afterwards.
 3. ``racing_workers``  - two worker processes compete for every pass; passes must never overlap.
 4. ``agent_kill``      - SIGKILL a node agent: its nodes go DOWN after the heartbeat TTL, and its
                          jobs fail or restart as scheduling.restartJobOnWorkerRestart says.
+5. ``agent_restart``   - SIGKILL a node agent while 2-replica jobs of real processes run, start it
+                         again at once: the replicas ran on under their supervisors, every job
+                         succeeds with its whole log, and no node ever ran two jobs' processes.
 """
 
 from __future__ import annotations
@@ -296,6 +299,54 @@ def agent_kill(cluster: Cluster, sizes: Sizes) -> DrillResult:
     return result
 
 
+#: Each replica of the agent_restart drill prints this many numbered lines, one every 0.1 s.
+RESTART_LINES = 40
+
+
+def agent_restart(cluster: Cluster, sizes: Sizes) -> DrillResult:
+    from trainhub.jobs.models import CustomJob, LogLine
+
+    result = DrillResult("agent_restart", "kill -9 a node agent mid-job and start it again; real subprocess replicas")
+    real = {"name": "real", "machine_type": "n1-standard-4", "node_count": 4, "executor": "subprocess"}
+    cluster.reset(pools=[real], env=DRILL_ENV)
+    cluster.start_web()
+    cluster.start_beat()
+    cluster.start_worker()
+    agent = cluster.start_agent("agent-real", ["real"])
+    script = f"import time\nfor i in range({RESTART_LINES}):\n    print('line', i, flush=True)\n    time.sleep(0.1)\n"
+    pool = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+            "containerSpec": {"imageUri": "python:3.11", "command": ["python3", "-c", script]}}
+    names = []
+    for index in range(4):
+        body = {"displayName": f"restart-{index}", "jobSpec": {"workerPoolSpecs": [pool, pool]}}
+        response = requests.post(f"{cluster.web_url}{JOBS_PATH}", json=body,
+                                 headers={"Authorization": f"Bearer {cluster.token}"}, timeout=30)
+        response.raise_for_status()
+        names.append(response.json()["name"])
+    ids = [name.rsplit("/", 1)[1] for name in names]
+    result.did("started gunicorn, beat, a worker and the agent of pool 'real' (4 nodes); submitted 4 jobs of "
+               f"2 replicas, each printing {RESTART_LINES} lines over {RESTART_LINES / 10:.0f} s")
+    with Sampler() as sampler:
+        wait_until(lambda: LogLine.objects.filter(job__job_id__in=ids).count() >= 8, timeout=60,
+                   what="the first jobs' replicas to print")
+        agent.kill9()
+        result.did("killed the agent (SIGKILL) while the first two jobs ran")
+        time.sleep(1.0)
+        cluster.restart(agent)
+        result.did("started the agent again")
+        _settle(result, names, sampler, sizes, {SUCCEEDED})
+    complete = [job_id for job_id in ids if sorted(LogLine.objects.filter(job__job_id=job_id, text__startswith="line")
+                                                   .values_list("text", flat=True))
+                == sorted(f"line {i}" for i in range(RESTART_LINES) for _ in range(2))]
+    restarts = sum(CustomJob.objects.filter(job_id__in=ids).values_list("restart_count", flat=True))
+    result.checks += [
+        Check("every job has both replicas' whole log, each line once", len(complete) == len(ids),
+              f"{len(complete)} of {len(ids)} complete"),
+        Check("no job was restarted (the replicas outlived the agent)", restarts == 0, f"{restarts} restarts"),
+    ]
+    return result
+
+
 def _submit(cluster: Cluster, name: str, *, restart: bool) -> str:
     """Submit a one-replica A100 job; returns its resource name."""
     body = {"displayName": name, "jobSpec": {
@@ -313,4 +364,5 @@ DRILLS: dict[str, Callable[[Cluster, Sizes], DrillResult]] = {
     "redis_flush": redis_flush,
     "racing_workers": racing_workers,
     "agent_kill": agent_kill,
+    "agent_restart": agent_restart,
 }
