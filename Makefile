@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-browser bench bench-compare chaos chaos-short install clean
+.PHONY: run test test-browser docs bench bench-compare chaos chaos-short install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: $(STAMP)
 
 test-browser: $(STAMP)
 	$(PY) -m pytest -m browser
+
+# The documentation site (docs/, mkdocs.yml) into var/site; --strict fails on a broken link.
+docs: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	$(VENV)/bin/mkdocs build --strict --site-dir var/site
 
 bench: $(STAMP)
 	$(PY) -m bench
