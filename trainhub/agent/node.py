@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trainhub.agent.client import ControlPlane, ControlPlaneUnreachable, error_message
-from trainhub.agent.containers import GCS_MOUNT, ContainerRuntime, env_file_text
+from trainhub.agent.containers import GCS_MOUNT, ContainerRuntime, env_file_text, write_registry_auth
 from trainhub.agent.environment import NotRunnable, ReplicaContext, expand, replica_argv, replica_environment
 from trainhub.agent.outputs import OutputPathRefused, collect_outputs, prepare_outputs
 from trainhub.agent.replicas import ReplicaRun
@@ -240,8 +240,12 @@ class NodeAgent:
                                 user=f"{user['uid']}:{user['gid']}" if user else None,
                                 gpu_indices=list(doc["gpuIndices"]), mounts=mounts, workdir=str(work_dir))
         ReplicaRun.note(directory, moment, f"trainhub-agent: pulling {image} with {runtime.kind} on node {self.name}")
-        return ReplicaRun.start(directory, argv=argv, env=dict(os.environ), cwd=work_dir, outputs=outputs,
-                                prepare=[runtime.pull_argv(image)],
+        runtime_env, authfile = dict(os.environ), None
+        if doc.get("registryLogin"):
+            authfile = write_registry_auth(directory / "registry-auth", doc["registryLogin"])
+            runtime_env["DOCKER_CONFIG"] = str(authfile.parent)  # where docker looks; podman takes --authfile
+        return ReplicaRun.start(directory, argv=argv, env=runtime_env, cwd=work_dir, outputs=outputs,
+                                prepare=[runtime.pull_argv(image, str(authfile) if authfile else None)],
                                 container={"name": name, "signal": [*runtime.base(), "kill", "--signal"],
                                            "remove": runtime.remove_argv(name)})
 
