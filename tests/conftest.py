@@ -97,6 +97,14 @@ def cast(db):
     return {"alpha": alpha, "beta": beta, **people}
 
 
+def remember_token(raw: str) -> None:
+    """Make raw_token return ``raw`` for its user (a token the test got some other way, e.g. by
+    signing in with the CLI), instead of replacing it."""
+    from trainhub.iam.tokens import token_digest
+
+    _RAW_TOKENS[token_digest(raw)] = raw
+
+
 #: Raw tokens issued to tests, by digest: only digests are stored, so a test that needs a user's
 #: token again finds it here (a token not issued through raw_token is rotated once).
 _RAW_TOKENS: dict[str, str] = {}
