@@ -149,6 +149,14 @@ def nodes(db, now):
     return pools
 
 
+@pytest.fixture
+def offline_a100(nodes):
+    """Six more A100 VMs in us-central1 that never report: with them a FLEX_START gang of up to 8
+    A100 nodes fits the location's whole inventory (so it is accepted) but not the live nodes (so
+    it waits)."""
+    return node_pool_ensure(name="a100-offline", machine_type="a2-highgpu-1g", node_count=6)
+
+
 def container_pool(machine_type="n1-standard-4", replicas=1, command=None, args=None, accelerator=None,
                    count=None, env=None):
     pool = {
