@@ -28,15 +28,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Any
 
 from bench.environment import GUNICORN_CONFIG, CpuClock, free_port, shared_redis_notes
 from bench.report import Column, Section
-from bench.scheduler_pass import LOCATION, Sizes, bench_project, clear_jobs, counting_queries
+from bench.scheduler_pass import (
+    LOCATION,
+    Sizes,
+    bench_project,
+    clear_jobs,
+    counting_queries,
+    inventory_for_the_workload,
+)
 from bench.timing import measure
-from bench.workload import MACHINES, REPLICA_MIX, generate_jobs
+from bench.workload import generate_jobs
 
 CLIENTS = 2
 WARM_UP_PER_CLIENT = 25
@@ -205,32 +211,13 @@ def _gunicorn_settings() -> dict[str, Any]:
     return {key: namespace[key] for key in ("workers", "threads", "worker_class")}
 
 
-@contextmanager
-def _inventory_for_the_workload() -> Iterator[None]:
-    """A FLEX_START gang that the location's whole inventory could never hold is refused at create:
-    for the submissions measured here to be the workload's, one pool per machine type as large as
-    the largest gang, whose nodes never report (nothing is placed on them), removed afterwards."""
-    from trainhub.inventory.models import Executor, Node, NodePool
-    from trainhub.inventory.services import node_pool_ensure
-
-    names = [f"bench-submit-{machine}" for machine, _ in MACHINES]
-    largest = max(largest for _, _, largest in REPLICA_MIX)
-    for name, (machine, _) in zip(names, MACHINES):
-        node_pool_ensure(name=name, machine_type=machine, node_count=largest, executor=Executor.SIMULATED)
-    try:
-        yield
-    finally:
-        Node.objects.filter(pool__name__in=names).delete()
-        NodePool.objects.filter(name__in=names).delete()
-
-
 def bench_rest_submit(sizes: Sizes) -> Section:
-    with _inventory_for_the_workload():
+    with inventory_for_the_workload():
         return _bench_rest_submit(sizes)
 
 
 def bench_rest_submit_cpu(sizes: Sizes) -> Section:
-    with _inventory_for_the_workload():
+    with inventory_for_the_workload():
         return _bench_rest_submit_cpu(sizes)
 
 
