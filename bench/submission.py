@@ -33,7 +33,14 @@ from typing import Any
 
 from bench.environment import GUNICORN_CONFIG, CpuClock, free_port, shared_redis_notes
 from bench.report import Column, Section
-from bench.scheduler_pass import LOCATION, Sizes, bench_project, clear_jobs, counting_queries
+from bench.scheduler_pass import (
+    LOCATION,
+    Sizes,
+    bench_project,
+    clear_jobs,
+    counting_queries,
+    inventory_for_the_workload,
+)
 from bench.timing import measure
 from bench.workload import generate_jobs
 
@@ -205,6 +212,16 @@ def _gunicorn_settings() -> dict[str, Any]:
 
 
 def bench_rest_submit(sizes: Sizes) -> Section:
+    with inventory_for_the_workload():
+        return _bench_rest_submit(sizes)
+
+
+def bench_rest_submit_cpu(sizes: Sizes) -> Section:
+    with inventory_for_the_workload():
+        return _bench_rest_submit_cpu(sizes)
+
+
+def _bench_rest_submit(sizes: Sizes) -> Section:
     from django.db import connection
 
     from trainhub.iam.services import api_token_rotate
@@ -316,7 +333,7 @@ def _loads(loads: tuple[float, float, float]) -> str:
     return "/".join(f"{load:.1f}" for load in loads)
 
 
-def bench_rest_submit_cpu(sizes: Sizes) -> Section:
+def _bench_rest_submit_cpu(sizes: Sizes) -> Section:
     """CustomJob creates through Django's test client in this process: CPU, SQL and Redis per request."""
     from django.test import Client
 

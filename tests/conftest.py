@@ -97,6 +97,14 @@ def cast(db):
     return {"alpha": alpha, "beta": beta, **people}
 
 
+def remember_token(raw: str) -> None:
+    """Make raw_token return ``raw`` for its user (a token the test got some other way, e.g. by
+    signing in with the CLI), instead of replacing it."""
+    from trainhub.iam.tokens import token_digest
+
+    _RAW_TOKENS[token_digest(raw)] = raw
+
+
 #: Raw tokens issued to tests, by digest: only digests are stored, so a test that needs a user's
 #: token again finds it here (a token not issued through raw_token is rotated once).
 _RAW_TOKENS: dict[str, str] = {}
@@ -139,6 +147,14 @@ def nodes(db, now):
     all_nodes = [node for pool in pools.values() for node in pool.nodes.all()]
     node_heartbeat(node_ids=[node.pk for node in all_nodes], now=now)
     return pools
+
+
+@pytest.fixture
+def offline_a100(nodes):
+    """Six more A100 VMs in us-central1 that never report: with them a FLEX_START gang of up to 8
+    A100 nodes fits the location's whole inventory (so it is accepted) but not the live nodes (so
+    it waits)."""
+    return node_pool_ensure(name="a100-offline", machine_type="a2-highgpu-1g", node_count=6)
 
 
 def container_pool(machine_type="n1-standard-4", replicas=1, command=None, args=None, accelerator=None,

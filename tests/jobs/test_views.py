@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from tests.conftest import container_pool, job_body
 from trainhub.common.redis import get_redis
+from trainhub.inventory.services import node_pool_ensure
 from trainhub.jobs import services, states
 from trainhub.jobs.models import CustomJob
 from trainhub.scheduling import working_memory
@@ -259,6 +260,8 @@ def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast, nod
 
 
 def test_the_form_submits_extra_pools_skips_empty_ones_and_uses_its_location(client, cast):
+    # FLEX_START is refused where the whole inventory could never hold the gang (4 A100 VMs).
+    node_pool_ensure(name="eu-a100", machine_type="a2-highgpu-1g", node_count=4, location="europe-west4")
     client.force_login(cast["uma"])
     data = form_data(**{"location": "europe-west4", "strategy": "FLEX_START", "max_wait": "0s",
                         "catalog": "True",  # europe-west4 has no nodes: queued on the user's explicit choice

@@ -36,7 +36,7 @@ def test_a_request_above_the_limit_is_rejected_at_create_with_429(api, a100_quot
 
 
 @pytest.mark.parametrize("strategy", ["FLEX_START", "SPOT"])
-def test_flex_start_and_spot_consume_the_preemptible_quota_not_the_on_demand_one(api, a100_quota, strategy):
+def test_flex_start_and_spot_consume_the_preemptible_quota_not_the_on_demand_one(api, nodes, a100_quota, strategy):
     body = job_body(a100(), a100(), scheduling={"strategy": strategy})
     response = api("uma").post(BASE, body, format="json")
     assert response.status_code == 200

@@ -17,7 +17,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from trainhub.common.compiled import CompiledInsert
-from trainhub.common.errors import ApiError, invalid_argument
+from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.live import live_changed
 from trainhub.common.locations import location_check
 from trainhub.common.redis import best_effort, one_round_trip
@@ -32,7 +32,7 @@ from trainhub.resources.selectors import job_resource_check
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
 from trainhub.scheduling.quota import QuotaBook, quota_demand
-from trainhub.scheduling.selectors import project_quota_limits
+from trainhub.scheduling.selectors import gang_beyond_inventory, project_quota_limits
 
 # google.rpc.Code values used in CustomJob.error.
 CODE_CANCELLED = 1
@@ -142,7 +142,28 @@ def job_submission_check(*, project: Project, location: str, body: Any) -> Parse
         if violations:
             raise invalid_argument(violations)
     _reject_requests_above_quota(project=project, location=location, demand=_quota_demand(parsed))
+    if parsed.strategy == "FLEX_START" and not parsed.document["jobSpec"].get("persistentResourceId"):
+        _reject_gangs_beyond_inventory(location=location, parsed=parsed)
     return parsed
+
+
+def _reject_gangs_beyond_inventory(*, location: str, parsed: ParsedCustomJob) -> None:
+    """A FLEX_START gang that the location's whole inventory could never hold at once would wait
+    (and, past the reservation threshold, hold nodes) for nothing: 400 naming the worker pools and
+    the node pools at create, as persistent resources are refused."""
+    beyond = gang_beyond_inventory(location=location, pools=parsed.pools)
+    if beyond is None:
+        return
+    shortfall, node_pools = beyond
+    shape = shortfall.shape
+    gpus = f" with {shape.accelerator_count} x {shape.accelerator_type}" if shape.accelerator_count else ""
+    where = (f"node pool(s) {', '.join(node_pools)} in {location} have {shortfall.free}" if node_pools
+             else f"{location} has none")
+    raise invalid_argument([
+        FieldViolation(f"jobSpec.workerPoolSpecs[{pool.index}].replicaCount",
+                       f"the job needs {shortfall.needed} {shape.machine_type} node(s){gpus} at once; {where} "
+                       "in all (idle or not), so it could never start")
+        for pool in parsed.pools if pool.shape == shape])
 
 
 def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None, body: Any,
