@@ -170,7 +170,8 @@ def test_it_reads_relative_lazy_and_type_checking_imports() -> None:
 def test_no_new_import_cycle() -> None:
     graph = import_graph()
     new = [group for group in cycles(graph) if not any(group <= known for known in KNOWN_CYCLES.values())]
-    assert not new, "new import cycles (make the imports run one way; see the README's Layers):\n" + "\n".join(
+    assert not new, "new import cycles (make the imports run one way: tasks and APIs above services, services above "
+        "pure modules and models):\n" + "\n".join(
         " -> ".join(a_cycle_in(graph, group)) + f"   (all of: {', '.join(sorted(group))})" for group in new)
 
 
