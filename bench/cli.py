@@ -114,15 +114,17 @@ def bench_cli_startup(sizes: Sizes) -> Section:
     return section
 
 
-def _loop_seconds(command: list[str], environ: dict[str, str], calls: int) -> float:
-    """Wall seconds of one bash loop running ``command`` ``calls`` times; any failure stops it."""
+def _loop_seconds(command: list[str], environ: dict[str, str], calls: int) -> tuple[float, float]:
+    """Wall and CPU seconds (bash's and every command's) of one bash loop running ``command``
+    ``calls`` times; any failure stops it."""
     script = f"for i in $(seq {calls}); do {shlex.join(command)} >/dev/null || exit 1; done"
+    cpu = _children_cpu()
     begun = time.perf_counter()
     run = subprocess.run(["bash", "-c", script], env=environ, capture_output=True, text=True)  # noqa: S603
     elapsed = time.perf_counter() - begun
     if run.returncode != 0:
         raise RuntimeError(f"the loop of {shlex.join(command)} failed: {run.stderr[-1000:]}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu
 
 
 def bench_cli_sbatch_loop(sizes: Sizes) -> Section:
@@ -160,26 +162,30 @@ def bench_cli_sbatch_loop(sizes: Sizes) -> Section:
             client.post(path, body)
         in_process = time.perf_counter() - begun
         before = SlurmJob.objects.filter(cluster=cluster).count()
-        loop = _loop_seconds(sbatch, environ, calls)
+        loop, loop_cpu = _loop_seconds(sbatch, environ, calls)
         submitted = SlurmJob.objects.filter(cluster=cluster).count() - before
-        interpreter = _loop_seconds([sys.executable, "-c", "pass"], environ, calls)
+        interpreter, interpreter_cpu = _loop_seconds([sys.executable, "-c", "pass"], environ, calls)
     finally:
         server.terminate()
         server.wait(timeout=30)
         shutil.rmtree(cache_dir, ignore_errors=True)
     cluster_delete(cluster=cluster)
     row = {"calls": calls, "seconds": loop, "jobs_per_second": calls / loop, "ms_per_call": loop / calls * 1000,
-           "server_ms_per_job": in_process / calls * 1000, "python_pass_per_second": calls / interpreter,
+           "cli_cpu_ms_per_call": loop_cpu / calls * 1000, "server_ms_per_job": in_process / calls * 1000,
+           "python_pass_per_second": calls / interpreter, "python_pass_cpu_ms": interpreter_cpu / calls * 1000,
            "submitted": submitted}
     row["cli_ms_per_call"] = row["ms_per_call"] - row["server_ms_per_job"]
+    # On an idle machine a call takes the CLI's CPU time plus the server's answer.
+    row["idle_estimate_jobs_per_second"] = 1000 / (row["cli_cpu_ms_per_call"] + row["server_ms_per_job"])
     section = Section(
         name="cli_sbatch_loop",
         key=("calls",),
         title=f"`trainhub slurm sbatch` in a bash loop: {calls} calls against gunicorn",
         columns=[Column("calls", "calls"), Column("seconds", "s"), Column("jobs_per_second", "jobs/s"),
                  Column("ms_per_call", "ms/call"), Column("server_ms_per_job", "in-process client ms/job"),
-                 Column("cli_ms_per_call", "CLI start-up ms/call"),
-                 Column("python_pass_per_second", "python -c pass loop /s")],
+                 Column("cli_ms_per_call", "CLI start-up ms/call"), Column("cli_cpu_ms_per_call", "CLI CPU ms/call"),
+                 Column("python_pass_per_second", "python -c pass loop /s"),
+                 Column("python_pass_cpu_ms", "python -c pass CPU ms")],
         rows=[row],
         extra={"target_jobs_per_second": TARGET_LOOP_JOBS_PER_SECOND},
     )
@@ -191,6 +197,9 @@ def bench_cli_sbatch_loop(sizes: Sizes) -> Section:
         "in-process client: the same submissions from this process with the CLI's HTTP client, a new connection "
         "each - the server's and the network's share of a call; CLI start-up ms/call = ms/call minus it",
         "python -c pass loop: the same bash loop around the bare interpreter, the ceiling for any Python command",
+        "CLI CPU ms/call: user + system time of bash and the trainhub processes over the loop, per call - steadier "
+        f"than wall time on a busy machine; with the server's ms/job it puts an idle machine at about "
+        f"{row['idle_estimate_jobs_per_second']:.1f} jobs/s",
     ]
     if connection.vendor == "sqlite":
         section.notes.append("database: SQLite (DATABASE_URL not set); set DATABASE_URL to a throwaway PostgreSQL "
