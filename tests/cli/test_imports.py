@@ -50,4 +50,5 @@ def test_an_sbatch_that_reaches_for_the_server_loads_no_heavy_module(tmp_path) -
     loaded = _modules_after(statements)
     assert "trainhub.slurm.sbatch" in loaded  # it did parse sbatch's options
     assert loaded & NEVER == set()
+    assert "trainhub.cli.worker_pool_spec" not in loaded  # custom jobs' spec parsers
     assert "http" not in loaded  # plain http:// goes out on a socket

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from trainhub.cli.client import CliError, ResourceRef, TrainhubClient, parse_resource_ref
-from trainhub.cli.worker_pool_spec import SpecError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_PROJECT = "demo"
@@ -183,6 +182,10 @@ def _arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """Adapt a parser raising SpecError to argparse, which reports ArgumentTypeError verbatim."""
 
     def convert(text: str) -> Any:
+        # Imported here: the spec parsers that raise it come from that module, which the commands
+        # without spec flags (sbatch, squeue...) need not load.
+        from trainhub.cli.worker_pool_spec import SpecError
+
         try:
             return parse(text)
         except SpecError as exc:
