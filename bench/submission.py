@@ -18,20 +18,17 @@ Their sum bounds what the machine's cores can accept when nothing else runs.
 
 from __future__ import annotations
 
-import http.client
 import json
 import multiprocessing
 import os
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from bench.environment import GUNICORN_CONFIG, CpuClock, free_port, shared_redis_notes
+from bench.environment import GUNICORN_CONFIG, CpuClock, free_port, shared_redis_notes, start_gunicorn
 from bench.report import Column, Section
 from bench.scheduler_pass import (
     LOCATION,
@@ -186,24 +183,6 @@ def _cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
-def _start_gunicorn(port: int) -> subprocess.Popen:
-    server = subprocess.Popen(  # noqa: S603 - our own argv
-        [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
-        env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            probe.request("GET", "/healthz")
-            if probe.getresponse().status == 200:
-                return server
-        except OSError:
-            time.sleep(0.2)
-    server.kill()
-    raise RuntimeError("gunicorn did not answer /healthz within 60 s")
-
-
 def _gunicorn_settings() -> dict[str, Any]:
     """workers, threads and worker class as gunicorn.conf.py sets them for this machine."""
     namespace: dict[str, Any] = {}
@@ -234,7 +213,7 @@ def _bench_rest_submit(sizes: Sizes) -> Section:
     shares = [requests[index::CLIENTS] for index in range(CLIENTS)]
     port = free_port()
     connection.close()  # the client processes are forked; they must not share this connection
-    server = _start_gunicorn(port)
+    server = start_gunicorn(port)
     context = multiprocessing.get_context("fork")
     load_before = os.getloadavg()
     try:
