@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from bench import timing
+from bench.agent_fleet import bench_agent_fleet
 from bench.environment import (
     RESULTS_DIR,
     BenchSetupError,
@@ -34,7 +35,8 @@ BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_datab
               Benchmark("rest_submit_cpu", bench_rest_submit_cpu, needs_database=True),
               Benchmark("rest_submit", bench_rest_submit, needs_database=True),
               Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
-              Benchmark("slurm_pages", bench_slurm_pages, needs_database=True))
+              Benchmark("slurm_pages", bench_slurm_pages, needs_database=True),
+              Benchmark("agent_fleet", bench_agent_fleet, needs_database=True))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
