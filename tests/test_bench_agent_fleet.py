@@ -33,7 +33,7 @@ def test_twenty_agents_sync_without_a_failed_request_while_jobs_are_placed():
 
     assert section["name"] == "agent_fleet"
     assert [key for key, _ in section["columns"]] == [
-        "agents", "client_processes", "seconds", "requests_per_second", "failed", "poll_p50_ms", "poll_p99_ms",
+        "agents", "client_processes", "seconds", "requests_per_second", "on_time_share", "failed", "poll_p50_ms", "poll_p99_ms",
         "heartbeat_p50_ms", "heartbeat_p99_ms", "report_p99_ms", "not_modified_share", "control_plane_cores",
         "control_plane_cpu_ms_per_agent_minute", "client_cores", "pg_connections_before", "pg_connections_peak",
         "start_p50_s", "start_p99_s"]
