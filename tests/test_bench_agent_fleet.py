@@ -33,10 +33,10 @@ def test_twenty_agents_sync_without_a_failed_request_while_jobs_are_placed():
 
     assert section["name"] == "agent_fleet"
     assert [key for key, _ in section["columns"]] == [
-        "agents", "client_processes", "seconds", "requests_per_second", "on_time_share", "failed", "poll_p50_ms", "poll_p99_ms",
-        "heartbeat_p50_ms", "heartbeat_p99_ms", "report_p99_ms", "not_modified_share", "control_plane_cores",
-        "control_plane_cpu_ms_per_agent_minute", "client_cores", "pg_connections_before", "pg_connections_peak",
-        "start_p50_s", "start_p99_s"]
+        "agents", "client_processes", "seconds", "requests_per_second", "on_time_share", "failed",
+        "poll_p50_ms", "poll_p99_ms", "heartbeat_p50_ms", "heartbeat_p99_ms", "report_p99_ms", "not_modified_share",
+        "control_plane_cores", "control_plane_cpu_ms_per_agent_minute", "nominal_cores_lower_bound", "client_cores",
+        "pg_connections_before", "pg_connections_peak", "start_p50_s", "start_p99_s"]
     [row] = section["rows"]
     assert row["agents"] == 20 and row["client_processes"] == 2
     assert row["failed"] == 0, (row["statuses"], row["errors"])
