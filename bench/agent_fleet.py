@@ -143,7 +143,7 @@ class _Connection:
         if begun >= record.window_start:
             record.latencies[kind].append(time.time() - begun)
             record.statuses[kind][response.status] += 1
-        return response.status, response.getheader("ETag", ""), json.loads(content) if content else None
+        return response.status, response.getheader("ETag", ""), json.loads(content) if response.status == 200 else None
 
 
 def _agent_round(connection: _Connection, agent: _Agent, record: _Record, heartbeat_seconds: float) -> None:
@@ -203,9 +203,16 @@ def _client_process(port: int, agents: list[_Agent], begin: float, seconds: floa
                     poll_seconds: float, heartbeat_seconds: float) -> list[_Record]:
     """One client process: CONNECTIONS_PER_PROCESS threads, each playing its share of ``agents``."""
     records = [_Record(window_start) for _ in range(CONNECTIONS_PER_PROCESS)]
-    threads = [threading.Thread(target=_play, args=(port, agents[index::CONNECTIONS_PER_PROCESS], begin, seconds,
-                                                    poll_seconds, heartbeat_seconds, records[index]))
-               for index in range(CONNECTIONS_PER_PROCESS)]
+
+    def play(index: int) -> None:
+        try:
+            _play(port, agents[index::CONNECTIONS_PER_PROCESS], begin, seconds, poll_seconds, heartbeat_seconds,
+                  records[index])
+        except Exception as exc:  # noqa: BLE001 - a client's own failure is reported, never silent
+            records[index].statuses["poll"]["client failure"] += 1
+            records[index].errors.append(f"client thread stopped: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=play, args=(index,)) for index in range(CONNECTIONS_PER_PROCESS)]
     for thread in threads:
         thread.start()
     for thread in threads:
