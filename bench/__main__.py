@@ -14,6 +14,7 @@ from typing import Any
 
 from bench import timing
 from bench.cli import bench_cli_sbatch_loop, bench_cli_startup
+from bench.agent_fleet import bench_agent_fleet
 from bench.environment import (
     RESULTS_DIR,
     BenchSetupError,
@@ -37,7 +38,8 @@ BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_datab
               Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
               Benchmark("slurm_pages", bench_slurm_pages, needs_database=True),
               Benchmark("cli_startup", bench_cli_startup, needs_database=False),
-              Benchmark("cli_sbatch_loop", bench_cli_sbatch_loop, needs_database=True))
+              Benchmark("cli_sbatch_loop", bench_cli_sbatch_loop, needs_database=True),
+              Benchmark("agent_fleet", bench_agent_fleet, needs_database=True))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -71,6 +71,9 @@ class Sizes:
     page_resources: int
     page_slurm_pending: int
     page_slurm_finished: int
+    #: Simulated node agents and seconds measured by the agent_fleet benchmark (bench/agent_fleet.py).
+    fleet_agents: int
+    fleet_seconds: float
 
     def pure_repeat_for(self, jobs: int) -> int:
         return 3 if jobs >= self.pure_long_queue else self.pure_repeat
@@ -80,12 +83,14 @@ FULL = Sizes(pure_jobs=(1_000, 10_000, 50_000), pure_nodes=(100, 1_000), pure_re
              db_nodes=1_000, db_jobs=(1_000, 10_000, 50_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3,
              admission_jobs=15_000, rest_jobs=10_000, page_active_jobs=10_000,
              page_finished_jobs=100_000, page_nodes=1_000, page_repeat=20, page_studies=200, page_pipelines=100,
-             page_models=10, page_resources=20, page_slurm_pending=10_000, page_slurm_finished=20_000)
+             page_models=10, page_resources=20, page_slurm_pending=10_000, page_slurm_finished=20_000,
+             fleet_agents=1_000, fleet_seconds=60)
 QUICK = Sizes(pure_jobs=(1_000, 10_000), pure_nodes=(100, 1_000), pure_repeat=3, pure_long_queue=10_000,
               db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2,
               admission_jobs=1_500, rest_jobs=1_000, page_active_jobs=1_000,
               page_finished_jobs=10_000, page_nodes=100, page_repeat=5, page_studies=20, page_pipelines=20,
-              page_models=3, page_resources=4, page_slurm_pending=1_000, page_slurm_finished=2_000)
+              page_models=3, page_resources=4, page_slurm_pending=1_000, page_slurm_finished=2_000,
+              fleet_agents=100, fleet_seconds=15)
 
 
 # --- 1. pure placement pass -------------------------------------------------------------------

@@ -122,8 +122,9 @@ def _children(parent: int) -> list[int]:
     return pids
 
 
-def _database_backends() -> list[int]:
-    """The PostgreSQL backend processes connected to the benchmark's database, other than ours."""
+def _database_backends(exclude: Iterable[int] = ()) -> list[int]:
+    """The PostgreSQL backend processes connected to the benchmark's database, other than ours
+    (this thread's) and ``exclude``."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
@@ -131,31 +132,37 @@ def _database_backends() -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                        "AND pid <> pg_backend_pid()")
-        return [pid for (pid,) in cursor.fetchall()]
+        excluded = set(exclude)
+        return [pid for (pid,) in cursor.fetchall() if pid not in excluded]
 
 
 class _DatabaseCpu(threading.Thread):
     """CPU of the database's backends over a run, read every half second: gunicorn's connections
     are replaced after CONN_MAX_AGE, and a backend's CPU can only be read while it lives."""
 
-    def __init__(self) -> None:
+    def __init__(self, exclude: Iterable[int] = ()) -> None:
         super().__init__(daemon=True)
+        self._exclude = tuple(exclude)
         self._finished = threading.Event()
         self._initial: dict[int, float] | None = None
         self._last: dict[int, float] = {}
+        #: The most backends seen at one reading (the excluded ones and this thread's own not counted).
+        self.most_backends = 0
 
     def run(self) -> None:
         from django.db import connection
 
         try:
             while True:
-                readings = _cpu_of(_database_backends())
+                backends = _database_backends(self._exclude)
+                self.most_backends = max(self.most_backends, len(backends))
+                readings = _cpu_of(backends)
                 if self._initial is None:
                     self._initial = readings
                 self._last.update(readings)
                 if self._finished.wait(0.5):
                     break
-            self._last.update(_cpu_of(_database_backends()))
+            self._last.update(_cpu_of(_database_backends(self._exclude)))
         finally:
             connection.close()
 
