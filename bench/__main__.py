@@ -22,6 +22,7 @@ from bench.environment import (
     setup_django,
     stolen_note,
 )
+from bench.log_volume import bench_log_volume
 from bench.pages import bench_pages
 from bench.report import Section, format_section, write_results
 from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
@@ -34,7 +35,8 @@ BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_datab
               Benchmark("rest_submit_cpu", bench_rest_submit_cpu, needs_database=True),
               Benchmark("rest_submit", bench_rest_submit, needs_database=True),
               Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
-              Benchmark("slurm_pages", bench_slurm_pages, needs_database=True))
+              Benchmark("slurm_pages", bench_slurm_pages, needs_database=True),
+              Benchmark("log_volume", bench_log_volume, needs_database=True))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -23,6 +23,7 @@ def render_replica(replica: Replica) -> dict[str, Any]:
         "state": replica.state,
         "exitCode": replica.exit_code,
         "restartCount": replica.restart,
+        "logLines": replica.log_lines,
         "startTime": format_timestamp(replica.started_at),
         "endTime": format_timestamp(replica.ended_at),
     }
