@@ -172,3 +172,11 @@ def test_restarts_are_shown_in_the_rest_resource_and_on_the_job_page(running, no
     page = client.get(f"/projects/alpha/locations/us-central1/jobs/{job.job_id}/").content.decode()
     assert "Restarts on its node after a non-permanent failure" in page
     assert page.count('<th scope="row" class="mono">workerpool1-1</th>') == 1
+
+
+def test_a_lost_worker_restarts_the_job_only_while_job_retries_are_left(running, now):
+    job = running(restartJobOnWorkerRestart=True)
+    CustomJob.objects.filter(pk=job.pk).update(retry_count=retries.MAX_JOB_RETRIES)
+    services.replica_exited(replica=active(job, 1, 0), exit_code=None, now=later(now, 5), lost_reason="node gone")
+    job.refresh_from_db()
+    assert job.state == states.FAILED and job.error["message"] == "The replica workerpool1-0 was lost: node gone."
