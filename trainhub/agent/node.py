@@ -170,6 +170,7 @@ class NodeAgent:
             hosts={int(index): hosts for index, hosts in context["hosts"].items()},
             gpu_indices=list(doc["gpuIndices"]), trial_id=context.get("trialId"),
             work_dir=str(work_dir), storage_root=str(self.settings.work_dir / "gcs"),
+            master_port=context.get("masterPort") or ReplicaContext.master_port, cluster_port=context.get("clusterPort") or ReplicaContext.cluster_port,
         )
 
     def _start(self, doc: dict, directory: Path, moment: float) -> ReplicaRun:

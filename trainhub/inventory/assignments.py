@@ -51,6 +51,7 @@ def _replica_document(replica: Replica, peers: dict[int, list[str]], node: Node)
             "poolIndex": replica.pool_index, "replicaIndex": replica.replica_index,
             "hosts": {str(index): addresses for index, addresses in peers.items()},
             "trialId": job.trial_id or None,
+            "masterPort": replica.master_port, "clusterPort": replica.cluster_port,
         },
     }
 
@@ -61,7 +62,7 @@ def _replicas(node: Node) -> list[dict[str, Any]]:
     for replica in replicas:
         peers: dict[int, list[str]] = {}
         for pool_index, address, hostname in (
-                Replica.objects.filter(job_id=replica.job_id, attempt=replica.attempt)
+                Replica.objects.filter(job_id=replica.job_id, attempt=replica.attempt, restart=0)
                 .order_by("pool_index", "replica_index").values_list("pool_index", "node__address", "node__hostname")):
             peers.setdefault(pool_index, []).append(address or hostname or "unknown")
         documents.append(_replica_document(replica, peers, node))
