@@ -55,8 +55,10 @@ class AgentGroup:
         return next(agent for agent in self.agents if agent.name == name)
 
 
-def join_nodes(state_dir: Path, nodes: list[Node] | None = None, *, simulate: bool = True) -> list[dict]:
-    """Join ``nodes`` (default: every node) through the agent API; returns their identities."""
+def join_nodes(state_dir: Path, nodes: list[Node] | None = None, *, simulate: bool = True,
+               addresses: dict[str, str] | None = None) -> list[dict]:
+    """Join ``nodes`` (default: every node) through the agent API, each at its address in
+    ``addresses`` (default 127.0.0.1); returns their identities."""
     identities = []
     now = timezone.now()
     tokens: dict[int, str] = {}
@@ -64,17 +66,19 @@ def join_nodes(state_dir: Path, nodes: list[Node] | None = None, *, simulate: bo
         if node.pool_id not in tokens:
             _, tokens[node.pool_id] = join_token_create(pool=NodePool.objects.get(pk=node.pool_id), created_by="test",
                                                         now=now, ttl=dt.timedelta(hours=1))
-        identities.append(_join(state_dir, tokens[node.pool_id], node.name, simulate))
+        address = (addresses or {}).get(node.name, "127.0.0.1")
+        identities.append(_join(state_dir, tokens[node.pool_id], node.name, simulate, address))
     return identities
 
 
-def _join(state_dir: Path, token: str, name: str, simulate: bool) -> dict:
+def _join(state_dir: Path, token: str, name: str, simulate: bool, address: str) -> dict:
     import trainhub.agent.main as agent_main
 
     real = agent_main.ControlPlane
     agent_main.ControlPlane = lambda url, verify=True: InProcessControlPlane()
     try:
-        return join(url="http://testserver", token=token, name=name, state_dir=state_dir, simulate=simulate)
+        return join(url="http://testserver", token=token, name=name, state_dir=state_dir, simulate=simulate,
+                    address=address)
     finally:
         agent_main.ControlPlane = real
 
@@ -82,13 +86,14 @@ def _join(state_dir: Path, token: str, name: str, simulate: bool) -> dict:
 def agent_for_identity(identity: dict, state_dir: Path, work_dir: Path, grace: float = 1.0, **settings) -> NodeAgent:
     return NodeAgent(name=identity["node"], control_plane=InProcessControlPlane(identity["credential"]),
                      settings=NodeSettings(work_dir=work_dir, state_dir=state_dir, grace_seconds=grace,
-                                           facts={"simulated": identity["simulate"], "address": "127.0.0.1"},
+                                           facts={"simulated": identity["simulate"], "address": identity["address"]},
                                            **settings))
 
 
-def agents_on(tmp_path: Path, nodes: list[Node] | None = None, grace: float = 1.0, **settings) -> AgentGroup:
+def agents_on(tmp_path: Path, nodes: list[Node] | None = None, grace: float = 1.0,
+              addresses: dict[str, str] | None = None, **settings) -> AgentGroup:
     """Join nodes and return one agent per node, state under tmp_path/agent, work dirs under tmp_path."""
     state_dir = tmp_path / "agent"
-    identities = join_nodes(state_dir, nodes)
+    identities = join_nodes(state_dir, nodes, addresses=addresses)
     return AgentGroup([agent_for_identity(identity, state_dir, tmp_path, grace, **settings)
                        for identity in identities])
