@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from django.test import override_settings
 
 from tests.agent.harness import agents_on
 from tests.conftest import container_pool, job_body, later
@@ -20,6 +21,7 @@ BASE = "/v1/projects/alpha/locations/us-central1/customJobs"
 CHIEF = """
 import os, socket
 server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore: a recent run's TIME_WAIT
 server.bind((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])))
 server.listen(1)
 server.settimeout(120)
@@ -44,10 +46,11 @@ print("worker of", os.environ["CLOUD_ML_JOB_ID"], "got:", conn.recv(200).decode(
 """
 
 
+@override_settings(TRAINHUB_RENDEZVOUS_PORTS="41000-41099")  # clear of other tests' jobs on the default range
 def test_two_jobs_rendezvous_across_two_addresses_without_colliding(api, cast, now, tmp_path):
     pool = node_pool_ensure(name="rdv", machine_type="n1-standard-4", node_count=4)
     nodes = list(Node.objects.filter(pool=pool).order_by("name"))
-    addresses = {node.name: ("127.0.0.2" if index < 2 else "127.0.0.3") for index, node in enumerate(nodes)}
+    addresses = {node.name: ("127.0.0.2" if index % 2 == 0 else "127.0.0.3") for index, node in enumerate(nodes)}
     group = agents_on(tmp_path, nodes, addresses=addresses)
     jobs = []
     for name in ("first", "second"):
@@ -73,6 +76,8 @@ def test_two_jobs_rendezvous_across_two_addresses_without_colliding(api, cast, n
         chief_address, worker_address = addresses[chief.node.name], addresses[worker.node.name]
         assert f"chief of {job.job_id} at {chief_address} got: hello from {job.job_id} from {worker_address}" in lines
         assert f"worker of {job.job_id} got: ack {job.job_id}" in lines
-    # The two jobs share both addresses (four replicas on four nodes of two machines): two port pairs.
+    # Jobs that share a machine's address get two port pairs.
+    spans = [{addresses[replica.node.name] for replica in job.replicas.select_related("node")} for job in jobs]
     first, second = (job.replicas.get(pool_index=0) for job in jobs)
+    assert spans[0] & spans[1], "the placement did not put the two jobs on a shared address"
     assert first.master_port != second.master_port
