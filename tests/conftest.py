@@ -78,6 +78,15 @@ def redis_client():
     client.flushdb()
 
 
+@pytest.fixture(autouse=True)
+def _no_replica_outlives_its_test():
+    """Replicas outlive their agents by design; a test's own are killed when it ends."""
+    yield
+    from tests.agent.harness import kill_every_replica
+
+    kill_every_replica()
+
+
 @pytest.fixture
 def now():
     return timezone.now().replace(microsecond=0)

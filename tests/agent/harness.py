@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from pathlib import Path
 
 from django.test import Client
@@ -18,6 +19,7 @@ from django.utils import timezone
 from trainhub.agent.client import Answer, ControlPlane
 from trainhub.agent.main import join
 from trainhub.agent.node import NodeAgent, NodeSettings
+from trainhub.agent.replicas import ReplicaRun
 from trainhub.inventory.models import Node, NodePool
 from trainhub.inventory.services import join_token_create
 
@@ -41,18 +43,35 @@ class InProcessControlPlane(ControlPlane):
         return Answer(response.status_code, payload, response.headers.get("ETag", ""))
 
 
+#: Every group a test made: its replicas are killed when the test ends (they outlive agents).
+_GROUPS: list["AgentGroup"] = []
+
+
 class AgentGroup:
     """The agents of many nodes on one host, ticked together (as one `trainhub-agent run`)."""
 
     def __init__(self, agents: list[NodeAgent]):
         self.agents = agents
+        _GROUPS.append(self)
+
+    def kill_replicas(self) -> None:
+        for agent in self.agents:
+            for directory in agent.replica_dir.iterdir():
+                if directory.name.isdigit():
+                    ReplicaRun(directory).kill(time.time())
+            agent.shutdown()
+
 
     def tick(self, *, now: dt.datetime) -> None:
         for agent in self.agents:
             agent.tick(now=now)
 
-    def by_name(self, name: str) -> NodeAgent:
-        return next(agent for agent in self.agents if agent.name == name)
+
+
+def kill_every_replica() -> None:
+    """What the test's agents started and left running (a test that killed its agent on purpose)."""
+    while _GROUPS:
+        _GROUPS.pop().kill_replicas()
 
 
 def join_nodes(state_dir: Path, nodes: list[Node] | None = None, *, simulate: bool = True,
