@@ -9,17 +9,22 @@ same events and a comparison leaves out only the cells that print a wall-clock t
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 
-from trainhub.iam.services import membership_set, user_ensure
+from trainhub.common.errors import ApiError
 from trainhub.iam.roles import USER
+from trainhub.iam.services import membership_set, user_ensure
 from trainhub.inventory.models import Executor, Node
 from trainhub.inventory.services import node_heartbeat, node_pool_ensure
 from trainhub.slurm import reports
-from trainhub.slurm.models import Association
+from trainhub.slurm.models import Association, SlurmCluster, SlurmJob
+from trainhub.slurm.render import render_job
 from trainhub.slurm.services.clusters import cluster_create
+from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
 from trainhub.slurm.services.sacctmgr import sacctmgr_run
 
 from .conftest import SEED_SPEC, run_pass
@@ -90,3 +95,66 @@ def test_more_add_user_forms_print_what_they_printed_on_the_harness(harness, now
             replayed += f"{line}\n{result.output}rc={result.exit_code}\n"
     assert replayed == recorded
 
+
+
+def _submissions() -> list[tuple[str, str, list[str]]]:
+    """scenario.sh's sbatch lines: (fixture name, user, sbatch arguments)."""
+    found = []
+    for line in (REAL.parent / "scenario.sh").read_text().splitlines():
+        if line.startswith("rec sbatch-"):
+            words = shlex.split(line)
+            found.append((words[1], words[3], words[5:]))
+    return found
+
+
+@pytest.fixture
+def replay(harness, cast, now):
+    """scenario.sh replayed: job 1 starts at once, the others are submitted 3 s later, a pass every
+    PriorityCalcPeriod; then the sshare usage is set to what Slurm had (its RawUsage column) and
+    the priorities are recomputed, as at the moment of the "-running" recordings (70 s in)."""
+    cluster, _ = harness
+    users = {name: cast.get(name) or get_user_model().objects.get(username=name) for name in ("alice", "bob", "carol")}
+    printed = {}
+    for index, (name, user, args) in enumerate(_submissions()):
+        moment = now + dt.timedelta(seconds=0 if index == 0 else 3)
+        try:
+            job = job_submit(cluster=cluster, user=users[user], submission=Submission(argv=tuple(args)), now=moment)
+            printed[name] = (submitted_message(job, Submission(argv=tuple(args))) + "\n", "")
+        except ApiError as error:
+            printed[name] = ("", error.message + "\n")
+        if index == 0:
+            run_pass(cluster, now + dt.timedelta(seconds=1))
+    run_pass(cluster, now + dt.timedelta(seconds=61))
+    usage = {}
+    for line in real("sshare-l-a-running").splitlines()[2:]:
+        account, user = line[:20].strip(), line[21:31].strip()
+        usage.setdefault((account, user), []).append(int(line[56:67]))
+    for assoc in (Association.objects.filter(cluster=cluster).exclude(user="").select_related("account")
+                  .order_by("-partition")):  # sshare prints one user's partitions in reverse order
+        assoc.raw_usage = float(usage[(assoc.account.name, assoc.user)].pop(0))
+        assoc.save(update_fields=["raw_usage"])
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=None)
+    run_pass(cluster, now + dt.timedelta(seconds=61))
+    return cluster, printed, now + dt.timedelta(seconds=70)
+
+
+def test_sbatch_prints_what_it_printed_on_the_harness(replay):
+    _, printed, _ = replay
+    for name, (out, err) in printed.items():
+        assert out == real(name), name
+        recorded_err = (REAL / f"{name}.err").read_text().rsplit("rc=", 1)[0]
+        assert err == recorded_err, name
+
+
+def test_sshare_with_usage_and_a_running_job_is_slurms(replay):
+    cluster, _, moment = replay
+    assert reports.sshare(cluster, now=moment, viewer="root", long=True, all_users=True).text == real(
+        "sshare-l-a-running")
+
+
+
+def test_scontrols_dependency_field_is_slurms(replay):
+    cluster, _, _ = replay
+    for job_id in (5, 6, 7, 8, 9):
+        recorded = real(f"scontrol-job-{job_id}-running").split("Dependency=", 1)[1].split()[0]
+        assert render_job(SlurmJob.objects.get(cluster=cluster, job_id=job_id))["dependency"] == recorded

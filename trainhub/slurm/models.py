@@ -248,6 +248,8 @@ class SlurmJob(models.Model):
     nice = models.IntegerField(default=0)
     site_factor = models.IntegerField(default=0)
     hold = models.CharField(max_length=8, choices=Hold.choices, blank=True, default=Hold.NONE)
+    #: --dependency still to be satisfied, as scontrol prints it ("afterok:2(unfulfilled)"); "" = none.
+    dependency = models.CharField(max_length=2048, blank=True, default="")
     restart_count = models.PositiveIntegerField(default=0)
     submit_time = models.DateTimeField()
     #: Earliest start (--begin; a requeue pushes it ~121 s ahead); eligible from then on.

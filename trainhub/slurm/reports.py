@@ -130,9 +130,10 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
 # --- sprio --------------------------------------------------------------------------------------
 
 def _eligible(cluster: SlurmCluster, now: dt.datetime):
-    """Pending jobs past their begin time, not held, with a computed priority (what sprio lists)."""
-    return SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", begin_time__lte=now,
-                                   priority_time__isnull=False)
+    """Pending jobs past their begin time, not held, no dependency left, with a computed priority
+    (what sprio lists)."""
+    return SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", dependency="",
+                                   begin_time__lte=now, priority_time__isnull=False)
 
 
 def _sprio_rows(cluster: SlurmCluster, now: dt.datetime, user: str, jobs: str, partition: str):

@@ -3,7 +3,7 @@
 1. usage decay and accrual (the decay thread, services.usage);
 2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit are stopped
    (TIMEOUT);
-3. pending jobs that became eligible start accruing age (accrue_time);
+3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
 4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
    requeued jobs' (multifactor, with fair-share from the association tree);
 5. scheduling: main + backfill + preemption (trainhub.slurm.scheduler); the new priorities,
@@ -28,7 +28,7 @@ from django.db.models import F
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import scheduler, snapshot
+from trainhub.slurm import dependency, scheduler, snapshot
 from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import lifecycle
@@ -90,10 +90,33 @@ def _stop_timed_out(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt
     return count
 
 
+def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
+    """Test pending jobs' --dependency (trainhub.slurm.dependency): satisfied items are dropped, and a
+    job whose dependency is all satisfied becomes eligible now (scontrol's EligibleTime)."""
+    waiting = list(SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).exclude(dependency="")
+                   .only("pk", "job_id", "name", "user_name", "dependency", "begin_time"))
+    if not waiting:
+        return
+    wanted = set().union(*(dependency.job_ids(job.dependency) for job in waiting))
+    facts = {job_id: dependency.JobFacts(job_id, state) for job_id, state in
+             SlurmJob.objects.filter(cluster=cluster, job_id__in=wanted).values_list("job_id", "state")}
+    for job in waiting:
+        blocked = "singleton" in job.dependency and SlurmJob.objects.filter(
+            cluster=cluster, user_name=job.user_name, name=job.name, job_id__lt=job.job_id,
+            state__in=[JobState.PENDING, JobState.RUNNING]).exists()
+        status = dependency.evaluate(job.dependency, facts.get, singleton_blocked=blocked)
+        if status.text != job.dependency:
+            changes = {"dependency": status.text}
+            if not status.text:
+                changes["begin_time"] = max(job.begin_time, now)
+            SlurmJob.objects.filter(pk=job.pk, state=JobState.PENDING).update(**changes)
+
+
 def _start_accruing(cluster: SlurmCluster, now: dt.datetime) -> None:
-    """A pending job accrues age from the moment it is eligible: not held, begin time reached."""
-    SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, accrue_time__isnull=True,
-                            begin_time__lte=now).update(accrue_time=F("begin_time"))
+    """A pending job accrues age from the moment it is eligible: not held, no dependency left, begin
+    time reached."""
+    SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, dependency="",
+                            accrue_time__isnull=True, begin_time__lte=now).update(accrue_time=F("begin_time"))
 
 
 def _recompute_priorities(cluster: SlurmCluster, state: snapshot.ClusterState, pending: list[snapshot.QueuedJob],
@@ -228,6 +251,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
+    _resolve_dependencies(cluster, now)
     _start_accruing(cluster, now)
     state = snapshot.load_cluster(cluster, now=now)
     jobs = snapshot.queued_jobs(cluster)

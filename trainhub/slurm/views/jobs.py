@@ -39,7 +39,7 @@ def job_submit(request: HttpRequest, project: str, location: str, cluster: str) 
         except ApiError as error:
             form.show_service_error(error)
         else:
-            messages.success(request, f"Submitted batch job {job.job_id}")
+            messages.success(request, services.submitted_message(job, submission))
             return redirect(job_url(cluster_obj, job.job_id))
     return render(request, "slurm/job_submit.html", {**cluster_context(request, cluster_obj, "submit"), "form": form})
 
