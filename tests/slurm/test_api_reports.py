@@ -35,9 +35,9 @@ def test_sprio_weights_long_and_norm(api, queue):
     assert api("vic").get(f"{BASE}/sprio", {"weights": "true"}).json()["text"].splitlines()[1] == (
         "        Weights                               1       1000      10000")
     long = api("vic").get(f"{BASE}/sprio", {"long": "true", "jobs": "1"}).json()["text"].splitlines()
-    assert long[0].split() == ["JOBID", "PARTITION", "USER", "ACCOUNT", "PRIORITY", "SITE", "AGE", "ASSOC",
-                               "FAIRSHARE", "JOBSIZE", "PARTITION", "QOSNAME", "QOS", "NICE", "TRES"]
-    assert long[1].split() == ["1", "a4", "uma", "ml", "2642", "0", "143", "0", "2500", "0", "0", "normal", "0", "0"]
+    assert long[0].split() == ["JOBID", "PARTITION", "USER", "PRIORITY", "SITE", "AGE", "ASSOC",
+                               "FAIRSHARE", "JOBSIZE", "PARTITION", "QOS", "NICE", "TRES"]
+    assert long[1].split() == ["1", "a4", "uma", "2642", "0", "143", "0", "2500", "0", "0", "0", "0"]
     norm = api("vic").get(f"{BASE}/sprio", {"norm": "true", "jobs": "3"}).json()["text"].splitlines()
     assert norm[1].split() == ["3", "a4", "0.00000177", "0.1428571", "0.7500000"]
     rows = api("vic").get(f"{BASE}/sprio").json()["rows"]

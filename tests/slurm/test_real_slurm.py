@@ -146,6 +146,13 @@ def test_sbatch_prints_what_it_printed_on_the_harness(replay):
         assert err == recorded_err, name
 
 
+def test_sprio_is_slurms(replay):
+    cluster, _, moment = replay
+    assert reports.sprio(cluster, now=moment, long=True).text == real("sprio-l-running")
+    assert reports.sprio(cluster, now=moment).text == real("sprio-running")
+    assert reports.sprio(cluster, now=moment, weights=True).text == real("sprio-w-running")
+
+
 def test_sshare_with_usage_and_a_running_job_is_slurms(replay):
     cluster, _, moment = replay
     assert reports.sshare(cluster, now=moment, viewer="root", long=True, all_users=True).text == real(

@@ -134,11 +134,12 @@ _WEIGHT_ATTRIBUTES = {"age": "priority_weight_age", "assoc": "priority_weight_as
 
 
 def sprio_format(config: SlurmConfig, *, long: bool = False, norm: bool = False, with_user: bool = False) -> str:
-    """sprio's default format, built as sprio.c does: factor columns only for non-zero weights."""
+    """sprio's default format, built as sprio.c does: factor columns only for non-zero weights; -l as
+    22.05 prints it, without ACCOUNT and QOSNAME (fixtures/22.05/scenario/sprio-l-running.txt)."""
     if long:
         if norm:
-            return "%.15i %9r %.8u %.8o %10y %10a %10b %10f %10j %10p %10n %10q %20t"
-        return "%.15i %9r %.8u %.8o %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10n %.10Q %.11N %.20T"
+            return "%.15i %9r %.8u %10y %10a %10b %10f %10j %10p %10q %20t"
+        return "%.15i %9r %.8u %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.11N %.20T"
     parts = ["%.15i", "%9r"] + (["%.8u"] if with_user else [])
     parts += ["%10y"] if norm else ["%.10Y", "%.10S"]
     for letter, factor in _SPRIO_FACTORS.items():
