@@ -146,6 +146,14 @@ def test_sbatch_prints_what_it_printed_on_the_harness(replay):
         assert err == recorded_err, name
 
 
+def test_pending_reasons_are_slurms(replay):
+    cluster, _, moment = replay
+    recorded = dict(line.split("|")[0::5] for line in real("squeue-o-running").splitlines()[1:])
+    reasons = {str(job.job_id): job.reason if job.state == "PENDING" else "None"
+               for job in SlurmJob.objects.filter(cluster=cluster, state__in=["PENDING", "RUNNING"])}
+    assert reasons == recorded
+
+
 def test_sprio_is_slurms(replay):
     cluster, _, moment = replay
     assert reports.sprio(cluster, now=moment, long=True).text == real("sprio-l-running")

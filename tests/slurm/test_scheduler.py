@@ -10,6 +10,7 @@ from trainhub.slurm.conf import parse_config, parse_partition_options
 from trainhub.slurm.limits import AssocRecord, JobRequest, LimitContext, LimitUsage, QosRecord
 from trainhub.slurm.preemption import PreemptPolicy
 from trainhub.slurm.scheduler import (
+    NODES_RESERVED,
     NodeState,
     PendingJob,
     Resources,
@@ -202,8 +203,9 @@ def test_preemption_requeues_a_lower_tier_job_and_keeps_its_nodes_for_the_preemp
     assert [(a.job_id, a.mode) for a in plan.preemptions] == [(7, "REQUEUE")]  # job 8 is still exempt
     assert plan.waiting[1].preempting == (7,) and plan.waiting[1].planned_nodes == ("n0",)
     assert plan.waiting[1].estimated_start == NOW
-    # job 2's partition shares the withheld nodes: it waits for Resources.
-    assert not plan.starts and plan.waiting[2].reason == "Resources"
+    # job 2's partition shares the nodes held back for the higher tier's job: the reason Slurm 22.05
+    # gives the top lower-tier job then (fixtures/22.05/scenario/squeue-o-running.txt, job 2).
+    assert not plan.starts and plan.waiting[2].reason == NODES_RESERVED
 
 
 def test_node_config_availability_checks_node_capacity():

@@ -228,7 +228,7 @@ class SlurmJob(models.Model):
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     #: squeue's REASON for a pending job (Priority, Resources, AssocGrpGRES, ...).
-    reason = models.CharField(max_length=64, default="None")
+    reason = models.CharField(max_length=128, default="None")
     #: scontrol's state_desc ("launch failed requeued held", "cancelled by alice").
     state_desc = models.CharField(max_length=255, blank=True)
     priority = models.PositiveBigIntegerField(default=0)
