@@ -107,24 +107,32 @@ def _submissions() -> list[tuple[str, str, list[str]]]:
     return found
 
 
+#: The recording's clock (scontrol-job-*-running.txt): job 1 submitted at 17:21:00 and started at
+#: 17:21:01, the others submitted at 17:21:02; the "-running" outputs were taken at 17:22:12.
+SUBMIT = dt.datetime(2026, 12, 4, 17, 21, 0, tzinfo=dt.UTC)
+SECOND = dt.timedelta(seconds=1)
+
+
 @pytest.fixture
-def replay(harness, cast, now):
-    """scenario.sh replayed: job 1 starts at once, the others are submitted 3 s later, a pass every
-    PriorityCalcPeriod; then the sshare usage is set to what Slurm had (its RawUsage column) and
-    the priorities are recomputed, as at the moment of the "-running" recordings (70 s in)."""
+def replay(harness, cast):
+    """scenario.sh replayed on the recording's clock, a pass at each second something happened and
+    one per PriorityCalcPeriod; then the sshare usage is set to what Slurm had (its RawUsage column,
+    as slurmctld's decay thread left it) and the priorities recomputed, as at the "-running" recordings."""
     cluster, _ = harness
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=SUBMIT, last_priority_time=SUBMIT)
     users = {name: cast.get(name) or get_user_model().objects.get(username=name) for name in ("alice", "bob", "carol")}
     printed = {}
     for index, (name, user, args) in enumerate(_submissions()):
-        moment = now + dt.timedelta(seconds=0 if index == 0 else 3)
+        moment = SUBMIT if index == 0 else SUBMIT + 2 * SECOND
         try:
             job = job_submit(cluster=cluster, user=users[user], submission=Submission(argv=tuple(args)), now=moment)
             printed[name] = (submitted_message(job, Submission(argv=tuple(args))) + "\n", "")
         except ApiError as error:
             printed[name] = ("", error.message + "\n")
         if index == 0:
-            run_pass(cluster, now + dt.timedelta(seconds=1))
-    run_pass(cluster, now + dt.timedelta(seconds=61))
+            run_pass(cluster, SUBMIT + SECOND)
+    run_pass(cluster, SUBMIT + 2 * SECOND)
+    run_pass(cluster, SUBMIT + 61 * SECOND)
     usage = {}
     for line in real("sshare-l-a-running").splitlines()[2:]:
         account, user = line[:20].strip(), line[21:31].strip()
@@ -134,8 +142,8 @@ def replay(harness, cast, now):
         assoc.raw_usage = float(usage[(assoc.account.name, assoc.user)].pop(0))
         assoc.save(update_fields=["raw_usage"])
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=None)
-    run_pass(cluster, now + dt.timedelta(seconds=61))
-    return cluster, printed, now + dt.timedelta(seconds=70)
+    run_pass(cluster, SUBMIT + 61 * SECOND)
+    return cluster, printed, SUBMIT + 72 * SECOND
 
 
 def test_sbatch_prints_what_it_printed_on_the_harness(replay):
@@ -161,6 +169,19 @@ def test_sprio_is_slurms(replay):
     assert reports.sprio(cluster, now=moment, weights=True).text == real("sprio-w-running")
 
 
+def test_squeue_start_is_slurms(replay):
+    """Byte for byte but the SCHEDNODES of jobs 4 and 13, which Slurm's backfill planned at its 30 s
+    bf_interval, before the 17:22:01 priority recalculation, with both still at priority 10000 (job
+    id order); trainhub plans at every pass, with the new priorities (issue 19, item 10)."""
+    cluster, _, moment = replay
+
+    def masked(text: str) -> list[str]:
+        return [line[:77] + "?" * 20 + line[97:] if line.split()[0] in ("4", "13") else line
+                for line in text.splitlines()]
+
+    assert masked(reports.squeue(cluster, now=moment, start=True).text) == masked(real("squeue-start-running"))
+
+
 def test_sshare_with_usage_and_a_running_job_is_slurms(replay):
     cluster, _, moment = replay
     assert reports.sshare(cluster, now=moment, viewer="root", long=True, all_users=True).text == real(
@@ -173,3 +194,4 @@ def test_scontrols_dependency_field_is_slurms(replay):
     for job_id in (5, 6, 7, 8, 9):
         recorded = real(f"scontrol-job-{job_id}-running").split("Dependency=", 1)[1].split()[0]
         assert render_job(SlurmJob.objects.get(cluster=cluster, job_id=job_id))["dependency"] == recorded
+

@@ -418,11 +418,12 @@ _STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "SUSPENDED": 2, "COMPLETING": 3}
 
 def squeue_order(jobs: Iterable[SqueueJob], *, start: bool = False) -> list[SqueueJob]:
     """The jobs squeue prints, in its order: ``-S P,t,-p`` (partition, state, descending priority),
-    or with ``--start`` the pending jobs by expected start, unknown last."""
+    or with ``--start`` the pending jobs by expected start, unknown last, equal starts by job id
+    (fixtures/22.05/scenario/squeue-start-running.txt)."""
     if start:
         return sorted((job for job in jobs if job.state == "PENDING"),
                       key=lambda job: (job.start_time is None, job.start_time or dt.datetime.max.replace(
-                          tzinfo=dt.UTC), -job.priority, job.job_id))
+                          tzinfo=dt.UTC), job.job_id))
     return sorted(jobs, key=lambda job: (job.partition, _STATE_ORDER.get(job.state, 9), -job.priority, job.job_id))
 
 

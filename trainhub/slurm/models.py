@@ -260,6 +260,8 @@ class SlurmJob(models.Model):
     end_time = models.DateTimeField(null=True, blank=True)
     #: squeue --start: when the scheduler expects the job to start (null: unknown).
     expected_start = models.DateTimeField(null=True, blank=True)
+    #: squeue --start's SCHEDNODES: the nodes the scheduler plans to start the job on ("" = none).
+    expected_nodes = models.CharField(max_length=1024, blank=True, default="")
     node_list = models.CharField(max_length=1024, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     exit_signal = models.IntegerField(default=0)

@@ -74,18 +74,19 @@ class Report:
 # --- squeue -------------------------------------------------------------------------------------
 
 _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
-                  "node_list", "reason", "expected_start", "priority", "end_time")
+                  "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes")
 
 
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
-     expected_start, priority, end_time) = row
+     expected_start, priority, end_time, expected_nodes) = row
     state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
-        reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority)
+        reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
+        sched_nodes=expected_nodes if state == JobState.PENDING else "")
 
 
 def _squeue_in_order(rows, *, wanted: set[str], start: bool):
@@ -97,8 +98,7 @@ def _squeue_in_order(rows, *, wanted: set[str], start: bool):
             shown |= ~Q(state__in=active)
         rows = rows.filter(shown)
     if start:
-        return rows.filter(state=JobState.PENDING).order_by(F("expected_start").asc(nulls_last=True), "-priority",
-                                                            "job_id")
+        return rows.filter(state=JobState.PENDING).order_by(F("expected_start").asc(nulls_last=True), "job_id")
     state_order = Case(When(state=JobState.PENDING, then=0), When(state=JobState.RUNNING, then=1), default=3)
     return rows.order_by("partition", state_order, "-priority", "job_id")
 

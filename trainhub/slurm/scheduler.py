@@ -79,6 +79,8 @@ __all__ = [
 ]
 
 _FOREVER = math.inf
+#: How long backfill plans a job without a time limit to run (MaxTime=INFINITE): a year, as slurmctld.
+_NO_LIMIT = 365 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -342,7 +344,7 @@ class _Pass:
         return node.state.capacity if self.exclusive else job.per_node
 
     def _duration(self, job: PendingJob) -> float:
-        return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _FOREVER
+        return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _NO_LIMIT
 
     # -- reasons that need no resources --
 
@@ -479,7 +481,8 @@ class _Pass:
         for job in order:
             reason = self._static_reason(job) or self._limit_reason(job)
             if reason:
-                self.plan.waiting[job.job_id] = Waiting(reason)
+                # a job waiting for its --begin (or a requeued job's eligible time) expects to start then
+                self.plan.waiting[job.job_id] = Waiting(reason, job.begin_time if reason == "BeginTime" else None)
                 continue
             if job.partition in failed_partitions:
                 self.plan.waiting[job.job_id] = Waiting("Priority")
@@ -579,7 +582,7 @@ class _Pass:
                 started += 1
                 continue
             start = self._slot(moment)
-            end = self._slot(moment + self._duration(job) + params.bf_resolution - 1)
+            end = self._slot(moment + self._duration(job))
             for name in names:
                 self.nodes[name].reserve(start, end)
             current = self.plan.waiting.get(job.job_id, Waiting("Priority"))

@@ -57,6 +57,7 @@ class QueuedJob:
     accrue_time: dt.datetime | None
     start_time: dt.datetime | None
     expected_start: dt.datetime | None
+    expected_nodes: str
     factor_age: float = 0.0
     factor_assoc: float = 0.0
     factor_fairshare: float = 0.0

@@ -226,8 +226,8 @@ def job_hold(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.
         job.priority = 0
         job.reason = "JobHeldAdmin" if job.hold == Hold.ADMIN else "JobHeldUser"
         job.accrue_time = None
-        job.expected_start = None
-        job.save(update_fields=["hold", "priority", "reason", "accrue_time", "expected_start"])
+        job.expected_start, job.expected_nodes = None, ""
+        job.save(update_fields=["hold", "priority", "reason", "accrue_time", "expected_start", "expected_nodes"])
         job_event(job, now, f"Held by {actor.get_username()} ({job.reason}).")
     return job
 

@@ -28,7 +28,7 @@ from django.db.models import F
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import dependency, scheduler, snapshot
+from trainhub.slurm import dependency, hostlist, scheduler, snapshot
 from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import lifecycle
@@ -227,18 +227,20 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
     priority_rows, reason_rows = [], []
     for job in pending:
         waiting = plan.waiting.get(job.job_id)
-        reason, estimate = (waiting.reason, waiting.estimated_start) if waiting else (job.reason, job.expected_start)
+        reason, estimate, nodes = ((waiting.reason, waiting.estimated_start,
+                                    hostlist.compress(waiting.planned_nodes) if waiting.estimated_start else "")
+                                   if waiting else (job.reason, job.expected_start, job.expected_nodes))
         if job.pk in new_priority:
             priority_rows.append((*(getattr(job, column) for column in _PRIORITY_COLUMNS),
                                   *((tres_field.get_db_prep_value(job.factor_tres, connection),) if with_tres else ()),
-                                  moment, reason, adapt(estimate), job.pk))
-        elif (job.reason, job.expected_start) != (reason, estimate):
-            reason_rows.append((reason, adapt(estimate), job.pk))
+                                  moment, reason, adapt(estimate), nodes, job.pk))
+        elif (job.reason, job.expected_start, job.expected_nodes) != (reason, estimate, nodes):
+            reason_rows.append((reason, adapt(estimate), nodes, job.pk))
     tres_columns = ("factor_tres",) if with_tres else ()
     with transaction.atomic():
-        _update_pending((*_PRIORITY_COLUMNS, *tres_columns, "priority_time", "reason", "expected_start"),
-                        priority_rows)
-        _update_pending(("reason", "expected_start"), reason_rows)
+        _update_pending((*_PRIORITY_COLUMNS, *tres_columns, "priority_time", "reason", "expected_start",
+                         "expected_nodes"), priority_rows)
+        _update_pending(("reason", "expected_start", "expected_nodes"), reason_rows)
         if recomputed and not with_tres:
             SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).exclude(factor_tres={}).update(
                 factor_tres={})
