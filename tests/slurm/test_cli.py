@@ -79,6 +79,8 @@ def test_scontrol_hold_release_and_scancel(cli, accounts):
 def test_sprio_sshare_and_sacct(cli, accounts):
     uma = cli("uma")
     uma("sbatch", "--begin=now+1hours", "--wrap", "x")
+    uma("sbatch", "-H", "--wrap", "x")
+    uma("sbatch", "--wrap", "x")
     Association.objects.filter(user="uma").update(raw_usage=10)
     run_pass(accounts)
     code, out, _ = uma("sprio", "-w")
@@ -86,7 +88,8 @@ def test_sprio_sshare_and_sacct(cli, accounts):
     code, out, _ = uma("sshare")
     assert [line.split()[1] for line in out.splitlines()[2:] if len(line[21:31].strip())] == ["uma"]
     code, out, _ = uma("sacct")
-    assert out.splitlines()[2].split()[-2:] == ["PENDING", "0:0"]
+    # only the eligible job has a record (not the held one, nor the one beginning in an hour)
+    assert [line.split()[0] for line in out.splitlines()[2:]] == ["3"]
 
 
 def test_sacctmgr_with_i_commits_and_without_it_discards_when_not_interactive(cli, cluster, monkeypatch):

@@ -195,3 +195,10 @@ def test_scontrols_dependency_field_is_slurms(replay):
         recorded = real(f"scontrol-job-{job_id}-running").split("Dependency=", 1)[1].split()[0]
         assert render_job(SlurmJob.objects.get(cluster=cluster, job_id=job_id))["dependency"] == recorded
 
+
+
+def test_sacct_is_slurms(replay):
+    cluster, _, moment = replay
+    fields = ["JobID", "JobName", "Account", "User", "State", "ExitCode", "AllocTRES%60"]
+    assert reports.sacct(cluster, now=moment, viewer="root", all_users=True, fields=fields).text == real(
+        "sacct-a-running")

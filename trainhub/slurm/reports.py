@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Case, F, Q, When
+from django.db.models import Case, Exists, F, OuterRef, Q, When
 
 from trainhub.slurm import formats, snapshot
 from trainhub.slurm.conf import SlurmConfig, parse_config
@@ -254,7 +254,7 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime) -> formats.
         time_limit_minutes=job.time_limit, nnodes=run.num_nodes if run else job.num_nodes,
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
-        alloc_tres=format_tres(tres))
+        alloc_tres=format_tres(tres, by_name=True))
 
 
 def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
@@ -276,7 +276,11 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
           all_users: bool = False, duplicates: bool = False, starttime: dt.datetime | None = None,
           endtime: dt.datetime | None = None, state: str = "", brief: bool = False,
           fields: list[str] | None = None, page: slice | None = None) -> Report:
-    rows = SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
+    # A job that has never been eligible (held, --begin ahead, a dependency) has no record yet:
+    # slurmdbd learns of a job when it becomes eligible (fixtures/22.05/scenario/sacct-a-running.txt).
+    never_eligible = Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now))
+    rows = (SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
+            .exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk")))))
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
     else:
@@ -301,8 +305,10 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     records, extra = [], []
     for pk, job in jobs_by_pk.items():
         job_runs = runs.get(pk, [])
-        # None stands for the job's own record: it pends (again) or ended before it ever ran.
-        current = job_runs[-1] if job_runs and job_runs[-1].index == job.restart_count else None
+        # None stands for the job's own record: it ended before it ever ran, or pends and has never
+        # run. A requeued job shows its last run (PREEMPTED, REQUEUED ...) until it runs again.
+        requeued = job.state == JobState.PENDING and job_runs
+        current = job_runs[-1] if job_runs and (job_runs[-1].index == job.restart_count or requeued) else None
         for run in (job_runs + ([] if current else [None])) if duplicates else [current]:
             record = _run_record(job, run, now)
             if wanted and record.state.split()[0] not in wanted:
