@@ -104,3 +104,12 @@ def test_sacctmgr_with_i_commits_and_without_it_discards_when_not_interactive(cl
     assert code == 0 and Association.objects.filter(user="uma", partition="a4").exists()
     code, out, _ = cli("uma")("sacctmgr", "modify", "user", "uma", "set", "maxjobs=1")
     assert code == 1 and "privilege" in out
+
+
+def test_squeue_takes_o_and_O(cli, accounts):
+    uma = cli("uma")
+    uma("sbatch", "--gres=gpu:2", "-n", "3", "--nice=5", "--wrap", "x")
+    code, out, _ = uma("squeue", "-o", "%i|%a|%C|%b|%y")
+    assert (code, out.splitlines()) == (0, ["JOBID|ACCOUNT|CPUS|TRES_PER_NODE|NICE", "1|ml|3|gres:gpu:2|5"])
+    code, out, _ = uma("squeue", "-O", "JobID:6,Account")
+    assert out.splitlines() == ["JOBID ACCOUNT             ", "1     ml                  "]

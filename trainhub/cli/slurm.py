@@ -155,7 +155,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
             ).passthrough = "sbatch_args"
 
     squeue = command("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states",
-                                                "jobs": "jobs", "start": "start", "long": "long"}),
+                                                "jobs": "jobs", "start": "start", "long": "long", "format": "format",
+                                                "output_format": "outputFormat"}),
                      "view the queue (squeue's columns and reasons)")
     squeue.add_argument("-u", "--user")
     squeue.add_argument("-p", "--partition")
@@ -163,6 +164,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
     squeue.add_argument("-j", "--jobs")
     squeue.add_argument("--start", action="store_true", help="expected start times of pending jobs")
     squeue.add_argument("-l", "--long", action="store_true")
+    squeue.add_argument("-o", "--format", help="squeue's -o format string (%%i %%a %%C %%b %%y ...)")
+    squeue.add_argument("-O", "--Format", dest="output_format", help="squeue's -O field list (JobID,Account,...)")
 
     sprio = command("sprio", _view("sprio", {"long": "long", "weights": "weights", "norm": "norm", "user": "user",
                                              "jobs": "jobs", "partition": "partition"}),

@@ -74,19 +74,21 @@ class Report:
 # --- squeue -------------------------------------------------------------------------------------
 
 _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
-                  "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes")
+                  "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
+                  "num_tasks", "cpus_per_task", "gpus_per_node", "nice")
 
 
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
-     expected_start, priority, end_time, expected_nodes) = row
+     expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice) = row
     state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
         reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
-        sched_nodes=expected_nodes if state == JobState.PENDING else "")
+        sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
+        cpus=num_tasks * cpus_per_task, gpus_per_node=gpus_per_node, nice=nice)
 
 
 def _squeue_in_order(rows, *, wanted: set[str], start: bool):
@@ -104,7 +106,9 @@ def _squeue_in_order(rows, *, wanted: set[str], start: bool):
 
 
 def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition: str = "", states: str = "",
-           jobs: str = "", long: bool = False, start: bool = False, page: slice | None = None) -> Report:
+           jobs: str = "", long: bool = False, start: bool = False, format: str | None = None,
+           page: slice | None = None) -> Report:
+    """``format``: an -o format string (formats.squeue_long_format makes one of -O's fields)."""
     active = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
     completing_ids = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
                       .exclude(job__state__in=[JobState.PENDING, JobState.RUNNING]).values("job_id"))
@@ -120,11 +124,11 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
         rows = _squeue_in_order(rows, wanted=wanted, start=start)
         # Tuples, not model instances, and only the page's: the queue page refreshes every 5 s.
         items = [_squeue_item(row, now) for row in rows[page].values_list(*_SQUEUE_FIELDS)]
-        return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows,
-                      total=rows.count())
+        return Report(formats.squeue_text(items, long=long, start=start, format=format), items,
+                      formats.squeue_rows, total=rows.count())
     items = [item for item in (_squeue_item(row, now) for row in rows.values_list(*_SQUEUE_FIELDS))
              if not wanted or item.state in wanted]
-    return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
+    return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
 
 
 # --- sprio --------------------------------------------------------------------------------------

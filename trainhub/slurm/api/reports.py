@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from trainhub.common.errors import FieldViolation, invalid_argument
 from trainhub.common.wire import WireError, parse_int
-from trainhub.slurm import reports
+from trainhub.slurm import formats, reports
 from trainhub.slurm.api.clusters import cluster_for
 from trainhub.slurm.api.schema import BODY, ERRORS, REPORT_PARAMETERS, responses
 from trainhub.slurm.models import SlurmCluster
@@ -48,9 +48,16 @@ def moment(params, name: str, now: dt.datetime) -> dt.datetime | None:
 
 def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
                   page: slice | None = None) -> reports.Report:
+    """``format`` is squeue's -o, ``outputFormat`` its -O."""
+    format_text = params.get("format") or None
+    if params.get("outputFormat"):
+        try:
+            format_text = formats.squeue_long_format(params["outputFormat"])
+        except formats.SqueueFormatError as exc:
+            raise invalid_argument([FieldViolation("outputFormat", str(exc))]) from exc
     return reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
                           states=params.get("states", ""), jobs=params.get("jobs", ""), long=flag(params, "long"),
-                          start=flag(params, "start"), page=page)
+                          start=flag(params, "start"), format=format_text, page=page)
 
 
 def sprio_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
