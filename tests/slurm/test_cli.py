@@ -113,3 +113,17 @@ def test_squeue_takes_o_and_O(cli, accounts):
     assert (code, out.splitlines()) == (0, ["JOBID|ACCOUNT|CPUS|TRES_PER_NODE|NICE", "1|ml|3|gres:gpu:2|5"])
     code, out, _ = uma("squeue", "-O", "JobID:6,Account")
     assert out.splitlines() == ["JOBID ACCOUNT             ", "1     ml                  "]
+
+
+def test_sinfo_and_a_simulated_clusters_notice(cli, accounts):
+    uma = cli("uma")
+    code, out, err = uma("sbatch", "--parsable", "--wrap", "x")
+    assert (code, out) == (0, "1\n")
+    assert err == ("sbatch: Partly simulated cluster: the nodes of pool(s) a4 are simulated, so jobs placed there "
+                   "do not really run.\n")
+    code, out, _ = uma("sinfo")  # the job runs on one CPU of a4-0's 224
+    assert out.splitlines() == ["PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
+                                "a4*          up   infinite      1    mix a4-0",
+                                "a4*          up   infinite      1   idle a4-1"]
+    code, out, _ = uma("sinfo", "-s")
+    assert out.splitlines()[1].split() == ["a4*", "up", "infinite", "1/1/0/2", "a4-[0-1]"]

@@ -229,3 +229,38 @@ def test_squeue_default_is_slurms(replay):
     cluster, _, moment = replay
     text = reports.squeue(cluster, now=moment).text
     assert in_any_tie_order(text) == in_any_tie_order(real("squeue-running"))
+
+
+def test_sinfo_with_a_running_job_is_slurms(replay):
+    cluster, _, moment = replay
+    assert reports.sinfo(cluster, now=moment).text == real("sinfo-running")
+    assert reports.sinfo(cluster, now=moment, summarize=True).text == real("sinfo-s-running")
+    assert reports.sinfo(cluster, now=moment, reasons=True).text == real("sinfo-R-running")
+    assert memory_masked(reports.sinfo(cluster, now=moment, node_oriented=True, long=True).text) == memory_masked(
+        real("sinfo-Nl-running"))
+
+
+def memory_masked(text: str) -> list[str]:
+    """sinfo -N -l but its MEMORY cells: the harness's nodes have RealMemory=16000, trainhub's
+    n1-standard-16 nodes their machine type's 60 GiB."""
+    return [line[:52] + "?" * 6 + line[58:] if index > 1 else line for index, line in enumerate(text.splitlines())]
+
+
+def test_sinfo_names_drained_and_down_nodes_as_slurm(harness):
+    """after.sh: gpu3 set down (reason broken) and gpu4 drained (maint) by root at 17:23:50."""
+    from trainhub.inventory.models import NodeState
+    from trainhub.slurm.services.clusters import audit, node_state_set
+
+    cluster, _ = harness
+    moment = dt.datetime(2026, 12, 4, 17, 23, 50, tzinfo=dt.UTC)
+    assert reports.sinfo(cluster, now=moment).text == real("sinfo-idle")
+    node_state_set(cluster=cluster, node=Node.objects.get(name="gpu4"), state=NodeState.DRAIN, reason="maint",
+                   actor="root", now=moment)
+    Node.objects.filter(name="gpu3").update(state=NodeState.DOWN, state_reason="broken")
+    audit(cluster, actor="root", subject="node gpu3", old="UP", new="DOWN broken", now=moment)
+    later = moment + 5 * SECOND
+    assert reports.sinfo(cluster, now=later).text == real("sinfo-nodes")
+    assert reports.sinfo(cluster, now=later, summarize=True).text == real("sinfo-s-nodes")
+    assert reports.sinfo(cluster, now=later, reasons=True).text == real("sinfo-R-nodes")
+    assert memory_masked(reports.sinfo(cluster, now=later, node_oriented=True, long=True).text) == memory_masked(
+        real("sinfo-Nl-nodes"))

@@ -20,9 +20,11 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Case, Exists, F, OuterRef, Q, When
 
+from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import formats, snapshot
+from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
-from trainhub.slurm.models import JobNode, JobRun, JobState, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.models import ClusterAuditEntry, JobNode, JobRun, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import PriorityBreakdown
 from trainhub.slurm.tres import format_tres
 
@@ -236,6 +238,53 @@ def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool =
     text = formats.sshare_text(rows, fair_tree=state.config.fair_tree, long=long, user=user, all_users=all_users,
                                tres_run_minutes=_tres_run_minutes(cluster, state) if long else None)
     return Report(text, rows, lambda chosen: formats.sshare_rows(chosen, user=user, all_users=all_users))
+
+
+# --- sinfo --------------------------------------------------------------------------------------
+
+_AVAIL = {"UP": "up", "DOWN": "down", "INACTIVE": "inact", "DRAIN": "drain"}
+
+
+def sinfo_partitions(cluster: SlurmCluster, *, now: dt.datetime,
+                     partition: str = "") -> list[sinfo_layout.SinfoPartition]:
+    """The cluster's partitions with their nodes' states, CPUs allocated to running jobs counted per
+    node; a node's reason with who set it and when (the cluster's audit), or Not responding."""
+    state = snapshot.load_cluster(cluster, now=now)
+    allocated: dict[int, int] = {}
+    for node_id, cpus in (JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING,
+                                                 run_index=F("job__restart_count"))
+                          .exclude(phase=NodePhase.DONE).values_list("node_id", "cpus")):
+        allocated[node_id] = allocated.get(node_id, 0) + cpus
+    set_by = {}
+    for entry in ClusterAuditEntry.objects.filter(cluster=cluster, subject__startswith="node ").order_by("time", "id"):
+        set_by[entry.subject[len("node "):]] = (entry.actor, entry.time)
+    heartbeats = dict(Node.objects.filter(pk__in=list(state.nodes)).values_list("pk", "last_heartbeat"))
+    nodes = {}
+    for pk, node in state.nodes.items():
+        responding = node.available or node.state != NodeState.UP
+        user, since = set_by.get(node.name, ("root", None)) if node.reason else ("", None)
+        reason = node.reason if responding else "Not responding"
+        if not responding:
+            user, since = "slurm", heartbeats.get(pk)
+        nodes[pk] = sinfo_layout.SinfoNode(
+            name=node.name, cpus=node.cpus, memory_mb=node.memory_mb, reason=reason, reason_user=user,
+            reason_time=since, state=sinfo_layout.node_state(
+                responding=responding, drain=node.state == NodeState.DRAIN, down=node.state == NodeState.DOWN,
+                allocated_cpus=allocated.get(pk, 0), cpus=node.cpus))
+    wanted = set(_names(partition)) if partition else None
+    return [sinfo_layout.SinfoPartition(
+        name=name, default=name == cluster.default_partition, avail=_AVAIL.get(info.options.state, "up"),
+        time_limit_minutes=info.options.max_time_minutes,
+        nodes=tuple(sorted((nodes[pk] for pk in info.node_pks), key=lambda n: n.name)))
+        for name, info in state.partitions.items() if wanted is None or name in wanted]
+
+
+def sinfo(cluster: SlurmCluster, *, now: dt.datetime, node_oriented: bool = False, long: bool = False,
+          summarize: bool = False, reasons: bool = False, partition: str = "") -> Report:
+    partitions = sinfo_partitions(cluster, now=now, partition=partition)
+    text = sinfo_layout.sinfo_text(partitions, now=now, node_oriented=node_oriented, long=long, summarize=summarize,
+                                   reasons=reasons)
+    return Report(text, partitions, sinfo_layout.sinfo_rows)
 
 
 # --- sacct --------------------------------------------------------------------------------------

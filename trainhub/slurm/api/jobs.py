@@ -83,8 +83,11 @@ class SlurmJobCollection(APIView):
         submission = submission_from(request.data)
         job = services.job_submit(cluster=cluster_obj, user=request.user, submission=submission,
                                   is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj))
-        return Response({"jobId": job.job_id, "message": services.submitted_message(job, submission),
-                         "job": render_job(job)})
+        body = {"jobId": job.job_id, "message": services.submitted_message(job, submission), "job": render_job(job)}
+        notice = selectors.simulated_notice(cluster=cluster_obj)
+        if notice:
+            body["notice"] = notice  # the CLI prints it on stderr: stdout stays sbatch's own
+        return Response(body)
 
 
 class SlurmJobDetail(APIView):

@@ -92,8 +92,17 @@ class FormatIsAFlag(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+def sinfo_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                 page: slice | None = None) -> reports.Report:
+    """``nodes`` is sinfo's -N, ``long`` -l, ``summarize`` -s, ``reasons`` -R."""
+    return reports.sinfo(cluster, now=now, node_oriented=flag(params, "nodes"), long=flag(params, "long"),
+                         summarize=flag(params, "summarize"), reasons=flag(params, "reasons"),
+                         partition=params.get("partition", ""))
+
+
 REPORTS: dict[str, Callable[..., reports.Report]] = {
-    "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report}
+    "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report,
+    "sinfo": sinfo_report}
 
 
 def _view(name: str) -> type[APIView]:
@@ -122,4 +131,5 @@ def _view(name: str) -> type[APIView]:
     return ReportView
 
 
-SqueueView, SprioView, SshareView, SacctView = (_view(name) for name in ("squeue", "sprio", "sshare", "sacct"))
+SqueueView, SprioView, SshareView, SacctView, SinfoView = (
+    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo"))
