@@ -85,7 +85,8 @@ def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
     except dependency.DependencyError as exc:
         raise _refuse(SUBMIT_FAILED + DEPENDENCY_PROBLEM) from exc
     wanted = dependency.job_ids(depends)
-    if len(SlurmJob.objects.filter(cluster=cluster, job_id__in=wanted)) != len(wanted):
+    if len(depends) > SlurmJob._meta.get_field("dependency").max_length or len(
+            SlurmJob.objects.filter(cluster=cluster, job_id__in=wanted)) != len(wanted):
         raise _refuse(SUBMIT_FAILED + DEPENDENCY_PROBLEM)
     return depends
 
