@@ -329,6 +329,7 @@ def _samples() -> list[Sample]:
         s("slurm:accounting", "slurm: sacct today, all users", "cluster", query="allusers=on", who="admin"),
         s("slurm:accounting", "slurm: sacct 7 days, all users", "cluster", query="allusers=on&starttime={week_ago}",
           who="admin"),
+        s("slurm:nodes", "slurm: sinfo -N -l", "cluster", query="nodes=on&long=on", who="admin"),
         s("slurm:sacctmgr", "slurm: sacctmgr console", "cluster", who="admin"),
         s("slurm:accounts", "slurm: accounts admin", "cluster", who="admin"),
         s("slurm:association", "slurm: association form", "association", who="admin"),
