@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.urls import reverse
 
 from trainhub.catalog.machines import NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.common.plotting import figure, trace
+from trainhub.common.wire import format_timestamp
 from trainhub.dashboards import selectors
-from trainhub.dashboards.sources import capacity_visibility, fairshare_rows
+from trainhub.dashboards.sources import capacity_visibility, fairshare_rows, job_sources
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.jobs import states
@@ -154,8 +156,44 @@ def _times(records: list[dict[str, Any]]) -> list[str]:
     return [record["time"].isoformat() for record in records]
 
 
+def time_axis(request: ChartRequest) -> dict[str, Any]:
+    """The x axis of a chart over time: the whole range, ending now, however few samples there
+    are (Plotly's own range around one sample is a millisecond wide)."""
+    start = request.now - dt.timedelta(minutes=request.time_range.minutes)
+    return {"type": "date", "range": [start.isoformat(), request.now.isoformat()]}
+
+
+def count_axis(values: list[float], title: str) -> dict[str, Any]:
+    """A y axis of whole things (jobs, GPUs): whole-number ticks, at least 0 to 4 shown."""
+    axis: dict[str, Any] = {"title": {"text": title}, "rangemode": "tozero", "tickformat": ",~r"}
+    if max(values, default=0) < 4:
+        axis.update(range=[0, 4], dtick=1, autorange=False)
+    return axis
+
+
+def line_mode(points: int) -> str:
+    """Lines, with markers while there are too few points for a line to show."""
+    return "lines" if points > 2 else "lines+markers"
+
+
+def duration_unit(seconds: list[float]) -> tuple[str, float]:
+    """("seconds" | "minutes" | "hours", divisor) that reads best for durations up to max(seconds)."""
+    longest = max(seconds, default=0)
+    if longest < 120:
+        return "seconds", 1.0
+    if longest < 2 * 3600:
+        return "minutes", 60.0
+    return "hours", 3600.0
+
+
 def _pct(part: float, whole: float) -> str:
     return f"{round(100 * part / whole)}%" if whole else "–"
+
+
+def _empty_note(text: str) -> dict[str, Any]:
+    """A sentence in the middle of a plot whose axes are drawn but hold nothing."""
+    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
+            "font": {"color": "#5b6877"}}
 
 
 def _since(request: ChartRequest) -> str:
@@ -189,7 +227,7 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
         for shade, (source, scope) in enumerate(sorted({(r["source"], r["scope"]) for r in rows})):
             series = [r for r in rows if (r["source"], r["scope"]) == (source, scope)]
             traces.append(trace("scatter",
-                x=_times(series), y=[r["allocated_gpus"] for r in series], yaxis=y_ref, mode="lines",
+                x=_times(series), y=[r["allocated_gpus"] for r in series], yaxis=y_ref, mode=line_mode(len(series)),
                 stackgroup=f"allocated-{kind}", name=scope if source == "pool" else f"{scope} ({source})",
                 legendgroup=kind, line={"width": 0.5, "color": type_color(kind)}, opacity=1 - 0.2 * (shade % 3),
                 hovertemplate="%{y:.0f} GPUs"))
@@ -209,8 +247,12 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
                             showlegend=index == 0, hovertemplate="%{y:.0f} capacity"))
         now_allocated += sum(r["allocated_gpus"] for r in rows if r["time"] == latest)
         now_total += totals[latest][0]
-    drawn = _figure(traces, request, height=120 + 170 * len(kinds),
-                    panels=_stacked([accelerator_label(kind) for kind in kinds], gap=0.04))
+    panels = _stacked([f"{accelerator_label(kind)} GPUs" for kind in kinds], gap=0.04)
+    panels["xaxis"].update(time_axis(request))
+    for index, kind in enumerate(kinds):
+        panels[_axis("y", index)[0]].update(count_axis([r["total_gpus"] for r in records if r["gpu_type"] == kind],
+                                                       f"{accelerator_label(kind)} GPUs"))
+    drawn = _figure(traces, request, height=120 + 170 * len(kinds), panels=panels)
     summary = (f"Now {now_allocated:.0f} of {now_total:.0f} GPUs allocated to jobs "
                f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}.")
     return Drawing(drawn, summary)
@@ -238,13 +280,18 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
     for kind in kinds:
         series = [r for r in records if r["gpu_type"] == kind]
         times = _times(series)
-        style = {"mode": "lines", "line": {"width": 0.5, "color": type_color(kind)}, "legendgroup": kind,
-                 "name": accelerator_label(kind)}
+        style = {"mode": line_mode(len(series)), "line": {"width": 0.5, "color": type_color(kind)},
+                 "legendgroup": kind, "name": accelerator_label(kind)}
         traces.append(trace("scatter", x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
                             stackgroup="jobs", hovertemplate="%{y:.0f} jobs", **style))
         traces.append(trace("scatter", x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2", stackgroup="gpus",
                             showlegend=False, hovertemplate="%{y:.0f} GPUs", **style))
-    drawn = _figure(traces, request, height=420, panels=_stacked(["jobs waiting", "GPUs asked"], gap=0.08))
+    panels = _stacked(["jobs waiting", "GPUs asked"], gap=0.08)
+    panels["xaxis"].update(time_axis(request))
+    panels["yaxis"].update(count_axis([r["queued_jobs"] + r["pending_jobs"] for r in records], "jobs waiting"))
+    panels["yaxis2"].update(count_axis([r["waiting_gpus"] for r in records], "GPUs asked"))
+    empty = {} if kinds else {"annotations": [_empty_note(f"No job waited {_since(request)}.")]}
+    drawn = _figure(traces, request, height=420, panels=panels, **empty)
     latest = max(r["time"] for r in records)
     jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
     gpus = sum(r["waiting_gpus"] for r in records if r["time"] == latest)
@@ -285,15 +332,17 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
               marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
         for bucket, color in zip(WAIT_BUCKETS, _WAIT_COLORS)
     ]
-    traces.append(trace("scatter", x=times, y=[None if r["mean_wait_seconds"] is None else r["mean_wait_seconds"] / 60
-                                               for r in records],
-                        name="mean wait", yaxis="y2", mode="lines+markers", connectgaps=True,
+    unit, per_unit = duration_unit([r["mean_wait_seconds"] for r in records if r["mean_wait_seconds"] is not None])
+    traces.append(trace("scatter", x=times, y=[None if r["mean_wait_seconds"] is None
+                                               else round(r["mean_wait_seconds"] / per_unit, 2) for r in records],
+                        name=f"mean wait ({unit})", yaxis="y2", mode="lines+markers", connectgaps=True,
                         line={"color": "#1d2733" if not request.wall else "#e8edf3", "width": 2},
-                        marker={"size": 4}, hovertemplate="mean %{y:.1f} min"))
+                        marker={"size": 4}, hovertemplate=f"mean wait %{{y:.1f}} {unit}"))
     layout = _layout(request, height=340, barmode="stack", bargap=0.15)
-    layout["yaxis"]["title"] = {"text": "jobs started"}
-    layout["yaxis2"] = {**layout["yaxis"], "title": {"text": "minutes"}, "overlaying": "y", "side": "right",
-                        "showgrid": False}
+    layout["xaxis"].update(time_axis(request))
+    layout["yaxis2"] = {**layout["yaxis"], "title": {"text": f"mean wait ({unit})"}, "overlaying": "y",
+                        "side": "right", "showgrid": False}
+    layout["yaxis"].update(count_axis([sum(r[b.column] for b in WAIT_BUCKETS) for r in records], "jobs started"))
     drawn = figure(traces, layout)
     waited = sum((r["mean_wait_seconds"] or 0) * r["started_jobs"] for r in records)
     return Drawing(drawn, f"{started} jobs started {_since(request)}; they waited "
@@ -420,14 +469,23 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
 # --- Per-job wait explanation --------------------------------------------------------------
 
 def read_waiting_jobs(request: ChartRequest) -> Table:
+    """The longest-waiting jobs of the user's projects: CustomJobs with the scheduler's reasons,
+    and the job sources' (Slurm's pending jobs with Slurm's reason), oldest first."""
     projects = projects_with_permission(user=request.user, permission=JOBS_LIST)
     waiting = selectors.waiting_jobs_explained(projects=projects, limit=WAITING_JOBS_SHOWN)
-    return Table(("job_id", "name", "project", "location", "state", "strategy", "gpu_type", "gpus", "waited_seconds",
-                  "queue_position", "estimated_start", "reasons"),
-                 [(w.job.job_id, w.job.display_name, w.job.project.project_id, w.job.location, w.job.state,
-                   w.job.strategy, w.job.accelerator_type, w.job.gpu_count, int(w.waited_seconds(request.now)),
-                   w.explanation.position, w.explanation.estimated_start or "", " ".join(w.explanation.reasons))
-                  for w in waiting])
+    rows = [(w.job.job_id, w.job.display_name, w.job.project.project_id, w.job.location, w.job.strategy,
+             w.job.accelerator_type, w.job.gpu_count, int(w.waited_seconds(request.now)), w.explanation.position,
+             w.explanation.estimated_start or "", " ".join(w.explanation.reasons),
+             reverse("jobs:detail", kwargs={"project": w.job.project.project_id, "location": w.job.location,
+                                            "job_id": w.job.job_id}))
+            for w in waiting]
+    rows += [(r.job_id, r.name, r.project, r.location, r.kind, r.gpu_type, r.gpus,
+              int((request.now - r.submitted).total_seconds()), r.position,
+              format_timestamp(r.estimated_start) if r.estimated_start else "", r.reasons, r.url)
+             for source in job_sources() for r in source.waiting(request.user, WAITING_JOBS_SHOWN)]
+    rows.sort(key=lambda row: -row[7])
+    return Table(("job_id", "name", "project", "location", "kind", "gpu_type", "gpus", "waited_seconds",
+                  "queue_position", "estimated_start", "reasons", "url"), rows[:WAITING_JOBS_SHOWN])
 
 
 def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:

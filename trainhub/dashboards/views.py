@@ -19,7 +19,7 @@ from trainhub.common.plotting import figure_json
 from trainhub.common.wire import format_timestamp
 from trainhub.dashboards import selectors
 from trainhub.dashboards.charts import CHARTS, Chart, ChartRequest, Table
-from trainhub.dashboards.sources import node_pool_capacity
+from trainhub.dashboards.sources import capacity_readings
 from trainhub.dashboards.timeseries import RANGES, TimeRange, range_for
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.scheduling.selectors import scheduler_snapshot
@@ -48,12 +48,15 @@ def _chart_data(request: HttpRequest, key: str) -> tuple[Chart, ChartRequest, Ta
 
 
 def _kpis_context(now: dt.datetime) -> dict:
-    capacity = node_pool_capacity(now)
+    readings = capacity_readings(now)
+    # Capacity from the node pools; allocations from every source: jobs on shared nodes, and the
+    # GPUs Slurm jobs hold on their clusters' (dedicated) nodes.
+    capacity = [reading for reading in readings if reading.source == "pool"]
     groups = selectors.active_jobs()
     nodes = selectors.node_states()
     started, mean_wait = selectors.recent_wait_summary(now=now)
     total = sum(reading.gpus_total for reading in capacity)
-    allocated = sum(reading.gpus_allocated for reading in capacity)
+    allocated = sum(reading.gpus_allocated for reading in readings)
     running = [group for group in groups if group.running]
     waiting = [group for group in groups if group.waiting]
     return {"kpi": {
