@@ -20,6 +20,7 @@ from trainhub.common.wire import format_timestamp
 from trainhub.dashboards import selectors
 from trainhub.dashboards.sources import capacity_visibility, fairshare_rows, job_sources
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange
+from trainhub.iam.models import Project
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.jobs import states
 from trainhub.jobs.templatetags.trainhub_format import compact_duration
@@ -37,6 +38,8 @@ class ChartRequest:
     now: dt.datetime
     #: The wall-screen mode draws on a dark background, each figure as tall as its grid cell.
     wall: bool = False
+    #: A team page's project: the charts then show only its jobs and quotas.
+    project: Project | None = None
 
 
 @dataclass
@@ -398,7 +401,8 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
 # --- Quota usage vs limit ------------------------------------------------------------------
 
 def read_quotas(request: ChartRequest) -> Table:
-    rows = quota_rows_for_user(user=request.user)
+    rows = [row for row in quota_rows_for_user(user=request.user)
+            if request.project is None or row.quota.project_id == request.project.pk]
     return Table(("project", "region", "metric", "in_use_gpus", "limit_gpus"),
                  [(r.quota.project.project_id, r.quota.location, r.quota.metric, r.in_use, r.quota.limit)
                   for r in rows])
@@ -415,7 +419,8 @@ def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
     """Per project and quota metric: the limit as a light bar, GPUs in use as a dark one."""
     records = table.records()
     if not records:
-        return Drawing(None, "No quota limit is set for your projects: every GPU type is unlimited.")
+        whose = f"project {request.project.project_id}" if request.project else "your projects"
+        return Drawing(None, f"No quota limit is set for {whose}: every GPU type is unlimited.")
     regions = {r["region"] for r in records}
     labels = [f"{r['project']} · {_metric_label(r['metric'])}" + (f" · {r['region']}" if len(regions) > 1 else "")
               for r in records]
@@ -471,7 +476,8 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
 def read_waiting_jobs(request: ChartRequest) -> Table:
     """The longest-waiting jobs of the user's projects: CustomJobs with the scheduler's reasons,
     and the job sources' (Slurm's pending jobs with Slurm's reason), oldest first."""
-    projects = projects_with_permission(user=request.user, permission=JOBS_LIST)
+    projects = ([request.project] if request.project else
+                projects_with_permission(user=request.user, permission=JOBS_LIST))
     waiting = selectors.waiting_jobs_explained(projects=projects, limit=WAITING_JOBS_SHOWN)
     rows = [(w.job.job_id, w.job.display_name, w.job.project.project_id, w.job.location, w.job.strategy,
              w.job.accelerator_type, w.job.gpu_count, int(w.waited_seconds(request.now)), w.explanation.position,
@@ -482,7 +488,8 @@ def read_waiting_jobs(request: ChartRequest) -> Table:
     rows += [(r.job_id, r.name, r.project, r.location, r.kind, r.gpu_type, r.gpus,
               int((request.now - r.submitted).total_seconds()), r.position,
               format_timestamp(r.estimated_start) if r.estimated_start else "", r.reasons, r.url)
-             for source in job_sources() for r in source.waiting(request.user, WAITING_JOBS_SHOWN)]
+             for source in job_sources()
+             for r in source.waiting(request.user, WAITING_JOBS_SHOWN, request.project)]
     rows.sort(key=lambda row: -row[7])
     return Table(("job_id", "name", "project", "location", "kind", "gpu_type", "gpus", "waited_seconds",
                   "queue_position", "estimated_start", "reasons", "url"), rows[:WAITING_JOBS_SHOWN])
@@ -493,7 +500,8 @@ def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
     why it waits (the table below says it in full, with the estimated start)."""
     records = table.records()
     if not records:
-        return Drawing(None, "No job of your projects is waiting.")
+        whose = f"project {request.project.project_id}" if request.project else "your projects"
+        return Drawing(None, f"No job of {whose} is waiting: every one has started or ended.")
     labels = [f"{r['name']} · …{r['job_id'][-5:]}" for r in records]
     reasons = [r["reasons"] or "No explanation yet: the next scheduler pass writes one." for r in records]
     bars = trace("bar", y=labels, x=[r["waited_seconds"] / 3600 for r in records], orientation="h", customdata=reasons,
@@ -503,7 +511,8 @@ def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
     drawn = _figure([bars], request, height=70 + 26 * len(records), hovermode="closest", showlegend=False,
                     margin={**_MARGIN, "r": 56},
                     panels={"yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "hours waited"}}})
-    return Drawing(drawn, f"The {len(records)} longest-waiting jobs of your projects; the oldest has waited "
+    whose = f"project {request.project.project_id}" if request.project else "your projects"
+    return Drawing(drawn, f"The {len(records)} longest-waiting jobs of {whose}; the oldest has waited "
                            f"{compact_duration(records[0]['waited_seconds'])}.")
 
 

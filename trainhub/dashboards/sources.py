@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from django.contrib.auth.models import AbstractBaseUser
 from trainhub.catalog.machines import NO_ACCELERATOR
@@ -108,6 +108,15 @@ class WaitingRow:
 
 
 @dataclass(frozen=True)
+class JobSpan:
+    gpu_type: str
+    gpus: int
+    submitted: dt.datetime
+    started: dt.datetime | None
+    ended: dt.datetime | None
+
+
+@dataclass(frozen=True)
 class JobSource:
     #: Its active jobs now, grouped.
     active: Callable[[], list[ActiveGroup]]
@@ -115,8 +124,12 @@ class JobSource:
     started: Callable[[dt.datetime, dt.datetime], list[tuple[str, float]]]
     #: (GPU type, final JOB_STATE_SUCCEEDED/FAILED/CANCELLED, jobs) that ended in [since, until).
     ended: Callable[[dt.datetime, dt.datetime], list[tuple[str, str, int]]]
-    #: The ``limit`` longest-waiting jobs of the projects the user may see.
-    waiting: Callable[[AbstractBaseUser, int], list[WaitingRow]]
+    #: The ``limit`` longest-waiting jobs of the projects the user may see (of ``project`` only
+    #: when given).
+    waiting: Callable[..., list[WaitingRow]]
+    #: A project's jobs alive in [since, until): (GPU type, GPUs, submitted, started or None,
+    #: ended or None), for the team page's GPUs over time.
+    spans: Callable[[Any, dt.datetime, dt.datetime], list[JobSpan]]
 
 
 _job_sources: list[JobSource] = []

@@ -8,10 +8,11 @@ from __future__ import annotations
 import datetime as dt
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, F, Min, Sum
+from django.db.models import Count, F, Min, Q, Sum
 
 from trainhub.catalog.machines import NO_ACCELERATOR
-from trainhub.dashboards.sources import ActiveGroup, JobSource, WaitingRow
+from trainhub.dashboards.sources import ActiveGroup, JobSource, JobSpan, WaitingRow
+from trainhub.iam.models import Project
 from trainhub.iam.selectors import projects_for_user
 from trainhub.jobs import states
 from trainhub.slurm.models import ACTIVE_STATES, JobState, Partition, SlurmJob
@@ -69,9 +70,10 @@ def ended(since: dt.datetime, until: dt.datetime) -> list[tuple[str, str, int]]:
              row["jobs"]) for row in rows]
 
 
-def waiting(user: AbstractBaseUser, limit: int) -> list[WaitingRow]:
+def waiting(user: AbstractBaseUser, limit: int, project: Project | None = None) -> list[WaitingRow]:
     kinds = partition_gpu_types()
-    jobs = (SlurmJob.objects.filter(state=JobState.PENDING, cluster__project__in=projects_for_user(user=user))
+    projects = [project] if project is not None else projects_for_user(user=user)
+    jobs = (SlurmJob.objects.filter(state=JobState.PENDING, cluster__project__in=projects)
             .select_related("cluster__project").order_by("submit_time", "job_id")[:limit])
     rows = []
     for job in jobs:
@@ -85,4 +87,14 @@ def waiting(user: AbstractBaseUser, limit: int) -> list[WaitingRow]:
     return rows
 
 
-SLURM_JOBS = JobSource(active=active_groups, started=started, ended=ended, waiting=waiting)
+def spans(project: Project, since: dt.datetime, until: dt.datetime) -> list[JobSpan]:
+    kinds = partition_gpu_types()
+    rows = (SlurmJob.objects.filter(cluster__project=project, submit_time__lt=until)
+            .filter(Q(end_time__isnull=True) | Q(end_time__gte=since))
+            .values_list("cluster_id", "partition", "num_nodes", "gpus_per_node", "submit_time", "start_time",
+                         "end_time"))
+    return [JobSpan(_kind(kinds, cluster, partition, gpus), nodes * gpus, submitted, began, ended)
+            for cluster, partition, nodes, gpus, submitted, began, ended in rows]
+
+
+SLURM_JOBS = JobSource(active=active_groups, started=started, ended=ended, waiting=waiting, spans=spans)
