@@ -389,8 +389,12 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
         traces.append(trace("bar", x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ENDED_STATES],
                             y=[rows[s]["ended_in_range"] if s in rows else 0 for s in _ENDED_STATES],
                             xaxis="x2", yaxis="y2", showlegend=False, **style))
-    drawn = _figure(traces, request, height=340, barmode="stack", hovermode="closest",
-                    panels=_side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42]))
+    panels = _side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42])
+    for axis, states_shown, column in (("yaxis", _ACTIVE_STATES, "active_jobs"),
+                                       ("yaxis2", _ENDED_STATES, "ended_in_range")):
+        stacked = [sum(r[column] for r in records if r["state"] == state) for state in states_shown]
+        panels[axis].update(count_axis(stacked, "jobs"))
+    drawn = _figure(traces, request, height=340, barmode="stack", hovermode="closest", panels=panels)
     active = sum(r["active_jobs"] for r in records)
     ended = {s: sum(r["ended_in_range"] for r in records if r["state"] == s) for s in _ENDED_STATES}
     total_ended = sum(ended.values())
@@ -504,13 +508,14 @@ def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
         return Drawing(None, f"No job of {whose} is waiting: every one has started or ended.")
     labels = [f"{r['name']} · …{r['job_id'][-5:]}" for r in records]
     reasons = [r["reasons"] or "No explanation yet: the next scheduler pass writes one." for r in records]
-    bars = trace("bar", y=labels, x=[r["waited_seconds"] / 3600 for r in records], orientation="h", customdata=reasons,
-                 marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
+    unit, per_unit = duration_unit([r["waited_seconds"] for r in records])
+    bars = trace("bar", y=labels, x=[round(r["waited_seconds"] / per_unit, 2) for r in records], orientation="h",
+                 customdata=reasons, marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
                  text=[compact_duration(r["waited_seconds"]) for r in records], textposition="outside",
-                 hovertemplate="waited %{x:.1f} h<br>%{customdata}<extra></extra>")
-    drawn = _figure([bars], request, height=70 + 26 * len(records), hovermode="closest", showlegend=False,
+                 hovertemplate=f"waited %{{x:.1f}} {unit}<br>%{{customdata}}<extra></extra>")
+    drawn = _figure([bars], request, height=90 + 26 * len(records), hovermode="closest", showlegend=False,
                     margin={**_MARGIN, "r": 56},
-                    panels={"yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "hours waited"}}})
+                    panels={"yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": f"{unit} waited"}}})
     whose = f"project {request.project.project_id}" if request.project else "your projects"
     return Drawing(drawn, f"The {len(records)} longest-waiting jobs of {whose}; the oldest has waited "
                            f"{compact_duration(records[0]['waited_seconds'])}.")
