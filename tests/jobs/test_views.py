@@ -429,3 +429,10 @@ def test_a_job_that_can_never_fit_is_refused_at_once_unless_the_catalog_was_chos
     assert f'id="id_{pool}-{field}_error"' in content
     assert not CustomJob.objects.exists()
     assert client.post(create_url(), form_data(catalog="True", **overrides)).status_code == 302
+
+
+def test_the_job_page_shows_the_command_as_the_line_the_form_splits_back(client, cast):
+    job = submit(cast["alpha"], cast["uma"], container_pool(command=["python3", "-c", "print('a b')"]))
+    client.force_login(cast["uma"])
+    content = client.get(job_url(job)).content.decode()
+    assert "<code class=\"argv\">python3 -c &quot;print(&#x27;a b&#x27;)&quot;</code>" in content

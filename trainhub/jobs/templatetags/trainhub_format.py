@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+import shlex
 from typing import Any
 
 from django import template
@@ -53,6 +55,19 @@ def state_badge(state: str) -> SafeString:
     """A job or pipeline state as a coloured badge: JOB_STATE_RUNNING -> RUNNING."""
     short = state.removeprefix("JOB_STATE_").removeprefix("PIPELINE_STATE_")
     return format_html('<span class="badge badge--{}">{}</span>', short.lower(), short)
+
+
+@register.filter
+def shell_line(argv: list[str]) -> str:
+    """An argument list as the command line that the submit form splits back into it (shlex):
+    python3 -c "print('a b')" rather than shlex.join's 'print('"'"'a b'"'"')'."""
+    return " ".join(_shell_word(arg) for arg in argv)
+
+
+def _shell_word(arg: str) -> str:
+    if "'" not in arg or "$" in arg or "`" in arg:  # a shell would expand $ and ` inside double quotes
+        return shlex.quote(arg)
+    return '"' + re.sub(r'(["\\])', r"\\\1", arg) + '"'
 
 
 @register.filter
