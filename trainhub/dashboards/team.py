@@ -141,14 +141,14 @@ def draw_month_cost(table: Table, request: ChartRequest) -> Drawing:
     kinds = sorted({r["gpu_type"] for r in records}, key=accelerator_label)
     traces = [trace("bar", x=[accelerator_label(kind) for kind in kinds],
                     y=[sum(r["cost_usd"] for r in records if r["gpu_type"] == kind and r["strategy"] == strategy)
-                       for kind in kinds], name=strategy.replace("_", "-").lower(),
+                       for kind in kinds], name=f"{strategy.replace('_', '-').lower()} price",
                     hovertemplate=f"{strategy}: $%{{y:,.2f}}<extra></extra>") for strategy in strategies]
-    drawn = _figure(traces, request, height=300, barmode="stack", hovermode="closest",
+    drawn = _figure(traces, request, height=300, barmode="stack", hovermode="closest", showlegend=True,
                     panels={"yaxis": {"title": {"text": "US dollars"}, "tickprefix": "$"},
                             "xaxis": {"title": {"text": "GPU type"}}})
     total = sum(r["cost_usd"] for r in records)
     hours = sum(r["gpu_hours"] for r in records)
-    return Drawing(drawn, f"${total:,.2f} so far in {month}, {hours:,.1f} GPU-hours "
+    return Drawing(drawn, f"${total:,.2f} so far in {month}, {hours:,.2f} GPU-hours "
                           f"({compact_duration(hours * 3600)} of GPU time).")
 
 
