@@ -422,7 +422,7 @@ def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(
 def test_a_job_that_can_never_fit_is_refused_at_once_unless_the_catalog_was_chosen(client, cast, nodes, overrides,
                                                                                   field, message):
     client.force_login(cast["uma"])
-    response = client.post(create_url(), form_data(**overrides))
+    response = client.post(create_url(), form_data(catalog="False", **overrides))  # as the form posts it
     content = response.content.decode()
     assert response.status_code == 200 and message in content, content
     pool = "pool0" if "pool0-machine_type" in overrides else "pool1"

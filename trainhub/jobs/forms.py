@@ -332,7 +332,8 @@ class JobSubmitForm:
         """``kinds``: the location's nodes; the machine selects then offer their types (the whole
         catalog with ``catalog``, or when the location has no nodes), and a pool they can never
         run is refused at once (``never_fits``). None: the whole catalog, no check."""
-        catalog = catalog or bool(data and data.get("catalog"))
+        # The hidden field posts "True" or "False": read it as the BooleanField does.
+        catalog = catalog or forms.BooleanField(required=False).to_python((data or {}).get("catalog"))
         self.settings = JobSettingsForm(data, initial={"location": location, "catalog": catalog})
         self.kinds, self.catalog, self.location_shown = kinds, catalog, location
         self.pools = [WorkerPoolForm(data, index=index, offered=None if kinds is None else inventory_machine_choices(
