@@ -436,3 +436,13 @@ def test_the_job_page_shows_the_command_as_the_line_the_form_splits_back(client,
     client.force_login(cast["uma"])
     content = client.get(job_url(job)).content.decode()
     assert "<code class=\"argv\">python3 -c &quot;print(&#x27;a b&#x27;)&quot;</code>" in content
+
+
+def test_pools_of_one_shape_that_together_never_fit_are_told_once(client, cast, nodes):
+    client.force_login(cast["uma"])
+    data = form_data(**{"pool0-machine_type": "a2-highgpu-1g", "pool0-accelerator_type": "",
+                        "pool0-accelerator_count": "", "pool1-machine_type": "a2-highgpu-1g",
+                        "pool1-replica_count": "2", "pool1-image_uri": "w:1"})
+    content = client.post(create_url(), data).content.decode()
+    assert content.count("the job asks for 3 at once") == 2  # in the summary and on pool 1's replica count
+    assert 'id="id_pool1-replica_count_error"' in content and not CustomJob.objects.exists()

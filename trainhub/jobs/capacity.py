@@ -65,8 +65,11 @@ def never_fitting(*, pools: tuple[PoolRequest, ...], kinds: list[NodeKind], loca
     for pool in pools:
         needed[pool.shape] = needed.get(pool.shape, 0) + pool.replica_count
     violations = []
+    last_of_shape = {pool.shape: pool.index for pool in pools}  # a shortfall is said once, on the last pool
     for pool in pools:
         shape = pool.shape
+        if last_of_shape[shape] != pool.index:
+            continue
         total = sum(kind.total for kind in kinds_for(shape, kinds))
         gpus = f" with {shape.accelerator_count} × {shape.accelerator_type}" if shape.accelerator_count else ""
         path = f"jobSpec.workerPoolSpecs[{pool.index}]"
