@@ -77,7 +77,7 @@ def test_every_page_fits_a_phone_and_a_1440_px_screen(chromium, live_server, cas
                             user=cast["uma"], body=job_body(container_pool(), name="narrow"))
     paths = [f"{SLURM}/", f"{SLURM}/jobs/{slurm_job.job_id}/", f"{SLURM}/queue",
              f"/projects/alpha/locations/us-central1/jobs/{custom_job.job_id}/",
-             "/projects/alpha/locations/us-central1/jobs/new", "/", "/dashboards/", "/dashboards/team/alpha/"]
+             "/projects/alpha/locations/us-central1/jobs/new", "/", "/dashboards/", "/dashboards/team/alpha/", "/quotas/"]
     for width in (390, 1440):
         context = chromium.new_context(viewport={"width": width, "height": 900})
         page = context.new_page()
