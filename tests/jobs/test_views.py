@@ -406,7 +406,8 @@ def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(
     select = page.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]
     assert '<optgroup label="Nodes in us-central1">' in select
     assert "n1-standard-4 (4 vCPU, 15 GiB) — 2 of 3 nodes free, 4 × NVIDIA_TESLA_T4" in select
-    assert "a3-highgpu-8g" in select and "e2-standard-8" not in select  # the catalog waits behind a choice
+    assert "a3-highgpu-8g (208 vCPU, 1872 GiB, 8 × NVIDIA_H100_80GB) — 1 of 1 node free<" in select  # GPUs said once
+    assert "e2-standard-8" not in select  # the catalog waits behind a choice
     assert 'href="?catalog=1"' in page
     catalog = client.get(create_url() + "?catalog=1").content.decode()
     assert "e2-standard-8" in catalog.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]

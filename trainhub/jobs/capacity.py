@@ -29,9 +29,10 @@ class NodeKind:
     total: int
     free: int
 
-    @property
-    def hint(self) -> str:
-        gpus = f", {self.accelerator_count} × {self.accelerator_type}" if self.accelerator_count else ""
+    def hint(self, *, gpus_named: bool = False) -> str:
+        """"2 of 3 nodes free, 4 × NVIDIA_TESLA_T4" (without the GPUs when the label names them)."""
+        named = gpus_named or not self.accelerator_count
+        gpus = "" if named else f", {self.accelerator_count} × {self.accelerator_type}"
         return f"{self.free} of {self.total} node{'s' if self.total != 1 else ''} free{gpus}"
 
 

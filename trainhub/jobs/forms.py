@@ -59,7 +59,8 @@ def inventory_machine_choices(kinds: list[NodeKind], *, location: str, catalog: 
     hints: dict[str, list[str]] = {}
     for kind in kinds:
         if kind.machine_type in MACHINE_TYPES:
-            hints.setdefault(kind.machine_type, []).append(kind.hint)
+            fixed = MACHINE_TYPES[kind.machine_type].fixed_gpu  # then the machine's label names its GPUs
+            hints.setdefault(kind.machine_type, []).append(kind.hint(gpus_named=bool(fixed)))
     groups = [(f"Nodes in {location}", [(name, f"{machine_label(name)} — {'; '.join(hint)}")
                                         for name, hint in sorted(hints.items())])] if hints else []
     if catalog or not hints:
