@@ -5,10 +5,9 @@ The graph is read from the source with `ast`: every `import` and `from ... impor
 (inside functions too: a lazy import is still a dependency), except under `if TYPE_CHECKING:`. Importing
 `a.b.c` depends on `a.b.c` and on the packages `a` and `a.b`, whose `__init__` runs first.
 
-Two cycles exist today and are being taken apart (issue 22); they are allowed, as they stand, in
-KNOWN_CYCLES. A cycle among other modules, or one that draws in a module outside its known group, fails
-the test. When a known cycle is gone, remove it from the list (test_every_known_cycle_still_exists
-says so).
+KNOWN_CYCLES lists cycles tolerated while they are taken apart - none since services ask for
+background work by task name (trainhub.common.enqueue) instead of importing tasks. Any cycle fails
+the test; an entry whose cycle is gone must be removed (test_every_known_cycle_still_exists says so).
 """
 
 from __future__ import annotations
@@ -20,20 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "trainhub"
 
-KNOWN_CYCLES: dict[str, frozenset[str]] = {
-    # Issue 22, item 1: services import the pass-request module, which imports the Celery task, which
-    # imports the services that import the first ones again.
-    "scheduler pass requests": frozenset({
-        "trainhub.inventory.services", "trainhub.jobs.services", "trainhub.resources.pass_step",
-        "trainhub.resources.services", "trainhub.resources.tasks", "trainhub.scheduling.pass_requests",
-        "trainhub.scheduling.services", "trainhub.scheduling.tasks",
-    }),
-    # Issue 22, item 3: the Slurm cluster services and the Slurm tasks that run their passes.
-    "slurm passes": frozenset({
-        "trainhub.slurm.services.clusters", "trainhub.slurm.services.lifecycle", "trainhub.slurm.services.passes",
-        "trainhub.slurm.tasks",
-    }),
-}
+KNOWN_CYCLES: dict[str, frozenset[str]] = {}
 
 
 def module_files(root: Path = ROOT, package: str = PACKAGE) -> dict[str, tuple[Path, bool]]:
