@@ -179,3 +179,24 @@ def test_a_private_image_is_pulled_with_the_projects_registry_login(api, agents,
     job = run_to_end(agents, submit(api, pool), now)
     assert job.state == states.SUCCEEDED, (job.error, texts(job))
     assert "training started: private=yes" in texts(job)
+
+
+def test_cancel_stops_the_container_through_the_runtime(api, agents, registry, now):
+    pool = container_pool(command=["sh", "-c", "echo up; sleep 600"])
+    pool["containerSpec"]["imageUri"] = registry["image"]
+    job = submit(api, pool)
+    moment = now
+    for _ in range(1200):
+        moment = later(moment, 0.05)
+        agents.tick(now=moment)
+        scheduler_pass(now=moment)
+        if "up" in texts(job):
+            break
+        time.sleep(0.05)
+    assert api("uma").post(f"{BASE}/{job.job_id}:cancel", {}, format="json").status_code == 200
+    job = run_to_end(agents, job, moment)
+    assert job.state == states.CANCELLED
+    name = f"trainhub-{job.replicas.get().node.name}-{job.replicas.get().pk}"
+    listed = subprocess.run(["podman", *RUNTIME_ARGS, "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert name not in listed

@@ -450,3 +450,17 @@ def test_pools_of_one_shape_that_together_never_fit_are_told_once(client, cast, 
     content = client.post(create_url(), data).content.decode()
     assert content.count("the job asks for 3 at once") == 2  # in the summary and on pool 1's replica count
     assert 'id="id_pool1-replica_count_error"' in content and not CustomJob.objects.exists()
+
+
+def test_the_job_page_says_how_each_replica_ran_and_when_its_image_was_not_pulled(client, cast, nodes, now):
+    from trainhub.inventory.models import Node
+
+    job = submit(cast["alpha"], cast["uma"], container_pool(command=["true"]), name="where")
+    node = nodes["t4"].nodes.first()
+    Node.objects.filter(pk=node.pk).update(facts={"runtime": "subprocess"})
+    place_on(job, node, now)
+    client.force_login(cast["uma"])
+    assert "subprocess · image not pulled" in client.get(job_url(job)).content.decode()
+    Node.objects.filter(pk=node.pk).update(facts={"runtime": "podman"})
+    content = client.get(job_url(job)).content.decode()
+    assert "subprocess · image not pulled" not in content and "ran the image with podman" in content

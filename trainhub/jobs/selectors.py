@@ -43,7 +43,8 @@ def job_get_for_user(*, user: AbstractBaseUser, project_id: str, location: str, 
 
 def job_replicas(*, job: CustomJob) -> list[Replica]:
     """The replicas of the job's latest attempt, the latest restart of each task, in task order."""
-    return current_replicas(job.replicas.filter(attempt=job.restart_count).select_related("node"), job.restart_count)
+    return current_replicas(job.replicas.filter(attempt=job.restart_count).select_related("node__pool"),
+                            job.restart_count)
 
 
 def job_events(*, job: CustomJob) -> QuerySet[JobEvent]:
