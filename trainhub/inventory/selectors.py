@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet
 
 from trainhub.common.compiled import CompiledQuery
 from trainhub.iam.tokens import token_digest
@@ -113,8 +113,9 @@ def node_by_credential(*, raw: str) -> NodeRef | None:
 
 
 def join_tokens_live(*, now) -> list[JoinToken]:
+    """The join tokens a machine could still join with: not revoked, expired or used up."""
     return list(JoinToken.objects.select_related("pool").filter(revoked_at__isnull=True, expires_at__gt=now)
-                .order_by("-created_at"))
+                .filter(Q(max_uses__isnull=True) | Q(uses__lt=F("max_uses"))).order_by("-created_at"))
 
 
 def joined_nodes() -> list[Node]:
