@@ -125,7 +125,7 @@ class NodeAgent:
         if answer.status == 304:
             return
         if answer.status != 200:
-            raise ControlPlaneUnreachable(f"assignments: {error_message(answer)}")
+            raise ControlPlaneUnreachable(f"assignments: {_refusal(answer)}")
         self.assignments, self.etag, self.last_full_sync = answer.body, answer.etag, moment
 
     def resync(self) -> None:
@@ -319,12 +319,19 @@ class NodeAgent:
             body["facts"] = self.settings.facts
         answer = self.api.post("/agent/v1/heartbeat", body)
         if answer.status != 200:
-            raise ControlPlaneUnreachable(f"heartbeat: {error_message(answer)}")
+            raise ControlPlaneUnreachable(f"heartbeat: {_refusal(answer)}")
         self.facts_sent, self.reported_running, self.last_heartbeat = True, running, moment
 
     def shutdown(self) -> None:
         """The agent stops: replicas keep running under their supervisors; Slurm scripts are stopped."""
         self.slurm.shutdown()
+
+
+def _refusal(answer) -> str:
+    if answer.status == 401:
+        return ("this node's credential was refused: an admin revoked it or removed the node; join again with a "
+                "new join token (trainhub-agent join --token ...)")
+    return f"HTTP {answer.status}: {error_message(answer)}"
 
 
 def run_forever(agents: list[NodeAgent], *, poll_seconds: float, stopping: list) -> None:
