@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 from bench import timing
+from bench.agent_fleet import bench_agent_fleet
+from bench.cli import bench_cli_sbatch_loop, bench_cli_startup
 from bench.environment import (
     RESULTS_DIR,
     BenchSetupError,
@@ -22,6 +24,7 @@ from bench.environment import (
     setup_django,
     stolen_note,
 )
+from bench.log_volume import bench_log_volume
 from bench.pages import bench_pages
 from bench.report import Section, format_section, write_results
 from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
@@ -34,7 +37,11 @@ BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_datab
               Benchmark("rest_submit_cpu", bench_rest_submit_cpu, needs_database=True),
               Benchmark("rest_submit", bench_rest_submit, needs_database=True),
               Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
-              Benchmark("slurm_pages", bench_slurm_pages, needs_database=True))
+              Benchmark("slurm_pages", bench_slurm_pages, needs_database=True),
+              Benchmark("cli_startup", bench_cli_startup, needs_database=False),
+              Benchmark("cli_sbatch_loop", bench_cli_sbatch_loop, needs_database=True),
+              Benchmark("agent_fleet", bench_agent_fleet, needs_database=True),
+              Benchmark("log_volume", bench_log_volume, needs_database=True))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

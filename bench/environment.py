@@ -14,13 +14,16 @@ the same helpers.
 from __future__ import annotations
 
 import atexit
+import http.client
 import logging
 import os
 import platform
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,27 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def start_gunicorn(port: int) -> subprocess.Popen:
+    """gunicorn with GUNICORN_CONFIG serving trainhub on 127.0.0.1:``port``, against the stores this
+    process's environment names (DATABASE_URL, REDIS_URL, TRAINHUB_VAR_DIR); returned once it answers
+    /healthz. The caller terminates it."""
+    server = subprocess.Popen(  # noqa: S603 - our own argv
+        [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
+         "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+        env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            probe.request("GET", "/healthz")
+            if probe.getresponse().status == 200:
+                return server
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise RuntimeError("gunicorn did not answer /healthz within 60 s")
 
 
 class BenchSetupError(RuntimeError):

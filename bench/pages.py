@@ -270,6 +270,7 @@ class Sample:
 def _samples() -> list[Sample]:
     """Every page of the app, most in several states (tabs, filters, a deep page, live fragments)."""
     from trainhub.dashboards.charts import CHARTS
+    from trainhub.dashboards.team import TEAM_CHARTS
 
     s = Sample
     samples = [
@@ -295,6 +296,9 @@ def _samples() -> list[Sample]:
         s("inventory:list", "nodes"),
         s("inventory:list_pools", "nodes: pools (live)"),
         s("inventory:list_rows", "nodes: rows (live)"),
+        s("inventory:machines", "machines: join tokens and joined machines", who="admin"),
+        s("jobs:argv_preview", "job form: argument list preview (live)",
+          query="prefix=pool0&pool0-command=python3+-c+%22print(1)%22&pool0-args=--steps+10"),
         s("scheduling:quotas", "quotas"),
         s("iam:token", "API token"),
         s("login", "login form", who="anonymous"),
@@ -326,6 +330,7 @@ def _samples() -> list[Sample]:
         s("slurm:accounting", "slurm: sacct today, all users", "cluster", query="allusers=on", who="admin"),
         s("slurm:accounting", "slurm: sacct 7 days, all users", "cluster", query="allusers=on&starttime={week_ago}",
           who="admin"),
+        s("slurm:nodes", "slurm: sinfo -N -l", "cluster", query="nodes=on&long=on", who="admin"),
         s("slurm:sacctmgr", "slurm: sacctmgr console", "cluster", who="admin"),
         s("slurm:accounts", "slurm: accounts admin", "cluster", who="admin"),
         s("slurm:association", "slurm: association form", "association", who="admin"),
@@ -350,6 +355,14 @@ def _samples() -> list[Sample]:
             if not CHARTS[key].over_time:
                 break
         samples.append(s("dashboards:chart_csv", f"chart {key} CSV 7d", kwargs=(("key", key),), query="range=7d"))
+    team = (("project", "bench"),)
+    samples.append(s("dashboards:team", "team page", kwargs=team))
+    for key in TEAM_CHARTS:
+        samples.append(s("dashboards:team_chart", f"team chart {key} 24h", kwargs=(*team, ("key", key))))
+    samples.append(s("dashboards:team_chart_csv", "team chart team-gpus CSV 7d", kwargs=(*team, ("key", "team-gpus")),
+                     query="range=7d"))
+    samples.append(s("jobs:argv_preview", "job form: argument list (live)",
+                     query="prefix=pool0&pool0-command=python3+-c+%22print(1)%22&pool0-args=--lr+0.1"))
     return samples
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bench.admission import bench_admission
 from bench.report import Column, Section
 from bench.timing import Timing, measure
-from bench.workload import WorkloadJob, free_nodes, generate_jobs, node_split
+from bench.workload import MACHINES, REPLICA_MIX, WorkloadJob, free_nodes, generate_jobs, node_split
 from trainhub.scheduling.placement import plan_pass
 
 if TYPE_CHECKING:  # Django models need django.setup(); the pure benchmark runs without it.
@@ -71,6 +71,9 @@ class Sizes:
     page_resources: int
     page_slurm_pending: int
     page_slurm_finished: int
+    #: Simulated node agents and seconds measured by the agent_fleet benchmark (bench/agent_fleet.py).
+    fleet_agents: int
+    fleet_seconds: float
 
     def pure_repeat_for(self, jobs: int) -> int:
         return 3 if jobs >= self.pure_long_queue else self.pure_repeat
@@ -80,12 +83,14 @@ FULL = Sizes(pure_jobs=(1_000, 10_000, 50_000), pure_nodes=(100, 1_000), pure_re
              db_nodes=1_000, db_jobs=(1_000, 10_000, 50_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3,
              admission_jobs=15_000, rest_jobs=10_000, page_active_jobs=10_000,
              page_finished_jobs=100_000, page_nodes=1_000, page_repeat=20, page_studies=200, page_pipelines=100,
-             page_models=10, page_resources=20, page_slurm_pending=10_000, page_slurm_finished=20_000)
+             page_models=10, page_resources=20, page_slurm_pending=10_000, page_slurm_finished=20_000,
+             fleet_agents=1_000, fleet_seconds=60)
 QUICK = Sizes(pure_jobs=(1_000, 10_000), pure_nodes=(100, 1_000), pure_repeat=3, pure_long_queue=10_000,
               db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2,
               admission_jobs=1_500, rest_jobs=1_000, page_active_jobs=1_000,
               page_finished_jobs=10_000, page_nodes=100, page_repeat=5, page_studies=20, page_pipelines=20,
-              page_models=3, page_resources=4, page_slurm_pending=1_000, page_slurm_finished=2_000)
+              page_models=3, page_resources=4, page_slurm_pending=1_000, page_slurm_finished=2_000,
+              fleet_agents=100, fleet_seconds=15)
 
 
 # --- 1. pure placement pass -------------------------------------------------------------------
@@ -233,6 +238,25 @@ def bench_nodes(count: int) -> tuple[int, ...]:
     return tuple(Node.objects.filter(pool__name__in=names).order_by("pk").values_list("pk", flat=True))
 
 
+@contextmanager
+def inventory_for_the_workload() -> Iterator[None]:
+    """A FLEX_START gang that the location's whole inventory could never hold is refused at create:
+    for the submissions measured here to be the workload's, one pool per machine type as large as
+    the largest gang, whose nodes never report (nothing is placed on them), removed afterwards."""
+    from trainhub.inventory.models import Executor, Node, NodePool
+    from trainhub.inventory.services import node_pool_ensure
+
+    names = [f"bench-submit-{machine}" for machine, _ in MACHINES]
+    largest = max(largest for _, _, largest in REPLICA_MIX)
+    for name, (machine, _) in zip(names, MACHINES):
+        node_pool_ensure(name=name, machine_type=machine, node_count=largest, executor=Executor.SIMULATED)
+    try:
+        yield
+    finally:
+        Node.objects.filter(pool__name__in=names).delete()
+        NodePool.objects.filter(name__in=names).delete()
+
+
 def clear_jobs() -> None:
     """Delete every job with plain SQL, as the ORM's delete would treat what refers to it: the rows
     that cascade (logs, events, replicas) go, the ones that merely point at a job (the page dataset's
@@ -291,13 +315,14 @@ def row_drift_from_job_submit(jobs: list[WorkloadJob]) -> list[str]:
     drift: set[str] = set()
     now = timezone.now()
     with transaction.atomic():
-        for job in samples:
-            stored = job_submit(project=project, location=LOCATION, user=user, body=job.body(), now=now)
-            stored.refresh_from_db()
-            row = queued_row(job, project=project, user=user, created=now)
-            for field in stored._meta.concrete_fields:
-                if field.attname not in ignored and field.value_from_object(stored) != field.value_from_object(row):
-                    drift.add(field.attname)
+        with inventory_for_the_workload():
+            for job in samples:
+                stored = job_submit(project=project, location=LOCATION, user=user, body=job.body(), now=now)
+                stored.refresh_from_db()
+                row = queued_row(job, project=project, user=user, created=now)
+                for field in stored._meta.concrete_fields:
+                    if field.attname not in ignored and field.value_from_object(stored) != field.value_from_object(row):
+                        drift.add(field.attname)
         transaction.set_rollback(True)
     return sorted(drift)
 
@@ -426,6 +451,11 @@ def bench_scheduler_pass(sizes: Sizes) -> Section:
 # --- 3. submission rate -----------------------------------------------------------------------
 
 def bench_job_submit(sizes: Sizes) -> Section:
+    with inventory_for_the_workload():
+        return _bench_job_submit(sizes)
+
+
+def _bench_job_submit(sizes: Sizes) -> Section:
     """job_submit in a loop (in-process), and parse_custom_job alone, on the same bodies."""
     from trainhub.jobs.services import job_submit
     from trainhub.jobs.spec import parse_custom_job

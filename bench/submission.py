@@ -18,22 +18,26 @@ Their sum bounds what the machine's cores can accept when nothing else runs.
 
 from __future__ import annotations
 
-import http.client
 import json
 import multiprocessing
 import os
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from bench.environment import GUNICORN_CONFIG, CpuClock, free_port, shared_redis_notes
+from bench.environment import GUNICORN_CONFIG, CpuClock, free_port, shared_redis_notes, start_gunicorn
 from bench.report import Column, Section
-from bench.scheduler_pass import LOCATION, Sizes, bench_project, clear_jobs, counting_queries
+from bench.scheduler_pass import (
+    LOCATION,
+    Sizes,
+    bench_project,
+    clear_jobs,
+    counting_queries,
+    inventory_for_the_workload,
+)
 from bench.timing import measure
 from bench.workload import generate_jobs
 
@@ -118,8 +122,9 @@ def _children(parent: int) -> list[int]:
     return pids
 
 
-def _database_backends() -> list[int]:
-    """The PostgreSQL backend processes connected to the benchmark's database, other than ours."""
+def _database_backends(exclude: Iterable[int] = ()) -> list[int]:
+    """The PostgreSQL backend processes connected to the benchmark's database, other than ours
+    (this thread's) and ``exclude``."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
@@ -127,31 +132,37 @@ def _database_backends() -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                        "AND pid <> pg_backend_pid()")
-        return [pid for (pid,) in cursor.fetchall()]
+        excluded = set(exclude)
+        return [pid for (pid,) in cursor.fetchall() if pid not in excluded]
 
 
 class _DatabaseCpu(threading.Thread):
     """CPU of the database's backends over a run, read every half second: gunicorn's connections
     are replaced after CONN_MAX_AGE, and a backend's CPU can only be read while it lives."""
 
-    def __init__(self) -> None:
+    def __init__(self, exclude: Iterable[int] = ()) -> None:
         super().__init__(daemon=True)
+        self._exclude = tuple(exclude)
         self._finished = threading.Event()
         self._initial: dict[int, float] | None = None
         self._last: dict[int, float] = {}
+        #: The most backends seen at one reading (the excluded ones and this thread's own not counted).
+        self.most_backends = 0
 
     def run(self) -> None:
         from django.db import connection
 
         try:
             while True:
-                readings = _cpu_of(_database_backends())
+                backends = _database_backends(self._exclude)
+                self.most_backends = max(self.most_backends, len(backends))
+                readings = _cpu_of(backends)
                 if self._initial is None:
                     self._initial = readings
                 self._last.update(readings)
                 if self._finished.wait(0.5):
                     break
-            self._last.update(_cpu_of(_database_backends()))
+            self._last.update(_cpu_of(_database_backends(self._exclude)))
         finally:
             connection.close()
 
@@ -179,24 +190,6 @@ def _cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
-def _start_gunicorn(port: int) -> subprocess.Popen:
-    server = subprocess.Popen(  # noqa: S603 - our own argv
-        [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
-        env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            probe.request("GET", "/healthz")
-            if probe.getresponse().status == 200:
-                return server
-        except OSError:
-            time.sleep(0.2)
-    server.kill()
-    raise RuntimeError("gunicorn did not answer /healthz within 60 s")
-
-
 def _gunicorn_settings() -> dict[str, Any]:
     """workers, threads and worker class as gunicorn.conf.py sets them for this machine."""
     namespace: dict[str, Any] = {}
@@ -205,6 +198,16 @@ def _gunicorn_settings() -> dict[str, Any]:
 
 
 def bench_rest_submit(sizes: Sizes) -> Section:
+    with inventory_for_the_workload():
+        return _bench_rest_submit(sizes)
+
+
+def bench_rest_submit_cpu(sizes: Sizes) -> Section:
+    with inventory_for_the_workload():
+        return _bench_rest_submit_cpu(sizes)
+
+
+def _bench_rest_submit(sizes: Sizes) -> Section:
     from django.db import connection
 
     from trainhub.iam.services import api_token_rotate
@@ -217,7 +220,7 @@ def bench_rest_submit(sizes: Sizes) -> Section:
     shares = [requests[index::CLIENTS] for index in range(CLIENTS)]
     port = free_port()
     connection.close()  # the client processes are forked; they must not share this connection
-    server = _start_gunicorn(port)
+    server = start_gunicorn(port)
     context = multiprocessing.get_context("fork")
     load_before = os.getloadavg()
     try:
@@ -316,7 +319,7 @@ def _loads(loads: tuple[float, float, float]) -> str:
     return "/".join(f"{load:.1f}" for load in loads)
 
 
-def bench_rest_submit_cpu(sizes: Sizes) -> Section:
+def _bench_rest_submit_cpu(sizes: Sizes) -> Section:
     """CustomJob creates through Django's test client in this process: CPU, SQL and Redis per request."""
     from django.test import Client
 

@@ -78,6 +78,15 @@ def redis_client():
     client.flushdb()
 
 
+@pytest.fixture(autouse=True)
+def _no_replica_outlives_its_test():
+    """Replicas outlive their agents by design; a test's own are killed when it ends."""
+    yield
+    from tests.agent.harness import kill_every_replica
+
+    kill_every_replica()
+
+
 @pytest.fixture
 def now():
     return timezone.now().replace(microsecond=0)
@@ -95,6 +104,14 @@ def cast(db):
         membership_set(project=project, user=user, role=role)
         people[name] = user
     return {"alpha": alpha, "beta": beta, **people}
+
+
+def remember_token(raw: str) -> None:
+    """Make raw_token return ``raw`` for its user (a token the test got some other way, e.g. by
+    signing in with the CLI), instead of replacing it."""
+    from trainhub.iam.tokens import token_digest
+
+    _RAW_TOKENS[token_digest(raw)] = raw
 
 
 #: Raw tokens issued to tests, by digest: only digests are stored, so a test that needs a user's
@@ -139,6 +156,14 @@ def nodes(db, now):
     all_nodes = [node for pool in pools.values() for node in pool.nodes.all()]
     node_heartbeat(node_ids=[node.pk for node in all_nodes], now=now)
     return pools
+
+
+@pytest.fixture
+def offline_a100(nodes):
+    """Six more A100 VMs in us-central1 that never report: with them a FLEX_START gang of up to 8
+    A100 nodes fits the location's whole inventory (so it is accepted) but not the live nodes (so
+    it waits)."""
+    return node_pool_ensure(name="a100-offline", machine_type="a2-highgpu-1g", node_count=6)
 
 
 def container_pool(machine_type="n1-standard-4", replicas=1, command=None, args=None, accelerator=None,

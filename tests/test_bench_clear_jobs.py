@@ -9,7 +9,7 @@ from trainhub.jobs.services import job_submit
 from trainhub.tuning.models import TrainingPipeline
 
 
-def test_clearing_the_jobs_deletes_their_events_and_unlinks_a_pipeline_that_ran_one(cast, now):
+def test_clearing_the_jobs_deletes_their_events_and_unlinks_a_pipeline_that_ran_one(cast, nodes, now):
     job = job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
                      body=copy.deepcopy(SEED_REST_BODY), now=now)
     pipeline = TrainingPipeline.objects.create(project=cast["alpha"], location="us-central1", pipeline_id="1",

@@ -19,7 +19,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {name: value for name, value in os.environ.items()
-             if name not in ("SECRET_KEY", "DEBUG", "DATABASE_URL") and not name.startswith(("SECURE_", "SESSION_", "CSRF_"))}
+             if name not in ("SECRET_KEY", "DEBUG", "DATABASE_URL")
+             and not name.startswith(("SECURE_", "SESSION_", "CSRF_", "DJANGO_"))}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO_ROOT, capture_output=True, text=True,  # noqa: S603
                           timeout=120, env={**clean, "DJANGO_SETTINGS_MODULE": "trainhub.settings", **env})
 

@@ -145,7 +145,10 @@ def main() -> int:
         for log in logs.values():
             log.close()
         if redis_server is not None:
-            redis_server.shutdown()
+            try:
+                redis_server.shutdown()
+            except Exception as error:  # noqa: BLE001 - e.g. its directory was removed while it ran
+                print(f"embedded Redis did not shut down cleanly: {error}", file=sys.stderr)
     return 0
 
 

@@ -240,6 +240,10 @@ def envjson(name: str, default: str) -> dict:
 TRAINHUB_GPU_PRICES = envjson("TRAINHUB_GPU_PRICES", "{}")
 TRAINHUB_MANAGEMENT_FEE_PERCENT = float(os.environ.get("TRAINHUB_MANAGEMENT_FEE_PERCENT", "10"))
 TRAINHUB_WORK_DIR = Path(os.environ.get("TRAINHUB_WORK_DIR", VAR_DIR / "work"))
+#: Ports handed to jobs in pairs (MASTER_PORT, then the CLUSTER_SPEC/TF_CONFIG port): see jobs.ports.
+TRAINHUB_RENDEZVOUS_PORTS = os.environ.get("TRAINHUB_RENDEZVOUS_PORTS", "29500-29999")
+#: Lines of one replica's log that are stored; later ones are counted, not kept.
+TRAINHUB_REPLICA_LOG_MAX_LINES = envint("TRAINHUB_REPLICA_LOG_MAX_LINES", 100_000)
 
 # Django's default validators (8 characters at least). The demo user's "demo" password is set by
 # load_demo directly, not through them.

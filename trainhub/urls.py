@@ -4,6 +4,7 @@ from django.http import JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from trainhub.iam import registry_api
 from trainhub.iam.api import Me, TokenObtain
 from trainhub.iam.forms import ThrottledAuthenticationForm
 from trainhub.jobs import api as jobs_api
@@ -29,6 +30,11 @@ api_patterns = [
     path("", include("trainhub.tuning.api_urls")),
     path("", include("trainhub.slurm.api.urls")),
     path("", include("trainhub.inventory.agent_urls")),
+    path("", include("trainhub.inventory.api_urls")),
+    path("v1/projects/<str:project>/registryCredentials", registry_api.RegistryCredentials.as_view(),
+         name="registry-credentials"),
+    path("v1/projects/<str:project>/registryCredentials/<str:registry>",
+         registry_api.RegistryCredentialDetail.as_view(), name="registry-credential"),
 ]
 
 urlpatterns = [

@@ -237,6 +237,7 @@ class Cluster:
         from trainhub.inventory.services import join_token_create
 
         state_dir = self.var_dir / "agents" / name
+        shutil.rmtree(state_dir, ignore_errors=True)  # an earlier drill's credentials died with its database
         for pool in NodePool.objects.filter(name__in=pools).prefetch_related("nodes"):
             _, token = join_token_create(pool=pool, created_by="chaos", now=timezone.now(), ttl=dt.timedelta(hours=1))
             for node in pool.nodes.all():

@@ -39,18 +39,23 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def registry(tmp_path_factory):
+def _serve_registry(root: Path, login: tuple[str, str] | None = None):
     """A CNCF distribution registry on 127.0.0.1 holding a FROM-scratch busybox image whose
-    `start` prints its arguments (the seed's config.yaml runs `start port=8500`)."""
-    root = tmp_path_factory.mktemp("registry")
+    `start` prints its arguments (the seed's config.yaml runs `start port=8500`); with ``login``,
+    it answers only that user (htpasswd, bcrypt)."""
     conf = root / "containers.conf"
     conf.write_text("[containers]\ndefault_ulimits = []\n")
     os.environ["CONTAINERS_CONF"] = str(conf)
     port = _free_port()
+    auth = ""
+    if login:
+        import bcrypt
+
+        (root / "htpasswd").write_text(f"{login[0]}:{bcrypt.hashpw(login[1].encode(), bcrypt.gensalt()).decode()}\n")
+        auth = f"auth:\n  htpasswd:\n    realm: trainhub-test\n    path: {root / 'htpasswd'}\n"
     (root / "config.yml").write_text(
         f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n")
+        f"http:\n  addr: 127.0.0.1:{port}\n{auth}")
     server = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     context = root / "image"
@@ -70,7 +75,8 @@ def registry(tmp_path_factory):
                 and time.monotonic() < deadline:
             time.sleep(0.2)
         subprocess.run([*podman, "build", "-q", "-t", image, str(context)], check=True, capture_output=True)
-        subprocess.run([*podman, "push", "--tls-verify=false", image], check=True, capture_output=True)
+        creds = ["--creds", f"{login[0]}:{login[1]}"] if login else []
+        subprocess.run([*podman, "push", "--tls-verify=false", *creds, image], check=True, capture_output=True)
         subprocess.run([*podman, "rmi", "-f", image], check=True, capture_output=True)  # the agent must pull it
         yield {"address": address, "image": image}
     finally:
@@ -78,9 +84,20 @@ def registry(tmp_path_factory):
         server.wait(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    yield from _serve_registry(tmp_path_factory.mktemp("registry"))
+
+
+@pytest.fixture(scope="session")
+def private_registry(tmp_path_factory):
+    yield from _serve_registry(tmp_path_factory.mktemp("private-registry"), login=("robot", "pull-secret-1"))
+
+
 @pytest.fixture
-def agents(registry, tmp_path, nodes):
-    runtime = detect_runtime("podman", global_args=RUNTIME_ARGS, insecure_registries=(registry["address"],))
+def agents(registry, private_registry, tmp_path, nodes):
+    runtime = detect_runtime("podman", global_args=RUNTIME_ARGS,
+                             insecure_registries=(registry["address"], private_registry["address"]))
     return agents_on(tmp_path, runtime=runtime)
 
 
@@ -144,3 +161,42 @@ def test_a_missing_image_fails_the_job_with_the_registrys_message(api, agents, r
     message = job.error["message"]
     assert message.startswith("The replica workerpool0-0 could not start: the image could not be pulled:")
     assert "manifest unknown" in message or "not found" in message, message
+
+
+def test_a_private_image_is_pulled_with_the_projects_registry_login(api, agents, private_registry, cast, now):
+    from django.utils import timezone
+
+    from trainhub.iam.services import registry_credential_set
+
+    pool = container_pool(command=["start"], args=["private=yes"])
+    pool["containerSpec"]["imageUri"] = private_registry["image"]
+    refused = run_to_end(agents, submit(api, pool), now)
+    assert refused.state == states.FAILED
+    assert "could not be pulled" in refused.error["message"]
+    assert "unauthorized" in refused.error["message"].lower() or "authentication" in refused.error["message"].lower()
+    registry_credential_set(project=cast["alpha"], registry=private_registry["address"], username="robot",
+                            password="pull-secret-1", actor="test", now=timezone.now())
+    job = run_to_end(agents, submit(api, pool), now)
+    assert job.state == states.SUCCEEDED, (job.error, texts(job))
+    assert "training started: private=yes" in texts(job)
+
+
+def test_cancel_stops_the_container_through_the_runtime(api, agents, registry, now):
+    pool = container_pool(command=["sh", "-c", "echo up; sleep 600"])
+    pool["containerSpec"]["imageUri"] = registry["image"]
+    job = submit(api, pool)
+    moment = now
+    for _ in range(1200):
+        moment = later(moment, 0.05)
+        agents.tick(now=moment)
+        scheduler_pass(now=moment)
+        if "up" in texts(job):
+            break
+        time.sleep(0.05)
+    assert api("uma").post(f"{BASE}/{job.job_id}:cancel", {}, format="json").status_code == 200
+    job = run_to_end(agents, job, moment)
+    assert job.state == states.CANCELLED
+    name = f"trainhub-{job.replicas.get().node.name}-{job.replicas.get().pk}"
+    listed = subprocess.run(["podman", *RUNTIME_ARGS, "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert name not in listed

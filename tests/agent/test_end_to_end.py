@@ -63,7 +63,7 @@ def test_a_failing_replica_fails_the_job_with_its_exit_code(api, nodes, now, tmp
     job = CustomJob.objects.get(job_id=job_id)
     job, _ = run_until(make_agent(tmp_path), job, now)
     assert job.state == states.FAILED
-    assert job.error["message"] == "The replica workerpool0-0 exited with a non-zero status of 3."
+    assert job.error["message"] == "The replica workerpool0-0 exited with a non-zero status of 3. Termination reason: Error."
 
 
 def test_cancel_stops_a_running_replica(api, nodes, now, tmp_path):

@@ -127,3 +127,16 @@ def test_a_file_uri_output_is_a_local_path():
     ctx = context(base="file:///data/out/")
     env = replica_environment(ReplicaContext(**{**ctx.__dict__, "storage_root": "/var/trainhub/gcs"}))
     assert env["AIP_MODEL_DIR"] == "/data/out/model/"
+
+
+def test_the_jobs_ports_replace_the_default_ones():
+    hosts = {0: ["10.0.0.1"], 1: ["10.0.0.2"]}
+    default = replica_environment(context(hosts=hosts))
+    assert default["MASTER_PORT"] == "29500"
+    assert json.loads(default["CLUSTER_SPEC"])["cluster"]["workerpool1"] == ["10.0.0.2:2222"]
+    ctx = ReplicaContext(**{**context(hosts=hosts).__dict__, "master_port": 29502, "cluster_port": 29503})
+    env = replica_environment(ctx)
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.0.0.1", "29502")
+    assert json.loads(env["CLUSTER_SPEC"])["cluster"] == {"workerpool0": ["10.0.0.1:29503"],
+                                                          "workerpool1": ["10.0.0.2:29503"]}
+    assert json.loads(env["TF_CONFIG"])["cluster"]["worker"] == ["10.0.0.2:29503"]

@@ -74,7 +74,8 @@ def test_a_restarted_agent_kills_the_replica_of_a_lost_node_before_anything_new_
     a100 = list(Node.objects.filter(pool__name="a100"))
     old = submit(api, container_pool(machine_type="a2-highgpu-1g", command=["sleep", "300"]))
     first = agents_on(tmp_path, a100)
-    moment = step(first, now, lambda: CustomJob.objects.get(pk=old.pk).state == states.RUNNING)
+    moment = step(first, now, lambda: CustomJob.objects.get(pk=old.pk).state == states.RUNNING
+                  and child_pid(tmp_path, old.replicas.select_related("node").get()))
     old_replica = old.replicas.select_related("node").get()
     old_pid = child_pid(tmp_path, old_replica)
     del first

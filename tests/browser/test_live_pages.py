@@ -69,3 +69,51 @@ def test_every_button_on_the_slurm_job_page_does_what_it_says(page, live_server,
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED or job.ending_state
     screenshot("slurm-job-cancelled")
+
+
+def test_every_page_fits_a_phone_and_a_1440_px_screen(chromium, live_server, cast, accounts):  # noqa: F811
+    slurm_job = make_job(accounts, user="uma")
+    custom_job = job_submit(project=cast["alice"].memberships.get().project, location="us-central1",
+                            user=cast["uma"], body=job_body(container_pool(), name="narrow"))
+    paths = [f"{SLURM}/", f"{SLURM}/jobs/{slurm_job.job_id}/", f"{SLURM}/queue",
+             f"/projects/alpha/locations/us-central1/jobs/{custom_job.job_id}/",
+             "/projects/alpha/locations/us-central1/jobs/new", "/", "/dashboards/", "/dashboards/team/alpha/", "/quotas/"]
+    for width in (390, 1440):
+        context = chromium.new_context(viewport={"width": width, "height": 900})
+        page = context.new_page()
+        page.goto(f"{live_server.url}/login/")
+        page.fill("[name=username]", "uma")
+        page.fill("[name=password]", "uma-password")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        for path in paths:
+            assert page.goto(f"{live_server.url}{path}").status == 200, path
+            page.wait_for_load_state("networkidle")
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= width, f"{path} is {wide} px wide on a {width} px screen"
+        context.close()
+
+
+def test_the_cluster_pages_buttons_drain_and_resume_a_node_and_pause_stops_the_updates(page, live_server, login,
+                                                                                    accounts):  # noqa: F811
+    from trainhub.inventory.models import Node
+
+    login("alice")  # an administrator of c1
+    page.goto(f"{live_server.url}{SLURM}/")
+    node = Node.objects.filter(name__startswith="a4").order_by("name").first()
+    row = page.locator("tr", has=page.locator(f"th:text-is('{node.name}')"))
+    row.locator("input[name=reason]").fill("bad fan")
+    row.get_by_role("button", name="Drain").click()
+    page.get_by_text(f"Node {node.name} is now DRAIN.").wait_for()
+    node.refresh_from_db()
+    assert node.state == "DRAIN" and node.state_reason == "bad fan"
+    page.locator("tr", has=page.locator(f"th:text-is('{node.name}')")).get_by_role("button", name="Resume").click()
+    page.get_by_text(f"Node {node.name} is now UP.").wait_for()
+    node.refresh_from_db()
+    assert node.state == "UP"
+    page.goto(f"{live_server.url}/")  # a live page: its updates can be paused
+    toggle = page.locator("[data-live-toggle]")
+    toggle.click()
+    assert toggle.inner_text() == "Resume updates" and toggle.get_attribute("aria-pressed") == "true"
+    toggle.click()
+    assert toggle.inner_text() == "Pause updates"

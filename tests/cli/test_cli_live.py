@@ -7,6 +7,7 @@ import pytest
 
 from tests.agent.test_end_to_end import make_agent, run_until
 from tests.cli import SEED_CONFIG
+from tests.conftest import remember_token
 from trainhub.cli.main import main
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob
@@ -26,6 +27,8 @@ def cli(live_server, cast, tmp_path, capsys):
 
     code, _, err = run("auth", "login", "--url", live_server.url, "--username", "uma", "--password", "uma-password")
     assert code == 0, err
+    # Signing in issued uma a new token: api("uma") sends the same one instead of replacing it.
+    remember_token(json.loads((tmp_path / "config.json").read_text())["token"])
     return run
 
 

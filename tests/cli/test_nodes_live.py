@@ -46,6 +46,6 @@ def test_an_admin_adds_a_machine_lists_it_and_revokes_it(cli, live_server, nodes
 
 def test_a_project_member_cannot_make_join_tokens(cli, nodes):
     code, _, err = cli("nodes", "join-token", "--pool", "t4", user="uma")
-    assert code == 1 and "platform administrators" in err
+    assert code == 1 and "for platform administrators" in err
     code, _, err = cli("nodes", "join-token", "--pool", "nope")
     assert code == 1 and "does not exist" in err

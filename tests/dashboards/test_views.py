@@ -164,7 +164,7 @@ def test_gpu_allocation_shows_each_gpu_type_with_its_pools_and_capacity(client, 
     client.force_login(cast["vic"])
     figure = figure_of(client.get(chart_url("gpu-allocation", range="1h")))
     titles = [axis["title"]["text"] for name, axis in sorted(figure["layout"].items()) if name.startswith("yaxis")]
-    assert titles == ["A100", "H100 80GB", "T4"]
+    assert titles == ["A100 GPUs", "H100 80GB GPUs", "T4 GPUs"]  # each panel says its unit
     names = [trace["name"] for trace in figure["data"]]
     assert "t4" in names and "capacity" in names
     rows = csv_rows(client, "gpu-allocation", range="1h")
@@ -176,7 +176,7 @@ def test_gpu_allocation_shows_each_gpu_type_with_its_pools_and_capacity(client, 
 def test_coarser_ranges_average_levels_over_buckets(client, cast, history):
     client.force_login(cast["vic"])
     rows = [row for row in csv_rows(client, "queue-depth", range="24h") if row["gpu_type"] == "NVIDIA_TESLA_T4"]
-    assert 3 <= len(rows) <= 4  # the complete 15-minute blocks of an hour of samples
+    assert 4 <= len(rows) <= 5  # the 15-minute blocks of an hour of samples, and the minutes of the one filling
     assert all(float(row["queued_jobs"]) <= 2 for row in rows)
     assert {row["oldest_wait_seconds"] for row in rows} != {"0"}
 
@@ -246,3 +246,28 @@ def test_charts_without_samples_say_so(client, cast):
     for key in ("gpu-allocation", "queue-depth"):
         assert "No samples yet" in client.get(chart_url(key)).content.decode()
     assert "No job started in the last 24 hours." in client.get(chart_url("wait-times")).content.decode()
+
+
+# Axes and units at every range ------------------------------------------------------------------
+
+def test_with_one_sample_the_time_axis_spans_the_whole_range_and_the_sample_shows(client, cast, nodes, now,
+                                                                                 monkeypatch):
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    t4_job(cast, now, name="stuck-t4", gpus=4)
+    samples_record(now=now)
+    client.force_login(cast["vic"])
+    for range_key, hours in (("1h", 1), ("24h", 24), ("7d", 168)):
+        figure = figure_of(client.get(chart_url("queue-depth", range=range_key)))
+        start, end = (dt.datetime.fromisoformat(edge) for edge in figure["layout"]["xaxis"]["range"])
+        assert end - start == dt.timedelta(hours=hours)  # not a millisecond around the one sample
+        assert all("markers" in trace["mode"] for trace in figure["data"])
+        assert figure["layout"]["yaxis"]["title"]["text"] == "jobs waiting" and figure["layout"]["yaxis"]["dtick"] == 1
+
+
+def test_mean_wait_is_drawn_in_a_unit_that_reads_well_and_says_which(client, cast, history):
+    client.force_login(cast["vic"])
+    figure = figure_of(client.get(chart_url("wait-times", range="1h")))
+    mean = next(trace for trace in figure["data"] if trace["name"].startswith("mean wait"))
+    assert mean["name"] == "mean wait (minutes)" and figure["layout"]["yaxis2"]["title"]["text"] == "mean wait (minutes)"
+    assert [value for value in mean["y"] if value is not None] == [9.0]  # 540 s, not 0.15 of an hour
+    assert figure["layout"]["yaxis"]["title"]["text"] == "jobs started"

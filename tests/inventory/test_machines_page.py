@@ -51,3 +51,11 @@ def test_an_admin_drains_revokes_and_removes_a_joined_machine(admin_client, node
     admin_client.post(reverse("inventory:machines"), {"node": "t4-2", "action": "remove"})
     assert not Node.objects.filter(name="t4-2").exists()
     assert admin_client.post(reverse("inventory:machines"), {"node": "nope", "action": "remove"}).status_code == 400
+
+
+def test_a_used_up_token_is_no_longer_listed_in_force(admin_client, nodes, tmp_path):
+    admin_client.post(reverse("inventory:machines"), {"form": "token", "pool": "t4", "expires_in_hours": 1,
+                                                      "max_uses": 1, "description": "one machine"})
+    assert "one machine" in admin_client.get(reverse("inventory:machines")).content.decode()
+    JoinToken.objects.update(uses=1)
+    assert "one machine" not in admin_client.get(reverse("inventory:machines")).content.decode()

@@ -17,7 +17,7 @@ from trainhub.scheduling.pass_requests import PASS_REQUESTED
 BASE = "/v1/projects/alpha/locations/us-central1/customJobs"
 
 
-def test_it_accepts_the_seed_body_and_answers_in_vertex_form(api):
+def test_it_accepts_the_seed_body_and_answers_in_vertex_form(api, nodes):
     response = api("uma").post(BASE, copy.deepcopy(SEED_REST_BODY), format="json")
     assert response.status_code == 200
     body = response.json()

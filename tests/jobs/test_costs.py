@@ -39,7 +39,8 @@ def test_the_job_page_shows_accrued_and_estimated_cost(client, cast, now, settin
     job = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"], body=body, now=now)
     client.force_login(cast["vic"])
     content = client.get(f"/projects/alpha/locations/us-central1/jobs/{job.job_id}/").content.decode()
-    assert "Estimated cost" in content and "$2.00" in content and "$0.00" in content
+    assert "<dt>Cost so far</dt><dd>$0.00" in content
+    assert "at most $2.00 if it runs to its timeout (1h 00m)" in content
 
 
 def test_a_projects_cost_is_its_finished_jobs_ledger_plus_its_running_jobs(cast, now, settings, nodes):

@@ -64,13 +64,14 @@ def test_a_worker_exiting_zero_does_not_end_the_job(placed, now):
     assert placed.state == states.RUNNING
 
 
-def test_a_worker_exiting_non_zero_fails_the_job_and_stops_the_rest(placed, now):
+def test_a_worker_failing_in_its_own_code_fails_the_job_and_stops_the_rest(placed, now):
     start_all(placed, now)
     worker = placed.replicas.get(pool_index=1, replica_index=1)
-    services.replica_exited(replica=worker, exit_code=137, now=later(now, 5))
+    services.replica_exited(replica=worker, exit_code=2, now=later(now, 5))
     placed.refresh_from_db()
     assert placed.state == states.FAILED
-    assert placed.error == {"code": 3, "message": "The replica workerpool1-1 exited with a non-zero status of 137."}
+    assert placed.error == {"code": 3, "message": "The replica workerpool1-1 exited with a non-zero status of 2. "
+                                                  "Termination reason: Error."}
     assert placed.replicas.filter(active=True, stop_requested=False).count() == 0
 
 

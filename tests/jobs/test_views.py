@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from tests.conftest import container_pool, job_body
 from trainhub.common.redis import get_redis
+from trainhub.inventory.services import node_pool_ensure
 from trainhub.jobs import services, states
 from trainhub.jobs.models import CustomJob
 from trainhub.scheduling import working_memory
@@ -259,6 +260,8 @@ def test_a_valid_form_post_creates_the_job_and_redirects_to_it(client, cast, nod
 
 
 def test_the_form_submits_extra_pools_skips_empty_ones_and_uses_its_location(client, cast):
+    # FLEX_START is refused where the whole inventory could never hold the gang (4 A100 VMs).
+    node_pool_ensure(name="eu-a100", machine_type="a2-highgpu-1g", node_count=4, location="europe-west4")
     client.force_login(cast["uma"])
     data = form_data(**{"location": "europe-west4", "strategy": "FLEX_START", "max_wait": "0s",
                         "catalog": "True",  # europe-west4 has no nodes: queued on the user's explicit choice
@@ -406,7 +409,8 @@ def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(
     select = page.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]
     assert '<optgroup label="Nodes in us-central1">' in select
     assert "n1-standard-4 (4 vCPU, 15 GiB) — 2 of 3 nodes free, 4 × NVIDIA_TESLA_T4" in select
-    assert "a3-highgpu-8g" in select and "e2-standard-8" not in select  # the catalog waits behind a choice
+    assert "a3-highgpu-8g (208 vCPU, 1872 GiB, 8 × NVIDIA_H100_80GB) — 1 of 1 node free<" in select  # GPUs said once
+    assert "e2-standard-8" not in select  # the catalog waits behind a choice
     assert 'href="?catalog=1"' in page
     catalog = client.get(create_url() + "?catalog=1").content.decode()
     assert "e2-standard-8" in catalog.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]
@@ -422,10 +426,41 @@ def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(
 def test_a_job_that_can_never_fit_is_refused_at_once_unless_the_catalog_was_chosen(client, cast, nodes, overrides,
                                                                                   field, message):
     client.force_login(cast["uma"])
-    response = client.post(create_url(), form_data(**overrides))
+    response = client.post(create_url(), form_data(catalog="False", **overrides))  # as the form posts it
     content = response.content.decode()
     assert response.status_code == 200 and message in content, content
     pool = "pool0" if "pool0-machine_type" in overrides else "pool1"
     assert f'id="id_{pool}-{field}_error"' in content
     assert not CustomJob.objects.exists()
     assert client.post(create_url(), form_data(catalog="True", **overrides)).status_code == 302
+
+
+def test_the_job_page_shows_the_command_as_the_line_the_form_splits_back(client, cast):
+    job = submit(cast["alpha"], cast["uma"], container_pool(command=["python3", "-c", "print('a b')"]))
+    client.force_login(cast["uma"])
+    content = client.get(job_url(job)).content.decode()
+    assert "<code class=\"argv\">python3 -c &quot;print(&#x27;a b&#x27;)&quot;</code>" in content
+
+
+def test_pools_of_one_shape_that_together_never_fit_are_told_once(client, cast, nodes):
+    client.force_login(cast["uma"])
+    data = form_data(**{"pool0-machine_type": "a2-highgpu-1g", "pool0-accelerator_type": "",
+                        "pool0-accelerator_count": "", "pool1-machine_type": "a2-highgpu-1g",
+                        "pool1-replica_count": "2", "pool1-image_uri": "w:1"})
+    content = client.post(create_url(), data).content.decode()
+    assert content.count("the job asks for 3 at once") == 2  # in the summary and on pool 1's replica count
+    assert 'id="id_pool1-replica_count_error"' in content and not CustomJob.objects.exists()
+
+
+def test_the_job_page_says_how_each_replica_ran_and_when_its_image_was_not_pulled(client, cast, nodes, now):
+    from trainhub.inventory.models import Node
+
+    job = submit(cast["alpha"], cast["uma"], container_pool(command=["true"]), name="where")
+    node = nodes["t4"].nodes.first()
+    Node.objects.filter(pk=node.pk).update(facts={"runtime": "subprocess"})
+    place_on(job, node, now)
+    client.force_login(cast["uma"])
+    assert "subprocess · image not pulled" in client.get(job_url(job)).content.decode()
+    Node.objects.filter(pk=node.pk).update(facts={"runtime": "podman"})
+    content = client.get(job_url(job)).content.decode()
+    assert "subprocess · image not pulled" not in content and "ran the image with podman" in content

@@ -36,7 +36,7 @@ def test_a_request_above_the_limit_is_rejected_at_create_with_429(api, a100_quot
 
 
 @pytest.mark.parametrize("strategy", ["FLEX_START", "SPOT"])
-def test_flex_start_and_spot_consume_the_preemptible_quota_not_the_on_demand_one(api, a100_quota, strategy):
+def test_flex_start_and_spot_consume_the_preemptible_quota_not_the_on_demand_one(api, nodes, a100_quota, strategy):
     body = job_body(a100(), a100(), scheduling={"strategy": strategy})
     response = api("uma").post(BASE, body, format="json")
     assert response.status_code == 200
@@ -122,3 +122,19 @@ def test_before_the_threshold_small_jobs_may_pass_a_waiting_gang(cast, nodes, no
     scheduler_pass(now=later(now, 3))
     small.refresh_from_db()
     assert small.state == states.PENDING
+
+
+def test_a_flex_start_gang_the_inventory_can_no_longer_hold_reserves_nothing(cast, nodes, now, settings):
+    """Accepted while the pool had 2 A100 nodes; one was removed since: it can never start, so it
+    must not hold the other against jobs that can (issue 18)."""
+    from trainhub.inventory.models import Node
+
+    settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = 60
+    settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = 3600
+    gang = submit(cast, now, a100(), a100(), scheduling={"strategy": "FLEX_START"})
+    Node.objects.filter(name="a100-1").delete()
+    small = submit(cast, later(now, 100), a100())
+    scheduler_pass(now=later(now, 101))
+    small.refresh_from_db()
+    assert small.state == states.PENDING  # the idle A100 was not held for a gang that cannot fit
+    assert not any("Holding" in r for r in wait_reasons(gang))

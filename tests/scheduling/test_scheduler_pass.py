@@ -70,7 +70,7 @@ def test_standard_jobs_fail_with_a_stockout_after_the_retry_window(cast, nodes, 
     assert "needs 6, 2 free" in job.error["message"]
 
 
-def test_flex_start_waits_in_pending_until_max_wait_then_fails(cast, nodes, now):
+def test_flex_start_waits_in_pending_until_max_wait_then_fails(cast, nodes, offline_a100, now):
     job = submit(cast, now, a100(), a100(replicas=5), scheduling={"strategy": "FLEX_START", "maxWaitDuration": "600s"})
     scheduler_pass(now=later(now, 599))
     job.refresh_from_db()
@@ -83,7 +83,7 @@ def test_flex_start_waits_in_pending_until_max_wait_then_fails(cast, nodes, now)
     assert "a2-highgpu-1g" in job.error["message"]
 
 
-def test_flex_start_with_zero_max_wait_waits_forever(cast, nodes, now):
+def test_flex_start_with_zero_max_wait_waits_forever(cast, nodes, offline_a100, now):
     job = submit(cast, now, a100(replicas=1), a100(replicas=5), scheduling={"strategy": "FLEX_START",
                                                                             "maxWaitDuration": "0s"})
     scheduler_pass(now=later(now, 400 * 86400))
@@ -209,7 +209,7 @@ def test_the_pass_task_runs_under_the_lock(cast, nodes, now, redis_client):
     assert job.state == states.PENDING
 
 
-def test_marking_flex_jobs_waiting_never_overwrites_a_job_cancelled_during_the_pass(cast, nodes, now):
+def test_marking_flex_jobs_waiting_never_overwrites_a_job_cancelled_during_the_pass(cast, nodes, offline_a100, now):
     job = submit(cast, now, a100(), a100(replicas=5), scheduling={"strategy": "FLEX_START"})
     services.job_cancel(job=job, now=now)
     assert services.jobs_mark_flex_waiting(pks=[job.pk], now=later(now, 1)) == 0
@@ -217,7 +217,7 @@ def test_marking_flex_jobs_waiting_never_overwrites_a_job_cancelled_during_the_p
     assert job.state == states.CANCELLED
 
 
-def test_flex_start_jobs_move_to_pending_a_bounded_number_per_pass(cast, nodes, now, settings):
+def test_flex_start_jobs_move_to_pending_a_bounded_number_per_pass(cast, nodes, offline_a100, now, settings):
     settings.TRAINHUB_FLEX_PENDING_PER_PASS = 1
     flex = {"strategy": "FLEX_START"}
     older = submit(cast, now, a100(), a100(replicas=5), scheduling=flex)

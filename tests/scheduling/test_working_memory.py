@@ -46,7 +46,7 @@ def test_flushall_mid_load_loses_nothing_and_allocates_nothing_twice(cast, nodes
     assert len(nodes_used) == len(set(nodes_used))
 
 
-def test_a_flex_start_deadline_is_kept_in_a_sorted_set_and_swept(cast, nodes, now, redis_client):
+def test_a_flex_start_deadline_is_kept_in_a_sorted_set_and_swept(cast, nodes, offline_a100, now, redis_client):
     scheduler_pass(now=now)
     job = submit(cast, now, a100(), a100(replicas=3), scheduling={"strategy": "FLEX_START", "maxWaitDuration": "60s"})
     assert redis_client.zscore(working_memory.FLEX_DEADLINES, job.pk) == later(now, 60).timestamp()

@@ -206,3 +206,18 @@ def test_a_preempted_script_gets_its_grace_time_before_sigkill(cluster, real_poo
     assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.RUNNING
     run_until(agent, job, later(moment, 30), nodes_done)
     assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.DONE
+
+
+def test_an_output_file_through_a_symlink_out_of_the_cluster_fails_the_job_and_writes_nothing_there(
+        cluster, real_pools, now, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    home = tmp_path / "slurm" / "c1" / "home" / "uma"
+    home.mkdir(parents=True)
+    (home / "escape").symlink_to(outside)
+    job = make_job(cluster, script="#!/bin/bash\necho secret\n", now=now, stdout_pattern="escape/out-%j.txt")
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    assert job.state == JobState.FAILED
+    assert list(outside.iterdir()) == []
+    assert any("outside the cluster's file system" in line for line in lines(job, "stderr"))

@@ -79,6 +79,8 @@ def test_scontrol_hold_release_and_scancel(cli, accounts):
 def test_sprio_sshare_and_sacct(cli, accounts):
     uma = cli("uma")
     uma("sbatch", "--begin=now+1hours", "--wrap", "x")
+    uma("sbatch", "-H", "--wrap", "x")
+    uma("sbatch", "--wrap", "x")
     Association.objects.filter(user="uma").update(raw_usage=10)
     run_pass(accounts)
     code, out, _ = uma("sprio", "-w")
@@ -86,7 +88,8 @@ def test_sprio_sshare_and_sacct(cli, accounts):
     code, out, _ = uma("sshare")
     assert [line.split()[1] for line in out.splitlines()[2:] if len(line[21:31].strip())] == ["uma"]
     code, out, _ = uma("sacct")
-    assert out.splitlines()[2].split()[-2:] == ["PENDING", "0:0"]
+    # only the eligible job has a record (not the held one, nor the one beginning in an hour)
+    assert [line.split()[0] for line in out.splitlines()[2:]] == ["3"]
 
 
 def test_sacctmgr_with_i_commits_and_without_it_discards_when_not_interactive(cli, cluster, monkeypatch):
@@ -101,3 +104,26 @@ def test_sacctmgr_with_i_commits_and_without_it_discards_when_not_interactive(cl
     assert code == 0 and Association.objects.filter(user="uma", partition="a4").exists()
     code, out, _ = cli("uma")("sacctmgr", "modify", "user", "uma", "set", "maxjobs=1")
     assert code == 1 and "privilege" in out
+
+
+def test_squeue_takes_o_and_O(cli, accounts):
+    uma = cli("uma")
+    uma("sbatch", "--gres=gpu:2", "-n", "3", "--nice=5", "--wrap", "x")
+    code, out, _ = uma("squeue", "-o", "%i|%a|%C|%b|%y")
+    assert (code, out.splitlines()) == (0, ["JOBID|ACCOUNT|CPUS|TRES_PER_NODE|NICE", "1|ml|3|gres:gpu:2|5"])
+    code, out, _ = uma("squeue", "-O", "JobID:6,Account")
+    assert out.splitlines() == ["JOBID ACCOUNT             ", "1     ml                  "]
+
+
+def test_sinfo_and_a_simulated_clusters_notice(cli, accounts):
+    uma = cli("uma")
+    code, out, err = uma("sbatch", "--parsable", "--wrap", "x")
+    assert (code, out) == (0, "1\n")
+    assert err == ("sbatch: Partly simulated cluster: the nodes of pool(s) a4 are simulated, so jobs placed there "
+                   "do not really run.\n")
+    code, out, _ = uma("sinfo")  # the job runs on one CPU of a4-0's 224
+    assert out.splitlines() == ["PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
+                                "a4*          up   infinite      1    mix a4-0",
+                                "a4*          up   infinite      1   idle a4-1"]
+    code, out, _ = uma("sinfo", "-s")
+    assert out.splitlines()[1].split() == ["a4*", "up", "infinite", "1/1/0/2", "a4-[0-1]"]

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from tests.dashboards.test_views import chart_url, csv_rows, figure_of
 from tests.slurm.conftest import run_pass
+from trainhub.dashboards.models import QueueSample
 from trainhub.dashboards.services import samples_record
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.models import Association, JobState
@@ -79,3 +80,27 @@ def test_the_fair_share_chart_hides_other_projects_clusters(client, cast, accoun
     client.force_login(cast["mallory"])
     assert csv_rows(client, "fair-share") == []
     assert "No Slurm clusters" in client.get(chart_url("fair-share")).content.decode()
+
+
+def test_slurm_jobs_are_counted_in_the_kpis_queue_depth_jobs_by_state_and_why_jobs_wait(client, cast, sampled,
+                                                                                       accounts):
+    waiting = job_submit(cluster=accounts, user=cast["uma"], now=timezone.now(),
+                         submission=Submission(argv=("--gres=gpu:8", "-N", "2", "--wrap", "train")))
+    run_pass(accounts, timezone.now())
+    waiting.refresh_from_db()
+    assert waiting.state == JobState.PENDING
+    QueueSample.objects.all().delete()  # this minute again, with the waiting job
+    samples_record(now=timezone.now())
+    client.force_login(cast["uma"])
+    kpis = client.get("/dashboards/").context["kpi"]
+    assert kpis["gpus_allocated"] == 8 and kpis["running_jobs"] == 1 and kpis["running_gpus"] == 8
+    assert kpis["waiting_jobs"] == 1 and kpis["waiting_gpus"] == 16
+    states = {(row["state"], row["gpu_type"]): row for row in csv_rows(client, "jobs-by-state", range="1h")}
+    assert states[("JOB_STATE_RUNNING", "NVIDIA_B200")]["active_jobs"] == "1"
+    assert states[("JOB_STATE_PENDING", "NVIDIA_B200")]["active_gpus"] == "16"
+    queue = [row for row in csv_rows(client, "queue-depth", range="1h") if row["gpu_type"] == "NVIDIA_B200"]
+    assert float(queue[-1]["pending_jobs"]) == 1 and float(queue[-1]["waiting_gpus"]) == 16
+    [row] = csv_rows(client, "waiting-jobs")
+    assert row["job_id"] == str(waiting.job_id) and row["gpu_type"] == "NVIDIA_B200" and row["gpus"] == "16"
+    assert row["reasons"].startswith("Slurm reason: ") and row["url"].endswith(f"/jobs/{waiting.job_id}/")
+    assert "partition a4" in client.get(chart_url("waiting-jobs")).content.decode()

@@ -65,10 +65,10 @@ def test_sprio_long_layout():
     row = breakdown(1234, weighted={"age": 231, "fairshare": 5000, "partition": 10000},
                     tres={"gres/gpu": Factor(0.125, 1000.0, 125.0)})
     assert sprio_text([row], config, long=True).splitlines() == [
-        "          JOBID PARTITION     USER  ACCOUNT   PRIORITY       SITE        AGE      ASSOC  FAIRSHARE    JOBSIZE"
-        "  PARTITION    QOSNAME        QOS        NICE                 TRES",
-        "           1234 gpu          alice  ml-team      15356          0        231          0       5000          0"
-        "      10000     normal          0           0         gres/gpu=125"]
+        "          JOBID PARTITION     USER   PRIORITY       SITE        AGE      ASSOC  FAIRSHARE    JOBSIZE"
+        "  PARTITION        QOS        NICE                 TRES",
+        "           1234 gpu          alice      15356          0        231          0       5000          0"
+        "      10000          0           0         gres/gpu=125"]
 
 
 def test_sprio_normalised_layout():

@@ -10,6 +10,7 @@ from trainhub.slurm.conf import parse_config, parse_partition_options
 from trainhub.slurm.limits import AssocRecord, JobRequest, LimitContext, LimitUsage, QosRecord
 from trainhub.slurm.preemption import PreemptPolicy
 from trainhub.slurm.scheduler import (
+    NODES_RESERVED,
     NodeState,
     PendingJob,
     Resources,
@@ -168,10 +169,11 @@ def test_reservations_are_rounded_to_bf_resolution():
     config = parse_config({"SchedulerParameters": "bf_resolution=600"})
     run = [RunningJob(9, "gpu", {"n0": GPU8}, NOW, NOW + dt.timedelta(minutes=25))]
     plan = schedule(snapshot(nodes(1), [pending(1, 100), pending(2, 50, minutes=5)], run), config, NOW)
-    # job 1 is planned at +25 min; its reservation runs from the slot at +20 min to
-    # floor(+85 min + 599 s) = +90 min, so job 2 is planned after that.
+    # job 1 is planned at +25 min; its reservation runs from the slot at +20 min to the slot of its
+    # end, floor(+85 min) = +80 min, so job 2 is planned then (as Slurm 22.05 planned job 2 of the
+    # harness scenario at 17:28:00 behind a job ending 17:28:01, fixtures/22.05/scenario/squeue-start-running).
     assert plan.waiting[1].estimated_start == NOW + dt.timedelta(minutes=25)
-    assert plan.waiting[2].estimated_start == NOW + dt.timedelta(minutes=90)
+    assert plan.waiting[2].estimated_start == NOW + dt.timedelta(minutes=80)
 
 
 def test_limits_keep_jobs_waiting_with_their_reason_and_update_as_jobs_start():
@@ -202,8 +204,9 @@ def test_preemption_requeues_a_lower_tier_job_and_keeps_its_nodes_for_the_preemp
     assert [(a.job_id, a.mode) for a in plan.preemptions] == [(7, "REQUEUE")]  # job 8 is still exempt
     assert plan.waiting[1].preempting == (7,) and plan.waiting[1].planned_nodes == ("n0",)
     assert plan.waiting[1].estimated_start == NOW
-    # job 2's partition shares the withheld nodes: it waits for Resources.
-    assert not plan.starts and plan.waiting[2].reason == "Resources"
+    # job 2's partition shares the nodes held back for the higher tier's job: the reason Slurm 22.05
+    # gives the top lower-tier job then (fixtures/22.05/scenario/squeue-o-running.txt, job 2).
+    assert not plan.starts and plan.waiting[2].reason == NODES_RESERVED
 
 
 def test_node_config_availability_checks_node_capacity():

@@ -106,3 +106,16 @@ def test_the_queue_pages_put_together_are_squeues_whole_output(browser, api, que
     whole = [line.split()[0] for line in text.splitlines()[1:]]
     paged = [_linked_jobs(browser.get(f"{BASE}/queue", {**query, "offset": str(first)})) for first in range(3)]
     assert [job for jobs in paged for job in jobs] == whole
+
+
+def test_every_slurm_page_says_the_cluster_is_simulated_and_sinfo_has_one(browser, accounts):
+    client = browser
+    for page in ("/", "/queue", "/priority", "/fairshare", "/accounting", "/nodes", "/sacctmgr"):
+        content = client.get(f"{BASE}{page}").content.decode()
+        assert "the nodes of pool(s) a4 are simulated" in content, page
+    content = client.get(f"{BASE}/nodes", {"summarize": "on"}).content.decode()
+    assert "NODES(A/I/O/T)" in content and "0/2/0/2" in content
+
+
+def test_the_cluster_list_marks_a_simulated_cluster(browser, accounts):
+    assert '<span class="badge" title="Some of its nodes are simulated' in browser.get("/slurm/").content.decode()

@@ -85,7 +85,7 @@ def test_a_failed_job_fails_the_pipeline_with_its_error(api, post, finish, now):
     finish(pipeline.custom_job, later(now, 10), exit_code=3)
     body = api("uma").get(f"{PIPELINES}/{pipeline.pipeline_id}").json()
     assert body["state"] == "PIPELINE_STATE_FAILED"
-    assert body["error"]["message"] == "The replica workerpool0-0 exited with a non-zero status of 3."
+    assert body["error"]["message"] == "The replica workerpool0-0 exited with a non-zero status of 3. Termination reason: Error."
 
 
 def test_the_fraction_split_reaches_the_job_as_vertex_data_variables(post):

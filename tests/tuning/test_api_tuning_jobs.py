@@ -115,5 +115,6 @@ def test_another_projects_tuning_job_is_not_found(api, created):
 def test_listing_costs_a_constant_number_of_queries(api, nodes, django_assert_max_num_queries):
     for index in range(4):
         api("uma").post(BASE, tuning_body(study(double("x", 0, 1)), name=f"q{index}"), format="json")
+    viewer = api("vic")  # issuing vic's token is not the listing's cost
     with django_assert_max_num_queries(12):
-        assert len(api("vic").get(BASE).json()["hyperparameterTuningJobs"]) == 4
+        assert len(viewer.get(BASE).json()["hyperparameterTuningJobs"]) == 4

@@ -53,6 +53,17 @@ def test_the_default_algorithm_is_named_not_shown_as_its_enum(browser, cast, nod
                                      body=tuning_body(study(integer("n", 1, 3)), name="bayes"))
     html = browser.get(f"{DETAIL}/{job.job_id}/").content.decode()
     assert "<dt>Algorithm</dt><dd>Bayesian (default)</dd>" in html and "ALGORITHM_UNSPECIFIED" not in html
+    assert "<dt>Final measurement</dt><dd>Last reported (default)</dd>" in html and "_UNSPECIFIED" not in html
+
+
+def test_the_trials_table_rounds_parameter_values_and_keeps_them_in_a_tooltip(browser, cast, nodes, now):
+    job = services.tuning_job_create(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+                                     body=tuning_body(study(double("lr", 0.0001, 0.1)), name="lr"))
+    trial = job.trials.first()
+    trial.parameters = [{"parameterId": "lr", "value": 0.055002694790650605}]
+    trial.save(update_fields=["parameters"])
+    html = browser.get(f"{DETAIL}/{job.job_id}/").content.decode()
+    assert '<td class="mono" title="0.055002694790650605">0.055</td>' in html
 
 
 def test_a_minimizing_study_sorts_the_lowest_first(browser, cast, nodes, now):

@@ -16,10 +16,11 @@ The image is pulled first (progress and errors go to the replica's log); a regis
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -106,3 +107,16 @@ def env_file_text(env: dict[str, str]) -> str:
             raise ValueError(f"environment variable {name} holds a line break, which a container's env file cannot carry")
         lines.append(f"{name}={value}")
     return "\n".join(lines) + "\n"
+
+
+def write_registry_auth(directory: Path, login: dict[str, str]) -> Path:
+    """A config.json in the format podman's --authfile and docker's DOCKER_CONFIG read, readable by
+    the agent alone; returns its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    path = directory / "config.json"
+    token = base64.b64encode(f"{login['username']}:{login['password']}".encode()).decode()
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        json.dump({"auths": {login["registry"]: {"auth": token}}}, handle)
+    return path

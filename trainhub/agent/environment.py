@@ -47,6 +47,9 @@ class ReplicaContext:
     work_dir: str | None = None
     #: Where the node keeps Cloud Storage buckets; None leaves gs:// URIs as written.
     storage_root: str | None = None
+    #: The job's rendezvous ports, allocated at placement (MASTER_PORT; CLUSTER_SPEC/TF_CONFIG).
+    master_port: int = MASTER_PORT
+    cluster_port: int = CLUSTER_PORT
 
 
 METRIC_FILE = "hypertune/output.metrics"
@@ -76,7 +79,7 @@ def expand(text: str, variables: dict[str, str]) -> str:
 
 
 def _cluster(ctx: ReplicaContext) -> dict[str, list[str]]:
-    return {f"workerpool{index}": [f"{host}:{CLUSTER_PORT}" for host in hosts]
+    return {f"workerpool{index}": [f"{host}:{ctx.cluster_port}" for host in hosts]
             for index, hosts in sorted(ctx.hosts.items())}
 
 
@@ -95,7 +98,7 @@ def cluster_spec(ctx: ReplicaContext) -> dict[str, Any]:
 
 
 def tf_config(ctx: ReplicaContext) -> dict[str, Any]:
-    cluster = {TF_ROLES[index]: [f"{host}:{CLUSTER_PORT}" for host in hosts]
+    cluster = {TF_ROLES[index]: [f"{host}:{ctx.cluster_port}" for host in hosts]
                for index, hosts in sorted(ctx.hosts.items()) if index != 3}
     task: dict[str, Any] = {"type": TF_ROLES[ctx.pool_index], "index": ctx.replica_index, "cloud": ctx.job_id}
     if ctx.trial_id is not None:
@@ -127,7 +130,7 @@ def replica_environment(ctx: ReplicaContext) -> dict[str, str]:
     if replica_total > 1:
         env["TF_CONFIG"] = json.dumps(tf_config(ctx))
         env["MASTER_ADDR"] = ctx.hosts[0][0]
-        env["MASTER_PORT"] = str(MASTER_PORT)
+        env["MASTER_PORT"] = str(ctx.master_port)
         env["WORLD_SIZE"] = str(1 + len(ctx.hosts.get(1, [])))
         if ctx.pool_index in (0, 1):
             env["RANK"] = str(0 if ctx.pool_index == 0 else 1 + ctx.replica_index)

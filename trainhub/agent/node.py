@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trainhub.agent.client import ControlPlane, ControlPlaneUnreachable, error_message
-from trainhub.agent.containers import GCS_MOUNT, ContainerRuntime, env_file_text
+from trainhub.agent.containers import GCS_MOUNT, ContainerRuntime, env_file_text, write_registry_auth
 from trainhub.agent.environment import NotRunnable, ReplicaContext, expand, replica_argv, replica_environment
 from trainhub.agent.outputs import OutputPathRefused, collect_outputs, prepare_outputs
 from trainhub.agent.replicas import ReplicaRun
@@ -125,7 +125,7 @@ class NodeAgent:
         if answer.status == 304:
             return
         if answer.status != 200:
-            raise ControlPlaneUnreachable(f"assignments: {error_message(answer)}")
+            raise ControlPlaneUnreachable(f"assignments: {_refusal(answer)}")
         self.assignments, self.etag, self.last_full_sync = answer.body, answer.etag, moment
 
     def resync(self) -> None:
@@ -170,6 +170,7 @@ class NodeAgent:
             hosts={int(index): hosts for index, hosts in context["hosts"].items()},
             gpu_indices=list(doc["gpuIndices"]), trial_id=context.get("trialId"),
             work_dir=str(work_dir), storage_root=str(self.settings.work_dir / "gcs"),
+            master_port=context.get("masterPort") or ReplicaContext.master_port, cluster_port=context.get("clusterPort") or ReplicaContext.cluster_port,
         )
 
     def _start(self, doc: dict, directory: Path, moment: float) -> ReplicaRun:
@@ -240,8 +241,12 @@ class NodeAgent:
                                 user=f"{user['uid']}:{user['gid']}" if user else None,
                                 gpu_indices=list(doc["gpuIndices"]), mounts=mounts, workdir=str(work_dir))
         ReplicaRun.note(directory, moment, f"trainhub-agent: pulling {image} with {runtime.kind} on node {self.name}")
-        return ReplicaRun.start(directory, argv=argv, env=dict(os.environ), cwd=work_dir, outputs=outputs,
-                                prepare=[runtime.pull_argv(image)],
+        runtime_env, authfile = dict(os.environ), None
+        if doc.get("registryLogin"):
+            authfile = write_registry_auth(directory / "registry-auth", doc["registryLogin"])
+            runtime_env["DOCKER_CONFIG"] = str(authfile.parent)  # where docker looks; podman takes --authfile
+        return ReplicaRun.start(directory, argv=argv, env=runtime_env, cwd=work_dir, outputs=outputs,
+                                prepare=[runtime.pull_argv(image, str(authfile) if authfile else None)],
                                 container={"name": name, "signal": [*runtime.base(), "kill", "--signal"],
                                            "remove": runtime.remove_argv(name)})
 
@@ -314,12 +319,19 @@ class NodeAgent:
             body["facts"] = self.settings.facts
         answer = self.api.post("/agent/v1/heartbeat", body)
         if answer.status != 200:
-            raise ControlPlaneUnreachable(f"heartbeat: {error_message(answer)}")
+            raise ControlPlaneUnreachable(f"heartbeat: {_refusal(answer)}")
         self.facts_sent, self.reported_running, self.last_heartbeat = True, running, moment
 
     def shutdown(self) -> None:
         """The agent stops: replicas keep running under their supervisors; Slurm scripts are stopped."""
         self.slurm.shutdown()
+
+
+def _refusal(answer) -> str:
+    if answer.status == 401:
+        return ("this node's credential was refused: an admin revoked it or removed the node; join again with a "
+                "new join token (trainhub-agent join --token ...)")
+    return f"HTTP {answer.status}: {error_message(answer)}"
 
 
 def run_forever(agents: list[NodeAgent], *, poll_seconds: float, stopping: list) -> None:

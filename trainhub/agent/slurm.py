@@ -275,7 +275,27 @@ class SlurmNodeWork:
             del self.work[step["id"]]
             self._report(step, work.kind, {"exitCode": code}, now)
 
+    def _outside_cluster(self, step: dict) -> str | None:
+        """Why the job's working directory or output files would leave the cluster's file system on
+        this host (a ``..`` or a symlink out), checked right before they are opened; None if they do not."""
+        job = step["job"]
+        root = cluster_root(self.work_dir, job["clusterId"])
+        names = {"job_id": job["jobId"], "job_name": job["name"], "user": job["user"], "node": step["nodeName"]}
+        try:
+            jobenv.cluster_file(root, job["workDir"])
+            for pattern in filter(None, (job["stdoutPattern"], job["stderrPattern"])):
+                jobenv.output_file(root, pattern, cwd=job["workDir"], **names)
+        except jobenv.OutsideCluster as exc:
+            return str(exc)
+        return None
+
     def _launch_batch(self, step: dict, now: dt.datetime) -> None:
+        refused = self._outside_cluster(step)
+        if refused:
+            self._log(step, "stderr", [(now, f"slurmstepd: error: {refused}")])
+            self._report(step, "batch", {"exitCode": 1, "signal": 0, "maxRssKb": None}, now)
+            step["phase"] = REPORTED
+            return
         context, node = self._context(step, now)
         env = jobenv.batch_environment(context, node)
         stdout, stderr = Path(context.stdout_path), Path(context.stderr_path)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from trainhub.cli.client import CliError, ResourceRef, TrainhubClient, parse_resource_ref
-from trainhub.cli.worker_pool_spec import SpecError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_PROJECT = "demo"
@@ -139,11 +138,37 @@ class _SubCommands(argparse._SubParsersAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter given the terminal's width, so that it does not import shutil to ask
+    (shutil brings zlib, bz2 and lzma: about 2 ms of every command's start-up, since argparse
+    makes a formatter for each parser it builds)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         width if width is not None else _terminal_columns() - 2)
+
+
+def _terminal_columns() -> int:
+    """What shutil.get_terminal_size().columns answers: $COLUMNS, else the terminal's width, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse that raises _ParserExit rather than exiting the interpreter, and whose subcommands
     can be built lazily (`_SubCommands.add_lazy`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
         self.register("action", "parsers", _SubCommands)
 
@@ -157,6 +182,10 @@ def _arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """Adapt a parser raising SpecError to argparse, which reports ArgumentTypeError verbatim."""
 
     def convert(text: str) -> Any:
+        # Imported here: the spec parsers that raise it come from that module, which the commands
+        # without spec flags (sbatch, squeue...) need not load.
+        from trainhub.cli.worker_pool_spec import SpecError
+
         try:
             return parse(text)
         except SpecError as exc:

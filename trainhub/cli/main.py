@@ -28,7 +28,6 @@ from trainhub.cli.base import (
     resolve_settings,
 )
 from trainhub.cli.client import CliError
-from trainhub.cli.worker_pool_spec import ConfigFileError
 
 __all__ = ("COMMAND_GROUPS", "build_parser", "config_path", "main", "render_error")
 
@@ -74,10 +73,11 @@ def build_parser() -> ArgumentParser:
 
 # Errors -----------------------------------------------------------------------------------------
 
-_EXPECTED_ERRORS = (CliError, ConfigFileError, OSError)
-# yaml and requests are imported only by the commands that use them (requests only with a session a
+_EXPECTED_ERRORS = (CliError, OSError)
+# These modules are imported only by the commands that use them (requests only with a session a
 # caller passed in), so their errors are expected only once they are loaded.
-_LOADED_LATER_ERRORS = (("yaml", "YAMLError"), ("requests", "RequestException"))
+_LOADED_LATER_ERRORS = (("trainhub.cli.worker_pool_spec", "ConfigFileError"), ("yaml", "YAMLError"),
+                        ("requests", "RequestException"))
 
 
 def _expected(exc: Exception) -> bool:

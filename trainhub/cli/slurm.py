@@ -65,6 +65,8 @@ def sbatch(ctx: Any) -> int:
         body["scriptArgs"] = rest[1:]
     answer = ctx.client().post(_cluster_path(ctx, "/jobs"), body)
     _print(answer.get("message", ""))
+    if answer.get("notice"):
+        sys.stderr.write(f"sbatch: {answer['notice']}\n")
     return 0
 
 
@@ -156,7 +158,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
             ).passthrough = "sbatch_args"
 
     squeue = command("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states",
-                                                "jobs": "jobs", "start": "start", "long": "long"}),
+                                                "jobs": "jobs", "start": "start", "long": "long", "format": "format",
+                                                "output_format": "outputFormat"}),
                      "view the queue (squeue's columns and reasons)")
     squeue.add_argument("-u", "--user")
     squeue.add_argument("-p", "--partition")
@@ -164,6 +167,17 @@ def register_slurm(subparsers: Any, common: Any) -> None:
     squeue.add_argument("-j", "--jobs")
     squeue.add_argument("--start", action="store_true", help="expected start times of pending jobs")
     squeue.add_argument("-l", "--long", action="store_true")
+    squeue.add_argument("-o", "--format", help="squeue's -o format string (%%i %%a %%C %%b %%y ...)")
+    squeue.add_argument("-O", "--Format", dest="output_format", help="squeue's -O field list (JobID,Account,...)")
+
+    sinfo = command("sinfo", _view("sinfo", {"nodes": "nodes", "long": "long", "summarize": "summarize",
+                                             "reasons": "reasons", "partition": "partition"}),
+                    "partitions and nodes with their states (sinfo's layouts)")
+    sinfo.add_argument("-N", "--Node", dest="nodes", action="store_true")
+    sinfo.add_argument("-l", "--long", action="store_true")
+    sinfo.add_argument("-s", "--summarize", action="store_true")
+    sinfo.add_argument("-R", "--list-reasons", dest="reasons", action="store_true")
+    sinfo.add_argument("-p", "--partition")
 
     sprio = command("sprio", _view("sprio", {"long": "long", "weights": "weights", "norm": "norm", "user": "user",
                                              "jobs": "jobs", "partition": "partition"}),

@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.urls import reverse
 
 from trainhub.catalog.machines import NO_ACCELERATOR, accelerator_label, accelerator_types
 from trainhub.common.plotting import figure, trace
+from trainhub.common.wire import format_timestamp
 from trainhub.dashboards import selectors
-from trainhub.dashboards.sources import capacity_visibility, fairshare_rows
+from trainhub.dashboards.sources import capacity_visibility, fairshare_rows, job_sources
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange
+from trainhub.iam.models import Project
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.jobs import states
 from trainhub.jobs.templatetags.trainhub_format import compact_duration
@@ -35,6 +38,8 @@ class ChartRequest:
     now: dt.datetime
     #: The wall-screen mode draws on a dark background, each figure as tall as its grid cell.
     wall: bool = False
+    #: A team page's project: the charts then show only its jobs and quotas.
+    project: Project | None = None
 
 
 @dataclass
@@ -154,8 +159,44 @@ def _times(records: list[dict[str, Any]]) -> list[str]:
     return [record["time"].isoformat() for record in records]
 
 
+def time_axis(request: ChartRequest) -> dict[str, Any]:
+    """The x axis of a chart over time: the whole range, ending now, however few samples there
+    are (Plotly's own range around one sample is a millisecond wide)."""
+    start = request.now - dt.timedelta(minutes=request.time_range.minutes)
+    return {"type": "date", "range": [start.isoformat(), request.now.isoformat()]}
+
+
+def count_axis(values: list[float], title: str) -> dict[str, Any]:
+    """A y axis of whole things (jobs, GPUs): whole-number ticks, at least 0 to 4 shown."""
+    axis: dict[str, Any] = {"title": {"text": title}, "rangemode": "tozero", "tickformat": ",~r"}
+    if max(values, default=0) < 4:
+        axis.update(range=[0, 4], dtick=1, autorange=False)
+    return axis
+
+
+def line_mode(points: int) -> str:
+    """Lines, with markers while there are too few points for a line to show."""
+    return "lines" if points > 2 else "lines+markers"
+
+
+def duration_unit(seconds: list[float]) -> tuple[str, float]:
+    """("seconds" | "minutes" | "hours", divisor) that reads best for durations up to max(seconds)."""
+    longest = max(seconds, default=0)
+    if longest < 120:
+        return "seconds", 1.0
+    if longest < 2 * 3600:
+        return "minutes", 60.0
+    return "hours", 3600.0
+
+
 def _pct(part: float, whole: float) -> str:
     return f"{round(100 * part / whole)}%" if whole else "–"
+
+
+def _empty_note(text: str) -> dict[str, Any]:
+    """A sentence in the middle of a plot whose axes are drawn but hold nothing."""
+    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
+            "font": {"color": "#5b6877"}}
 
 
 def _since(request: ChartRequest) -> str:
@@ -189,7 +230,7 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
         for shade, (source, scope) in enumerate(sorted({(r["source"], r["scope"]) for r in rows})):
             series = [r for r in rows if (r["source"], r["scope"]) == (source, scope)]
             traces.append(trace("scatter",
-                x=_times(series), y=[r["allocated_gpus"] for r in series], yaxis=y_ref, mode="lines",
+                x=_times(series), y=[r["allocated_gpus"] for r in series], yaxis=y_ref, mode=line_mode(len(series)),
                 stackgroup=f"allocated-{kind}", name=scope if source == "pool" else f"{scope} ({source})",
                 legendgroup=kind, line={"width": 0.5, "color": type_color(kind)}, opacity=1 - 0.2 * (shade % 3),
                 hovertemplate="%{y:.0f} GPUs"))
@@ -209,8 +250,12 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
                             showlegend=index == 0, hovertemplate="%{y:.0f} capacity"))
         now_allocated += sum(r["allocated_gpus"] for r in rows if r["time"] == latest)
         now_total += totals[latest][0]
-    drawn = _figure(traces, request, height=120 + 170 * len(kinds),
-                    panels=_stacked([accelerator_label(kind) for kind in kinds], gap=0.04))
+    panels = _stacked([f"{accelerator_label(kind)} GPUs" for kind in kinds], gap=0.04)
+    panels["xaxis"].update(time_axis(request))
+    for index, kind in enumerate(kinds):
+        panels[_axis("y", index)[0]].update(count_axis([r["total_gpus"] for r in records if r["gpu_type"] == kind],
+                                                       f"{accelerator_label(kind)} GPUs"))
+    drawn = _figure(traces, request, height=120 + 170 * len(kinds), panels=panels)
     summary = (f"Now {now_allocated:.0f} of {now_total:.0f} GPUs allocated to jobs "
                f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}.")
     return Drawing(drawn, summary)
@@ -238,13 +283,18 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
     for kind in kinds:
         series = [r for r in records if r["gpu_type"] == kind]
         times = _times(series)
-        style = {"mode": "lines", "line": {"width": 0.5, "color": type_color(kind)}, "legendgroup": kind,
-                 "name": accelerator_label(kind)}
+        style = {"mode": line_mode(len(series)), "line": {"width": 0.5, "color": type_color(kind)},
+                 "legendgroup": kind, "name": accelerator_label(kind)}
         traces.append(trace("scatter", x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
                             stackgroup="jobs", hovertemplate="%{y:.0f} jobs", **style))
         traces.append(trace("scatter", x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2", stackgroup="gpus",
                             showlegend=False, hovertemplate="%{y:.0f} GPUs", **style))
-    drawn = _figure(traces, request, height=420, panels=_stacked(["jobs waiting", "GPUs asked"], gap=0.08))
+    panels = _stacked(["jobs waiting", "GPUs asked"], gap=0.08)
+    panels["xaxis"].update(time_axis(request))
+    panels["yaxis"].update(count_axis([r["queued_jobs"] + r["pending_jobs"] for r in records], "jobs waiting"))
+    panels["yaxis2"].update(count_axis([r["waiting_gpus"] for r in records], "GPUs asked"))
+    empty = {} if kinds else {"annotations": [_empty_note(f"No job waited {_since(request)}.")]}
+    drawn = _figure(traces, request, height=420, panels=panels, **empty)
     latest = max(r["time"] for r in records)
     jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
     gpus = sum(r["waiting_gpus"] for r in records if r["time"] == latest)
@@ -285,15 +335,17 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
               marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
         for bucket, color in zip(WAIT_BUCKETS, _WAIT_COLORS)
     ]
-    traces.append(trace("scatter", x=times, y=[None if r["mean_wait_seconds"] is None else r["mean_wait_seconds"] / 60
-                                               for r in records],
-                        name="mean wait", yaxis="y2", mode="lines+markers", connectgaps=True,
+    unit, per_unit = duration_unit([r["mean_wait_seconds"] for r in records if r["mean_wait_seconds"] is not None])
+    traces.append(trace("scatter", x=times, y=[None if r["mean_wait_seconds"] is None
+                                               else round(r["mean_wait_seconds"] / per_unit, 2) for r in records],
+                        name=f"mean wait ({unit})", yaxis="y2", mode="lines+markers", connectgaps=True,
                         line={"color": "#1d2733" if not request.wall else "#e8edf3", "width": 2},
-                        marker={"size": 4}, hovertemplate="mean %{y:.1f} min"))
+                        marker={"size": 4}, hovertemplate=f"mean wait %{{y:.1f}} {unit}"))
     layout = _layout(request, height=340, barmode="stack", bargap=0.15)
-    layout["yaxis"]["title"] = {"text": "jobs started"}
-    layout["yaxis2"] = {**layout["yaxis"], "title": {"text": "minutes"}, "overlaying": "y", "side": "right",
-                        "showgrid": False}
+    layout["xaxis"].update(time_axis(request))
+    layout["yaxis2"] = {**layout["yaxis"], "title": {"text": f"mean wait ({unit})"}, "overlaying": "y",
+                        "side": "right", "showgrid": False}
+    layout["yaxis"].update(count_axis([sum(r[b.column] for b in WAIT_BUCKETS) for r in records], "jobs started"))
     drawn = figure(traces, layout)
     waited = sum((r["mean_wait_seconds"] or 0) * r["started_jobs"] for r in records)
     return Drawing(drawn, f"{started} jobs started {_since(request)}; they waited "
@@ -337,8 +389,12 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
         traces.append(trace("bar", x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ENDED_STATES],
                             y=[rows[s]["ended_in_range"] if s in rows else 0 for s in _ENDED_STATES],
                             xaxis="x2", yaxis="y2", showlegend=False, **style))
-    drawn = _figure(traces, request, height=340, barmode="stack", hovermode="closest",
-                    panels=_side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42]))
+    panels = _side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42])
+    for axis, states_shown, column in (("yaxis", _ACTIVE_STATES, "active_jobs"),
+                                       ("yaxis2", _ENDED_STATES, "ended_in_range")):
+        stacked = [sum(r[column] for r in records if r["state"] == state) for state in states_shown]
+        panels[axis].update(count_axis(stacked, "jobs"))
+    drawn = _figure(traces, request, height=340, barmode="stack", hovermode="closest", panels=panels)
     active = sum(r["active_jobs"] for r in records)
     ended = {s: sum(r["ended_in_range"] for r in records if r["state"] == s) for s in _ENDED_STATES}
     total_ended = sum(ended.values())
@@ -349,7 +405,8 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
 # --- Quota usage vs limit ------------------------------------------------------------------
 
 def read_quotas(request: ChartRequest) -> Table:
-    rows = quota_rows_for_user(user=request.user)
+    rows = [row for row in quota_rows_for_user(user=request.user)
+            if request.project is None or row.quota.project_id == request.project.pk]
     return Table(("project", "region", "metric", "in_use_gpus", "limit_gpus"),
                  [(r.quota.project.project_id, r.quota.location, r.quota.metric, r.in_use, r.quota.limit)
                   for r in rows])
@@ -366,7 +423,8 @@ def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
     """Per project and quota metric: the limit as a light bar, GPUs in use as a dark one."""
     records = table.records()
     if not records:
-        return Drawing(None, "No quota limit is set for your projects: every GPU type is unlimited.")
+        whose = f"project {request.project.project_id}" if request.project else "your projects"
+        return Drawing(None, f"No quota limit is set for {whose}: every GPU type is unlimited.")
     regions = {r["region"] for r in records}
     labels = [f"{r['project']} · {_metric_label(r['metric'])}" + (f" · {r['region']}" if len(regions) > 1 else "")
               for r in records]
@@ -420,14 +478,25 @@ def draw_fairshare(table: Table, request: ChartRequest) -> Drawing:
 # --- Per-job wait explanation --------------------------------------------------------------
 
 def read_waiting_jobs(request: ChartRequest) -> Table:
-    projects = projects_with_permission(user=request.user, permission=JOBS_LIST)
+    """The longest-waiting jobs of the user's projects: CustomJobs with the scheduler's reasons,
+    and the job sources' (Slurm's pending jobs with Slurm's reason), oldest first."""
+    projects = ([request.project] if request.project else
+                projects_with_permission(user=request.user, permission=JOBS_LIST))
     waiting = selectors.waiting_jobs_explained(projects=projects, limit=WAITING_JOBS_SHOWN)
-    return Table(("job_id", "name", "project", "location", "state", "strategy", "gpu_type", "gpus", "waited_seconds",
-                  "queue_position", "estimated_start", "reasons"),
-                 [(w.job.job_id, w.job.display_name, w.job.project.project_id, w.job.location, w.job.state,
-                   w.job.strategy, w.job.accelerator_type, w.job.gpu_count, int(w.waited_seconds(request.now)),
-                   w.explanation.position, w.explanation.estimated_start or "", " ".join(w.explanation.reasons))
-                  for w in waiting])
+    rows = [(w.job.job_id, w.job.display_name, w.job.project.project_id, w.job.location, w.job.strategy,
+             w.job.accelerator_type, w.job.gpu_count, int(w.waited_seconds(request.now)), w.explanation.position,
+             w.explanation.estimated_start or "", " ".join(w.explanation.reasons),
+             reverse("jobs:detail", kwargs={"project": w.job.project.project_id, "location": w.job.location,
+                                            "job_id": w.job.job_id}))
+            for w in waiting]
+    rows += [(r.job_id, r.name, r.project, r.location, r.kind, r.gpu_type, r.gpus,
+              int((request.now - r.submitted).total_seconds()), r.position,
+              format_timestamp(r.estimated_start) if r.estimated_start else "", r.reasons, r.url)
+             for source in job_sources()
+             for r in source.waiting(request.user, WAITING_JOBS_SHOWN, request.project)]
+    rows.sort(key=lambda row: -row[7])
+    return Table(("job_id", "name", "project", "location", "kind", "gpu_type", "gpus", "waited_seconds",
+                  "queue_position", "estimated_start", "reasons", "url"), rows[:WAITING_JOBS_SHOWN])
 
 
 def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
@@ -435,17 +504,20 @@ def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
     why it waits (the table below says it in full, with the estimated start)."""
     records = table.records()
     if not records:
-        return Drawing(None, "No job of your projects is waiting.")
+        whose = f"project {request.project.project_id}" if request.project else "your projects"
+        return Drawing(None, f"No job of {whose} is waiting: every one has started or ended.")
     labels = [f"{r['name']} · …{r['job_id'][-5:]}" for r in records]
     reasons = [r["reasons"] or "No explanation yet: the next scheduler pass writes one." for r in records]
-    bars = trace("bar", y=labels, x=[r["waited_seconds"] / 3600 for r in records], orientation="h", customdata=reasons,
-                 marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
+    unit, per_unit = duration_unit([r["waited_seconds"] for r in records])
+    bars = trace("bar", y=labels, x=[round(r["waited_seconds"] / per_unit, 2) for r in records], orientation="h",
+                 customdata=reasons, marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
                  text=[compact_duration(r["waited_seconds"]) for r in records], textposition="outside",
-                 hovertemplate="waited %{x:.1f} h<br>%{customdata}<extra></extra>")
-    drawn = _figure([bars], request, height=70 + 26 * len(records), hovermode="closest", showlegend=False,
+                 hovertemplate=f"waited %{{x:.1f}} {unit}<br>%{{customdata}}<extra></extra>")
+    drawn = _figure([bars], request, height=90 + 26 * len(records), hovermode="closest", showlegend=False,
                     margin={**_MARGIN, "r": 56},
-                    panels={"yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "hours waited"}}})
-    return Drawing(drawn, f"The {len(records)} longest-waiting jobs of your projects; the oldest has waited "
+                    panels={"yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": f"{unit} waited"}}})
+    whose = f"project {request.project.project_id}" if request.project else "your projects"
+    return Drawing(drawn, f"The {len(records)} longest-waiting jobs of {whose}; the oldest has waited "
                            f"{compact_duration(records[0]['waited_seconds'])}.")
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, QuerySet, Sum
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Sum
 
 from trainhub.dashboards.models import CapacitySample, QueueSample
+from trainhub.dashboards.sources import ActiveGroup, job_sources
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange, minute_of, minute_start
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node
@@ -20,10 +21,13 @@ from trainhub.scheduling.working_memory import WaitExplanation
 
 def _bucketed(samples: QuerySet, time_range: TimeRange, now: dt.datetime) -> QuerySet:
     """The range's samples at its resolution, annotated with their bucket (minute // bucket size,
-    computed by the database)."""
+    computed by the database). The block still filling is not rolled up yet: its raw minutes
+    stand in for it, so the newest samples show at every range (a new cluster is not blank for
+    its first hour)."""
     last = minute_of(now)
-    return (samples.filter(resolution=time_range.resolution, minute__gte=time_range.first_minute(last),
-                           minute__lte=last)
+    filling = last // time_range.resolution * time_range.resolution
+    return (samples.filter(Q(resolution=time_range.resolution) | Q(resolution=1, minute__gte=filling),
+                           minute__gte=time_range.first_minute(last), minute__lte=last)
             .annotate(bucket=F("minute") / time_range.bucket_minutes))
 
 
@@ -88,35 +92,16 @@ def queue_series(*, time_range: TimeRange, now: dt.datetime) -> list[QueuePoint]
             for row in rows]
 
 
-@dataclass(frozen=True)
-class ActiveGroup:
-    """Active jobs of one state and GPU type, split by whether they hold an allocation: a PENDING
-    job that does is starting on its nodes, one that does not (FLEX_START) still waits."""
-
-    state: str
-    accelerator_type: str
-    allocated: bool
-    jobs: int
-    gpus: int
-    oldest: dt.datetime
-
-    @property
-    def waiting(self) -> bool:
-        return self.state in states.WAITING and not self.allocated
-
-    @property
-    def running(self) -> bool:
-        return self.state == states.RUNNING or (self.state == states.PENDING and self.allocated)
-
-
 def active_jobs() -> list[ActiveGroup]:
-    """Every active job of the cluster, grouped: one query over the active jobs' index."""
+    """Every active job of the cluster, grouped: one query over the active CustomJobs' index, and
+    the registered job sources' groups (Slurm's pending and running jobs)."""
     allocated = Exists(Replica.objects.filter(job=OuterRef("pk"), active=True))
     rows = (CustomJob.objects.filter(ACTIVE_JOBS).annotate(allocated=allocated)
             .values("state", "accelerator_type", "allocated")
             .annotate(jobs=Count("pk"), gpus=Sum("gpu_count"), oldest=Min("create_time")).order_by())
-    return [ActiveGroup(row["state"], row["accelerator_type"], bool(row["allocated"]), row["jobs"], row["gpus"] or 0,
-                        row["oldest"]) for row in rows]
+    groups = [ActiveGroup(row["state"], row["accelerator_type"], bool(row["allocated"]), row["jobs"], row["gpus"] or 0,
+                          row["oldest"]) for row in rows]
+    return groups + [group for source in job_sources() for group in source.active()]
 
 
 def node_states() -> dict[str, int]:

@@ -13,7 +13,7 @@ from django.db.models import Count, F, Max, Min, Q, Sum
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.dashboards.models import RESOLUTIONS, CapacitySample, QueueSample, Sample
 from trainhub.dashboards.selectors import active_jobs
-from trainhub.dashboards.sources import capacity_readings
+from trainhub.dashboards.sources import capacity_readings, job_sources
 from trainhub.dashboards.timeseries import WAIT_BUCKETS, minute_of, minute_start, percentile, wait_bucket_counts
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob
@@ -54,7 +54,8 @@ def _queue_levels(rows: dict[str, _QueueRow], now: dt.datetime) -> None:
 
 
 def _queue_flows(rows: dict[str, _QueueRow], since: dt.datetime, until: dt.datetime) -> None:
-    """Jobs that started (with their waits) and ended in [since, until), per GPU type."""
+    """Jobs that started (with their waits) and ended in [since, until), per GPU type: CustomJobs
+    and the registered job sources' jobs."""
     started = CustomJob.objects.filter(start_time__gte=since, start_time__lt=until).values_list(
         "accelerator_type", "create_time", "start_time")
     for kind, created, began in started:
@@ -63,6 +64,11 @@ def _queue_flows(rows: dict[str, _QueueRow], since: dt.datetime, until: dt.datet
              .annotate(jobs=Count("pk")))
     for row in ended:
         rows[row["accelerator_type"]].values[_ENDED_COLUMN[row["state"]]] += row["jobs"]
+    for source in job_sources():  # Slurm's jobs
+        for kind, waited in source.started(since, until):
+            rows[kind].waits.append(waited)
+        for kind, state, jobs in source.ended(since, until):
+            rows[kind].values[_ENDED_COLUMN[state]] += jobs
 
 
 def _queue_sample(minute: int, kind: str, row: _QueueRow) -> QueueSample:

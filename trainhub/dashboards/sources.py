@@ -1,6 +1,6 @@
 """What the dashboards read from other domains, and the hooks through which those domains add to them.
 
-Two registries, filled from each app's ``AppConfig.ready()``:
+Three registries, filled from each app's ``AppConfig.ready()``:
 
 - capacity sources: a function of ``now`` returning ``CapacityReading`` rows. Node pools are the
   first source (registered by this app); the Slurm app registers one reporting each cluster's
@@ -20,17 +20,26 @@ Two registries, filled from each app's ``AppConfig.ready()``:
 
       from trainhub.dashboards.sources import FairShareRow, register_fairshare_provider
       register_fairshare_provider(fairshare_rows_for_user)
+
+- job sources: jobs other than CustomJobs (Slurm's) counted with them on the queue charts, the
+  KPIs and "Why jobs wait": their active groups now, the starts and ends of a window (the sampler
+  records them), and the waiting jobs of a user's projects with their reasons::
+
+      register_job_source(JobSource(active=..., started=..., ended=..., waiting=...))
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from django.contrib.auth.models import AbstractBaseUser
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.inventory.selectors import node_pools_with_usage
+from trainhub.jobs.states import PENDING as JOB_STATE_PENDING
+from trainhub.jobs.states import QUEUED as JOB_STATE_QUEUED
+from trainhub.jobs.states import RUNNING as JOB_STATE_RUNNING
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,82 @@ class FairShareRow:
     user: str = ""
     #: Its Fairshare= shares (None: "parent"), as sshare's RawShares.
     raw_shares: int | None = None
+
+
+@dataclass(frozen=True)
+class ActiveGroup:
+    """Active jobs of one state (JOB_STATE_*) and GPU type, split by whether they hold an
+    allocation: a PENDING job that does is starting on its nodes, one that does not still waits."""
+
+    state: str
+    accelerator_type: str
+    allocated: bool
+    jobs: int
+    gpus: int
+    oldest: dt.datetime
+
+    @property
+    def waiting(self) -> bool:
+        return self.state in (JOB_STATE_QUEUED, JOB_STATE_PENDING) and not self.allocated
+
+    @property
+    def running(self) -> bool:
+        return self.state == JOB_STATE_RUNNING or (self.state == JOB_STATE_PENDING and self.allocated)
+
+
+@dataclass(frozen=True)
+class WaitingRow:
+    """A waiting job of another kind, as the "Why jobs wait" table shows it."""
+
+    job_id: str
+    name: str
+    project: str
+    location: str
+    kind: str  # what the table says under the name: "Slurm · partition a4"
+    gpu_type: str
+    gpus: int
+    submitted: dt.datetime
+    position: int | None
+    estimated_start: dt.datetime | None
+    reasons: str
+    url: str
+
+
+@dataclass(frozen=True)
+class JobSpan:
+    gpu_type: str
+    gpus: int
+    submitted: dt.datetime
+    started: dt.datetime | None
+    ended: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class JobSource:
+    #: Its active jobs now, grouped.
+    active: Callable[[], list[ActiveGroup]]
+    #: (GPU type, seconds waited) of each job that started in [since, until).
+    started: Callable[[dt.datetime, dt.datetime], list[tuple[str, float]]]
+    #: (GPU type, final JOB_STATE_SUCCEEDED/FAILED/CANCELLED, jobs) that ended in [since, until).
+    ended: Callable[[dt.datetime, dt.datetime], list[tuple[str, str, int]]]
+    #: The ``limit`` longest-waiting jobs of the projects the user may see (of ``project`` only
+    #: when given).
+    waiting: Callable[..., list[WaitingRow]]
+    #: A project's jobs alive in [since, until): (GPU type, GPUs, submitted, started or None,
+    #: ended or None), for the team page's GPUs over time.
+    spans: Callable[[Any, dt.datetime, dt.datetime], list[JobSpan]]
+
+
+_job_sources: list[JobSource] = []
+
+
+def register_job_source(source: JobSource) -> None:
+    if source not in _job_sources:
+        _job_sources.append(source)
+
+
+def job_sources() -> list[JobSource]:
+    return list(_job_sources)
 
 
 CapacitySource = Callable[[dt.datetime], list[CapacityReading]]

@@ -9,4 +9,7 @@ urlpatterns = [
     path("kpis", views.kpis, name="kpis"),
     path("charts/<slug:key>", views.chart, name="chart"),
     path("charts/<slug:key>.csv", views.chart_csv, name="chart_csv"),
+    path("team/<slug:project>/", views.team, name="team"),
+    path("team/<slug:project>/charts/<slug:key>", views.chart, name="team_chart"),
+    path("team/<slug:project>/charts/<slug:key>.csv", views.chart_csv, name="team_chart_csv"),
 ]

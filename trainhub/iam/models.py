@@ -56,3 +56,19 @@ class ApiToken(models.Model):
 
     #: The raw token, on the instance that made it only.
     key: str | None = None
+
+
+class RegistryCredential(models.Model):
+    """How a project's replicas pull images from one registry (``registry.example.com:5000``).
+    Set by administrators; the password is sealed (trainhub.common.sealing) and handed only to
+    the agent of a node running that project's replica whose image is on that registry."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="registry_credentials")
+    registry = models.CharField(max_length=253)
+    username = models.CharField(max_length=255)
+    sealed_password = models.TextField()
+    updated_by = models.CharField(max_length=150)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "registry"], name="one_credential_per_registry")]

@@ -13,7 +13,8 @@ from django.db.models import Model, QuerySet
 
 from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
-from trainhub.iam.models import ApiToken, Membership, Project
+from trainhub.common.sealing import unseal
+from trainhub.iam.models import ApiToken, Membership, Project, RegistryCredential
 from trainhub.iam.roles import role_grants
 from trainhub.iam.tokens import token_digest
 
@@ -121,3 +122,20 @@ def projects_with_permission(*, user: AbstractBaseUser, permission: str) -> list
 
 def api_token_for_user(*, user: AbstractBaseUser) -> ApiToken | None:
     return ApiToken.objects.filter(user=user).first()
+
+
+def image_registry(image: str) -> str:
+    """The registry an image reference names ("ghcr.io/a/b:1" -> "ghcr.io"); Docker Hub's otherwise."""
+    first, _, rest = image.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
+
+
+def registry_login_for(*, project_pk: int, image: str) -> dict[str, str] | None:
+    """The unsealed login of ``project``'s credential for ``image``'s registry, if an admin set one."""
+    registry = image_registry(image)
+    credential = RegistryCredential.objects.filter(project_id=project_pk, registry=registry).first()
+    if credential is None:
+        return None
+    return {"registry": registry, "username": credential.username, "password": unseal(credential.sealed_password)}

@@ -5,7 +5,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from trainhub.iam.models import ApiToken, Membership, Project
+from trainhub.common.sealing import seal
+from trainhub.iam.models import ApiToken, Membership, Project, RegistryCredential
 from trainhub.iam.roles import PERMISSIONS_BY_ROLE
 from trainhub.iam.tokens import token_new
 
@@ -64,3 +65,17 @@ def user_ensure(*, username: str, password: str, is_staff: bool = False) -> Abst
         user.set_password(password)
         user.save()
     return user
+
+
+def registry_credential_set(*, project: Project, registry: str, username: str, password: str, actor: str,
+                            now: dt.datetime) -> RegistryCredential:
+    """Set how ``project``'s replicas log in to ``registry``; the password is stored sealed."""
+    credential, _ = RegistryCredential.objects.update_or_create(
+        project=project, registry=registry,
+        defaults={"username": username, "sealed_password": seal(password), "updated_by": actor[:150],
+                  "updated_at": now})
+    return credential
+
+
+def registry_credential_delete(*, project: Project, registry: str) -> int:
+    return RegistryCredential.objects.filter(project=project, registry=registry).delete()[0]

@@ -26,6 +26,7 @@ from trainhub.inventory import services
 from trainhub.inventory.agent_auth import IsNodeAgent, NodeCredentialAuthentication
 from trainhub.inventory.assignments import node_assignments
 from trainhub.inventory.wake import node_wake_value
+from trainhub.inventory.models import Node
 from trainhub.jobs import services as job_services
 from trainhub.jobs.models import Replica
 from trainhub.slurm.models import JobNode
@@ -124,9 +125,9 @@ class Heartbeat(AgentView):
         running = _field(body, "running", list, required=False, default=[])
         if not all(isinstance(pk, int) and not isinstance(pk, bool) for pk in running):
             raise invalid_argument([FieldViolation("running", "a list of replica ids")])
-        node = services.node_agent_report(node=self.node(request), now=_moment(body), running=running,
-                                          facts=_facts(body))
-        return Response({"node": node.name, "state": node.state, "stateReason": node.state_reason})
+        state, reason = services.node_agent_report(node=self.node(request), now=_moment(body), running=running,
+                                                   facts=_facts(body))
+        return Response({"node": self.node(request).name, "state": state, "stateReason": reason})
 
 
 class Assignments(AgentView):
@@ -138,12 +139,13 @@ class Assignments(AgentView):
         etag = f'"{node_wake_value(get_redis(), node.pk)}"'
         if request.headers.get("If-None-Match") == etag:
             return Response(status=304, headers={"ETag": etag})
-        return Response(node_assignments(node=node), headers={"ETag": etag})
+        return Response(node_assignments(node=Node.objects.select_related("pool").get(pk=node.pk)),
+                        headers={"ETag": etag})
 
 
 def _on_node(model, node, pk: int, what: str):
     """The ``model`` row ``pk`` if it is on ``node``; 404 alike for another node's and a missing one."""
-    found = model.objects.filter(pk=pk, node=node).select_related("job", "node").first()
+    found = model.objects.filter(pk=pk, node_id=node.pk).select_related("job", "node").first()
     if found is None:
         raise ApiError(404, f"{what} {pk} is not on node {node.name}.")
     return found

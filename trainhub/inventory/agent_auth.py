@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from rest_framework import authentication, exceptions, permissions
 
-from trainhub.inventory.models import NodeCredential
-from trainhub.inventory.selectors import node_credential_get
+from trainhub.inventory.selectors import NodeRef, node_by_credential
 
 
 class NodePrincipal:
@@ -20,7 +19,7 @@ class NodePrincipal:
     is_staff = False
     is_superuser = False
 
-    def __init__(self, node):
+    def __init__(self, node: NodeRef):
         self.node = node
 
     def __str__(self) -> str:
@@ -33,11 +32,11 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
         scheme, _, raw = header.partition(" ")
         if not header or scheme.lower() != "bearer" or not raw.strip():
             return None
-        credential = node_credential_get(raw=raw.strip())
-        if credential is None:
+        node = node_by_credential(raw=raw.strip())
+        if node is None:
             raise exceptions.AuthenticationFailed("Invalid node credential: this endpoint is for node agents "
                                                   "(trainhub-agent join gives a node its credential).")
-        return NodePrincipal(credential.node), credential
+        return NodePrincipal(node), node
 
     def authenticate_header(self, request):
         return 'Bearer realm="trainhub-agent"'
@@ -47,4 +46,4 @@ class IsNodeAgent(permissions.BasePermission):
     message = "Only a joined node's agent may call the agent API."
 
     def has_permission(self, request, view) -> bool:
-        return isinstance(request.auth, NodeCredential)
+        return isinstance(request.auth, NodeRef)

@@ -1,11 +1,8 @@
 from django.urls import path
 
-from trainhub.inventory import agent_api, api
+from trainhub.inventory import agent_api
 
 urlpatterns = [
-    path("v1/nodePools/<str:pool>/joinTokens", api.JoinTokens.as_view(), name="node-pool-join-tokens"),
-    path("v1/nodes", api.JoinedNodes.as_view(), name="nodes"),
-    path("v1/nodes/<str:node>:revoke", api.NodeRevoke.as_view(), name="node-revoke"),
     path("agent/v1/join", agent_api.Join.as_view(), name="agent-join"),
     path("agent/v1/heartbeat", agent_api.Heartbeat.as_view(), name="agent-heartbeat"),
     path("agent/v1/assignments", agent_api.Assignments.as_view(), name="agent-assignments"),

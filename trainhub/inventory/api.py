@@ -6,24 +6,17 @@ from __future__ import annotations
 import datetime as dt
 
 from django.utils import timezone
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
+from trainhub.iam.permissions import IsPlatformAdmin
 from trainhub.inventory.models import Node, NodePool
 from trainhub.inventory.selectors import joined_nodes
 from trainhub.inventory.services import join_token_create, node_credential_revoke
 
 MAX_TOKEN_HOURS = 24 * 30
-
-
-class IsPlatformAdmin(BasePermission):
-    message = "Managing machines is for platform administrators."
-
-    def has_permission(self, request, view) -> bool:
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
 
 
 def _whole_number(body: dict, name: str, *, default: int | None, low: int, high: int) -> int | None:

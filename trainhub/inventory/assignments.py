@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from trainhub.iam.selectors import registry_login_for
 from trainhub.inventory.models import Executor, Node
 from trainhub.jobs.models import Replica
 from trainhub.slurm.models import JobNode, NodePhase
@@ -28,9 +29,18 @@ def project_identity(project_pk: int) -> dict[str, int]:
     return {"uid": uid, "gid": uid}
 
 
+def _image_of(spec: dict, pool_index: int) -> str | None:
+    pool = spec["jobSpec"]["workerPoolSpecs"][pool_index]
+    return (pool.get("containerSpec") or {}).get("imageUri") or (pool.get("pythonPackageSpec") or {}).get(
+        "executorImageUri")
+
+
 def _replica_document(replica: Replica, peers: dict[int, list[str]], node: Node) -> dict[str, Any]:
     job = replica.job
+    image = _image_of(job.spec, replica.pool_index)
     return {
+        # Only the node running this project's replica gets the project's login for its image's registry.
+        "registryLogin": registry_login_for(project_pk=job.project_id, image=image) if image else None,
         "id": replica.pk, "taskName": replica.task_name, "attempt": replica.attempt,
         "stopRequested": replica.stop_requested, "gpuIndices": list(replica.gpu_indices),
         "executor": node.pool.executor, "simulatedRuntimeSeconds": node.pool.simulated_runtime_seconds,
@@ -41,6 +51,7 @@ def _replica_document(replica: Replica, peers: dict[int, list[str]], node: Node)
             "poolIndex": replica.pool_index, "replicaIndex": replica.replica_index,
             "hosts": {str(index): addresses for index, addresses in peers.items()},
             "trialId": job.trial_id or None,
+            "masterPort": replica.master_port, "clusterPort": replica.cluster_port,
         },
     }
 
@@ -51,7 +62,7 @@ def _replicas(node: Node) -> list[dict[str, Any]]:
     for replica in replicas:
         peers: dict[int, list[str]] = {}
         for pool_index, address, hostname in (
-                Replica.objects.filter(job_id=replica.job_id, attempt=replica.attempt)
+                Replica.objects.filter(job_id=replica.job_id, attempt=replica.attempt, restart=0)
                 .order_by("pool_index", "replica_index").values_list("pool_index", "node__address", "node__hostname")):
             peers.setdefault(pool_index, []).append(address or hostname or "unknown")
         documents.append(_replica_document(replica, peers, node))

@@ -11,6 +11,7 @@ from trainhub.catalog.machines import NO_ACCELERATOR, machine_type_get
 from trainhub.iam.tokens import token_digest, token_new
 from trainhub.inventory.facts import facts_problem, simulated_gpus
 from trainhub.inventory.models import AgentLogCursor, Executor, JoinToken, Node, NodeCredential, NodePool, NodeState
+from trainhub.inventory.selectors import NodeRef
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
 
@@ -74,17 +75,34 @@ def node_heartbeat(*, node_ids: list[int], now: dt.datetime) -> None:
         request_pass()
 
 
-@transaction.atomic
-def node_agent_report(*, node: Node, now: dt.datetime, running: list[int], facts: dict | None = None) -> Node:
-    """A node's agent heart-beats, with the replicas it sees running and, at start, its facts.
+def node_agent_report(*, node: NodeRef, now: dt.datetime, running: list[int], facts: dict | None = None
+                      ) -> tuple[str, str]:
+    """A node's agent heart-beats, with the replicas it sees running and, at start, its facts;
+    returns the node's state and reason.
 
     Fencing: a node whose agent still runs a replica the control plane no longer lists as active
     there (left over from before a restart or a lost node) goes DOWN, so nothing new is placed on it
     until its agent reports it clean; its agent kills such replicas before it starts anything.
+    The common beat - an UP node, no facts, nothing stale - is one UPDATE.
     """
     from trainhub.jobs.models import Replica
 
-    node = Node.objects.select_for_update().get(pk=node.pk)
+    if facts is None and node.state == NodeState.UP:
+        listed = set(Replica.objects.filter(node_id=node.pk, active=True).values_list("pk", flat=True)) \
+            if running else set()
+        if set(running) <= listed:
+            Node.objects.filter(pk=node.pk).update(last_heartbeat=now)
+            transaction.on_commit(lambda: _heartbeat_keys([node.pk], now))
+            return node.state, node.state_reason
+    return _node_report_in_full(node_pk=node.pk, now=now, running=running, facts=facts)
+
+
+@transaction.atomic
+def _node_report_in_full(*, node_pk: int, now: dt.datetime, running: list[int], facts: dict | None
+                         ) -> tuple[str, str]:
+    from trainhub.jobs.models import Replica
+
+    node = Node.objects.select_for_update().select_related("pool").get(pk=node_pk)
     listed = set(Replica.objects.filter(node=node, active=True).values_list("pk", flat=True))
     stale = sorted(set(running) - listed)
     fields = ["last_heartbeat"]
@@ -104,7 +122,7 @@ def node_agent_report(*, node: Node, now: dt.datetime, running: list[int], facts
     transaction.on_commit(lambda: _heartbeat_keys([node.pk], now))
     if node.state != was:
         request_pass()
-    return node
+    return node.state, node.state_reason
 
 
 def _recorded_facts(pool: NodePool, facts: dict) -> dict:

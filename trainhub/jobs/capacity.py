@@ -29,9 +29,10 @@ class NodeKind:
     total: int
     free: int
 
-    @property
-    def hint(self) -> str:
-        gpus = f", {self.accelerator_count} × {self.accelerator_type}" if self.accelerator_count else ""
+    def hint(self, *, gpus_named: bool = False) -> str:
+        """"2 of 3 nodes free, 4 × NVIDIA_TESLA_T4" (without the GPUs when the label names them)."""
+        named = gpus_named or not self.accelerator_count
+        gpus = "" if named else f", {self.accelerator_count} × {self.accelerator_type}"
         return f"{self.free} of {self.total} node{'s' if self.total != 1 else ''} free{gpus}"
 
 
@@ -65,8 +66,11 @@ def never_fitting(*, pools: tuple[PoolRequest, ...], kinds: list[NodeKind], loca
     for pool in pools:
         needed[pool.shape] = needed.get(pool.shape, 0) + pool.replica_count
     violations = []
+    last_of_shape = {pool.shape: pool.index for pool in pools}  # a shortfall is said once, on the last pool
     for pool in pools:
         shape = pool.shape
+        if last_of_shape[shape] != pool.index:
+            continue
         total = sum(kind.total for kind in kinds_for(shape, kinds))
         gpus = f" with {shape.accelerator_count} × {shape.accelerator_type}" if shape.accelerator_count else ""
         path = f"jobSpec.workerPoolSpecs[{pool.index}]"

@@ -59,7 +59,8 @@ def inventory_machine_choices(kinds: list[NodeKind], *, location: str, catalog: 
     hints: dict[str, list[str]] = {}
     for kind in kinds:
         if kind.machine_type in MACHINE_TYPES:
-            hints.setdefault(kind.machine_type, []).append(kind.hint)
+            fixed = MACHINE_TYPES[kind.machine_type].fixed_gpu  # then the machine's label names its GPUs
+            hints.setdefault(kind.machine_type, []).append(kind.hint(gpus_named=bool(fixed)))
     groups = [(f"Nodes in {location}", [(name, f"{machine_label(name)} — {'; '.join(hint)}")
                                         for name, hint in sorted(hints.items())])] if hints else []
     if catalog or not hints:
@@ -332,7 +333,8 @@ class JobSubmitForm:
         """``kinds``: the location's nodes; the machine selects then offer their types (the whole
         catalog with ``catalog``, or when the location has no nodes), and a pool they can never
         run is refused at once (``never_fits``). None: the whole catalog, no check."""
-        catalog = catalog or bool(data and data.get("catalog"))
+        # The hidden field posts "True" or "False": read it as the BooleanField does.
+        catalog = catalog or forms.BooleanField(required=False).to_python((data or {}).get("catalog"))
         self.settings = JobSettingsForm(data, initial={"location": location, "catalog": catalog})
         self.kinds, self.catalog, self.location_shown = kinds, catalog, location
         self.pools = [WorkerPoolForm(data, index=index, offered=None if kinds is None else inventory_machine_choices(

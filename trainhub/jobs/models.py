@@ -1,4 +1,5 @@
 import datetime as dt
+from typing import Iterable
 
 from django.conf import settings
 from django.db import models
@@ -39,7 +40,10 @@ class CustomJob(models.Model):
     state = models.CharField(max_length=40, choices=JOB_STATE_CHOICES, default=states.QUEUED)
     #: google.rpc.Status {code, message} when FAILED or CANCELLED.
     error = models.JSONField(null=True, blank=True)
+    #: How often the job went back to the queue (preemption, lost node, retry): its attempt number.
     restart_count = models.PositiveIntegerField(default=0)
+    #: Of those, the retries after a replica failed (Vertex retries a job up to 3 times; see jobs.retries).
+    retry_count = models.PositiveIntegerField(default=0)
     #: The resource that submitted this job on the user's behalf ("hyperparameterTuningJobs/<pk>",
     #: "trainingPipelines/<pk>"); empty for a job the user submitted. Told of every state change.
     owner = models.CharField(max_length=64, blank=True, default="")
@@ -127,19 +131,29 @@ class Replica(models.Model):
     gpu_indices = models.JSONField(default=list)
     active = models.BooleanField(default=True)
     state = models.CharField(max_length=16, choices=states.REPLICA_STATES, default=states.REPLICA_ASSIGNED)
+    #: The job's attempt (CustomJob.restart_count when placed).
     attempt = models.PositiveIntegerField(default=0)
+    #: How often this task was restarted on its node within the attempt (jobs.retries): each restart
+    #: is a new row, on the same node with the same GPUs and ports.
+    restart = models.PositiveSmallIntegerField(default=0)
+    #: The job's rendezvous ports (MASTER_PORT, and the CLUSTER_SPEC/TF_CONFIG port), the same on
+    #: every replica of the attempt, unique among the active jobs on nodes sharing an address.
+    master_port = models.PositiveIntegerField(null=True, blank=True)
+    cluster_port = models.PositiveIntegerField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     stop_requested = models.BooleanField(default=False)
     assigned_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    #: Log lines received from the agent, stored or not (see services.replica_logs_append).
     log_lines = models.PositiveIntegerField(default=0)
 
     class Meta:
-        ordering = ["pool_index", "replica_index"]
+        ordering = ["pool_index", "replica_index", "restart"]
         constraints = [
             models.UniqueConstraint(fields=["node"], condition=models.Q(active=True), name="one_active_replica_per_node"),
-            models.UniqueConstraint(fields=["job", "pool_index", "replica_index", "attempt"], name="replica_identity"),
+            models.UniqueConstraint(fields=["job", "pool_index", "replica_index", "attempt", "restart"],
+                                    name="replica_identity"),
         ]
         indexes = [
             models.Index(fields=["node", "active"], name="replica_node_active"),
@@ -153,6 +167,16 @@ class Replica(models.Model):
     @property
     def task_name(self) -> str:
         return f"workerpool{self.pool_index}-{self.replica_index}"
+
+
+def current_replicas(replicas: Iterable[Replica], attempt: int) -> list[Replica]:
+    """The replicas of one job attempt, the latest restart of each task only, in task order."""
+    latest: dict[tuple[int, int], Replica] = {}
+    for replica in replicas:
+        key = (replica.pool_index, replica.replica_index)
+        if replica.attempt == attempt and (key not in latest or latest[key].restart < replica.restart):
+            latest[key] = replica
+    return [latest[key] for key in sorted(latest)]
 
 
 class LogLine(models.Model):

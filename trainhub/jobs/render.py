@@ -10,7 +10,7 @@ from django.utils import timezone
 from trainhub.common.wire import format_timestamp
 from trainhub.jobs import states
 from trainhub.jobs.costs import job_cost, render_cost
-from trainhub.jobs.models import CustomJob, LogLine, Replica
+from trainhub.jobs.models import CustomJob, LogLine, Replica, current_replicas
 from trainhub.jobs.spec import render_job_spec
 from trainhub.scheduling.working_memory import WaitExplanation
 
@@ -22,6 +22,8 @@ def render_replica(replica: Replica) -> dict[str, Any]:
         "gpuIndices": replica.gpu_indices,
         "state": replica.state,
         "exitCode": replica.exit_code,
+        "restartCount": replica.restart,
+        "logLines": replica.log_lines,
         "startTime": format_timestamp(replica.started_at),
         "endTime": format_timestamp(replica.ended_at),
     }
@@ -30,7 +32,8 @@ def render_replica(replica: Replica) -> dict[str, Any]:
 def render_custom_job(job: CustomJob, wait: WaitExplanation | None = None, *,
                       replicas: list[Replica] | None = None) -> dict[str, Any]:
     """``wait``: the job's explanation from the last scheduler pass (waiting jobs only);
-    ``replicas``: those of its current attempt when the caller knows them (read otherwise)."""
+    ``replicas``: those of its current attempt when the caller knows them (read otherwise), the
+    latest restart of each task (see models.current_replicas)."""
     wait = wait if wait is not None and not job.is_terminal else WaitExplanation.empty()
     body: dict[str, Any] = {
         "name": job.resource_name,
@@ -51,11 +54,13 @@ def render_custom_job(job: CustomJob, wait: WaitExplanation | None = None, *,
     if job.spec.get("encryptionSpec"):
         body["encryptionSpec"] = job.spec["encryptionSpec"]
     if replicas is None:
-        replicas = [r for r in job.replicas.all() if r.attempt == job.restart_count]
+        replicas = current_replicas(job.replicas.all(), job.restart_count)
     body["trainhubStatus"] = {
         "strategy": job.strategy,
         "waitReasons": wait.reasons,
         "restartCount": job.restart_count,
+        "retryCount": job.retry_count,
+        "workerRestartCount": sum(r.restart for r in replicas),
         "queuePosition": wait.position,
         "estimatedStartTime": wait.estimated_start,
         "flexStartDeadline": format_timestamp(job.flex_start_deadline),

@@ -16,7 +16,7 @@ from trainhub.common.wire import format_timestamp, parse_timestamp
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user
 from trainhub.jobs.filtering import Clause, FilterError, parse_filter
-from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica
+from trainhub.jobs.models import CustomJob, JobEvent, LogLine, Replica, current_replicas
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -42,9 +42,9 @@ def job_get_for_user(*, user: AbstractBaseUser, project_id: str, location: str, 
 
 
 def job_replicas(*, job: CustomJob) -> list[Replica]:
-    """The replicas of the job's latest attempt, in task order."""
-    return list(job.replicas.filter(attempt=job.restart_count).select_related("node").order_by(
-        "pool_index", "replica_index"))
+    """The replicas of the job's latest attempt, the latest restart of each task, in task order."""
+    return current_replicas(job.replicas.filter(attempt=job.restart_count).select_related("node__pool"),
+                            job.restart_count)
 
 
 def job_events(*, job: CustomJob) -> QuerySet[JobEvent]:

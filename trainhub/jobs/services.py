@@ -9,30 +9,34 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import secrets
+from collections import defaultdict
 from typing import Any, Iterable
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from trainhub.common.compiled import CompiledInsert
-from trainhub.common.errors import ApiError, invalid_argument
+from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.live import live_changed
 from trainhub.common.locations import location_check
 from trainhub.common.redis import best_effort, one_round_trip
 from trainhub.iam.models import Project
+from trainhub.inventory.models import Node
 from trainhub.inventory.wake import nodes_wake
-from trainhub.jobs import states
+from trainhub.jobs import retries, states
 from trainhub.jobs.costs import gpus_by_quota_demand
 from trainhub.jobs.models import CostLedger, CustomJob, JobEvent, LogLine, Replica
+from trainhub.jobs.ports import free_master_port, parse_port_range
 from trainhub.jobs.signals import job_state_changed
 from trainhub.jobs.spec import ParsedCustomJob, SpecError, document_pools, parse_custom_job
 from trainhub.resources.selectors import job_resource_check
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.pass_requests import request_pass
 from trainhub.scheduling.quota import QuotaBook, quota_demand
-from trainhub.scheduling.selectors import project_quota_limits
+from trainhub.scheduling.selectors import gang_beyond_inventory, project_quota_limits
 
 # google.rpc.Code values used in CustomJob.error.
 CODE_CANCELLED = 1
@@ -142,7 +146,28 @@ def job_submission_check(*, project: Project, location: str, body: Any) -> Parse
         if violations:
             raise invalid_argument(violations)
     _reject_requests_above_quota(project=project, location=location, demand=_quota_demand(parsed))
+    if parsed.strategy == "FLEX_START" and not parsed.document["jobSpec"].get("persistentResourceId"):
+        _reject_gangs_beyond_inventory(location=location, parsed=parsed)
     return parsed
+
+
+def _reject_gangs_beyond_inventory(*, location: str, parsed: ParsedCustomJob) -> None:
+    """A FLEX_START gang that the location's whole inventory could never hold at once would wait
+    (and, past the reservation threshold, hold nodes) for nothing: 400 naming the worker pools and
+    the node pools at create, as persistent resources are refused."""
+    beyond = gang_beyond_inventory(location=location, pools=parsed.pools)
+    if beyond is None:
+        return
+    shortfall, node_pools = beyond
+    shape = shortfall.shape
+    gpus = f" with {shape.accelerator_count} x {shape.accelerator_type}" if shape.accelerator_count else ""
+    where = (f"node pool(s) {', '.join(node_pools)} in {location} have {shortfall.free}" if node_pools
+             else f"{location} has none")
+    raise invalid_argument([
+        FieldViolation(f"jobSpec.workerPoolSpecs[{pool.index}].replicaCount",
+                       f"the job needs {shortfall.needed} {shape.machine_type} node(s){gpus} at once; {where} "
+                       "in all (idle or not), so it could never start")
+        for pool in parsed.pools if pool.shape == shape])
 
 
 def job_submit(*, project: Project, location: str, user: AbstractBaseUser | None, body: Any,
@@ -259,10 +284,13 @@ def _place_gangs(assignments: dict[int, Assignment], now: dt.datetime) -> set[in
         jobs += (CustomJob.objects.select_for_update().filter(pk__in=pks[start:start + _ID_CHUNK],
                                                                 state__in=states.WAITING)
                  .exclude(Exists(allocated)).only("pk", "state", "restart_count"))
+    ports = _rendezvous_ports(jobs, assignments)
+    jobs = [job for job in jobs if job.pk in ports]
     nodes_wake(node_id for job in jobs for node_id, _ in assignments[job.pk].values())
     Replica.objects.bulk_create(
         (Replica(job_id=job.pk, pool_index=pool_index, replica_index=replica_index, node_id=node_id,
-                 gpu_indices=gpus, attempt=job.restart_count, assigned_at=now)
+                 gpu_indices=gpus, attempt=job.restart_count, assigned_at=now,
+                 master_port=ports[job.pk], cluster_port=ports[job.pk] + 1)
          for job in jobs for (pool_index, replica_index), (node_id, gpus) in sorted(assignments[job.pk].items())),
         batch_size=1000,
     )
@@ -277,6 +305,40 @@ def _place_gangs(assignments: dict[int, Assignment], now: dt.datetime) -> set[in
         batch_size=1000,
     )
     return set(placed)
+
+
+def _rendezvous_ports(jobs: list[CustomJob], assignments: dict[int, Assignment]) -> dict[int, int]:
+    """Each job's master port (its cluster port is the next one), free on every address of its
+    nodes among the active jobs and the jobs placed before it here; a job left without one is
+    not placed this time (see jobs.ports)."""
+    port_range = parse_port_range(settings.TRAINHUB_RENDEZVOUS_PORTS)
+    node_ids = sorted({node_id for job in jobs for node_id, _ in assignments[job.pk].values()})
+    address_of: dict[int, str] = {}
+    for start in range(0, len(node_ids), _ID_CHUNK):
+        for pk, address, hostname in Node.objects.filter(pk__in=node_ids[start:start + _ID_CHUNK]).values_list(
+                "pk", "address", "hostname"):
+            address_of[pk] = address or hostname
+    used: dict[str, set[int]] = defaultdict(set)
+    addresses = sorted(set(address_of.values()))
+    for start in range(0, len(addresses), _ID_CHUNK):
+        chunk = addresses[start:start + _ID_CHUNK]
+        for address, hostname, port in (
+                Replica.objects.filter(active=True, master_port__isnull=False)
+                .filter(Q(node__address__in=chunk) | Q(node__address="", node__hostname__in=chunk))
+                .values_list("node__address", "node__hostname", "master_port")):
+            used[address or hostname].add(port)
+    ports: dict[int, int] = {}
+    for job in jobs:
+        mine = {address_of[node_id] for node_id, _ in assignments[job.pk].values()}
+        port = free_master_port(port_range, (p for address in mine for p in used[address]))
+        if port is None:
+            logger.warning("job %s not placed: every rendezvous port of TRAINHUB_RENDEZVOUS_PORTS (%s) is taken "
+                           "on %s", job.pk, settings.TRAINHUB_RENDEZVOUS_PORTS, sorted(mine))
+            continue
+        ports[job.pk] = port
+        for address in mine:
+            used[address].add(port)
+    return ports
 
 
 def jobs_mark_flex_waiting(*, pks: list[int], now: dt.datetime) -> int:
@@ -306,15 +368,17 @@ def job_fail(*, job: CustomJob, now: dt.datetime, code: int, message: str) -> No
     request_pass()
 
 
-def job_requeue(*, job: CustomJob, now: dt.datetime, message: str) -> None:
-    """Put a running job back in the queue (worker restart with restartJobOnWorkerRestart)."""
+def job_requeue(*, job: CustomJob, now: dt.datetime, message: str, retry: bool = False) -> None:
+    """Put a running job back in the queue (preemption, a lost worker with restartJobOnWorkerRestart);
+    ``retry``: Vertex's job retry after a replica failed, counted in ``retry_count`` (see jobs.retries)."""
     with transaction.atomic():
         job = CustomJob.objects.select_for_update().get(pk=job.pk)
         if job.state in states.TERMINAL or job.state == states.CANCELLING:
             return
         _stop_active(job, active=False, state=states.REPLICA_EXITED, ended_at=now)
         job.restart_count += 1
-        job.save(update_fields=["restart_count"])
+        job.retry_count += int(retry)
+        job.save(update_fields=["restart_count", "retry_count"])
         _transition(job, states.QUEUED, now, message)
         transaction.on_commit(lambda: remember_pending([job]))
     request_pass()
@@ -347,8 +411,10 @@ def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime,
     """A replica ended: free its node, then decide the job. ``start_error``: it never started (its
     image could not be pulled), and the job's error says why.
 
-    Vertex rule: the job succeeds when the primary replica (workerpool0-0) exits 0, and then the
-    other workers are shut down; any replica exiting non-zero fails the job.
+    Vertex rules: the job succeeds when the primary replica (workerpool0-0) exits 0, and then the
+    other workers are shut down; a replica exiting non-zero is restarted on its node, the job
+    retried, or the job failed, as jobs.retries decides. A replica the control plane asked to
+    stop is not judged.
     """
     with transaction.atomic():
         job = CustomJob.objects.select_for_update().get(pk=replica.job_id)
@@ -366,6 +432,7 @@ def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime,
         else:
             _event(job, now, f"Replica {task} exited with status {exit_code}.")
         others_active = job.replicas.filter(active=True).exists()
+        scheduling = job.spec["jobSpec"]["scheduling"]
         if job.state == states.CANCELLING:
             if not others_active:
                 _transition(job, states.CANCELLED, now, "Every replica stopped; job cancelled.",
@@ -373,25 +440,56 @@ def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime,
         elif job.state in states.TERMINAL or replica.stop_requested:
             pass
         elif lost_reason:
-            restart = job.spec["jobSpec"]["scheduling"].get("restartJobOnWorkerRestart") and not \
-                job.spec["jobSpec"]["scheduling"].get("disableRetries")
-            if restart:
-                transaction.on_commit(lambda: job_requeue(job=job, now=now, message=f"Restarting the job: replica {task} lost ({lost_reason})."))
+            restart = scheduling.get("restartJobOnWorkerRestart") and not scheduling.get("disableRetries")
+            if restart and job.retry_count < retries.MAX_JOB_RETRIES:
+                transaction.on_commit(lambda: job_requeue(
+                    job=job, now=now, retry=True, message=f"Restarting the job: replica {task} lost ({lost_reason})."))
             else:
                 _stop_others(job, replica)
                 message = f"The replica {task} was lost: {lost_reason}."
                 _transition(job, states.FAILED, now, message, error={"code": CODE_UNAVAILABLE, "message": message})
-        elif exit_code != 0:
+        elif exit_code != 0 and start_error:  # an image that cannot be pulled will not be pulled on a retry
             _stop_others(job, replica)
-            message = (f"The replica {task} could not start: {start_error}" if start_error
-                       else f"The replica {task} exited with a non-zero status of {exit_code}.")
+            message = f"The replica {task} could not start: {start_error}"
             _transition(job, states.FAILED, now, message, error={"code": CODE_INVALID_ARGUMENT, "message": message})
+        elif exit_code != 0:
+            _replica_failed(job, replica, exit_code, now)
         elif (replica.pool_index, replica.replica_index) == PRIMARY:
             _stop_others(job, replica)
             if job.state == states.PENDING:
                 _transition(job, states.RUNNING, now, "Every replica is running.")
             _transition(job, states.SUCCEEDED, now, "The primary replica workerpool0-0 exited with status 0.")
     request_pass()
+
+
+def _replica_failed(job: CustomJob, replica: Replica, exit_code: int, now: dt.datetime) -> None:
+    """Restart the worker on its node, retry the job, or fail it (jobs.retries.decide)."""
+    scheduling = job.spec["jobSpec"]["scheduling"]
+    decision = retries.decide(task=replica.task_name, exit_code=exit_code, worker_restarts=replica.restart,
+                              job_retries=job.retry_count,
+                              disable_retries=bool(scheduling.get("disableRetries")),
+                              restart_job_on_worker_restart=bool(scheduling.get("restartJobOnWorkerRestart")))
+    if decision.action == retries.RESTART_WORKER and replica.node_id is not None:
+        _event(job, now, decision.message)
+        replica_restart(replica=replica, now=now)
+    elif decision.action in (retries.RESTART_WORKER, retries.RETRY_JOB):
+        job_requeue(job=job, now=now, message=decision.message, retry=True)
+    else:
+        _stop_others(job, replica)
+        _transition(job, states.FAILED, now, decision.message,
+                    error={"code": CODE_INVALID_ARGUMENT, "message": decision.message})
+
+
+def replica_restart(*, replica: Replica, now: dt.datetime) -> Replica:
+    """Start an ended replica again on its node: a new row (its next ``restart``) with the same
+    place in the gang, GPUs and ports. The node's agent starts it as it starts any listed replica."""
+    restarted = Replica.objects.create(
+        job_id=replica.job_id, pool_index=replica.pool_index, replica_index=replica.replica_index,
+        node_id=replica.node_id, gpu_indices=replica.gpu_indices, attempt=replica.attempt,
+        restart=replica.restart + 1, master_port=replica.master_port, cluster_port=replica.cluster_port,
+        assigned_at=now)
+    nodes_wake([replica.node_id])
+    return restarted
 
 
 def job_outputs_record(*, job: CustomJob, hp_metrics: list[dict], model_artifacts: dict) -> None:
@@ -404,12 +502,34 @@ def job_outputs_record(*, job: CustomJob, hp_metrics: list[dict], model_artifact
 
 
 def replica_logs_append(*, replica: Replica, lines: Iterable[tuple[str, dt.datetime, str]]) -> int:
-    """Store (stream, time, text) lines of one replica; returns how many were stored."""
-    rows = [LogLine(replica=replica, job_id=replica.job_id, stream=stream, time=time, text=text[:65536])
-            for stream, time, text in lines]
-    if rows:
+    """Store (stream, time, text) lines of one replica; returns how many were stored.
+
+    A replica's log keeps its first TRAINHUB_REPLICA_LOG_MAX_LINES lines, then one truncation
+    marker; the lines after it are counted (Replica.log_lines) but not stored, and accepted all
+    the same, so the agent is never stuck on a chunk.
+    """
+    lines = list(lines)
+    if not lines:
+        return 0
+    limit = settings.TRAINHUB_REPLICA_LOG_MAX_LINES
+    with transaction.atomic():
+        received = Replica.objects.select_for_update().filter(pk=replica.pk).values_list("log_lines", flat=True).get()
+        Replica.objects.filter(pk=replica.pk).update(log_lines=received + len(lines))
+        if received > limit:
+            return 0
+        kept = lines[:limit - received]
+        rows = [LogLine(replica=replica, job_id=replica.job_id, stream=stream, time=time, text=text[:65536])
+                for stream, time, text in kept]
+        if len(kept) < len(lines):
+            rows.append(LogLine(replica=replica, job_id=replica.job_id, stream="stderr", time=lines[len(kept)][1],
+                                text=truncation_marker(limit)))
         LogLine.objects.bulk_create(rows)
     return len(rows)
+
+
+def truncation_marker(limit: int) -> str:
+    return (f"[trainhub] Log truncated: this replica's log keeps its first {limit:,} lines "
+            "(TRAINHUB_REPLICA_LOG_MAX_LINES); later lines are counted, not stored.")
 
 
 def jobs_enforce_timeouts(*, now: dt.datetime) -> int:

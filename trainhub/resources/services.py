@@ -36,6 +36,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from trainhub.common.enqueue import enqueue_after_commit
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.locations import location_check
 from trainhub.iam.models import Project
@@ -76,9 +77,7 @@ SAMPLE_RETENTION = dt.timedelta(days=7)
 
 
 def _request_advance() -> None:
-    from trainhub.resources.tasks import persistent_resources_advance
-
-    transaction.on_commit(lambda: persistent_resources_advance.delay(), robust=True)
+    enqueue_after_commit("trainhub.resources.tasks.persistent_resources_advance")
 
 
 def _failed_precondition(message: str) -> ApiError:

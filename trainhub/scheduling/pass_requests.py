@@ -17,9 +17,11 @@ import logging
 import redis
 from django.db import transaction
 
+from trainhub.common.enqueue import enqueue
 from trainhub.common.redis import best_effort
 
 PASS_REQUESTED = "trainhub:scheduler:pass-requested"
+SCHEDULER_PASS_TASK = "trainhub.scheduling.tasks.scheduler_pass"
 REQUEST_TTL_SECONDS = 10
 
 logger = logging.getLogger(__name__)
@@ -47,9 +49,7 @@ def _send_task_anyway(exc: Exception) -> None:
 
 
 def _send_task() -> None:
-    from trainhub.scheduling.tasks import scheduler_pass
-
-    scheduler_pass.delay()
+    enqueue(SCHEDULER_PASS_TASK)
 
 
 def claim(client: redis.Redis) -> None:

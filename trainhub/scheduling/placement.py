@@ -180,12 +180,16 @@ class CapacityIndex:
         return sum(len(self._grab(shape, count)) for shape, count in demand)
 
 
-def _demand(pools: tuple[PoolRequest, ...]) -> list[tuple[ReplicaShape, int]]:
+def gang_demand(pools: tuple[PoolRequest, ...]) -> list[tuple[ReplicaShape, int]]:
+    """A gang's nodes by shape, the most demanding shape first (what CapacityIndex.take expects)."""
     counts: dict[ReplicaShape, int] = {}
     for pool in pools:
         counts[pool.shape] = counts.get(pool.shape, 0) + pool.replica_count
     # The most demanding shapes choose first so a small request cannot take the only big node.
     return sorted(counts.items(), key=lambda item: (-item[0].accelerator_count, item[0].machine_type))
+
+
+_demand = gang_demand
 
 
 def _relevant(victim: Victim, demand: Sequence[tuple[ReplicaShape, int]], location: str | None) -> bool:

@@ -17,10 +17,34 @@ from trainhub.jobs.models import CustomJob, Replica
 from trainhub.resources.models import PoolNode
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.models import Quota
+from trainhub.inventory.models import NodePool
+from trainhub.jobs.spec import PoolRequest
+from trainhub.scheduling.placement import CapacityIndex, FreeNode, Shortfall, gang_demand
 from trainhub.scheduling.quota import ON_DEMAND, QuotaBook, quota_metric
 
 QuotaKey = tuple[int, str, str]
 logger = logging.getLogger(__name__)
+
+
+def gang_beyond_inventory(*, location: str, pools: tuple[PoolRequest, ...]) -> tuple[Shortfall, list[str]] | None:
+    """What a gang lacks even if every node of the location (idle, busy or down) were free - it
+    could then never start there - and the names of the location's node pools of the missing
+    kind; None if the whole inventory could hold it. One query, a row per node pool."""
+    rows = list(NodePool.objects.filter(location=location).annotate(size=Count("nodes")).order_by().values_list(
+        "name", "machine_type", "accelerator_type", "accelerator_count", "size"))
+    # No gang takes more nodes from a pool than it has replicas: the index needs no more of them.
+    replicas = sum(pool.replica_count for pool in pools)
+    index = CapacityIndex(FreeNode(gpus, (position, number), machine, accel, location)
+                          for position, (_, machine, accel, gpus, size) in enumerate(rows)
+                          for number in range(min(size, replicas)))
+    shortfall = index.shortfall(gang_demand(pools))
+    if shortfall is None:
+        return None
+    shape = shortfall.shape
+    names = sorted(name for name, machine, accel, gpus, _ in rows if machine == shape.machine_type
+                   and gpus >= shape.accelerator_count
+                   and (not shape.accelerator_count or accel == shape.accelerator_type))
+    return shortfall, names
 
 
 def wait_explanations(*, job_pks: list[int]) -> dict[int, working_memory.WaitExplanation]:

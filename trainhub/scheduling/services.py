@@ -49,7 +49,7 @@ from trainhub.scheduling.placement import (
     plan_pass,
 )
 from trainhub.scheduling.quota import all_metrics
-from trainhub.scheduling.selectors import quota_book
+from trainhub.scheduling.selectors import gang_beyond_inventory, quota_book
 
 logger = logging.getLogger(__name__)
 
@@ -147,10 +147,13 @@ def _stockout_error(job: WaitingJob, now: dt.datetime, reasons: list[str]) -> st
 
 
 def _reserving_job(waiting: list[WaitingJob], now: dt.datetime) -> int | None:
-    """The oldest FLEX_START gang that has waited past the reservation threshold, if any."""
+    """The oldest FLEX_START gang that has waited past the reservation threshold, if any, among
+    those the location's whole inventory could hold: a gang that can never start (nodes removed
+    since it was accepted) holds nothing, so it cannot starve the jobs that can."""
     threshold = settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS
     for job in waiting:
-        if job.strategy == "FLEX_START" and job.waited(now) >= threshold:
+        if (job.strategy == "FLEX_START" and job.waited(now) >= threshold
+                and gang_beyond_inventory(location=job.gang.location, pools=job.gang.pools) is None):
             return job.pk
     return None
 

@@ -346,14 +346,15 @@ def _classic_factor(effective_usage: float, norm_shares: float, dampening: int) 
 # --- the result ---------------------------------------------------------------------------------
 
 def _sshare_order(root: _Node) -> list[_Node]:
-    """Depth-first, users before accounts, then by name (slurmdb_sort_hierarchical_assoc_list)."""
+    """Depth-first, users before accounts, then by name (slurmdb_sort_hierarchical_assoc_list), one
+    user's partitions in reverse order (urgent before batch, fixtures/22.05/scenario/sshare-l-a-running)."""
     order: list[_Node] = []
     stack = [root]
     while stack:
         node = stack.pop()
         order.append(node)
-        children = sorted(node.children, key=lambda n: (not n.is_user, (n.assoc.user or n.assoc.account).lower(),
-                                                        n.assoc.partition or ""))
+        children = sorted(sorted(node.children, key=lambda n: n.assoc.partition or "", reverse=True),
+                          key=lambda n: (not n.is_user, (n.assoc.user or n.assoc.account).lower()))
         stack.extend(reversed(children))
     return order
 

@@ -134,11 +134,12 @@ _WEIGHT_ATTRIBUTES = {"age": "priority_weight_age", "assoc": "priority_weight_as
 
 
 def sprio_format(config: SlurmConfig, *, long: bool = False, norm: bool = False, with_user: bool = False) -> str:
-    """sprio's default format, built as sprio.c does: factor columns only for non-zero weights."""
+    """sprio's default format, built as sprio.c does: factor columns only for non-zero weights; -l as
+    22.05 prints it, without ACCOUNT and QOSNAME (fixtures/22.05/scenario/sprio-l-running.txt)."""
     if long:
         if norm:
-            return "%.15i %9r %.8u %.8o %10y %10a %10b %10f %10j %10p %10n %10q %20t"
-        return "%.15i %9r %.8u %.8o %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10n %.10Q %.11N %.20T"
+            return "%.15i %9r %.8u %10y %10a %10b %10f %10j %10p %10q %20t"
+        return "%.15i %9r %.8u %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.11N %.20T"
     parts = ["%.15i", "%9r"] + (["%.8u"] if with_user else [])
     parts += ["%10y"] if norm else ["%.10Y", "%.10S"]
     for letter, factor in _SPRIO_FACTORS.items():
@@ -387,6 +388,10 @@ class SqueueJob:
     start_time: dt.datetime | None = None
     sched_nodes: str = ""
     priority: int = 0
+    account: str = ""
+    cpus: int = 1
+    gpus_per_node: int = 0
+    nice: int = 0
 
 
 SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
@@ -394,7 +399,31 @@ SQUEUE_LONG = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 SQUEUE_START = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 _SQUEUE_HEADERS = {"i": "JOBID", "P": "PARTITION", "j": "NAME", "u": "USER", "t": "ST", "T": "STATE", "M": "TIME",
                    "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)", "S": "START_TIME", "Y": "SCHEDNODES",
-                   "Q": "PRIORITY", "r": "REASON", "N": "NODELIST"}
+                   "Q": "PRIORITY", "r": "REASON", "N": "NODELIST", "a": "ACCOUNT", "C": "CPUS",
+                   "b": "TRES_PER_NODE", "y": "NICE"}
+#: squeue -O field names (case-insensitive) -> their -o letter.
+_SQUEUE_FIELD_NAMES = {"jobid": "i", "partition": "P", "name": "j", "username": "u", "statecompact": "t",
+                       "state": "T", "timeused": "M", "timelimit": "l", "numnodes": "D", "reasonlist": "R",
+                       "starttime": "S", "schednodes": "Y", "priority": "Q", "reason": "r", "nodelist": "N",
+                       "account": "a", "numcpus": "C", "tres-per-node": "b", "nice": "y"}
+_O_FIELD = re.compile(r"([A-Za-z-]+)(?::(\.?)(\d*))?")
+
+
+class SqueueFormatError(ValueError):
+    """An -O field squeue does not know."""
+
+
+def squeue_long_format(fields: str) -> str:
+    """``squeue -O JobID,Account:10,...`` as an -o format: each field 20 wide (or ``:[.]size``), left
+    justified (``.`` right), no separator (fixtures/22.05/scenario/squeue-O-running.txt)."""
+    parts = []
+    for item in (part.strip() for part in fields.split(",") if part.strip()):
+        match = _O_FIELD.fullmatch(item)
+        letter = _SQUEUE_FIELD_NAMES.get(match.group(1).lower()) if match else None
+        if letter is None:
+            raise SqueueFormatError(f"Invalid job format specification: {item}")
+        parts.append(f"%{match.group(2) or ''}{match.group(3) or 20}{letter}")
+    return "".join(parts)
 
 
 _SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
@@ -404,7 +433,8 @@ _SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
     "D": lambda job: str(job.nodes), "R": lambda job: f"({job.reason})" if job.state == "PENDING" else job.nodelist,
     "S": lambda job: job.start_time.strftime("%Y-%m-%dT%H:%M:%S") if job.start_time else "N/A",
     "Y": lambda job: job.sched_nodes or "(null)", "Q": lambda job: str(job.priority), "r": lambda job: job.reason,
-    "N": lambda job: job.nodelist,
+    "N": lambda job: job.nodelist, "a": lambda job: job.account, "C": lambda job: str(job.cpus),
+    "b": lambda job: f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "N/A", "y": lambda job: str(job.nice),
 }
 
 
@@ -417,11 +447,12 @@ _STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "SUSPENDED": 2, "COMPLETING": 3}
 
 def squeue_order(jobs: Iterable[SqueueJob], *, start: bool = False) -> list[SqueueJob]:
     """The jobs squeue prints, in its order: ``-S P,t,-p`` (partition, state, descending priority),
-    or with ``--start`` the pending jobs by expected start, unknown last."""
+    or with ``--start`` the pending jobs by expected start, unknown last, equal starts by job id
+    (fixtures/22.05/scenario/squeue-start-running.txt)."""
     if start:
         return sorted((job for job in jobs if job.state == "PENDING"),
                       key=lambda job: (job.start_time is None, job.start_time or dt.datetime.max.replace(
-                          tzinfo=dt.UTC), -job.priority, job.job_id))
+                          tzinfo=dt.UTC), job.job_id))
     return sorted(jobs, key=lambda job: (job.partition, _STATE_ORDER.get(job.state, 9), -job.priority, job.job_id))
 
 

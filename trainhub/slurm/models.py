@@ -228,7 +228,7 @@ class SlurmJob(models.Model):
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     #: squeue's REASON for a pending job (Priority, Resources, AssocGrpGRES, ...).
-    reason = models.CharField(max_length=64, default="None")
+    reason = models.CharField(max_length=128, default="None")
     #: scontrol's state_desc ("launch failed requeued held", "cancelled by alice").
     state_desc = models.CharField(max_length=255, blank=True)
     priority = models.PositiveBigIntegerField(default=0)
@@ -248,6 +248,8 @@ class SlurmJob(models.Model):
     nice = models.IntegerField(default=0)
     site_factor = models.IntegerField(default=0)
     hold = models.CharField(max_length=8, choices=Hold.choices, blank=True, default=Hold.NONE)
+    #: --dependency still to be satisfied, as scontrol prints it ("afterok:2(unfulfilled)"); "" = none.
+    dependency = models.CharField(max_length=2048, blank=True, default="")
     restart_count = models.PositiveIntegerField(default=0)
     submit_time = models.DateTimeField()
     #: Earliest start (--begin; a requeue pushes it ~121 s ahead); eligible from then on.
@@ -258,6 +260,8 @@ class SlurmJob(models.Model):
     end_time = models.DateTimeField(null=True, blank=True)
     #: squeue --start: when the scheduler expects the job to start (null: unknown).
     expected_start = models.DateTimeField(null=True, blank=True)
+    #: squeue --start's SCHEDNODES: the nodes the scheduler plans to start the job on ("" = none).
+    expected_nodes = models.CharField(max_length=1024, blank=True, default="")
     node_list = models.CharField(max_length=1024, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     exit_signal = models.IntegerField(default=0)

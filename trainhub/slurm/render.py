@@ -60,6 +60,7 @@ def render_job(job: SlurmJob) -> dict[str, Any]:
         "priority": job.priority,
         "nice": job.nice,
         "hold": job.hold or None,
+        "dependency": job.dependency,
         "nodes": job.num_nodes,
         "tasks": job.num_tasks,
         "cpusPerTask": job.cpus_per_task,

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Case, F, Q, When
+from django.db.models import Case, Exists, F, OuterRef, Q, When
 
+from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import formats, snapshot
+from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
-from trainhub.slurm.models import JobNode, JobRun, JobState, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.models import ClusterAuditEntry, JobNode, JobRun, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import PriorityBreakdown
 from trainhub.slurm.tres import format_tres
 
@@ -74,18 +76,21 @@ class Report:
 # --- squeue -------------------------------------------------------------------------------------
 
 _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
-                  "node_list", "reason", "expected_start", "priority", "end_time")
+                  "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
+                  "num_tasks", "cpus_per_task", "gpus_per_node", "nice")
 
 
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
-     expected_start, priority, end_time) = row
+     expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice) = row
     state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
-        reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority)
+        reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
+        sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
+        cpus=num_tasks * cpus_per_task, gpus_per_node=gpus_per_node, nice=nice)
 
 
 def _squeue_in_order(rows, *, wanted: set[str], start: bool):
@@ -97,14 +102,15 @@ def _squeue_in_order(rows, *, wanted: set[str], start: bool):
             shown |= ~Q(state__in=active)
         rows = rows.filter(shown)
     if start:
-        return rows.filter(state=JobState.PENDING).order_by(F("expected_start").asc(nulls_last=True), "-priority",
-                                                            "job_id")
+        return rows.filter(state=JobState.PENDING).order_by(F("expected_start").asc(nulls_last=True), "job_id")
     state_order = Case(When(state=JobState.PENDING, then=0), When(state=JobState.RUNNING, then=1), default=3)
     return rows.order_by("partition", state_order, "-priority", "job_id")
 
 
 def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition: str = "", states: str = "",
-           jobs: str = "", long: bool = False, start: bool = False, page: slice | None = None) -> Report:
+           jobs: str = "", long: bool = False, start: bool = False, format: str | None = None,
+           page: slice | None = None) -> Report:
+    """``format``: an -o format string (formats.squeue_long_format makes one of -O's fields)."""
     active = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
     completing_ids = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
                       .exclude(job__state__in=[JobState.PENDING, JobState.RUNNING]).values("job_id"))
@@ -120,19 +126,20 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
         rows = _squeue_in_order(rows, wanted=wanted, start=start)
         # Tuples, not model instances, and only the page's: the queue page refreshes every 5 s.
         items = [_squeue_item(row, now) for row in rows[page].values_list(*_SQUEUE_FIELDS)]
-        return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows,
-                      total=rows.count())
+        return Report(formats.squeue_text(items, long=long, start=start, format=format), items,
+                      formats.squeue_rows, total=rows.count())
     items = [item for item in (_squeue_item(row, now) for row in rows.values_list(*_SQUEUE_FIELDS))
              if not wanted or item.state in wanted]
-    return Report(formats.squeue_text(items, long=long, start=start), items, formats.squeue_rows)
+    return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
 
 
 # --- sprio --------------------------------------------------------------------------------------
 
 def _eligible(cluster: SlurmCluster, now: dt.datetime):
-    """Pending jobs past their begin time, not held, with a computed priority (what sprio lists)."""
-    return SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", begin_time__lte=now,
-                                   priority_time__isnull=False)
+    """Pending jobs past their begin time, not held, no dependency left, with a computed priority
+    (what sprio lists)."""
+    return SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold="", dependency="",
+                                   begin_time__lte=now, priority_time__isnull=False)
 
 
 def _sprio_rows(cluster: SlurmCluster, now: dt.datetime, user: str, jobs: str, partition: str):
@@ -233,6 +240,53 @@ def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool =
     return Report(text, rows, lambda chosen: formats.sshare_rows(chosen, user=user, all_users=all_users))
 
 
+# --- sinfo --------------------------------------------------------------------------------------
+
+_AVAIL = {"UP": "up", "DOWN": "down", "INACTIVE": "inact", "DRAIN": "drain"}
+
+
+def sinfo_partitions(cluster: SlurmCluster, *, now: dt.datetime,
+                     partition: str = "") -> list[sinfo_layout.SinfoPartition]:
+    """The cluster's partitions with their nodes' states, CPUs allocated to running jobs counted per
+    node; a node's reason with who set it and when (the cluster's audit), or Not responding."""
+    state = snapshot.load_cluster(cluster, now=now)
+    allocated: dict[int, int] = {}
+    for node_id, cpus in (JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING,
+                                                 run_index=F("job__restart_count"))
+                          .exclude(phase=NodePhase.DONE).values_list("node_id", "cpus")):
+        allocated[node_id] = allocated.get(node_id, 0) + cpus
+    set_by = {}
+    for entry in ClusterAuditEntry.objects.filter(cluster=cluster, subject__startswith="node ").order_by("time", "id"):
+        set_by[entry.subject[len("node "):]] = (entry.actor, entry.time)
+    heartbeats = dict(Node.objects.filter(pk__in=list(state.nodes)).values_list("pk", "last_heartbeat"))
+    nodes = {}
+    for pk, node in state.nodes.items():
+        responding = node.available or node.state != NodeState.UP
+        user, since = set_by.get(node.name, ("root", None)) if node.reason else ("", None)
+        reason = node.reason if responding else "Not responding"
+        if not responding:
+            user, since = "slurm", heartbeats.get(pk)
+        nodes[pk] = sinfo_layout.SinfoNode(
+            name=node.name, cpus=node.cpus, memory_mb=node.memory_mb, reason=reason, reason_user=user,
+            reason_time=since, state=sinfo_layout.node_state(
+                responding=responding, drain=node.state == NodeState.DRAIN, down=node.state == NodeState.DOWN,
+                allocated_cpus=allocated.get(pk, 0), cpus=node.cpus))
+    wanted = set(_names(partition)) if partition else None
+    return [sinfo_layout.SinfoPartition(
+        name=name, default=name == cluster.default_partition, avail=_AVAIL.get(info.options.state, "up"),
+        time_limit_minutes=info.options.max_time_minutes,
+        nodes=tuple(sorted((nodes[pk] for pk in info.node_pks), key=lambda n: n.name)))
+        for name, info in state.partitions.items() if wanted is None or name in wanted]
+
+
+def sinfo(cluster: SlurmCluster, *, now: dt.datetime, node_oriented: bool = False, long: bool = False,
+          summarize: bool = False, reasons: bool = False, partition: str = "") -> Report:
+    partitions = sinfo_partitions(cluster, now=now, partition=partition)
+    text = sinfo_layout.sinfo_text(partitions, now=now, node_oriented=node_oriented, long=long, summarize=summarize,
+                                   reasons=reasons)
+    return Report(text, partitions, sinfo_layout.sinfo_rows)
+
+
 # --- sacct --------------------------------------------------------------------------------------
 
 def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime) -> formats.SacctJob:
@@ -253,7 +307,7 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime) -> formats.
         time_limit_minutes=job.time_limit, nnodes=run.num_nodes if run else job.num_nodes,
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
-        alloc_tres=format_tres(tres))
+        alloc_tres=format_tres(tres, by_name=True))
 
 
 def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
@@ -275,7 +329,11 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
           all_users: bool = False, duplicates: bool = False, starttime: dt.datetime | None = None,
           endtime: dt.datetime | None = None, state: str = "", brief: bool = False,
           fields: list[str] | None = None, page: slice | None = None) -> Report:
-    rows = SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
+    # A job that has never been eligible (held, --begin ahead, a dependency) has no record yet:
+    # slurmdbd learns of a job when it becomes eligible (fixtures/22.05/scenario/sacct-a-running.txt).
+    never_eligible = Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now))
+    rows = (SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
+            .exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk")))))
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
     else:
@@ -300,8 +358,10 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     records, extra = [], []
     for pk, job in jobs_by_pk.items():
         job_runs = runs.get(pk, [])
-        # None stands for the job's own record: it pends (again) or ended before it ever ran.
-        current = job_runs[-1] if job_runs and job_runs[-1].index == job.restart_count else None
+        # None stands for the job's own record: it ended before it ever ran, or pends and has never
+        # run. A requeued job shows its last run (PREEMPTED, REQUEUED ...) until it runs again.
+        requeued = job.state == JobState.PENDING and job_runs
+        current = job_runs[-1] if job_runs and (job_runs[-1].index == job.restart_count or requeued) else None
         for run in (job_runs + ([] if current else [None])) if duplicates else [current]:
             record = _run_record(job, run, now)
             if wanted and record.state.split()[0] not in wanted:

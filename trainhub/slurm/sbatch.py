@@ -12,7 +12,8 @@ Rules of sbatch.1 followed here:
 
 Supported: -J/--job-name, -p/--partition, -A/--account, -q/--qos, -N/--nodes, -n/--ntasks,
 --ntasks-per-node, -c/--cpus-per-task, --gres, --gpus-per-node, -t/--time, --nice, -H/--hold,
---begin, -D/--chdir, -o/--output, -e/--error, --requeue, --no-requeue, --comment, --wrap.
+--begin, -D/--chdir, -o/--output, -e/--error, --requeue, --no-requeue, --comment, --wrap,
+-d/--dependency (trainhub.slurm.dependency), --parsable (print only the job id).
 Anything else is "sbatch: unrecognized option".
 """
 
@@ -76,6 +77,8 @@ class SbatchOptions:
     requeue: bool | None = None
     comment: str | None = None
     wrap: str | None = None
+    dependency: str | None = None
+    parsable: bool | None = None
 
     def over(self, base: SbatchOptions) -> SbatchOptions:
         """These options, taking ``base``'s where these are not given (command line over #SBATCH)."""
@@ -166,6 +169,8 @@ _OPTIONS = {
     "no-requeue": ("", "none", lambda _: {"requeue": False}),
     "comment": ("", "required", _single("comment")),
     "wrap": ("", "required", _single("wrap")),
+    "dependency": ("d", "required", _single("dependency")),
+    "parsable": ("", "none", lambda _: {"parsable": True}),
 }
 _BY_SHORT = {short: name for name, (short, _, _) in _OPTIONS.items() if short}
 
@@ -262,14 +267,14 @@ def batch_script(*, script: str | None, options: SbatchOptions) -> str:
 
 
 def parse_begin(text: str, now: dt.datetime) -> dt.datetime:
-    """--begin: ``now[+N[seconds|minutes|hours|days|weeks]]`` (bare N = seconds), ``HH:MM[:SS]``
+    """--begin: ``now[+N[seconds|minutes|hours|days|weeks]]`` (bare N = seconds; ``hour`` as ``hours``), ``HH:MM[:SS]``
     (today, or tomorrow if past), ``YYYY-MM-DD[THH:MM[:SS]]`` (UTC), ``midnight``/``noon``/``teatime``."""
     value = text.strip().lower()
-    relative = re.fullmatch(r"now(?:\+(\d+)(seconds|minutes|hours|days|weeks)?)?", value)
+    relative = re.fullmatch(r"now(?:\+(\d+)(second|minute|hour|day|week)?s?)?", value)
     if relative:
         amount = int(relative.group(1) or 0)
         try:
-            return now + dt.timedelta(**{relative.group(2) or "seconds": amount})
+            return now + dt.timedelta(**{(relative.group(2) or "second") + "s": amount})
         except OverflowError as exc:  # past year 9999
             raise SbatchError(f"sbatch: error: Invalid time specification {text}") from exc
     named = {"midnight": (0, 0), "noon": (12, 0), "teatime": (16, 0)}

@@ -60,7 +60,11 @@ from trainhub.slurm.conf import PartitionOptions, SlurmConfig
 from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason
 from trainhub.slurm.preemption import PreemptAction, PreemptJob, PreemptPolicy, choose_victims, preempt
 
+#: squeue's reason for the top job of a lower tier while a higher-tier job waits for the same nodes.
+NODES_RESERVED = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+
 __all__ = [
+    "NODES_RESERVED",
     "NodeState",
     "PendingJob",
     "Resources",
@@ -75,6 +79,8 @@ __all__ = [
 ]
 
 _FOREVER = math.inf
+#: How long backfill plans a job without a time limit to run (MaxTime=INFINITE): a year, as slurmctld.
+_NO_LIMIT = 365 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -338,7 +344,7 @@ class _Pass:
         return node.state.capacity if self.exclusive else job.per_node
 
     def _duration(self, job: PendingJob) -> float:
-        return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _FOREVER
+        return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _NO_LIMIT
 
     # -- reasons that need no resources --
 
@@ -454,14 +460,29 @@ class _Pass:
 
     # -- main scheduler --
 
+    def _tier(self, partition: str) -> int:
+        options = self.snapshot.partition_options.get(partition)
+        return options.priority_tier if options else 1
+
+    def _waiting_reason(self, job: PendingJob, withheld_tier: Mapping[str, int]) -> str:
+        """Resources, or, when nodes held back for a waiting job of a higher PriorityTier leave too
+        few of the partition's nodes, the text slurmctld gives (ESLURM_NODE_NOT_AVAIL's state_desc;
+        fixtures/22.05/scenario/squeue-o-running.txt, job 2)."""
+        tier = self._tier(job.partition)
+        free = [name for name in self.snapshot.partitions.get(job.partition, ()) if withheld_tier.get(name, 0) <= tier]
+        return NODES_RESERVED if len(free) < job.nodes else "Resources"
+
     def main(self, order: list[PendingJob]) -> list[PendingJob]:
         failed_partitions: set[str] = set()
         withheld: set[str] = set()
+        #: node -> the highest PriorityTier of a failed partition holding it back
+        withheld_tier: dict[str, int] = {}
         remaining: list[PendingJob] = []
         for job in order:
             reason = self._static_reason(job) or self._limit_reason(job)
             if reason:
-                self.plan.waiting[job.job_id] = Waiting(reason)
+                # a job waiting for its --begin (or a requeued job's eligible time) expects to start then
+                self.plan.waiting[job.job_id] = Waiting(reason, job.begin_time if reason == "BeginTime" else None)
                 continue
             if job.partition in failed_partitions:
                 self.plan.waiting[job.job_id] = Waiting("Priority")
@@ -472,10 +493,12 @@ class _Pass:
                 self._start(job, names, backfilled=False)
                 continue
             if not self._try_preempt(job, withheld):
-                self.plan.waiting[job.job_id] = Waiting("Resources")
+                self.plan.waiting[job.job_id] = Waiting(self._waiting_reason(job, withheld_tier))
                 remaining.append(job)
             failed_partitions.add(job.partition)
             withheld.update(self.snapshot.partitions.get(job.partition, ()))
+            for name in self.snapshot.partitions.get(job.partition, ()):
+                withheld_tier[name] = max(withheld_tier.get(name, 0), self._tier(job.partition))
         return remaining
 
     # -- backfill --
@@ -559,7 +582,7 @@ class _Pass:
                 started += 1
                 continue
             start = self._slot(moment)
-            end = self._slot(moment + self._duration(job) + params.bf_resolution - 1)
+            end = self._slot(moment + self._duration(job))
             for name in names:
                 self.nodes[name].reserve(start, end)
             current = self.plan.waiting.get(job.job_id, Waiting("Priority"))

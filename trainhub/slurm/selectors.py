@@ -18,7 +18,7 @@ from trainhub.common.errors import ApiError
 from trainhub.dashboards.sources import CapacityReading, FairShareRow
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user, projects_for_user, user_has_permission
-from trainhub.inventory.models import Node, NodeState
+from trainhub.inventory.models import Executor, Node, NodeState
 from trainhub.slurm import snapshot
 from trainhub.slurm.models import (ClusterAuditEntry, GpuAllocation, JobEvent, JobLogLine, JobNode, JobRun, Partition,
                                    SlurmCluster, SlurmJob)
@@ -65,6 +65,24 @@ def cluster_partitions(*, cluster: SlurmCluster) -> list[Partition]:
 def cluster_nodes(*, cluster: SlurmCluster) -> list[Node]:
     """The cluster's compute and login nodes, by name."""
     return list(Node.objects.filter(dedicated_to=cluster.owner_key).select_related("pool").order_by("name"))
+
+
+def simulated_owner_keys() -> set[str]:
+    """The owner keys (SlurmCluster.owner_key) of clusters with simulated nodes (the cluster list)."""
+    return set(Node.objects.filter(pool__executor=Executor.SIMULATED).exclude(dedicated_to="")
+               .values_list("dedicated_to", flat=True).distinct())
+
+
+def simulated_notice(*, cluster: SlurmCluster) -> str:
+    """What every Slurm page and sbatch say of a cluster with simulated nodes (no agent runs their
+    jobs); "" when none is. One query."""
+    pools = dict(Node.objects.filter(dedicated_to=cluster.owner_key).values_list("pool__name", "pool__executor"))
+    simulated = sorted(name for name, executor in pools.items() if executor == Executor.SIMULATED)
+    if not simulated:
+        return ""
+    every = len(simulated) == len(pools)
+    return (f"{'Simulated' if every else 'Partly simulated'} cluster: the nodes of pool(s) {', '.join(simulated)} "
+            "are simulated, so jobs placed there do not really run.")
 
 
 def cluster_audit(*, cluster: SlurmCluster, limit: int = 50) -> list[ClusterAuditEntry]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from django.conf import settings
 
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import fairshare, limits, preemption, priority, scheduler
+from trainhub.slurm import dependency, fairshare, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Association, Hold, Qos, SlurmCluster, SlurmJob
 from trainhub.slurm.slurmconf import gpu_type, node_spec
@@ -50,12 +50,14 @@ class QueuedJob:
     nice: int
     site_factor: int
     hold: str
+    dependency: str
     restart_count: int
     submit_time: dt.datetime
     begin_time: dt.datetime
     accrue_time: dt.datetime | None
     start_time: dt.datetime | None
     expected_start: dt.datetime | None
+    expected_nodes: str
     factor_age: float = 0.0
     factor_assoc: float = 0.0
     factor_fairshare: float = 0.0
@@ -360,7 +362,8 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -
         job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
         nodes=job.num_nodes, per_node=state.per_node_request(job), time_limit_minutes=job.time_limit,
         user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
-        hold_reason=_HOLD_REASONS.get(job.hold), no_reserve=state.no_reserve(job.qos),
+        hold_reason=_HOLD_REASONS.get(job.hold), blocked_reason=dependency.pending_reason(job.dependency),
+        no_reserve=state.no_reserve(job.qos),
         requeue=job.requeue, restart_count=job.restart_count, limit_request=request)
 
 

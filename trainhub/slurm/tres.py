@@ -131,10 +131,11 @@ def tres_sort_key(name: str) -> tuple[int, str]:
     return (len(_SIMPLE_TRES) + _NAMED_TRES_TYPES.index(name.split("/", 1)[0]), name)
 
 
-def format_tres(tres: Mapping[str, int]) -> str:
-    """``cpu=8,mem=64G,node=1,billing=8,gres/gpu=4``: zero counts are left out, as Slurm does."""
+def format_tres(tres: Mapping[str, int], *, by_name: bool = False) -> str:
+    """``cpu=8,mem=64G,node=1,billing=8,gres/gpu=4``: zero counts are left out, as Slurm does; in
+    Slurm's TRES order, or ``by_name`` as sacct prints AllocTRES (``billing=4,cpu=4,gres/gpu=32,node=4``)."""
     parts = []
-    for name in sorted(tres, key=tres_sort_key):
+    for name in sorted(tres) if by_name else sorted(tres, key=tres_sort_key):
         count = tres[name]
         if not count:
             continue

@@ -34,6 +34,7 @@ urlpatterns = [
     path(f"{CLUSTER}/priority", reports.priority_page, name="priority"),
     path(f"{CLUSTER}/fairshare", reports.fairshare_page, name="fairshare"),
     path(f"{CLUSTER}/accounting", reports.accounting_page, name="accounting"),
+    path(f"{CLUSTER}/nodes", reports.nodes_page, name="nodes"),
     path(f"{CLUSTER}/sacctmgr", accounting.console, name="sacctmgr"),
     path(f"{CLUSTER}/accounts", accounting.accounts, name="accounts"),
     path(f"{CLUSTER}/accounts/associations/<int:pk>", accounting.association_edit, name="association"),

@@ -80,8 +80,15 @@ def _study_facts(job: HyperparameterTuningJob) -> dict:
     metric = job.spec["studySpec"]["metrics"][0]
     parameters = job.spec["studySpec"]["parameters"]
     algorithm = job.spec["studySpec"].get("algorithm") or "ALGORITHM_UNSPECIFIED"
+    selection = job.spec["studySpec"].get("measurementSelectionType") or ""
+    strategy = job.spec["trialJobSpec"].get("scheduling", {}).get("strategy") or "STRATEGY_UNSPECIFIED"
     return {"metric_id": metric["metricId"], "maximize": study_maximizes(job),
             "algorithm": dict(ALGORITHM_CHOICES).get(algorithm, algorithm),
+            # The defaults named as what they do, never as their *_UNSPECIFIED enum.
+            "measurement_selection": ("Best reported" if selection == "BEST_MEASUREMENT" else
+                                      "Last reported" if selection == "LAST_MEASUREMENT" else "Last reported (default)"),
+            "trial_strategy": ("Standard (default)" if strategy == "STRATEGY_UNSPECIFIED"
+                               else strategy.replace("_", "-").capitalize()),
             "parameter_ids": [p["parameterId"] for p in parameters],
             "parameter_lines": [line for p in parameters for line in describe_parameter(p)]}
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+import shlex
+from typing import Any
 
 from django import template
 from django.utils import timezone
@@ -52,6 +55,26 @@ def state_badge(state: str) -> SafeString:
     """A job or pipeline state as a coloured badge: JOB_STATE_RUNNING -> RUNNING."""
     short = state.removeprefix("JOB_STATE_").removeprefix("PIPELINE_STATE_")
     return format_html('<span class="badge badge--{}">{}</span>', short.lower(), short)
+
+
+@register.filter
+def shell_line(argv: list[str]) -> str:
+    """An argument list as the command line that the submit form splits back into it (shlex):
+    python3 -c "print('a b')" rather than shlex.join's 'print('"'"'a b'"'"')'."""
+    return " ".join(_shell_word(arg) for arg in argv)
+
+
+def _shell_word(arg: str) -> str:
+    if "'" not in arg or "$" in arg or "`" in arg:  # a shell would expand $ and ` inside double quotes
+        return shlex.quote(arg)
+    return '"' + re.sub(r'(["\\])', r"\\\1", arg) + '"'
+
+
+@register.filter
+def significant(value: Any) -> Any:
+    """A float to 4 significant digits (0.0550026947 -> 0.055, 1234567.8 -> 1.235e+06) so a
+    table of trials fits the screen; anything else as it is (the cell's title holds the value)."""
+    return f"{value:.4g}" if isinstance(value, float) else value
 
 
 @register.simple_tag

@@ -80,9 +80,14 @@ class SlurmJobCollection(APIView):
     @extend_schema(operation_id="slurmJobs.create", request={"application/json": SUBMISSION}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster, CREATE)
-        job = services.job_submit(cluster=cluster_obj, user=request.user, submission=submission_from(request.data),
+        submission = submission_from(request.data)
+        job = services.job_submit(cluster=cluster_obj, user=request.user, submission=submission,
                                   is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj))
-        return Response({"jobId": job.job_id, "message": f"Submitted batch job {job.job_id}", "job": render_job(job)})
+        body = {"jobId": job.job_id, "message": services.submitted_message(job, submission), "job": render_job(job)}
+        notice = selectors.simulated_notice(cluster=cluster_obj)
+        if notice:
+            body["notice"] = notice  # the CLI prints it on stderr: stdout stays sbatch's own
+        return Response(body)
 
 
 class SlurmJobDetail(APIView):

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from trainhub.common.errors import FieldViolation, invalid_argument
 from trainhub.common.wire import WireError, parse_int
-from trainhub.slurm import reports
+from trainhub.slurm import formats, reports
 from trainhub.slurm.api.clusters import cluster_for
 from trainhub.slurm.api.schema import BODY, ERRORS, REPORT_PARAMETERS, responses
 from trainhub.slurm.models import SlurmCluster
@@ -48,9 +48,16 @@ def moment(params, name: str, now: dt.datetime) -> dt.datetime | None:
 
 def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
                   page: slice | None = None) -> reports.Report:
+    """``format`` is squeue's -o, ``outputFormat`` its -O."""
+    format_text = params.get("format") or None
+    if params.get("outputFormat"):
+        try:
+            format_text = formats.squeue_long_format(params["outputFormat"])
+        except formats.SqueueFormatError as exc:
+            raise invalid_argument([FieldViolation("outputFormat", str(exc))]) from exc
     return reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
                           states=params.get("states", ""), jobs=params.get("jobs", ""), long=flag(params, "long"),
-                          start=flag(params, "start"), page=page)
+                          start=flag(params, "start"), format=format_text, page=page)
 
 
 def sprio_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
@@ -85,8 +92,17 @@ class FormatIsAFlag(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+def sinfo_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                 page: slice | None = None) -> reports.Report:
+    """``nodes`` is sinfo's -N, ``long`` -l, ``summarize`` -s, ``reasons`` -R."""
+    return reports.sinfo(cluster, now=now, node_oriented=flag(params, "nodes"), long=flag(params, "long"),
+                         summarize=flag(params, "summarize"), reasons=flag(params, "reasons"),
+                         partition=params.get("partition", ""))
+
+
 REPORTS: dict[str, Callable[..., reports.Report]] = {
-    "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report}
+    "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report,
+    "sinfo": sinfo_report}
 
 
 def _view(name: str) -> type[APIView]:
@@ -115,4 +131,5 @@ def _view(name: str) -> type[APIView]:
     return ReportView
 
 
-SqueueView, SprioView, SshareView, SacctView = (_view(name) for name in ("squeue", "sprio", "sshare", "sacct"))
+SqueueView, SprioView, SshareView, SacctView, SinfoView = (
+    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo"))

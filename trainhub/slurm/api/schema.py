@@ -48,7 +48,8 @@ ACTION = {"type": "object"}
 PAGE = [OpenApiParameter("pageSize", int), OpenApiParameter("pageToken", str)]
 #: Each report's flags by their long names: booleans, comma lists, sacct's times.
 REPORT_PARAMETERS = {
-    "squeue": [*PAGE, *(OpenApiParameter(name, str) for name in ("user", "partition", "states", "jobs")),
+    "squeue": [*PAGE, *(OpenApiParameter(name, str) for name in ("user", "partition", "states", "jobs", "format",
+                                                                  "outputFormat")),
                *(OpenApiParameter(name, bool) for name in ("long", "start"))],
     "sprio": [*PAGE, *(OpenApiParameter(name, str) for name in ("user", "partition", "jobs")),
               *(OpenApiParameter(name, bool) for name in ("long", "weights", "norm"))],
@@ -57,6 +58,8 @@ REPORT_PARAMETERS = {
     "sacct": [*PAGE, *(OpenApiParameter(name, str) for name in ("jobs", "user", "state", "format", "starttime",
                                                                   "endtime")),
               *(OpenApiParameter(name, bool) for name in ("allusers", "duplicates", "brief"))],
+    "sinfo": [*PAGE, OpenApiParameter("partition", str),
+              *(OpenApiParameter(name, bool) for name in ("nodes", "long", "summarize", "reasons"))],
 }
 
 __all__ = ["ACTION", "BODY", "CLUSTER", "ERRORS", "NICE", "REPORT_PARAMETERS", "SACCTMGR", "SUBMISSION",

@@ -25,6 +25,7 @@ urlpatterns = [
     path(f"{JOB}/log", jobs.SlurmJobLog.as_view(), name="slurmjob-log"),
     path(JOB, jobs.SlurmJobDetail.as_view(), name="slurmjob-detail"),
     path(f"{CLUSTER}/squeue", reports.SqueueView.as_view(), name="slurmcluster-squeue"),
+    path(f"{CLUSTER}/sinfo", reports.SinfoView.as_view(), name="slurmcluster-sinfo"),
     path(f"{CLUSTER}/sprio", reports.SprioView.as_view(), name="slurmcluster-sprio"),
     path(f"{CLUSTER}/sshare", reports.SshareView.as_view(), name="slurmcluster-sshare"),
     path(f"{CLUSTER}/sacct", reports.SacctView.as_view(), name="slurmcluster-sacct"),

@@ -19,6 +19,14 @@ class SqueueForm(forms.Form):
     start = _flag("--start")
 
 
+class SinfoForm(forms.Form):
+    partition = _text("-p partition(s)")
+    nodes = _flag("-N node-oriented")
+    long = _flag("-l long")
+    summarize = _flag("-s summarize")
+    reasons = _flag("-R reasons")
+
+
 class SprioForm(forms.Form):
     user = _text("-u user(s)")
     jobs = _text("-j job id(s)")

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+
+from trainhub.common.enqueue import enqueue_after_commit
 from django.utils import timezone
 
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
@@ -40,10 +42,7 @@ ROOT = "root"
 
 def request_pass(cluster: SlurmCluster) -> None:
     """Ask for a scheduler pass of the cluster once the current transaction commits."""
-    from trainhub.slurm.tasks import cluster_pass
-
-    pk = cluster.pk
-    transaction.on_commit(lambda: cluster_pass.delay(pk), robust=True)
+    enqueue_after_commit("trainhub.slurm.tasks.cluster_pass", cluster.pk)
 
 
 def audit(cluster: SlurmCluster, *, actor: str, subject: str, old: Any, new: Any, now: dt.datetime) -> None:

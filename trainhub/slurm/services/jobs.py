@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from trainhub.common.errors import ApiError
-from trainhub.slurm import jobenv, snapshot
+from trainhub.slurm import dependency, jobenv, snapshot
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
 from trainhub.slurm.models import Hold, JobState, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.sbatch import (
@@ -34,6 +34,7 @@ from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
 
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
 PERMISSION_DENIED = "Access/permission denied"
+DEPENDENCY_PROBLEM = "Job dependency problem"
 
 
 def _refuse(message: str) -> ApiError:
@@ -103,6 +104,43 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     return "Requested node configuration is not available" if len(fitting) < nodes else None
 
 
+def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
+    """--dependency as slurmctld stores it; every job it names must exist."""
+    try:
+        depends = dependency.parse_dependency(options.dependency or "")
+    except dependency.DependencyError as exc:
+        raise _refuse(SUBMIT_FAILED + DEPENDENCY_PROBLEM) from exc
+    wanted = dependency.job_ids(depends)
+    if len(depends) > SlurmJob._meta.get_field("dependency").max_length or len(
+            SlurmJob.objects.filter(cluster=cluster, job_id__in=wanted)) != len(wanted):
+        raise _refuse(SUBMIT_FAILED + DEPENDENCY_PROBLEM)
+    return depends
+
+
+@transaction.atomic
+def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: SbatchOptions, submission: Submission,
+                script: str, now: dt.datetime, begin: dt.datetime, time_limit: int | None, **values) -> SlurmJob:
+    """The job record under the cluster's next job id."""
+    locked = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
+    job_id = locked.next_job_id
+    locked.next_job_id += 1
+    locked.save(update_fields=["next_job_id"])
+    username = user.get_username()
+    name = options.job_name or ("wrap" if options.wrap is not None else "sbatch")
+    return SlurmJob.objects.create(
+        cluster=cluster, job_id=job_id, name=name, submitted_by=user, user_name=username, time_limit=time_limit,
+        script=script, script_args=list(submission.script_args), work_dir=_work_dir(options, username),
+        stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or "slurm-%j.out",
+        stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),
+        comment=options.comment or "", submit_time=now, begin_time=begin, **values)
+
+
+def submitted_message(job: SlurmJob, submission: Submission) -> str:
+    """What sbatch prints for an accepted job: ``Submitted batch job N``, or with --parsable only the
+    job id (``jobid[;cluster]``: the cluster only with -M, which trainhub has no need of)."""
+    return str(job.job_id) if _options(submission).parsable else f"Submitted batch job {job.job_id}"
+
+
 def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Submission, is_admin: bool = False,
                now: dt.datetime | None = None) -> SlurmJob:
     """sbatch: parse the options, validate them as slurmctld does (limits.validate_submission:
@@ -125,7 +163,7 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
                       f"{SUBMIT_FAILED}Invalid partition name specified")
     nodes = options.nodes or 1
     node_error = _node_config_error(options, nodes, state, partition)
-    if node_error:
+    if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0)
@@ -142,26 +180,24 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
             time_limit_minutes=options.time_limit, default_account=slurm_user.default_account if slurm_user else None)
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
+    if node_error:
+        # slurmctld made the job record before its node test failed: the job id is taken and sacct
+        # shows the job FAILED 1:0 (fixtures/22.05/scenario: sbatch-3-gres9, sacct-a-*).
+        _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
+                    account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
+                    time_limit=accepted.time_limit_minutes, state=JobState.FAILED, reason="BadConstraints",
+                    exit_code=1, exit_signal=0, start_time=now, end_time=now, **fields)
+        raise _refuse(SUBMIT_FAILED + node_error)
+    depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE
-    name = options.job_name or ("wrap" if options.wrap is not None else "sbatch")
-    paths = dict(work_dir=_work_dir(options, username),
-                 stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username)
-                 or "slurm-%j.out",
-                 stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username))
-    reason = "JobHeldUser" if hold else ("BeginTime" if begin > now else accepted.pending_reason or "None")
+    reason = ("JobHeldUser" if hold else "BeginTime" if begin > now else dependency.pending_reason(depends)
+              or accepted.pending_reason or "None")
+    requeue = options.requeue if options.requeue is not None else bool(state.config.job_requeue)
     with transaction.atomic():
-        locked = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
-        job_id = locked.next_job_id
-        locked.next_job_id += 1
-        locked.save(update_fields=["next_job_id"])
-        job = SlurmJob.objects.create(
-            cluster=cluster, job_id=job_id, name=name,
-            submitted_by=user, user_name=username, account=accepted.account, partition=partition,
-            qos=accepted.qos or "", time_limit=accepted.time_limit_minutes, script=script,
-            script_args=list(submission.script_args), **paths,
-            requeue=options.requeue if options.requeue is not None else bool(state.config.job_requeue),
-            comment=options.comment or "", nice=options.nice or 0, hold=hold, submit_time=now, begin_time=begin,
-            reason=reason, **fields)
+        job = _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
+                          account=accepted.account, partition=partition, qos=accepted.qos or "", begin=begin,
+                          time_limit=accepted.time_limit_minutes, requeue=requeue, nice=options.nice or 0,
+                          hold=hold, dependency=depends, reason=reason, **fields)
         job_event(job, now, f"Submitted by {username} to partition {job.partition} (account {job.account}, "
                             f"QOS {job.qos or 'none'}).")
         request_pass(cluster)
@@ -217,8 +253,8 @@ def job_hold(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.
         job.priority = 0
         job.reason = "JobHeldAdmin" if job.hold == Hold.ADMIN else "JobHeldUser"
         job.accrue_time = None
-        job.expected_start = None
-        job.save(update_fields=["hold", "priority", "reason", "accrue_time", "expected_start"])
+        job.expected_start, job.expected_nodes = None, ""
+        job.save(update_fields=["hold", "priority", "reason", "accrue_time", "expected_start", "expected_nodes"])
         job_event(job, now, f"Held by {actor.get_username()} ({job.reason}).")
     return job
 

@@ -3,7 +3,7 @@
 1. usage decay and accrual (the decay thread, services.usage);
 2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit are stopped
    (TIMEOUT);
-3. pending jobs that became eligible start accruing age (accrue_time);
+3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
 4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
    requeued jobs' (multifactor, with fair-share from the association tree);
 5. scheduling: main + backfill + preemption (trainhub.slurm.scheduler); the new priorities,
@@ -28,7 +28,7 @@ from django.db.models import F
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import scheduler, snapshot
+from trainhub.slurm import dependency, hostlist, scheduler, snapshot
 from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import lifecycle
@@ -90,10 +90,33 @@ def _stop_timed_out(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt
     return count
 
 
+def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
+    """Test pending jobs' --dependency (trainhub.slurm.dependency): satisfied items are dropped, and a
+    job whose dependency is all satisfied becomes eligible now (scontrol's EligibleTime)."""
+    waiting = list(SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).exclude(dependency="")
+                   .only("pk", "job_id", "name", "user_name", "dependency", "begin_time"))
+    if not waiting:
+        return
+    wanted = set().union(*(dependency.job_ids(job.dependency) for job in waiting))
+    facts = {job_id: dependency.JobFacts(job_id, state) for job_id, state in
+             SlurmJob.objects.filter(cluster=cluster, job_id__in=wanted).values_list("job_id", "state")}
+    for job in waiting:
+        blocked = "singleton" in job.dependency and SlurmJob.objects.filter(
+            cluster=cluster, user_name=job.user_name, name=job.name, job_id__lt=job.job_id,
+            state__in=[JobState.PENDING, JobState.RUNNING]).exists()
+        status = dependency.evaluate(job.dependency, facts.get, singleton_blocked=blocked)
+        if status.text != job.dependency:
+            changes = {"dependency": status.text}
+            if not status.text:
+                changes["begin_time"] = max(job.begin_time, now)
+            SlurmJob.objects.filter(pk=job.pk, state=JobState.PENDING).update(**changes)
+
+
 def _start_accruing(cluster: SlurmCluster, now: dt.datetime) -> None:
-    """A pending job accrues age from the moment it is eligible: not held, begin time reached."""
-    SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, accrue_time__isnull=True,
-                            begin_time__lte=now).update(accrue_time=F("begin_time"))
+    """A pending job accrues age from the moment it is eligible: not held, no dependency left, begin
+    time reached."""
+    SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, dependency="",
+                            accrue_time__isnull=True, begin_time__lte=now).update(accrue_time=F("begin_time"))
 
 
 def _recompute_priorities(cluster: SlurmCluster, state: snapshot.ClusterState, pending: list[snapshot.QueuedJob],
@@ -204,18 +227,20 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
     priority_rows, reason_rows = [], []
     for job in pending:
         waiting = plan.waiting.get(job.job_id)
-        reason, estimate = (waiting.reason, waiting.estimated_start) if waiting else (job.reason, job.expected_start)
+        reason, estimate, nodes = ((waiting.reason, waiting.estimated_start,
+                                    hostlist.compress(waiting.planned_nodes) if waiting.estimated_start else "")
+                                   if waiting else (job.reason, job.expected_start, job.expected_nodes))
         if job.pk in new_priority:
             priority_rows.append((*(getattr(job, column) for column in _PRIORITY_COLUMNS),
                                   *((tres_field.get_db_prep_value(job.factor_tres, connection),) if with_tres else ()),
-                                  moment, reason, adapt(estimate), job.pk))
-        elif (job.reason, job.expected_start) != (reason, estimate):
-            reason_rows.append((reason, adapt(estimate), job.pk))
+                                  moment, reason, adapt(estimate), nodes, job.pk))
+        elif (job.reason, job.expected_start, job.expected_nodes) != (reason, estimate, nodes):
+            reason_rows.append((reason, adapt(estimate), nodes, job.pk))
     tres_columns = ("factor_tres",) if with_tres else ()
     with transaction.atomic():
-        _update_pending((*_PRIORITY_COLUMNS, *tres_columns, "priority_time", "reason", "expected_start"),
-                        priority_rows)
-        _update_pending(("reason", "expected_start"), reason_rows)
+        _update_pending((*_PRIORITY_COLUMNS, *tres_columns, "priority_time", "reason", "expected_start",
+                         "expected_nodes"), priority_rows)
+        _update_pending(("reason", "expected_start", "expected_nodes"), reason_rows)
         if recomputed and not with_tres:
             SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).exclude(factor_tres={}).update(
                 factor_tres={})
@@ -228,6 +253,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
+    _resolve_dependencies(cluster, now)
     _start_accruing(cluster, now)
     state = snapshot.load_cluster(cluster, now=now)
     jobs = snapshot.queued_jobs(cluster)

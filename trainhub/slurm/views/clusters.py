@@ -24,8 +24,11 @@ LIST = "aiplatform.slurmClusters.list"
 @html_page
 def cluster_list(request: HttpRequest) -> HttpResponse:
     projects = projects_with_permission(user=request.user, permission=LIST)
-    clusters = (SlurmCluster.objects.filter(project__in=projects).select_related("project")
-                .prefetch_related("partitions").order_by("project__project_id", "location", "cluster_id"))
+    clusters = list(SlurmCluster.objects.filter(project__in=projects).select_related("project")
+                    .prefetch_related("partitions").order_by("project__project_id", "location", "cluster_id"))
+    simulated = selectors.simulated_owner_keys()
+    for cluster in clusters:
+        cluster.simulated = cluster.owner_key in simulated
     return render(request, "slurm/cluster_list.html", {"clusters": clusters})
 
 

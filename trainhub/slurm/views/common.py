@@ -6,11 +6,11 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from trainhub.slurm.models import SlurmCluster
-from trainhub.slurm.selectors import cluster_get_for_user, is_cluster_admin
+from trainhub.slurm.selectors import cluster_get_for_user, is_cluster_admin, simulated_notice
 
 GET = "aiplatform.slurmClusters.get"
 ADMIN = "aiplatform.slurmClusters.update"
-PAGES = ("detail", "queue", "priority", "fairshare", "accounting", "sacctmgr", "accounts", "submit")
+PAGES = ("detail", "queue", "priority", "fairshare", "accounting", "nodes", "sacctmgr", "accounts", "submit")
 
 
 def cluster_for(request: HttpRequest, project: str, location: str, cluster: str, permission: str = GET) -> SlurmCluster:
@@ -26,7 +26,8 @@ def cluster_context(request: HttpRequest, cluster: SlurmCluster, page: str) -> d
     """The cluster, its tabs and whether the viewer administers it (every cluster page's header)."""
     kwargs = cluster_kwargs(cluster)
     return {"cluster": cluster, "page": page, "is_admin": is_cluster_admin(user=request.user, cluster=cluster),
-            "tabs": {name: reverse(f"slurm:{name}", kwargs=kwargs) for name in PAGES}}
+            "tabs": {name: reverse(f"slurm:{name}", kwargs=kwargs) for name in PAGES},
+            "simulated": simulated_notice(cluster=cluster)}
 
 
 def job_url(cluster: SlurmCluster, job_id: int, name: str = "job") -> str:

@@ -1,4 +1,4 @@
-"""The queue (squeue), priority (sprio), fair-share (sshare) and accounting (sacct) pages, each
+"""The queue (squeue), priority (sprio), fair-share (sshare), accounting (sacct) and nodes (sinfo) pages, each
 showing its command's text for the flags chosen, and a job's priority factor by factor."""
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from django.utils.safestring import mark_safe
 from trainhub.common.pages import html_page
 from trainhub.slurm import figures, reports, selectors
 from trainhub.slurm.api.reports import REPORTS
-from trainhub.slurm.forms.reports import SacctForm, SprioForm, SqueueForm, SshareForm
+from trainhub.slurm.forms.reports import SacctForm, SinfoForm, SprioForm, SqueueForm, SshareForm
 from trainhub.slurm.views.common import cluster_context, cluster_for, job_url
 
 LIST = "aiplatform.slurmJobs.list"
 PAGES = {"queue": ("squeue", SqueueForm, "Queue"), "priority": ("sprio", SprioForm, "Priority"),
-         "fairshare": ("sshare", SshareForm, "Fair-share"), "accounting": ("sacct", SacctForm, "Accounting")}
+         "fairshare": ("sshare", SshareForm, "Fair-share"), "accounting": ("sacct", SacctForm, "Accounting"),
+         "nodes": ("sinfo", SinfoForm, "Nodes")}
 #: Commands whose output the page shows a page of lines at a time (the command itself, and the
 #: JSON API's text, print every line; a 10,000-job queue would be a 1.5 MB page). sshare prints
 #: one line per association and is shown whole.
@@ -61,7 +62,7 @@ def _report_page(page: str):
         report = build(*args, page=slice(start, start + PAGE_LINES)) if command in PAGED else build(*args)
         context = cluster_context(request, cluster_obj, page)
         target = job_url(cluster_obj, 0, "job_priority" if command == "sprio" else "job")
-        output = report.text if command == "sshare" else linked_job_ids(report.text, target)
+        output = report.text if command in ("sshare", "sinfo") else linked_job_ids(report.text, target)
         context.update(form=form_class(request.GET or None), command=command, title=title, output=output,
                        pager=_pager(request, start, len(report.items), report.total) if command in PAGED else None)
         return render(request, "slurm/report.html", context)
@@ -81,7 +82,7 @@ def linked_job_ids(text: str, url_of_job_zero: str) -> str:
         lambda m: f'{m[1]}<a href="{before}/jobs/{m[2]}/{after}">{m[2]}</a>', escape(text)))
 
 
-queue_page, priority_page, fairshare_page, accounting_page = (_report_page(p) for p in PAGES)
+queue_page, priority_page, fairshare_page, accounting_page, nodes_page = (_report_page(p) for p in PAGES)
 
 
 @html_page

@@ -1,0 +1,582 @@
+"""``agent_fleet``: N simulated node agents against gunicorn, while jobs are submitted and placed.
+
+Issue 16, item 7: 1,000 agents at the default sync period must see a round trip p99 under 100 ms,
+cost the control plane under half a core, keep PostgreSQL's connections flat, and start a placed
+replica within 2 s (p99).
+
+1. A simulated node pool of N nodes (``a3-megagpu-8g``, a type no other benchmark uses, so every
+   job lands on a node that has an agent); every node joins in-process through ``join_token_create``
+   and ``node_join``, and the bench keeps each raw credential.
+2. gunicorn with ``gunicorn.conf.py`` (bench.environment's ``start_gunicorn``), and CLIENT_PROCESSES
+   forked client processes that play the N agents together: each process runs
+   CONNECTIONS_PER_PROCESS threads, each with one kept-alive ``http.client`` connection, and each
+   thread plays its share of agents in turn from a timetable. Every agent does what
+   ``trainhub.agent.node.NodeAgent.tick`` does each poll period (1 s; agents start staggered over
+   the first period): a conditional GET of its assignments with its last ETag (a full one every
+   ``full_sync_seconds``, 30 s, also staggered, and after every exit report, as the agent does);
+   ``POST .../started`` for a listed replica it has not started; ``POST .../exited`` with exit code 0
+   once a replica has run the pool's simulated 2 s; a heartbeat with the replicas it runs when that
+   set changed or every 10 s (staggered over the first 10 s). Every request's round trip is recorded.
+3. Meanwhile this process submits 1-replica CustomJobs for the pool (``job_submit``, SUBMIT_PER_SECOND)
+   and runs ``scheduler_pass`` every second, so placements happen throughout.
+4. The first WARM_UP_SECONDS (every agent's first, unconditional fetch) are left out of every figure.
+   Control-plane CPU over the measured window: gunicorn (master and workers), the PostgreSQL backends
+   of the database other than this process's own (whose work is the scheduler's and the submissions',
+   given apart), and Redis (INFO cpu). PostgreSQL connections: rows of pg_stat_activity for the
+   database, before the agents start and the most seen during the window. Placement to start:
+   ``started_at - assigned_at`` of every replica placed in the window (``started_at`` is the agent's
+   clock when it saw the replica; this machine's clock for both).
+5. In-process, through Django's test client: CPU and SQL per conditional poll (304), full poll
+   (200) and heartbeat - what the server spends on each, profiled with ``--profile``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import http.client
+import json
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.environment import free_port, shared_redis_notes, start_gunicorn
+from bench.report import Column, Section
+from bench.scheduler_pass import LOCATION, Sizes, bench_project, counting_queries
+from bench.submission import (
+    _children,
+    _cpu_of,
+    _cpu_spent,
+    _DatabaseCpu,
+    _gunicorn_settings,
+    _percentile,
+    _redis_cpu,
+)
+from bench.timing import measure
+from bench.workload import WorkloadJob
+from trainhub.agent.node import NodeSettings
+
+CLIENT_PROCESSES = 4
+CONNECTIONS_PER_PROCESS = 8
+SUBMIT_PER_SECOND = 5.0
+PASS_SECONDS = 1.0
+WARM_UP_SECONDS = 2.0
+POOL = "fleet"
+MACHINE_TYPE, ACCELERATOR_TYPE = "a3-megagpu-8g", "NVIDIA_H100_MEGA_80GB"
+SIMULATED_RUNTIME_SECONDS = 2
+#: Conditional polls answered in full anyway, as the agent's default (trainhub.agent.node).
+FULL_SYNC_SECONDS = NodeSettings.__dataclass_fields__["full_sync_seconds"].default
+KINDS = ("poll", "heartbeat", "report")
+IN_PROCESS_REQUESTS = 200
+WARM_UP_REQUESTS = 10
+
+#: Issue 16's targets, for this many agents.
+TARGET_AGENTS = 1_000
+TARGET_P99_MS = 100.0
+TARGET_CORES = 0.5
+TARGET_START_P99_S = 2.0
+
+
+# --- the agents (client processes; no Django) --------------------------------------------------
+
+@dataclass
+class _Agent:
+    credential: str
+    #: Offsets of its first poll (within one period), heartbeat and full sync, from the start.
+    poll_offset: float
+    heartbeat_offset: float
+    full_offset: float
+    etag: str = ""
+    last_full: float = 0.0
+    last_heartbeat: float = 0.0
+    reported_running: list[int] = field(default_factory=list)
+    #: replica id -> when it was started (by this agent's clock).
+    running: dict[int, float] = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Record:
+    """What one client thread saw: per kind, the round trips (s) of the requests sent in the window,
+    their statuses, and how late each agent's round began against its timetable."""
+
+    window_start: float
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {kind: [] for kind in KINDS})
+    statuses: dict[str, Counter] = field(default_factory=lambda: {kind: Counter() for kind in KINDS})
+    errors: list[str] = field(default_factory=list)
+    lags: list[float] = field(default_factory=list)
+
+
+class _Connection:
+    """One kept-alive HTTP/1.1 connection to gunicorn; a broken one is reopened on the next request."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def request(self, record: _Record, kind: str, method: str, path: str, agent: _Agent, *,
+                body: Any = None, etag: str = "") -> tuple[int, str, Any] | None:
+        headers = {"Authorization": f"Bearer {agent.credential}", "Accept": "application/json"}
+        payload = None
+        if body is not None:
+            payload = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if etag:
+            headers["If-None-Match"] = etag
+        begun = time.time()
+        try:
+            self.http.request(method, path, body=payload, headers=headers)
+            response = self.http.getresponse()
+            content = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self.http.close()
+            if begun >= record.window_start:
+                record.statuses[kind]["error"] += 1
+                record.errors.append(f"{method} {path}: {type(exc).__name__}: {exc}")
+            return None
+        if begun >= record.window_start:
+            record.latencies[kind].append(time.time() - begun)
+            record.statuses[kind][response.status] += 1
+        return response.status, response.getheader("ETag", ""), json.loads(content) if response.status == 200 else None
+
+
+def _agent_round(connection: _Connection, agent: _Agent, record: _Record, heartbeat_seconds: float) -> None:
+    """What NodeAgent.tick does for a simulated node, in its order: sync, start, report exits, heartbeat."""
+    now = time.time()
+    full = now - agent.last_full >= FULL_SYNC_SECONDS
+    answer = connection.request(record, "poll", "GET", "/agent/v1/assignments", agent,
+                                etag="" if full else agent.etag)
+    if answer is not None and answer[0] == 200:
+        _, agent.etag, body = answer
+        agent.last_full = now
+        for doc in body["replicas"]:
+            if doc["id"] not in agent.seen:
+                agent.seen.add(doc["id"])
+                connection.request(record, "report", "POST", f"/agent/v1/replicas/{doc['id']}/started", agent,
+                                   body={"time": now})
+                agent.running[doc["id"]] = now
+    for replica_id, started in list(agent.running.items()):
+        if now - started >= SIMULATED_RUNTIME_SECONDS:
+            exited = connection.request(record, "report", "POST", f"/agent/v1/replicas/{replica_id}/exited", agent,
+                                        body={"time": now, "exitCode": 0})
+            if exited is not None and exited[0] in (200, 404):
+                del agent.running[replica_id]
+                agent.etag = ""  # the agent fetches in full after a report that moved its work on
+    running = sorted(agent.running)
+    if running != agent.reported_running or now - agent.last_heartbeat >= heartbeat_seconds:
+        answer = connection.request(record, "heartbeat", "POST", "/agent/v1/heartbeat", agent,
+                                    body={"time": now, "running": running})
+        if answer is not None and answer[0] == 200:
+            agent.reported_running, agent.last_heartbeat = running, now
+
+
+def _play(port: int, agents: list[_Agent], begin: float, seconds: float, poll_seconds: float,
+          heartbeat_seconds: float, record: _Record) -> None:
+    """Play ``agents`` on one connection from ``begin`` for ``seconds``: each agent's round every
+    ``poll_seconds`` at fixed times until ``seconds`` have passed (a late round is not made up for;
+    its lateness is recorded, and rounds still due at the end are not played)."""
+    connection = _Connection(port)
+    for agent in agents:
+        agent.last_heartbeat = begin + agent.heartbeat_offset - heartbeat_seconds
+        agent.last_full = begin + agent.full_offset - FULL_SYNC_SECONDS
+    timetable = [(begin + agent.poll_offset, index) for index, agent in enumerate(agents)]
+    heapq.heapify(timetable)
+    end = begin + seconds
+    while timetable and timetable[0][0] < end and time.time() < end:
+        due, index = heapq.heappop(timetable)
+        if (wait := due - time.time()) > 0:
+            time.sleep(wait)
+        if (started := time.time()) >= record.window_start:
+            record.lags.append(max(0.0, started - due))
+        _agent_round(connection, agents[index], record, heartbeat_seconds)
+        heapq.heappush(timetable, (due + poll_seconds, index))
+    connection.http.close()
+
+
+def _client_process(port: int, agents: list[_Agent], begin: float, seconds: float, window_start: float,
+                    poll_seconds: float, heartbeat_seconds: float) -> list[_Record]:
+    """One client process: CONNECTIONS_PER_PROCESS threads, each playing its share of ``agents``."""
+    records = [_Record(window_start) for _ in range(CONNECTIONS_PER_PROCESS)]
+
+    def play(index: int) -> None:
+        try:
+            _play(port, agents[index::CONNECTIONS_PER_PROCESS], begin, seconds, poll_seconds, heartbeat_seconds,
+                  records[index])
+        except Exception as exc:  # noqa: BLE001 - a client's own failure is reported, never silent
+            records[index].statuses["poll"]["client failure"] += 1
+            records[index].errors.append(f"client thread stopped: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=play, args=(index,)) for index in range(CONNECTIONS_PER_PROCESS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return records
+
+
+# --- the control plane side (this process) ----------------------------------------------------
+
+def fleet_join(agents: int) -> list[str]:
+    """A simulated pool of ``agents`` nodes, every one joined as its agent would: their credentials."""
+    from django.utils import timezone
+
+    from trainhub.inventory.models import Executor
+    from trainhub.inventory.services import join_token_create, node_join, node_pool_ensure
+
+    pool = node_pool_ensure(name=POOL, machine_type=MACHINE_TYPE, node_count=agents, executor=Executor.SIMULATED,
+                            simulated_runtime_seconds=SIMULATED_RUNTIME_SECONDS)
+    now = timezone.now()
+    _, token = join_token_create(pool=pool, created_by="bench", now=now, ttl=dt.timedelta(hours=1), max_uses=agents,
+                                 description="agent_fleet benchmark")
+    facts = {"simulated": True, "address": "127.0.0.1"}
+    return [node_join(raw_token=token, name=f"{POOL}-{index}", facts=facts, now=now)[1] for index in range(agents)]
+
+
+def _postgres_value(sql: str) -> int | None:
+    """The one value ``sql`` selects, on PostgreSQL (None on SQLite)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return cursor.fetchone()[0]
+
+
+#: Rows of pg_stat_activity for this database: every connection to it.
+CONNECTIONS_SQL = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+
+
+@dataclass
+class _Control:
+    """This process's part: submissions and scheduler passes, and what they cost it."""
+
+    submitted: int = 0
+    passes: list[float] = field(default_factory=list)
+    placed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def _drive(control: _Control, begin: float, end: float, on_window: Any, window_start: float) -> None:
+    """Until ``end``: a job every 1/SUBMIT_PER_SECOND s and a scheduler pass every PASS_SECONDS, at
+    fixed times; ``on_window()`` once at ``window_start``."""
+    from django.utils import timezone
+
+    from trainhub.jobs.services import job_submit
+    from trainhub.scheduling.services import scheduler_pass
+
+    project, user = bench_project()
+    next_submit = next_pass = begin
+    window_opened = False
+    while (now := time.time()) < end:
+        if not window_opened and now >= window_start:
+            on_window()
+            window_opened = True
+        elif now >= next_submit:
+            body = WorkloadJob(control.submitted, MACHINE_TYPE, ACCELERATOR_TYPE, 1, "STANDARD").body()
+            try:
+                job_submit(project=project, location=LOCATION, user=user, body=body)
+            except Exception as exc:  # noqa: BLE001 - counted and shown, the run goes on
+                control.errors.append(f"job_submit: {exc}")
+            control.submitted += 1
+            next_submit += 1 / SUBMIT_PER_SECOND
+        elif now >= next_pass:
+            begun = time.perf_counter()
+            try:
+                control.placed += scheduler_pass(now=timezone.now()).placed
+            except Exception as exc:  # noqa: BLE001
+                control.errors.append(f"scheduler_pass: {exc}")
+            control.passes.append(time.perf_counter() - begun)
+            next_pass += PASS_SECONDS
+        else:
+            time.sleep(min(next_submit, next_pass, window_start if not window_opened else end, end) - now)
+
+
+def _starts(window_start: float, end: float) -> tuple[list[float], int]:
+    """Placement-to-start seconds of the fleet's replicas placed in the window up to TARGET_START_P99_S
+    before its end (later ones had no time to start), and how many of those never started."""
+    from trainhub.jobs.models import Replica
+
+    rows = list(Replica.objects.filter(
+        node__pool__name=POOL, assigned_at__gte=dt.datetime.fromtimestamp(window_start, dt.UTC),
+        assigned_at__lt=dt.datetime.fromtimestamp(end - TARGET_START_P99_S, dt.UTC))
+        .values_list("assigned_at", "started_at"))
+    delays = [(started - assigned).total_seconds() for assigned, started in rows if started is not None]
+    return delays, sum(1 for _, started in rows if started is None)
+
+
+def _nominal_requests_per_second(agents: int, poll_seconds: float, heartbeat_seconds: float) -> float:
+    """What the agents send when every round is on time: a poll per period and a heartbeat per
+    heartbeat period each, and per job placed two reports and two heartbeats (its start and its end
+    change the running set)."""
+    return agents / poll_seconds + agents / heartbeat_seconds + 4 * SUBMIT_PER_SECOND
+
+
+def nominal_cores(costs: dict[str, float], agents: int, poll_seconds: float, heartbeat_seconds: float) -> float:
+    """The cores the Django side of the server needs when every agent's round is on time, from the
+    in-process CPU seconds per request ``costs`` (keys as ``request_costs`` names them): the polls
+    (one in FULL_SYNC_SECONDS in full, the rest 304; a full poll after each exit report too),
+    heartbeats, and per job two reports and two heartbeats, costed as heartbeats (a write each).
+    gunicorn's own HTTP work is not in it: a lower bound."""
+    full_polls = agents / poll_seconds / FULL_SYNC_SECONDS + SUBMIT_PER_SECOND
+    return ((agents / poll_seconds - full_polls) * costs["poll 304"] + full_polls * costs["poll 200"]
+            + (agents / heartbeat_seconds + 4 * SUBMIT_PER_SECOND) * costs["heartbeat"])
+
+
+def _milliseconds(values: list[float], fraction: float | None) -> float | None:
+    if not values:
+        return None
+    return (statistics.median(values) if fraction is None else _percentile(values, fraction)) * 1000
+
+
+def fleet_run(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSES) -> dict[str, Any]:
+    """The live run: join, start gunicorn and the client processes, submit and schedule; its row."""
+    from django.db import connection
+
+    from trainhub.inventory.agent_api import HEARTBEAT_SECONDS, POLL_SECONDS
+
+    credentials = fleet_join(agents)
+    fleet = [_Agent(credential, poll_offset=index / agents * POLL_SECONDS,
+                    heartbeat_offset=index / agents * HEARTBEAT_SECONDS,
+                    full_offset=index / agents * FULL_SYNC_SECONDS)
+             for index, credential in enumerate(credentials)]
+    port = free_port()
+    connection.close()  # the client processes are forked; they must not share this connection
+    server = start_gunicorn(port)
+    connections_before = _postgres_value(CONNECTIONS_SQL)
+    context = multiprocessing.get_context("fork")
+    control = _Control()
+    try:
+        with context.Pool(clients) as pool:
+            client_pids = [process.pid for process in pool._pool]  # noqa: SLF001 - their CPU, from /proc
+            begin = time.time() + 0.5
+            window_start = begin + WARM_UP_SECONDS
+            end = window_start + seconds
+            pending = pool.starmap_async(_client_process, [
+                (port, fleet[index::clients], begin, end - begin, window_start, POLL_SECONDS, HEARTBEAT_SECONDS)
+                for index in range(clients)])
+            own_backend = _postgres_value("SELECT pg_backend_pid()")
+            readings: dict[str, Any] = {}
+
+            def open_window() -> None:
+                readings["server_pids"] = [server.pid, *_children(server.pid)]
+                readings["server"] = _cpu_of(readings["server_pids"])
+                readings["clients"] = _cpu_of(client_pids)
+                readings["redis"] = _redis_cpu()
+                readings["self"] = time.process_time()
+                readings["own_backend"] = _cpu_of([own_backend] if own_backend else [])
+                readings["database"] = _DatabaseCpu(exclude=[own_backend] if own_backend else [])
+                readings["database"].start()
+
+            _drive(control, begin, end, open_window, window_start)
+            server_after = _cpu_of(readings["server_pids"])
+            clients_after = _cpu_of(client_pids)
+            redis_cpu = _redis_cpu() - readings["redis"]
+            self_cpu = time.process_time() - readings["self"]
+            own_backend_cpu = _cpu_spent(readings["own_backend"], _cpu_of([own_backend] if own_backend else []))
+            database = readings["database"]
+            database_cpu = database.spent()
+            records = [record for process_records in pending.get(timeout=seconds + 120)
+                       for record in process_records]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    server_cpu = _cpu_spent(readings["server"], server_after)
+    client_cpu = _cpu_spent(readings["clients"], clients_after)
+    latencies = {kind: [value for record in records for value in record.latencies[kind]] for kind in KINDS}
+    statuses = {kind: sum((record.statuses[kind] for record in records), Counter()) for kind in KINDS}
+    lags = [lag for record in records for lag in record.lags]
+    errors = [error for record in records for error in record.errors]
+    requests = sum(len(values) for values in latencies.values())
+    failed = sum(n for kind in KINDS for status, n in statuses[kind].items() if status not in (200, 304))
+    delays, never_started = _starts(window_start, end)
+    on_postgres = connection.vendor == "postgresql"
+    control_cpu = server_cpu + (database_cpu if on_postgres else 0.0) + redis_cpu
+    minutes = seconds / 60
+    return {
+        "agents": agents, "client_processes": clients, "connections": clients * CONNECTIONS_PER_PROCESS,
+        "seconds": seconds, "requests": requests, "requests_per_second": requests / seconds,
+        "polls_per_second": len(latencies["poll"]) / seconds, "nominal_polls_per_second": agents / POLL_SECONDS,
+        "on_time_share": len(latencies["poll"]) / seconds / (agents / POLL_SECONDS),
+        "failed": failed, "statuses": {kind: {str(k): v for k, v in sorted(statuses[kind].items(), key=str)}
+                                       for kind in KINDS},
+        "errors": errors[:10],
+        "poll_p50_ms": _milliseconds(latencies["poll"], None), "poll_p99_ms": _milliseconds(latencies["poll"], 0.99),
+        "heartbeat_p50_ms": _milliseconds(latencies["heartbeat"], None),
+        "heartbeat_p99_ms": _milliseconds(latencies["heartbeat"], 0.99),
+        "report_p50_ms": _milliseconds(latencies["report"], None),
+        "report_p99_ms": _milliseconds(latencies["report"], 0.99),
+        "all_p99_ms": _milliseconds([value for values in latencies.values() for value in values], 0.99),
+        "lag_p99_ms": _milliseconds(lags, 0.99),
+        "not_modified_share": statuses["poll"][304] / len(latencies["poll"]) if latencies["poll"] else None,
+        "gunicorn_cores": server_cpu / seconds, "database_cores": database_cpu / seconds if on_postgres else None,
+        "redis_cores": redis_cpu / seconds, "control_plane_cores": control_cpu / seconds,
+        "control_plane_cpu_ms_per_agent_minute": control_cpu * 1000 / agents / minutes,
+        "control_plane_cpu_ms_per_request": control_cpu * 1000 / requests if requests else None,
+        "nominal_requests_per_second": _nominal_requests_per_second(agents, POLL_SECONDS, HEARTBEAT_SECONDS),
+        "client_cores": client_cpu / seconds,
+        "scheduler_cores": (self_cpu + (own_backend_cpu if on_postgres else 0.0)) / seconds,
+        "pg_connections_before": connections_before,
+        "pg_connections_peak": database.most_backends + 2 if on_postgres else None,
+        "jobs_submitted": control.submitted, "placed": control.placed, "started": len(delays),
+        "never_started": never_started, "control_errors": control.errors[:10],
+        "pass_p50_ms": _milliseconds(control.passes, None), "pass_max_ms": max(control.passes, default=0) * 1000,
+        "start_p50_s": statistics.median(delays) if delays else None,
+        "start_p99_s": _percentile(delays, 0.99) if delays else None,
+    }
+
+
+# --- what one request costs the server, in-process --------------------------------------------
+
+def request_costs(credential: str, count: int) -> list[dict[str, Any]]:
+    """CPU ms and SQL per conditional poll (304), full poll (200) and heartbeat of one idle node,
+    through Django's test client (all of Django, DRF, the ORM and the drivers; no gunicorn)."""
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {credential}")
+    etag = client.get("/agent/v1/assignments")["ETag"]
+    calls = {
+        "poll 304": lambda: client.get("/agent/v1/assignments", HTTP_IF_NONE_MATCH=etag).status_code,
+        "poll 200": lambda: client.get("/agent/v1/assignments").status_code,
+        "heartbeat": lambda: client.post("/agent/v1/heartbeat", {"time": time.time(), "running": []},
+                                         content_type="application/json").status_code,
+    }
+    rows = []
+    for what, call in calls.items():
+        def loop(call=call) -> set[int]:
+            return {call() for _ in range(count)}
+
+        for _ in range(WARM_UP_REQUESTS):
+            call()
+        timing = measure(loop, repeat=3, label=f"agent_fleet-{what.replace(' ', '-')}")
+        statuses, queries = counting_queries(loop)()
+        rows.append({"what": what, "requests": count, "statuses": sorted(statuses | timing.result),
+                     "cpu_ms_per_request": statistics.median(timing.cpu_runs) / count * 1000,
+                     "wall_ms_per_request": timing.median / count * 1000, **queries.figures(count)})
+    return rows
+
+
+# --- the benchmark ----------------------------------------------------------------------------
+
+#: A run whose agents polled less than this share of their nominal rate measured a lighter load than
+#: the target's: no target counts as met then.
+ON_TIME_SHARE = 0.95
+
+
+def _verdict(met: bool, row: dict[str, Any]) -> str:
+    if row["on_time_share"] < ON_TIME_SHARE:
+        return f"NOT met (the agents polled at {row['on_time_share']:.0%} of their nominal rate)"
+    return "met" if met else "NOT met"
+
+
+def bench_agent_fleet(sizes: Sizes) -> Section:
+    return fleet_section(agents=sizes.fleet_agents, seconds=sizes.fleet_seconds)
+
+
+def fleet_section(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSES,
+                  cost_requests: int = IN_PROCESS_REQUESTS) -> Section:
+    from django.db import connection
+
+    from trainhub.inventory.agent_api import HEARTBEAT_SECONDS, POLL_SECONDS
+
+    row = fleet_run(agents=agents, seconds=seconds, clients=clients)
+    gunicorn = _gunicorn_settings()
+    cores = os.cpu_count() or 1
+    section = Section(
+        name="agent_fleet",
+        key=("agents",),
+        title=f"Agent fleet: {agents:,} simulated agents ({clients} client processes x {CONNECTIONS_PER_PROCESS} "
+              f"kept-alive connections) against gunicorn ({gunicorn['workers']} workers x {gunicorn['threads']} "
+              f"threads), {SUBMIT_PER_SECOND:g} jobs/s placed by a scheduler pass every {PASS_SECONDS:g} s",
+        columns=[Column("agents", "agents"), Column("client_processes", "client procs"), Column("seconds", "s"),
+                 Column("requests_per_second", "req/s"), Column("on_time_share", "polls/nominal"),
+                 Column("failed", "failed"),
+                 Column("poll_p50_ms", "poll p50 ms"), Column("poll_p99_ms", "poll p99 ms"),
+                 Column("heartbeat_p50_ms", "hb p50 ms"), Column("heartbeat_p99_ms", "hb p99 ms"),
+                 Column("report_p99_ms", "report p99 ms"), Column("not_modified_share", "304 share"),
+                 Column("control_plane_cores", "control-plane cores"),
+                 Column("control_plane_cpu_ms_per_agent_minute", "CPU ms/agent/min"),
+                 Column("nominal_cores_lower_bound", "cores on time (min)"),
+                 Column("client_cores", "clients cores"),
+                 Column("pg_connections_before", "PG conns before"), Column("pg_connections_peak", "PG conns peak"),
+                 Column("start_p50_s", "start p50 s"), Column("start_p99_s", "start p99 s")],
+        rows=[row],
+        extra={"targets": {"p99_ms": TARGET_P99_MS, "control_plane_cores": TARGET_CORES,
+                           "start_p99_s": TARGET_START_P99_S}},
+    )
+    on_postgres = connection.vendor == "postgresql"
+    p99 = row["all_p99_ms"]
+    bound = gunicorn["workers"] * gunicorn["threads"] + 2
+    section.notes += [
+        f"target: sync round trip p99 < {TARGET_P99_MS:g} ms - every request {p99:.1f} ms, polls "
+        f"{row['poll_p99_ms']:.1f} ms: {_verdict(p99 is not None and p99 < TARGET_P99_MS, row)}",
+        f"target: control-plane CPU < {TARGET_CORES:g} core - {row['control_plane_cores']:.2f} cores (gunicorn "
+        f"{row['gunicorn_cores']:.2f}, PostgreSQL {_cores(row['database_cores'])}, Redis {row['redis_cores']:.2f}): "
+        f"{_verdict(row['control_plane_cores'] < TARGET_CORES, row)}"
+        + ("" if on_postgres else " (SQLite: the database's work is inside gunicorn's figure)")
+        + (f"; {row['control_plane_cpu_ms_per_request']:.2f} CPU ms per request of this run's mix"
+           if row["requests"] else ""),
+        f"target: placement to start p99 < {TARGET_START_P99_S:g} s - "
+        + (f"{row['start_p99_s']:.2f} s over {row['started']} replicas: "
+           f"{_verdict(row['start_p99_s'] < TARGET_START_P99_S and not row['never_started'], row)}"
+           if row["start_p99_s"] is not None else "no replica started: NOT met")
+        + (f"; {row['never_started']} placed replicas never started" if row["never_started"] else ""),
+        "target: PostgreSQL connections do not grow with the agents - "
+        + (f"{row['pg_connections_before']} before the agents, at most {row['pg_connections_peak']} during the run, "
+           f"bounded by gunicorn's {bound - 2} threads (each keeps one) and this process's 2 (the scheduler's, the "
+           f"sampler's), whatever the number of agents: {'met' if row['pg_connections_peak'] <= bound else 'NOT met'}"
+           if on_postgres else "not measured (SQLite)"),
+        f"clients: {row['polls_per_second']:.0f} polls/s of the nominal {row['nominal_polls_per_second']:.0f} "
+        f"(one per agent per second), rounds started late by p99 {_ms(row['lag_p99_ms'])} ms; the client "
+        f"processes used {row['client_cores']:.2f} cores of this machine's {cores}, shared with the server, "
+        f"PostgreSQL, Redis and this process (scheduler and submissions: {row['scheduler_cores']:.2f} cores, "
+        f"not counted in the control-plane figure)",
+        f"requests by kind and status: {row['statuses']}"
+        + (f"; first errors: {row['errors']}" if row["errors"] else ""),
+        f"{row['jobs_submitted']} jobs submitted, {row['placed']} placed; scheduler pass p50 {row['pass_p50_ms']:.0f} ms, "
+        f"max {row['pass_max_ms']:.0f} ms" + (f"; errors: {row['control_errors']}" if row["control_errors"] else ""),
+        f"the first {WARM_UP_SECONDS:g} s (every agent's first, unconditional fetch) are left out; agents fetch in "
+        f"full every {FULL_SYNC_SECONDS:g} s and after each exit report, as trainhub-agent does, so at most "
+        f"{1 - 1 / FULL_SYNC_SECONDS:.0%} of polls can be 304",
+        *shared_redis_notes("Redis cores (INFO cpu)"),
+    ]
+    costs = request_costs(_idle_credential(), cost_requests)
+    section.extra["request_costs"] = costs
+    seconds_per_request = {cost["what"]: cost["cpu_ms_per_request"] / 1000 for cost in costs}
+    row["nominal_cores_lower_bound"] = nominal_cores(seconds_per_request, agents, POLL_SECONDS, HEARTBEAT_SECONDS)
+    target_cores = nominal_cores(seconds_per_request, TARGET_AGENTS, POLL_SECONDS, HEARTBEAT_SECONDS)
+    section.notes.append("server cost per request in-process (Django test client, no gunicorn): " + "; ".join(
+        f"{cost['what']} {cost['cpu_ms_per_request']:.2f} CPU ms, {cost['queries_per_job']:.1f} SQL"
+        for cost in costs)
+        + f"; so {agents:,} agents on time ({row['nominal_requests_per_second']:.0f} requests/s) need at least "
+          f"{row['nominal_cores_lower_bound']:.2f} cores of Django alone (gunicorn's HTTP work not counted)"
+        + (f", and {TARGET_AGENTS:,} agents (the target's) {target_cores:.2f} cores" if agents != TARGET_AGENTS else "")
+        + f": target < {TARGET_CORES:g} core {'met' if target_cores < TARGET_CORES else 'NOT met'}")
+    return section
+
+
+def _idle_credential() -> str:
+    """A fresh credential of a node with nothing to run, for the in-process request costs."""
+    from django.utils import timezone
+
+    from trainhub.inventory.models import NodePool
+    from trainhub.inventory.services import join_token_create, node_join
+
+    now = timezone.now()
+    _, token = join_token_create(pool=NodePool.objects.get(name=POOL), created_by="bench", now=now,
+                                 ttl=dt.timedelta(hours=1))
+    return node_join(raw_token=token, name=f"{POOL}-costs", facts={"simulated": True, "address": "127.0.0.1"},
+                     now=now)[1]
+
+
+def _cores(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"

@@ -1,0 +1,88 @@
+"""A project's team page: its GPUs running and waiting by type over time, why each of its waiting
+jobs waits, its quota use and its cost so far this month, for its members only."""
+
+import csv
+import datetime as dt
+import io
+
+import pytest
+from django.utils import timezone
+
+from tests.conftest import later
+from tests.dashboards.test_samples import run_on, t4_job
+from tests.dashboards.test_views import figure_of
+from tests.jobs.test_views import submit
+from trainhub.scheduling.services import quota_set
+
+TEAM = "/dashboards/team/alpha/"
+
+
+def team_csv(client, key, **params):
+    response = client.get(f"{TEAM}charts/{key}.csv", params)
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    return list(csv.DictReader(io.StringIO(response.content.decode())))
+
+
+@pytest.fixture
+def team(cast, nodes, now, monkeypatch):
+    """alpha: a 4-T4 job running for the last 30 minutes, a 2-T4 job waiting for 10; beta: one waiting."""
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    runner = t4_job(cast, later(now, -1900), name="runner", gpus=4)
+    run_on(runner, nodes["t4"].nodes.first(), later(now, -1800))
+    waiting = t4_job(cast, later(now, -600), name="stuck", gpus=2)
+    submit(cast["beta"], cast["mallory"], name="beta-job", now=later(now, -60))
+    return {"runner": runner, "waiting": waiting}
+
+
+def test_a_member_sees_the_team_page_and_a_stranger_gets_404(client, cast, team):
+    client.force_login(cast["vic"])
+    page = client.get(TEAM).content.decode()
+    for key in ("team-gpus", "team-waiting", "team-quota", "team-cost"):
+        assert f'id="chart-{key}"' in page
+    assert 'href="/dashboards/team/alpha/?range=24h"' in client.get("/dashboards/").content.decode()
+    client.force_login(cast["mallory"])
+    assert client.get(TEAM).status_code == 404
+    assert client.get(f"{TEAM}charts/team-gpus").status_code == 404
+
+
+def test_gpus_running_and_waiting_by_type_over_the_range(client, cast, team):
+    client.force_login(cast["vic"])
+    rows = team_csv(client, "team-gpus", range="1h")
+    assert {row["gpu_type"] for row in rows} == {"NVIDIA_TESLA_T4"}
+    assert (rows[-1]["running_gpus"], rows[-1]["waiting_gpus"]) == ("4", "2")
+    assert (rows[0]["running_gpus"], rows[0]["waiting_gpus"]) == ("0", "0")  # an hour ago: nothing yet
+    figure = figure_of(client.get(f"{TEAM}charts/team-gpus?range=1h"))
+    assert figure["layout"]["yaxis"]["title"]["text"] == "GPUs running"
+    assert figure["layout"]["yaxis2"]["title"]["text"] == "GPUs waiting"
+    start, end = (dt.datetime.fromisoformat(edge) for edge in figure["layout"]["xaxis"]["range"])
+    assert end - start == dt.timedelta(hours=1)
+    assert [trace["name"] for trace in figure["data"] if trace.get("showlegend", True)] == ["T4"]
+
+
+def test_why_our_jobs_wait_lists_only_this_projects_waiting_jobs(client, cast, team):
+    client.force_login(cast["alice"])
+    rows = team_csv(client, "team-waiting")
+    assert [row["name"] for row in rows] == ["stuck"]
+
+
+def test_quota_use_and_the_cost_so_far_this_month(client, cast, team, now):
+    quota_set(project=cast["alpha"], location="us-central1", metric="custom_model_training_nvidia_t4_gpus", limit=8,
+              actor="alice")
+    client.force_login(cast["vic"])
+    [quota] = team_csv(client, "team-quota")
+    assert (quota["in_use_gpus"], quota["limit_gpus"]) == ("4", "8")
+    [cost] = team_csv(client, "team-cost")
+    hours = min(1800, (now - now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)).total_seconds()) / 3600
+    assert cost["gpu_type"] == "NVIDIA_TESLA_T4" and float(cost["gpu_hours"]) == pytest.approx(4 * hours, abs=0.01)
+    assert float(cost["cost_usd"]) > 0
+    content = client.get(f"{TEAM}charts/team-cost").content.decode()
+    assert f"so far in {now:%B %Y}" in content
+
+
+def test_empty_charts_say_why(client, cast):
+    client.force_login(cast["vic"])
+    assert "No job of project alpha asked for GPUs in the last 24 hours" in client.get(
+        f"{TEAM}charts/team-gpus").content.decode()
+    assert "No job of project alpha is waiting" in client.get(f"{TEAM}charts/team-waiting").content.decode()
+    assert "No quota limit is set for project alpha" in client.get(f"{TEAM}charts/team-quota").content.decode()
+    assert "Nothing billed in" in client.get(f"{TEAM}charts/team-cost").content.decode()
