@@ -43,4 +43,4 @@ def test_the_demo_cluster_page_shows_no_placeholder_and_no_python_text(client, d
     page = client.get(f"/slurm/projects/demo/locations/us-central1/clusters/{cluster.cluster_id}/").content.decode()
     assert DEMO_HOME in page and "PROJECT_ID" not in page and "FILESTORE_INSTANCE_ID" not in page
     assert "{&#x27;" not in page and "[&#x27;" not in page  # no Python dict or list text in the change log
-    assert "partitions=a4,a4-urgent config=(AccountingStorageEnforce=associations,limits,qos" in page
+    assert "config=(AccountingStorageEnforce=associations,limits,qos" in page and "partitions=a4,a4-urgent" in page

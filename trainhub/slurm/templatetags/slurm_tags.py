@@ -18,11 +18,13 @@ def slurm_badge(state: str) -> dict:
 @register.filter
 def setting_value(value: object) -> str:
     """A recorded setting the way slurm.conf and sacctmgr write it, never Python's dict text:
-    None -> "unset", {"A": 1, "B": [x, y]} -> "A=1 B=x,y", a script -> its first line and size."""
+    None -> "unset", {"A": 1, "B": [x, y]} -> "A=1 B=x,y" (keys sorted: PostgreSQL's jsonb keeps no
+    insertion order, so the same change reads the same on every database), a script -> its first
+    line and size."""
     if value is None:
         return "unset"
     if isinstance(value, dict):
-        return " ".join(f"{key}={_nested(item)}" for key, item in value.items()) or "(empty)"
+        return " ".join(f"{key}={_nested(item)}" for key, item in sorted(value.items())) or "(empty)"
     if isinstance(value, (list, tuple)):
         return ", ".join(setting_value(item) for item in value) or "(none)"
     text = str(value)
