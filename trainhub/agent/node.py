@@ -59,7 +59,6 @@ class NodeSettings:
 @dataclass
 class _Handle:
     run: ReplicaRun
-    assignment: dict | None = None
     stop_sent: float | None = None
 
 
@@ -156,7 +155,7 @@ class NodeAgent:
         except Exception as exc:  # noqa: BLE001 - reported as this replica's failure
             logger.exception("node %s: cannot start replica %s", self.name, doc["id"])
             run = ReplicaRun.failed(directory, reason=f"the node agent could not start the replica: {exc}", now=moment)
-        self.handles[doc["id"]] = _Handle(run, doc)
+        self.handles[doc["id"]] = _Handle(run)
         answer = self.api.post(f"/agent/v1/replicas/{doc['id']}/started", {"time": moment})
         if answer.status != 200:
             logger.warning("node %s: started report for replica %s refused: %s", self.name, doc["id"],
@@ -263,7 +262,6 @@ class NodeAgent:
     def _supervise(self, replica_id: int, doc: dict | None, moment: float) -> None:
         handle = self.handles[replica_id]
         if doc is not None:
-            handle.assignment = doc
             if doc["stopRequested"] and handle.stop_sent is None:
                 handle.run.terminate(moment)
                 handle.stop_sent = moment

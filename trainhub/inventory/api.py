@@ -30,6 +30,13 @@ def _whole_number(body: dict, name: str, *, default: int | None, low: int, high:
     return value
 
 
+def _named(model, name: str, what: str):
+    found = model.objects.filter(name=name).first()
+    if found is None:
+        raise ApiError(404, f"{what} {name!r} does not exist.")
+    return found
+
+
 def _iso(moment: dt.datetime | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
@@ -41,9 +48,7 @@ class JoinTokens(APIView):
     schema = None
 
     def post(self, request: Request, pool: str) -> Response:
-        node_pool = NodePool.objects.filter(name=pool).first()
-        if node_pool is None:
-            raise ApiError(404, f"Node pool {pool!r} does not exist.")
+        node_pool = _named(NodePool, pool, "Node pool")
         body = request.data if isinstance(request.data, dict) else {}
         hours = _whole_number(body, "expiresInHours", default=24, low=1, high=MAX_TOKEN_HOURS)
         uses = _whole_number(body, "maxUses", default=None, low=1, high=100000)
@@ -81,7 +86,5 @@ class NodeRevoke(APIView):
     schema = None
 
     def post(self, request: Request, node: str) -> Response:
-        found = Node.objects.filter(name=node).first()
-        if found is None:
-            raise ApiError(404, f"Node {node!r} does not exist.")
+        found = _named(Node, node, "Node")
         return Response({"revoked": node_credential_revoke(node=found, now=timezone.now())})
