@@ -143,8 +143,11 @@ def test_args_alone_replace_the_images_cmd_and_the_replica_gets_vertex_variables
 
 def test_two_replicas_reach_each_other_at_master_addr_and_port(api, agents, registry, now):
     listen = ["sh", "-c", "nc -l -p $MASTER_PORT"]
-    connect = ["sh", "-c", "for i in $(seq 600); do echo hello from rank $RANK | nc $MASTER_ADDR $MASTER_PORT && exit 0; "
-                           "sleep 0.2; done; exit 1"]
+    # The message is in nc's stdin before it connects (a here-document, not `echo |`): the listener shuts its
+    # write side at once (its stdin is empty), and a client whose stdin was still empty would take that EOF
+    # as the end of the conversation and exit 0 without sending anything.
+    connect = ["sh", "-c", "for i in $(seq 600); do nc $MASTER_ADDR $MASTER_PORT <<EOF && exit 0\n"
+                           "hello from rank $RANK\nEOF\nsleep 0.2; done; exit 1"]
     chief, worker = container_pool(command=listen), container_pool(command=connect)
     for pool in (chief, worker):
         pool["containerSpec"]["imageUri"] = registry["image"]
