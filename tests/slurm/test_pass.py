@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 
 from tests.slurm.conftest import run_pass, seed_spec, slurm_spec
 from trainhub.inventory.models import Node, NodeState
+from trainhub.slurm.conf import parse_config
 from trainhub.slurm.models import Association, GpuAllocation, JobNode, JobState, SlurmJob
 from trainhub.slurm.services.accounting import account_add, associations_modify, user_add
 from trainhub.slurm.services.clusters import cluster_create
@@ -73,7 +74,7 @@ def test_backfill_starts_a_short_job_that_delays_no_reservation_and_estimates_st
     big = submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "-t", "60", "--wrap", "b", now=at(now, seconds=1))
     short = submit(accounts, cast["uma"], "--gres=gpu:8", "-t", "30", "--wrap", "c", now=at(now, seconds=2))
     long = submit(accounts, cast["uma"], "--gres=gpu:8", "-t", "120", "--wrap", "d", now=at(now, seconds=3))
-    run_pass(accounts, at(now, seconds=4))
+    run_pass(accounts, at(now, seconds=30))  # the next backfill iteration (bf_interval=30)
     assert reload(running).state == JobState.RUNNING
     big, short, long = reload(big), reload(short), reload(long)
     assert big.state == JobState.PENDING and big.reason == "Resources"
@@ -81,6 +82,26 @@ def test_backfill_starts_a_short_job_that_delays_no_reservation_and_estimates_st
     assert big.expected_start is not None and big.expected_start <= at(now, minutes=60, seconds=1)
     assert short.state == JobState.RUNNING  # ends before the big job's reservation
     assert long.state == JobState.PENDING  # would delay the big job
+
+
+def test_backfill_runs_every_bf_interval_not_at_every_pass(accounts, cast, now):
+    """slurmctld's main scheduler runs on events; its backfill thread every bf_interval (30 s): a job
+    only backfill can start waits for the next iteration, and a blocked job's --start estimate stays
+    what the last iteration found."""
+    submit(accounts, cast["uma"], "--gres=gpu:8", "-t", "60", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    big = submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "-t", "60", "--wrap", "b", now=at(now, seconds=1))
+    run_pass(accounts, at(now, seconds=2))  # main scheduler only: no estimate yet
+    assert (reload(big).reason, reload(big).expected_start) == ("Resources", None)
+    run_pass(accounts, at(now, seconds=30))
+    estimate = reload(big).expected_start
+    assert estimate is not None
+    short = submit(accounts, cast["uma"], "--gres=gpu:8", "-t", "30", "--wrap", "c", now=at(now, seconds=31))
+    run_pass(accounts, at(now, seconds=32))
+    assert reload(short).state == JobState.PENDING  # fits only by backfill
+    assert reload(big).expected_start == estimate  # kept between iterations
+    run_pass(accounts, at(now, seconds=60))
+    assert reload(short).state == JobState.RUNNING
 
 
 def test_a_job_past_its_time_limit_is_stopped_as_timeout(accounts, cast, now):
@@ -184,6 +205,23 @@ def test_partition_priority_preemption_requeues_the_lower_tier_job(tiered, cast,
     high = reload(high)
     assert high.state == JobState.RUNNING
     assert reload(low).state == JobState.PENDING and SlurmJob.objects.get(pk=low.pk).job_id == low.job_id
+
+
+def test_a_requeued_victim_keeps_its_priority_until_the_next_calculation(tiered, cast, now):
+    low = submit(tiered, cast["uma"], "-p", "low", "-N", "2", "--gres=gpu:8", "--wrap", "train", now=now)
+    run_pass(tiered, now)
+    before = reload(low).priority, reload(low).priority_time
+    submit(tiered, cast["alice"], "-p", "high", "--gres=gpu:8", "--wrap", "urgent", now=at(now, minutes=11))
+    moment = at(now, minutes=11)
+    run_pass(tiered, moment)
+    run_pass(tiered, at(moment, seconds=5))
+    tiered.refresh_from_db()
+    low = reload(low)
+    assert (low.state, (low.priority, low.priority_time)) == (JobState.PENDING, before)
+    period = dt.timedelta(seconds=parse_config(tiered.config).priority_calc_period)
+    due = tiered.last_priority_time + period
+    run_pass(tiered, due)  # the decay thread recomputes every pending job
+    assert reload(low).priority_time == due
 
 
 def test_a_requeued_job_runs_again_under_the_same_id(tiered, cast, now):

@@ -71,6 +71,8 @@ class SlurmCluster(models.Model):
     last_decay_time = models.DateTimeField(null=True, blank=True)
     #: When every pending job's priority was last recomputed (every PriorityCalcPeriod).
     last_priority_time = models.DateTimeField(null=True, blank=True)
+    #: When the backfill scheduler last ran (every bf_interval; --start estimates come from it).
+    last_backfill_time = models.DateTimeField(null=True, blank=True)
     last_usage_reset = models.DateTimeField(null=True, blank=True)
     #: The last scheduler pass: when it ran and what it did or which error stopped it.
     last_pass_time = models.DateTimeField(null=True, blank=True)

@@ -11,8 +11,10 @@ Public API (pure Python, no Django)::
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
-    schedule(snapshot, config, now, *, limits=None, preempt_policy=None) -> SchedulePlan
+    schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
+        backfill: False for a pass between two backfill iterations (backfill_due)
+    backfill_due(config, last_backfill, now) -> bool         # every bf_interval seconds
     SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled)]
     SchedulePlan.waiting: {job_id: Waiting(reason, estimated_start, planned_nodes, preempting)}
     SchedulePlan.preemptions: list[PreemptAction]
@@ -73,6 +75,7 @@ __all__ = [
     "Snapshot",
     "Start",
     "Waiting",
+    "backfill_due",
     "node_config_available",
     "queue_order",
     "schedule",
@@ -590,13 +593,25 @@ class _Pass:
                                                     tuple(names))
 
 
+def backfill_due(config: SlurmConfig, last_backfill: dt.datetime | None, now: dt.datetime) -> bool:
+    """Whether this pass runs the backfill scheduler: with SchedulerType=sched/backfill, once every
+    ``bf_interval`` seconds (slurm.conf.5: "The number of seconds between backfill iterations",
+    default 30; -1 disables backfill), not at every main-scheduler pass. Between iterations a
+    pending job keeps the ``--start`` estimate of the last one."""
+    interval = config.scheduler_parameters.bf_interval
+    if config.scheduler_type != "sched/backfill" or interval == -1:
+        return False
+    return last_backfill is None or (now - last_backfill).total_seconds() >= interval
+
+
 def schedule(snapshot: Snapshot, config: SlurmConfig, now: dt.datetime, *,
              limits: tuple[LimitContext, LimitUsage] | None = None,
-             preempt_policy: PreemptPolicy | None = None) -> SchedulePlan:
-    """One scheduling pass at ``now`` (see the module doc)."""
+             preempt_policy: PreemptPolicy | None = None, backfill: bool = True) -> SchedulePlan:
+    """One scheduling pass at ``now`` (see the module doc); ``backfill`` (see :func:`backfill_due`)
+    runs the backfill scheduler after the main one, where the configuration has it."""
     run = _Pass(snapshot, config, now, limits, preempt_policy)
     order = queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy)
     remaining = run.main(order)
-    if config.scheduler_type == "sched/backfill" and config.scheduler_parameters.bf_interval != -1:
+    if backfill and backfill_due(config, None, now):
         run.backfill(remaining)
     return run.plan

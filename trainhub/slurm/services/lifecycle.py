@@ -111,7 +111,8 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
 
     As batch_requeue_fini: the run's record closes as ``record_state`` (PREEMPTED, REQUEUED,
     NODE_FAIL); the job returns to PENDING with the same id, restart count + 1, a new submit time,
-    begin time ~121 s ahead (reason BeginTime), no accrued age, and its priority recomputed.
+    begin time ~121 s ahead (reason BeginTime) and no accrued age. It keeps its priority until the
+    next PriorityCalcPeriod recalculation, as squeue shows on real Slurm; a requeue-and-hold sets it to 0.
     A preempted job's batch script is killed at ``kill_at`` (its GraceTime), and the requeue
     counts from then (``submit_time``/``begin_time`` of preemption.preempt).
     """
@@ -129,8 +130,9 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     job.hold = hold
     job.state_desc = desc
     job.reason = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(hold, "BeginTime")
-    job.priority = 0 if hold else job.priority
-    job.priority_time = None
+    if hold:
+        job.priority = 0
+        job.priority_time = None
     job.save()
     job_event(job, now, f"Requeued ({record_state}: {desc}); restart count {job.restart_count}.")
     request_pass(job.cluster)

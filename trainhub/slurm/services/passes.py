@@ -6,9 +6,9 @@
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
 4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
    requeued jobs' (multifactor, with fair-share from the association tree);
-5. scheduling: main + backfill + preemption (trainhub.slurm.scheduler); the new priorities,
-   pending reasons and --start estimates stored together (each job's row updated once), then
-   the allocations written in one transaction.
+5. scheduling: main + preemption at every pass, backfill every bf_interval
+   (trainhub.slurm.scheduler); the new priorities, pending reasons and --start estimates stored
+   together (each job's row updated once), then the allocations written in one transaction.
 
 A pass reads the queue as plain rows (snapshot.queued_jobs), works out each association's
 fair-share and each (association, partition, QOS)'s limits once, not once per job, so a pass
@@ -169,8 +169,9 @@ def _preempt(jobs: dict[int, snapshot.QueuedJob], plan: scheduler.SchedulePlan, 
 
 
 def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob],
-              recomputed: list[snapshot.QueuedJob], now: dt.datetime, summary: PassSummary) -> None:
-    """Main + backfill + preemption on the current queue; decisions written to the database."""
+              recomputed: list[snapshot.QueuedJob], now: dt.datetime, summary: PassSummary, *,
+              backfill: bool) -> None:
+    """Main + preemption (+ backfill when due) on the current queue; decisions written to the database."""
     by_id = {job.job_id: job for job in jobs}
     allocations: dict[int, list[tuple[str, int, int]]] = {}
     running = [job.pk for job in jobs if job.state == JobState.RUNNING]
@@ -189,9 +190,10 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
             running=[snapshot.running_job(job, allocations.get(job.pk, []), state, requests[job.pk])
                      for job in jobs if job.state == JobState.RUNNING],
             pending=[snapshot.pending_job(job, state, requests[job.pk]) for job in pending]),
-        state.config, now, limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context))
+        state.config, now, limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context),
+        backfill=backfill)
     summary.preempted = _preempt(by_id, plan, now)
-    _store_queue(cluster, pending, recomputed, plan, now)
+    _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill)
     taken = set(GpuAllocation.objects.filter(job__cluster=cluster, active=True).values_list("node_id", "gpu_index"))
     starts = [lifecycle.JobStart(by_id[start.job_id].pk, _gpu_grants(state, start, taken),
                                  snapshot.job_billing(by_id[start.job_id], state)) for start in plan.starts]
@@ -214,10 +216,12 @@ def _update_pending(columns: tuple[str, ...], rows: list[tuple]) -> None:
 
 
 def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recomputed: list[snapshot.QueuedJob],
-                 plan: scheduler.SchedulePlan, now: dt.datetime) -> None:
+                 plan: scheduler.SchedulePlan, now: dt.datetime, *, estimated: bool) -> None:
     """The pending jobs' new priorities (with their factors) and changed reasons and --start
     estimates, each row written once, in one transaction, before the planned jobs start. Only rows
-    still pending: a job may have been cancelled or started since it was read."""
+    still pending: a job may have been cancelled or started since it was read. Without a backfill
+    iteration (``estimated`` False) a job keeps the estimate of the last one unless the main
+    scheduler gave it a new one (its --begin, or the end of its preemption victims)."""
     adapt = connection.ops.adapt_datetimefield_value
     moment = adapt(now)
     # TRES terms exist only with PriorityWeightTRES (a JSON column, adapted as the ORM would).
@@ -227,9 +231,12 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
     priority_rows, reason_rows = [], []
     for job in pending:
         waiting = plan.waiting.get(job.job_id)
-        reason, estimate, nodes = ((waiting.reason, waiting.estimated_start,
-                                    hostlist.compress(waiting.planned_nodes) if waiting.estimated_start else "")
-                                   if waiting else (job.reason, job.expected_start, job.expected_nodes))
+        if waiting and (estimated or waiting.estimated_start):
+            reason, estimate, nodes = (waiting.reason, waiting.estimated_start,
+                                       hostlist.compress(waiting.planned_nodes) if waiting.estimated_start else "")
+        else:
+            reason, estimate, nodes = (waiting.reason if waiting else job.reason, job.expected_start,
+                                       job.expected_nodes)
         if job.pk in new_priority:
             priority_rows.append((*(getattr(job, column) for column in _PRIORITY_COLUMNS),
                                   *((tres_field.get_db_prep_value(job.factor_tres, connection),) if with_tres else ()),
@@ -260,9 +267,12 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     recomputed, due = _recompute_priorities(cluster, state, [job for job in jobs if job.state == JobState.PENDING],
                                             now)
     summary.priorities_computed = len(recomputed)
-    _schedule(cluster, state, jobs, recomputed, now, summary)
+    backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
+    _schedule(cluster, state, jobs, recomputed, now, summary, backfill=backfill)
     if recomputed and due:
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=now)
+    if backfill:
+        SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=now)
     summary.pending = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).count()
     summary.running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).count()
     return summary
