@@ -17,6 +17,7 @@ from trainhub.slurm.limits import (
     QosRecord,
     SubmitRejected,
     limit_reason,
+    tres_minutes_exhausted,
     validate_submission,
 )
 
@@ -151,6 +152,48 @@ def test_grp_tres_pends_while_the_account_uses_too_many_gpus():
     assert limit_reason(ctx, usage, job(gpus=2)) is None
     usage.start(job(gpus=2))
     assert limit_reason(ctx, usage, job(gpus=1)) == "AssocGrpGRES"
+
+
+def minutes_context(used, limit=100, config=ENFORCE, on="ml"):
+    limited = AssocRecord(on, "ml", parent="root" if on == "ml" else None, grp_tres_mins={"gres/gpu": limit},
+                          used_tres_minutes={"gres/gpu": used, "cpu": 10 * used})
+    return context(assocs=[limited], config=config)
+
+
+def test_grp_tres_mins_holds_jobs_asking_for_a_tres_whose_decayed_usage_reached_the_limit():
+    assert limit_reason(minutes_context(used=99), LimitUsage(minutes_context(99)), job(gpus=4)) is None
+    ctx = minutes_context(used=100)
+    assert limit_reason(ctx, LimitUsage(ctx), job(gpus=4)) == "AssocGrpGRESMinutes"
+    assert limit_reason(ctx, LimitUsage(ctx), job(gpus=0)) is None  # a CPU-only job does not use the TRES
+    cpu = context(assocs=[AssocRecord("ml", "ml", parent="root", grp_tres_mins={"cpu": 5},
+                                      used_tres_minutes={"cpu": 5})])
+    assert limit_reason(cpu, LimitUsage(cpu), job()) == "AssocGrpCPUMinutesLimit"
+
+
+def test_grp_tres_mins_is_not_enforced_on_the_root_association():
+    ctx = minutes_context(used=1000, on="root")
+    assert limit_reason(ctx, LimitUsage(ctx), job(gpus=4)) is None
+    assert tres_minutes_exhausted(ctx, job(gpus=4), {"gres/gpu": 4}) is None
+
+
+def test_grp_tres_mins_with_safe_holds_a_job_that_could_not_finish_inside_what_is_left():
+    safe = {"AccountingStorageEnforce": "associations,limits,qos,safe"}
+    ctx = minutes_context(used=50, config=safe)
+    assert limit_reason(ctx, LimitUsage(ctx), job(gpus=1, minutes=50)) is None  # 50 of the 50 left
+    assert limit_reason(ctx, LimitUsage(ctx), job(gpus=1, minutes=51)) == "AssocGrpGRESMinutes"
+    assert limit_reason(ctx, LimitUsage(ctx), job(gpus=1, minutes=None)) == "AssocGrpGRESMinutes"
+    unsafe = minutes_context(used=50)
+    assert limit_reason(unsafe, LimitUsage(unsafe), job(gpus=1, minutes=500)) is None
+
+
+def test_a_running_job_of_an_association_at_its_grp_tres_mins_is_timed_out_with_slurms_text():
+    ctx = minutes_context(used=120)
+    assert tres_minutes_exhausted(ctx, job(gpus=4), {"cpu": 8, "gres/gpu": 4}) == (
+        "Job is at or exceeds association (acc=ml/user=(null)/part=(null)) group max TRES(gres/gpu) minutes of 100 "
+        "with 120")
+    assert tres_minutes_exhausted(ctx, job(gpus=0), {"cpu": 8}) is None
+    safe = minutes_context(used=120, config={"AccountingStorageEnforce": "associations,limits,safe"})
+    assert tres_minutes_exhausted(safe, job(gpus=4), {"gres/gpu": 4}) is None
 
 
 def test_job_count_limits_give_slurms_reasons():

@@ -125,6 +125,33 @@ def test_a_group_gpu_limit_keeps_jobs_pending_with_slurms_reason(accounts, cast,
     assert (second.state, second.reason) == (JobState.PENDING, "AssocGrpGRES")
 
 
+def test_grp_tres_mins_times_out_the_accounts_jobs_at_the_limit_and_holds_the_next(accounts, cast, now):
+    from trainhub.slurm.reports import sshare
+    from trainhub.slurm.services.sacctmgr import sacctmgr_run
+
+    sacctmgr_run(cluster=accounts, line="sacctmgr -i modify account ml set GrpTRESMins=gres/gpu=60", actor="root",
+                 is_admin=True, now=now)
+    first = submit(accounts, cast["uma"], "--gres=gpu:8", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    assert reload(first).state == JobState.RUNNING
+    run_pass(accounts, at(now, minutes=8))  # 8 GPUs x 8 minutes: 63 decayed GPU-minutes
+    first = reload(first)
+    assert first.state == JobState.TIMEOUT
+    assert first.state_desc == ("Job is at or exceeds association (acc=ml/user=(null)/part=(null)) group max "
+                                "TRES(gres/gpu) minutes of 60 with 63")
+    gpu = submit(accounts, cast["alice"], "--gres=gpu:1", "--wrap", "b", now=at(now, minutes=9))
+    cpu_only = submit(accounts, cast["alice"], "--wrap", "c", now=at(now, minutes=9))
+    run_pass(accounts, at(now, minutes=9))
+    assert (reload(gpu).state, reload(gpu).reason) == (JobState.PENDING, "AssocGrpGRESMinutes")
+    assert reload(cpu_only).state == JobState.RUNNING
+    text = sshare(accounts, now=at(now, minutes=9), viewer="uma", long=True, all_users=True).text
+    ml_row = next(line for line in text.splitlines() if line.split()[:1] == ["ml"] and "uma" not in line)
+    assert "gres/gpu=60" in ml_row
+    shown = sacctmgr_run(cluster=accounts, line="sacctmgr -n -P show assoc account=ml format=Account,User,GrpTRESMins",
+                         actor="uma", is_admin=False, now=at(now, minutes=9)).output
+    assert "ml||gres/gpu=60" in shown.splitlines()
+
+
 def test_a_job_started_in_its_first_pass_keeps_the_priority_computed_for_it(accounts, cast, now):
     job = submit(accounts, cast["uma"], "--gres=gpu:8", "--wrap", "a", now=now)
     run_pass(accounts, at(now, hours=1))

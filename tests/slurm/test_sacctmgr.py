@@ -88,7 +88,8 @@ def test_minus_one_clears_every_clearable_value(entity, key, cleared):
     assert parse_sacctmgr(f"modify {entity} x set {key}=-1").set[key].value == cleared
 
 
-@pytest.mark.parametrize("entity,key", [("user", "GrpTRES"), ("user", "MaxTRES"), ("user", "MaxTRESPerNode"),
+@pytest.mark.parametrize("entity,key", [("user", "GrpTRES"), ("account", "GrpTRESMins"), ("user", "MaxTRES"),
+                                        ("user", "MaxTRESPerNode"),
                                         ("qos", "GrpTRES"), ("qos", "MaxTRESPerUser"), ("qos", "MaxTRESPerAccount"),
                                         ("qos", "MinTRES")])
 def test_minus_one_clears_one_tres_of_a_tres_limit(entity, key):
@@ -144,7 +145,7 @@ def test_show_takes_format_and_flags():
     ("sacctmgr add user 'bad name' account=a", " Invalid name 'bad name'"),
     ('sacctmgr add user "x', " Bad quoting"),
     ("sacctmgr -z show user", "sacctmgr: unrecognized option '-z'"),
-    ("sacctmgr add user u account=a grptresmins=cpu=5", " grptresmins is not supported"),
+    ("sacctmgr add user u account=a grptresrunmins=cpu=5", " grptresrunmins is not supported"),
 ])
 def test_wrong_commands_get_a_clear_message(line, start):
     assert error(line).startswith(start)

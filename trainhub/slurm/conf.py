@@ -500,6 +500,10 @@ class SlurmConfig:
         return "limits" in self.accounting_storage_enforce
 
     @property
+    def enforces_safe(self) -> bool:
+        return "safe" in self.accounting_storage_enforce
+
+    @property
     def enforces_associations(self) -> bool:
         return "associations" in self.accounting_storage_enforce
 

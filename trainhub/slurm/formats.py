@@ -328,14 +328,15 @@ def _sshare_columns(*, fair_tree: bool, long: bool, partitions: bool) -> list[st
     return names + ["EffectvUsage", "FairShare"]
 
 
-def _sshare_values(row: ShareRow, tres_run_minutes: Mapping[str, str]) -> dict[str, Any]:
+def _sshare_values(row: ShareRow, tres_run_minutes: Mapping[str, str], grp_tres_mins: Mapping[str, str],
+                   ) -> dict[str, Any]:
     raw_shares = None if row.is_root else ("parent" if row.raw_shares is None else row.raw_shares)
     # sshare prints root's NormShares as 0 and its NormUsage blank (fixtures/22.05/scenario/sshare-*.txt)
     return {"Account": " " * row.depth + row.account,
             "User": row.user, "Partition": row.partition, "RawShares": raw_shares,
             "NormShares": 0.0 if row.is_root else row.norm_shares, "RawUsage": int(row.raw_usage),
             "NormUsage": None if row.is_root else row.norm_usage, "EffectvUsage": row.effective_usage,
-            "FairShare": row.fairshare, "LevelFS": row.level_fs, "GrpTRESMins": "",
+            "FairShare": row.fairshare, "LevelFS": row.level_fs, "GrpTRESMins": grp_tres_mins.get(row.key, ""),
             "TRESRunMins": tres_run_minutes.get(row.key, "")}
 
 
@@ -346,11 +347,14 @@ def _sshare_selected(rows: Iterable[ShareRow], user: str | None, all_users: bool
 
 def sshare_text(rows: Iterable[ShareRow], *, fair_tree: bool = True, long: bool = False, partitions: bool = False,
                 user: str | None = None, all_users: bool = False, parsable: str | None = None,
-                header: bool = True, tres_run_minutes: Mapping[str, str] | None = None) -> str:
-    """``tres_run_minutes``: TRESRunMins text per row key (reports._tres_run_minutes)."""
+                header: bool = True, tres_run_minutes: Mapping[str, str] | None = None,
+                grp_tres_mins: Mapping[str, str] | None = None) -> str:
+    """``tres_run_minutes``: TRESRunMins text per row key (reports._tres_run_minutes);
+    ``grp_tres_mins``: the GrpTRESMins limit set on a row's association, as TRES text."""
     names = _sshare_columns(fair_tree=fair_tree, long=long, partitions=partitions)
     fields = [_SSHARE_FIELDS[name] for name in names]
-    values = [_sshare_values(row, tres_run_minutes or {}) for row in _sshare_selected(rows, user, all_users)]
+    values = [_sshare_values(row, tres_run_minutes or {}, grp_tres_mins or {})
+              for row in _sshare_selected(rows, user, all_users)]
     return print_fields(fields, ([value[name] for name in names] for value in values), parsable=parsable,
                         header=header)
 

@@ -4,8 +4,9 @@ pending reasons that association/QOS limits give at scheduling time -- Slurm's m
 Public API (pure Python, no Django)::
 
     AssocRecord(key, account, user=None, partition=None, parent=None, qos=frozenset(), default_qos=None,
-                grp_jobs=None, grp_submit_jobs=None, grp_tres={}, max_jobs=None, max_submit_jobs=None,
-                max_tres_per_job={}, max_tres_per_node={}, max_wall_minutes=None)     # None = no limit
+                grp_jobs=None, grp_submit_jobs=None, grp_tres={}, grp_tres_mins={}, max_jobs=None,
+                max_submit_jobs=None, max_tres_per_job={}, max_tres_per_node={}, max_wall_minutes=None,
+                used_tres_minutes={})     # None = no limit; used_tres_minutes: the subtree's decayed usage
     QosRecord(name, priority=0, flags=frozenset(), grp_jobs=None, grp_submit_jobs=None, grp_tres={},
               max_jobs_per_user=None, max_jobs_per_account=None, max_submit_jobs_per_user=None,
               max_submit_jobs_per_account=None, max_tres_per_job={}, max_tres_per_node={},
@@ -21,6 +22,7 @@ Public API (pure Python, no Django)::
     validate_submission(context, usage, user=, account=, partition=, qos=, nodes=, tres=,
                         time_limit_minutes=, default_account=) -> Submission     # raises SubmitRejected(message)
     limit_reason(context, usage, job) -> str | None      # why limits keep a pending job from starting
+    tres_minutes_exhausted(context, job, allocated) -> str | None   # why a running job is killed (GrpTRESMins)
     SubmitRejected.message: one of Slurm's error strings below
 
 Messages (slurm:src/common/slurm_errno.c): INVALID_ACCOUNT "Invalid account or account/partition
@@ -51,8 +53,19 @@ Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
 - Scheduling-time order (acct_policy_job_runnable_pre_select, then _post_select): QOS then associations
   for job counts and wall time, then QOS then associations for TRES; the first limit hit is the reason.
 
-Not modelled: TRES-minutes limits (GrpTRESMins, MaxTRESMins, GrpTRESRunMins), GrpWall, accrue limits,
-UsageThreshold, WCKeys.
+- Association GrpTRESMins (acct_policy.c ``_validate_tres_usage_limits``): the subtree's decayed
+  usage in TRES-minutes (``usage_tres_raw / 60``, truncated; PriorityDecayHalfLife and
+  PriorityUsageResetPeriod apply) is held against the limit of each association above the user's,
+  the root's excepted ("not enforced if set on the root association", sacctmgr.1), before that
+  association's GrpTRES. A job requesting a TRES whose usage is at or over the limit waits
+  (``AssocGrpCPUMinutesLimit``, ``AssocGrpGRESMinutes``, ...); with ``safe`` also one whose time
+  limit times its request exceeds the limit or what is left of it. A running job of such an
+  association is stopped as TIMEOUT ("Job is at or exceeds association ... group max TRES(...)
+  minutes of L with U", ``acct_policy_job_time_out``; not with ``safe``, which never lets it start).
+
+Not modelled: MaxTRESMins, GrpTRESRunMins, QOS GrpTRESMins, GrpWall, accrue limits, UsageThreshold,
+WCKeys; under ``safe``, running jobs' remaining TRES-minutes (grp_used_tres_run_secs) are not added
+to a GrpTRESMins request.
 """
 
 from __future__ import annotations
@@ -79,6 +92,7 @@ __all__ = [
     "SubmitRejected",
     "Submission",
     "limit_reason",
+    "tres_minutes_exhausted",
     "validate_submission",
 ]
 
@@ -104,6 +118,9 @@ def _reasons(cpu: str, mem: str, node: str | None, energy: str, gres: str, licen
 
 _ASSOC_GRP = _reasons("AssocGrpCpuLimit", "AssocGrpMemLimit", "AssocGrpNodeLimit", "AssocGrpEnergy",
                       "AssocGrpGRES", "AssocGrpLicense", "AssocGrpBB", "AssocGrpBilling", "AssocGrpUnknown")
+_ASSOC_GRP_MINUTES = _reasons("AssocGrpCPUMinutesLimit", "AssocGrpMemMinutes", "AssocGrpNodeMinutes",
+                              "AssocGrpEnergyMinutes", "AssocGrpGRESMinutes", "AssocGrpLicenseMinutes",
+                              "AssocGrpBBMinutes", "AssocGrpBillingMinutes", "AssocGrpUnknownMinutes")
 _ASSOC_MAX_PER_JOB = _reasons("AssocMaxCpuPerJobLimit", "AssocMaxMemPerJob", "AssocMaxNodePerJobLimit",
                               "AssocMaxEnergyPerJob", "AssocMaxGRESPerJob", "AssocMaxLicensePerJob",
                               "AssocMaxBBPerJob", "AssocMaxBillingPerJob", "AssocMaxUnknownPerJob")
@@ -150,11 +167,14 @@ class AssocRecord:
     grp_jobs: int | None = None
     grp_submit_jobs: int | None = None
     grp_tres: Mapping[str, int] = field(default_factory=dict)
+    grp_tres_mins: Mapping[str, int] = field(default_factory=dict)
     max_jobs: int | None = None
     max_submit_jobs: int | None = None
     max_tres_per_job: Mapping[str, int] = field(default_factory=dict)
     max_tres_per_node: Mapping[str, int] = field(default_factory=dict)
     max_wall_minutes: int | None = None
+    #: Not a limit: the decayed TRES-minutes the association's subtree has used (GrpTRESMins holds it).
+    used_tres_minutes: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -447,7 +467,7 @@ def _over(used: int, job: int, limit: int) -> bool:
 
 
 #: Kinds of compiled checks (see _compile_checks): what the job adds and what it is compared with.
-_JOBS, _WALL, _TRES, _PER_NODE, _MIN = range(5)
+_JOBS, _WALL, _TRES, _PER_NODE, _MIN, _MINUTES = range(6)
 
 
 @dataclass(frozen=True)
@@ -455,13 +475,16 @@ class _Check:
     """One limit as it applies to the jobs of one (association, partition, QOS, user, account):
     ``kind`` _JOBS (running jobs of ``counter`` + 1 > limit), _WALL (time limit unset or over),
     _TRES (``counter``'s running TRES ``name``, or 0 with no counter, + the job's > limit),
-    _PER_NODE (the job's per-node TRES ``name`` > limit) or _MIN (the job's TRES ``name`` < limit)."""
+    _PER_NODE (the job's per-node TRES ``name`` > limit), _MIN (the job's TRES ``name`` < limit) or
+    _MINUTES (a job requesting TRES ``name`` while ``used`` TRES-minutes >= limit; with ``safe`` also
+    its time limit x request > limit - used)."""
 
     kind: int
     limit: int
     reason: str
     name: str = ""
     counter: tuple[str, object] | None = None
+    used: int = 0
 
 
 def _compile_checks(context: LimitContext, job: JobRequest) -> tuple[_Check, ...]:
@@ -507,6 +530,9 @@ def _compile_checks(context: LimitContext, job: JobRequest) -> tuple[_Check, ...
     checks += [_Check(_MIN, minimum[name][1], _reason(_QOS_MIN, name), name) for name in _ordered(minimum)]
     qos_grp = qos.tres("grp_tres")
     for assoc in chain:
+        if assoc.parent is not None:
+            checks += [_Check(_MINUTES, assoc.grp_tres_mins[name], _reason(_ASSOC_GRP_MINUTES, name), name,
+                              used=assoc.used_tres_minutes.get(name, 0)) for name in _ordered(assoc.grp_tres_mins)]
         checks += [_Check(_TRES, assoc.grp_tres[name], _reason(_ASSOC_GRP, name), name, ("assoc", assoc.key))
                    for name in _ordered(assoc.grp_tres) if name not in qos_grp]
     for attribute, table, kind in (("max_tres_per_job", _ASSOC_MAX_PER_JOB, _TRES),
@@ -541,8 +567,42 @@ def _limit_reasons(context: LimitContext, job: JobRequest, usage: LimitUsage | N
         elif kind == _PER_NODE:
             if per_node.get(check.name, 0) > check.limit:
                 yield check.reason
+        elif kind == _MINUTES:
+            if _minutes_over(check, tres.get(check.name, 0), job.time_limit_minutes, context.config.enforces_safe):
+                yield check.reason
         elif tres.get(check.name, 0) < check.limit:
             yield check.reason
+
+
+def _minutes_over(check: _Check, requested: int, time_limit_minutes: int | None, safe: bool) -> bool:
+    """GrpTRESMins against a job requesting ``requested`` of the TRES (``_validate_tres_usage_limits``:
+    usage at or over the limit; with safe limits, a request of time limit x count that does not fit in
+    what is left -- a job without a time limit never does)."""
+    if not requested:
+        return False
+    if check.used >= check.limit:
+        return True
+    if not safe:
+        return False
+    return time_limit_minutes is None or time_limit_minutes * requested > check.limit - check.used
+
+
+def tres_minutes_exhausted(context: LimitContext, job: JobRequest, allocated: Mapping[str, int]) -> str | None:
+    """Why a running job is stopped as TIMEOUT (``acct_policy_job_time_out``): an association above
+    the user's, not the root, whose subtree used at least its GrpTRESMins of a TRES the job holds.
+    Only with ``limits`` enforced and not ``safe`` (safe never starts a job that could reach it)."""
+    config = context.config
+    if not config.enforces_limits or config.enforces_safe:
+        return None
+    for assoc in context.chain(job.assoc_key):
+        if assoc.parent is None:
+            break
+        for name in _ordered(assoc.grp_tres_mins):
+            used, limit = assoc.used_tres_minutes.get(name, 0), assoc.grp_tres_mins[name]
+            if allocated.get(name, 0) and used >= limit:
+                return (f"Job is at or exceeds association (acc={assoc.account}/user={assoc.user or '(null)'}/"
+                        f"part={assoc.partition or '(null)'}) group max TRES({name}) minutes of {limit} with {used}")
+    return None
 
 
 def limit_reason(context: LimitContext, usage: LimitUsage, job: JobRequest) -> str | None:

@@ -191,6 +191,9 @@ class Association(models.Model):
     settings = models.JSONField(default=dict)
     #: Usage in billable TRES-seconds, decayed by PriorityDecayHalfLife.
     raw_usage = models.FloatField(default=0.0)
+    #: This association's own jobs' usage per TRES (cpu, node, gres/gpu, billing) in TRES-seconds,
+    #: decayed like raw_usage: Slurm's usage_tres_raw, what GrpTRESMins limits (summed over the subtree).
+    tres_usage = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["cluster_id", "account__name", "user", "partition"]

@@ -236,7 +236,9 @@ def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool =
         rows = [row for row in rows if row.user is None or row.user in wanted_users]
         all_users = True
     text = formats.sshare_text(rows, fair_tree=state.config.fair_tree, long=long, user=user, all_users=all_users,
-                               tres_run_minutes=_tres_run_minutes(cluster, state) if long else None)
+                               tres_run_minutes=_tres_run_minutes(cluster, state) if long else None,
+                               grp_tres_mins={str(a.pk): format_tres(a.settings["grp_tres_mins"])
+                                              for a in state.associations if a.settings.get("grp_tres_mins")})
     return Report(text, rows, lambda chosen: formats.sshare_rows(chosen, user=user, all_users=all_users))
 
 

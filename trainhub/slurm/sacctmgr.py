@@ -26,12 +26,13 @@ starts values; anything after ``set`` is a value to set until ``where`` (so ``mo
 set fairshare=10 cluster=tux`` is refused as in Slurm: Cluster is not a value). Lists are comma
 separated; ``-1`` clears a limit; account, user, QOS and cluster names are lower-cased as sacctmgr
 does (user names: without PreserveCaseUser). Quoting follows the shell (``Description="a b"``).
-Limits: Fairshare|Shares=<n>|parent, GrpJobs, GrpSubmitJobs, GrpTRES, GrpWall, MaxJobs, MaxSubmitJobs,
+Limits: Fairshare|Shares=<n>|parent, GrpJobs, GrpSubmitJobs, GrpTRES, GrpTRESMins (associations), GrpWall,
+MaxJobs, MaxSubmitJobs,
 MaxTRES(PerJob), MaxTRESPerNode, MaxWall(DurationPerJob), Priority, QOS[+-]=, DefaultQOS; QOS also
 MaxJobsPerUser/PerAccount, MaxSubmitJobsPerUser/PerAccount, MaxTRESPerUser/PerAccount, MinTRES,
 Preempt[+-]=, PreemptMode, PreemptExemptTime, GraceTime, Flags[+-]=, UsageFactor, Priority, Description.
 Not supported (a clear error): coordinators, wckeys, events, federation, reservations, resources,
-TRES-minutes limits (GrpTRESMins, MaxTRESMins, GrpTRESRunMins), --json/--yaml.
+the other TRES-minutes limits (MaxTRESMins, GrpTRESRunMins, QOS GrpTRESMins), --json/--yaml.
 
 Output (print_fields; widths from slurm:src/sacctmgr/common.c): ``show`` prints sacctmgr's default
 columns per entity (or ``format=``, ``name%width`` overriding a width); confirmations print as
@@ -255,6 +256,7 @@ _ASSOC_LIMITS = (
     _Key("GrpJobs", 4, _count("GrpJobs")),
     _Key("GrpSubmitJobs", 4, _count("GrpSubmitJobs"), (("GrpSubmit", 4),)),
     _Key("GrpTRES", 7, _tres("GrpTRES")),
+    _Key("GrpTRESMins", 8, _tres("GrpTRESMins")),
     _Key("GrpWall", 4, _minutes("GrpWall")),
     _Key("MaxJobs", 4, _count("MaxJobs")),
     _Key("MaxSubmitJobs", 4, _count("MaxSubmitJobs"), (("MaxSubmit", 4),)),
@@ -271,7 +273,7 @@ _ASSOC_CONDITIONS = (
     _Key("Parents", 4, _names),
     _Key("Users", 1, _names),
 )
-_UNSUPPORTED = {"grptresmins", "grptresrunmins", "maxtresmins", "maxtresminsperjob", "grpcpumins", "wckeys",
+_UNSUPPORTED = {"grptresrunmins", "maxtresmins", "maxtresminsperjob", "grpcpumins", "wckeys",
                 "defaultwckey", "grpjobsaccrue", "maxjobsaccrue", "maxtresrunmins"}
 
 _QOS_VALUES = (

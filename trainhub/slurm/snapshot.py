@@ -9,6 +9,7 @@ context and one PriorityJob per job) and trainhub.slurm.scheduler.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
 from django.conf import settings
@@ -286,17 +287,38 @@ def breakdown_from_row(row: tuple, weights: tuple[float, ...]) -> priority.Prior
 
 
 _ASSOC_LIMITS = {f.name for f in fields(limits.AssocRecord)} - {"key", "account", "user", "partition", "parent",
-                                                                 "qos"}
+                                                                 "qos", "used_tres_minutes"}
 _QOS_SETTINGS = {f.name for f in fields(limits.QosRecord)} - {"name", "flags", "preempt"}
 
 
-def assoc_record(assoc: Association) -> limits.AssocRecord:
+def assoc_record(assoc: Association, used_tres_minutes: Mapping[str, int] | None = None) -> limits.AssocRecord:
     """Association.settings holds AssocRecord's limit fields by name (plus ``priority``)."""
     values = {name: value for name, value in assoc.settings.items() if name in _ASSOC_LIMITS}
     return limits.AssocRecord(key=str(assoc.pk), account=assoc.account.name, user=assoc.user or None,
                               partition=assoc.partition or None,
                               parent=str(assoc.parent_id) if assoc.parent_id else None,
-                              qos=frozenset(assoc.settings.get("qos", ())), **values)
+                              qos=frozenset(assoc.settings.get("qos", ())), **values,
+                              used_tres_minutes=used_tres_minutes or {})
+
+
+def subtree_tres_minutes(associations: Iterable[Association]) -> dict[int, dict[str, int]]:
+    """Each association's subtree usage per TRES in whole minutes (usage_tres_raw / 60, truncated as
+    acct_policy does), for the associations that have a GrpTRESMins (only they are held to it)."""
+    rows = list(associations)
+    limited = {a.pk for a in rows if a.settings.get("grp_tres_mins")}
+    if not limited:
+        return {}
+    parent_of = {a.pk: a.parent_id for a in rows}
+    seconds: dict[int, dict[str, float]] = {pk: {} for pk in limited}
+    for assoc in rows:
+        ancestor, seen = assoc.pk, set()
+        while ancestor is not None and ancestor not in seen:
+            seen.add(ancestor)
+            if ancestor in limited:
+                for name, used in assoc.tres_usage.items():
+                    seconds[ancestor][name] = seconds[ancestor].get(name, 0.0) + used
+            ancestor = parent_of.get(ancestor)
+    return {pk: {name: int(used / 60) for name, used in usage.items()} for pk, usage in seconds.items()}
 
 
 def qos_record(qos: Qos) -> limits.QosRecord:
@@ -307,8 +329,10 @@ def qos_record(qos: Qos) -> limits.QosRecord:
 
 
 def limit_context(state: ClusterState) -> limits.LimitContext:
+    used = subtree_tres_minutes(state.associations)
     return limits.LimitContext(
-        config=state.config, associations={str(a.pk): assoc_record(a) for a in state.associations},
+        config=state.config,
+        associations={str(a.pk): assoc_record(a, used.get(a.pk)) for a in state.associations},
         qos={name: qos_record(row) for name, row in state.qos.items()},
         partitions={name: info.options for name, info in state.partitions.items()})
 

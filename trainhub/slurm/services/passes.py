@@ -1,8 +1,8 @@
 """One scheduler pass of one cluster, as slurmctld's threads would do it:
 
 1. usage decay and accrual (the decay thread, services.usage);
-2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit are stopped
-   (TIMEOUT);
+2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit, or of an
+   association whose usage reached its GrpTRESMins, are stopped (TIMEOUT);
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
 4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
    requeued jobs' (multifactor, with fair-share from the association tree);
@@ -28,7 +28,7 @@ from django.db.models import F
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import dependency, hostlist, scheduler, snapshot
+from trainhub.slurm import dependency, hostlist, limits, scheduler, snapshot
 from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import lifecycle
@@ -75,18 +75,34 @@ def _fail_jobs_on_down_nodes(cluster: SlurmCluster, now: dt.datetime) -> int:
     return count
 
 
+def _time_out(job_pk: int, desc: str, now: dt.datetime) -> bool:
+    """Stop a job as TIMEOUT unless it has ended or is being stopped meanwhile."""
+    with transaction.atomic():
+        job = SlurmJob.objects.select_for_update().get(pk=job_pk)
+        if job.state != JobState.RUNNING or job.ending_state:
+            return False
+        lifecycle.job_stop(job=job, ending_state=JobState.TIMEOUT, now=now, desc=desc)
+        return True
+
+
 def _stop_timed_out(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime) -> int:
     grace = dt.timedelta(minutes=state.config.over_time_limit)
+    return sum(_time_out(job.pk, "DUE TO TIME LIMIT", now)
+               for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, ending_state="",
+                                                  time_limit__isnull=False, start_time__isnull=False)
+               if job.start_time + dt.timedelta(minutes=job.time_limit) + grace <= now)
+
+
+def _stop_over_tres_minutes(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime) -> int:
+    """Running jobs of an association whose usage reached its GrpTRESMins end TIMEOUT with
+    slurmctld's explanation (limits.tres_minutes_exhausted)."""
+    context = snapshot.limit_context(state)
+    if not any(assoc.grp_tres_mins for assoc in context.associations.values()):
+        return 0
     count = 0
-    for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, ending_state="",
-                                       time_limit__isnull=False, start_time__isnull=False):
-        if job.start_time + dt.timedelta(minutes=job.time_limit) + grace <= now:
-            with transaction.atomic():
-                job = SlurmJob.objects.select_for_update().get(pk=job.pk)
-                if job.state == JobState.RUNNING and not job.ending_state:
-                    lifecycle.job_stop(job=job, ending_state=JobState.TIMEOUT, now=now,
-                                       desc="DUE TO TIME LIMIT")
-                    count += 1
+    for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, ending_state=""):
+        desc = limits.tres_minutes_exhausted(context, snapshot.limit_request(job, state), state.tres_of(job))
+        count += bool(desc) and _time_out(job.pk, desc, now)
     return count
 
 
@@ -263,6 +279,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     _resolve_dependencies(cluster, now)
     _start_accruing(cluster, now)
     state = snapshot.load_cluster(cluster, now=now)
+    summary.timed_out += _stop_over_tres_minutes(cluster, state, now)
     jobs = snapshot.queued_jobs(cluster)
     recomputed, due = _recompute_priorities(cluster, state, [job for job in jobs if job.state == JobState.PENDING],
                                             now)

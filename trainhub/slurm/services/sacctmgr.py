@@ -23,6 +23,7 @@ from trainhub.slurm.services.clusters import ROOT
 
 #: sacctmgr key -> Association.settings name (trainhub.slurm.limits' AssocRecord fields, + priority)
 ASSOC_SETTINGS = {"GrpJobs": "grp_jobs", "GrpSubmitJobs": "grp_submit_jobs", "GrpTRES": "grp_tres",
+                  "GrpTRESMins": "grp_tres_mins",
                   "GrpWall": "grp_wall", "MaxJobs": "max_jobs", "MaxSubmitJobs": "max_submit_jobs",
                   "MaxTRES": "max_tres_per_job", "MaxTRESPerNode": "max_tres_per_node", "MaxWall": "max_wall_minutes",
                   "Priority": "priority", "QOS": "qos", "DefaultQOS": "default_qos"}

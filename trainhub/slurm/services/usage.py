@@ -1,7 +1,8 @@
 """Fair-share usage: billable TRES-seconds charged to each job's association and QOS, decayed by
 PriorityDecayHalfLife and zeroed at PriorityUsageResetPeriod boundaries (trainhub.slurm.fairshare
 holds the formulas). An association's ``raw_usage`` holds only its own jobs' usage; accounts'
-usage is the sum of their subtree, computed by fairshare.compute_fairshare."""
+usage is the sum of their subtree, computed by fairshare.compute_fairshare. ``tres_usage`` keeps
+the same per TRES (Slurm's usage_tres_raw), which GrpTRESMins limits."""
 
 from __future__ import annotations
 
@@ -17,36 +18,55 @@ from trainhub.slurm.models import Association, JobRun, JobState, Qos, SlurmClust
 
 
 
+def run_tres(run: JobRun) -> dict[str, float]:
+    """The TRES a run holds, as usage counts them."""
+    tres = {"cpu": float(run.alloc_cpus), "node": float(run.num_nodes), "billing": run.billing}
+    if run.alloc_gpus:
+        tres["gres/gpu"] = float(run.alloc_gpus)
+    return tres
+
+
 def charge_runs(*, cluster: SlurmCluster, runs: list[tuple[SlurmJob, JobRun, float]],
                 config: SlurmConfig | None = None) -> None:
-    """Add ``seconds`` of each run's billing (times its QOS UsageFactor) to its association and QOS."""
+    """Add ``seconds`` of each run's billing (times its QOS UsageFactor) to its association and QOS,
+    and of each TRES it holds to its association's ``tres_usage``."""
     config = config or parse_config(cluster.config)
     qos_rows = {q.name: q for q in Qos.objects.filter(cluster=cluster)}
     assoc_keys = {(a.account.name, a.user, a.partition): a.pk
                   for a in Association.objects.filter(cluster=cluster).select_related("account")}
     by_assoc: dict[int, float] = defaultdict(float)
+    by_assoc_tres: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     by_qos: dict[int, float] = defaultdict(float)
+    half_life = config.priority_decay_half_life
     for job, run, seconds in runs:
         qos = qos_rows.get(job.qos)
         factor = float(qos.settings.get("usage_factor", 1.0)) if qos else 1.0
-        charge = usage_increment(run.billing, seconds, config.priority_decay_half_life, factor)
-        if charge <= 0:
+        charge = usage_increment(run.billing, seconds, half_life, factor)
+        if seconds <= 0:
             continue
         assoc = assoc_keys.get((job.account, job.user_name, job.partition)) or assoc_keys.get(
             (job.account, job.user_name, ""))
         if assoc is not None:
             by_assoc[assoc] += charge
+            for name, count in run_tres(run).items():
+                by_assoc_tres[assoc][name] += usage_increment(count, seconds, half_life, factor)
         if qos is not None:
             by_qos[qos.pk] += charge
+    tres_usage = dict(Association.objects.filter(pk__in=by_assoc_tres).values_list("pk", "tres_usage"))
     for pk, charge in by_assoc.items():
-        Association.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge)
+        usage = dict(tres_usage.get(pk) or {})
+        for name, added in by_assoc_tres.get(pk, {}).items():
+            usage[name] = usage.get(name, 0.0) + added
+        Association.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge, tres_usage=usage)
     for pk, charge in by_qos.items():
         Qos.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge)
 
 
 def _decay_all(cluster: SlurmCluster, seconds: float, half_life: int) -> None:
-    for assoc in Association.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage"):
-        Association.objects.filter(pk=assoc.pk).update(raw_usage=decayed(assoc.raw_usage, seconds, half_life))
+    for assoc in Association.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage", "tres_usage"):
+        Association.objects.filter(pk=assoc.pk).update(
+            raw_usage=decayed(assoc.raw_usage, seconds, half_life),
+            tres_usage={name: decayed(used, seconds, half_life) for name, used in assoc.tres_usage.items()})
     for qos in Qos.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage", "settings"):
         if "nodecay" not in {flag.lower() for flag in qos.settings.get("flags", [])}:
             Qos.objects.filter(pk=qos.pk).update(raw_usage=decayed(qos.raw_usage, seconds, half_life))
@@ -62,7 +82,7 @@ def usage_pass(*, cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) 
     if seconds <= 0:
         return 0.0
     if usage_reset_due(config.priority_usage_reset_period, cluster.last_usage_reset, now):
-        Association.objects.filter(cluster=cluster).update(raw_usage=0.0)
+        Association.objects.filter(cluster=cluster).update(raw_usage=0.0, tres_usage={})
         Qos.objects.filter(cluster=cluster).update(raw_usage=0.0)
         cluster.last_usage_reset = now
     else:
