@@ -88,6 +88,8 @@ def test_the_seed_cluster_end_to_end(api, admin, slurm_pools, tmp_path):
     sacct = api("uma").get(f"{BASE}/sacct", {"duplicates": "true", "jobs": f"{hello},{low}"}).json()["text"]
     assert [line.split()[0:1] + line.split()[5:6] for line in sacct.splitlines()[2:]] == [
         [str(hello), "COMPLETED"], [str(low), "PREEMPTED"]]  # the requeued run, no extra PENDING record
+    # usage (the urgent job's included) is applied at the decay thread's next run, a PriorityCalcPeriod on
+    moment = step(agent, cluster, later(moment, 5 * 60), lambda: True)
     shares = {row["user"]: row for row in api("uma").get(f"{BASE}/sshare", {"all": "true"}).json()["rows"]
               if row["user"]}
     # uma ran two jobs, alice one short job: uma used more and ranks lower

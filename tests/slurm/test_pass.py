@@ -179,7 +179,23 @@ def test_running_jobs_accrue_billable_usage_on_their_association(accounts, cast,
     assert reload(job).state == JobState.RUNNING
     run_pass(accounts, at(now, seconds=100))
     uma = Association.objects.get(cluster=accounts, account__name="ml", user="uma")
-    # 4 CPUs billed (no TRESBillingWeights) for 100 s, decayed by a 7-day half-life
+    assert uma.raw_usage == 0  # usage is applied by the decay thread, once per PriorityCalcPeriod (5 min)
+    run_pass(accounts, at(now, seconds=300))
+    uma.refresh_from_db()
+    # 4 CPUs billed (no TRESBillingWeights) for 300 s, decayed by a 7-day half-life
+    assert uma.raw_usage == pytest.approx(1200, rel=1e-3)
+
+
+def test_a_run_that_ended_between_decay_runs_is_charged_up_to_its_end_at_the_next(accounts, cast, now):
+    from trainhub.slurm.services.jobs import job_cancel
+
+    job = submit(accounts, cast["uma"], "-n", "4", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    job_cancel(job=reload(job), actor=cast["uma"], is_admin=False, now=at(now, seconds=100))
+    uma = Association.objects.get(cluster=accounts, account__name="ml", user="uma")
+    assert uma.raw_usage == 0
+    run_pass(accounts, at(now, seconds=300))
+    uma.refresh_from_db()
     assert uma.raw_usage == pytest.approx(400, rel=1e-3)
 
 

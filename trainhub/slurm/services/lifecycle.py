@@ -26,12 +26,10 @@ from trainhub.slurm.models import (
     JobRun,
     JobState,
     NodePhase,
-    SlurmCluster,
     SlurmJob,
 )
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.services.clusters import request_pass
-from trainhub.slurm.services.usage import charge_runs
 
 #: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
 REQUEUE_DELAY = dt.timedelta(seconds=121)
@@ -51,21 +49,11 @@ def _current_nodes(job: SlurmJob):
     return JobNode.objects.filter(job=job, run_index=job.restart_count)
 
 
-def charge_usage(*, job: SlurmJob, run: JobRun, until: dt.datetime) -> None:
-    """Charge the run's last slice of usage when it ends (passes charge running jobs up to each
-    pass, ``cluster.last_decay_time``; see services.usage). The cluster row is locked so a
-    concurrent pass cannot charge the same seconds."""
-    cluster = SlurmCluster.objects.select_for_update().only("pk", "last_decay_time", "config").get(pk=job.cluster_id)
-    since = max(run.start_time, cluster.last_decay_time or run.start_time)
-    charge_runs(cluster=cluster, runs=[(job, run, (until - since).total_seconds())])
-
-
 def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int,
                desc: str = "") -> None:
     run = JobRun.objects.select_for_update().filter(job=job, index=job.restart_count).first()
     if run is None or run.end_time is not None:
         return
-    charge_usage(job=job, run=run, until=now)
     run.state = state
     run.end_time = now
     run.exit_code = exit_code

@@ -1,6 +1,6 @@
 """One scheduler pass of one cluster, as slurmctld's threads would do it:
 
-1. usage decay and accrual (the decay thread, services.usage);
+1. every PriorityCalcPeriod, usage decay and accrual (the decay thread, services.usage);
 2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit, or of an
    association whose usage reached its GrpTRESMins, are stopped (TIMEOUT);
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
@@ -29,6 +29,7 @@ from django.db.models import F
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
 from trainhub.slurm import dependency, hostlist, limits, scheduler, snapshot
+from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import lifecycle
@@ -135,22 +136,26 @@ def _start_accruing(cluster: SlurmCluster, now: dt.datetime) -> None:
                             accrue_time__isnull=True, begin_time__lte=now).update(accrue_time=F("begin_time"))
 
 
-def _recompute_priorities(cluster: SlurmCluster, state: snapshot.ClusterState, pending: list[snapshot.QueuedJob],
-                          now: dt.datetime) -> tuple[list[snapshot.QueuedJob], bool]:
-    """Every pending job's priority each PriorityCalcPeriod (the decay thread); in between only
-    jobs that have none yet (new, requeued, released, reniced). The new priorities are set on the
-    jobs (the scheduler orders by them) and stored with the pass's decisions (_store_queue).
-    Returns those jobs and whether this was the periodic recalculation."""
-    due = (cluster.last_priority_time is None
-           or (now - cluster.last_priority_time).total_seconds() >= state.config.priority_calc_period)
+def _decay_due(cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> bool:
+    """slurmctld's decay thread runs once per PriorityCalcPeriod: it applies usage, then recomputes
+    every pending job's priority (priority_multifactor.c ``_decay_thread``)."""
+    return (cluster.last_priority_time is None
+            or (now - cluster.last_priority_time).total_seconds() >= config.priority_calc_period)
+
+
+def _recompute_priorities(state: snapshot.ClusterState, pending: list[snapshot.QueuedJob], now: dt.datetime, *,
+                          due: bool) -> list[snapshot.QueuedJob]:
+    """Every pending job's priority when the decay thread is ``due``; in between only jobs that
+    have none yet (new, released, reniced). The new priorities are set on the jobs (the scheduler
+    orders by them) and stored with the pass's decisions (_store_queue). Returns those jobs."""
     jobs = pending if due else [job for job in pending if job.priority_time is None]
     if not jobs:
-        return [], due
+        return []
     terms = snapshot.association_terms(state, snapshot.compute_fairshare(state))
     context = snapshot.priority_context(state)
     for job in jobs:
         snapshot.store_breakdown(job, compute_priority(snapshot.priority_job(job, state, terms), context, now), now)
-    return jobs, due
+    return jobs
 
 
 def _gpu_grants(state: snapshot.ClusterState, start: scheduler.Start,
@@ -273,7 +278,9 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary = PassSummary()
     cluster.refresh_from_db()
     state = snapshot.load_cluster(cluster, now=now)
-    usage_pass(cluster=cluster, config=state.config, now=now)
+    due = _decay_due(cluster, state.config, now)
+    if due:
+        usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
     _resolve_dependencies(cluster, now)
@@ -281,12 +288,11 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     state = snapshot.load_cluster(cluster, now=now)
     summary.timed_out += _stop_over_tres_minutes(cluster, state, now)
     jobs = snapshot.queued_jobs(cluster)
-    recomputed, due = _recompute_priorities(cluster, state, [job for job in jobs if job.state == JobState.PENDING],
-                                            now)
+    recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due)
     summary.priorities_computed = len(recomputed)
     backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
     _schedule(cluster, state, jobs, recomputed, now, summary, backfill=backfill)
-    if recomputed and due:
+    if due:
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=now)
     if backfill:
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=now)

@@ -10,11 +10,11 @@ import datetime as dt
 from collections import defaultdict
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from trainhub.slurm.conf import SlurmConfig, parse_config
 from trainhub.slurm.fairshare import decayed, usage_increment, usage_reset_due
-from trainhub.slurm.models import Association, JobRun, JobState, Qos, SlurmCluster, SlurmJob
+from trainhub.slurm.models import Association, JobRun, Qos, SlurmCluster, SlurmJob
 
 
 
@@ -74,8 +74,9 @@ def _decay_all(cluster: SlurmCluster, seconds: float, half_life: int) -> None:
 
 @transaction.atomic
 def usage_pass(*, cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> float:
-    """Decay every usage since the last pass, then charge running jobs for that time (Slurm's
-    decay thread: _apply_decay, then _apply_new_usage). Returns the seconds covered."""
+    """Decay every usage since the last run, then charge every run for the part of that time it ran,
+    ended ones up to their end (Slurm's decay thread, once per PriorityCalcPeriod: _apply_decay, then
+    _apply_new_usage over all jobs). Returns the seconds covered."""
     cluster = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
     last = cluster.last_decay_time or now
     seconds = (now - last).total_seconds()
@@ -87,13 +88,10 @@ def usage_pass(*, cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) 
         cluster.last_usage_reset = now
     else:
         _decay_all(cluster, seconds, config.priority_decay_half_life)
-    running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING)
-    runs = {(run.job_id, run.index): run for run in JobRun.objects.filter(job__in=running, end_time__isnull=True)}
-    charges = []
-    for job in running:
-        run = runs.get((job.pk, job.restart_count))
-        if run is not None:
-            charges.append((job, run, (now - max(run.start_time, last)).total_seconds()))
+    runs = (JobRun.objects.filter(job__cluster=cluster, start_time__lt=now)
+            .filter(Q(end_time__isnull=True) | Q(end_time__gt=last)).select_related("job"))
+    charges = [(run.job, run, (min(run.end_time or now, now) - max(run.start_time, last)).total_seconds())
+               for run in runs]
     charge_runs(cluster=cluster, runs=charges, config=config)
     cluster.last_decay_time = now
     cluster.save(update_fields=["last_decay_time", "last_usage_reset"])
