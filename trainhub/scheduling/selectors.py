@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -115,6 +116,22 @@ def quota_usage(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
             key = (pool["pool__resource__project_id"], pool["pool__resource__location"], metric)
             usage[key] += pool["pool__accelerator_count"] * pool["machines"]
     return dict(usage)
+
+
+def quota_releases(*, project_ids: list[int], now: dt.datetime) -> dict[QuotaKey, list[tuple[dt.datetime, int]]]:
+    """When the jobs holding each quota of these projects release it, and how many GPUs: at their
+    start + scheduling.timeout (Vertex's maximum running time; a placed job not yet started counts
+    from ``now``). Jobs asking for the same GPUs with the same timeout and start are one row."""
+    allocated = CustomJob.objects.filter(pk__in=Replica.objects.filter(active=True).values("job_id"),
+                                         project_id__in=project_ids)
+    releases: dict[QuotaKey, list[tuple[dt.datetime, int]]] = defaultdict(list)
+    groups = allocated.values("project_id", "location", "quota_demand", "start_time", "timeout_seconds").annotate(
+        jobs=Count("pk")).order_by()
+    for group in groups:
+        end = (group["start_time"] or now) + dt.timedelta(seconds=group["timeout_seconds"])
+        for metric, gpus in (group["quota_demand"] or {}).items():
+            releases[(group["project_id"], group["location"], metric)].append((end, gpus * group["jobs"]))
+    return dict(releases)
 
 
 def quota_book(*, project_ids: list[int] | None = None) -> QuotaBook:

@@ -39,6 +39,7 @@ from trainhub.scheduling.estimate import (
     WaitEstimate,
     estimate_waits,
     needs_by_kind,
+    quota_waits,
 )
 from trainhub.scheduling.models import Quota
 from trainhub.scheduling.placement import (
@@ -48,8 +49,8 @@ from trainhub.scheduling.placement import (
     Victim,
     plan_pass,
 )
-from trainhub.scheduling.quota import all_metrics
-from trainhub.scheduling.selectors import gang_beyond_inventory, quota_book
+from trainhub.scheduling.quota import QuotaBook, all_metrics
+from trainhub.scheduling.selectors import gang_beyond_inventory, quota_book, quota_releases
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +135,22 @@ def _estimates(waiting: list[WaitingJob], free_nodes: list[FreeNode], now: dt.da
                 for pool in job.gang.pools)
         requests.append((job.pk, need))
     return estimate_waits(requests, free_now, busy_until, now)
+
+
+def _quota_estimates(estimates: dict[int, WaitEstimate], unplaced: list[WaitingJob], plan: PassPlan,
+                     quotas: QuotaBook, now: dt.datetime) -> None:
+    """A job short of quota starts no earlier than its quota frees up (estimate.quota_waits, from
+    the holders' ends after this pass's placements); no estimate if it never does."""
+    blocked = [job for job in unplaced if job.pk in plan.quota_shortfalls]
+    if not blocked:
+        return
+    releases = quota_releases(project_ids=sorted({job.gang.project_id for job in blocked}), now=now)
+    frees = quota_waits([(job.pk, job.gang.project_id, job.gang.location, dict(job.gang.quota_demand))
+                         for job in blocked], quotas.limits, quotas.usage, releases, now)
+    for job in blocked:
+        capacity, quota = estimates[job.pk].estimated_start, frees[job.pk]
+        start = None if capacity is None or quota is None else max(capacity, quota)
+        estimates[job.pk] = WaitEstimate(estimates[job.pk].position, start)
 
 
 def _stockout_error(job: WaitingJob, now: dt.datetime, reasons: list[str]) -> str | None:
@@ -380,6 +397,7 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
     unplaced = [job for job in waiting if job.pk not in plan.placements]
     estimates = _estimates(unplaced, still_free, now)
     placed = _place(plan, {job.pk: job for job in waiting}, now)
+    _quota_estimates(estimates, unplaced, plan, quotas, now)
     explanations: dict[int, working_memory.WaitExplanation] = {}
     stockouts: dict[int, str] = {}
     flex_waiting: list[int] = []
