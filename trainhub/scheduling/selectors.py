@@ -65,6 +65,17 @@ def wait_explanation(*, job_pk: int) -> working_memory.WaitExplanation:
     return wait_explanations(job_pks=[job_pk]).get(job_pk, working_memory.WaitExplanation.empty())
 
 
+def flex_reservations() -> list[working_memory.Reservation]:
+    """The idle nodes the last pass held for starving FLEX_START gangs, oldest hold first; ephemeral
+    like the wait explanations (none shown while Redis does not answer)."""
+    try:
+        held = working_memory.reservations_read(get_redis())
+    except (RedisError, RedisNotConfigured):
+        logger.warning("reservations unavailable: Redis did not answer", exc_info=True)
+        return []
+    return sorted(held.values(), key=lambda reservation: (reservation.since, reservation.job_pk))
+
+
 def scheduler_snapshot() -> dict:
     """The last pass's view (free nodes, queue length, quota usage) for live status pages."""
     try:
