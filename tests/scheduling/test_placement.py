@@ -212,3 +212,15 @@ def test_quota_usage_never_exceeds_a_limit(limit, requests, in_use):
     plan = plan_pass(gangs, a100_nodes(40), quotas=book)
     assert in_use + sum(requests[k] for k in plan.placements) <= limit
     assert book.usage[("p", "us", metric)] <= limit
+
+
+def test_each_location_has_its_own_reserving_gang():
+    us = [FreeNode(1, i, "a2-highgpu-1g", "NVIDIA_TESLA_A100", "us-central1") for i in range(2)]
+    eu = [FreeNode(1, 10 + i, "a2-highgpu-1g", "NVIDIA_TESLA_A100", "europe-west4") for i in range(2)]
+    plan = plan_pass([GangRequest.from_pools("us", [(0, 3, A100)], reserve=True, location="us-central1"),
+                      GangRequest.from_pools("eu", [(0, 3, A100)], reserve=True, location="europe-west4"),
+                      GangRequest.from_pools("eu-small", [(0, 1, A100)], location="europe-west4")],
+                     us + eu, inventory=[*us, *eu, FreeNode(1, 5, "a2-highgpu-1g", "NVIDIA_TESLA_A100", "us-central1"),
+                                          FreeNode(1, 15, "a2-highgpu-1g", "NVIDIA_TESLA_A100", "europe-west4")])
+    assert plan.reservations == {"us": us, "eu": eu}
+    assert plan.held_against == {"eu-small": "eu"}
