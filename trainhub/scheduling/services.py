@@ -190,8 +190,8 @@ def _reservations(plan: PassPlan, now: dt.datetime, previous: dict[int, working_
     held = {pk: nodes for pk, nodes in plan.reservations.items() if nodes}
     if not held:
         return {}
-    names = dict((pk, (name, pool)) for pk, name, pool in Node.objects.filter(
-        pk__in=[node.node_id for nodes in held.values() for node in nodes]).values_list("pk", "name", "pool__name"))
+    names = {pk: (name, pool) for pk, name, pool in Node.objects.filter(
+        pk__in=[node.node_id for nodes in held.values() for node in nodes]).values_list("pk", "name", "pool__name")}
     records = {}
     for job in CustomJob.objects.filter(pk__in=list(held)).select_related("project").only(
             "pk", "job_id", "display_name", "location", "strategy", "create_time", "max_wait_seconds",
