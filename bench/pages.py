@@ -295,6 +295,7 @@ def _samples() -> list[Sample]:
         s("jobs:detail", "job: finished, detail", "job finished"),
         s("inventory:list", "nodes"),
         s("inventory:list_pools", "nodes: pools (live)"),
+        s("inventory:list_reservations", "nodes: held for FLEX_START gangs (live)"),
         s("inventory:list_rows", "nodes: rows (live)"),
         s("inventory:machines", "machines: join tokens and joined machines", who="admin"),
         s("jobs:argv_preview", "job form: argument list preview (live)",

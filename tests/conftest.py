@@ -197,3 +197,22 @@ def wait_reasons(job) -> list[str]:
     from trainhub.scheduling.selectors import wait_explanation
 
     return wait_explanation(job_pk=job.pk).reasons
+
+
+@pytest.fixture
+def held_a100(cast, nodes, now, settings):
+    """One A100 busy with a STANDARD job; a FLEX_START gang of both A100s past the reservation
+    threshold holds the other one."""
+    from trainhub.jobs.services import job_submit
+    from trainhub.scheduling.services import scheduler_pass
+
+    settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = 60
+    settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = 3600
+    a100 = container_pool("a2-highgpu-1g")
+    job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now, body=job_body(a100))
+    scheduler_pass(now=now)
+    gang = job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"], now=later(now, 1),
+                      body=job_body(a100, a100, name="big-gang",
+                                    scheduling={"strategy": "FLEX_START", "maxWaitDuration": "7200s"}))
+    scheduler_pass(now=later(now, 101))
+    return gang

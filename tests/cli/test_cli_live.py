@@ -1,9 +1,11 @@
 """The CLI against a live trainhub server: the seed's config.yaml, --worker-pool-spec, list,
 describe, cancel, stream-logs and a clear error for a broken spec."""
 
+import datetime as dt
 import json
 
 import pytest
+from django.utils import timezone
 
 from tests.agent.test_end_to_end import make_agent, run_until
 from tests.cli import SEED_CONFIG
@@ -97,3 +99,19 @@ def test_a_viewer_is_refused(live_server, cast, tmp_path, capsys):
                  "--worker-pool-spec", "machine-type=n1-standard-4,container-image-uri=img"], environ=environ)
     assert code == 1
     assert "PERMISSION_DENIED" in capsys.readouterr().err
+
+
+# Five minutes ago: the passes the live server runs at the real time then see the gang past the threshold too.
+@pytest.mark.parametrize("now", [timezone.now().replace(microsecond=0) - dt.timedelta(minutes=5)])
+def test_describe_prints_the_reservation_a_job_waits_behind(cli, cast, now, held_a100):
+    from tests.conftest import container_pool, job_body, later
+    from trainhub.jobs import services
+
+    small = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
+                                now=later(now, 102),  # SPOT: no stockout however long the real-time passes see it wait
+                                body=job_body(container_pool("a2-highgpu-1g"), scheduling={"strategy": "SPOT"}))
+    scheduler_pass(now=later(now, 103))
+    code, out, err = cli("ai", "custom-jobs", "describe", small.job_id, "--region", "us-central1", "--format", "json")
+    assert code == 0, err
+    reasons = json.loads(out)["trainhubStatus"]["waitReasons"]
+    assert any(f"reserved for FLEX_START job big-gang ({held_a100.job_id}) until" in reason for reason in reasons)

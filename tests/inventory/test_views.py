@@ -1,4 +1,6 @@
-"""The nodes page: pools, nodes and what occupies them, for members of any project."""
+"""The nodes page: pools, nodes and what occupies or holds them, for members of any project."""
+
+import datetime as dt
 
 import pytest
 from django.db import connection
@@ -131,3 +133,61 @@ def test_the_pool_cards_and_the_node_rows_refresh_as_fragments(client, cast, nod
     assert rows.content.decode().count("<tr>") == 3
     pools = client.get(reverse("inventory:list_pools"))
     assert b'id="pool-cards"' in pools.content and b"<html" not in pools.content
+
+
+def test_a_held_reservation_shows_its_job_nodes_since_and_until(client, cast, now, held_a100):
+    from tests.conftest import later
+
+    # the held node, the job (a link), since when and until when at most; the node's row says it too
+    client.force_login(cast["uma"])
+    content = client.get(reverse("inventory:list")).content.decode()
+    link = f'<a href="{reverse("jobs:detail", kwargs={"project": "alpha", "location": "us-central1", "job_id": held_a100.job_id})}">big-gang</a>'
+    section = content[content.index('id="reservations"'):content.index("</section>", content.index('id="reservations"'))]
+    assert link in section and "a100-1" in section
+    assert f'<time datetime="{later(now, 101).isoformat()}"' in section  # since the pass that took it
+    until = held_a100.create_time + dt.timedelta(seconds=7200)  # its maxWaitDuration: released then at most
+    assert f'<time datetime="{until.isoformat()}"' in section
+    row = content[content.index('<th scope="row" class="mono">a100-1</th>'):]
+    assert row[:row.index("</tr>")].count(f"idle, held for FLEX_START job {link}") == 1
+
+
+def test_a_reservation_of_another_projects_job_is_not_named(client, cast, held_a100):
+    client.force_login(cast["mallory"])
+    content = client.get(reverse("inventory:list")).content.decode()
+    assert "big-gang" not in content and held_a100.job_id not in content
+    assert "a job of another project" in content and "held for a FLEX_START job of another project" in content
+
+
+def test_without_reservations_the_section_is_hidden_but_refreshes(client, cast, nodes):
+    client.force_login(cast["uma"])
+    content = client.get(reverse("inventory:list")).content.decode()
+    url = reverse("inventory:list_reservations")
+    assert f'id="reservations" aria-labelledby="reservations-heading" hx-get="{url}"' in content
+    assert 'hx-swap="outerHTML" hidden>' in content
+    fragment = client.get(url)
+    assert fragment.status_code == 200 and b"<html" not in fragment.content
+
+
+def test_the_nodes_page_runs_as_many_queries_for_a_reservation_of_many_nodes_as_for_none(
+        client, cast, nodes, now, settings, django_assert_max_num_queries):
+    from tests.conftest import later
+    from trainhub.inventory.services import node_heartbeat
+    from trainhub.scheduling.services import scheduler_pass
+
+    settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = 60
+    settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = 3600
+    big = node_pool_ensure(name="a100-big", machine_type="a2-highgpu-1g", node_count=6)
+    node_heartbeat(node_ids=list(big.nodes.values_list("pk", flat=True)), now=now)
+    a100 = container_pool("a2-highgpu-1g")
+    submit(cast["alpha"], cast["uma"], a100, now=now)
+    gang = submit(cast["alpha"], cast["uma"], a100, {**a100, "replicaCount": 7}, name="big-gang", now=later(now, 1),
+                  scheduling={"strategy": "FLEX_START"})
+    scheduler_pass(now=later(now, 2))  # before the threshold: nothing held
+    client.force_login(cast["uma"])
+    with CaptureQueriesContext(connection) as none_held:
+        assert "big-gang" not in client.get(reverse("inventory:list")).content.decode()
+    scheduler_pass(now=later(now, 101))
+    with django_assert_max_num_queries(len(none_held)):
+        content = client.get(reverse("inventory:list")).content.decode()
+    assert content.count(f"idle, held for FLEX_START job <a") == 7
+    assert gang.job_id in content

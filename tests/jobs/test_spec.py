@@ -149,6 +149,13 @@ def test_it_reports_every_violation_at_once_and_requires_display_name():
         ({"displayName": "x", "jobSpec": {"workerPoolSpecs": [{}]}}, "jobSpec.workerPoolSpecs[0]"),
         ({"displayName": "x", "labels": {"Bad Key": "v"}, "jobSpec": {"workerPoolSpecs": [container_pool()]}},
          "labels.Bad Key"),
+        # labels are capped as Google Cloud caps them: 64 at most, keys and values of 63 characters
+        ({"displayName": "x", "labels": {f"k{i}": "v" for i in range(65)},
+          "jobSpec": {"workerPoolSpecs": [container_pool()]}}, "labels"),
+        ({"displayName": "x", "labels": {"team": "v" * 64}, "jobSpec": {"workerPoolSpecs": [container_pool()]}},
+         "labels.team"),
+        ({"displayName": "x", "labels": {"k" * 64: "v"}, "jobSpec": {"workerPoolSpecs": [container_pool()]}},
+         "labels." + "k" * 64),
         ({"displayName": "x", "jobSpec": {"workerPoolSpecs": [container_pool()],
                                           "baseOutputDirectory": "gs://b/o"}}, "jobSpec.baseOutputDirectory"),
         ({"displayName": 5, "jobSpec": {"workerPoolSpecs": [container_pool()]}}, "displayName"),

@@ -147,9 +147,39 @@ def test_spot_requests_never_preempt():
 def test_a_reserving_gang_holds_idle_nodes_against_smaller_jobs():
     big = GangRequest.from_pools("big", [(0, 1, A100), (1, 3, A100)], reserve=True)
     small = GangRequest.from_pools("small", [(0, 1, A100)])
-    plan = plan_pass([big, small], a100_nodes(3))
-    assert plan.reservations == {"big": 3}
+    plan = plan_pass([big, small], a100_nodes(3), inventory=a100_nodes(4))
+    assert plan.reservations == {"big": a100_nodes(3)}
     assert "small" in plan.shortfalls and "small" not in plan.placements
+    assert plan.held_against == {"small": "big"}
+
+
+def test_a_gang_the_usable_inventory_cannot_hold_reserves_nothing_and_small_jobs_run():
+    """Accepted for a 4-node pool; one node since went DOWN (it is no longer in the usable
+    inventory): the 4-node gang can never start on what is left, so it holds no idle node."""
+    big = GangRequest.from_pools("big", [(0, 4, A100)], reserve=True)
+    small = GangRequest.from_pools("small", [(0, 1, A100)])
+    plan = plan_pass([big, small], a100_nodes(3), inventory=a100_nodes(3))
+    assert plan.reservations == {} and plan.held_against == {}
+    assert plan.unreservable["big"].missing == 1
+    assert set(plan.placements) == {"small"}
+
+
+def test_the_next_candidate_the_inventory_can_hold_reserves_instead():
+    never = GangRequest.from_pools("never", [(0, 5, A100)], reserve=True)
+    next_gang = GangRequest.from_pools("next", [(0, 3, A100)], reserve=True)
+    small = GangRequest.from_pools("small", [(0, 1, A100)])
+    plan = plan_pass([never, next_gang, small], a100_nodes(2), inventory=a100_nodes(4))
+    assert set(plan.unreservable) == {"never"}
+    assert plan.reservations == {"next": a100_nodes(2)}
+    assert plan.held_against == {"small": "next"}  # "never" waits for capacity, not behind the hold
+
+
+def test_a_reservation_holds_only_against_jobs_short_of_the_kind_it_holds():
+    big = GangRequest.from_pools("big", [(0, 3, A100)], reserve=True)
+    t4 = GangRequest.from_pools("t4", [(0, 2, T4_1)])
+    plan = plan_pass([big, t4], [*a100_nodes(2), FreeNode(1, 9, "n1-standard-4", "NVIDIA_TESLA_T4")],
+                     inventory=a100_nodes(3))
+    assert "t4" in plan.shortfalls and plan.held_against == {}
 
 
 def test_quota_admits_jobs_in_order_until_the_limit():
@@ -182,3 +212,15 @@ def test_quota_usage_never_exceeds_a_limit(limit, requests, in_use):
     plan = plan_pass(gangs, a100_nodes(40), quotas=book)
     assert in_use + sum(requests[k] for k in plan.placements) <= limit
     assert book.usage[("p", "us", metric)] <= limit
+
+
+def test_each_location_has_its_own_reserving_gang():
+    us = [FreeNode(1, i, "a2-highgpu-1g", "NVIDIA_TESLA_A100", "us-central1") for i in range(2)]
+    eu = [FreeNode(1, 10 + i, "a2-highgpu-1g", "NVIDIA_TESLA_A100", "europe-west4") for i in range(2)]
+    plan = plan_pass([GangRequest.from_pools("us", [(0, 3, A100)], reserve=True, location="us-central1"),
+                      GangRequest.from_pools("eu", [(0, 3, A100)], reserve=True, location="europe-west4"),
+                      GangRequest.from_pools("eu-small", [(0, 1, A100)], location="europe-west4")],
+                     us + eu, inventory=[*us, *eu, FreeNode(1, 5, "a2-highgpu-1g", "NVIDIA_TESLA_A100", "us-central1"),
+                                          FreeNode(1, 15, "a2-highgpu-1g", "NVIDIA_TESLA_A100", "europe-west4")])
+    assert plan.reservations == {"us": us, "eu": eu}
+    assert plan.held_against == {"eu-small": "eu"}

@@ -1,5 +1,7 @@
 """Quotas at create and in the pass, SPOT preemption and the FLEX_START reservation, in the DB."""
 
+import datetime as dt
+
 import pytest
 
 from tests.conftest import container_pool, job_body, later, wait_reasons
@@ -104,8 +106,11 @@ def test_the_oldest_starving_flex_start_gang_holds_nodes_against_smaller_jobs(ca
     small.refresh_from_db()
     gang.refresh_from_db()
     assert small.state == states.QUEUED  # one A100 is idle, but it is held for the gang
-    assert any("reserved for an older FLEX_START gang" in r for r in wait_reasons(small))
-    assert any("Holding 1 idle node" in r for r in wait_reasons(gang))
+    until = f"{gang.create_time + dt.timedelta(days=1):%Y-%m-%d %H:%M} UTC at most"  # maxWaitDuration unset: 1 day
+    assert (f"Waiting: 1 node(s) of pool a100 are reserved for FLEX_START job {gang.display_name} ({gang.job_id}) "
+            f"until {until}.") in wait_reasons(small)
+    assert any(r.startswith("Holding 1 node(s) of pool a100 (a100-") and f"until {until}" in r
+               for r in wait_reasons(gang))
     services.replica_exited(replica=blocker.replicas.get(), exit_code=0, now=later(now, 102))
     scheduler_pass(now=later(now, 103))
     gang.refresh_from_db()
@@ -138,3 +143,26 @@ def test_a_flex_start_gang_the_inventory_can_no_longer_hold_reserves_nothing(cas
     small.refresh_from_db()
     assert small.state == states.PENDING  # the idle A100 was not held for a gang that cannot fit
     assert not any("Holding" in r for r in wait_reasons(gang))
+
+
+@pytest.mark.parametrize("state", ["DOWN", "DRAIN"])
+def test_a_flex_start_gang_whose_nodes_went_down_or_drained_reserves_nothing_and_says_why(
+        cast, nodes, now, settings, state):
+    """Accepted while both A100 nodes were up; one went DOWN or was drained since: the gang cannot
+    start on what is usable, so the idle A100 goes to a job that can, and the gang's reasons say
+    why it holds nothing; it keeps waiting (the node may return) until its maxWaitDuration."""
+    from trainhub.inventory.models import Node
+
+    settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = 60
+    settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = 3600
+    gang = submit(cast, now, a100(), a100(), scheduling={"strategy": "FLEX_START"})
+    Node.objects.filter(name="a100-1").update(state=state)
+    small = submit(cast, later(now, 100), a100())
+    scheduler_pass(now=later(now, 101))
+    small.refresh_from_db()
+    gang.refresh_from_db()
+    assert small.state == states.PENDING
+    assert gang.state in states.WAITING
+    assert any(r.startswith("Holds no nodes: the usable nodes of its location") and "needs 2, 1 usable" in r
+               for r in wait_reasons(gang))
+    assert not any("reserved for FLEX_START" in r for r in wait_reasons(gang))

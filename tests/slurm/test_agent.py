@@ -221,3 +221,24 @@ def test_an_output_file_through_a_symlink_out_of_the_cluster_fails_the_job_and_w
     assert job.state == JobState.FAILED
     assert list(outside.iterdir()) == []
     assert any("outside the cluster's file system" in line for line in lines(job, "stderr"))
+
+
+def test_a_script_that_swaps_its_output_file_for_a_symlink_out_writes_nothing_there(
+        cluster, real_pools, now, tmp_path):
+    """The agent (root on a real node) opens --output once, through the containment check, before the
+    script starts, and keeps it open as slurmstepd does: a script that replaces its output file by a
+    symlink to a host file (/etc/...) cannot make the agent append its output there."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "passwd"
+    job = make_job(cluster, now=now, script=(
+        "#!/bin/bash\n"
+        "out=\"$SLURM_SUBMIT_DIR/slurm-$SLURM_JOB_ID.out\"\n"
+        "while [ ! -e \"$out\" ]; do sleep 0.01; done\n"
+        f"rm -f \"$out\"\nln -s {target} \"$out\"\n"
+        "echo secret\n"))
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    assert job.state == JobState.COMPLETED
+    assert not target.exists()
+    assert lines(job, "stdout") == ["secret"]  # the output is still recorded

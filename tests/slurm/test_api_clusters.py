@@ -184,3 +184,18 @@ def test_admins_replace_prolog_scripts(api, admin, slurm_pools):
     assert response.json()["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] == ["#!/bin/bash\necho one"]
     assert ClusterAuditEntry.objects.filter(subject="prolog scripts").count() == 1
     assert api("alice").post(url, {"prologBashScripts": [""]}, format="json").status_code == 400
+
+
+@pytest.mark.parametrize("scripts, field", [
+    (["x" * (64 * 1024 + 1)], "prologBashScripts[0]"),
+    (["echo hi"] * 17, "prologBashScripts"),
+])
+def test_prolog_scripts_are_capped_before_they_are_stored_or_audited(api, admin, slurm_pools, scripts, field):
+    """The scripts are user-fed text kept on the cluster and in its audit trail: 16 scripts of
+    64 KiB at most, refused naming the field, nothing stored or audited (issue 18)."""
+    create(api, seed_spec())
+    audited = ClusterAuditEntry.objects.count()
+    response = api("alice").post(f"{CLUSTERS}/c1:updateScripts", {"prologBashScripts": scripts}, format="json")
+    assert response.status_code == 400, response.content
+    assert field in {v["field"] for v in response.json()["error"]["details"][0]["fieldViolations"]}
+    assert ClusterAuditEntry.objects.count() == audited

@@ -111,10 +111,20 @@ class ScriptChain:
 class _Batch:
     process: ReplicaProcess
     pgid: int | None
-    stdout: Path
-    stderr: Path
+    #: Descriptors of the --output and --error files (the same one when --error is unset).
+    stdout: int
+    stderr: int
     stop_sent: dt.datetime | None = None
     max_rss_kb: int | None = None
+
+    def close(self) -> None:
+        for fd in {self.stdout, self.stderr}:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
 
 
 @dataclass
@@ -275,34 +285,37 @@ class SlurmNodeWork:
             del self.work[step["id"]]
             self._report(step, work.kind, {"exitCode": code}, now)
 
-    def _outside_cluster(self, step: dict) -> str | None:
-        """Why the job's working directory or output files would leave the cluster's file system on
-        this host (a ``..`` or a symlink out), checked right before they are opened; None if they do not."""
+    def _open_outputs(self, step: dict) -> tuple[int, int]:
+        """The job's --output and --error files, opened once before the batch script starts, only
+        through jobenv.open_output_file (the symlink-resolving containment check), after the
+        working directory passed the same check; one descriptor for both when --error is unset.
+        Raises jobenv.OutsideCluster or OSError."""
         job = step["job"]
         root = cluster_root(self.work_dir, job["clusterId"])
         names = {"job_id": job["jobId"], "job_name": job["name"], "user": job["user"], "node": step["nodeName"]}
+        jobenv.cluster_file(root, job["workDir"])
+        stdout = jobenv.open_output_file(root, job["stdoutPattern"], cwd=job["workDir"], **names)
+        if not job["stderrPattern"]:
+            return stdout, stdout
         try:
-            jobenv.cluster_file(root, job["workDir"])
-            for pattern in filter(None, (job["stdoutPattern"], job["stderrPattern"])):
-                jobenv.output_file(root, pattern, cwd=job["workDir"], **names)
-        except jobenv.OutsideCluster as exc:
-            return str(exc)
-        return None
+            return stdout, jobenv.open_output_file(root, job["stderrPattern"], cwd=job["workDir"], **names)
+        except (jobenv.OutsideCluster, OSError):
+            os.close(stdout)
+            raise
 
     def _launch_batch(self, step: dict, now: dt.datetime) -> None:
-        refused = self._outside_cluster(step)
-        if refused:
-            self._log(step, "stderr", [(now, f"slurmstepd: error: {refused}")])
-            self._report(step, "batch", {"exitCode": 1, "signal": 0, "maxRssKb": None}, now)
-            step["phase"] = REPORTED
+        try:
+            stdout, stderr = self._open_outputs(step)
+        except jobenv.OutsideCluster as exc:
+            self._fail_launch(step, str(exc), now)
+            return
+        except OSError as exc:
+            self._fail_launch(step, f"Could not open output file: {exc.filename}: {exc.strerror}", now)
             return
         context, node = self._context(step, now)
         env = jobenv.batch_environment(context, node)
-        stdout, stderr = Path(context.stdout_path), Path(context.stderr_path)
         submit_dir = Path(context.submit_dir)
         submit_dir.mkdir(parents=True, exist_ok=True)
-        stdout.parent.mkdir(parents=True, exist_ok=True)
-        stderr.parent.mkdir(parents=True, exist_ok=True)
         job = step["job"]
         process: ReplicaProcess
         pgid = None
@@ -321,9 +334,12 @@ class SlurmNodeWork:
                 process, pgid = subprocess_replica, subprocess_replica.pid
             except OSError as exc:
                 process = FailedToStart(now, f"slurmstepd: error: execve(): {script}: {exc.strerror}")
-        stdout.touch()
-        stderr.touch()
         self.work[step["id"]] = _Work("batch", batch=_Batch(process, pgid, stdout, stderr))
+
+    def _fail_launch(self, step: dict, reason: str, now: dt.datetime) -> None:
+        self._log(step, "stderr", [(now, f"slurmstepd: error: {reason}")])
+        self._report(step, "batch", {"exitCode": 1, "signal": 0, "maxRssKb": None}, now)
+        step["phase"] = REPORTED
 
     def _supervise_batch(self, step: dict, work: _Work, now: dt.datetime) -> None:
         batch = work.batch
@@ -341,6 +357,7 @@ class SlurmNodeWork:
         self._write_output(step, batch)
         if code is not None:
             del self.work[step["id"]]
+            batch.close()
             exit_code, signal = (0, -code) if code < 0 else (code, 0)
             self._report(step, "batch", {"exitCode": exit_code, "signal": signal, "maxRssKb": batch.max_rss_kb}, now)
             step["phase"] = REPORTED
@@ -352,8 +369,8 @@ class SlurmNodeWork:
         for stream in ("stdout", "stderr"):
             chosen = [(time, text) for name, time, text in lines if name == stream]
             if chosen:
-                with open(batch.stdout if stream == "stdout" else batch.stderr, "a", encoding="utf-8") as handle:
-                    handle.writelines(f"{text}\n" for _, text in chosen)
+                data = "".join(f"{text}\n" for _, text in chosen).encode()
+                _write_all(batch.stdout if stream == "stdout" else batch.stderr, data)
                 self._log(step, stream, chosen)
 
     def _stop(self, pk: int) -> None:
@@ -364,6 +381,7 @@ class SlurmNodeWork:
             work.chain.kill()
         if work.batch is not None:
             work.batch.process.kill()
+            work.batch.close()
 
     def shutdown(self) -> None:
         for pk in list(self.work):

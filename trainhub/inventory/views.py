@@ -1,5 +1,6 @@
-"""The nodes page: a card per pool (capacity and what is busy, down or held), and the nodes,
-filtered and a page at a time, with the job occupying each. Both parts refresh live."""
+"""The nodes page: a card per pool (capacity and what is busy, down or held), the idle nodes held
+for starving FLEX_START gangs, and the nodes, filtered and a page at a time, with the job occupying
+or holding each. Every part refreshes live."""
 
 import datetime as dt
 from functools import partial
@@ -23,6 +24,7 @@ from trainhub.inventory.services import (
     node_set_state,
 )
 from trainhub.common.pages import render_page_or_fragment
+from trainhub.scheduling.selectors import flex_reservations
 
 NODES_LIST = "aiplatform.nodes.list"
 JOBS_GET = "aiplatform.customJobs.get"
@@ -32,6 +34,17 @@ def _pools_context(pools: list) -> dict:
     return {"pools": pools}
 
 
+def _visible_project_ids(request: HttpRequest) -> set[int]:
+    """Jobs of every project occupy or hold the nodes; only those the user may open are named."""
+    return {p.pk for p in projects_with_permission(user=request.user, permission=JOBS_GET)}
+
+
+def _reservations_context(request: HttpRequest) -> dict:
+    """Idle nodes held for starving FLEX_START gangs (from the last scheduler pass, in Redis: no
+    query but the user's projects)."""
+    return {"reservations": flex_reservations(), "visible_project_ids": _visible_project_ids(request)}
+
+
 def _nodes_context(request: HttpRequest, pools: list) -> dict:
     form = NodeFilterForm(request.GET, pools=pools)
     page = NodePage([], "")
@@ -39,10 +52,12 @@ def _nodes_context(request: HttpRequest, pools: list) -> dict:
         data = form.cleaned_data
         page = nodes_page(pool=form.selected_pool(), state=data["state"], occupancy=data["occupancy"],
                           search=data["q"], after=data["after"])
+    held_for = {name: held for held in flex_reservations() for name, _ in held.nodes}
+    for node in page.nodes:
+        node.held_for = held_for.get(node.name)
     return {
         "filter_form": form, "node_page": page, "live": not request.GET.get("after"),
-        # Jobs of every project occupy the nodes; only those the user may open are named.
-        "visible_project_ids": {p.pk for p in projects_with_permission(user=request.user, permission=JOBS_GET)},
+        "visible_project_ids": _visible_project_ids(request),
     }
 
 
@@ -52,6 +67,7 @@ def node_list(request: HttpRequest, fragment: str | None = None) -> HttpResponse
         raise PermissionDenied(f"Seeing the nodes needs {NODES_LIST} in at least one project.")
     pools = list(node_pools_with_usage())
     sections = {"pools": ("inventory/_pool_cards.html", partial(_pools_context, pools)),
+                "reservations": ("inventory/_reservations.html", partial(_reservations_context, request)),
                 "nodes": ("inventory/_node_rows.html", partial(_nodes_context, request, pools))}
     return render_page_or_fragment(request, "inventory/node_list.html", sections, fragment)
 

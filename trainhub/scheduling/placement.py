@@ -16,9 +16,18 @@ Rules, applied to the waiting jobs in the order given (the caller sorts them old
   nodes may preempt running SPOT jobs, taken in the order given (the caller passes the newest
   first, so the least work is lost), stopping as soon as the gang fits; if even every SPOT job
   would not make room, nobody is preempted.
-- Reservation: a request flagged ``reserve`` (the oldest FLEX_START gang that has waited past the
-  threshold) that does not fit holds the eligible idle nodes it can get, so a stream of smaller
-  jobs cannot starve it; it starts once the rest frees up.
+- Reservation: requests flagged ``reserve`` (FLEX_START gangs that have waited past the
+  threshold) are candidates; per location, the first candidate the location's usable
+  ``inventory`` (every node the pass may use, idle or busy: up, alive, not dedicated) could hold
+  at once is the reserving gang. If it does not fit now it holds the eligible idle nodes it can
+  get, so a stream of smaller jobs cannot starve it (Slurm's backfill likewise reserves nodes for
+  the top pending job), and it starts once the rest frees up. Every later job short of a node kind
+  the gang holds records that it waits behind the reservation (``held_against``).
+  A candidate the usable inventory cannot hold (nodes removed, drained or DOWN since it was
+  accepted) holds nothing (``unreservable``): holding idle nodes for a gang that cannot start
+  would only starve jobs that can. It keeps waiting, as a Dynamic Workload Scheduler request
+  waits for capacity until its maxWaitDuration, since drained or DOWN nodes may return; the
+  reason says what it lacks.
 
 Pure Python, no Django: a pass takes a snapshot and returns decisions, so it is tested and
 benchmarked without a database.
@@ -86,11 +95,12 @@ class Shortfall:
     def missing(self) -> int:
         return self.needed - self.free
 
-    def describe(self) -> str:
+    def describe(self, counted: str = "free") -> str:
+        """``counted``: what the available nodes are ("free" now; "usable" of the inventory)."""
         gpus = (f" with {self.shape.accelerator_count} x {self.shape.accelerator_type}"
                 if self.shape.accelerator_count else "")
         return (f"{self.missing} more {self.shape.machine_type} node(s){gpus}: "
-                f"needs {self.needed}, {self.free} free")
+                f"needs {self.needed}, {self.free} {counted}")
 
 
 @dataclass
@@ -103,8 +113,12 @@ class PassPlan:
     quota_shortfalls: dict[Hashable, list[QuotaShortfall]] = field(default_factory=dict)
     #: preempting job key -> SPOT job keys to stop for it
     preemptions: dict[Hashable, list[Hashable]] = field(default_factory=dict)
-    #: job key -> number of idle nodes held for it
-    reservations: dict[Hashable, int] = field(default_factory=dict)
+    #: job key -> the idle nodes held for it (at most one reserving gang per location)
+    reservations: dict[Hashable, list[FreeNode]] = field(default_factory=dict)
+    #: job key -> the reserving gang whose held nodes are of a kind the job lacks
+    held_against: dict[Hashable, Hashable] = field(default_factory=dict)
+    #: reserve candidate key -> what the location's usable inventory lacks to ever hold it
+    unreservable: dict[Hashable, Shortfall] = field(default_factory=dict)
 
 
 def _at_least(group: list[FreeNode], gpus: int) -> int:
@@ -175,9 +189,15 @@ class CapacityIndex:
             return missing
         return [self._grab(shape, count) for shape, count in demand]
 
-    def hold(self, demand: Sequence[tuple[ReplicaShape, int]]) -> int:
+    def hold(self, demand: Sequence[tuple[ReplicaShape, int]]) -> list[FreeNode]:
         """Take as many eligible nodes as there are, up to the demand (a reservation)."""
-        return sum(len(self._grab(shape, count)) for shape, count in demand)
+        return [node for shape, count in demand for node in self._grab(shape, count)]
+
+
+def serves(node: FreeNode, shape: ReplicaShape) -> bool:
+    """Whether a replica of ``shape`` may take ``node`` (see CapacityIndex._candidate_groups)."""
+    return (node.machine_type == shape.machine_type and node.gpu_count >= shape.accelerator_count
+            and (not shape.accelerator_count or node.accelerator_type == shape.accelerator_type))
 
 
 def gang_demand(pools: tuple[PoolRequest, ...]) -> list[tuple[ReplicaShape, int]]:
@@ -221,9 +241,48 @@ def _assign(request: GangRequest, demand, chosen: list[list[FreeNode]]) -> dict[
             for pool_index, replica_index, shape in request.replicas}
 
 
+class _Reservations:
+    """The reservation step of a pass: which candidate reserves in each location, and who waits
+    behind the nodes it holds. The usable inventory is indexed only when a candidate appears."""
+
+    def __init__(self, inventory: Iterable[FreeNode] | None, located: bool):
+        self._inventory = inventory
+        self._located = located
+        self._indexes: dict[str | None, CapacityIndex] | None = None
+        #: location -> (reserving key, held nodes); a location is claimed once its gang is chosen
+        self.claimed: dict[str | None, tuple[Hashable, list[FreeNode]]] = {}
+
+    def _inventory_shortfall(self, location: str | None, demand) -> Shortfall | None:
+        if self._inventory is None:
+            return None
+        if self._indexes is None:
+            self._indexes = {}
+            for node in self._inventory:
+                self._indexes.setdefault(node.location if self._located else None, CapacityIndex()).add((node,))
+        return self._indexes.get(location, CapacityIndex()).shortfall(demand)
+
+    def choose(self, plan: PassPlan, request: GangRequest, location: str | None, demand) -> bool:
+        """Whether ``request`` is its location's reserving gang (recording why not, if it cannot be)."""
+        if not request.reserve or location in self.claimed:
+            return False
+        beyond = self._inventory_shortfall(location, demand)
+        if beyond is not None:
+            plan.unreservable[request.key] = beyond
+            return False
+        self.claimed[location] = (request.key, [])
+        return True
+
+    def note_short(self, plan: PassPlan, key: Hashable, location: str | None, shortfall: Shortfall) -> None:
+        claim = self.claimed.get(location)
+        if claim is not None and claim[0] != key and any(serves(node, shortfall.shape) for node in claim[1]):
+            plan.held_against[key] = claim[0]
+
+
 def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *,
-              victims: Sequence[Victim] = (), quotas: QuotaBook | None = None) -> PassPlan:
-    """Decide one pass; see the module docstring for the rules."""
+              victims: Sequence[Victim] = (), quotas: QuotaBook | None = None,
+              inventory: Iterable[FreeNode] | None = None) -> PassPlan:
+    """Decide one pass; see the module docstring for the rules. ``inventory``: every usable node,
+    idle or busy (None: reservations are not checked against it)."""
     free_nodes = list(free_nodes)
     located = any(node.location for node in free_nodes) or any(n.location for v in victims for n in v.nodes)
     indexes: dict[str | None, CapacityIndex] = {}
@@ -231,6 +290,7 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *
         indexes.setdefault(node.location if located else None, CapacityIndex()).add((node,))
     remaining_victims = list(victims)
     plan = PassPlan()
+    reservations = _Reservations(inventory, located)
     demands: dict[int, list[tuple[ReplicaShape, int]]] = {}  # by id() of a pools tuple requests share
     for request in requests:
         demand = demands.get(id(request.pools))
@@ -239,6 +299,7 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *
         quota_demand = dict(request.quota_demand)
         location = request.location if located else None
         index = indexes.setdefault(location, CapacityIndex())
+        reserving = reservations.choose(plan, request, location, demand)
         if quotas is not None:
             blocked = quotas.shortfalls(request.project, request.location, quota_demand)
             if blocked:
@@ -246,6 +307,7 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *
                 probe = index.shortfall(demand)  # report capacity too: every blocking reason, not one
                 if probe is not None:
                     plan.shortfalls[request.key] = [probe]
+                    reservations.note_short(plan, request.key, location, probe)
                 continue
         chosen = index.take(demand)
         if isinstance(chosen, Shortfall) and request.can_preempt and remaining_victims:
@@ -258,8 +320,12 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *
                 remaining_victims = [v for v in remaining_victims if v not in preempted]
         if isinstance(chosen, Shortfall):
             plan.shortfalls[request.key] = [chosen]
-            if request.reserve:
-                plan.reservations[request.key] = index.hold(demand)
+            if reserving:
+                held = index.hold(demand)
+                plan.reservations[request.key] = held
+                reservations.claimed[location] = (request.key, held)
+            else:
+                reservations.note_short(plan, request.key, location, chosen)
             continue
         if quotas is not None:
             quotas.charge(request.project, request.location, quota_demand)

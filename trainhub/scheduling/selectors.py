@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -64,6 +65,17 @@ def wait_explanation(*, job_pk: int) -> working_memory.WaitExplanation:
     return wait_explanations(job_pks=[job_pk]).get(job_pk, working_memory.WaitExplanation.empty())
 
 
+def flex_reservations() -> list[working_memory.Reservation]:
+    """The idle nodes the last pass held for starving FLEX_START gangs, oldest hold first; ephemeral
+    like the wait explanations (none shown while Redis does not answer)."""
+    try:
+        held = working_memory.reservations_read(get_redis())
+    except (RedisError, RedisNotConfigured):
+        logger.warning("reservations unavailable: Redis did not answer", exc_info=True)
+        return []
+    return sorted(held.values(), key=lambda reservation: (reservation.since, reservation.job_pk))
+
+
 def scheduler_snapshot() -> dict:
     """The last pass's view (free nodes, queue length, quota usage) for live status pages."""
     try:
@@ -115,6 +127,22 @@ def quota_usage(*, project_ids: list[int] | None = None) -> dict[QuotaKey, int]:
             key = (pool["pool__resource__project_id"], pool["pool__resource__location"], metric)
             usage[key] += pool["pool__accelerator_count"] * pool["machines"]
     return dict(usage)
+
+
+def quota_releases(*, project_ids: list[int], now: dt.datetime) -> dict[QuotaKey, list[tuple[dt.datetime, int]]]:
+    """When the jobs holding each quota of these projects release it, and how many GPUs: at their
+    start + scheduling.timeout (Vertex's maximum running time; a placed job not yet started counts
+    from ``now``). Jobs asking for the same GPUs with the same timeout and start are one row."""
+    allocated = CustomJob.objects.filter(pk__in=Replica.objects.filter(active=True).values("job_id"),
+                                         project_id__in=project_ids)
+    releases: dict[QuotaKey, list[tuple[dt.datetime, int]]] = defaultdict(list)
+    groups = allocated.values("project_id", "location", "quota_demand", "start_time", "timeout_seconds").annotate(
+        jobs=Count("pk")).order_by()
+    for group in groups:
+        end = (group["start_time"] or now) + dt.timedelta(seconds=group["timeout_seconds"])
+        for metric, gpus in (group["quota_demand"] or {}).items():
+            releases[(group["project_id"], group["location"], metric)].append((end, gpus * group["jobs"]))
+    return dict(releases)
 
 
 def quota_book(*, project_ids: list[int] | None = None) -> QuotaBook:

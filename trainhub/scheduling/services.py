@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.common.redis import get_redis
-from trainhub.common.wire import format_timestamp
+from trainhub.common.wire import format_timestamp, parse_timestamp
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodeState
 from trainhub.jobs import services as job_services
@@ -39,6 +39,7 @@ from trainhub.scheduling.estimate import (
     WaitEstimate,
     estimate_waits,
     needs_by_kind,
+    quota_waits,
 )
 from trainhub.scheduling.models import Quota
 from trainhub.scheduling.placement import (
@@ -48,8 +49,8 @@ from trainhub.scheduling.placement import (
     Victim,
     plan_pass,
 )
-from trainhub.scheduling.quota import all_metrics
-from trainhub.scheduling.selectors import gang_beyond_inventory, quota_book
+from trainhub.scheduling.quota import QuotaBook, all_metrics
+from trainhub.scheduling.selectors import quota_book, quota_releases
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +82,17 @@ class WaitingJob:
         return round(now.timestamp() - self.submitted, 6)
 
 
-def _free_nodes(now: dt.datetime) -> tuple[list[FreeNode], list[Victim]]:
-    """Idle live nodes, and the running SPOT jobs (newest first) with the live nodes they hold."""
+def _free_nodes(now: dt.datetime) -> tuple[list[FreeNode], list[Victim], list[FreeNode]]:
+    """Idle live nodes, the running SPOT jobs (newest first) with the live nodes they hold, and the
+    usable inventory: every live node (up, heart-beating, not dedicated), idle or busy."""
     fresh_after = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
     live = Node.objects.filter(state=NodeState.UP, last_heartbeat__gte=fresh_after, dedicated_to="")
     busy = Replica.objects.filter(node=OuterRef("pk"), active=True)
-    rows = live.annotate(busy=Exists(busy)).filter(busy=False).values_list(
-        "pk", "pool__machine_type", "pool__accelerator_type", "pool__accelerator_count", "pool__location")
-    free = [FreeNode(gpus, pk, machine, accel, location) for pk, machine, accel, gpus, location in rows]
+    rows = live.annotate(busy=Exists(busy)).values_list(
+        "pk", "pool__machine_type", "pool__accelerator_type", "pool__accelerator_count", "pool__location", "busy")
+    usable = [(FreeNode(gpus, pk, machine, accel, location), taken)
+              for pk, machine, accel, gpus, location, taken in rows]
+    free = [node for node, taken in usable if not taken]
     spot_rows = (
         Replica.objects.filter(active=True, job__strategy="SPOT", job__state__in=(states.PENDING, states.RUNNING),
                                node__in=live)
@@ -99,7 +103,7 @@ def _free_nodes(now: dt.datetime) -> tuple[list[FreeNode], list[Victim]]:
     held: dict[int, list[FreeNode]] = {}
     for job_id, node_id, machine, accel, gpus, location in spot_rows:
         held.setdefault(job_id, []).append(FreeNode(gpus, node_id, machine, accel, location))
-    return free, [Victim(job_id, tuple(nodes)) for job_id, nodes in held.items()]
+    return free, [Victim(job_id, tuple(nodes)) for job_id, nodes in held.items()], [node for node, _ in usable]
 
 
 def _node_kinds(machine: str, accelerator: str) -> list[NodeKind]:
@@ -136,6 +140,22 @@ def _estimates(waiting: list[WaitingJob], free_nodes: list[FreeNode], now: dt.da
     return estimate_waits(requests, free_now, busy_until, now)
 
 
+def _quota_estimates(estimates: dict[int, WaitEstimate], unplaced: list[WaitingJob], plan: PassPlan,
+                     quotas: QuotaBook, now: dt.datetime) -> None:
+    """A job short of quota starts no earlier than its quota frees up (estimate.quota_waits, from
+    the holders' ends after this pass's placements); no estimate if it never does."""
+    blocked = [job for job in unplaced if job.pk in plan.quota_shortfalls]
+    if not blocked:
+        return
+    releases = quota_releases(project_ids=sorted({job.gang.project_id for job in blocked}), now=now)
+    frees = quota_waits([(job.pk, job.gang.project_id, job.gang.location, dict(job.gang.quota_demand))
+                         for job in blocked], quotas.limits, quotas.usage, releases, now)
+    for job in blocked:
+        capacity, quota = estimates[job.pk].estimated_start, frees[job.pk]
+        start = None if capacity is None or quota is None else max(capacity, quota)
+        estimates[job.pk] = WaitEstimate(estimates[job.pk].position, start)
+
+
 def _stockout_error(job: WaitingJob, now: dt.datetime, reasons: list[str]) -> str | None:
     """STANDARD jobs retry placement for TRAINHUB_STOCKOUT_RETRY_SECONDS, then fail as Vertex does."""
     waited = job.waited(now)
@@ -146,26 +166,64 @@ def _stockout_error(job: WaitingJob, now: dt.datetime, reasons: list[str]) -> st
             f"different accelerator. (Retried for {int(waited)}s.) {missing}")
 
 
-def _reserving_job(waiting: list[WaitingJob], now: dt.datetime) -> int | None:
-    """The oldest FLEX_START gang that has waited past the reservation threshold, if any, among
-    those the location's whole inventory could hold: a gang that can never start (nodes removed
-    since it was accepted) holds nothing, so it cannot starve the jobs that can."""
-    threshold = settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS
-    for job in waiting:
-        if (job.strategy == "FLEX_START" and job.waited(now) >= threshold
-                and gang_beyond_inventory(location=job.gang.location, pools=job.gang.pools) is None):
-            return job.pk
-    return None
+def _may_reserve(job: WaitingJob, now: dt.datetime) -> bool:
+    """A FLEX_START gang that has waited past the reservation threshold; the planner picks, per
+    location, the oldest of them the usable inventory could hold (see placement)."""
+    return job.strategy == "FLEX_START" and job.waited(now) >= settings.TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS
 
 
-def _wait_reasons(pk: int, plan: PassPlan, reserving: int | None) -> list[str]:
+def _clock(timestamp: str | None) -> str:
+    if timestamp is None:
+        return "it starts (its maxWaitDuration is 0s: no deadline)"
+    return f"{parse_timestamp(timestamp):%Y-%m-%d %H:%M} UTC at most"
+
+
+def _held_nodes(reservation: working_memory.Reservation) -> str:
+    pools = sorted({pool for _, pool in reservation.nodes})
+    return f"{len(reservation.nodes)} node(s) of pool {', '.join(pools)}"
+
+
+def _reservations(plan: PassPlan, now: dt.datetime, previous: dict[int, working_memory.Reservation]
+                  ) -> dict[int, working_memory.Reservation]:
+    """The plan's held nodes as Reservation records: who holds which nodes, since when (the first
+    pass that held for the gang) and until when at most. Two queries, only when a gang holds."""
+    held = {pk: nodes for pk, nodes in plan.reservations.items() if nodes}
+    if not held:
+        return {}
+    names = {pk: (name, pool) for pk, name, pool in Node.objects.filter(
+        pk__in=[node.node_id for nodes in held.values() for node in nodes]).values_list("pk", "name", "pool__name")}
+    records = {}
+    for job in CustomJob.objects.filter(pk__in=list(held)).select_related("project").only(
+            "pk", "job_id", "display_name", "location", "strategy", "create_time", "max_wait_seconds",
+            "project__project_id"):
+        before = previous.get(job.pk)
+        deadline = job.flex_start_deadline
+        records[job.pk] = working_memory.Reservation(
+            job_pk=job.pk, project_pk=job.project_id, project=job.project.project_id, location=job.location,
+            job_id=str(job.job_id), display_name=job.display_name,
+            nodes=[names[node.node_id] for node in held[job.pk]],
+            since=before.since if before is not None else format_timestamp(now),
+            until=format_timestamp(deadline) if deadline is not None else None)
+    return records
+
+
+def _wait_reasons(pk: int, plan: PassPlan, reservations: dict[int, working_memory.Reservation]) -> list[str]:
     reasons = [s.describe() for s in plan.quota_shortfalls.get(pk, [])]
     reasons += [f"Waiting for capacity: {s.describe()}." for s in plan.shortfalls.get(pk, [])]
-    held = plan.reservations.get(pk)
-    if held is not None:
-        reasons.append(f"Holding {held} idle node(s) for this FLEX_START gang so smaller jobs cannot starve it.")
-    elif reserving is not None and reserving != pk and pk in plan.shortfalls:
-        reasons.append("Nodes are reserved for an older FLEX_START gang that has waited past the threshold.")
+    own = reservations.get(pk)
+    if own is not None:
+        reasons.append(f"Holding {_held_nodes(own)} ({', '.join(name for name, _ in own.nodes)}) for this "
+                       f"FLEX_START gang since {parse_timestamp(own.since):%Y-%m-%d %H:%M} UTC so smaller jobs "
+                       f"cannot starve it, until {_clock(own.until)}.")
+    behind = reservations.get(plan.held_against.get(pk))
+    if behind is not None:
+        reasons.append(f"Waiting: {_held_nodes(behind)} are reserved for FLEX_START job {behind.display_name} "
+                       f"({behind.job_id}) until {_clock(behind.until)}.")
+    beyond = plan.unreservable.get(pk)
+    if beyond is not None:
+        reasons.append(f"Holds no nodes: the usable nodes of its location (up, alive, not drained or dedicated) "
+                       f"could not hold this gang even if all were idle ({beyond.describe('usable')}); it waits "
+                       f"for nodes to come back, until its maxWaitDuration.")
     return reasons
 
 
@@ -365,27 +423,28 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
     on_resources = [job for job in waiting if job.gang.on_resource]
     waiting = [job for job in waiting if not job.gang.on_resource]
     on_resources_result = _on_resources_pass(client, on_resources, now)
-    free_nodes, victims = _free_nodes(now)
-    reserving = _reserving_job(waiting, now)
+    free_nodes, victims, inventory = _free_nodes(now)
     requests = [
-        GangRequest(job.pk, job.gang.pools, can_preempt=job.strategy != "SPOT", reserve=job.pk == reserving,
+        GangRequest(job.pk, job.gang.pools, can_preempt=job.strategy != "SPOT", reserve=_may_reserve(job, now),
                     project=job.gang.project_id, location=job.gang.location, quota_demand=job.gang.quota_demand)
         for job in waiting
     ]
     quotas = quota_book()
-    plan = plan_pass(requests, free_nodes, victims=victims, quotas=quotas)
+    plan = plan_pass(requests, free_nodes, victims=victims, quotas=quotas, inventory=inventory)
+    reservations = _reservations(plan, now, working_memory.reservations_read(client))
     _preempt(plan, now)
     taken = {node_id for assignment in plan.placements.values() for node_id in assignment.values()}
     still_free = [node for node in free_nodes if node.node_id not in taken]
     unplaced = [job for job in waiting if job.pk not in plan.placements]
     estimates = _estimates(unplaced, still_free, now)
     placed = _place(plan, {job.pk: job for job in waiting}, now)
+    _quota_estimates(estimates, unplaced, plan, quotas, now)
     explanations: dict[int, working_memory.WaitExplanation] = {}
     stockouts: dict[int, str] = {}
     flex_waiting: list[int] = []
     computed_at = format_timestamp(now)
     for job in unplaced:
-        reasons = _wait_reasons(job.pk, plan, reserving)
+        reasons = _wait_reasons(job.pk, plan, reservations)
         stockout = _stockout_error(job, now, reasons) if job.pk in plan.shortfalls else None
         if stockout is not None:
             stockouts[job.pk] = stockout
@@ -406,6 +465,7 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
         quota_usage={f"{project}:{location}:{metric}": gpus for (project, location, metric), gpus in quotas.usage.items()},
         summary={"time": computed_at, "considered": result.considered, "placed": result.placed,
                  "failed": result.failed, "preempted": result.preempted},
+        reservations=reservations.values(),
     )
     return result
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping
 
@@ -36,6 +36,8 @@ HEARTBEAT_PREFIX = "trainhub:node:hb:"
 FREE_CAPACITY = "trainhub:capacity:free"
 QUOTA_USAGE = "trainhub:quota:usage"
 LAST_PASS = "trainhub:scheduler:last-pass"
+#: job id -> the idle nodes the last pass held for that FLEX_START gang (a Reservation)
+RESERVATIONS = "trainhub:reservations"
 
 
 @lru_cache(maxsize=1024)
@@ -96,6 +98,35 @@ class WaitExplanation:
     @classmethod
     def empty(cls) -> "WaitExplanation":
         return cls([], None, None, "")
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Idle nodes a pass holds for a starving FLEX_START gang, with what the Nodes page and the
+    jobs waiting behind it show (so the page needs no query for it)."""
+
+    job_pk: int
+    project_pk: int
+    project: str
+    location: str
+    job_id: str
+    display_name: str
+    #: (node name, node pool name) of each held node
+    nodes: list[tuple[str, str]]
+    #: RFC 3339: the first pass that held nodes for this gang (kept while it goes on holding)
+    since: str
+    #: RFC 3339: when its maxWaitDuration ends and it fails (None: "0s", it waits forever)
+    until: str | None
+
+
+def _reservation(raw: bytes) -> Reservation:
+    fields = json.loads(raw)
+    return Reservation(**{**fields, "nodes": [(name, pool) for name, pool in fields["nodes"]]})
+
+
+def reservations_read(client: redis.Redis) -> dict[int, Reservation]:
+    """The nodes the last pass held, by job id."""
+    return {int(pk): _reservation(raw) for pk, raw in client.hgetall(RESERVATIONS).items()}
 
 
 def is_warm(client: redis.Redis) -> bool:
@@ -216,14 +247,19 @@ def alive(client: redis.Redis, node_ids: list[int], since: dt.datetime) -> set[i
 
 
 def pass_end(client: redis.Redis, *, done: Iterable[int], explanations: Mapping[int, WaitExplanation],
-             free_gpus: Mapping[int, int], quota_usage: Mapping[str, int], summary: Mapping[str, str | int]) -> None:
+             free_gpus: Mapping[int, int], quota_usage: Mapping[str, int], summary: Mapping[str, str | int],
+             reservations: Iterable[Reservation] = ()) -> None:
     """Everything a pass leaves in Redis, in one round trip: jobs that stopped waiting leave the
-    queue, waiting jobs get their explanation, and the snapshot of free capacity and quota usage."""
+    queue, waiting jobs get their explanation, and the snapshot of free capacity, quota usage and
+    the nodes held for FLEX_START gangs."""
     pipe = client.pipeline(transaction=True)
     _forget(pipe, done)
     if explanations:
         pipe.hset(WAIT, mapping=_encoded(explanations))
-    pipe.delete(FREE_CAPACITY, QUOTA_USAGE)
+    pipe.delete(FREE_CAPACITY, QUOTA_USAGE, RESERVATIONS)
+    held = {reservation.job_pk: json.dumps(asdict(reservation)) for reservation in reservations}
+    if held:
+        pipe.hset(RESERVATIONS, mapping=held)
     if free_gpus:
         pipe.hset(FREE_CAPACITY, mapping=dict(free_gpus))
     if quota_usage:

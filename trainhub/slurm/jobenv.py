@@ -21,6 +21,7 @@ no PATH for them, and neither does trainhub.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,3 +203,19 @@ def output_file(root: Path, pattern: str, *, cwd: str, job_id: int, job_name: st
     """--output/--error on this host: the pattern after every ``%`` substitution (output_path), relative
     to the job's working directory ``cwd``, checked by cluster_file (raises OutsideCluster)."""
     return cluster_file(root, output_path(pattern, job_id=job_id, job_name=job_name, user=user, node=node), cwd=cwd)
+
+
+def open_output_file(root: Path, pattern: str, *, cwd: str, job_id: int, job_name: str, user: str, node: str) -> int:
+    """Open --output/--error for appending, once, before the batch script starts; returns the file
+    descriptor (close it when the script ends). Raises OutsideCluster as output_file does.
+
+    slurmstepd opens the files when the step starts and writes through those descriptors until it
+    ends; so does the agent. Path checks alone would not do: the agent runs as root and a script may
+    replace its own output file by a symlink to a host file (``/etc/...``) while it runs; an open
+    descriptor keeps writing to the file it opened. The path is resolved (cluster_file) and opened
+    with O_NOFOLLOW, so the last component cannot become a symlink in between either. OSError if
+    the file cannot be opened (a directory, no permission).
+    """
+    path = output_file(root, pattern, cwd=cwd, job_id=job_id, job_name=job_name, user=user, node=node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path.resolve(), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
