@@ -12,11 +12,13 @@ import datetime as dt
 from dataclasses import dataclass, field, fields
 
 from django.conf import settings
+from django.db import connection
+from django.db.models.expressions import RawSQL
 
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import dependency, fairshare, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
-from trainhub.slurm.models import Association, Hold, Qos, SlurmCluster, SlurmJob
+from trainhub.slurm.models import Association, Hold, Partition, Qos, SlurmCluster, SlurmJob
 from trainhub.slurm.slurmconf import gpu_type, node_spec
 from trainhub.slurm.tres import billable_tres
 
@@ -161,17 +163,19 @@ def _node_info(node: Node, fresh_after: dt.datetime) -> NodeInfo:
                     available=node.state == NodeState.UP and alive, state=node.state, reason=node.state_reason)
 
 
-def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
-    config = parse_config(cluster.config)
+def _partitions(cluster: SlurmCluster, rows: list[Partition], now: dt.datetime,
+                ) -> tuple[dict[str, PartitionInfo], dict[int, NodeInfo]]:
+    """The partitions of ``rows`` (their node pools prefetched) and their nodes, in one query."""
     fresh_after = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
-    partitions_rows = list(cluster.partitions.prefetch_related("node_pools").order_by("position", "name"))
-    pool_ids = {pool.pk for p in partitions_rows for pool in p.node_pools.all()}
-    nodes = {node.pk: _node_info(node, fresh_after)
-             for node in Node.objects.filter(pool_id__in=pool_ids, dedicated_to=cluster.owner_key)
-             .select_related("pool").order_by("name")}
-    pool_of = dict(Node.objects.filter(pk__in=nodes).values_list("pk", "pool_id"))
+    pool_ids = {pool.pk for p in rows for pool in p.node_pools.all()}
+    pool_of: dict[int, int] = {}
+    nodes: dict[int, NodeInfo] = {}
+    for node in (Node.objects.filter(pool_id__in=pool_ids, dedicated_to=cluster.owner_key)
+                 .select_related("pool").defer("facts").order_by("name")):
+        pool_of[node.pk] = node.pool_id
+        nodes[node.pk] = _node_info(node, fresh_after)
     partitions = {}
-    for row in partitions_rows:
+    for row in rows:
         members = {pool.pk for pool in row.node_pools.all()}
         node_pks = tuple(pk for pk in nodes if pool_of[pk] in members)
         totals = {"cpu": sum(nodes[pk].cpus for pk in node_pks), "mem": sum(nodes[pk].memory_mb for pk in node_pks),
@@ -179,9 +183,42 @@ def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
         options = parse_partition_options(row.config)
         partitions[row.name] = PartitionInfo(row.name, row.position, options, node_pks, totals,
                                              options.billing_weights)
+    return partitions, nodes
+
+
+def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
+    """The whole cluster, as a scheduler pass and the reports need it."""
+    rows = list(cluster.partitions.prefetch_related("node_pools").order_by("position", "name"))
+    partitions, nodes = _partitions(cluster, rows, now)
     associations = list(Association.objects.filter(cluster=cluster).select_related("account"))
     qos = {row.name: row for row in Qos.objects.filter(cluster=cluster)}
-    return ClusterState(cluster, config, partitions, nodes, associations, qos)
+    return ClusterState(cluster, parse_config(cluster.config), partitions, nodes, associations, qos)
+
+
+def _chain_sql() -> str:
+    """The ids of a user's associations and of every ancestor of theirs (limits are inherited up
+    the tree; slurmctld walks the same parent pointers). UNION, not UNION ALL: a cycle ends."""
+    table, quote = Association._meta.db_table, connection.ops.quote_name
+    return (f"WITH RECURSIVE chain(id, parent_id) AS ("
+            f"SELECT id, parent_id FROM {table} WHERE cluster_id = %s AND {quote('user')} = %s "
+            f"UNION SELECT a.id, a.parent_id FROM {table} a JOIN chain ON a.id = chain.parent_id"
+            f") SELECT id FROM chain")
+
+
+def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now: dt.datetime) -> ClusterState:
+    """What sbatch checks a job against, and nothing else of the cluster: the named partition and
+    its nodes (none if there is no such partition), the user's associations with their ancestors,
+    and the QOS. Five queries however many jobs, users and associations the cluster has.
+
+    Enough for limits.validate_submission except submit-count limits (GrpSubmitJobs,
+    MaxSubmitJobs), which count other users' jobs under shared ancestors: see has_submit_count_limits.
+    """
+    rows = list(cluster.partitions.filter(name=partition).prefetch_related("node_pools"))
+    partitions, nodes = _partitions(cluster, rows, now)
+    associations = list(Association.objects.filter(cluster=cluster, pk__in=RawSQL(_chain_sql(), (cluster.pk, user)))
+                        .select_related("account"))
+    qos = {row.name: row for row in Qos.objects.filter(cluster=cluster)}
+    return ClusterState(cluster, parse_config(cluster.config), partitions, nodes, associations, qos)
 
 
 def fairshare_tree(state: ClusterState) -> list[fairshare.Association]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from trainhub.common.errors import ApiError
@@ -121,10 +122,9 @@ def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
 def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: SbatchOptions, submission: Submission,
                 script: str, now: dt.datetime, begin: dt.datetime, time_limit: int | None, **values) -> SlurmJob:
     """The job record under the cluster's next job id."""
-    locked = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
-    job_id = locked.next_job_id
-    locked.next_job_id += 1
-    locked.save(update_fields=["next_job_id"])
+    ids = SlurmCluster.objects.filter(pk=cluster.pk)
+    job_id = ids.select_for_update().values_list("next_job_id", flat=True).get()
+    ids.update(next_job_id=F("next_job_id") + 1)
     username = user.get_username()
     name = options.job_name or ("wrap" if options.wrap is not None else "sbatch")
     return SlurmJob.objects.create(
@@ -156,8 +156,8 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     if options.nice is not None and options.nice < 0 and not is_admin:
         raise _refuse(SUBMIT_FAILED + PERMISSION_DENIED)
     username = user.get_username()
-    state = snapshot.load_cluster(cluster, now=now)
     partition = options.partition or cluster.default_partition
+    state = snapshot.load_for_submission(cluster, partition=partition, user=username, now=now)
     if partition not in state.partitions:
         raise _refuse(f"sbatch: error: invalid partition specified: {partition}\n"
                       f"{SUBMIT_FAILED}Invalid partition name specified")
@@ -168,8 +168,12 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0)
     context = snapshot.limit_context(state)
-    active = (list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
-              if snapshot.has_submit_count_limits(context) else [])
+    active: list[SlurmJob] = []
+    if snapshot.has_submit_count_limits(context):
+        # Counting the queue against GrpSubmitJobs / MaxSubmitJobs needs every job's association.
+        state = snapshot.load_cluster(cluster, now=now)
+        context = snapshot.limit_context(state)
+        active = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
     slurm_user = SlurmUser.objects.filter(cluster=cluster, name=username).first()
     probe = SlurmJob(cluster=cluster, user_name=username, account=options.account or "", partition=partition,
                      **fields)
