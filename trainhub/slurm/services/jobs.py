@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
 from trainhub.slurm import dependency, jobenv, snapshot
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
@@ -36,6 +37,11 @@ from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
 PERMISSION_DENIED = "Access/permission denied"
 DEPENDENCY_PROBLEM = "Job dependency problem"
+
+
+#: The user's DefaultAccount (sacctmgr), compiled once per process as the submission's other reads are.
+_DEFAULT_ACCOUNT = CompiledQuery(lambda cluster_id, name: SlurmUser.objects.filter(cluster_id=cluster_id, name=name)
+                                 .values_list("default_account"), 918273645, "sample-user")
 
 
 def _refuse(message: str) -> ApiError:
@@ -107,6 +113,8 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
 
 def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
     """--dependency as slurmctld stores it; every job it names must exist."""
+    if not options.dependency:
+        return ""
     try:
         depends = dependency.parse_dependency(options.dependency or "")
     except dependency.DependencyError as exc:
@@ -174,14 +182,14 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         state = snapshot.load_cluster(cluster, now=now)
         context = snapshot.limit_context(state)
         active = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
-    slurm_user = SlurmUser.objects.filter(cluster=cluster, name=username).first()
+    default_account = next(iter(_DEFAULT_ACCOUNT.rows(cluster.pk, username)), (None,))[0]
     probe = SlurmJob(cluster=cluster, user_name=username, account=options.account or "", partition=partition,
                      **fields)
     try:
         accepted = validate_submission(
             context, snapshot.limit_usage(state, context, active), user=username, account=options.account,
             partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(probe, state),
-            time_limit_minutes=options.time_limit, default_account=slurm_user.default_account if slurm_user else None)
+            time_limit_minutes=options.time_limit, default_account=default_account)
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     if node_error:
