@@ -43,13 +43,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_gunicorn(port: int) -> subprocess.Popen:
+def start_gunicorn(port: int, *options: str) -> subprocess.Popen:
     """gunicorn with GUNICORN_CONFIG serving trainhub on 127.0.0.1:``port``, against the stores this
     process's environment names (DATABASE_URL, REDIS_URL, TRAINHUB_VAR_DIR); returned once it answers
-    /healthz. The caller terminates it."""
+    /healthz. ``options``: more gunicorn flags (``--worker-class gthread``). The caller terminates it."""
     server = subprocess.Popen(  # noqa: S603 - our own argv
         [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+         "--bind", f"127.0.0.1:{port}", "--log-level", "warning", *options],
         env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -62,6 +62,26 @@ def start_gunicorn(port: int) -> subprocess.Popen:
             time.sleep(0.2)
     server.kill()
     raise RuntimeError("gunicorn did not answer /healthz within 60 s")
+
+
+def start_celery_worker() -> subprocess.Popen:
+    """A Celery worker as docker-compose.yml starts it (``celery -A trainhub worker --concurrency=2``),
+    on this process's stores; returned once it answers a ping. The caller terminates it."""
+    worker = subprocess.Popen(  # noqa: S603 - our own argv
+        [sys.executable, "-m", "celery", "-A", "trainhub", "worker", "--loglevel=WARNING", "--concurrency=2",
+         "--without-gossip", "--without-mingle", "-n", f"bench-{os.getpid()}@%h"],
+        env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from trainhub.celery import app
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise RuntimeError(f"the Celery worker exited with {worker.returncode} at start")
+        if app.control.ping(destination=[f"bench-{os.getpid()}@{socket.gethostname()}"], timeout=1.0):
+            return worker
+    worker.kill()
+    raise RuntimeError("the Celery worker did not answer a ping within 60 s")
 
 
 class BenchSetupError(RuntimeError):
