@@ -434,6 +434,15 @@ WORKER_CLASSES = (("LeastConnectionsWorker", ()), ("gthread", ("--worker-class",
 WORKER_CLASS_MARGIN = 1.2
 
 
+def worker_class_verdict(rows: list[dict[str, Any]]) -> tuple[dict[int, float], bool]:
+    """LeastConnectionsWorker's jobs/s over gthread's at each client count, and whether it is worth
+    its overrides of gunicorn's internals: at least WORKER_CLASS_MARGIN at 4 and at 16 clients."""
+    rate = {(row["clients"], row["worker_class"]): row["jobs_per_second"] for row in rows}
+    gains = {clients: rate[clients, "LeastConnectionsWorker"] / rate[clients, "gthread"]
+             for clients in sorted({row["clients"] for row in rows})}
+    return gains, all(gains[clients] >= WORKER_CLASS_MARGIN for clients in (4, 16))
+
+
 def bench_rest_clients(sizes: Sizes) -> Section:
     with inventory_for_the_workload():
         return _bench_rest_clients(sizes)
@@ -486,8 +495,7 @@ def _bench_rest_clients(sizes: Sizes) -> Section:
                "worker_class_margin": WORKER_CLASS_MARGIN},
     )
     rate = {(row["clients"], row["worker_class"]): row["jobs_per_second"] for row in rows}
-    gains = {clients: rate[clients, "LeastConnectionsWorker"] / rate[clients, "gthread"] for clients in CLIENT_COUNTS}
-    worth = all(gains[clients] >= WORKER_CLASS_MARGIN for clients in (4, 16))
+    gains, worth = worker_class_verdict(rows)
     section.notes += [
         "LeastConnectionsWorker / gthread jobs/s: " + ", ".join(f"{c} client(s) {g:.2f}" for c, g in gains.items())
         + f" - {'worth' if worth else 'NOT worth'} keeping by issue 21's rule (>= {WORKER_CLASS_MARGIN:.2f} at 4 "
