@@ -43,13 +43,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_gunicorn(port: int, *options: str) -> subprocess.Popen:
+def start_gunicorn(port: int) -> subprocess.Popen:
     """gunicorn with GUNICORN_CONFIG serving trainhub on 127.0.0.1:``port``, against the stores this
     process's environment names (DATABASE_URL, REDIS_URL, TRAINHUB_VAR_DIR); returned once it answers
-    /healthz. ``options``: more gunicorn flags (``--worker-class gthread``). The caller terminates it."""
+    /healthz. The caller terminates it."""
     server = subprocess.Popen(  # noqa: S603 - our own argv
         [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning", *options],
+         "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
         env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -255,16 +255,15 @@ class HttpRun:
         }
 
 
-def http_run(shares: list[list[bytes]], *, warm_up: int, before_timed: Callable[[], None] = lambda: None,
-             gunicorn_options: tuple[str, ...] = ()) -> HttpRun:
-    """Start gunicorn (gunicorn.conf.py, then ``gunicorn_options``) on the benchmark's database and
-    Redis, send each client process its first ``warm_up`` requests untimed, call ``before_timed``,
-    then time every client sending its whole share over its own kept-alive connection."""
+def http_run(shares: list[list[bytes]], *, warm_up: int, before_timed: Callable[[], None] = lambda: None) -> HttpRun:
+    """Start gunicorn (gunicorn.conf.py) on the benchmark's database and Redis, send each client
+    process its first ``warm_up`` requests untimed, call ``before_timed``, then time every client
+    sending its whole share over its own kept-alive connection."""
     from django.db import connection
 
     port = free_port()
     connection.close()  # the client processes are forked; they must not share this connection
-    server = start_gunicorn(port, *gunicorn_options)
+    server = start_gunicorn(port)
     context = multiprocessing.get_context("fork")
     load_before = os.getloadavg()
     try:
@@ -355,9 +354,8 @@ def _bench_rest_submit(sizes: Sizes) -> Section:
         f"each client is a process with one kept-alive connection (a plain socket) sending requests encoded "
         f"beforehand; {WARM_UP_PER_CLIENT} warm-up requests per client first",
         f"share of gunicorn's CPU per worker process: {row['worker_cpu_shares']} - a kept-alive connection stays "
-        f"with the worker that accepted it; the workers take new connections least-connections first "
-        f"(trainhub/common/gunicorn_worker.py), so each client gets a worker of its own, and a share near "
-        f"[1.0, 0.0] would mean one Python process (one core at a time) served every request",
+        f"with the worker that accepted it, so a share near [1.0, 0.0] means one Python process (one core at a "
+        f"time) served every request",
         *shared_redis_notes("Redis CPU ms/job (INFO cpu)"),
     ]
     return section
@@ -427,20 +425,8 @@ def _bench_rest_submit_cpu(sizes: Sizes) -> Section:
     return section
 
 
-#: rest_clients: client counts, and the gunicorn worker classes compared at each.
+#: rest_clients: how many client processes send at once.
 CLIENT_COUNTS = (1, 4, 16)
-WORKER_CLASSES = (("LeastConnectionsWorker", ()), ("gthread", ("--worker-class", "gthread")))
-#: A worker class that keeps its own code must beat gunicorn's by this much at 4 and 16 clients (issue 21).
-WORKER_CLASS_MARGIN = 1.2
-
-
-def worker_class_verdict(rows: list[dict[str, Any]]) -> tuple[dict[int, float], bool]:
-    """LeastConnectionsWorker's jobs/s over gthread's at each client count, and whether it is worth
-    its overrides of gunicorn's internals: at least WORKER_CLASS_MARGIN at 4 and at 16 clients."""
-    rate = {(row["clients"], row["worker_class"]): row["jobs_per_second"] for row in rows}
-    gains = {clients: rate[clients, "LeastConnectionsWorker"] / rate[clients, "gthread"]
-             for clients in sorted({row["clients"] for row in rows})}
-    return gains, all(gains[clients] >= WORKER_CLASS_MARGIN for clients in (4, 16))
 
 
 def bench_rest_clients(sizes: Sizes) -> Section:
@@ -450,7 +436,7 @@ def bench_rest_clients(sizes: Sizes) -> Section:
 
 def _bench_rest_clients(sizes: Sizes) -> Section:
     """CustomJobs POSTed by 1, 4 and 16 clients with a Celery worker running the scheduler passes
-    the submissions request, as deployed; each count under trainhub's worker class and gunicorn's."""
+    the submissions request, as deployed."""
     from trainhub.iam.services import api_token_rotate
 
     project, user = bench_project()
@@ -460,30 +446,27 @@ def _bench_rest_clients(sizes: Sizes) -> Section:
     requests = [_request_bytes(path, token, json.dumps(job.body()).encode()) for job in generate_jobs(count)]
     rows = []
     for clients in CLIENT_COUNTS:
-        for label, options in WORKER_CLASSES:
-            clear_jobs()  # with no worker running: a pass that writes while jobs are deleted breaks the delete
-            worker = start_celery_worker()
-            try:
-                celery_pids = [worker.pid, *_children(worker.pid)]
-                celery_before: dict[int, float] = {}
-                run = http_run([requests[index::clients] for index in range(clients)], warm_up=10,
-                               before_timed=lambda: celery_before.update(_cpu_of(celery_pids)),  # noqa: B023
-                               gunicorn_options=options)
-                celery_cpu = _cpu_spent(celery_before, _cpu_of(celery_pids))
-            finally:
-                worker.terminate()
-                worker.wait(timeout=60)
-            rows.append({"clients": clients, "worker_class": label, **run.figures(count),
-                         "celery_cpu_ms_per_job": celery_cpu / count * 1000,
-                         "load": f"{_loads(run.load_before)} -> {_loads(run.load_after)}"})
+        clear_jobs()  # with no worker running: a pass that writes while jobs are deleted breaks the delete
+        worker = start_celery_worker()
+        try:
+            celery_pids = [worker.pid, *_children(worker.pid)]
+            celery_before: dict[int, float] = {}
+            run = http_run([requests[index::clients] for index in range(clients)], warm_up=10,
+                           before_timed=lambda: celery_before.update(_cpu_of(celery_pids)))  # noqa: B023
+            celery_cpu = _cpu_spent(celery_before, _cpu_of(celery_pids))
+        finally:
+            worker.terminate()
+            worker.wait(timeout=60)
+        rows.append({"clients": clients, **run.figures(count), "celery_cpu_ms_per_job": celery_cpu / count * 1000,
+                     "load": f"{_loads(run.load_before)} -> {_loads(run.load_after)}"})
     clear_jobs()
     cores = os.cpu_count() or 1
     section = Section(
         name="rest_clients",
-        key=("clients", "worker_class"),
+        key=("clients",),
         title=f"REST submission with the Celery worker running the passes: {count:,} CustomJobs from 1, 4 and 16 "
-              "clients, trainhub's gunicorn worker class and gunicorn's gthread",
-        columns=[Column("clients", "clients"), Column("worker_class", "gunicorn worker"),
+              "clients, gunicorn as gunicorn.conf.py starts it",
+        columns=[Column("clients", "clients"),
                  Column("jobs_per_second", "jobs/s"), Column("p50_ms", "p50 ms"), Column("p99_ms", "p99 ms"),
                  Column("server_cpu_ms_per_job", "gunicorn CPU ms/job"),
                  Column("database_cpu_ms_per_job", "PG CPU ms/job"),
@@ -491,20 +474,14 @@ def _bench_rest_clients(sizes: Sizes) -> Section:
                  Column("cpu_ceiling_jobs_per_second", f"CPU ceiling jobs/s ({cores} cores, without Celery)"),
                  Column("load", "load average before -> after")],
         rows=rows,
-        extra={"target_jobs_per_second_at_4_clients": TARGET_JOBS_PER_SECOND,
-               "worker_class_margin": WORKER_CLASS_MARGIN},
+        extra={"target_jobs_per_second_at_4_clients": TARGET_JOBS_PER_SECOND},
     )
-    rate = {(row["clients"], row["worker_class"]): row["jobs_per_second"] for row in rows}
-    gains, worth = worker_class_verdict(rows)
+    at_4 = next(row["jobs_per_second"] for row in rows if row["clients"] == 4)
     section.notes += [
-        "LeastConnectionsWorker / gthread jobs/s: " + ", ".join(f"{c} client(s) {g:.2f}" for c, g in gains.items())
-        + f" - {'worth' if worth else 'NOT worth'} keeping by issue 21's rule (>= {WORKER_CLASS_MARGIN:.2f} at 4 "
-        "and 16 clients)",
-        f"target: {TARGET_JOBS_PER_SECOND} jobs/s at 4 clients - "
-        + ("met" if max(rate[4, label] for label, _ in WORKER_CLASSES) >= TARGET_JOBS_PER_SECOND else "NOT met"),
+        f"target: {TARGET_JOBS_PER_SECOND} jobs/s at 4 clients - " + ("met" if at_4 >= TARGET_JOBS_PER_SECOND else "NOT met"),
         "a Celery worker as docker-compose starts it (--concurrency=2) runs the scheduler passes the "
         "submissions request, on the same cores; Celery CPU ms/job is its CPU over the timed run per job",
-        "the client counts run in turn, each under both worker classes back to back, so that both see about "
-        "the same load; wall-clock rates on a shared machine still move by tens of per cent between runs",
+        "each client count gets a fresh Celery worker, started after the previous run's jobs are deleted; "
+        "wall-clock rates on a shared machine move by tens of per cent between runs, CPU ms/job far less",
     ]
     return section

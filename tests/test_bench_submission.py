@@ -38,15 +38,3 @@ def test_requests_carry_the_token_and_the_body_length():
     assert head.startswith(b"POST /v1/x HTTP/1.1\r\n")
     assert b"Authorization: Bearer tok" in head and b"Content-Length: 11" in head and body == b'{"a": "\xc3\xa9"}'
 
-
-def _rows(rates: dict[int, tuple[float, float]]) -> list[dict]:
-    return [{"clients": clients, "worker_class": label, "jobs_per_second": rate}
-            for clients, pair in rates.items() for label, rate in zip(("LeastConnectionsWorker", "gthread"), pair)]
-
-
-def test_the_balanced_worker_is_kept_only_if_it_wins_a_fifth_at_4_and_at_16_clients():
-    from bench.submission import worker_class_verdict
-
-    gains, worth = worker_class_verdict(_rows({1: (100, 200), 4: (240, 200), 16: (250, 200)}))
-    assert worth and gains == {1: 0.5, 4: 1.2, 16: 1.25}
-    assert not worker_class_verdict(_rows({1: (300, 100), 4: (300, 200), 16: (210, 200)}))[1]
