@@ -7,15 +7,16 @@ connection (Google's client libraries, the trainhub CLI, the benchmark's clients
 TCP handshake per request as it does with the ``sync`` workers, which close every connection; and
 while one thread waits on the database or Redis, another serves the next request. Python runs one
 thread per process at a time, so the process count is what uses the cores: one per core by default.
-A kept-alive connection stays with the worker that accepted it, so the workers take new connections
-least-connections first (trainhub/common/gunicorn_worker.py): two busy clients get a core each.
+A kept-alive connection stays with the worker that accepted it. A least-connections worker of our own
+(which overrode four of gunicorn's internals) was measured against gthread with 1, 4 and 16 clients and
+the Celery worker running (issue 21, docs/benchmarks.md) and did not win reliably: gunicorn's own it is.
 """
 
 import multiprocessing
 import os
 
-#: gunicorn's "gthread" worker, balanced: see trainhub/common/gunicorn_worker.py.
-worker_class = "trainhub.common.gunicorn_worker.LeastConnectionsWorker"
+#: gunicorn's threaded worker.
+worker_class = "gthread"
 #: WEB_CONCURRENCY is also what gunicorn itself reads when no config says otherwise.
 workers = int(os.environ.get("WEB_CONCURRENCY") or multiprocessing.cpu_count())
 threads = int(os.environ.get("GUNICORN_THREADS") or 4)

@@ -31,13 +31,16 @@ from bench.scheduler_pass import BENCHMARKS as SCHEDULER_BENCHMARKS
 from bench.scheduler_pass import FULL, QUICK, Benchmark
 from bench.slurm_pages import bench_slurm_pages
 from bench.slurm_priority import bench_slurm_priority
-from bench.submission import bench_rest_submit, bench_rest_submit_cpu
+from bench.slurm_submit import bench_slurm_submit
+from bench.submission import bench_rest_clients, bench_rest_submit, bench_rest_submit_cpu
 
 BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_database=True),
               Benchmark("rest_submit_cpu", bench_rest_submit_cpu, needs_database=True),
               Benchmark("rest_submit", bench_rest_submit, needs_database=True),
+              Benchmark("rest_clients", bench_rest_clients, needs_database=True),
               Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
               Benchmark("slurm_pages", bench_slurm_pages, needs_database=True),
+              Benchmark("slurm_submit", bench_slurm_submit, needs_database=True),
               Benchmark("cli_startup", bench_cli_startup, needs_database=False),
               Benchmark("cli_sbatch_loop", bench_cli_sbatch_loop, needs_database=True),
               Benchmark("agent_fleet", bench_agent_fleet, needs_database=True),

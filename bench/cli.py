@@ -37,6 +37,7 @@ from pathlib import Path
 from bench.environment import REPO_ROOT, free_port, start_gunicorn
 from bench.report import Column, Section
 from bench.scheduler_pass import QUICK, Sizes
+from bench.slurm_submit import SBATCH_ARGS, sbatch_target
 from bench.submission import _children, _cpu_of, _cpu_spent, _DatabaseCpu  # the REST benchmark's CPU readings
 
 TARGET_STARTUP_MS = 50
@@ -44,7 +45,6 @@ TARGET_LOOP_JOBS_PER_SECOND = 20
 LOOP_CALLS = 100
 STARTUP_COMMANDS = (("python -c pass", None), ("trainhub --help", ["--help"]),
                     ("trainhub slurm sbatch --help", ["slurm", "sbatch", "--help"]))
-SBATCH_ARGS = ["-p", "a4", "-A", "acct0", "-t", "10", "--wrap", "hostname"]
 
 
 def _cli_command() -> list[str]:
@@ -131,17 +131,14 @@ def _loop_seconds(command: list[str], environ: dict[str, str], calls: int) -> tu
 def bench_cli_sbatch_loop(sizes: Sizes) -> Section:
     from django.db import connection
 
-    from bench.slurm_pages import slurm_cluster
     from trainhub.cli.client import TrainhubClient, resource_path
-    from trainhub.iam.services import api_token_get_or_create
+    from trainhub.iam.services import api_token_rotate
     from trainhub.slurm.models import SlurmJob
-    from trainhub.slurm.services.accounting import user_add
     from trainhub.slurm.services.clusters import cluster_delete
 
     calls = 20 if sizes == QUICK else LOOP_CALLS
-    cluster, admin, _ = slurm_cluster(dt.datetime.now(dt.UTC))
-    user_add(cluster=cluster, name=admin.get_username(), accounts=["acct0"], actor="bench", now=dt.datetime.now(dt.UTC))
-    token = api_token_get_or_create(user=admin).key
+    cluster, admin, _ = sbatch_target(dt.datetime.now(dt.UTC))
+    token = api_token_rotate(user=admin).key  # only digests are stored: a fresh token to send
     project, location, cluster_id = cluster.project.project_id, cluster.location, cluster.cluster_id
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -64,6 +64,26 @@ def start_gunicorn(port: int) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not answer /healthz within 60 s")
 
 
+def start_celery_worker() -> subprocess.Popen:
+    """A Celery worker as docker-compose.yml starts it (``celery -A trainhub worker --concurrency=2``),
+    on this process's stores; returned once it answers a ping. The caller terminates it."""
+    worker = subprocess.Popen(  # noqa: S603 - our own argv
+        [sys.executable, "-m", "celery", "-A", "trainhub", "worker", "--loglevel=WARNING", "--concurrency=2",
+         "--without-gossip", "--without-mingle", "-n", f"bench-{os.getpid()}@%h"],
+        env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from trainhub.celery import app
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise RuntimeError(f"the Celery worker exited with {worker.returncode} at start")
+        if app.control.ping(destination=[f"bench-{os.getpid()}@{socket.gethostname()}"], timeout=1.0):
+            return worker
+    worker.kill()
+    raise RuntimeError("the Celery worker did not answer a ping within 60 s")
+
+
 class BenchSetupError(RuntimeError):
     """The benchmarks cannot run as configured; the message says what to change."""
 

@@ -37,3 +37,4 @@ def test_requests_carry_the_token_and_the_body_length():
     head, body = request.split(b"\r\n\r\n")
     assert head.startswith(b"POST /v1/x HTTP/1.1\r\n")
     assert b"Authorization: Bearer tok" in head and b"Content-Length: 11" in head and body == b'{"a": "\xc3\xa9"}'
+

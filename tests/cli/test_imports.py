@@ -48,7 +48,11 @@ def test_an_sbatch_that_reaches_for_the_server_loads_no_heavy_module(tmp_path) -
                   f"assert main(['--url', 'http://127.0.0.1:9', 'slurm', 'sbatch', '--cluster', 'c', '-t', '5', "
                   f"'--wrap', 'hostname'], environ={{'TRAINHUB_CONFIG': {str(tmp_path / 'c.json')!r}}}) == 1")
     loaded = _modules_after(statements)
-    assert "trainhub.slurm.sbatch" in loaded  # it did parse sbatch's options
+    assert "trainhub.slurm.sbatch_argv" in loaded  # it did read sbatch's grammar to find the script
     assert loaded & NEVER == set()
+    # The server parses the options' values: not sbatch's parsers, nor the dataclasses, inspect and
+    # datetime they import (a third of a call's start-up in a shell loop).
+    assert loaded & {"trainhub.slurm.sbatch", "trainhub.slurm.tres", "trainhub.slurm.timefmt", "dataclasses",
+                     "inspect", "datetime"} == set()
     assert "trainhub.cli.worker_pool_spec" not in loaded  # custom jobs' spec parsers
     assert "http" not in loaded  # plain http:// goes out on a socket

@@ -108,3 +108,17 @@ def test_begin_times():
 def test_a_begin_time_past_the_calendar_is_an_invalid_time_not_a_crash(text):
     with pytest.raises(SbatchError, match=re.escape(f"Invalid time specification {text}")):
         parse_begin(text, dt.datetime(2026, 1, 5, 10, 0, tzinfo=dt.UTC))
+
+
+def test_the_clis_grammar_and_the_servers_parsers_name_the_same_options():
+    from trainhub.slurm import sbatch, sbatch_argv
+
+    assert set(sbatch._PARSERS) == set(sbatch_argv.OPTIONS)
+
+
+def test_the_grammar_alone_finds_the_script_without_judging_the_values():
+    from trainhub.slurm.sbatch_argv import split_options
+
+    given, rest = split_options(["-t", "soon", "--nice", "--gres=gpu:2", "-H", "-pa4", "job.sh", "-t", "5"])
+    assert given == [("time", "soon"), ("nice", None), ("gres", "gpu:2"), ("hold", None), ("partition", "a4")]
+    assert rest == ["job.sh", "-t", "5"]

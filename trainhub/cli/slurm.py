@@ -8,7 +8,8 @@
 
 Output is what the Slurm command prints; the server renders the sprio/squeue/sshare/sacct/sacctmgr
 text, so the CLI and the web console show the same thing. sbatch reads the script file here and
-sends its text (the server never opens a user's path); its options are parsed by sbatch's parser.
+sends its text (the server never opens a user's path) with the options, which the server parses; the
+CLI reads only sbatch's grammar (trainhub.slurm.sbatch_argv) to tell the options from the script.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from trainhub.cli import base as cli
 from trainhub.cli.client import CliError, resource_path
+from trainhub.slurm.sbatch_argv import SbatchError, split_options  # the grammar only: the server parses the values
 
 DEFAULT_REGION = "us-central1"
 #: Replaced by tests instead of reading a terminal.
@@ -49,11 +51,9 @@ def _print(text: str) -> None:
 
 def sbatch(ctx: Any) -> int:
     """Submit a batch job; prints `Submitted batch job N`."""
-    from trainhub.slurm.sbatch import SbatchError, parse_options  # only sbatch pays for importing sbatch's parser
-
     argv = list(ctx.args.sbatch_args)
     try:
-        _, rest = parse_options(argv)
+        _, rest = split_options(argv)
     except SbatchError as exc:
         raise CliError(str(exc)) from exc
     body: dict[str, Any] = {"sbatchArgs": argv[:len(argv) - len(rest)]}

@@ -12,11 +12,8 @@ short of quota waits in QUEUED for as long as it takes, as on Vertex.
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import logging
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from django.conf import settings
 from django.db import transaction
@@ -24,6 +21,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from redis.exceptions import RedisError
 
 from trainhub.catalog.machines import NO_ACCELERATOR
+from trainhub.common.collector import collector_paused
 from trainhub.common.redis import get_redis
 from trainhub.common.wire import format_timestamp, parse_timestamp
 from trainhub.iam.models import Project
@@ -382,24 +380,6 @@ def _fail_stockouts(errors: dict[int, str], now: dt.datetime) -> None:
         job_services.job_fail(job=job, now=now, code=job_services.CODE_RESOURCE_EXHAUSTED, message=errors[job.pk])
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the length of a pass.
-
-    A pass holds a dozen small objects per waiting job until it ends; with 10,000 jobs waiting the
-    collector otherwise runs hundreds of times during the pass and scans the whole process at
-    least once (a third of a pass's time, measured), for nothing: those objects hold no reference
-    cycles and reference counting frees them when the pass returns. Collection resumes after it.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def scheduler_pass(*, now: dt.datetime) -> PassResult:
     """One pass over the queue in Redis, oldest first; decisions are written to the database.
 
@@ -409,7 +389,7 @@ def scheduler_pass(*, now: dt.datetime) -> PassResult:
     FLEX_START jobs moved QUEUED -> PENDING, then the explanations, the queue entries of jobs that
     stopped waiting and the snapshot in one Redis round trip.
     """
-    with _collector_paused():
+    with collector_paused():
         return _scheduler_pass(now)
 
 

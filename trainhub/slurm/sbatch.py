@@ -1,8 +1,7 @@
 """sbatch's options, from a command line and from a script's ``#SBATCH`` lines. Pure Python.
 
-Rules of sbatch.1 followed here:
-- Options come as ``-p a4``, ``-pa4``, ``--partition a4`` or ``--partition=a4``; long options may
-  be abbreviated to any unique prefix (``--part=a4``), as getopt_long allows.
+Rules of sbatch.1 followed here (the command line's grammar - option names, which take a value,
+where the script begins - is trainhub.slurm.sbatch_argv's, which the CLI uses alone):
 - A script's ``#SBATCH`` directives are read from the top of the script and stop at the first
   line that is neither blank nor a comment; options given on the command line override them.
 - A batch script must start with ``#!``; ``--wrap`` makes one: ``#!/bin/sh`` + a comment + the
@@ -24,6 +23,7 @@ import re
 import shlex
 from dataclasses import dataclass, fields, replace
 
+from trainhub.slurm.sbatch_argv import SbatchError, split_options
 from trainhub.slurm.timefmt import TimeFormatError, parse_time_limit
 from trainhub.slurm.tres import TresFormatError, parse_gres
 
@@ -40,10 +40,6 @@ PATHNAME_TOO_LONG = "Pathname of a file, directory or other parameter too long"
 #: The longest value of each text option trainhub keeps (trainhub.slurm.models.SlurmJob's columns;
 #: a test checks they agree). slurmctld's own limits are 1024 for names and comments, 4096 for paths.
 MAX_LENGTH = {"job_name": 255, "comment": 255, "chdir": 1024, "output": 1024, "error": 1024}
-
-
-class SbatchError(ValueError):
-    """An option sbatch would refuse; the message is sbatch's."""
 
 
 def too_long(options: SbatchOptions) -> str | None:
@@ -146,89 +142,41 @@ def _single(field: str):
     return lambda text: {field: text}
 
 
-#: long name -> (short letter or "", takes a value: "required" | "optional" | "none", parser)
-_OPTIONS = {
-    "job-name": ("J", "required", _single("job_name")),
-    "partition": ("p", "required", _single("partition")),
-    "account": ("A", "required", _single("account")),
-    "qos": ("q", "required", _single("qos")),
-    "nodes": ("N", "required", _nodes),
-    "ntasks": ("n", "required", lambda t: {"ntasks": _count("--ntasks")(t)}),
-    "ntasks-per-node": ("", "required", lambda t: {"ntasks_per_node": _count("--ntasks-per-node")(t)}),
-    "cpus-per-task": ("c", "required", lambda t: {"cpus_per_task": _count("--cpus-per-task")(t)}),
-    "gres": ("", "required", _gres),
-    "gpus-per-node": ("", "required", _gpus_per_node),
-    "time": ("t", "required", _time),
-    "nice": ("", "optional", _nice),
-    "hold": ("H", "none", lambda _: {"hold": True}),
-    "begin": ("b", "required", _single("begin")),
-    "chdir": ("D", "required", _single("chdir")),
-    "output": ("o", "required", _single("output")),
-    "error": ("e", "required", _single("error")),
-    "requeue": ("", "none", lambda _: {"requeue": True}),
-    "no-requeue": ("", "none", lambda _: {"requeue": False}),
-    "comment": ("", "required", _single("comment")),
-    "wrap": ("", "required", _single("wrap")),
-    "dependency": ("d", "required", _single("dependency")),
-    "parsable": ("", "none", lambda _: {"parsable": True}),
+#: What each option of trainhub.slurm.sbatch_argv.OPTIONS asks, from its value (None when it has none).
+_PARSERS = {
+    "job-name": _single("job_name"),
+    "partition": _single("partition"),
+    "account": _single("account"),
+    "qos": _single("qos"),
+    "nodes": _nodes,
+    "ntasks": lambda t: {"ntasks": _count("--ntasks")(t)},
+    "ntasks-per-node": lambda t: {"ntasks_per_node": _count("--ntasks-per-node")(t)},
+    "cpus-per-task": lambda t: {"cpus_per_task": _count("--cpus-per-task")(t)},
+    "gres": _gres,
+    "gpus-per-node": _gpus_per_node,
+    "time": _time,
+    "nice": _nice,
+    "hold": lambda _: {"hold": True},
+    "begin": _single("begin"),
+    "chdir": _single("chdir"),
+    "output": _single("output"),
+    "error": _single("error"),
+    "requeue": lambda _: {"requeue": True},
+    "no-requeue": lambda _: {"requeue": False},
+    "comment": _single("comment"),
+    "wrap": _single("wrap"),
+    "dependency": _single("dependency"),
+    "parsable": lambda _: {"parsable": True},
 }
-_BY_SHORT = {short: name for name, (short, _, _) in _OPTIONS.items() if short}
-
-
-def _long_name(given: str) -> str:
-    if given in _OPTIONS:
-        return given
-    matches = [name for name in _OPTIONS if name.startswith(given)]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise SbatchError(f"sbatch: option '--{given}' is ambiguous; possibilities: "
-                          + " ".join(f"'--{m}'" for m in matches))
-    raise SbatchError(f"sbatch: unrecognized option '--{given}'")
 
 
 def parse_options(argv: list[str]) -> tuple[SbatchOptions, list[str]]:
     """Options from an argument list, and what follows them (a script file and its arguments)."""
+    given, rest = split_options(argv)
     values: dict = {}
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg == "--":
-            return SbatchOptions(**values), argv[index + 1:]
-        if arg.startswith("--"):
-            given, has_value, value = arg[2:].partition("=")
-            name = _long_name(given)
-            _, kind, parse = _OPTIONS[name]
-            if kind == "none" and has_value:
-                raise SbatchError(f"sbatch: option '--{name}' doesn't allow an argument")
-            if kind == "required" and not has_value:
-                if index + 1 >= len(argv):
-                    raise SbatchError(f"sbatch: option '--{name}' requires an argument")
-                index += 1
-                value = argv[index]
-            values.update(parse(value if has_value or kind == "required" else None))
-        elif arg.startswith("-") and len(arg) > 1:
-            letter = arg[1]
-            if letter not in _BY_SHORT:
-                raise SbatchError(f"sbatch: invalid option -- '{letter}'")
-            name = _BY_SHORT[letter]
-            _, kind, parse = _OPTIONS[name]
-            if kind == "none":
-                if len(arg) > 2:
-                    raise SbatchError(f"sbatch: invalid option -- '{arg[2]}'")
-                values.update(parse(None))
-            else:
-                value = arg[2:]
-                if not value:
-                    if index + 1 >= len(argv):
-                        raise SbatchError(f"sbatch: option requires an argument -- '{letter}'")
-                    index += 1
-                    value = argv[index]
-                values.update(parse(value))
-        else:
-            return SbatchOptions(**values), argv[index:]
-        index += 1
-    return SbatchOptions(**values), []
+    for name, value in given:
+        values.update(_PARSERS[name](value))
+    return SbatchOptions(**values), rest
 
 
 def script_directives(script: str) -> SbatchOptions:

@@ -76,7 +76,8 @@ def simulated_owner_keys() -> set[str]:
 def simulated_notice(*, cluster: SlurmCluster) -> str:
     """What every Slurm page and sbatch say of a cluster with simulated nodes (no agent runs their
     jobs); "" when none is. One query."""
-    pools = dict(Node.objects.filter(dedicated_to=cluster.owner_key).values_list("pool__name", "pool__executor"))
+    pools = dict(Node.objects.filter(dedicated_to=cluster.owner_key).order_by()
+                 .values_list("pool__name", "pool__executor").distinct())
     simulated = sorted(name for name, executor in pools.items() if executor == Executor.SIMULATED)
     if not simulated:
         return ""

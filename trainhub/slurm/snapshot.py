@@ -13,11 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
 from django.conf import settings
+from django.db import connection
+from django.db.models.expressions import RawSQL
 
-from trainhub.inventory.models import Node, NodeState
+from trainhub.common.compiled import CompiledQuery
+from trainhub.inventory.models import Node, NodePool, NodeState
 from trainhub.slurm import dependency, fairshare, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
-from trainhub.slurm.models import Association, Hold, Qos, SlurmCluster, SlurmJob
+from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob
 from trainhub.slurm.slurmconf import gpu_type, node_spec
 from trainhub.slurm.tres import billable_tres
 
@@ -162,27 +165,91 @@ def _node_info(node: Node, fresh_after: dt.datetime) -> NodeInfo:
                     available=node.state == NodeState.UP and alive, state=node.state, reason=node.state_reason)
 
 
+def _partition_info(name: str, position: int, config: dict, node_pks: tuple[int, ...],
+                    nodes: dict[int, NodeInfo]) -> PartitionInfo:
+    totals = {"cpu": sum(nodes[pk].cpus for pk in node_pks), "mem": sum(nodes[pk].memory_mb for pk in node_pks),
+              "node": len(node_pks), "gres/gpu": sum(nodes[pk].gpus for pk in node_pks)}
+    options = parse_partition_options(config)
+    return PartitionInfo(name, position, options, node_pks, totals, options.billing_weights)
+
+
+def _fresh_after(now: dt.datetime) -> dt.datetime:
+    return now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
+
+
 def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
-    config = parse_config(cluster.config)
-    fresh_after = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
-    partitions_rows = list(cluster.partitions.prefetch_related("node_pools").order_by("position", "name"))
-    pool_ids = {pool.pk for p in partitions_rows for pool in p.node_pools.all()}
-    nodes = {node.pk: _node_info(node, fresh_after)
-             for node in Node.objects.filter(pool_id__in=pool_ids, dedicated_to=cluster.owner_key)
-             .select_related("pool").order_by("name")}
-    pool_of = dict(Node.objects.filter(pk__in=nodes).values_list("pk", "pool_id"))
+    """The whole cluster, as a scheduler pass and the reports need it."""
+    rows = list(cluster.partitions.prefetch_related("node_pools").order_by("position", "name"))
+    pool_ids = {pool.pk for p in rows for pool in p.node_pools.all()}
+    fresh_after = _fresh_after(now)
+    pool_of: dict[int, int] = {}
+    nodes: dict[int, NodeInfo] = {}
+    for node in (Node.objects.filter(pool_id__in=pool_ids, dedicated_to=cluster.owner_key)
+                 .select_related("pool").defer("facts").order_by("name")):
+        pool_of[node.pk] = node.pool_id
+        nodes[node.pk] = _node_info(node, fresh_after)
     partitions = {}
-    for row in partitions_rows:
+    for row in rows:
         members = {pool.pk for pool in row.node_pools.all()}
-        node_pks = tuple(pk for pk in nodes if pool_of[pk] in members)
-        totals = {"cpu": sum(nodes[pk].cpus for pk in node_pks), "mem": sum(nodes[pk].memory_mb for pk in node_pks),
-                  "node": len(node_pks), "gres/gpu": sum(nodes[pk].gpus for pk in node_pks)}
-        options = parse_partition_options(row.config)
-        partitions[row.name] = PartitionInfo(row.name, row.position, options, node_pks, totals,
-                                             options.billing_weights)
+        partitions[row.name] = _partition_info(row.name, row.position, row.config,
+                                               tuple(pk for pk in nodes if pool_of[pk] in members), nodes)
     associations = list(Association.objects.filter(cluster=cluster).select_related("account"))
     qos = {row.name: row for row in Qos.objects.filter(cluster=cluster)}
-    return ClusterState(cluster, config, partitions, nodes, associations, qos)
+    return ClusterState(cluster, parse_config(cluster.config), partitions, nodes, associations, qos)
+
+
+def _chain_sql() -> str:
+    """The ids of a user's associations and of every ancestor of theirs (limits are inherited up
+    the tree; slurmctld walks the same parent pointers). UNION, not UNION ALL: a cycle ends."""
+    table, quote = Association._meta.db_table, connection.ops.quote_name
+    return (f"WITH RECURSIVE chain(id, parent_id) AS ("
+            f"SELECT id, parent_id FROM {table} WHERE cluster_id = %s AND {quote('user')} = %s "
+            f"UNION SELECT a.id, a.parent_id FROM {table} a JOIN chain ON a.id = chain.parent_id"
+            f") SELECT id FROM chain")
+
+
+# sbatch's reads, compiled once per process (trainhub.common.compiled): building each queryset anew
+# cost more CPU than the rest of a submission's checks together.
+_PARTITION = CompiledQuery(lambda cluster_id, name: Partition.objects.filter(cluster_id=cluster_id, name=name)
+                           .values_list("pk", "position", "config"), 918273645, "sample-partition")
+_PARTITION_NODES = CompiledQuery(
+    lambda partition_id, owner: Node.objects.filter(pool__slurm_partitions=partition_id, dedicated_to=owner)
+    .order_by("name").values_list("pk", "name", "state", "state_reason", "last_heartbeat", "pool__machine_type",
+                                  "pool__accelerator_type", "pool__accelerator_count"),
+    918273645, "sample-owner")
+_USER_ASSOCIATIONS = CompiledQuery(
+    lambda cluster_id, user: Association.objects.filter(cluster_id=cluster_id,
+                                                        pk__in=RawSQL(_chain_sql(), (cluster_id, user)))
+    .values_list("pk", "account__name", "user", "partition", "parent_id", "shares", "settings", "raw_usage"),
+    918273645, "sample-user")
+_QOS = CompiledQuery(lambda cluster_id: Qos.objects.filter(cluster_id=cluster_id).values_list("pk", "name", "settings"),
+                     918273645)
+
+
+def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now: dt.datetime) -> ClusterState:
+    """What sbatch checks a job against, and nothing else of the cluster: the named partition and
+    its nodes (none if there is no such partition), the user's associations with their ancestors,
+    and the QOS. Four compiled queries however many jobs, users and associations the cluster has.
+
+    Enough for limits.validate_submission except submit-count limits (GrpSubmitJobs,
+    MaxSubmitJobs), which count other users' jobs under shared ancestors: see has_submit_count_limits.
+    """
+    fresh_after = _fresh_after(now)
+    partitions: dict[str, PartitionInfo] = {}
+    nodes: dict[int, NodeInfo] = {}
+    for partition_pk, position, config in _PARTITION.rows(cluster.pk, partition):
+        for pk, name, state, reason, heartbeat, machine_type, accelerator, count in _PARTITION_NODES.rows(
+                partition_pk, cluster.owner_key):
+            pool = NodePool(machine_type=machine_type, accelerator_type=accelerator, accelerator_count=count)
+            nodes[pk] = _node_info(Node(pk=pk, name=name, state=state, state_reason=reason, last_heartbeat=heartbeat,
+                                        pool=pool), fresh_after)
+        partitions[partition] = _partition_info(partition, position, config, tuple(nodes), nodes)
+    associations = [Association(pk=pk, cluster=cluster, account=Account(name=account), user=user_name,
+                                partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage)
+                    for pk, account, user_name, part, parent, shares, values, usage
+                    in _USER_ASSOCIATIONS.rows(cluster.pk, user)]
+    qos = {name: Qos(pk=pk, cluster=cluster, name=name, settings=values) for pk, name, values in _QOS.rows(cluster.pk)}
+    return ClusterState(cluster, parse_config(cluster.config), partitions, nodes, associations, qos)
 
 
 def fairshare_tree(state: ClusterState) -> list[fairshare.Association]:

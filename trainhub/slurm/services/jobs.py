@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
+from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
 from trainhub.slurm import dependency, jobenv, snapshot
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
@@ -35,6 +37,11 @@ from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
 PERMISSION_DENIED = "Access/permission denied"
 DEPENDENCY_PROBLEM = "Job dependency problem"
+
+
+#: The user's DefaultAccount (sacctmgr), compiled once per process as the submission's other reads are.
+_DEFAULT_ACCOUNT = CompiledQuery(lambda cluster_id, name: SlurmUser.objects.filter(cluster_id=cluster_id, name=name)
+                                 .values_list("default_account"), 918273645, "sample-user")
 
 
 def _refuse(message: str) -> ApiError:
@@ -106,6 +113,8 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
 
 def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
     """--dependency as slurmctld stores it; every job it names must exist."""
+    if not options.dependency:
+        return ""
     try:
         depends = dependency.parse_dependency(options.dependency or "")
     except dependency.DependencyError as exc:
@@ -121,10 +130,9 @@ def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
 def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: SbatchOptions, submission: Submission,
                 script: str, now: dt.datetime, begin: dt.datetime, time_limit: int | None, **values) -> SlurmJob:
     """The job record under the cluster's next job id."""
-    locked = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
-    job_id = locked.next_job_id
-    locked.next_job_id += 1
-    locked.save(update_fields=["next_job_id"])
+    ids = SlurmCluster.objects.filter(pk=cluster.pk)
+    job_id = ids.select_for_update().values_list("next_job_id", flat=True).get()
+    ids.update(next_job_id=F("next_job_id") + 1)
     username = user.get_username()
     name = options.job_name or ("wrap" if options.wrap is not None else "sbatch")
     return SlurmJob.objects.create(
@@ -156,8 +164,8 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     if options.nice is not None and options.nice < 0 and not is_admin:
         raise _refuse(SUBMIT_FAILED + PERMISSION_DENIED)
     username = user.get_username()
-    state = snapshot.load_cluster(cluster, now=now)
     partition = options.partition or cluster.default_partition
+    state = snapshot.load_for_submission(cluster, partition=partition, user=username, now=now)
     if partition not in state.partitions:
         raise _refuse(f"sbatch: error: invalid partition specified: {partition}\n"
                       f"{SUBMIT_FAILED}Invalid partition name specified")
@@ -168,16 +176,20 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0)
     context = snapshot.limit_context(state)
-    active = (list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
-              if snapshot.has_submit_count_limits(context) else [])
-    slurm_user = SlurmUser.objects.filter(cluster=cluster, name=username).first()
+    active: list[SlurmJob] = []
+    if snapshot.has_submit_count_limits(context):
+        # Counting the queue against GrpSubmitJobs / MaxSubmitJobs needs every job's association.
+        state = snapshot.load_cluster(cluster, now=now)
+        context = snapshot.limit_context(state)
+        active = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
+    default_account = next(iter(_DEFAULT_ACCOUNT.rows(cluster.pk, username)), (None,))[0]
     probe = SlurmJob(cluster=cluster, user_name=username, account=options.account or "", partition=partition,
                      **fields)
     try:
         accepted = validate_submission(
             context, snapshot.limit_usage(state, context, active), user=username, account=options.account,
             partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(probe, state),
-            time_limit_minutes=options.time_limit, default_account=slurm_user.default_account if slurm_user else None)
+            time_limit_minutes=options.time_limit, default_account=default_account)
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     if node_error:

@@ -1,0 +1,44 @@
+"""What one sbatch over REST reads (issue 21): the job's partition and its nodes' facts, the user's
+association chain and the QOS - never the whole cluster - in a number of SQL statements that does
+not grow with the cluster's jobs, users or associations."""
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.slurm.conftest import make_job, sbatch
+from trainhub.slurm.services.accounting import account_add, user_add
+
+
+def _statements(api) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        response = sbatch(api, "uma", "-t", "10", "--wrap", "hostname")
+    assert response.status_code == 200, response.content
+    return [query["sql"] for query in captured.captured_queries]
+
+
+def test_an_sbatch_costs_the_same_statements_however_big_the_cluster(api, accounts, now):
+    _statements(api)  # the first request also reads what every request caches (the token's statement)
+    small = _statements(api)
+    for number in range(30):
+        account_add(cluster=accounts, name=f"team{number}", actor="test", now=now)
+        user_add(cluster=accounts, name=f"user{number}", accounts=[f"team{number}"], actor="test", now=now)
+    for _ in range(50):
+        make_job(accounts, user="alice")
+    big = _statements(api)
+    assert len(big) == len(small)
+    reads = [sql for sql in big if sql.startswith(("SELECT", "WITH"))]
+    # The user's associations and their ancestors, not the cluster's; the named partition; no queue.
+    assert all("'uma'" in sql for sql in reads if 'FROM "slurm_association"' in sql)
+    assert all("'a4'" in sql for sql in reads if 'FROM "slurm_partition" ' in sql)
+    assert not any('FROM "slurm_slurmjob"' in sql for sql in reads)
+
+
+def test_a_submit_count_limit_still_counts_other_users_jobs_under_the_account(api, accounts, now):
+    from trainhub.slurm.models import Association
+
+    Association.objects.filter(cluster=accounts, user="", account__name="ml").update(settings={"grp_submit_jobs": 2})
+    make_job(accounts, user="alice")
+    assert sbatch(api, "uma", "--wrap", "x").status_code == 200
+    refused = sbatch(api, "uma", "--wrap", "x")
+    assert refused.status_code == 400
+    assert "Job violates accounting/QOS policy" in refused.json()["error"]["message"]

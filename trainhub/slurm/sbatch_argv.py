@@ -1,0 +1,103 @@
+"""sbatch's command-line grammar: its options, their short letters, which take a value, and where
+the options end and the script begins. Pure Python importing nothing, so that `trainhub slurm sbatch`
+can find the script file to send without loading the option parsers (trainhub.slurm.sbatch, which
+the server runs on what the CLI sends): a shell loop of sbatch calls pays only this at start-up.
+
+getopt_long's rules, as sbatch.1 follows them:
+- Options come as ``-p a4``, ``-pa4``, ``--partition a4`` or ``--partition=a4``; long options may be
+  abbreviated to any unique prefix (``--part=a4``).
+- The first argument that is not an option (or everything after ``--``) is the script file, and the
+  rest are its arguments.
+"""
+
+from __future__ import annotations
+
+
+class SbatchError(ValueError):
+    """An option sbatch would refuse; the message is sbatch's."""
+
+
+#: long name -> (short letter or "", takes a value: "required" | "optional" | "none"). What each
+#: option means is trainhub.slurm.sbatch's (a test checks both name the same options).
+OPTIONS: dict[str, tuple[str, str]] = {
+    "job-name": ("J", "required"),
+    "partition": ("p", "required"),
+    "account": ("A", "required"),
+    "qos": ("q", "required"),
+    "nodes": ("N", "required"),
+    "ntasks": ("n", "required"),
+    "ntasks-per-node": ("", "required"),
+    "cpus-per-task": ("c", "required"),
+    "gres": ("", "required"),
+    "gpus-per-node": ("", "required"),
+    "time": ("t", "required"),
+    "nice": ("", "optional"),
+    "hold": ("H", "none"),
+    "begin": ("b", "required"),
+    "chdir": ("D", "required"),
+    "output": ("o", "required"),
+    "error": ("e", "required"),
+    "requeue": ("", "none"),
+    "no-requeue": ("", "none"),
+    "comment": ("", "required"),
+    "wrap": ("", "required"),
+    "dependency": ("d", "required"),
+    "parsable": ("", "none"),
+}
+_BY_SHORT = {short: name for name, (short, _) in OPTIONS.items() if short}
+
+
+def _long_name(given: str) -> str:
+    if given in OPTIONS:
+        return given
+    matches = [name for name in OPTIONS if name.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise SbatchError(f"sbatch: option '--{given}' is ambiguous; possibilities: "
+                          + " ".join(f"'--{m}'" for m in matches))
+    raise SbatchError(f"sbatch: unrecognized option '--{given}'")
+
+
+def split_options(argv: list[str]) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """The options of an argument list as (long name, value or None) in the order given, and what
+    follows them (a script file and its arguments)."""
+    given: list[tuple[str, str | None]] = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--":
+            return given, argv[index + 1:]
+        if arg.startswith("--"):
+            text, has_value, value = arg[2:].partition("=")
+            name = _long_name(text)
+            kind = OPTIONS[name][1]
+            if kind == "none" and has_value:
+                raise SbatchError(f"sbatch: option '--{name}' doesn't allow an argument")
+            if kind == "required" and not has_value:
+                if index + 1 >= len(argv):
+                    raise SbatchError(f"sbatch: option '--{name}' requires an argument")
+                index += 1
+                value, has_value = argv[index], "="
+            given.append((name, value if has_value else None))
+        elif arg.startswith("-") and len(arg) > 1:
+            letter = arg[1]
+            if letter not in _BY_SHORT:
+                raise SbatchError(f"sbatch: invalid option -- '{letter}'")
+            name = _BY_SHORT[letter]
+            if OPTIONS[name][1] == "none":
+                if len(arg) > 2:
+                    raise SbatchError(f"sbatch: invalid option -- '{arg[2]}'")
+                given.append((name, None))
+            else:
+                value = arg[2:]
+                if not value:
+                    if index + 1 >= len(argv):
+                        raise SbatchError(f"sbatch: option requires an argument -- '{letter}'")
+                    index += 1
+                    value = argv[index]
+                given.append((name, value))
+        else:
+            return given, argv[index:]
+        index += 1
+    return given, []
