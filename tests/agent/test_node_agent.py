@@ -40,11 +40,12 @@ def step(group, moment, until, limit=600):
 
 
 def alive(pid: int) -> bool:
+    """Running and not a zombie (a process reaped between the two checks is not alive)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    stat = Path(f"/proc/{pid}/stat").read_text()
     return stat[stat.rindex(")") + 2] != "Z"
 
 
