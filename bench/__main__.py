@@ -32,6 +32,7 @@ from bench.scheduler_pass import FULL, QUICK, Benchmark
 from bench.slurm_pages import bench_slurm_pages
 from bench.slurm_priority import bench_slurm_priority
 from bench.slurm_submit import bench_slurm_submit
+from bench.slurm_vs_real import bench_slurm_vs_real
 from bench.submission import bench_rest_clients, bench_rest_submit, bench_rest_submit_cpu
 
 BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_database=True),
@@ -41,6 +42,7 @@ BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_datab
               Benchmark("slurm_priority", bench_slurm_priority, needs_database=False),
               Benchmark("slurm_pages", bench_slurm_pages, needs_database=True),
               Benchmark("slurm_submit", bench_slurm_submit, needs_database=True),
+              Benchmark("slurm_vs_real", bench_slurm_vs_real, needs_database=True),
               Benchmark("cli_startup", bench_cli_startup, needs_database=False),
               Benchmark("cli_sbatch_loop", bench_cli_sbatch_loop, needs_database=True),
               Benchmark("agent_fleet", bench_agent_fleet, needs_database=True),

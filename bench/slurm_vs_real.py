@@ -1,0 +1,199 @@
+"""Real Slurm and trainhub in one run, what a Slurm user waits for (issue 21): ``sbatch`` from 1 and
+from 2 submitters, and ``sprio``, ``sprio -l`` and ``squeue`` over a queue of N pending jobs (10,000;
+1,000 with --quick).
+
+Real Slurm is the slurm-harness cluster (``../shared/tools/slurm-harness/``: Slurm 22.05, 4 nodes),
+found through ``${TMPDIR:-/tmp}/slurm-harness.current``; start it fresh (``./start.sh``) before the
+run, since finished job records slow it down. Its nodes are drained for the run (every job stays
+pending, and eligible, so sprio lists it) and resumed after; every job the run submitted is cancelled.
+Submissions are shell loops of ``sbatch --wrap true`` run as the harness's users alice and bob (two
+loops at once for 2 submitters); the queue is then filled to N with the same loops, untimed. Each
+command's time is the median wall time of 5 runs, output to /dev/null.
+
+trainhub's side is the ``slurm_submit`` cluster (the seed's cluster on drained simulated nodes):
+sbatch over REST from 1 and 2 client processes (bench.submission.http_run against gunicorn, as
+``slurm_submit`` measures), then N pending jobs with their priorities computed by a scheduler pass,
+and ``GET .../sprio``, ``.../sprio?long=true`` and ``.../squeue`` over HTTP, one kept-alive
+connection, 5 timed requests each; then ``trainhub slurm sprio|squeue`` from the CLI (its whole run,
+start-up included), median of 5. Without the harness, trainhub's side is printed alone and the notes
+say real Slurm was not available. The ratio is "how many times trainhub is faster" (> 1: trainhub
+wins). Nothing here asserts on a time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.cli import _cli_command, _cli_environment
+from bench.environment import free_port, load_average, start_gunicorn
+from bench.report import Column, Section
+from bench.scheduler_pass import QUICK, Sizes
+from bench.slurm_submit import SBATCH_ARGS, sbatch_target
+from bench.submission import _request_bytes, http_run
+
+RUNS = 5
+SUBMITTERS = ("alice", "bob")
+#: The harness's partition and one account each submitter belongs to (start.sh).
+HARNESS_SBATCH = {"alice": "-A physics -p batch", "bob": "-A bio -p batch"}
+READS = (("sprio", "sprio", {}), ("sprio -l", "sprio", {"long": "true"}), ("squeue", "squeue", {}))
+
+
+def harness_environment() -> dict[str, str] | None:
+    """The environment that reaches the running harness cluster, or None when none answers."""
+    pointer = Path(os.environ.get("TMPDIR", "/tmp")) / "slurm-harness.current"
+    try:
+        env_file = Path(pointer.read_text().strip()) / "env.sh"
+        exported = dict(line.removeprefix("export ").split("=", 1) for line in env_file.read_text().splitlines()
+                        if line.startswith("export "))
+    except (OSError, ValueError):
+        return None
+    environ = {**os.environ, **{name: value.strip("'\"") for name, value in exported.items()}}
+    if not Path(environ.get("SLURM_CONF", "")).is_file():  # a purged state dir
+        return None
+    try:
+        answered = subprocess.run(["scontrol", "ping"], env=environ, capture_output=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return environ if answered.returncode == 0 and b"UP" in answered.stdout else None
+
+
+def _as_user(user: str, script: str, environ: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(["runuser", "-u", user, "--", "bash", "-c", script], env=environ, cwd="/tmp",  # noqa: S603
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _sbatch_loops(environ: dict[str, str], counts: dict[str, int]) -> float:
+    """Each user's shell loop of sbatch calls, all at once; the seconds until the last ends."""
+    begun = time.perf_counter()
+    loops = [_as_user(user, f"for i in $(seq {count}); do sbatch {HARNESS_SBATCH[user]} -J bench "
+                            f"--wrap true >/dev/null || exit 1; done", environ) for user, count in counts.items()]
+    errors = [loop.communicate()[1].decode().strip() for loop in loops]
+    elapsed = time.perf_counter() - begun
+    failed = [error for loop, error in zip(loops, errors, strict=True) if loop.returncode != 0]
+    if failed:
+        raise RuntimeError(f"sbatch on the harness failed: {failed[0][-300:]}")
+    return elapsed
+
+
+def _median_wall(argv: list[str], environ: dict[str, str]) -> float:
+    times = []
+    for _ in range(RUNS):
+        begun = time.perf_counter()
+        subprocess.run(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)  # noqa: S603
+        times.append(time.perf_counter() - begun)
+    return statistics.median(times)
+
+
+def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[str, float]:
+    nodes = f"gpu[1-{environ.get('SLURMH_NODES', '4')}]"
+    subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=drain", "reason=trainhub-bench"], env=environ,
+                   check=True, capture_output=True)
+    try:
+        figures = {"sbatch, 1 submitter": submissions / _sbatch_loops(environ, {"alice": submissions})}
+        half = submissions // 2
+        figures["sbatch, 2 submitters"] = 2 * half / _sbatch_loops(environ, {"alice": half, "bob": half})
+        left = max(pending - submissions - 2 * half, 0)
+        _sbatch_loops(environ, {"alice": left // 2, "bob": left - left // 2})
+        for what, command, params in READS:
+            figures[what] = _median_wall([command, *(["-l"] if params else [])], environ)
+        return figures
+    finally:
+        for user in SUBMITTERS:
+            subprocess.run(["scancel", "-u", user], env=environ, check=False, capture_output=True)
+        subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=resume"], env=environ, check=False,
+                       capture_output=True)
+
+
+def _get(path: str, token: str, params: dict[str, str]) -> bytes:
+    query = "&".join(f"{key}={value}" for key, value in params.items())
+    request = _request_bytes(path + (f"?{query}" if query else ""), token, b"")
+    return request.replace(b"POST ", b"GET ", 1)
+
+
+def _trainhub_side(submissions: int, pending: int) -> tuple[dict[str, float], list[str]]:
+    from trainhub.iam.services import api_token_rotate
+    from trainhub.slurm.models import SlurmJob
+    from trainhub.slurm.services.clusters import cluster_delete
+    from trainhub.slurm.services.passes import cluster_pass
+
+    from bench.slurm_pages import USERS, slurm_queue
+
+    now = dt.datetime.now(dt.UTC)
+    cluster, admin, jobs_path = sbatch_target(now)
+    token = api_token_rotate(user=admin).key
+    post = _request_bytes(jobs_path, token, json.dumps({"sbatchArgs": SBATCH_ARGS}).encode())
+    figures = {"sbatch, 1 submitter": submissions / http_run([[post] * submissions], warm_up=20).elapsed}
+    half = submissions // 2
+    figures["sbatch, 2 submitters"] = 2 * half / http_run([[post] * half, [post] * half], warm_up=20).elapsed
+    SlurmJob.objects.filter(cluster=cluster).delete()
+    slurm_queue(cluster, [f"user{index}" for index in range(USERS)], pending, now)
+    cluster_pass(cluster=cluster, now=now)
+    base = jobs_path.removesuffix("/jobs")
+    for what, report, params in READS:
+        run = http_run([[_get(f"{base}/{report}", token, params)] * (RUNS + 1)], warm_up=1)
+        figures[f"{what} over HTTP"] = statistics.median(run.latencies)
+    notes = _cli_reads(cluster, token, figures)
+    cluster_delete(cluster=cluster)
+    return figures, notes
+
+
+def _cli_reads(cluster, token: str, figures: dict[str, float]) -> list[str]:
+    """``trainhub slurm sprio [-l] | squeue --cluster bench`` against gunicorn: median wall of 5."""
+    port = free_port()
+    server = start_gunicorn(port)
+    try:
+        with tempfile.TemporaryDirectory(prefix="trainhub-bench-cli-") as cache_dir:
+            environ = _cli_environment(cache_dir, TRAINHUB_URL=f"http://127.0.0.1:{port}", TRAINHUB_TOKEN=token,
+                                       TRAINHUB_PROJECT=cluster.project.project_id,
+                                       TRAINHUB_CONFIG=os.path.join(cache_dir, "no-config.json"))
+            for what, report, params in READS:
+                argv = [*_cli_command(), "slurm", report, "--cluster", cluster.cluster_id,
+                        *(["-l"] if params else [])]
+                subprocess.run(argv, env=environ, stdout=subprocess.DEVNULL, check=True)  # noqa: S603 - warms .pyc
+                figures[f"{what} from the CLI"] = _median_wall(argv, environ)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return [f"CLI: {shlex.join(_cli_command())} slurm sprio|squeue --cluster {cluster.cluster_id} (start-up included)"]
+
+
+def bench_slurm_vs_real(sizes: Sizes) -> Section:
+    submissions, pending = (200, 1_000) if sizes == QUICK else (1_000, 10_000)
+    load_before = load_average()
+    environ = harness_environment()
+    real = _real_side(environ, submissions, pending) if environ else {}
+    ours, notes = _trainhub_side(submissions, pending)
+    rows = []
+    for what, unit in (("sbatch, 1 submitter", "jobs/s"), ("sbatch, 2 submitters", "jobs/s"),
+                       *((read, "s") for read, _, _ in READS)):
+        real_value = real.get(what)
+        for where in ((" over HTTP", " from the CLI") if unit == "s" else ("",)):
+            value = ours[what + where]
+            faster = None if real_value is None else (value / real_value if unit == "jobs/s" else real_value / value)
+            rows.append({"what": what + where, "unit": unit, "real_slurm": real_value, "trainhub": value,
+                         "trainhub_faster": faster})
+    section = Section(
+        name="slurm_vs_real",
+        key=("what",),
+        title=f"trainhub beside real Slurm: sbatch ({submissions:,} jobs) and reads over {pending:,} pending jobs",
+        columns=[Column("what", "what"), Column("unit", "unit"), Column("real_slurm", "real Slurm"),
+                 Column("trainhub", "trainhub"), Column("trainhub_faster", "trainhub faster (x)")],
+        rows=rows,
+    )
+    section.notes += [
+        "real Slurm: the slurm-harness cluster (Slurm 22.05), sbatch loops as its users, commands' wall time"
+        if environ else "real Slurm was not available (no slurm-harness cluster answered scontrol ping): "
+                        "start ../shared/tools/slurm-harness/start.sh for the comparison",
+        "trainhub: sbatch over REST (gunicorn, kept-alive connections), reads over HTTP and from the CLI",
+        *notes,
+        f"load average {load_before} before, {load_average()} after (2 submitters need 2 free cores)",
+    ]
+    return section

@@ -1,0 +1,17 @@
+"""bench/slurm_vs_real finds the Slurm harness through its pointer file, and goes on without it."""
+
+from bench.slurm_vs_real import harness_environment
+
+
+def test_without_a_harness_pointer_real_slurm_is_not_available(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert harness_environment() is None
+
+
+def test_a_pointer_to_a_harness_that_does_not_answer_is_not_available(tmp_path, monkeypatch):
+    state = tmp_path / "slurmh.gone"
+    state.mkdir()
+    (state / "env.sh").write_text(f"export SLURM_CONF='{state}/slurm.conf'\nexport SLURMH_NODES=4\n")
+    (tmp_path / "slurm-harness.current").write_text(f"{state}\n")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert harness_environment() is None
