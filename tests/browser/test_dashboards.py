@@ -61,3 +61,22 @@ def test_a_charts_data_downloads_as_csv(page, live_server, login, busy_cluster, 
     assert list(rows[0]) == ["time", "gpu_type", "queued_jobs", "pending_jobs", "running_jobs", "waiting_gpus",
                              "oldest_wait_seconds"]
     assert len({row["time"] for row in rows}) >= 90  # 15-minute buckets over a day
+
+
+def test_the_team_page_opens_from_the_overview_and_its_range_picker_redraws_it(page, live_server, login,
+                                                                              busy_cluster):
+    from trainhub.dashboards.team import TEAM_CHARTS
+
+    login("uma")
+    page.goto(f"{live_server.url}/dashboards/?range=24h")
+    page.locator("main .subtitle, main p").get_by_role("link", name="alpha").first.click()
+    page.wait_for_url("**/dashboards/team/alpha/?range=24h")
+    page.get_by_role("heading", name="Team alpha").wait_for()
+    page.wait_for_function("document.querySelectorAll('.chart[aria-busy=true]').length === 0", timeout=30_000)
+    assert page.locator(".chart").count() == len(TEAM_CHARTS)
+    assert page.locator(".chart__plot .main-svg").count() >= 1
+    page.get_by_role("navigation", name="Time range").get_by_role("link", name="7 days").click()
+    page.wait_for_url("**/dashboards/team/alpha/?range=7d")
+    assert page.get_by_role("navigation", name="Time range").locator("[aria-current=true]").inner_text() == "7 days"
+    page.get_by_role("link", name="Dashboards").first.click()
+    page.wait_for_url("**/dashboards/")
