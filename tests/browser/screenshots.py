@@ -4,29 +4,25 @@ Not part of the browser suite (the file name does not start with ``test_``): run
 
     /work/main/.venv/bin/python -m pytest -m browser tests/browser/screenshots.py -q
 
-It builds a small copy of the page benchmark's dataset (bench/pages.py: jobs in every state, studies,
-pipelines, models, resources, a Slurm cluster with a queue and history, a week of dashboard samples),
-opens each page the benchmark samples (fragments aside: they are no page), and writes
-``var/screenshots/<width>/<NN>-<page>.png`` with ``var/screenshots/report.txt``: per page and
-width, its height, and anything wider than the screen. It fails if a page scrolls sideways.
+It fills the app with a busy cluster (cluster.py), a Slurm cluster with accounts and a waiting job,
+and a study, a pipeline and a persistent resource still running; opens every page as an
+administrator (the login page signed out) and writes ``var/screenshots/<width>/<NN>-<page>.png``
+with ``var/screenshots/report.txt``: per page and width, its height and anything wider than the
+screen. It fails if a page scrolls sideways.
 """
-
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
+from tests.slurm.conftest import accounts, admin, cluster, slurm_pools  # noqa: F401 - fixtures
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 OUT = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 WIDTHS = (1440, 390)
-#: The page benchmark's dataset, small: the finished tab's deep page needs 2,501 finished jobs.
-SIZES = {"page_active_jobs": 150, "page_finished_jobs": 2_600, "page_nodes": 24, "page_studies": 3,
-         "page_pipelines": 3, "page_models": 2, "page_resources": 2, "page_slurm_pending": 60,
-         "page_slurm_finished": 120}
 #: What is wider than the screen: the elements (not inside a scrolling box) that stick out.
 OVERFLOW = """(width) => [...document.querySelectorAll('main *')].filter((element) => {
     const box = element.getBoundingClientRect();
@@ -41,60 +37,64 @@ OVERFLOW = """(width) => [...document.querySelectorAll('main *')].filter((elemen
     + ` (${Math.round(element.getBoundingClientRect().right)} px)`)"""
 
 
-def _slug(label: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:60]
+def _slug(path: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", path.lower()).strip("-")[-70:] or "home"
 
 
-def _session_cookie(user, base_url: str) -> dict:
-    from django.conf import settings
-    from django.test import Client
+def _pages(live: list[str]) -> list[str]:
+    """Every page: the live ones given, the lists, forms and reports, the Slurm admin pages."""
+    from trainhub.jobs.models import CustomJob
+    from trainhub.slurm.models import Association
 
-    client = Client()
-    client.force_login(user)
-    return {"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-            "url": base_url}
+    alpha = "/projects/alpha/locations/us-central1"
+    finished = CustomJob.objects.filter(project__project_id="alpha", end_time__isnull=False).order_by("pk").first()
+    association = Association.objects.exclude(user="").order_by("pk").first()
+    slurm = live[1].removesuffix("queue")
+    return [*live, "/?tab=finished", f"{alpha}/jobs/{finished.job_id}/", "/jobs/new", "/nodes/machines",
+            "/quotas/", "/account/token", "/dashboards/?wall=1", "/models/", f"{alpha}/jobs/new",
+            f"{alpha}/hyperparameterTuningJobs/new", f"{alpha}/trainingPipelines/new",
+            f"{alpha}/persistent-resources/new", "/slurm/", slurm, f"{slurm}config", f"{slurm}scripts/prolog",
+            f"{slurm}partitions/a4", f"{slurm}priority", f"{slurm}fairshare?all=on&long=on",
+            f"{slurm}accounting?allusers=on", f"{slurm}nodes?nodes=on&long=on", f"{slurm}sacctmgr",
+            f"{slurm}accounts", f"{slurm}accounts/associations/{association.pk}", f"{slurm}accounts/qos/normal",
+            f"{slurm}jobs/new", f"{live[0]}priority"]
 
 
-def test_every_page_at_1440_and_390_px(chromium, live_server):
-    from bench.pages import _samples, build_dataset
-    from bench.scheduler_pass import QUICK
+def test_every_page_at_1440_and_390_px(chromium, live_server, cast, accounts, nodes, now):  # noqa: F811
+    from tests.browser.cluster import load_busy_cluster
+    from tests.browser.conftest import sign_in
+    from tests.browser.test_live_pages import live_pages
 
-    dataset = build_dataset(dataclasses.replace(QUICK, **SIZES))
-    users = {"member": dataset.user, "admin": dataset.slurm_admin, "anonymous": None}
+    live = live_pages(cast, accounts, now)  # first: the busy cluster takes every machine
+    load_busy_cluster(cast, now)
+    paths = _pages(live)
     report, wide = [], []
     for width in WIDTHS:
         (OUT / str(width)).mkdir(parents=True, exist_ok=True)
-        contexts = {}
-        for who, user in users.items():
-            contexts[who] = chromium.new_context(viewport={"width": width, "height": 900})
-            if user is not None:
-                contexts[who].add_cookies([_session_cookie(user, live_server.url)])
-        seen = set()
-        for index, sample in enumerate(_samples()):
-            url = sample.url(dataset)
-            if sample.status != 200 or url in seen:
-                continue
-            seen.add(url)
-            page = contexts[sample.who].new_page()
-            response = page.goto(f"{live_server.url}{url}")
-            if not response.headers.get("content-type", "").startswith("text/html") or not page.locator(
-                    "body > main").count():
-                page.close()  # a fragment, a download: no page
-                continue
-            page.wait_for_load_state("networkidle")
-            page.wait_for_timeout(300)  # Plotly's responsive relayout
-            name = f"{index:02d}-{_slug(sample.label)}"
-            page.screenshot(path=str(OUT / str(width) / f"{name}.png"), full_page=True)
-            scroll = page.evaluate("document.documentElement.scrollWidth")
-            sticking_out = page.evaluate(OVERFLOW, width)
-            height = page.evaluate("document.documentElement.scrollHeight")
-            report.append(f"{width:>5} {response.status} {height:>6} px  {name}  {url}"
-                          + (f"\n        WIDER THAN THE SCREEN: {scroll} px; {', '.join(sticking_out)}"
-                             if scroll > width else ""))
-            if scroll > width:
-                wide.append(f"{sample.label} at {width} px: {scroll} px ({', '.join(sticking_out)})")
-            page.close()
-        for context in contexts.values():
-            context.close()
+        anonymous = chromium.new_context(viewport={"width": width, "height": 900})
+        shoot(anonymous.new_page(), live_server.url, "/login/", width, 0, report, wide)
+        anonymous.close()
+        context = chromium.new_context(viewport={"width": width, "height": 900})
+        sign_in(context.new_page(), live_server.url, "alice")
+        for index, path in enumerate(paths, start=1):
+            shoot(context.new_page(), live_server.url, path, width, index, report, wide)
+        context.close()
     (OUT / "report.txt").write_text("\n".join(report) + "\n")
     assert not wide, "\n".join(wide)
+
+
+def shoot(page, base_url: str, path: str, width: int, index: int, report: list[str], wide: list[str]) -> None:
+    response = page.goto(f"{base_url}{path}")
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(300)  # Plotly's responsive relayout
+    name = f"{index:02d}-{_slug(path.split('?')[0])}{'-' + _slug(path.split('?')[1]) if '?' in path else ''}"
+    page.screenshot(path=str(OUT / str(width) / f"{name}.png"), full_page=True)
+    scroll = page.evaluate("document.documentElement.scrollWidth")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    line = f"{width:>5} {response.status} {height:>6} px  {name}  {path}"
+    if scroll > width:
+        sticking_out = ", ".join(page.evaluate(OVERFLOW, width))
+        line += f"\n        WIDER THAN THE SCREEN: {scroll} px; {sticking_out}"
+        wide.append(f"{path} at {width} px: {scroll} px ({sticking_out})")
+    report.append(line)
+    page.close()
