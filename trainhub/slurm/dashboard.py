@@ -70,11 +70,6 @@ def ended(since: dt.datetime, until: dt.datetime) -> list[tuple[str, str, int]]:
              row["jobs"]) for row in rows]
 
 
-#: squeue's reason "None" (a job no scheduler pass has evaluated yet), said in words: on a dashboard
-#: "Slurm reason: None" reads as a missing value.
-NOT_YET_LOOKED_AT = "None yet (the next scheduler pass has not looked at it)"
-
-
 def waiting(user: AbstractBaseUser, limit: int, project: Project | None = None) -> list[WaitingRow]:
     kinds = partition_gpu_types()
     projects = [project] if project is not None else projects_for_user(user=user)
@@ -82,8 +77,7 @@ def waiting(user: AbstractBaseUser, limit: int, project: Project | None = None) 
             .select_related("cluster__project").order_by("submit_time", "job_id")[:limit])
     rows = []
     for job in jobs:
-        reason = (NOT_YET_LOOKED_AT if job.reason == "None" else job.reason) + (
-            f" ({job.state_desc})" if job.state_desc else "")
+        reason = job.reason_in_words + (f" ({job.state_desc})" if job.state_desc else "")
         rows.append(WaitingRow(
             str(job.job_id), job.name, job.cluster.project.project_id, job.cluster.location,
             f"Slurm {job.cluster.cluster_id} · partition {job.partition}",
