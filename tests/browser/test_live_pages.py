@@ -143,8 +143,14 @@ def test_the_cluster_pages_buttons_drain_and_resume_a_node_and_pause_stops_the_u
     node.refresh_from_db()
     assert node.state == "UP"
     page.goto(f"{live_server.url}/")  # a live page: its updates can be paused
+    asked = []
+    page.on("request", lambda request: asked.append(request.url) if "scheduler:status" in request.url else None)
     toggle = page.locator("[data-live-toggle]")
     toggle.click()
     assert toggle.inner_text() == "Resume updates" and toggle.get_attribute("aria-pressed") == "true"
-    toggle.click()
+    asked.clear()
+    page.wait_for_timeout(4_500)  # two ticks (every 2 s while the reader is active)
+    assert not asked, "paused, the page still asked for the live status"
+    with page.expect_request("**/scheduler:status"):  # resumed: at once
+        toggle.click()
     assert toggle.inner_text() == "Pause updates"
