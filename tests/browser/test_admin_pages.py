@@ -69,6 +69,8 @@ def test_every_button_on_the_machines_page_does_what_it_says(page, live_server, 
     assert command.startswith(f"trainhub-agent run --url {live_server.url} --token thj_")
     token = JoinToken.objects.get(description="rack 7")
     assert token.digest == token_digest(command.rsplit(" ", 1)[1]) and token.max_uses == 2
+    page.reload()  # shown once; reloading makes no second token
+    assert page.locator("#join-command").count() == 0 and JoinToken.objects.filter(description="rack 7").count() == 1
 
     tokens = page.locator("section[aria-labelledby=tokens]")
     tokens.locator("tr", has_text="rack 7").get_by_role("button", name="Revoke").click()
