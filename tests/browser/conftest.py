@@ -54,14 +54,26 @@ def screenshot(page):
     return take
 
 
+def sign_in(page, base_url: str, username: str) -> None:
+    """Log ``username`` in (the cast's password) through the login form, in ``page``'s context."""
+    page.goto(f"{base_url}/login/")
+    page.fill("[name=username]", username)
+    page.fill("[name=password]", f"{username}-password")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
+
+
+def apply_state_filter(page, state: str) -> None:
+    """Pick ``state`` in a list's state filter and apply it (the tuning and pipeline lists)."""
+    page.select_option("[name=state]", state)
+    page.get_by_role("button", name="Apply filters").click()
+    page.wait_for_url(f"**state={state}*")
+
+
 @pytest.fixture
 def login(page, live_server):
     def as_user(username: str) -> None:
-        page.goto(f"{live_server.url}/login/")
-        page.fill("[name=username]", username)
-        page.fill("[name=password]", f"{username}-password")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        sign_in(page, live_server.url, username)
 
     return as_user
 

@@ -31,6 +31,11 @@ def test_the_job_list_filters_by_gpu_type_state_and_search(page, live_server, lo
     page.wait_for_url(re.compile(r"q=bert"))
     assert all(row[0].startswith("bert") for row in table_rows(page)) and table_rows(page)
     page.get_by_role("link", name="Clear filters").click()
+    page.get_by_role("columnheader", name="GPUs").get_by_role("link").click()  # a sortable column's header
+    page.wait_for_url(re.compile(r"sort=gpus"))
+    gpus = [int(row[6]) for row in table_rows(page)]
+    assert gpus == sorted(gpus, reverse=True) and gpus[0] > gpus[-1]
+    assert page.get_by_role("columnheader", name="GPUs").get_attribute("aria-sort") == "descending"
     page.get_by_role("link", name=re.compile("^Finished")).click()
     page.wait_for_url(re.compile(r"tab=finished"))
     page.select_option("[name=state]", "JOB_STATE_FAILED")

@@ -1,16 +1,19 @@
 """Pages left open, and every button pressed. A live page polls its sections; a section that polls
 the wrong URL (the whole page) nests a copy of the page in itself every few seconds, and a button
 posting to the wrong URL answers 200 and changes nothing. These tests open every live page, leave
-it open past its slowest poll, and press each button of the Slurm job page once."""
+it open until each of its fast pollers has fired, and press each button of the Slurm job page and
+the cluster page once (the other pages' buttons: see tests/browser/README.md)."""
 
 import re
 
 import pytest
 from django.utils import timezone
 
+from tests.browser.conftest import sign_in
 from tests.conftest import container_pool, job_body
 from tests.slurm.conftest import accounts, admin, cluster, make_job, slurm_pools  # noqa: F401 - fixtures
 from trainhub.jobs.services import job_submit
+from trainhub.scheduling.services import scheduler_pass
 from trainhub.slurm.models import JobState
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,24 +30,56 @@ def page_shape(page) -> dict:
         ids: [...document.querySelectorAll('[id]')].map(e => e.id)
               .filter((id, i, all) => all.indexOf(id) !== i),
         emptyPolls: document.querySelectorAll('[hx-get=""]').length,
+        polls: window.thPolls || 0,
     })""")
 
 
-def test_every_live_page_left_open_keeps_its_size(chromium, live_server, login, page, cast, accounts):  # noqa: F811
+#: Counts the fragments each page fetched and swapped in by itself (htmx's own event).
+COUNT_POLLS = "document.addEventListener('htmx:afterSwap', () => { window.thPolls = (window.thPolls || 0) + 1; });"
+
+
+def live_pages(cast, accounts, now) -> list[str]:  # noqa: F811
+    """One of every page that updates itself, each showing something that is still changing."""
+    from tests.resources.conftest import running, t4_pool
+    from tests.tuning.helpers import custom_pipeline, integer, study, tuning_body
+    from trainhub.tuning import services as tuning
+
+    resource = running(cast, now, t4_pool(), resource_id="left-open")  # first: the jobs below take machines
     slurm_job = make_job(accounts, user="uma")
-    custom_job = job_submit(project=cast["alice"].memberships.get().project, location="us-central1",
-                            user=cast["uma"], body=job_body(container_pool(), name="left-open"))
+    custom_job = job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
+                            body=job_body(container_pool(), name="left-open"))
+    study_job = tuning.tuning_job_create(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+                                         body=tuning_body(study(integer("n", 1, 3)), name="left-open-study"))
+    pipeline = tuning.pipeline_create(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+                                      body=custom_pipeline("left-open-pipeline"))
+    alpha = "/projects/alpha/locations/us-central1"
+    return [f"{SLURM}/jobs/{slurm_job.job_id}/", f"{SLURM}/queue", f"{alpha}/jobs/{custom_job.job_id}/", "/",
+            "/nodes/", "/dashboards/", "/dashboards/team/alpha/", "/tuning/",
+            f"{alpha}/hyperparameterTuningJobs/{study_job.job_id}/", "/pipelines/",
+            f"{alpha}/trainingPipelines/{pipeline.pipeline_id}/", "/persistent-resources/",
+            f"{alpha}/persistent-resources/{resource.resource_id}/"]
+
+
+def test_every_live_page_left_open_keeps_its_size(chromium, live_server, login, page, cast, accounts, nodes,
+                                                  now):  # noqa: F811
+    """Each live page polls with its own triggers: the fixed ones ("every 2s" .. "every 5s") fire by
+    themselves, and the ones that follow the cluster ("th-changed") fire because the test runs a
+    scheduler pass, which moves the live version as beat's passes would, every second or so."""
+    paths = live_pages(cast, accounts, now)
     login("uma")
-    paths = [f"{SLURM}/jobs/{slurm_job.job_id}/", f"{SLURM}/queue",
-             f"/projects/alpha/locations/us-central1/jobs/{custom_job.job_id}/", "/", "/dashboards/"]
+    page.context.add_init_script(COUNT_POLLS)
     tabs = []
     for path in paths:
         tab = page.context.new_page()
         assert tab.goto(f"{live_server.url}{path}").status == 200, path
+        tab.wait_for_load_state("networkidle")
         tabs.append((path, tab, page_shape(tab)))
-    page.wait_for_timeout(LEFT_OPEN_MS)
+    for _ in range(LEFT_OPEN_MS // 1000):
+        scheduler_pass(now=timezone.now())
+        page.wait_for_timeout(1000)
     for path, tab, before in tabs:
         after = page_shape(tab)
+        assert after["polls"] > before["polls"], (path, "never updated itself", after)
         assert after["mains"] == 1 and after["headers"] == before["headers"], (path, before, after)
         assert not after["ids"] and not after["emptyPolls"], (path, after)
         assert after["height"] <= before["height"] * 1.2 + 200, (path, before["height"], after["height"])
@@ -81,11 +116,7 @@ def test_every_page_fits_a_phone_and_a_1440_px_screen(chromium, live_server, cas
     for width in (390, 1440):
         context = chromium.new_context(viewport={"width": width, "height": 900})
         page = context.new_page()
-        page.goto(f"{live_server.url}/login/")
-        page.fill("[name=username]", "uma")
-        page.fill("[name=password]", "uma-password")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        sign_in(page, live_server.url, "uma")
         for path in paths:
             assert page.goto(f"{live_server.url}{path}").status == 200, path
             page.wait_for_load_state("networkidle")
@@ -112,8 +143,14 @@ def test_the_cluster_pages_buttons_drain_and_resume_a_node_and_pause_stops_the_u
     node.refresh_from_db()
     assert node.state == "UP"
     page.goto(f"{live_server.url}/")  # a live page: its updates can be paused
+    asked = []
+    page.on("request", lambda request: asked.append(request.url) if "scheduler:status" in request.url else None)
     toggle = page.locator("[data-live-toggle]")
     toggle.click()
     assert toggle.inner_text() == "Resume updates" and toggle.get_attribute("aria-pressed") == "true"
-    toggle.click()
+    asked.clear()
+    page.wait_for_timeout(4_500)  # two ticks (every 2 s while the reader is active)
+    assert not asked, "paused, the page still asked for the live status"
+    with page.expect_request("**/scheduler:status"):  # resumed: at once
+        toggle.click()
     assert toggle.inner_text() == "Pause updates"

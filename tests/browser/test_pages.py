@@ -49,6 +49,13 @@ def test_a_job_submitted_in_the_form_reaches_succeeded_live(page, live_server, l
     screenshot("job-list-empty")
     page.goto(f"{live_server.url}/projects/alpha/locations/us-central1/jobs/new")
     screenshot("submit-form")
+    offered = page.locator("[name=pool0-machine_type] option").count()
+    page.get_by_role("link", name="Show the whole catalog").click()  # past this location's machine types
+    page.wait_for_url("**/jobs/new?catalog=1")
+    assert page.locator("[name=pool0-machine_type] option").count() > offered
+    page.get_by_role("link", name=re.compile("^Only the types")).click()
+    page.wait_for_url("**/jobs/new?")
+    assert page.locator("[name=pool0-machine_type] option").count() == offered
     page.goto(f"{live_server.url}/projects/alpha/locations/us-central1/jobs/new")
     page.fill("[name=pool0-command]", "python3 -c \"print('hello from the browser')\"")
     page.locator("#pool0-argv li").nth(2).wait_for()  # the argument list, shown before submit
@@ -59,6 +66,10 @@ def test_a_job_submitted_in_the_form_reaches_succeeded_live(page, live_server, l
     drive_until(page, make_agent(tmp_path), "SUCCEEDED")
     page.get_by_text("hello from the browser").first.wait_for()
     screenshot("job-detail-succeeded")
+    page.select_option("[name=task]", "workerpool0-0")  # the log's task picker
+    page.get_by_role("button", name="Show").click()
+    page.wait_for_url("**?task=workerpool0-0#logs")
+    page.locator("#log-lines").get_by_text("hello from the browser").wait_for()
     job.refresh_from_db()
     assert job.state == "JOB_STATE_SUCCEEDED"
     page.goto(f"{live_server.url}/?tab=finished")

@@ -1,17 +1,20 @@
 """An admin creates a persistent resource through the form in a real browser, watches its pool
-view fill in live as a job starts on it, and sees the utilisation chart drawn by plotly.js."""
+view fill in live as a job starts on it, sees the utilisation chart drawn by plotly.js, then
+presses each of the page's buttons once: resize, reboot, delete."""
 
 import pytest
 from django.utils import timezone
 
 from tests.resources.conftest import submit, t4_job
+from trainhub.resources.models import PersistentResource
 from trainhub.scheduling.services import scheduler_pass
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_an_admin_creates_a_resource_and_watches_a_job_start_on_it(page, live_server, login, screenshot, cast,
-                                                                     nodes):
+def test_an_admin_creates_a_resource_a_job_runs_on_then_resizes_reboots_and_deletes_it(page, live_server, login,
+                                                                                        screenshot, cast,
+                                                                                        nodes):
     login("alice")
     page.goto(f"{live_server.url}/persistent-resources/")
     page.get_by_role("link", name="Create resource").click()
@@ -31,3 +34,17 @@ def test_an_admin_creates_a_resource_and_watches_a_job_start_on_it(page, live_se
     page.locator(f"a[href*='/jobs/{job.job_id}/']").first.wait_for()  # the status fragment polled it in
     page.locator("#resource-chart .js-plotly-plot").wait_for()
     screenshot("resource-detail")
+
+    page.locator("form[action$='/resize'] [name$='-replica_count']").fill("3")
+    page.get_by_role("button", name="Resize").click()
+    page.get_by_text("Resizing seed-pool").wait_for()
+    resource = PersistentResource.objects.get(resource_id="seed-pool")
+    assert resource.pools.get().replica_count == 3
+    page.get_by_role("button", name="Reboot").click()
+    page.get_by_text("Rebooting seed-pool").wait_for()
+    assert resource.operations.filter(kind="REBOOT").exists()
+    page.get_by_role("button", name="Delete").click()
+    page.wait_for_url("**/persistent-resources/")
+    page.get_by_text("Deleting seed-pool").wait_for()
+    resource.refresh_from_db()
+    assert resource.state in ("STOPPING", "DELETED") or not PersistentResource.objects.filter(pk=resource.pk).exists()

@@ -24,8 +24,10 @@ def test_only_administrators_see_the_machines_page(client, cast):
 
 
 def test_an_admin_creates_a_join_token_shown_once_with_the_command_to_run(admin_client, nodes):
-    page = admin_client.post(reverse("inventory:machines"), {"form": "token", "pool": "a100",
-                                                             "expires_in_hours": 2, "max_uses": 3}).content.decode()
+    response = admin_client.post(reverse("inventory:machines"), {"form": "token", "pool": "a100",
+                                                                 "expires_in_hours": 2, "max_uses": 3})
+    assert response.status_code == 302  # to the page, which shows the token once: a reload makes no second one
+    page = admin_client.get(response["Location"]).content.decode()
     raw = re.search(r"--token (thj_[\w-]+)", page).group(1)
     assert "trainhub-agent run --url http://testserver" in page
     token = JoinToken.objects.get()
@@ -44,7 +46,9 @@ def test_an_admin_drains_revokes_and_removes_a_joined_machine(admin_client, node
     join_nodes(tmp_path, list(Node.objects.filter(name="t4-2")))
     page = admin_client.get(reverse("inventory:machines")).content.decode()
     assert "t4-2" in page and "simulated" in page
-    admin_client.post(reverse("inventory:machines"), {"node": "t4-2", "action": "drain"})
+    drained = admin_client.post(reverse("inventory:machines"), {"node": "t4-2", "action": "drain"}, follow=True)
+    assert drained.redirect_chain == [(reverse("inventory:machines"), 302)]  # a reload repeats nothing
+    assert "t4-2 drains: its running job finishes" in drained.content.decode()
     assert Node.objects.get(name="t4-2").state == NodeState.DRAIN
     admin_client.post(reverse("inventory:machines"), {"node": "t4-2", "action": "revoke"})
     assert not NodeCredential.objects.filter(node__name="t4-2", revoked_at__isnull=True).exists()

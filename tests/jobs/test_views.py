@@ -195,6 +195,25 @@ def test_cancel_moves_a_queued_job_to_cancelled_and_returns_to_the_job(client, c
     assert b"Cancel job" not in client.get(job_url(job)).content
 
 
+def test_the_timeout_reads_in_days_and_hours_beside_the_specs_seconds(client, cast):
+    job = submit(cast["alpha"], cast["uma"])  # the default timeout: 7 days
+    client.force_login(cast["uma"])
+    page = client.get(job_url(job)).content.decode()
+    assert '<dt>Timeout</dt><dd>7d 00h <span class="muted mono">(604800s)</span></dd>' in page
+
+
+def test_a_cancelling_job_offers_no_second_cancel(client, cast, nodes, now):
+    job = submit(cast["alpha"], cast["uma"], now=now)
+    place_on(job, nodes["t4"].nodes.first(), now)
+    services.replica_started(replica=job.replicas.get(), now=now)
+    services.job_cancel(job=job, now=now)
+    job.refresh_from_db()
+    assert job.state == states.CANCELLING  # its agent has yet to stop the replica
+    client.force_login(cast["uma"])
+    page = client.get(job_url(job)).content
+    assert b"CANCELLING" in page and b"Cancel job" not in page
+
+
 def test_a_viewer_gets_403_on_cancel_and_the_job_keeps_running(client, cast):
     job = submit(cast["alpha"], cast["uma"])
     client.force_login(cast["vic"])

@@ -1,6 +1,8 @@
 """The persistent-resource pages: list, pool view with its live fragments and chart, create,
 resize, reboot and delete; who may see and do what."""
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -80,6 +82,8 @@ def test_the_pool_view_shows_machines_jobs_and_what_waits(cast, pr, now):
     assert running.display_name in page and f"/jobs/{running.job_id}/" in page
     assert f"/jobs/{waiting.job_id}/" in page
     assert "answering" in page and "a replica" in page
+    assert "<dt>Accelerator</dt><dd>1 × T4</dd>" in page and "NVIDIA_TESLA_T4" not in page
+    assert re.search(r"idle for \d+s<", page)  # the other machine: seconds, not "0 minutes"
     assert "Resize" not in page and "Reboot" not in page  # uma is no admin
 
 

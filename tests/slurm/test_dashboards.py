@@ -104,3 +104,11 @@ def test_slurm_jobs_are_counted_in_the_kpis_queue_depth_jobs_by_state_and_why_jo
     assert row["job_id"] == str(waiting.job_id) and row["gpu_type"] == "NVIDIA_B200" and row["gpus"] == "16"
     assert row["reasons"].startswith("Slurm reason: ") and row["url"].endswith(f"/jobs/{waiting.job_id}/")
     assert "partition a4" in client.get(chart_url("waiting-jobs")).content.decode()
+
+
+def test_a_slurm_job_no_pass_has_looked_at_says_so_rather_than_reason_none(client, cast, sampled, accounts):
+    job_submit(cluster=accounts, user=cast["uma"], now=timezone.now(),
+               submission=Submission(argv=("--gres=gpu:8", "-N", "2", "--wrap", "train")))
+    client.force_login(cast["uma"])
+    [row] = csv_rows(client, "waiting-jobs")
+    assert row["reasons"] == "Slurm reason: None yet (the next scheduler pass has not looked at it)"

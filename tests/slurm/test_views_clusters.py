@@ -98,7 +98,10 @@ def test_a_pending_jobs_page_gives_its_reason_and_position(browser, accounts, no
     second = make_job(accounts, user="uma", priority=50, submit_time=now, reason="Priority")
     page = browser("uma").get(f"{BASE}/jobs/{second.job_id}/").content.decode()
     assert "Priority" in page and "position 2 in partition a4" in page
-    assert "position 1 in partition a4" in browser("uma").get(f"{BASE}/jobs/{first.job_id}/").content.decode()
+    page = browser("uma").get(f"{BASE}/jobs/{first.job_id}/").content.decode()
+    assert "position 1 in partition a4" in page
+    assert "<strong>Reason:</strong> None yet (the next scheduler pass has not looked at it)" in page
+    assert "No events yet." in page
 
 
 def test_a_live_jobs_page_polls_its_sections_and_posts_its_buttons_to_the_action_url(browser, accounts):

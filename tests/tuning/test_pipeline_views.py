@@ -121,6 +121,7 @@ def test_cancel_from_the_page_cancels_the_job_it_runs(browser, cast, nodes, now,
     pipeline.refresh_from_db()
     assert pipeline.state in ("PIPELINE_STATE_CANCELLING", "PIPELINE_STATE_CANCELLED")
     assert pipeline.custom_job.state in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+    assert "Cancel pipeline" not in browser.get(f"{COLLECTION}/{pipeline.pipeline_id}/").content.decode()
 
 
 def test_viewers_see_but_cannot_create_or_cancel_and_strangers_get_404(

@@ -5,11 +5,13 @@ or holding each. Every part refreshes live."""
 import datetime as dt
 from functools import partial
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.inventory.forms import JoinTokenForm, NodeActionForm, NodeFilterForm
@@ -72,14 +74,22 @@ def node_list(request: HttpRequest, fragment: str | None = None) -> HttpResponse
     return render_page_or_fragment(request, "inventory/node_list.html", sections, fragment)
 
 
+#: Where a just-made join token waits, in the session, for the one page view that shows it.
+_NEW_TOKEN = "trainhub_join_token_once"
+
+
+@never_cache  # the page may show a secret
 @login_required
 def machines(request: HttpRequest) -> HttpResponse:
     """Admins add machines (a join token, shown once, with the command to run on the machine) and
-    manage the joined ones: their discovered facts and last contact; drain, revoke, remove."""
+    manage the joined ones: their discovered facts and last contact; drain, revoke, remove.
+
+    Every press redirects back here (post/redirect/get), so reloading the page repeats nothing: the
+    raw token waits in the session for that one view, as on the API token page."""
     if not request.user.is_staff:
         raise PermissionDenied("Adding and managing machines is for administrators.")
     now = timezone.now()
-    token_form, new_token, message = JoinTokenForm(), None, ""
+    token_form = JoinTokenForm()
     if request.method == "POST" and request.POST.get("form") == "token":
         token_form = JoinTokenForm(request.POST)
         if token_form.is_valid():
@@ -87,35 +97,51 @@ def machines(request: HttpRequest) -> HttpResponse:
             token, raw = join_token_create(pool=data["pool"], created_by=request.user.get_username(), now=now,
                                            ttl=dt.timedelta(hours=data["expires_in_hours"]),
                                            max_uses=data["max_uses"], description=data["description"])
-            new_token = {"token": token, "raw": raw, "url": request.build_absolute_uri("/").rstrip("/")}
+            request.session[_NEW_TOKEN] = {"pk": token.pk, "raw": raw}
+            return redirect("inventory:machines")
     elif request.method == "POST" and request.POST.get("form") == "revoke-token":
-        token = JoinToken.objects.filter(pk=request.POST.get("token")).first()
+        token = JoinToken.objects.filter(pk=request.POST.get("token")).select_related("pool").first()
         if token is not None:
             join_token_revoke(token=token, now=now)
-            message = f"Join token for pool {token.pool.name} revoked."
+            messages.success(request, f"Join token for pool {token.pool.name} revoked.")
+        return redirect("inventory:machines")
     elif request.method == "POST":
         action_form = NodeActionForm(request.POST)
         if not action_form.is_valid():
             return HttpResponseBadRequest("Unknown node or action.")
-        message = _node_action(action_form.cleaned_data["node"], action_form.cleaned_data["action"], now)
+        _node_action(request, action_form.cleaned_data["node"], action_form.cleaned_data["action"], now)
+        return redirect("inventory:machines")
     return render(request, "inventory/machines.html", {
-        "token_form": token_form, "new_token": new_token, "message": message,
+        "token_form": token_form, "new_token": _new_token(request),
         "join_tokens": join_tokens_live(now=now), "machines": joined_nodes(),
     })
 
 
-def _node_action(node, action: str, now) -> str:
+def _new_token(request: HttpRequest) -> dict | None:
+    """The join token made by the POST that redirected here, once: with its raw value and the URL
+    its agent joins; None on any other view."""
+    made = request.session.pop(_NEW_TOKEN, None)
+    token = made and JoinToken.objects.filter(pk=made["pk"]).select_related("pool").first()
+    if not token:
+        return None
+    return {"token": token, "raw": made["raw"], "url": request.build_absolute_uri("/").rstrip("/")}
+
+
+def _node_action(request: HttpRequest, node, action: str, now) -> None:
+    """Do one machine button's action and say what it did (or why it could not) on the next page."""
     if action == "drain":
         node_set_state(node=node, state=NodeState.DRAIN, reason="drained by an admin")
-        return f"{node.name} drains: its running job finishes; nothing new is placed there."
-    if action == "undrain":
+        messages.success(request, f"{node.name} drains: its running job finishes; nothing new is placed there.")
+    elif action == "undrain":
         node_set_state(node=node, state=NodeState.UP, reason="")
-        return f"{node.name} is back in service."
-    if action == "revoke":
+        messages.success(request, f"{node.name} is back in service.")
+    elif action == "revoke":
         node_credential_revoke(node=node, now=now)
-        return f"{node.name}'s credential is revoked: its agent is cut off and the node is DOWN."
-    try:
-        node_remove(node=node)
-    except NodeBusy as exc:
-        return str(exc)
-    return f"{node.name} removed."
+        messages.success(request, f"{node.name}'s credential is revoked: its agent is cut off and the node is DOWN.")
+    else:
+        try:
+            node_remove(node=node)
+        except NodeBusy as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{node.name} removed.")

@@ -113,6 +113,10 @@ class CustomJob(models.Model):
         return self.state in states.TERMINAL
 
     @property
+    def is_cancellable(self) -> bool:
+        return self.state in states.CANCELLABLE
+
+    @property
     def short_state(self) -> str:
         return self.state.removeprefix("JOB_STATE_")
 

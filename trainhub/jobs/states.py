@@ -32,6 +32,8 @@ JOB_STATES: dict[int, str] = {
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 ACTIVE = frozenset({QUEUED, PENDING, RUNNING, CANCELLING})
 WAITING = frozenset({QUEUED, PENDING})
+#: States a cancel changes: a CANCELLING job already has its cancel (a second one would do nothing).
+CANCELLABLE = frozenset({QUEUED, PENDING, RUNNING})
 
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     QUEUED: frozenset({PENDING, RUNNING, FAILED, CANCELLING, CANCELLED}),

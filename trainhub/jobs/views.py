@@ -109,7 +109,7 @@ def _status_context(request: HttpRequest, job: CustomJob) -> dict:
         "replicas": replicas,
         "progress": _progress(job, replicas),
         "events": selectors.job_events(job=job),
-        "can_cancel": not job.is_terminal and user_has_permission(user=request.user, project=job.project,
+        "can_cancel": job.is_cancellable and user_has_permission(user=request.user, project=job.project,
                                                                     permission=CANCEL),
     }
 

@@ -77,7 +77,7 @@ def waiting(user: AbstractBaseUser, limit: int, project: Project | None = None) 
             .select_related("cluster__project").order_by("submit_time", "job_id")[:limit])
     rows = []
     for job in jobs:
-        reason = job.reason + (f" ({job.state_desc})" if job.state_desc else "")
+        reason = job.reason_in_words + (f" ({job.state_desc})" if job.state_desc else "")
         rows.append(WaitingRow(
             str(job.job_id), job.name, job.cluster.project.project_id, job.cluster.location,
             f"Slurm {job.cluster.cluster_id} · partition {job.partition}",

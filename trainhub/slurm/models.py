@@ -286,6 +286,12 @@ class SlurmJob(models.Model):
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
 
+    @property
+    def reason_in_words(self) -> str:
+        """squeue's reason for a page: its "None" (no scheduler pass has evaluated the job yet)
+        said in words, since on a page "Reason: None" reads as a missing value."""
+        return "None yet (the next scheduler pass has not looked at it)" if self.reason == "None" else self.reason
+
 
 class JobRun(models.Model):
     """One run of a job: the accounting record sacct prints (sacct -D shows every run)."""

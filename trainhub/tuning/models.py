@@ -66,6 +66,10 @@ class _OwnedResource(models.Model):
     def is_terminal(self) -> bool:
         return "JOB_STATE_" + self.short_state in states.TERMINAL
 
+    @property
+    def is_cancellable(self) -> bool:
+        return "JOB_STATE_" + self.short_state in states.CANCELLABLE
+
 
 class HyperparameterTuningJob(_OwnedResource):
     """A Vertex HyperparameterTuningJob. ``spec`` holds its canonical document (see tuning.spec);

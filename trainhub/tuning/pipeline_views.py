@@ -60,8 +60,8 @@ def _status_context(request: HttpRequest, pipeline: TrainingPipeline) -> dict:
         "pipeline": pipeline, "urls": pipeline_urls(pipeline),
         "is_tuning": pipeline.spec["trainingTaskDefinition"] == TUNING_TASK,
         "model_versions": list(pipeline.model_versions.all()),
-        "can_cancel": not pipeline.is_terminal and user_has_permission(user=request.user, project=pipeline.project,
-                                                                         permission=CANCEL),
+        "can_cancel": pipeline.is_cancellable and user_has_permission(user=request.user, project=pipeline.project,
+                                                                           permission=CANCEL),
     }
 
 

@@ -103,7 +103,7 @@ def _status_context(request: HttpRequest, job: HyperparameterTuningJob) -> dict:
     return {
         "job": job, "urls": tuning_urls(job), "rows": rows, "best": best, "sort": sort, **facts,
         "failed_count": sum(1 for trial in trials if trial.state == "INFEASIBLE"),
-        "can_cancel": not job.is_terminal and user_has_permission(user=request.user, project=job.project,
+        "can_cancel": job.is_cancellable and user_has_permission(user=request.user, project=job.project,
                                                                     permission=CANCEL),
     }
 
