@@ -67,16 +67,17 @@ PASS_SECONDS = 1.0
 POOL = "fleet"
 MACHINE_TYPE, ACCELERATOR_TYPE = "a3-megagpu-8g", "NVIDIA_H100_MEGA_80GB"
 SIMULATED_RUNTIME_SECONDS = 2
-#: trainhub-agent's defaults (trainhub.agent.node.NodeSettings): a full fetch every FULL_SYNC_SECONDS,
-#: a heartbeat every HEARTBEAT_SECONDS (what the control plane gives at join), rounds every
-#: POLL_SECONDS while a replica runs, and long polls of at most LONG_POLL_SECONDS.
+#: trainhub-agent's defaults (trainhub.agent.node.NodeSettings): a full fetch every FULL_SYNC_SECONDS
+#: (while long-polling), a heartbeat every HEARTBEAT_SECONDS (what the control plane gives at join),
+#: rounds every POLL_SECONDS while a replica runs, and long polls of at most LONG_POLL_SECONDS.
 _DEFAULTS = NodeSettings.__dataclass_fields__
-FULL_SYNC_SECONDS = _DEFAULTS["full_sync_seconds"].default
+FULL_SYNC_SECONDS = _DEFAULTS["long_poll_full_sync_seconds"].default
 HEARTBEAT_SECONDS = _DEFAULTS["heartbeat_seconds"].default
 POLL_SECONDS = _DEFAULTS["poll_seconds"].default
 LONG_POLL_SECONDS = _DEFAULTS["long_poll_seconds"].default
-#: Agents start spread over one heartbeat period; the first WARM_UP_SECONDS are left out.
-WARM_UP_SECONDS = HEARTBEAT_SECONDS + 2
+#: Agents start spread over one heartbeat period, each with a full fetch: the first WARM_UP_SECONDS
+#: (that burst and its backlog on a loaded machine) are left out.
+WARM_UP_SECONDS = HEARTBEAT_SECONDS + 15
 #: gunicorn.conf.py's keepalive: a connection idle longer is closed by gunicorn.
 GUNICORN_KEEPALIVE_SECONDS = 5
 KINDS = ("poll", "heartbeat", "report")
@@ -592,8 +593,8 @@ def fleet_section(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSE
         + (f"; first errors: {row['errors']}" if row["errors"] else ""),
         f"{row['jobs_submitted']} jobs submitted, {row['placed']} placed; scheduler pass p50 {row['pass_p50_ms']:.0f} ms, "
         f"max {row['pass_max_ms']:.0f} ms" + (f"; errors: {row['control_errors']}" if row["control_errors"] else ""),
-        f"agents start spread over the first {HEARTBEAT_SECONDS:g} s, which are left out with {WARM_UP_SECONDS - HEARTBEAT_SECONDS:g} "
-        f"s more; agents fetch in full every {FULL_SYNC_SECONDS:g} s and after each exit report, as trainhub-agent does",
+        f"agents start spread over the first {HEARTBEAT_SECONDS:g} s, each with a full fetch; the first "
+        f"{WARM_UP_SECONDS:g} s are left out; agents fetch in full every {FULL_SYNC_SECONDS:g} s and after each exit report, as trainhub-agent does",
         *shared_redis_notes("Redis cores (INFO cpu)"),
     ]
     costs = request_costs(_idle_credential(), cost_requests)

@@ -60,6 +60,9 @@ class NodeSettings:
     #: Long-poll the assignments where the control plane offers it; the longest wait asked for.
     long_poll: bool = True
     long_poll_seconds: float = 25.0
+    #: The full fetch's period while long-polling: each long poll reads the wake-up counter afresh, so
+    #: only a bump lost with Redis unreachable at commit time (logged there) waits for this fetch.
+    long_poll_full_sync_seconds: float = 300.0
     #: Where file:// output URIs may point (gs:// maps below work_dir/gcs).
     output_roots: tuple[Path, ...] = ()
     #: The uid/gid every replica runs as (--replica-user); None: the project's own uid (with
@@ -143,13 +146,13 @@ class NodeAgent:
         if self.synced:
             self.synced = False
             return
-        answer = self.api.get("/agent/v1/assignments", etag=self._etag_to_send(moment))
+        answer = self.api.get("/agent/v1/assignments", etag=self._etag_to_send(moment, self.settings.full_sync_seconds))
         if answer.status in (200, 304):
             self.long_poll_url = answer.links.get("long-poll", "") if self.settings.long_poll else ""
         self._take(answer, moment)
 
-    def _etag_to_send(self, moment: float) -> str:
-        return "" if moment - self.last_full_sync >= self.settings.full_sync_seconds else self.etag
+    def _etag_to_send(self, moment: float, full_sync_seconds: float) -> str:
+        return "" if moment - self.last_full_sync >= full_sync_seconds else self.etag
 
     def _take(self, answer, moment: float) -> None:
         if answer.status == 304:
@@ -169,9 +172,10 @@ class NodeAgent:
         else:
             wait = min(self.settings.long_poll_seconds,
                        self.last_heartbeat + self.settings.heartbeat_seconds - moment,
-                       self.last_full_sync + self.settings.full_sync_seconds - moment)
+                       self.last_full_sync + self.settings.long_poll_full_sync_seconds - moment)
+        etag = self._etag_to_send(moment, self.settings.long_poll_full_sync_seconds)
         try:
-            answer = self.api.long_poll(self.long_poll_url, etag=self._etag_to_send(moment), wait=max(0.0, wait))
+            answer = self.api.long_poll(self.long_poll_url, etag=etag, wait=max(0.0, wait))
         except ControlPlaneUnreachable as exc:
             return self._long_poll_failed(moment, str(exc))
         if answer.status not in (200, 304, 401):
