@@ -54,6 +54,8 @@ DEFAULT_WAIT_SECONDS = 25.0
 #: How long a request waits for the subscription to come up (after a start or a Redis restart).
 SUBSCRIBED_WITHIN_SECONDS = 2.0
 RECONNECT_SECONDS = (0.2, 5.0)
+#: How often a quiet subscription is checked with a PING.
+HEALTH_SECONDS = 10
 #: Redis connections the waiting requests share for their counter reads.
 REDIS_CONNECTIONS = 16
 
@@ -67,8 +69,11 @@ class WakeListener:
     woken to look again; once it is back, every waiter is woken once more (a publication sent
     meanwhile was lost; the counter it bumped was not, unless Redis lost its data too)."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
-        self.client = client
+    def __init__(self, redis_url: str) -> None:
+        # Its own connection, with no read timeout: a quiet channel is not a lost subscription (a
+        # PING every HEALTH_SECONDS finds a dead one).
+        self.client = aioredis.Redis.from_url(redis_url, socket_connect_timeout=5,
+                                              health_check_interval=HEALTH_SECONDS)
         self.subscribed = asyncio.Event()
         self.waiters: dict[int, set[asyncio.Event]] = defaultdict(set)
 
@@ -99,12 +104,14 @@ class WakeListener:
                 self._wake(list(self.waiters))
                 delay = RECONNECT_SECONDS[0]
                 while True:
-                    message = await pubsub.get_message(timeout=None)
+                    message = await pubsub.get_message(timeout=HEALTH_SECONDS)
                     if message is not None and message["type"] == "message":
                         self._wake(woken_nodes(message["data"]))
             except (RedisError, OSError) as exc:
                 logger.warning("agent long poll: Redis subscription lost (%s); waiting requests answer 503 "
                                "until it is back; retrying in %.1f s", exc, delay)
+            except Exception:  # noqa: BLE001 - logged; the process keeps serving (503s) and retries
+                logger.exception("agent long poll: the Redis subscription failed; retrying in %.1f s", delay)
             finally:
                 self.subscribed.clear()
                 self._wake(list(self.waiters))
@@ -146,7 +153,7 @@ class LongPoll:
         pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=REDIS_CONNECTIONS, timeout=5,
                                                         socket_timeout=5, socket_connect_timeout=5)
         self.redis = aioredis.Redis(connection_pool=pool, health_check_interval=30)
-        self.listener = WakeListener(self.redis)
+        self.listener = WakeListener(redis_url)
         self.database_threads = database_threads
         self.database = ThreadPoolExecutor(max_workers=database_threads, thread_name_prefix="longpoll-db")
         self._listening: asyncio.Task | None = None
