@@ -57,7 +57,7 @@ RECONNECT_SECONDS = (0.2, 5.0)
 #: How often a quiet subscription is checked with a PING.
 HEALTH_SECONDS = 10
 #: Redis connections the waiting requests share for their counter reads.
-REDIS_CONNECTIONS = 16
+REDIS_CONNECTIONS = 32
 
 Send = Callable[[dict], Awaitable[None]]
 
@@ -150,8 +150,8 @@ class LongPoll:
     """The ASGI application: the long poll at PATH and ``/healthz``; 404 for anything else."""
 
     def __init__(self, *, redis_url: str, database_threads: int) -> None:
-        pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=REDIS_CONNECTIONS, timeout=5,
-                                                        socket_timeout=5, socket_connect_timeout=5)
+        pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=REDIS_CONNECTIONS, timeout=10,
+                                                        socket_timeout=10, socket_connect_timeout=5)
         self.redis = aioredis.Redis(connection_pool=pool, health_check_interval=30)
         self.listener = WakeListener(redis_url)
         self.database_threads = database_threads
@@ -251,6 +251,7 @@ class LongPoll:
             await asyncio.wait_for(self.listener.subscribed.wait(), SUBSCRIBED_WITHIN_SECONDS)
             return f'"{await self._wake_value(node_id)}"'
         except (TimeoutError, RedisError, OSError) as exc:
+            logger.warning("agent long poll: node %s answered 503: %s", node_id, exc or "Redis not subscribed")
             raise ApiError(503, f"Wake-ups are unavailable (Redis: {exc or 'not subscribed'}); poll "
                                 "/agent/v1/assignments on the control plane meanwhile.") from None
 
