@@ -150,8 +150,11 @@ class LongPoll:
     """The ASGI application: the long poll at PATH and ``/healthz``; 404 for anything else."""
 
     def __init__(self, *, redis_url: str, database_threads: int) -> None:
-        pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=REDIS_CONNECTIONS, timeout=10,
-                                                        socket_timeout=10, socket_connect_timeout=5)
+        # A request waits for a free connection as long as it may wait at all: on a starved machine a
+        # slow answer beats a 503 that sends the agent to poll gunicorn.
+        pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=REDIS_CONNECTIONS,
+                                                        timeout=MAX_WAIT_SECONDS, socket_timeout=10,
+                                                        socket_connect_timeout=5)
         self.redis = aioredis.Redis(connection_pool=pool, health_check_interval=30)
         self.listener = WakeListener(redis_url)
         self.database_threads = database_threads
