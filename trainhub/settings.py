@@ -168,6 +168,12 @@ TRAINHUB_LOCATIONS = envlist("TRAINHUB_LOCATIONS", "us-central1,europe-west4")
 TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
 TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
 TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
+#: Where agents long-poll their assignments (the agent-watch process, trainhub.longpoll_asgi), as
+#: the agents reach it, e.g. http://trainhub.example:8001; empty: agents poll gunicorn conditionally.
+TRAINHUB_AGENT_LONG_POLL_URL = os.environ.get("TRAINHUB_AGENT_LONG_POLL_URL", "")
+#: Threads (so PostgreSQL connections) the long-poll process authenticates and reads assignments on,
+#: however many agents wait on it.
+TRAINHUB_LONG_POLL_DB_THREADS = envint("TRAINHUB_LONG_POLL_DB_THREADS", 2)
 TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
 #: Replicas of project N run as uid/gid TRAINHUB_REPLICA_UID_BASE + N on nodes whose agent isolates them.
 TRAINHUB_REPLICA_UID_BASE = envint("TRAINHUB_REPLICA_UID_BASE", 200000)

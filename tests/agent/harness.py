@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from django.test import Client
+from requests.utils import parse_header_links
 from django.utils import timezone
 
 from trainhub.agent.client import Answer, ControlPlane
@@ -40,7 +41,8 @@ class InProcessControlPlane(ControlPlane):
         else:
             response = self.client.post(path, json.dumps(body or {}), content_type="application/json", **headers)
         payload = json.loads(response.content) if response.content else {}
-        return Answer(response.status_code, payload, response.headers.get("ETag", ""))
+        links = {link["rel"]: link["url"] for link in parse_header_links(response.headers.get("Link", ""))}
+        return Answer(response.status_code, payload, response.headers.get("ETag", ""), links)
 
 
 #: Every group a test made: its replicas are killed when the test ends (they outlive agents).

@@ -111,10 +111,23 @@ def agents_for(args: argparse.Namespace) -> list[NodeAgent]:
         settings = NodeSettings(work_dir=args.work_dir or args.state_dir / "work", state_dir=args.state_dir,
                                 grace_seconds=args.grace, heartbeat_seconds=identity.get("heartbeatSeconds", 10.0),
                                 output_roots=tuple(args.output_root), replica_user=user, runtime=runtime,
-                                isolate=args.isolate, facts=facts)
+                                isolate=args.isolate, facts=facts, poll_seconds=args.poll_seconds,
+                                long_poll=args.long_poll, long_poll_seconds=args.long_poll_seconds)
         api = ControlPlane(args.url or identity["url"], identity["credential"], verify=args.verify)
         agents.append(NodeAgent(name=identity["node"], control_plane=api, settings=settings))
     return agents
+
+
+def _seconds(low: float, high: float):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"seconds from {low:g} to {high:g}")
+        return value
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -139,6 +152,15 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--nvidia-smi", help="path of nvidia-smi (default: found on PATH)")
     run = commands.choices["run"]
     run.add_argument("--work-dir", type=Path, help="where replicas' working directories go (default <state-dir>/work)")
+    run.add_argument("--poll-seconds", type=_seconds(0.1, 60), default=1.0,
+                     help="the sync period: seconds between rounds while replicas run here, and between "
+                          "assignment polls where the control plane offers no long poll (default %(default)s)")
+    run.add_argument("--long-poll", action=argparse.BooleanOptionalAction, default=True,
+                     help="wait for new assignments on the control plane's long poll where it announces one "
+                          "(default: on; --no-long-poll polls every --poll-seconds)")
+    run.add_argument("--long-poll-seconds", type=_seconds(1, 30), default=25.0,
+                     help="the longest an idle node's long poll waits (default %(default)s; heartbeats, every "
+                          "heartbeatSeconds the control plane gives at join, cut it shorter)")
     run.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL (default 10)")
     run.add_argument("--output-root", type=Path, action="append", default=[],
                      help="a directory file:// output URIs may point under (repeatable)")
@@ -179,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
     print(f"trainhub-agent serving {len(agents)} node(s): {', '.join(agent.name for agent in agents)}", flush=True)
-    run_forever(agents, poll_seconds=1.0, stopping=stopping)
+    run_forever(agents, stopping=stopping)
     return 0
 
 

@@ -3,7 +3,8 @@
 ``tick(now)`` does one round, so tests step it deterministically; ``trainhub-agent run`` calls
 it in a loop for every node identity in its state directory. Each round:
 1. fetch the node's assignments (a conditional GET: 304 while nothing changed, and a full fetch
-   every ``full_sync_seconds`` in case a wake-up was lost);
+   every ``full_sync_seconds`` in case a wake-up was lost), unless the long poll between rounds
+   (``wait_for_work``) just answered;
 2. fencing: stop every local replica the control plane no longer lists for this node, and start
    nothing new while one of them still runs;
 3. start the listed replicas it does not run yet, each under its own supervisor;
@@ -12,6 +13,15 @@ it in a loop for every node identity in its state directory. Each round:
 5. heart-beat with the replicas it sees running (at once when that set changed).
 A failure preparing, starting or reporting one replica is that replica's failure: it is logged,
 reported where it can be, and never stops the round for the others.
+
+Between rounds ``wait_for_work`` long-polls the assignments where the control plane announces a
+long poll (a ``Link: <...>; rel="long-poll"`` header on its assignments answer): the request
+returns the moment the node's work changes, so a placement starts at once, and otherwise after
+the pause - ``poll_seconds`` while replicas or Slurm steps run here (their logs and exits are
+watched every round), else until the next heartbeat is due (at most ``long_poll_seconds``). A
+control plane that announces none (an older one), or whose long poll fails, is polled
+conditionally every ``poll_seconds`` instead, and the long poll is tried again a full-sync period
+later.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +55,14 @@ class NodeSettings:
     grace_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
     full_sync_seconds: float = 30.0
+    #: The pause between rounds while replicas run here, or without a long poll (the sync period).
+    poll_seconds: float = 1.0
+    #: Long-poll the assignments where the control plane offers it; the longest wait asked for.
+    long_poll: bool = True
+    long_poll_seconds: float = 25.0
+    #: The full fetch's period while long-polling: each long poll reads the wake-up counter afresh, so
+    #: only a bump lost with Redis unreachable at commit time (logged there) waits for this fetch.
+    long_poll_full_sync_seconds: float = 300.0
     #: Where file:// output URIs may point (gs:// maps below work_dir/gcs).
     output_roots: tuple[Path, ...] = ()
     #: The uid/gid every replica runs as (--replica-user); None: the project's own uid (with
@@ -75,6 +94,11 @@ class NodeAgent:
         self.assignments: dict[str, Any] = {"replicas": [], "slurm": []}
         self.etag = ""
         self.last_full_sync = 0.0
+        #: Where the control plane long-polls this node's assignments ("" where it announced none).
+        self.long_poll_url = ""
+        self.long_poll_retry_at = 0.0
+        #: The long poll answered since the last round: the round need not fetch.
+        self.synced = False
         self.last_heartbeat = 0.0
         self.reported_running: list[int] | None = None
         self.facts_sent = False
@@ -119,13 +143,52 @@ class NodeAgent:
         self._heartbeat(moment)
 
     def _sync(self, moment: float) -> None:
-        full = moment - self.last_full_sync >= self.settings.full_sync_seconds
-        answer = self.api.get("/agent/v1/assignments", etag="" if full else self.etag)
+        if self.synced:
+            self.synced = False
+            return
+        answer = self.api.get("/agent/v1/assignments", etag=self._etag_to_send(moment, self.settings.full_sync_seconds))
+        if answer.status in (200, 304):
+            self.long_poll_url = answer.links.get("long-poll", "") if self.settings.long_poll else ""
+        self._take(answer, moment)
+
+    def _etag_to_send(self, moment: float, full_sync_seconds: float) -> str:
+        return "" if moment - self.last_full_sync >= full_sync_seconds else self.etag
+
+    def _take(self, answer, moment: float) -> None:
         if answer.status == 304:
             return
         if answer.status != 200:
             raise ControlPlaneUnreachable(f"assignments: {_refusal(answer)}")
         self.assignments, self.etag, self.last_full_sync = answer.body, answer.etag, moment
+
+    def wait_for_work(self) -> bool:
+        """Long-poll the assignments until they change or the pause is over; False where there is no
+        long poll to wait on (the caller then sleeps ``poll_seconds`` and the next round polls)."""
+        moment = time.time()
+        if not self.long_poll_url or moment < self.long_poll_retry_at:
+            return False
+        if self.handles or self.assignments["slurm"]:
+            wait = self.settings.poll_seconds
+        else:
+            wait = min(self.settings.long_poll_seconds,
+                       self.last_heartbeat + self.settings.heartbeat_seconds - moment,
+                       self.last_full_sync + self.settings.long_poll_full_sync_seconds - moment)
+        etag = self._etag_to_send(moment, self.settings.long_poll_full_sync_seconds)
+        try:
+            answer = self.api.long_poll(self.long_poll_url, etag=etag, wait=max(0.0, wait))
+        except ControlPlaneUnreachable as exc:
+            return self._long_poll_failed(moment, str(exc))
+        if answer.status not in (200, 304, 401):
+            return self._long_poll_failed(moment, f"HTTP {answer.status}: {error_message(answer)}")
+        self._take(answer, time.time())
+        self.synced = True
+        return True
+
+    def _long_poll_failed(self, moment: float, problem: str) -> bool:
+        logger.warning("node %s: long poll at %s failed (%s); polling every %g s for %g s", self.name,
+                       self.long_poll_url, problem, self.settings.poll_seconds, self.settings.full_sync_seconds)
+        self.long_poll_retry_at = moment + self.settings.full_sync_seconds
+        return False
 
     def resync(self) -> None:
         """Fetch in full next round (after a report that moved this node's work on)."""
@@ -332,17 +395,32 @@ def _refusal(answer) -> str:
     return f"HTTP {answer.status}: {error_message(answer)}"
 
 
-def run_forever(agents: list[NodeAgent], *, poll_seconds: float, stopping: list) -> None:
+def run_forever(agents: list[NodeAgent], *, stopping: list) -> None:
+    """Serve every node on its own thread (a long poll holds one node's thread, never the others')
+    until ``stopping`` holds something; then stop each node's work once its thread is out."""
+    threads = [threading.Thread(target=_serve, args=(agent, stopping), name=f"node-{agent.name}", daemon=True)
+               for agent in agents]
+    for thread in threads:
+        thread.start()
+    while not stopping:
+        time.sleep(0.2)
+    for agent, thread in zip(agents, threads):
+        # A node with work here waits at most poll_seconds; an idle one has nothing to stop.
+        thread.join(timeout=agent.settings.poll_seconds + agent.api.timeout)
+        if not thread.is_alive():
+            agent.shutdown()
+
+
+def _serve(agent: NodeAgent, stopping: list) -> None:
     while not stopping:
         started = time.monotonic()
-        for agent in agents:
-            try:
-                agent.tick(now=dt.datetime.now(dt.UTC))
-            except ControlPlaneUnreachable as exc:
-                logger.warning("node %s: control plane unreachable (%s); retrying", agent.name, exc)
-            except Exception:  # noqa: BLE001 - one bad round must not kill the node's agent
-                logger.exception("node %s: agent round failed; retrying", agent.name)
-        time.sleep(max(0.0, poll_seconds - (time.monotonic() - started)))
-    for agent in agents:
-        agent.shutdown()
-
+        waited = False
+        try:
+            agent.tick(now=dt.datetime.now(dt.UTC))
+            waited = agent.wait_for_work()
+        except ControlPlaneUnreachable as exc:
+            logger.warning("node %s: control plane unreachable (%s); retrying", agent.name, exc)
+        except Exception:  # noqa: BLE001 - one bad round must not kill the node's agent
+            logger.exception("node %s: agent round failed; retrying", agent.name)
+        if not waited:
+            time.sleep(max(0.0, agent.settings.poll_seconds - (time.monotonic() - started)))

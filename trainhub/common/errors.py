@@ -50,6 +50,10 @@ class ApiError(Exception):
         return {"error": {"code": self.http_status, "message": self.message, "status": self.status, "details": details}}
 
 
+#: What every 401 says (the user API, the agent API and its long poll alike).
+UNAUTHENTICATED_MESSAGE = "Request is missing required authentication credential. Send 'Authorization: Bearer <token>'."
+
+
 def invalid_argument(violations: list[FieldViolation], message: str | None = None) -> ApiError:
     if message is None:
         message = "Request contains an invalid argument: " + "; ".join(
@@ -69,7 +73,7 @@ def google_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, Http404):
         error = ApiError(404, str(exc) or "The requested resource was not found.")
     elif isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
-        error = ApiError(401, "Request is missing required authentication credential. Send 'Authorization: Bearer <token>'.")
+        error = ApiError(401, UNAUTHENTICATED_MESSAGE)
     elif isinstance(exc, drf_exceptions.PermissionDenied):
         error = ApiError(403, str(exc.detail))
     elif isinstance(exc, RequestDataTooBig):

@@ -14,6 +14,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from rest_framework.request import Request
@@ -24,9 +25,8 @@ from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.redis import get_redis
 from trainhub.inventory import services
 from trainhub.inventory.agent_auth import IsNodeAgent, NodeCredentialAuthentication
-from trainhub.inventory.assignments import node_assignments
+from trainhub.inventory.assignments import node_assignments_of
 from trainhub.inventory.wake import node_wake_value
-from trainhub.inventory.models import Node
 from trainhub.jobs import services as job_services
 from trainhub.jobs.models import Replica
 from trainhub.slurm.models import JobNode
@@ -130,17 +130,23 @@ class Heartbeat(AgentView):
         return Response({"node": self.node(request).name, "state": state, "stateReason": reason})
 
 
+def long_poll_link() -> dict[str, str]:
+    """The header that tells agents where to long-poll their assignments (none when no long-poll
+    process is deployed: agents then poll this endpoint conditionally)."""
+    url = settings.TRAINHUB_AGENT_LONG_POLL_URL
+    return {"Link": f'<{url.rstrip("/")}/agent/v1/assignments>; rel="long-poll"'} if url else {}
+
+
 class Assignments(AgentView):
     """GET -> what the node must run; 304 while nothing changed since the ETag it sends."""
 
     def get(self, request: Request) -> Response:
         node = self.node(request)
         # Read before the database: a change committed after this read bumps the counter again.
-        etag = f'"{node_wake_value(get_redis(), node.pk)}"'
-        if request.headers.get("If-None-Match") == etag:
-            return Response(status=304, headers={"ETag": etag})
-        return Response(node_assignments(node=Node.objects.select_related("pool").get(pk=node.pk)),
-                        headers={"ETag": etag})
+        headers = {"ETag": f'"{node_wake_value(get_redis(), node.pk)}"', **long_poll_link()}
+        if request.headers.get("If-None-Match") == headers["ETag"]:
+            return Response(status=304, headers=headers)
+        return Response(node_assignments_of(node.pk), headers=headers)
 
 
 def _on_node(model, node, pk: int, what: str):

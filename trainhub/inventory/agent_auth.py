@@ -26,13 +26,20 @@ class NodePrincipal:
         return f"node {self.node.name}"
 
 
+def bearer_credential(header: str) -> str | None:
+    """The credential of an ``Authorization: Bearer ...`` header; None for anything else."""
+    scheme, _, raw = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None
+    return raw.strip()
+
+
 class NodeCredentialAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).decode("latin-1").strip()
-        scheme, _, raw = header.partition(" ")
-        if not header or scheme.lower() != "bearer" or not raw.strip():
+        raw = bearer_credential(authentication.get_authorization_header(request).decode("latin-1"))
+        if raw is None:
             return None
-        node = node_by_credential(raw=raw.strip())
+        node = node_by_credential(raw=raw)
         if node is None:
             raise exceptions.AuthenticationFailed("Invalid node credential: this endpoint is for node agents "
                                                   "(trainhub-agent join gives a node its credential).")

@@ -103,3 +103,8 @@ def _slurm(node: Node) -> list[dict[str, Any]]:
 def node_assignments(*, node: Node) -> dict[str, Any]:
     """Everything ``node`` must run, as the agent API answers it."""
     return {"node": node.name, "replicas": _replicas(node), "slurm": _slurm(node)}
+
+
+def node_assignments_of(node_id: int) -> dict[str, Any]:
+    """``node_assignments`` of the node with primary key ``node_id``."""
+    return node_assignments(node=Node.objects.select_related("pool").get(pk=node_id))
