@@ -251,6 +251,15 @@ class SlurmJob(models.Model):
     #: --dependency still to be satisfied, as scontrol prints it ("afterok:2(unfulfilled)"); "" = none.
     dependency = models.CharField(max_length=2048, blank=True, default="")
     restart_count = models.PositiveIntegerField(default=0)
+    #: Job arrays (trainhub.slurm.arrays): the array's job id on every record of it (null: no array);
+    #: the task this record runs (null while it stands for the pending tasks); those pending tasks
+    #: (arrays.compress form, "" once none is left); every task as submitted (for SLURM_ARRAY_TASK_*);
+    #: the ``%`` limit (0 = none).
+    array_job_id = models.PositiveBigIntegerField(null=True, blank=True)
+    array_task_id = models.PositiveIntegerField(null=True, blank=True)
+    array_pending = models.TextField(blank=True, default="")
+    array_tasks = models.TextField(blank=True, default="")
+    array_max_running = models.PositiveIntegerField(default=0)
     submit_time = models.DateTimeField()
     #: Earliest start (--begin; a requeue pushes it ~121 s ahead); eligible from then on.
     begin_time = models.DateTimeField()
@@ -272,7 +281,8 @@ class SlurmJob(models.Model):
         ordering = ["cluster_id", "job_id"]
         constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="slurm_job_id_per_cluster")]
         indexes = [models.Index(fields=["cluster", "state", "job_id"], name="slurm_job_queue"),
-                   models.Index(fields=["cluster", "state", "priority_time"], name="slurm_job_priority_due")]
+                   models.Index(fields=["cluster", "state", "priority_time"], name="slurm_job_priority_due"),
+                   models.Index(fields=["cluster", "array_job_id"], name="slurm_job_array")]
 
     def __str__(self) -> str:
         return f"{self.cluster.cluster_id}/{self.job_id}"

@@ -13,7 +13,8 @@ Rules of sbatch.1 followed here:
 Supported: -J/--job-name, -p/--partition, -A/--account, -q/--qos, -N/--nodes, -n/--ntasks,
 --ntasks-per-node, -c/--cpus-per-task, --gres, --gpus-per-node, -t/--time, --nice, -H/--hold,
 --begin, -D/--chdir, -o/--output, -e/--error, --requeue, --no-requeue, --comment, --wrap,
--d/--dependency (trainhub.slurm.dependency), --parsable (print only the job id).
+-d/--dependency (trainhub.slurm.dependency), --parsable (print only the job id), -a/--array (kept as
+written; trainhub.slurm.arrays parses it against the cluster's MaxArraySize), --test-only.
 Anything else is "sbatch: unrecognized option".
 """
 
@@ -79,6 +80,8 @@ class SbatchOptions:
     wrap: str | None = None
     dependency: str | None = None
     parsable: bool | None = None
+    array: str | None = None
+    test_only: bool | None = None
 
     def over(self, base: SbatchOptions) -> SbatchOptions:
         """These options, taking ``base``'s where these are not given (command line over #SBATCH)."""
@@ -171,6 +174,8 @@ _OPTIONS = {
     "wrap": ("", "required", _single("wrap")),
     "dependency": ("d", "required", _single("dependency")),
     "parsable": ("", "none", lambda _: {"parsable": True}),
+    "array": ("a", "required", _single("array")),
+    "test-only": ("", "none", lambda _: {"test_only": True}),
 }
 _BY_SHORT = {short: name for name, (short, _, _) in _OPTIONS.items() if short}
 

@@ -58,6 +58,10 @@ class QueuedJob:
     start_time: dt.datetime | None
     expected_start: dt.datetime | None
     expected_nodes: str
+    array_job_id: int | None
+    array_task_id: int | None
+    array_pending: str
+    array_max_running: int
     factor_age: float = 0.0
     factor_assoc: float = 0.0
     factor_fairshare: float = 0.0

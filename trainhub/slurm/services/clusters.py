@@ -45,6 +45,16 @@ def request_pass(cluster: SlurmCluster) -> None:
     enqueue_after_commit("trainhub.slurm.tasks.cluster_pass", cluster.pk)
 
 
+def take_job_ids(cluster: SlurmCluster, count: int) -> int:
+    """The first of ``count`` consecutive job ids, taken from the cluster's counter (call inside a
+    transaction: the cluster row stays locked until it commits)."""
+    locked = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
+    first = locked.next_job_id
+    locked.next_job_id += count
+    locked.save(update_fields=["next_job_id"])
+    return first
+
+
 def audit(cluster: SlurmCluster, *, actor: str, subject: str, old: Any, new: Any, now: dt.datetime) -> None:
     """Record a change; the subject (``association user/account/partition``, up to ~230 characters
     from valid names) and the actor are cut to what their columns hold."""
