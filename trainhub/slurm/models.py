@@ -260,6 +260,19 @@ class SlurmJob(models.Model):
     array_pending = models.TextField(blank=True, default="")
     array_tasks = models.TextField(blank=True, default="")
     array_max_running = models.PositiveIntegerField(default=0)
+    #: --mem (per node), --mem-per-cpu, --mem-per-gpu in MB; 0 = not asked (DefMemPer* apply).
+    mem_per_node = models.PositiveIntegerField(default=0)
+    mem_per_cpu = models.PositiveIntegerField(default=0)
+    mem_per_gpu = models.PositiveIntegerField(default=0)
+    #: -w / -x as hostlists ("gpu[2-3]"); --exclusive: whole nodes.
+    req_nodes = models.CharField(max_length=1024, blank=True, default="")
+    exc_nodes = models.CharField(max_length=1024, blank=True, default="")
+    exclusive = models.BooleanField(default=False)
+    #: Recorded as given: --export ("" = ALL), --signal ("B:USR1@120"), --mail-type, --mail-user.
+    export = models.CharField(max_length=1024, blank=True, default="")
+    signal = models.CharField(max_length=64, blank=True, default="")
+    mail_type = models.CharField(max_length=128, blank=True, default="")
+    mail_user = models.CharField(max_length=255, blank=True, default="")
     submit_time = models.DateTimeField()
     #: Earliest start (--begin; a requeue pushes it ~121 s ahead); eligible from then on.
     begin_time = models.DateTimeField()

@@ -90,6 +90,12 @@ def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
         "endTime": format_timestamp(job.end_time),
         "expectedStartTime": format_timestamp(job.expected_start),
         "exitCode": f"{job.exit_code}:{job.exit_signal}" if job.exit_code is not None else None,
+        # sbatch --mem* (MB), -w/-x, --exclusive, --export, --signal, --mail-*: as scontrol's MinMemoryNode/
+        # MinMemoryCPU, ReqNodeList, ExcNodeList, OverSubscribe=NO, MailType, MailUser
+        "memPerNode": job.mem_per_node or None, "memPerCpu": job.mem_per_cpu or None,
+        "memPerGpu": job.mem_per_gpu or None, "reqNodeList": job.req_nodes, "excNodeList": job.exc_nodes,
+        "exclusive": job.exclusive or None, "export": job.export, "signal": job.signal, "mailType": job.mail_type,
+        "mailUser": job.mail_user,
         "stateDesc": job.state_desc,
     }
     return {key: value for key, value in body.items() if value not in (None, "")}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -25,6 +25,7 @@ from trainhub.slurm.sbatch import (
     SbatchError,
     SbatchOptions,
     batch_script,
+    check_memory,
     parse_begin,
     parse_options,
     script_directives,
@@ -93,17 +94,62 @@ def _output_pattern(pattern: str | None, flag: str, *, job_name: str, user: str)
     return pattern
 
 
+def _hosts(text: str | None) -> list[str]:
+    """-w / -x: a hostlist (``gpu[2-3],gpu7``); one that does not parse names no node slurmctld knows."""
+    try:
+        return hostlist.expand(text) if text else []
+    except hostlist.HostlistError as exc:
+        raise _refuse(SUBMIT_FAILED + "Invalid node name specified") from exc
+
+
+def _placement(options: SbatchOptions, state: snapshot.ClusterState) -> tuple[SbatchOptions, dict]:
+    """The options that say where a job may run and how much of a node it takes, as the job's
+    fields; --gpus and --gpus-per-task become GPUs per node (--gpus spread evenly over the nodes,
+    --gpus-per-task times the tasks per node). Refusals are slurmctld's: a node name it does not
+    know, a --constraint (trainhub's nodes have no features), two memory options (sbatch's)."""
+    try:
+        check_memory(options)
+    except SbatchError as exc:
+        raise _refuse(str(exc)) from exc
+    if options.constraint:
+        raise _refuse(SUBMIT_FAILED + "Invalid feature specification")
+    known = {node.name for node in state.nodes.values()}
+    required, excluded = _hosts(options.nodelist), _hosts(options.exclude)
+    if not set(required + excluded) <= known:
+        raise _refuse(SUBMIT_FAILED + "Invalid node name specified")
+    nodes = max(options.nodes or 1, len(required))
+    if options.gpus is not None:
+        options = replace(options, gpu_type=options.gpus[0], gpus_per_node=-(-options.gpus[1] // nodes))
+    elif options.gpus_per_task is not None:
+        tasks_per_node = -(-(options.ntasks or nodes * (options.ntasks_per_node or 1)) // nodes)
+        options = replace(options, gpu_type=options.gpus_per_task[0],
+                          gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
+    return options, dict(
+        mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
+        req_nodes=hostlist.compress(required), exc_nodes=hostlist.compress(excluded), exclusive=bool(options.exclusive),
+        export=options.export or "", signal=options.signal or "", mail_type=options.mail_type or "",
+        mail_user=options.mail_user or "")
+
+
 def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str) -> str | None:
-    """What no node of the partition can satisfy (slurmctld refuses it at submit)."""
+    """What no node of the partition can satisfy (slurmctld refuses it at submit): too few nodes, a -w
+    node outside the partition or too small, too few nodes big enough (memory only where it is a
+    consumable resource). -x is no reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     if nodes > len(members):
         return INVALID_NODE_COUNT
+    required = set(_hosts(request.nodelist))
     tasks_per_node = -(-(request.ntasks or nodes) // nodes)
+    cpus = tasks_per_node * (request.cpus_per_task or 1)
+    memory = ((request.mem or (request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
+        request.gpus_per_node or 0)) if state.config.memory_is_consumable else 0)
     fitting = [node for node in members
                if node.gpus >= (request.gpus_per_node or 0)
                and (request.gpu_type is None or node.gpu_type == request.gpu_type)
-               and node.cpus >= tasks_per_node * (request.cpus_per_task or 1)]
-    return "Requested node configuration is not available" if len(fitting) < nodes else None
+               and node.cpus >= cpus and node.memory_mb >= memory]
+    names = {node.name for node in fitting}
+    return ("Requested node configuration is not available"
+            if len(fitting) < nodes or not required <= names else None)
 
 
 def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
@@ -199,12 +245,13 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
                  if options.array is not None else None)
     except arrays.ArrayError as exc:
         raise _refuse(SUBMIT_FAILED + str(exc)) from exc
-    nodes = options.nodes or 1
+    options, placement = _placement(options, state)
+    nodes = max(options.nodes or 1, len(_hosts(options.nodelist)))
     node_error = _node_config_error(options, nodes, state, partition)
     if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
-                  cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0)
+                  cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
     context = snapshot.limit_context(state)
     active = (list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
               if snapshot.has_submit_count_limits(context) else [])
