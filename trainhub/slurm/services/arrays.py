@@ -47,7 +47,7 @@ def spread(jobs: list[snapshot.QueuedJob], entries: list[scheduler.PendingJob], 
     spread_out: list[scheduler.PendingJob] = []
     copies: dict[int, int] = {}
     for job, entry in zip(jobs, entries, strict=True):
-        if not job.array_pending:
+        if not job.array_pending or entry.hold_reason or entry.blocked_reason:  # none of its tasks starts now
             spread_out.append(entry)
             continue
         room = len(arrays.expand(job.array_pending))
