@@ -151,3 +151,23 @@ def test_sbatch_test_only_answers_on_stderr_and_queues_nothing(api, accounts):
     answer = sbatch(api, "uma", "--test-only", "-n", "4", "--gres=gpu:8", "--wrap", "true").json()
     assert answer["stderr"] == (f"sbatch: Job 3 to start at {end:%Y-%m-%dT%H:%M:%S} using 4 processors on nodes "
                                 "a4-0 in partition a4")
+
+
+def test_a_dependency_on_an_array_waits_for_every_task(api, accounts):
+    sbatch(api, "uma", "--array=0-1", "--gres=gpu:8", "--wrap", "true")
+    after = sbatch(api, "uma", "--dependency=afterok:1", "--wrap", "true").json()["jobId"]
+    run_pass(accounts)  # task 0 runs as job 3, task 1 (the last) as the array's own job 1
+    SlurmJob.objects.filter(job_id=1).update(state=JobState.COMPLETED, exit_code=0)
+    run_pass(accounts)
+    assert SlurmJob.objects.get(job_id=after).dependency == "afterok:1(unfulfilled)"  # task 0 still runs
+    SlurmJob.objects.filter(job_id=3).update(state=JobState.FAILED, exit_code=1)
+    run_pass(accounts)
+    assert SlurmJob.objects.get(job_id=after).dependency == "afterok:1(failed)"
+
+
+@pytest.mark.parametrize("states, combined", [
+    (["COMPLETED", "PENDING", "RUNNING"], "PENDING"), (["COMPLETED", "RUNNING"], "RUNNING"),
+    (["COMPLETED", "COMPLETED"], "COMPLETED"), (["COMPLETED", "FAILED", "CANCELLED"], "FAILED"),
+])
+def test_an_arrays_state_for_a_dependency(states, combined):
+    assert arrays.combined_state(states) == combined

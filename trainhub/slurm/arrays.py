@@ -12,6 +12,7 @@ Slurm 22.05's rules followed here (job_array.shtml, slurmctld's job_mgr.c ``_val
   limit), a split-off task ``A_T``; ``squeue -r`` prints a pending record once per index.
 - A task's environment: SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID, and SLURM_ARRAY_TASK_COUNT / _MIN / _MAX /
   _STEP of the whole array as submitted (STEP: the common difference of the indices, 1 when there is none).
+- A --dependency on an array's job id waits for every task of it (combined_state).
 - ``%A`` in --output/--error is the array job id, ``%a`` the task id (4294967294 while the record still
   stands for pending tasks, as scontrol shows it).
 """
@@ -119,6 +120,16 @@ def task_environment(*, array_job_id: int, task_id: int, tasks: str) -> dict[str
         "SLURM_ARRAY_TASK_MIN": str(ids[0]),
         "SLURM_ARRAY_TASK_STEP": str(steps.pop() if len(steps) == 1 else 1),
     }
+
+
+def combined_state(states: list[str]) -> str:
+    """A whole array's state as a dependency on its job id sees it (sbatch.1: a dependency on an array
+    waits for all its tasks): PENDING while a task pends, RUNNING while one runs, then COMPLETED when
+    every task completed, else the first other ending state."""
+    for waiting in ("PENDING", "RUNNING"):
+        if waiting in states:
+            return waiting
+    return next((state for state in states if state != "COMPLETED"), "COMPLETED")
 
 
 def file_pattern(pattern: str, *, array_job_id: int | None, task_id: int | None) -> str:

@@ -24,11 +24,11 @@ import logging
 from dataclasses import asdict, dataclass
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import dependency, hostlist, scheduler, snapshot
+from trainhub.slurm import arrays, dependency, hostlist, scheduler, snapshot
 from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import arrays as array_service
@@ -99,8 +99,12 @@ def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
     if not waiting:
         return
     wanted = set().union(*(dependency.job_ids(job.dependency) for job in waiting))
-    facts = {job_id: dependency.JobFacts(job_id, state) for job_id, state in
-             SlurmJob.objects.filter(cluster=cluster, job_id__in=wanted).values_list("job_id", "state")}
+    # A job's own state, or an array's every task's together (arrays.combined_state).
+    states: dict[int, list[str]] = {}
+    for job_id, array_job_id, state in (SlurmJob.objects.filter(cluster=cluster).filter(
+            Q(job_id__in=wanted) | Q(array_job_id__in=wanted)).values_list("job_id", "array_job_id", "state")):
+        states.setdefault(array_job_id if array_job_id in wanted else job_id, []).append(state)
+    facts = {job_id: dependency.JobFacts(job_id, arrays.combined_state(found)) for job_id, found in states.items()}
     for job in waiting:
         blocked = "singleton" in job.dependency and SlurmJob.objects.filter(
             cluster=cluster, user_name=job.user_name, name=job.name, job_id__lt=job.job_id,
