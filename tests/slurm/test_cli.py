@@ -127,3 +127,16 @@ def test_sinfo_and_a_simulated_clusters_notice(cli, accounts):
                                 "a4*          up   infinite      1   idle a4-1"]
     code, out, _ = uma("sinfo", "-s")
     assert out.splitlines()[1].split() == ["a4*", "up", "infinite", "1/1/0/2", "a4-[0-1]"]
+
+
+def test_an_array_with_squeue_r_scancel_of_a_task_and_test_only(cli, accounts):
+    uma = cli("uma")
+    code, out, err = uma("sbatch", "--array=1-3", "-H", "--wrap", "x")
+    assert (code, out) == (0, "Submitted batch job 1\n"), err
+    code, out, _ = uma("squeue", "-r")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["1_1", "1_2", "1_3"]
+    assert uma("scancel", "1_2") == (0, "", "")
+    assert [line.split()[0] for line in uma("squeue")[1].splitlines()[1:]] == ["1_[1,3]"]
+    code, out, err = uma("sbatch", "--test-only", "--wrap", "x")
+    assert (code, out) == (0, "")
+    assert err.startswith("sbatch: Job 2 to start at ") and " using 1 processors on nodes a4-" in err

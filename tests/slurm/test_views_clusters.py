@@ -3,7 +3,7 @@
 from django.test import Client
 
 from tests.slurm.conftest import make_job
-from trainhub.slurm.models import ClusterAuditEntry, JobState, SlurmCluster
+from trainhub.slurm.models import ClusterAuditEntry, JobState, SlurmCluster, SlurmJob
 
 BASE = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
 
@@ -81,6 +81,15 @@ def test_the_submit_form_submits_and_shows_slurms_errors_on_fields(browser, acco
     assert response.status_code == 302
     job_page = browser("uma").get(response["Location"])
     assert job_page.status_code == 200 and b"PENDING" in job_page.content
+
+
+def test_a_test_only_script_from_the_form_shows_the_estimate_and_queues_nothing(browser, accounts):
+    script = "#!/bin/bash\n#SBATCH --test-only\nhostname\n"
+    response = browser("uma").post(f"{BASE}/jobs/new", {"nodes": 1, "gpus_per_node": 1, "script": script},
+                                   follow=True)
+    assert response.status_code == 200
+    assert "sbatch: Job 1 to start at " in response.content.decode()
+    assert not SlurmJob.objects.exists()
 
 
 def test_the_job_page_cancels_for_its_owner_only(browser, accounts):

@@ -119,3 +119,17 @@ def test_every_slurm_page_says_the_cluster_is_simulated_and_sinfo_has_one(browse
 
 def test_the_cluster_list_marks_a_simulated_cluster(browser, accounts):
     assert '<span class="badge" title="Some of its nodes are simulated' in browser.get("/slurm/").content.decode()
+
+
+def test_an_array_tasks_line_links_to_the_task(client, cast, accounts, now):
+    from tests.slurm.conftest import run_pass
+    from trainhub.slurm.services.jobs import Submission, job_submit
+
+    job_submit(cluster=accounts, user=cast["uma"], submission=Submission(argv=("--array=1-20", "--gres=gpu:8",
+                                                                               "--wrap", "true")), now=now)
+    run_pass(accounts, now)
+    client.force_login(cast["uma"])
+    queue = client.get(f"{BASE}/queue").content.decode()
+    assert f'<a href="{BASE}/jobs/1_1/">1_1</a>' in queue
+    assert f'<a href="{BASE}/jobs/1/">1</a>_[3-20]' in queue
+    assert client.get(f"{BASE}/jobs/1_1/").status_code == 200

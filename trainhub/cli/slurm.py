@@ -65,6 +65,8 @@ def sbatch(ctx: Any) -> int:
         body["scriptArgs"] = rest[1:]
     answer = ctx.client().post(_cluster_path(ctx, "/jobs"), body)
     _print(answer.get("message", ""))
+    if answer.get("stderr"):
+        sys.stderr.write(answer["stderr"] + "\n")
     if answer.get("notice"):
         sys.stderr.write(f"sbatch: {answer['notice']}\n")
     return 0
@@ -159,7 +161,7 @@ def register_slurm(subparsers: Any, common: Any) -> None:
 
     squeue = command("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states",
                                                 "jobs": "jobs", "start": "start", "long": "long", "format": "format",
-                                                "output_format": "outputFormat"}),
+                                                "output_format": "outputFormat", "array": "array"}),
                      "view the queue (squeue's columns and reasons)")
     squeue.add_argument("-u", "--user")
     squeue.add_argument("-p", "--partition")
@@ -167,6 +169,7 @@ def register_slurm(subparsers: Any, common: Any) -> None:
     squeue.add_argument("-j", "--jobs")
     squeue.add_argument("--start", action="store_true", help="expected start times of pending jobs")
     squeue.add_argument("-l", "--long", action="store_true")
+    squeue.add_argument("-r", "--array", action="store_true", help="an array's pending tasks one per line")
     squeue.add_argument("-o", "--format", help="squeue's -o format string (%%i %%a %%C %%b %%y ...)")
     squeue.add_argument("-O", "--Format", dest="output_format", help="squeue's -O field list (JobID,Account,...)")
 

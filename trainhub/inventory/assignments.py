@@ -15,6 +15,7 @@ from django.conf import settings
 from trainhub.iam.selectors import registry_login_for
 from trainhub.inventory.models import Executor, Node
 from trainhub.jobs.models import Replica
+from trainhub.slurm import arrays
 from trainhub.slurm.models import JobNode, NodePhase
 
 
@@ -86,7 +87,15 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
         "job": {
             "clusterId": job.cluster.cluster_id, "jobId": job.job_id, "name": job.name, "user": job.user_name,
             "account": job.account, "partition": job.partition, "qos": job.qos, "numTasks": job.num_tasks,
-            "workDir": job.work_dir, "stdoutPattern": job.stdout_pattern, "stderrPattern": job.stderr_pattern,
+            "workDir": job.work_dir,
+            # %A and %a resolved here: the agent knows only the job id (for %j, and %A outside arrays).
+            "stdoutPattern": arrays.file_pattern(job.stdout_pattern, array_job_id=job.array_job_id,
+                                                 task_id=job.array_task_id),
+            "stderrPattern": arrays.file_pattern(job.stderr_pattern, array_job_id=job.array_job_id,
+                                                 task_id=job.array_task_id),
+            "arrayEnvironment": arrays.task_environment(array_job_id=job.array_job_id, task_id=job.array_task_id,
+                                                        tasks=job.array_tasks)
+            if job.array_job_id is not None and job.array_task_id is not None else {},
             "comment": job.comment, "script": job.script, "scriptArgs": list(job.script_args),
             "startEpoch": int(start.timestamp()) if start else None,
             "timeLimitMinutes": job.time_limit, "exitCode": job.exit_code or 0, "exitSignal": job.exit_signal,

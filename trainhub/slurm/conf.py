@@ -408,6 +408,8 @@ CATALOGUE: dict[str, ConfigKey] = {key.name: key for key in (
     _key("MaxMemPerNode", "memory", "", "maximum memory per allocated node (MB)", "max_mem_per_node", _memory),
     _key("MaxJobCount", "integer", "10000", "most jobs slurmctld keeps in memory", "max_job_count",
          _integer(1, 67_043_328)),
+    _key("MaxArraySize", "integer", "1001", "job array indices must be below this (0 disables arrays)",
+         "max_array_size", _integer(0, 4_000_001)),
     _key("MinJobAge", "integer", "300", "seconds a finished job stays in squeue", "min_job_age",
          _integer(0, UINT32_MAX)),
     _key("JobRequeue", "integer", "1", "1: batch jobs are requeue-able by default", "job_requeue", _integer(0, 1)),
@@ -465,6 +467,7 @@ class SlurmConfig:
     max_mem_per_cpu: int | None = None
     max_mem_per_node: int | None = None
     max_job_count: int = 10_000
+    max_array_size: int = 1001
     min_job_age: int = 300
     job_requeue: int = 1
     enforce_part_limits: str = "NO"

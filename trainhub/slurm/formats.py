@@ -45,9 +45,10 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from trainhub.slurm import arrays
 from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.fairshare import NO_VAL, ShareRow
 from trainhub.slurm.priority import FACTOR_NAMES, PRIORITY_MAX, PriorityBreakdown
@@ -396,6 +397,23 @@ class SqueueJob:
     cpus: int = 1
     gpus_per_node: int = 0
     nice: int = 0
+    #: Job arrays (trainhub.slurm.arrays): the array's job id, the task this record runs (None while
+    #: it stands for the pending ``array_pending``) and the ``%`` limit.
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_pending: str = ""
+    array_max_running: int = 0
+
+    @property
+    def display_id(self) -> str:
+        return arrays.display_id(job_id=self.job_id, array_job_id=self.array_job_id, pending=self.array_pending,
+                                 task_id=self.array_task_id, max_running=self.array_max_running)
+
+    def one_per_task(self) -> list[SqueueJob]:
+        """squeue -r: an array's pending record once per pending task."""
+        if self.array_task_id is not None or not self.array_pending:
+            return [self]
+        return [replace(self, array_task_id=task, array_pending="") for task in arrays.expand(self.array_pending)]
 
 
 SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
@@ -404,12 +422,13 @@ SQUEUE_START = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 _SQUEUE_HEADERS = {"i": "JOBID", "P": "PARTITION", "j": "NAME", "u": "USER", "t": "ST", "T": "STATE", "M": "TIME",
                    "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)", "S": "START_TIME", "Y": "SCHEDNODES",
                    "Q": "PRIORITY", "r": "REASON", "N": "NODELIST", "a": "ACCOUNT", "C": "CPUS",
-                   "b": "TRES_PER_NODE", "y": "NICE"}
+                   "b": "TRES_PER_NODE", "y": "NICE", "F": "ARRAY_JOB_ID", "K": "ARRAY_TASK_ID", "A": "JOBID"}
 #: squeue -O field names (case-insensitive) -> their -o letter.
 _SQUEUE_FIELD_NAMES = {"jobid": "i", "partition": "P", "name": "j", "username": "u", "statecompact": "t",
                        "state": "T", "timeused": "M", "timelimit": "l", "numnodes": "D", "reasonlist": "R",
                        "starttime": "S", "schednodes": "Y", "priority": "Q", "reason": "r", "nodelist": "N",
-                       "account": "a", "numcpus": "C", "tres-per-node": "b", "nice": "y"}
+                       "account": "a", "numcpus": "C", "tres-per-node": "b", "nice": "y", "arrayjobid": "F",
+                       "arraytaskid": "K"}
 _O_FIELD = re.compile(r"([A-Za-z-]+)(?::(\.?)(\d*))?")
 
 
@@ -431,7 +450,10 @@ def squeue_long_format(fields: str) -> str:
 
 
 _SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
-    "i": lambda job: str(job.job_id), "P": lambda job: job.partition, "j": lambda job: job.name,
+    "i": lambda job: job.display_id, "P": lambda job: job.partition, "j": lambda job: job.name,
+    "A": lambda job: str(job.job_id), "F": lambda job: str(job.array_job_id or job.job_id),
+    "K": lambda job: "N/A" if job.array_job_id is None else arrays.task_text(
+        pending=job.array_pending, task_id=job.array_task_id, max_running=job.array_max_running),
     "u": lambda job: job.user, "t": lambda job: _STATE_CODES.get(job.state, job.state[:2]), "T": lambda job: job.state,
     "M": lambda job: format_elapsed(job.elapsed_seconds), "l": lambda job: format_time_limit(job.time_limit_minutes),
     "D": lambda job: str(job.nodes), "R": lambda job: f"({job.reason})" if job.state == "PENDING" else job.nodelist,
@@ -473,7 +495,8 @@ def squeue_rows(jobs: Iterable[SqueueJob]) -> list[dict[str, Any]]:
              "stateCode": _STATE_CODES.get(job.state, job.state[:2]), "time": format_elapsed(job.elapsed_seconds),
              "timeLimit": format_time_limit(job.time_limit_minutes), "nodes": job.nodes, "nodelist": job.nodelist,
              "reason": job.reason, "priority": job.priority,
-             "startTime": job.start_time.isoformat() if job.start_time else None, "schedNodes": job.sched_nodes}
+             "startTime": job.start_time.isoformat() if job.start_time else None, "schedNodes": job.sched_nodes,
+             **({"arrayName": job.display_id} if job.array_job_id is not None else {})}
             for job in jobs]
 
 
@@ -502,6 +525,8 @@ class SacctJob:
     start: dt.datetime | None = None
     end: dt.datetime | None = None
     alloc_tres: str = ""
+    #: sacct's JobIDRaw where it differs from JobID (an array's records: JobID 1_7, JobIDRaw 9).
+    job_id_raw: str = ""
 
 
 def _timestamp(moment: dt.datetime | None) -> str:
@@ -511,6 +536,7 @@ def _timestamp(moment: dt.datetime | None) -> str:
 #: field name (lower case) -> (PrintField, value getter); widths from slurm:src/sacct/sacct.c
 SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "jobid": (PrintField("JobID", -12), lambda j: j.job_id),
+    "jobidraw": (PrintField("JobIDRaw", -12), lambda j: j.job_id_raw or j.job_id),
     "jobname": (PrintField("JobName", 10), lambda j: j.name),
     "partition": (PrintField("Partition", 10), lambda j: j.partition),
     "account": (PrintField("Account", 10), lambda j: j.account),

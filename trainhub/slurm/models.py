@@ -256,6 +256,28 @@ class SlurmJob(models.Model):
     #: --dependency still to be satisfied, as scontrol prints it ("afterok:2(unfulfilled)"); "" = none.
     dependency = models.CharField(max_length=2048, blank=True, default="")
     restart_count = models.PositiveIntegerField(default=0)
+    #: Job arrays (trainhub.slurm.arrays): the array's job id on every record of it (null: no array);
+    #: the task this record runs (null while it stands for the pending tasks); those pending tasks
+    #: (arrays.compress form, "" once none is left); every task as submitted (for SLURM_ARRAY_TASK_*);
+    #: the ``%`` limit (0 = none).
+    array_job_id = models.PositiveBigIntegerField(null=True, blank=True)
+    array_task_id = models.PositiveIntegerField(null=True, blank=True)
+    array_pending = models.TextField(blank=True, default="")
+    array_tasks = models.TextField(blank=True, default="")
+    array_max_running = models.PositiveIntegerField(default=0)
+    #: --mem (per node), --mem-per-cpu, --mem-per-gpu in MB; 0 = not asked (DefMemPer* apply).
+    mem_per_node = models.PositiveIntegerField(default=0)
+    mem_per_cpu = models.PositiveIntegerField(default=0)
+    mem_per_gpu = models.PositiveIntegerField(default=0)
+    #: -w / -x as hostlists ("gpu[2-3]"); --exclusive: whole nodes.
+    req_nodes = models.CharField(max_length=1024, blank=True, default="")
+    exc_nodes = models.CharField(max_length=1024, blank=True, default="")
+    exclusive = models.BooleanField(default=False)
+    #: Recorded as given: --export ("" = ALL), --signal ("B:USR1@120"), --mail-type, --mail-user.
+    export = models.CharField(max_length=1024, blank=True, default="")
+    signal = models.CharField(max_length=64, blank=True, default="")
+    mail_type = models.CharField(max_length=128, blank=True, default="")
+    mail_user = models.CharField(max_length=255, blank=True, default="")
     submit_time = models.DateTimeField()
     #: Earliest start (--begin; a requeue pushes it ~121 s ahead); eligible from then on.
     begin_time = models.DateTimeField()
@@ -277,7 +299,8 @@ class SlurmJob(models.Model):
         ordering = ["cluster_id", "job_id"]
         constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="slurm_job_id_per_cluster")]
         indexes = [models.Index(fields=["cluster", "state", "job_id"], name="slurm_job_queue"),
-                   models.Index(fields=["cluster", "state", "priority_time"], name="slurm_job_priority_due")]
+                   models.Index(fields=["cluster", "state", "priority_time"], name="slurm_job_priority_due"),
+                   models.Index(fields=["cluster", "array_job_id"], name="slurm_job_array")]
 
     def __str__(self) -> str:
         return f"{self.cluster.cluster_id}/{self.job_id}"

@@ -6,6 +6,7 @@ from typing import Any
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import Node
+from trainhub.slurm import arrays
 from trainhub.slurm.models import JobRun, Partition, SlurmCluster, SlurmJob
 from trainhub.slurm.timefmt import format_time_limit
 
@@ -47,9 +48,23 @@ def render_cluster(cluster: SlurmCluster, partitions: list[Partition], nodes: li
     return body
 
 
-def render_job(job: SlurmJob) -> dict[str, Any]:
+def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
+    """A job as scontrol show job gives it; an array's record also has scontrol's ArrayJobId,
+    ArrayTaskId (``3-5%2`` while it stands for pending tasks, or ``task_id``, one of them) and
+    ArrayTaskThrottle, and squeue's name for it (``arrayName``: ``1_[3-5%2]``, ``1_7``)."""
+    array = {}
+    if job.array_job_id is not None:
+        task = job.array_task_id if task_id is None else task_id
+        array = {"arrayJobId": job.array_job_id,
+                 "arrayTaskId": arrays.task_text(pending=job.array_pending, task_id=task,
+                                                 max_running=job.array_max_running),
+                 "arrayTaskThrottle": job.array_max_running,
+                 "arrayName": arrays.display_id(job_id=job.job_id, array_job_id=job.array_job_id,
+                                                pending=job.array_pending, task_id=task,
+                                                max_running=job.array_max_running)}
     body: dict[str, Any] = {
         "jobId": job.job_id,
+        **array,
         "name": job.name,
         "user": job.user_name,
         "account": job.account,
@@ -75,6 +90,12 @@ def render_job(job: SlurmJob) -> dict[str, Any]:
         "endTime": format_timestamp(job.end_time),
         "expectedStartTime": format_timestamp(job.expected_start),
         "exitCode": f"{job.exit_code}:{job.exit_signal}" if job.exit_code is not None else None,
+        # sbatch --mem* (MB), -w/-x, --exclusive, --export, --signal, --mail-*: as scontrol's MinMemoryNode/
+        # MinMemoryCPU, ReqNodeList, ExcNodeList, OverSubscribe=NO, MailType, MailUser
+        "memPerNode": job.mem_per_node or None, "memPerCpu": job.mem_per_cpu or None,
+        "memPerGpu": job.mem_per_gpu or None, "reqNodeList": job.req_nodes, "excNodeList": job.exc_nodes,
+        "exclusive": job.exclusive or None, "export": job.export, "signal": job.signal, "mailType": job.mail_type,
+        "mailUser": job.mail_user,
         "stateDesc": job.state_desc,
     }
     return {key: value for key, value in body.items() if value not in (None, "")}

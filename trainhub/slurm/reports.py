@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Case, Exists, F, OuterRef, Q, When
+from django.db.models.functions import Coalesce
 
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import formats, snapshot
+from trainhub.slurm import arrays, formats, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
 from trainhub.slurm.models import ClusterAuditEntry, JobNode, JobRun, JobState, NodePhase, SlurmCluster, SlurmJob
@@ -77,12 +78,14 @@ class Report:
 
 _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
                   "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
-                  "num_tasks", "cpus_per_task", "gpus_per_node", "nice")
+                  "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
+                  "array_pending", "array_max_running")
 
 
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
-     expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice) = row
+     expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
+     array_job_id, array_task_id, array_pending, array_max_running) = row
     state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     return formats.SqueueJob(
@@ -90,7 +93,16 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
         reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
-        cpus=num_tasks * cpus_per_task, gpus_per_node=gpus_per_node, nice=nice)
+        cpus=num_tasks * cpus_per_task, gpus_per_node=gpus_per_node, nice=nice, array_job_id=array_job_id,
+        array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running)
+
+
+def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], list[formats.SqueueJob]] | None,
+                  array_tasks: bool) -> list[formats.SqueueJob]:
+    items = [_squeue_item(row, now) for row in rows]
+    if shown is not None:
+        items = [one for item in items for one in shown(item)]
+    return [one for item in items for one in item.one_per_task()] if array_tasks else items
 
 
 def _squeue_in_order(rows, *, wanted: set[str], start: bool):
@@ -107,10 +119,31 @@ def _squeue_in_order(rows, *, wanted: set[str], start: bool):
     return rows.order_by("partition", state_order, "-priority", "job_id")
 
 
+def _job_selection(text: str) -> tuple[Q, Callable[[formats.SqueueJob], list[formats.SqueueJob]]]:
+    """squeue -j: job ids (an array's job id selects all its records) and ``A_T`` (one task of array A,
+    a pending one cut out of the array's record): the rows to read, and what each prints of them."""
+    ids, tasks = [], {}
+    for item in _names(text):
+        array_id, task = arrays.task_of(item)
+        if task is not None:
+            tasks.setdefault(array_id, set()).add(task)
+        elif _JOB_ID.fullmatch(item) and int(item) <= MAX_JOB_ID:
+            ids.append(int(item))
+    whole = set(ids)
+
+    def shown(job: formats.SqueueJob) -> list[formats.SqueueJob]:
+        if job.job_id in whole or job.array_job_id in whole:
+            return [job]
+        return [one for one in job.one_per_task() if one.array_task_id in tasks.get(job.array_job_id, ())]
+
+    return Q(job_id__in=ids) | Q(array_job_id__in=ids + list(tasks)), shown
+
+
 def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition: str = "", states: str = "",
            jobs: str = "", long: bool = False, start: bool = False, format: str | None = None,
-           page: slice | None = None) -> Report:
-    """``format``: an -o format string (formats.squeue_long_format makes one of -O's fields)."""
+           page: slice | None = None, array_tasks: bool = False) -> Report:
+    """``format``: an -o format string (formats.squeue_long_format makes one of -O's fields);
+    ``array_tasks`` (squeue -r): an array's pending tasks one per line."""
     active = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
     completing_ids = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
                       .exclude(job__state__in=[JobState.PENDING, JobState.RUNNING]).values("job_id"))
@@ -119,16 +152,18 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
         rows = rows.filter(user_name__in=_names(user))
     if partition:
         rows = rows.filter(partition__in=_names(partition))
+    shown = None
     if jobs:
-        rows = rows.filter(job_id__in=_job_ids(jobs))
+        selection, shown = _job_selection(jobs)
+        rows = rows.filter(selection)
     wanted = _states(states)
     if page is not None:
         rows = _squeue_in_order(rows, wanted=wanted, start=start)
         # Tuples, not model instances, and only the page's: the queue page refreshes every 5 s.
-        items = [_squeue_item(row, now) for row in rows[page].values_list(*_SQUEUE_FIELDS)]
+        items = _squeue_items(rows[page].values_list(*_SQUEUE_FIELDS), now, shown, array_tasks)
         return Report(formats.squeue_text(items, long=long, start=start, format=format), items,
                       formats.squeue_rows, total=rows.count())
-    items = [item for item in (_squeue_item(row, now) for row in rows.values_list(*_SQUEUE_FIELDS))
+    items = [item for item in _squeue_items(rows.values_list(*_SQUEUE_FIELDS), now, shown, array_tasks)
              if not wanted or item.state in wanted]
     return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
 
@@ -303,7 +338,9 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime) -> formats.
     tres = {"cpu": run.alloc_cpus, "node": run.num_nodes, "billing": int(run.billing),
             "gres/gpu": run.alloc_gpus} if run else {}
     return formats.SacctJob(
-        job_id=str(job.job_id), name=job.name, partition=job.partition, account=job.account,
+        job_id=arrays.display_id(job_id=job.job_id, array_job_id=job.array_job_id, pending=job.array_pending,
+                                 task_id=job.array_task_id, max_running=job.array_max_running),
+        job_id_raw=str(job.job_id), name=job.name, partition=job.partition, account=job.account,
         alloc_cpus=run.alloc_cpus if run else 0, state=state,
         exit_code=f"{exit_code or 0}:{signal or 0}", user=job.user_name, elapsed_seconds=max(elapsed, 0),
         time_limit_minutes=job.time_limit, nnodes=run.num_nodes if run else job.num_nodes,
@@ -324,7 +361,8 @@ def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
 #: environment or priority factors - which takes 40 % off the CPU of a 500-job page.
 _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "partition", "qos", "num_nodes",
                      "time_limit", "state", "state_desc", "priority", "restart_count", "submit_time", "end_time",
-                     "exit_code", "exit_signal")
+                     "exit_code", "exit_signal", "array_job_id", "array_task_id", "array_pending",
+                     "array_max_running")
 
 
 def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
@@ -333,11 +371,14 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
           fields: list[str] | None = None, page: slice | None = None) -> Report:
     # A job that has never been eligible (held, --begin ahead, a dependency) has no record yet:
     # slurmdbd learns of a job when it becomes eligible (fixtures/22.05/scenario/sacct-a-running.txt).
-    never_eligible = Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now))
+    # Nor has an array's record while its ``%`` limit holds its tasks back (EligibleTime=Unknown;
+    # fixtures/22.05/array/sacct.txt).
+    never_eligible = Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now)
+                                                  | Q(reason=arrays.TASK_LIMIT))
     rows = (SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
             .exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk")))))
     if jobs:
-        rows = rows.filter(job_id__in=_job_ids(jobs))
+        rows = rows.filter(_job_selection(jobs)[0])
     else:
         since = starttime or now.replace(hour=0, minute=0, second=0, microsecond=0)
         rows = rows.filter(Q(end_time__isnull=True) | Q(end_time__gte=since))
@@ -347,7 +388,9 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
         rows = rows.filter(user_name__in=_names(user))
     elif not all_users and not jobs:
         rows = rows.filter(user_name=viewer)
-    rows = rows.order_by("job_id")
+    # An array's records together, its tasks in index order, the pending record after them.
+    rows = rows.annotate(array_order=Coalesce("array_job_id", "job_id")).order_by(
+        "array_order", F("array_task_id").asc(nulls_last=True), "job_id")
     total = None
     if page is not None and not state and not duplicates:
         # One record per job: the page's jobs are the page's records.

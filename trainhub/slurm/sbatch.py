@@ -12,13 +12,18 @@ where the script begins - is trainhub.slurm.sbatch_argv's, which the CLI uses al
 Supported: -J/--job-name, -p/--partition, -A/--account, -q/--qos, -N/--nodes, -n/--ntasks,
 --ntasks-per-node, -c/--cpus-per-task, --gres, --gpus-per-node, -t/--time, --nice, -H/--hold,
 --begin, -D/--chdir, -o/--output, -e/--error, --requeue, --no-requeue, --comment, --wrap,
--d/--dependency (trainhub.slurm.dependency), --parsable (print only the job id).
+-d/--dependency (trainhub.slurm.dependency), --parsable (print only the job id), -a/--array (kept as
+written; trainhub.slurm.arrays parses it against the cluster's MaxArraySize), --test-only, --mem,
+--mem-per-cpu, --mem-per-gpu (megabytes unless K/M/G/T; one of them), -w/--nodelist, -x/--exclude,
+--exclusive, -G/--gpus and --gpus-per-task ([type:]N), --export, --signal=[R][B:]SIG[@TIME],
+--mail-type, --mail-user, -C/--constraint.
 Anything else is "sbatch: unrecognized option".
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import shlex
 from dataclasses import dataclass, fields, replace
@@ -75,6 +80,23 @@ class SbatchOptions:
     wrap: str | None = None
     dependency: str | None = None
     parsable: bool | None = None
+    array: str | None = None
+    test_only: bool | None = None
+    #: --mem / --mem-per-cpu / --mem-per-gpu in MB (at most one of them; see check_memory).
+    mem: int | None = None
+    mem_per_cpu: int | None = None
+    mem_per_gpu: int | None = None
+    nodelist: str | None = None
+    exclude: str | None = None
+    exclusive: bool | None = None
+    #: --gpus (for the whole job) and --gpus-per-task, as ([type], count).
+    gpus: tuple[str | None, int] | None = None
+    gpus_per_task: tuple[str | None, int] | None = None
+    export: str | None = None
+    signal: str | None = None
+    mail_type: str | None = None
+    mail_user: str | None = None
+    constraint: str | None = None
 
     def over(self, base: SbatchOptions) -> SbatchOptions:
         """These options, taking ``base``'s where these are not given (command line over #SBATCH)."""
@@ -138,6 +160,66 @@ def _nice(text: str | None) -> dict:
     return {"nice": int(text)}
 
 
+_MEMORY = re.compile(r"(\d+)([KMGT]?)B?", re.IGNORECASE)
+_MEMORY_UNITS = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def _memory(field: str, flag: str):
+    """``--mem=2G``: a size in megabytes unless suffixed K, M, G or T (Slurm's str_to_mbytes)."""
+    def parse(text: str) -> dict:
+        match = _MEMORY.fullmatch(text.strip())
+        if not match:
+            raise SbatchError(f"sbatch: error: Invalid {flag} specification")
+        return {field: math.ceil(int(match.group(1)) * _MEMORY_UNITS[match.group(2).upper()])}
+    return parse
+
+
+def check_memory(options: SbatchOptions) -> None:
+    """sbatch refuses two of --mem, --mem-per-cpu and --mem-per-gpu together."""
+    if sum(value is not None for value in (options.mem, options.mem_per_cpu, options.mem_per_gpu)) > 1:
+        raise SbatchError("sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+
+
+def _gpu_count(field: str, flag: str):
+    """``--gpus=[type:]N`` and ``--gpus-per-task=[type:]N``."""
+    def parse(text: str) -> dict:
+        kind, _, count = text.strip().rpartition(":")
+        if not count.isdigit() or int(count) < 1:
+            raise SbatchError(f"sbatch: error: Invalid {flag} specification: {text}")
+        return {field: (kind or None, int(count))}
+    return parse
+
+
+#: sbatch.1 --mail-type values.
+MAIL_TYPES = frozenset({"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
+                        "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS"})
+
+
+def _mail_type(text: str) -> dict:
+    names = [name.strip().upper() for name in text.split(",")]
+    if not all(name in MAIL_TYPES for name in names):
+        raise SbatchError("sbatch: error: Invalid --mail-type specification")
+    return {"mail_type": ",".join(names)}
+
+
+_SIGNAL = re.compile(r"(?:(R?B?|B?R?):)?([A-Za-z0-9]+)(?:@(\d+))?")
+#: The signals --signal may name (without SIG), with their numbers (signal.7, x86/ARM).
+SIGNALS = {"HUP": 1, "INT": 2, "QUIT": 3, "ABRT": 6, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13,
+           "ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23,
+           "XCPU": 24, "XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29}
+
+
+def _signal(text: str) -> dict:
+    """``--signal=[{R}{B}:]SIG[@TIME]``: SIG by name (with or without SIG) or number, TIME seconds
+    before the end (60 when not given)."""
+    match = _SIGNAL.fullmatch(text.strip())
+    name = (match.group(2).upper().removeprefix("SIG") if match else "")
+    if not match or not (name in SIGNALS or (name.isdigit() and 0 < int(name) < 65)):
+        raise SbatchError("sbatch: error: Invalid --signal specification")
+    flags = f"{match.group(1)}:" if match.group(1) else ""
+    return {"signal": f"{flags}{name}@{match.group(3) or 60}"}
+
+
 def _single(field: str):
     return lambda text: {field: text}
 
@@ -167,6 +249,21 @@ _PARSERS = {
     "wrap": _single("wrap"),
     "dependency": _single("dependency"),
     "parsable": lambda _: {"parsable": True},
+    "array": _single("array"),
+    "test-only": lambda _: {"test_only": True},
+    "mem": _memory("mem", "--mem"),
+    "mem-per-cpu": _memory("mem_per_cpu", "--mem-per-cpu"),
+    "mem-per-gpu": _memory("mem_per_gpu", "--mem-per-gpu"),
+    "nodelist": _single("nodelist"),
+    "exclude": _single("exclude"),
+    "exclusive": lambda _: {"exclusive": True},
+    "gpus": _gpu_count("gpus", "--gpus"),
+    "gpus-per-task": _gpu_count("gpus_per_task", "--gpus-per-task"),
+    "export": _single("export"),
+    "signal": _signal,
+    "mail-type": _mail_type,
+    "mail-user": _single("mail_user"),
+    "constraint": _single("constraint"),
 }
 
 

@@ -43,6 +43,21 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "wrap": ("", "required"),
     "dependency": ("d", "required"),
     "parsable": ("", "none"),
+    "array": ("a", "required"),
+    "test-only": ("", "none"),
+    "mem": ("", "required"),
+    "mem-per-cpu": ("", "required"),
+    "mem-per-gpu": ("", "required"),
+    "nodelist": ("w", "required"),
+    "exclude": ("x", "required"),
+    "exclusive": ("", "optional"),
+    "gpus": ("G", "required"),
+    "gpus-per-task": ("", "required"),
+    "export": ("", "required"),
+    "signal": ("", "required"),
+    "mail-type": ("", "required"),
+    "mail-user": ("", "required"),
+    "constraint": ("C", "required"),
 }
 _BY_SHORT = {short: name for name, (short, _) in OPTIONS.items() if short}
 

@@ -168,6 +168,10 @@ class PendingJob:
     requeue: bool = True
     restart_count: int = 0
     limit_request: JobRequest | None = None
+    #: -w: nodes the job must have among its own; -x: nodes it may not have; --exclusive: whole nodes.
+    required_nodes: frozenset[str] = frozenset()
+    excluded_nodes: frozenset[str] = frozenset()
+    exclusive: bool = False
 
 
 @dataclass(frozen=True)
@@ -326,7 +330,7 @@ class _Pass:
         self.plan = SchedulePlan()
         self.nodes = {node.name: _Node(node, node.capacity) for node in snapshot.nodes}
         #: (partition, request key) -> [(availability, node name)] ascending; cleared when any node changes
-        self.by_availability: dict[tuple[str, object], list[tuple[float, str]]] = {}
+        self.by_availability: dict[tuple[str, object, frozenset[str]], list[tuple[float, str]]] = {}
         self.running = {job.job_id: job for job in snapshot.running}
         for job in snapshot.running:
             self._occupy(job.job_id, job.allocation, _seconds(job.end_time) if job.end_time else _FOREVER)
@@ -343,8 +347,25 @@ class _Pass:
             node.changed()
         self.by_availability.clear()
 
+    def _whole_nodes(self, job: PendingJob) -> bool:
+        return self.exclusive or job.exclusive
+
     def _need(self, job: PendingJob, node: _Node) -> Resources:
-        return node.state.capacity if self.exclusive else job.per_node
+        return node.state.capacity if self._whole_nodes(job) else job.per_node
+
+    def _candidates(self, job: PendingJob) -> list[str]:
+        """The job's partition nodes it may use (not those of its -x)."""
+        names = self.partition_nodes.get(job.partition, [])
+        return [name for name in names if name not in job.excluded_nodes] if job.excluded_nodes else names
+
+    @staticmethod
+    def _choose(job: PendingJob, ordered: list[str]) -> list[str] | None:
+        """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others."""
+        if not job.required_nodes <= set(ordered):
+            return None
+        chosen = [name for name in ordered if name in job.required_nodes]
+        chosen += [name for name in ordered if name not in job.required_nodes][:job.nodes - len(chosen)]
+        return chosen if len(chosen) >= job.nodes else None
 
     def _duration(self, job: PendingJob) -> float:
         return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _NO_LIMIT
@@ -385,15 +406,15 @@ class _Pass:
                       ) -> list[str] | None:
         """Best fit: the fitting nodes with the fewest free GPUs, then CPUs, then name."""
         fitting = []
-        for name in self.partition_nodes.get(job.partition, []):
+        for name in self._candidates(job):
             if name in withheld:
                 continue
             node = self.nodes[name]
             if any(start <= self.now_s < end for start, end in node.blocks):
                 continue
             free = node.free.plus(freed[name]) if freed and name in freed else node.free
-            if self.exclusive:
-                if free.cpus < node.state.cpus:  # whole nodes only (select/linear)
+            if self._whole_nodes(job):
+                if free.cpus < node.state.cpus:  # whole nodes only (select/linear, --exclusive)
                     continue
             elif not job.per_node.fits_in(free):
                 continue
@@ -401,9 +422,7 @@ class _Pass:
                     (start for start, _ in node.blocks if start >= self.now_s), default=_FOREVER):
                 continue
             fitting.append((sum(free.gres.values()), free.cpus, name))
-        if len(fitting) < job.nodes:
-            return None
-        return [name for _, _, name in sorted(fitting)[:job.nodes]]
+        return self._choose(job, [name for _, _, name in sorted(fitting)])
 
     def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
         duration = self._duration(job)
@@ -512,13 +531,14 @@ class _Pass:
 
     def _availability(self, job: PendingJob) -> list[tuple[float, str]]:
         """The job's partition nodes by when they could hold one of its node requests."""
-        key = "exclusive" if self.exclusive else job.per_node.key
-        cached = self.by_availability.get((job.partition, key))
+        key = "exclusive" if self._whole_nodes(job) else job.per_node.key
+        cache_key = (job.partition, key, job.excluded_nodes)
+        cached = self.by_availability.get(cache_key)
         if cached is None:
-            cached = sorted((self.nodes[name].available_from(self._need(job, self.nodes[name]), key, self.exclusive,
-                                                             self.now_s), name)
-                            for name in self.partition_nodes.get(job.partition, []))
-            self.by_availability[(job.partition, key)] = cached
+            cached = sorted((self.nodes[name].available_from(self._need(job, self.nodes[name]), key,
+                                                             self._whole_nodes(job), self.now_s), name)
+                            for name in self._candidates(job))
+            self.by_availability[cache_key] = cached
         return cached
 
     def _earliest(self, job: PendingJob, horizon: float) -> tuple[float, list[str]] | None:
@@ -547,7 +567,9 @@ class _Pass:
                 continue
             open_nodes[name] = moment
             if len(open_nodes) >= job.nodes:
-                return moment, sorted(open_nodes, key=lambda n: (open_nodes[n], n))[:job.nodes]
+                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], n)))
+                if chosen is not None:
+                    return moment, chosen
 
     def backfill(self, remaining: list[PendingJob]) -> None:
         params = self.config.scheduler_parameters

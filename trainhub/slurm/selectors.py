@@ -19,7 +19,7 @@ from trainhub.dashboards.sources import CapacityReading, FairShareRow
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user, projects_for_user, user_has_permission
 from trainhub.inventory.models import Executor, Node, NodeState
-from trainhub.slurm import snapshot
+from trainhub.slurm import arrays, snapshot
 from trainhub.slurm.models import (ClusterAuditEntry, GpuAllocation, JobEvent, JobLogLine, JobNode, JobRun, Partition,
                                    SlurmCluster, SlurmJob)
 
@@ -94,11 +94,24 @@ def job_get_for_user(*, user: AbstractBaseUser, project_id: str, location: str, 
                      permission: str) -> SlurmJob:
     cluster = cluster_get_for_user(user=user, project_id=project_id, location=location, cluster_id=cluster_id,
                                    permission=permission)
-    job = (SlurmJob.objects.select_related("cluster__project").filter(cluster=cluster, job_id=job_id).first()
-           if str(job_id).isdigit() else None)
+    jobs = SlurmJob.objects.select_related("cluster__project").filter(cluster=cluster)
+    array_id, task = arrays.task_of(job_id)
+    if task is not None:
+        # A_T: the task's own record once it is split off, else the array's record while T pends.
+        job = (jobs.filter(array_job_id=array_id, array_task_id=task).first()
+               or next((job for job in jobs.filter(array_job_id=array_id).exclude(array_pending="")
+                        if task in arrays.expand(job.array_pending)), None))
+    else:
+        job = jobs.filter(job_id=job_id).first() if str(job_id).isdigit() else None
     if job is None:
         raise ApiError(404, f"slurm_load_jobs error: Invalid job id specified ({job_id}).")
     return job
+
+
+def pending_task(job: SlurmJob, job_id: str) -> int | None:
+    """The task ``A_T`` names when ``job`` is its array's record and T still pends there, else None."""
+    _, task = arrays.task_of(job_id)
+    return task if task is not None and job.array_pending else None
 
 
 def job_runs(*, job: SlurmJob) -> list[JobRun]:

@@ -18,7 +18,7 @@ from django.db.models.expressions import RawSQL
 
 from trainhub.common.compiled import CompiledQuery
 from trainhub.inventory.models import Node, NodePool, NodeState
-from trainhub.slurm import dependency, fairshare, limits, preemption, priority, scheduler
+from trainhub.slurm import dependency, fairshare, hostlist, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob
 from trainhub.slurm.slurmconf import gpu_type, node_spec
@@ -62,6 +62,16 @@ class QueuedJob:
     start_time: dt.datetime | None
     expected_start: dt.datetime | None
     expected_nodes: str
+    array_job_id: int | None
+    array_task_id: int | None
+    array_pending: str
+    array_max_running: int
+    mem_per_node: int
+    mem_per_cpu: int
+    mem_per_gpu: int
+    req_nodes: str
+    exc_nodes: str
+    exclusive: bool
     factor_age: float = 0.0
     factor_assoc: float = 0.0
     factor_fairshare: float = 0.0
@@ -131,7 +141,8 @@ class ClusterState:
 
     def per_node_request(self, job: JobLike) -> scheduler.Resources:
         """What each node of the job must have free (one shared value per job shape: Resources is frozen)."""
-        shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node)
+        shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.mem_per_node,
+                 job.mem_per_cpu, job.mem_per_gpu)
         found = self._per_node.get(shape)
         if found is None:
             cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
@@ -428,10 +439,14 @@ def has_submit_count_limits(context: limits.LimitContext) -> bool:
 # --- the scheduler's snapshot -------------------------------------------------------------------
 
 def job_memory_mb(job: JobLike, state: ClusterState, cpus: int) -> int:
-    """Memory per node: DefMemPerNode, else DefMemPerGPU x GPUs, else DefMemPerCPU x CPUs. Without
+    """Memory per node: the job's --mem, or --mem-per-cpu x CPUs, or --mem-per-gpu x GPUs (where memory
+    is a consumable resource, SelectTypeParameters=CR_*_Memory); else DefMemPerNode, else DefMemPerGPU x GPUs, else DefMemPerCPU x CPUs. Without
     any of them a job takes no memory, so jobs share nodes by GPUs and CPUs (Slurm would give it
     the node's whole RealMemory, making every job exclusive)."""
     config = state.config
+    if config.memory_is_consumable and (job.mem_per_node or job.mem_per_cpu or job.mem_per_gpu):
+        # the job's own --mem / --mem-per-cpu / --mem-per-gpu
+        return job.mem_per_node or job.mem_per_cpu * cpus or job.mem_per_gpu * job.gpus_per_node
     if config.def_mem_per_node:
         return config.def_mem_per_node
     if config.def_mem_per_gpu and job.gpus_per_node:
@@ -455,7 +470,9 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -
         user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
         hold_reason=_HOLD_REASONS.get(job.hold), blocked_reason=dependency.pending_reason(job.dependency),
         no_reserve=state.no_reserve(job.qos),
-        requeue=job.requeue, restart_count=job.restart_count, limit_request=request)
+        requeue=job.requeue, restart_count=job.restart_count, limit_request=request,
+        required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
+        excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive)
 
 
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,

@@ -52,8 +52,8 @@ def _job_for(request: Request, project: str, location: str, cluster: str, slurm_
                                       job_id=slurm_job_id, permission=permission)
 
 
-def _detail(job) -> dict:
-    return {**render_job(job), "runs": [render_run(run) for run in selectors.job_runs(job=job)],
+def _detail(job, slurm_job_id: str) -> dict:
+    return {**render_job(job, task_id=selectors.pending_task(job, slurm_job_id)), "runs": [render_run(run) for run in selectors.job_runs(job=job)],
             "events": [{"time": format_timestamp(e.time), "message": e.message}
                        for e in selectors.job_events(job=job)]}
 
@@ -84,6 +84,8 @@ class SlurmJobCollection(APIView):
         job = services.job_submit(cluster=cluster_obj, user=request.user, submission=submission,
                                   is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj))
         body = {"jobId": job.job_id, "message": services.submitted_message(job, submission), "job": render_job(job)}
+        if job.pk is None:  # --test-only: nothing was queued; sbatch prints its estimate on stderr
+            body["stderr"] = services.will_run_message(job)
         notice = selectors.simulated_notice(cluster=cluster_obj)
         if notice:
             body["notice"] = notice  # the CLI prints it on stderr: stdout stays sbatch's own
@@ -93,7 +95,7 @@ class SlurmJobCollection(APIView):
 class SlurmJobDetail(APIView):
     @extend_schema(operation_id="slurmJobs.get", responses=responses(BODY, ERRORS))
     def get(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
-        return Response(_detail(_job_for(request, project, location, cluster, slurm_job_id, GET)))
+        return Response(_detail(_job_for(request, project, location, cluster, slurm_job_id, GET), slurm_job_id))
 
 
 def _action(service, permission: str, operation: str):
@@ -109,7 +111,15 @@ def _action(service, permission: str, operation: str):
     return JobAction
 
 
-SlurmJobCancel = _action(services.job_cancel, CANCEL, "cancel")
+class SlurmJobCancel(APIView):
+    """scancel N, or scancel A_T for one task of array A (one still pending is taken out of the array's record)."""
+
+    @extend_schema(operation_id="slurmJobs.cancel", request={"application/json": ACTION}, responses=responses(BODY, ERRORS))
+    def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
+        job = _job_for(request, project, location, cluster, slurm_job_id, CANCEL)
+        job = services.job_cancel(job=job, actor=request.user, task_id=selectors.pending_task(job, slurm_job_id),
+                                  is_admin=selectors.is_cluster_admin(user=request.user, cluster=job.cluster))
+        return Response(render_job(job))
 SlurmJobHold = _action(services.job_hold, UPDATE, "hold")
 SlurmJobRelease = _action(services.job_release, UPDATE, "release")
 SlurmJobRequeue = _action(services.job_requeue_by_user, UPDATE, "requeue")

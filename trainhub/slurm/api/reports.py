@@ -57,7 +57,8 @@ def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
             raise invalid_argument([FieldViolation("outputFormat", str(exc))]) from exc
     return reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
                           states=params.get("states", ""), jobs=params.get("jobs", ""), long=flag(params, "long"),
-                          start=flag(params, "start"), format=format_text, page=page)
+                          start=flag(params, "start"), format=format_text, page=page,
+                          array_tasks=flag(params, "array"))
 
 
 def sprio_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,

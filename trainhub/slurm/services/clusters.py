@@ -8,10 +8,10 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-
-from trainhub.common.enqueue import enqueue_after_commit
+from django.db.models import F
 from django.utils import timezone
 
+from trainhub.common.enqueue import enqueue_after_commit
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodePool, NodeState
@@ -43,6 +43,15 @@ ROOT = "root"
 def request_pass(cluster: SlurmCluster) -> None:
     """Ask for a scheduler pass of the cluster once the current transaction commits."""
     enqueue_after_commit("trainhub.slurm.tasks.cluster_pass", cluster.pk)
+
+
+def take_job_ids(cluster: SlurmCluster, count: int) -> int:
+    """The first of ``count`` consecutive job ids, taken from the cluster's counter (call inside a
+    transaction: the cluster row stays locked until it commits)."""
+    ids = SlurmCluster.objects.filter(pk=cluster.pk)
+    first = ids.select_for_update().values_list("next_job_id", flat=True).get()
+    ids.update(next_job_id=F("next_job_id") + count)
+    return first
 
 
 def audit(cluster: SlurmCluster, *, actor: str, subject: str, old: Any, new: Any, now: dt.datetime) -> None:

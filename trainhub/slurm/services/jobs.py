@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import datetime as dt
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
-from trainhub.slurm import dependency, jobenv, snapshot
+from trainhub.slurm import arrays, dependency, hostlist, jobenv, scheduler, snapshot
+from trainhub.slurm import limits
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
 from trainhub.slurm.models import Hold, JobState, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.sbatch import (
@@ -26,13 +26,15 @@ from trainhub.slurm.sbatch import (
     SbatchError,
     SbatchOptions,
     batch_script,
+    check_memory,
     parse_begin,
     parse_options,
     script_directives,
     too_long,
 )
-from trainhub.slurm.services.clusters import request_pass
+from trainhub.slurm.services.clusters import request_pass, take_job_ids
 from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
+from trainhub.slurm.services.passes import will_run
 
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
 PERMISSION_DENIED = "Access/permission denied"
@@ -98,17 +100,62 @@ def _output_pattern(pattern: str | None, flag: str, *, job_name: str, user: str)
     return pattern
 
 
+def _hosts(text: str | None) -> list[str]:
+    """-w / -x: a hostlist (``gpu[2-3],gpu7``); one that does not parse names no node slurmctld knows."""
+    try:
+        return hostlist.expand(text) if text else []
+    except hostlist.HostlistError as exc:
+        raise _refuse(SUBMIT_FAILED + "Invalid node name specified") from exc
+
+
+def _placement(options: SbatchOptions, state: snapshot.ClusterState) -> tuple[SbatchOptions, dict]:
+    """The options that say where a job may run and how much of a node it takes, as the job's
+    fields; --gpus and --gpus-per-task become GPUs per node (--gpus spread evenly over the nodes,
+    --gpus-per-task times the tasks per node). Refusals are slurmctld's: a node name it does not
+    know, a --constraint (trainhub's nodes have no features), two memory options (sbatch's)."""
+    try:
+        check_memory(options)
+    except SbatchError as exc:
+        raise _refuse(str(exc)) from exc
+    if options.constraint:
+        raise _refuse(SUBMIT_FAILED + "Invalid feature specification")
+    known = {node.name for node in state.nodes.values()}
+    required, excluded = _hosts(options.nodelist), _hosts(options.exclude)
+    if not set(required + excluded) <= known:
+        raise _refuse(SUBMIT_FAILED + "Invalid node name specified")
+    nodes = max(options.nodes or 1, len(required))
+    if options.gpus is not None:
+        options = replace(options, gpu_type=options.gpus[0], gpus_per_node=-(-options.gpus[1] // nodes))
+    elif options.gpus_per_task is not None:
+        tasks_per_node = -(-(options.ntasks or nodes * (options.ntasks_per_node or 1)) // nodes)
+        options = replace(options, gpu_type=options.gpus_per_task[0],
+                          gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
+    return options, dict(
+        mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
+        req_nodes=hostlist.compress(required), exc_nodes=hostlist.compress(excluded), exclusive=bool(options.exclusive),
+        export=options.export or "", signal=options.signal or "", mail_type=options.mail_type or "",
+        mail_user=options.mail_user or "")
+
+
 def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str) -> str | None:
-    """What no node of the partition can satisfy (slurmctld refuses it at submit)."""
+    """What no node of the partition can satisfy (slurmctld refuses it at submit): too few nodes, a -w
+    node outside the partition or too small, too few nodes big enough (memory only where it is a
+    consumable resource). -x is no reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     if nodes > len(members):
         return INVALID_NODE_COUNT
+    required = set(_hosts(request.nodelist))
     tasks_per_node = -(-(request.ntasks or nodes) // nodes)
+    cpus = tasks_per_node * (request.cpus_per_task or 1)
+    memory = ((request.mem or (request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
+        request.gpus_per_node or 0)) if state.config.memory_is_consumable else 0)
     fitting = [node for node in members
                if node.gpus >= (request.gpus_per_node or 0)
                and (request.gpu_type is None or node.gpu_type == request.gpu_type)
-               and node.cpus >= tasks_per_node * (request.cpus_per_task or 1)]
-    return "Requested node configuration is not available" if len(fitting) < nodes else None
+               and node.cpus >= cpus and node.memory_mb >= memory]
+    names = {node.name for node in fitting}
+    return ("Requested node configuration is not available"
+            if len(fitting) < nodes or not required <= names else None)
 
 
 def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
@@ -128,25 +175,57 @@ def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
 
 @transaction.atomic
 def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: SbatchOptions, submission: Submission,
-                script: str, now: dt.datetime, begin: dt.datetime, time_limit: int | None, **values) -> SlurmJob:
-    """The job record under the cluster's next job id."""
-    ids = SlurmCluster.objects.filter(pk=cluster.pk)
-    job_id = ids.select_for_update().values_list("next_job_id", flat=True).get()
-    ids.update(next_job_id=F("next_job_id") + 1)
+                script: str, now: dt.datetime, begin: dt.datetime, time_limit: int | None,
+                array: arrays.ArraySpec | None = None, **values) -> SlurmJob:
+    """The job record under the cluster's next job id; an array's one record for all its tasks."""
+    job_id = take_job_ids(cluster, 1)
     username = user.get_username()
     name = options.job_name or ("wrap" if options.wrap is not None else "sbatch")
+    if array is not None:
+        tasks = arrays.compress(array.task_ids)
+        values.update(array_job_id=job_id, array_pending=tasks, array_tasks=tasks,
+                      array_max_running=array.max_running)
     return SlurmJob.objects.create(
         cluster=cluster, job_id=job_id, name=name, submitted_by=user, user_name=username, time_limit=time_limit,
         script=script, script_args=list(submission.script_args), work_dir=_work_dir(options, username),
-        stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or "slurm-%j.out",
+        stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
+            "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
         stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),
         comment=options.comment or "", submit_time=now, begin_time=begin, **values)
 
 
 def submitted_message(job: SlurmJob, submission: Submission) -> str:
-    """What sbatch prints for an accepted job: ``Submitted batch job N``, or with --parsable only the
-    job id (``jobid[;cluster]``: the cluster only with -M, which trainhub has no need of)."""
-    return str(job.job_id) if _options(submission).parsable else f"Submitted batch job {job.job_id}"
+    """What sbatch prints on stdout for an accepted job: ``Submitted batch job N``, or with --parsable
+    only the job id (``jobid[;cluster]``: the cluster only with -M, which trainhub has no need of);
+    nothing for --test-only (see will_run_message)."""
+    options = _options(submission)
+    if options.test_only:
+        return ""
+    return str(job.job_id) if options.parsable else f"Submitted batch job {job.job_id}"
+
+
+def will_run_message(job: SlurmJob) -> str:
+    """sbatch --test-only's line, which it prints on stderr (fixtures/22.05/array/test-only-*.err):
+    ``sbatch: Job N to start at 2026-12-04T20:29:58 using 1 processors on nodes gpu3 in partition batch``."""
+    return (f"sbatch: Job {job.job_id} to start at {job.expected_start:%Y-%m-%dT%H:%M:%S} using "
+            f"{job.num_tasks * job.cpus_per_task} processors on nodes {job.expected_nodes} in partition "
+            f"{job.partition}")
+
+
+def _test_only(cluster: SlurmCluster, state: snapshot.ClusterState, probe: SlurmJob, accepted: limits.Submission,
+               now: dt.datetime) -> SlurmJob:
+    """--test-only: the job is not queued, but its test takes a job id, as in slurmctld (the id is
+    used up: the next job's is one more). Returns the unsaved job with its expected start and nodes."""
+    with transaction.atomic():
+        probe.job_id = take_job_ids(cluster, 1)
+    probe.account, probe.qos, probe.time_limit = accepted.account, accepted.qos or "", accepted.time_limit_minutes
+    probe.submit_time = probe.begin_time = now
+    found = will_run(cluster, state, probe, now)
+    if found is None:
+        raise _refuse(SUBMIT_FAILED + "Requested node configuration is not available")
+    probe.expected_start, plan = found
+    probe.expected_nodes = hostlist.compress(plan.nodes if isinstance(plan, scheduler.Start) else plan.planned_nodes)
+    return probe
 
 
 def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Submission, is_admin: bool = False,
@@ -169,12 +248,18 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     if partition not in state.partitions:
         raise _refuse(f"sbatch: error: invalid partition specified: {partition}\n"
                       f"{SUBMIT_FAILED}Invalid partition name specified")
-    nodes = options.nodes or 1
+    try:
+        array = (arrays.parse_array(options.array, max_array_size=state.config.max_array_size)
+                 if options.array is not None else None)
+    except arrays.ArrayError as exc:
+        raise _refuse(SUBMIT_FAILED + str(exc)) from exc
+    options, placement = _placement(options, state)
+    nodes = max(options.nodes or 1, len(_hosts(options.nodelist)))
     node_error = _node_config_error(options, nodes, state, partition)
     if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
-                  cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0)
+                  cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
     context = snapshot.limit_context(state)
     active: list[SlurmJob] = []
     if snapshot.has_submit_count_limits(context):
@@ -192,6 +277,10 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
             time_limit_minutes=options.time_limit, default_account=default_account)
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
+    if options.test_only:
+        if node_error:
+            raise _refuse(SUBMIT_FAILED + node_error)
+        return _test_only(cluster, state, probe, accepted, now)
     if node_error:
         # slurmctld made the job record before its node test failed: the job id is taken and sacct
         # shows the job FAILED 1:0 (fixtures/22.05/scenario: sbatch-3-gres9, sacct-a-*).
@@ -209,7 +298,7 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         job = _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
                           account=accepted.account, partition=partition, qos=accepted.qos or "", begin=begin,
                           time_limit=accepted.time_limit_minutes, requeue=requeue, nice=options.nice or 0,
-                          hold=hold, dependency=depends, reason=reason, **fields)
+                          hold=hold, dependency=depends, reason=reason, array=array, **fields)
         job_event(job, now, f"Submitted by {username} to partition {job.partition} (account {job.account}, "
                             f"QOS {job.qos or 'none'}).")
         request_pass(cluster)
@@ -220,13 +309,44 @@ def _may_act(job: SlurmJob, actor: AbstractBaseUser, is_admin: bool) -> bool:
     return is_admin or job.user_name == actor.get_username()
 
 
-def job_cancel(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.datetime | None = None) -> SlurmJob:
+def job_cancel(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.datetime | None = None,
+               task_id: int | None = None) -> SlurmJob:
     """scancel: a pending job ends CANCELLED at once; a running one is signalled and ends
-    CANCELLED when its script has exited."""
+    CANCELLED when its script has exited. An array's job id cancels every task of it; ``task_id``
+    (scancel A_T of a task still pending in the array's record) takes only that task out of it."""
     now = now or timezone.now()
-    prefix = f"scancel: error: Kill job error on job id {job.job_id}: "
+    shown = f"{job.array_job_id}_{task_id}" if task_id is not None else job.job_id
+    prefix = f"scancel: error: Kill job error on job id {shown}: "
     if not _may_act(job, actor, is_admin):
         raise ApiError(403, prefix + PERMISSION_DENIED)
+    if task_id is not None:
+        return _array_task_cancel(job, task_id, actor, now)
+    members = list(SlurmJob.objects.filter(cluster=job.cluster_id, array_job_id=job.job_id,
+                                           state__in=[JobState.PENDING, JobState.RUNNING])
+                   .exclude(state=JobState.RUNNING, ending_state__gt="")) if job.array_job_id == job.job_id else []
+    with transaction.atomic():
+        for member in members:
+            _cancel_one(member, actor, now, prefix)
+        return _cancel_one(job, actor, now, prefix) if not members else SlurmJob.objects.get(pk=job.pk)
+
+
+def _array_task_cancel(job: SlurmJob, task_id: int, actor: AbstractBaseUser, now: dt.datetime) -> SlurmJob:
+    """One pending task out of its array's record; the record's last one cancels the record itself
+    (slurmctld splits no record off for it: the task takes no job id)."""
+    with transaction.atomic():
+        job = SlurmJob.objects.select_for_update().get(pk=job.pk)
+        left = [task for task in arrays.expand(job.array_pending) if task != task_id]
+        if left:
+            job.array_pending = arrays.compress(left)
+            job.save(update_fields=["array_pending"])
+            job_event(job, now, f"Task {task_id} cancelled while pending, by {actor.get_username()}.")
+            return job
+        job.array_pending, job.array_task_id = "", task_id
+        job.save(update_fields=["array_pending", "array_task_id"])
+        return _cancel_one(job, actor, now, f"scancel: error: Kill job error on job id {job.array_job_id}_{task_id}: ")
+
+
+def _cancel_one(job: SlurmJob, actor: AbstractBaseUser, now: dt.datetime, prefix: str) -> SlurmJob:
     with transaction.atomic():
         job = SlurmJob.objects.select_for_update().get(pk=job.pk)
         desc = f"by {actor.get_username()}"

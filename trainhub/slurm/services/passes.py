@@ -24,14 +24,15 @@ import logging
 from dataclasses import asdict, dataclass
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import dependency, hostlist, limits, scheduler, snapshot
+from trainhub.slurm import arrays, dependency, hostlist, limits, scheduler, snapshot
 from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
+from trainhub.slurm.services import arrays as array_service
 from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.usage import usage_pass
 
@@ -115,8 +116,12 @@ def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
     if not waiting:
         return
     wanted = set().union(*(dependency.job_ids(job.dependency) for job in waiting))
-    facts = {job_id: dependency.JobFacts(job_id, state) for job_id, state in
-             SlurmJob.objects.filter(cluster=cluster, job_id__in=wanted).values_list("job_id", "state")}
+    # A job's own state, or an array's every task's together (arrays.combined_state).
+    states: dict[int, list[str]] = {}
+    for job_id, array_job_id, state in (SlurmJob.objects.filter(cluster=cluster).filter(
+            Q(job_id__in=wanted) | Q(array_job_id__in=wanted)).values_list("job_id", "array_job_id", "state")):
+        states.setdefault(array_job_id if array_job_id in wanted else job_id, []).append(state)
+    facts = {job_id: dependency.JobFacts(job_id, arrays.combined_state(found)) for job_id, found in states.items()}
     for job in waiting:
         blocked = "singleton" in job.dependency and SlurmJob.objects.filter(
             cluster=cluster, user_name=job.user_name, name=job.name, job_id__lt=job.job_id,
@@ -189,35 +194,65 @@ def _preempt(jobs: dict[int, snapshot.QueuedJob], plan: scheduler.SchedulePlan, 
     return len(plan.preemptions)
 
 
-def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob],
-              recomputed: list[snapshot.QueuedJob], now: dt.datetime, summary: PassSummary, *,
-              backfill: bool) -> None:
-    """Main + preemption (+ backfill when due) on the current queue; decisions written to the database."""
-    by_id = {job.job_id: job for job in jobs}
+def scheduler_snapshot(state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob], requests: dict,
+                       pending: list[scheduler.PendingJob]) -> scheduler.Snapshot:
+    """The scheduler's view: the nodes, partitions, the running ``jobs`` on their current
+    allocations (``requests``: their limit requests by pk) and the ``pending`` entries given."""
     allocations: dict[int, list[tuple[str, int, int]]] = {}
     running = [job.pk for job in jobs if job.state == JobState.RUNNING]
     for job_pk, name, cpus, gpus in (JobNode.objects.filter(job__in=running, run_index=F("job__restart_count"))
                                      .values_list("job_id", "node__name", "cpus", "gpu_indices")):
         allocations.setdefault(job_pk, []).append((name, cpus, len(gpus)))
+    return scheduler.Snapshot(
+        nodes=snapshot.scheduler_nodes(state),
+        partitions={name: [state.nodes[pk].name for pk in info.node_pks] for name, info in state.partitions.items()},
+        partition_options={name: info.options for name, info in state.partitions.items()},
+        running=[snapshot.running_job(job, allocations.get(job.pk, []), state, requests[job.pk])
+                 for job in jobs if job.state == JobState.RUNNING],
+        pending=pending)
+
+
+def will_run(cluster: SlurmCluster, state: snapshot.ClusterState, probe: SlurmJob,
+             now: dt.datetime) -> tuple[dt.datetime, scheduler.Start | scheduler.Waiting] | None:
+    """sbatch --test-only: when and where ``probe`` (an unsaved job) would start if it were the only job
+    waiting (slurmctld's will-run test weighs the running jobs' end times, not the pending queue):
+    (the start, the plan's Start or Waiting for it), or None when no start is found."""
+    running = [job for job in snapshot.queued_jobs(cluster) if job.state == JobState.RUNNING]
+    requests = {job.pk: snapshot.limit_request(job, state) for job in running}
+    entry = snapshot.pending_job(probe, state, snapshot.limit_request(probe, state))
+    plan = scheduler.schedule(scheduler_snapshot(state, running, requests, [entry]), state.config, now)
+    start = next((start for start in plan.starts if start.job_id == probe.job_id), None)
+    if start is not None:
+        return now, start
+    waiting = plan.waiting.get(probe.job_id)
+    return (waiting.estimated_start, waiting) if waiting and waiting.estimated_start else None
+
+
+def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob],
+              recomputed: list[snapshot.QueuedJob], now: dt.datetime, summary: PassSummary, *,
+              backfill: bool) -> None:
+    """Main + preemption (+ backfill when due) on the current queue; decisions written to the database."""
+    by_id = {job.job_id: job for job in jobs}
     context = snapshot.limit_context(state)
     requests = {job.pk: snapshot.limit_request(job, state) for job in jobs}
     usage = snapshot.limit_usage(state, context, jobs, requests)
     pending = [job for job in jobs if job.state == JobState.PENDING]
-    plan = scheduler.schedule(
-        scheduler.Snapshot(
-            nodes=snapshot.scheduler_nodes(state),
-            partitions={name: [state.nodes[pk].name for pk in info.node_pks] for name, info in state.partitions.items()},
-            partition_options={name: info.options for name, info in state.partitions.items()},
-            running=[snapshot.running_job(job, allocations.get(job.pk, []), state, requests[job.pk])
-                     for job in jobs if job.state == JobState.RUNNING],
-            pending=[snapshot.pending_job(job, state, requests[job.pk]) for job in pending]),
-        state.config, now, limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context),
-        backfill=backfill)
+    running_tasks = array_service.running_tasks(cluster)
+    entries = array_service.spread(pending, [snapshot.pending_job(job, state, requests[job.pk]) for job in pending],
+                                   running_tasks, state.cluster_cpus)
+    plan = scheduler.schedule(scheduler_snapshot(state, jobs, requests, entries.pending), state.config, now,
+                              limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context),
+                              backfill=backfill)
+    task_starts = array_service.fold(plan, entries, by_id, running_tasks)
     summary.preempted = _preempt(by_id, plan, now)
     _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill)
     taken = set(GpuAllocation.objects.filter(job__cluster=cluster, active=True).values_list("node_id", "gpu_index"))
-    starts = [lifecycle.JobStart(by_id[start.job_id].pk, _gpu_grants(state, start, taken),
-                                 snapshot.job_billing(by_id[start.job_id], state)) for start in plan.starts]
+    # An array record's starts go to the tasks split off it, lowest index first.
+    split = {job_id: array_service.array_split(record_pk=by_id[job_id].pk, count=count)
+             for job_id, count in task_starts.items() if by_id[job_id].array_pending}
+    starts = [lifecycle.JobStart(split[start.job_id].pop(0) if start.job_id in split else by_id[start.job_id].pk,
+                                 _gpu_grants(state, start, taken), snapshot.job_billing(by_id[start.job_id], state))
+              for start in plan.starts]
     summary.started = len(lifecycle.jobs_start(starts=starts, now=now))
 
 

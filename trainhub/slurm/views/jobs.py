@@ -39,6 +39,9 @@ def job_submit(request: HttpRequest, project: str, location: str, cluster: str) 
         except ApiError as error:
             form.show_service_error(error)
         else:
+            if job.pk is None:  # #SBATCH --test-only: nothing was queued; the estimate is the answer
+                messages.info(request, services.will_run_message(job))
+                return redirect(request.path)
             messages.success(request, services.submitted_message(job, submission))
             notice = selectors.simulated_notice(cluster=cluster_obj)
             if notice:

@@ -71,7 +71,7 @@ def _report_page(page: str):
     return view
 
 
-_LEADING_JOB_ID = re.compile(r"^( *)(\d+)", re.MULTILINE)
+_LEADING_JOB_ID = re.compile(r"^( *)(\d+(?:_\d+)?)", re.MULTILINE)  # 8, or an array task: 1_7
 
 
 def linked_job_ids(text: str, url_of_job_zero: str) -> str:
