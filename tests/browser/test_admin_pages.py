@@ -30,6 +30,9 @@ def test_the_token_page_creates_copies_and_rotates_the_token_and_log_out_ends_th
     copy.click()
     page.get_by_role("button", name="Copied").wait_for()
     assert page.evaluate("navigator.clipboard.readText()") == first
+    page.locator("button[data-copy='#cli-example']").click()
+    assert page.evaluate("navigator.clipboard.readText()") == (
+        f"trainhub auth login --url {live_server.url} --token {first}")
     page.locator("button[data-copy='#curl-example']").click()
     assert page.evaluate("navigator.clipboard.readText()").startswith(f'curl -H "Authorization: Bearer {first}"')
 

@@ -68,3 +68,27 @@ def test_the_nodes_page_shows_a_node_going_down_without_a_reload(page, live_serv
     down = page.locator("#pool-cards").get_by_text("Down")
     down.first.wait_for(timeout=10_000)
     assert down.count()
+
+
+def test_the_job_lists_pager_goes_to_the_next_page_and_back_to_the_first(page, live_server, login, busy_cluster, cast):
+    import random
+
+    from tests.browser.cluster import _submit
+
+    rng = random.Random(11)
+    for index in range(50, 80):  # more waiting jobs than one page holds
+        _submit(cast, rng, index, timezone.now(), strategy="FLEX_START")
+    active = CustomJob.objects.filter(project__project_id="alpha", end_time__isnull=True).count()
+    assert active > 50
+    login("uma")
+    page.goto(f"{live_server.url}/")
+    first_page = table_rows(page)
+    assert len(first_page) == 50
+    page.get_by_role("link", name="Next page").click()
+    page.wait_for_url(re.compile(r"cursor="))
+    second_page = table_rows(page)
+    assert len(second_page) == active - 50
+    assert {row[0] for row in second_page}.isdisjoint(row[0] for row in first_page)
+    page.get_by_role("link", name="First page").click()
+    page.wait_for_url(lambda url: "cursor=" not in url)
+    assert [row[0] for row in table_rows(page)] == [row[0] for row in first_page]  # (waiting times have moved on)
