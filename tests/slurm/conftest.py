@@ -56,6 +56,36 @@ def slurm_pools(db, now):
 
 
 @pytest.fixture
+def real_pools(slurm_pools):
+    """The a4 nodes run real subprocesses (the agent runs bash on this host)."""
+    slurm_pools["a4"].executor = Executor.SUBPROCESS
+    slurm_pools["a4"].save(update_fields=["executor"])
+    return slurm_pools
+
+
+def run_until(agent, job, moment, done, limit=400):
+    """Tick ``agent`` (one or a group) until ``done(job)``, 50 ms of the agents' time a round."""
+    import time
+
+    from trainhub.slurm.models import JobNode
+
+    for _ in range(limit):
+        moment = moment + dt.timedelta(seconds=0.05)
+        agent.tick(now=moment)
+        job.refresh_from_db()
+        if done(job):
+            return moment
+        time.sleep(0.02)
+    raise AssertionError(f"job stuck in {job.state} ({list(JobNode.objects.filter(job=job).values('phase'))})")
+
+
+def nodes_done(job) -> bool:
+    from trainhub.slurm.models import JobNode, NodePhase
+
+    return not JobNode.objects.filter(job=job).exclude(phase=NodePhase.DONE).exists()
+
+
+@pytest.fixture
 def cluster(admin, slurm_pools, now):
     """The seed's cluster, created by alice as c1."""
     from trainhub.slurm.services.clusters import cluster_create

@@ -7,38 +7,15 @@ import pytest
 
 from tests.agent.harness import agents_on
 from tests.conftest import later
-from tests.slurm.conftest import make_job, start_job
-from trainhub.inventory.models import Executor, Node, NodeState
+from tests.slurm.conftest import make_job, nodes_done, run_until, start_job
+from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.models import GpuAllocation, Hold, JobLogLine, JobNode, JobState, NodePhase
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def real_pools(slurm_pools):
-    """The a4 nodes run real subprocesses (the agent runs bash on this host)."""
-    slurm_pools["a4"].executor = Executor.SUBPROCESS
-    slurm_pools["a4"].save(update_fields=["executor"])
-    return slurm_pools
-
-
 def agent_for(tmp_path):
     return agents_on(tmp_path)
-
-
-def run_until(agent, job, moment, done, limit=400):
-    for _ in range(limit):
-        moment = later(moment, 0.05)
-        agent.tick(now=moment)
-        job.refresh_from_db()
-        if done(job):
-            return moment
-        time.sleep(0.02)
-    raise AssertionError(f"job stuck in {job.state} ({list(JobNode.objects.filter(job=job).values('phase'))})")
-
-
-def nodes_done(job):
-    return not JobNode.objects.filter(job=job).exclude(phase=NodePhase.DONE).exists()
 
 
 def lines(job, stream, node=None):

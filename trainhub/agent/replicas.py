@@ -10,6 +10,7 @@ a directory whose exit is due ``runtime`` seconds after its start, and says so i
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -18,11 +19,14 @@ import time
 from pathlib import Path
 
 from trainhub.agent import supervisor
+from trainhub.agent.client import ControlPlane, error_message
 from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, process_start_time, write_atomically
 from trainhub.agent.supervisor import SUPERVISOR as SUPERVISOR_RECORD
 
 SUPERVISOR_SCRIPT = Path(supervisor.__file__)
 SHIPPED, REPORTED, SIMULATED, OUTPUTS = "shipped.json", "reported", "simulated.json", "outputs.json"
+LOG_CHUNK_LINES = 1000
+logger = logging.getLogger("trainhub.agent")
 
 
 class ReplicaRun:
@@ -201,3 +205,22 @@ class ReplicaRun:
 
     def kill(self, now: float) -> None:
         self.signal(signal.SIGKILL, now)
+
+
+def ship_logs(api: ControlPlane, run: ReplicaRun, path: str) -> bool:
+    """Send a run's unacknowledged lines to ``path`` (a log endpoint of the agent API) in chunks;
+    True once every complete line is stored (or the control plane forgot the run: 404)."""
+    while True:
+        lines, offset = run.unshipped(LOG_CHUNK_LINES)
+        if not lines:
+            return True
+        answer = api.post(path, {"first": run.seq, "lines": lines})
+        if answer.status == 409:
+            run.rewind(int(answer.body.get("expected", 0)))
+            continue
+        if answer.status != 200:
+            logger.warning("log chunk to %s refused: %s", path, error_message(answer))
+            return answer.status == 404
+        run.acknowledge(run.seq + len(lines), offset)
+        if len(lines) < LOG_CHUNK_LINES:
+            return True

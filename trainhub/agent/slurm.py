@@ -14,6 +14,14 @@ trainhub.slurm.services.lifecycle). It reads only the job-step documents of its 
 - Simulated pools run no batch script: the job "runs" for the pool's simulated run time.
 - Max RSS of the batch script's process group is sampled every tick (jobacct_gather/linux sums
   the task tree's RSS the same way).
+- Job steps (``srun`` in the batch script, see trainhub.agent.srun): the batch script finds an
+  ``srun`` first on its PATH and the run's step credential in TRAINHUB_STEP_CREDENTIAL. Every
+  node of a step gets its tasks in its assignments and runs each under its own supervisor
+  (trainhub.agent.supervisor, so a restarted agent re-adopts them), with the step's environment
+  (jobenv.step_environments) over srun's own, in the job's working directory; it ships each
+  task's lines and, when all of the node's tasks have ended, their exits. When the job leaves
+  its RUNNING phase (cancel, time limit, the batch script ended) the tasks are stopped - SIGTERM,
+  SIGKILL after the grace period - before the epilog runs.
 """
 
 from __future__ import annotations
@@ -21,11 +29,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from dataclasses import dataclass
+import shlex
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainhub.agent.client import ControlPlane, error_message
+from trainhub.agent import srun
 from trainhub.agent.executors import FailedToStart, ReplicaProcess, SimulatedReplica, SubprocessReplica
+from trainhub.agent.replicas import ReplicaRun, ship_logs
 from trainhub.slurm import jobenv
 
 logger = logging.getLogger("trainhub.agent")
@@ -118,6 +130,15 @@ class _Batch:
 
 
 @dataclass
+class _StepTasks:
+    """One step's tasks on this node (each under its supervisor), keyed by SLURM_PROCID."""
+
+    job_node_id: int
+    runs: dict[int, ReplicaRun] = field(default_factory=dict)
+    stop_sent: dt.datetime | None = None
+
+
+@dataclass
 class _Work:
     """What runs for one job step on this node now: a prolog or epilog chain, or the batch script."""
 
@@ -127,11 +148,18 @@ class _Work:
 
 
 class SlurmNodeWork:
-    def __init__(self, *, api: ControlPlane, work_dir: Path, grace: dt.timedelta):
+    def __init__(self, *, api: ControlPlane, work_dir: Path, grace: dt.timedelta, task_dir: Path,
+                 srun_url: str | None = None):
         self.api = api
         self.work_dir = work_dir
         self.grace = grace
+        #: Where each step task's supervisor keeps its record (``<step node>/<task>``).
+        self.task_dir = task_dir
+        #: The control plane's URL as srun in a batch script reaches it (default: the agent's).
+        self.srun_url = srun_url or api.url
         self.work: dict[int, _Work] = {}
+        #: Step tasks running here, per step node (the assignment's ``steps[].id``).
+        self.tasks: dict[int, _StepTasks] = {}
         #: Log lines sent per job step (the control plane drops a resent overlap).
         self.sent: dict[int, int] = {}
         self.recovered = False
@@ -217,11 +245,15 @@ class SlurmNodeWork:
         live = {step["id"] for step in steps}
         for step in steps:
             try:
+                self._supervise_tasks(step, now)
                 self._advance(step, steps, now)
             except Exception:  # noqa: BLE001 - one job's trouble never stalls the node's others
                 logger.exception("Slurm job step %s failed to advance; retrying next round", step["id"])
         for pk in [pk for pk in self.work if pk not in live]:
             self._stop(pk)
+        for pk in [pk for pk, tasks in self.tasks.items() if tasks.job_node_id not in live]:
+            for run in self.tasks.pop(pk).runs.values():
+                run.kill(now.timestamp())
 
     def _recover(self, steps: list[dict], now: dt.datetime) -> None:
         """At start-up: a batch script a previous agent ran is lost (NODE_FAIL, requeue); prologs and
@@ -250,6 +282,8 @@ class SlurmNodeWork:
             else:
                 self._supervise_batch(step, work, now)
         elif step["phase"] == EPILOG:
+            if any(tasks.job_node_id == step["id"] for tasks in self.tasks.values()):
+                return  # the epilog runs once the job's tasks on this node have ended
             if work is not None and work.kind != "epilog":
                 self._stop(step["id"])
                 work = self.work.get(step["id"])
@@ -297,7 +331,7 @@ class SlurmNodeWork:
             step["phase"] = REPORTED
             return
         context, node = self._context(step, now)
-        env = jobenv.batch_environment(context, node)
+        env = {**jobenv.batch_environment(context, node), **self._srun_environment(step)}
         stdout, stderr = Path(context.stdout_path), Path(context.stderr_path)
         submit_dir = Path(context.submit_dir)
         submit_dir.mkdir(parents=True, exist_ok=True)
@@ -324,6 +358,102 @@ class SlurmNodeWork:
         stdout.touch()
         stderr.touch()
         self.work[step["id"]] = _Work("batch", batch=_Batch(process, pgid, stdout, stderr))
+
+    def _srun_environment(self, step: dict) -> dict[str, str]:
+        """What srun in the batch script needs: itself first on the PATH, where the control plane is
+        and the run's step credential."""
+        bin_dir = self.work_dir / "slurm-bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        wrapper = bin_dir / "srun"
+        text = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(srun.__file__)} \"$@\"\n"
+        if not wrapper.exists() or wrapper.read_text() != text:
+            temporary = bin_dir / "srun.tmp"
+            temporary.write_text(text)
+            temporary.chmod(0o755)
+            temporary.replace(wrapper)
+        env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
+               "TRAINHUB_URL": self.srun_url, "TRAINHUB_STEP_CREDENTIAL": step["stepCredential"] or ""}
+        if isinstance(self.api.session.verify, str):
+            env["TRAINHUB_CA_BUNDLE"] = self.api.session.verify
+        return env
+
+    # Step tasks -------------------------------------------------------------------------------
+
+    def _supervise_tasks(self, step: dict, now: dt.datetime) -> None:
+        """Start (or re-adopt) this node's tasks of each step listed for the job, stop them once the
+        job has left its RUNNING phase, ship their lines and report their exits."""
+        for doc in step["steps"]:
+            tasks = self.tasks.get(doc["id"])
+            if tasks is None:
+                tasks = self.tasks[doc["id"]] = self._start_tasks(step, doc, now)
+            if step["phase"] != RUNNING:
+                self._stop_tasks(tasks, now)
+            if not all(ship_logs(self.api, run, f"/agent/v1/slurm/tasks/{doc['id']}/{task}/logs")
+                       for task, run in tasks.runs.items()):
+                continue
+            exits = []
+            for task, run in tasks.runs.items():
+                status = run.exit_status(now.timestamp())
+                if status is None and run.lost():
+                    status = -9  # its supervisor is gone (the machine rebooted): as if killed
+                if status is None:
+                    break
+                exits.append([task, status, 0] if status >= 0 else [task, 0, -status])
+            else:
+                self._report_tasks(doc, exits, now)
+
+    def _start_tasks(self, step: dict, doc: dict, now: dt.datetime) -> _StepTasks:
+        tasks = _StepTasks(step["id"])
+        directory = self.task_dir / str(doc["id"])
+        fresh = [task for task in doc["taskIds"] if not (directory / str(task)).exists()]
+        for task in doc["taskIds"]:
+            if task not in fresh:
+                tasks.runs[task] = ReplicaRun(directory / str(task))  # started before this agent restarted
+        if not fresh:
+            return tasks
+        if step["phase"] != RUNNING:
+            for task in fresh:
+                tasks.runs[task] = ReplicaRun.failed(directory / str(task), now=now.timestamp(),
+                                                     reason="the job ended before the task started")
+            return tasks
+        context, node = self._context(step, now)
+        envs = jobenv.step_environments(context, node, jobenv.StepContext(
+            step_id=doc["stepId"], hosts=tuple(doc["hosts"]), tasks_per_node=tuple(doc["tasksPerNode"]),
+            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])))
+        job = step["job"]
+        try:
+            cwd = jobenv.cluster_file(cluster_root(self.work_dir, job["clusterId"]), job["workDir"])
+        except jobenv.OutsideCluster as exc:
+            refused = f"slurmstepd: error: {exc}"
+        else:
+            refused = None
+            cwd.mkdir(parents=True, exist_ok=True)
+        for task, env in zip(doc["taskIds"], envs):
+            if task not in fresh:
+                continue
+            if refused:
+                tasks.runs[task] = ReplicaRun.failed(directory / str(task), reason=refused, now=now.timestamp())
+            else:
+                tasks.runs[task] = ReplicaRun.start(directory / str(task), argv=list(doc["argv"]),
+                                                    env={**doc["environment"], **env}, cwd=cwd)
+        return tasks
+
+    def _stop_tasks(self, tasks: _StepTasks, now: dt.datetime) -> None:
+        if tasks.stop_sent is None:
+            tasks.stop_sent = now
+            for run in tasks.runs.values():
+                run.terminate(now.timestamp())
+        elif now >= tasks.stop_sent + self.grace:
+            for run in tasks.runs.values():
+                run.kill(now.timestamp())
+
+    def _report_tasks(self, doc: dict, exits: list[list[int]], now: dt.datetime) -> None:
+        answer = self.api.post(f"/agent/v1/slurm/tasks/{doc['id']}/exited", {"time": now.timestamp(), "exits": exits})
+        if answer.status not in (200, 404):
+            raise RuntimeError(f"exits of step tasks {doc['id']} refused: {error_message(answer)}")
+        for run in self.tasks.pop(doc["id"]).runs.values():
+            run.mark_reported()
+        self.changed = True
 
     def _supervise_batch(self, step: dict, work: _Work, now: dt.datetime) -> None:
         batch = work.batch

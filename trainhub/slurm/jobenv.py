@@ -9,6 +9,14 @@ SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES / GPU_DEVICE_ORDINAL, S
 SLURM_PROCID, SLURM_LOCALID, SLURMD_NODENAME, SLURM_RESTART_COUNT (only after a requeue),
 SLURM_JOB_START_TIME / SLURM_JOB_END_TIME (epoch seconds).
 
+A task of a job step (``srun`` inside the batch script; srun.1 "OUTPUT ENVIRONMENT VARIABLES"):
+the batch script's job variables, and for the step SLURM_STEP_ID / SLURM_STEPID,
+SLURM_STEP_NODELIST / SLURM_NODELIST, SLURM_STEP_NUM_NODES / SLURM_NNODES, SLURM_STEP_NUM_TASKS /
+SLURM_NTASKS / SLURM_NPROCS, SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE, SLURM_STEP_GPUS
+(the node's GPUs given to the step; CUDA_VISIBLE_DEVICES and GPU_DEVICE_ORDINAL alike),
+SLURM_GPUS_ON_NODE, SLURM_NODEID (the node's place in the step), SLURM_PROCID (the task's rank),
+SLURM_LOCALID (its rank on the node) and SLURM_GTIDS (the node's task ranks).
+
 Prolog and Epilog (prolog_epilog.shtml): SLURM_JOB_ID, SLURM_JOBID, SLURM_JOB_USER,
 SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION, SLURM_JOB_QOS, SLURM_JOB_NODELIST, SLURM_JOB_NUM_NODES,
 SLURM_JOB_CPUS_PER_NODE, SLURM_JOB_START_TIME, SLURM_JOB_END_TIME, SLURM_CLUSTER_NAME,
@@ -125,6 +133,41 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     if job.restart_count:
         env["SLURM_RESTART_COUNT"] = str(job.restart_count)
     return env
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """One node's part of a job step: the step's nodes and task counts, and this node's tasks."""
+
+    step_id: int
+    hosts: tuple[str, ...]
+    tasks_per_node: tuple[int, ...]
+    #: SLURM_NODEID: this node's place in ``hosts``.
+    node_index: int
+    #: SLURM_PROCID of this node's tasks, in SLURM_LOCALID order.
+    task_ids: tuple[int, ...]
+    gpu_indices: tuple[int, ...]
+
+
+def step_environments(job: JobContext, node: NodeContext, step: StepContext) -> list[dict[str, str]]:
+    """The environment of each of a node's tasks of a step, in SLURM_LOCALID order."""
+    env = batch_environment(job, node)
+    gpus = ",".join(str(i) for i in step.gpu_indices)
+    nodelist = compress(step.hosts)
+    tasks = str(sum(step.tasks_per_node))
+    per_node = repeat_counts(list(step.tasks_per_node))
+    env.update({
+        "SLURM_STEP_ID": str(step.step_id), "SLURM_STEPID": str(step.step_id),
+        "SLURM_STEP_NODELIST": nodelist, "SLURM_NODELIST": nodelist,
+        "SLURM_STEP_NUM_NODES": str(len(step.hosts)), "SLURM_NNODES": str(len(step.hosts)),
+        "SLURM_STEP_NUM_TASKS": tasks, "SLURM_NTASKS": tasks, "SLURM_NPROCS": tasks,
+        "SLURM_STEP_TASKS_PER_NODE": per_node, "SLURM_TASKS_PER_NODE": per_node,
+        "SLURM_STEP_GPUS": gpus, "CUDA_VISIBLE_DEVICES": gpus, "GPU_DEVICE_ORDINAL": gpus,
+        "SLURM_GPUS_ON_NODE": str(len(step.gpu_indices)), "SLURM_NODEID": str(step.node_index),
+        "SLURM_GTIDS": ",".join(str(task) for task in step.task_ids),
+    })
+    return [{**env, "SLURM_PROCID": str(task), "SLURM_LOCALID": str(local)}
+            for local, task in enumerate(step.task_ids)]
 
 
 def _script_environment(job: JobContext, node: NodeContext, context: str) -> dict[str, str]:

@@ -31,6 +31,7 @@ from trainhub.slurm.models import (
 )
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.services.clusters import request_pass
+from trainhub.slurm.services.steps import steps_cancel
 from trainhub.slurm.services.usage import charge_runs
 
 #: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
@@ -65,6 +66,7 @@ def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | 
     run = JobRun.objects.select_for_update().filter(job=job, index=job.restart_count).first()
     if run is None or run.end_time is not None:
         return
+    steps_cancel(job=job, run_index=run.index, now=now)
     charge_usage(job=job, run=run, until=now)
     run.state = state
     run.end_time = now
