@@ -5,19 +5,23 @@ exit as srun's, steps in sacct; cancelling the job stops every task on every nod
 The agents run in process (tests.agent.harness); the batch script, srun and the tasks are real
 processes, and srun reaches the control plane over HTTP (a live server)."""
 
+import json
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from tests.agent.harness import agents_on
 from tests.slurm.conftest import make_job, nodes_done, run_until, start_job
+from trainhub.slurm import reports
 from trainhub.slurm.models import JobState, JobStep
+from trainhub.slurm.services.jobs import job_cancel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def output(tmp_path, job):
-    return (tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.out").read_text().splitlines()
+def output(tmp_path, job, suffix="out"):
+    return (tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.{suffix}").read_text().splitlines()
 
 
 def run_job(cluster, tmp_path, live_server, now, script, **fields):
@@ -35,9 +39,10 @@ STEPS = (FIXTURES / "job1.sh").read_text()
 
 def test_srun_runs_one_task_per_slot_on_every_node_of_the_allocation(cluster, real_pools, now, tmp_path,
                                                                       live_server):
-    """fixtures/22.05/srun/out-1.txt, the same script on real Slurm (nodes gpu1, gpu2 there)."""
+    """fixtures/22.05/srun/out-1.txt, the same script on real Slurm (nodes gpu1, gpu2 there); stderr
+    in a file of its own here, as the agent reads the script's two streams from two pipes."""
     job = run_job(cluster, tmp_path, live_server, now, STEPS, name="steps", num_nodes=2, num_tasks=4,
-                  gpus_per_node=2)
+                  gpus_per_node=2, stderr_pattern="slurm-%j.err")
     assert output(tmp_path, job) == [
         "batch on a4-0",
         "0: a4-0 0 0 0 0 a4-[0-1] 4",
@@ -46,14 +51,75 @@ def test_srun_runs_one_task_per_slot_on_every_node_of_the_allocation(cluster, re
         "3: a4-1 3 1 1 0 a4-[0-1] 4",
         "step 0 rc=0",
         "failing on a4-0",
-        "srun: error: a4-0: task 0: Exited with exit code 3",
         "step 1 rc=3",
         "0 a4-0 gpus=0 cuda=0",
         "1 a4-0 gpus=0 cuda=0",
         "2 a4-1 gpus=0 cuda=0",
         "step 2 rc=0",
     ]
+    assert output(tmp_path, job, "err") == ["srun: error: a4-0: task 0: Exited with exit code 3"]
     assert job.state == JobState.COMPLETED
     steps = [(s.step_id, s.name, s.state, s.exit_code, s.num_tasks, s.node_list) for s in JobStep.objects.order_by("step_id")]
     assert steps == [(0, "sh", "COMPLETED", 0, 4, "a4-[0-1]"), (1, "sh", "FAILED", 3, 1, "a4-0"),
                      (2, "sh", "COMPLETED", 0, 3, "a4-[0-1]")]
+
+
+def tasks_alive(agents) -> list[int]:
+    """Pids of the step tasks the agents' supervisors started that still run."""
+    from trainhub.agent.supervisor import process_start_time
+
+    alive = []
+    for agent in agents.agents:
+        for child in agent.slurm.task_dir.glob("*/*/child.json"):
+            record = json.loads(child.read_text())
+            if process_start_time(record["pid"]) == record["start"]:
+                alive.append(record["pid"])
+    return alive
+
+
+def real(name: str) -> str:
+    """A recorded output with the harness's node names as trainhub's (the same widths)."""
+    text = (FIXTURES / name).read_text()
+    return text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0").replace("gpu2", "a4-1")
+
+
+def test_steps_in_sacct_match_slurm_and_cancelling_the_job_stops_every_task(cluster, real_pools, now, tmp_path,
+                                                                             live_server, cast):
+    """fixtures/22.05/srun.sh: three jobs with steps (one cancelled while its step runs on two nodes,
+    one whose step fails while its script succeeds); sacct's job, batch and step rows byte for byte."""
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+    common = dict(account="physics", partition="batch", now=now)
+    first = make_job(cluster, job_id=1, script=STEPS, name="steps", num_nodes=2, num_tasks=4, cpus_per_task=2,
+                     gpus_per_node=2, **common)
+    start_job(first, ["a4-0", "a4-1"], now=now, billing=4)
+    moment = run_until(agents, first, now, nodes_done)
+
+    second = make_job(cluster, job_id=2, script="#!/bin/bash\nsrun sleep 300\n", name="cancelme", num_nodes=2,
+                      num_tasks=2, **common)
+    start_job(second, ["a4-0", "a4-1"], now=moment, billing=2)
+    moment = run_until(agents, second, moment, lambda job: len(tasks_alive(agents)) == 2)
+    step = JobStep.objects.get(job=second)
+    assert (step.state, step.num_tasks, step.node_list) == (JobState.RUNNING, 2, "a4-[0-1]")
+    job_cancel(job=second, actor=cast["uma"], is_admin=False, now=moment)
+    moment = run_until(agents, second, moment, nodes_done)
+    assert tasks_alive(agents) == []
+    step.refresh_from_db()
+    assert (second.state, step.state, step.exit_code, step.exit_signal) == (JobState.CANCELLED, "CANCELLED", 0, 15)
+
+    third = make_job(cluster, job_id=3, script="#!/bin/bash\nsrun false; echo after $?\n", name="okafter",
+                     **common)
+    start_job(third, ["a4-0"], now=moment, billing=1)
+    run_until(agents, third, moment, nodes_done)
+    assert output(tmp_path, third) == ["srun: error: a4-0: task 0: Exited with exit code 1", "after 1"]
+    assert third.state == JobState.COMPLETED
+
+    def sacct(fields, **flags):
+        return reports.sacct(cluster, now=timezone.now(), viewer="uma", jobs="1,2,3", fields=fields, **flags).text
+
+    assert sacct(None) == real("sacct.txt")
+    assert sacct(["JobID%12", "NodeList", "NTasks", "AllocTRES%50", "State", "ExitCode"]) == real("sacct-nodes.txt")
+    # trainhub names the user who cancelled where Slurm prints the uid
+    assert sacct(["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks"], parsable=True) == real(
+        "sacct-p.txt").replace("CANCELLED by 1001", "CANCELLED by uma")
+    assert sacct(["JobID", "State"], allocations=True).split() == [
+        "JobID", "State", "------------", "----------", "1", "COMPLETED", "2", "CANCELLED+", "3", "COMPLETED"]

@@ -32,6 +32,8 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 from trainhub.agent.client import ControlPlane, error_message
@@ -476,15 +478,12 @@ class SlurmNodeWork:
             step["phase"] = REPORTED
 
     def _write_output(self, step: dict, batch: _Batch) -> None:
-        lines = batch.process.drain()
-        if not lines:
-            return
-        for stream in ("stdout", "stderr"):
-            chosen = [(time, text) for name, time, text in lines if name == stream]
-            if chosen:
-                with open(batch.stdout if stream == "stdout" else batch.stderr, "a", encoding="utf-8") as handle:
-                    handle.writelines(f"{text}\n" for _, text in chosen)
-                self._log(step, stream, chosen)
+        # In the order they came: with one file for both streams, srun's error after its task's output.
+        for stream, run in groupby(batch.process.drain(), key=itemgetter(0)):
+            chosen = [(time, text) for _, time, text in run]
+            with open(batch.stdout if stream == "stdout" else batch.stderr, "a", encoding="utf-8") as handle:
+                handle.writelines(f"{text}\n" for _, text in chosen)
+            self._log(step, stream, chosen)
 
     def _stop(self, pk: int) -> None:
         """Kill whatever still runs for a step whose job moved on (cancelled during its prolog,

@@ -198,7 +198,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
 
     sacct = command("sacct", _view("sacct", {"jobs": "jobs", "user": "user", "allusers": "allusers",
                                              "duplicates": "duplicates", "starttime": "starttime",
-                                             "endtime": "endtime", "state": "state", "brief": "brief"}),
+                                             "endtime": "endtime", "state": "state", "brief": "brief",
+                                             "allocations": "allocations", "parsable": "parsable"}),
                     "accounting records of jobs")
     sacct.add_argument("-j", "--jobs")
     sacct.add_argument("-u", "--user")
@@ -208,6 +209,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
     sacct.add_argument("-E", "--endtime")
     sacct.add_argument("-s", "--state")
     sacct.add_argument("-b", "--brief", action="store_true")
+    sacct.add_argument("-X", "--allocations", action="store_true")
+    sacct.add_argument("-p", "--parsable", action="store_true")
 
     cancel = command("scancel", scancel, "cancel jobs")
     cancel.add_argument("job_ids", nargs="+", metavar="JOBID")

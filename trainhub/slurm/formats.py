@@ -498,6 +498,8 @@ class SacctJob:
     start: dt.datetime | None = None
     end: dt.datetime | None = None
     alloc_tres: str = ""
+    #: Tasks of a step (1 for the batch script); None (blank) for a job's own record.
+    ntasks: int | None = None
 
 
 def _timestamp(moment: dt.datetime | None) -> str:
@@ -526,6 +528,7 @@ SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "start": (PrintField("Start", 19), lambda j: _timestamp(j.start)),
     "end": (PrintField("End", 19), lambda j: _timestamp(j.end)),
     "alloctres": (PrintField("AllocTRES", 10), lambda j: j.alloc_tres),
+    "ntasks": (PrintField("NTasks", 8, "uint"), lambda j: j.ntasks),
 }
 SACCT_DEFAULT_FIELDS = ("jobid", "jobname", "partition", "account", "alloccpus", "state", "exitcode")
 

@@ -303,6 +303,11 @@ class JobRun(models.Model):
     #: Largest resident set the agent saw on any node, kilobytes.
     max_rss_kb = models.PositiveBigIntegerField(null=True, blank=True)
     state_desc = models.CharField(max_length=255, blank=True)
+    #: The batch script's own record (sacct's JOBID.batch): blank until it launched, RUNNING, then
+    #: COMPLETED, FAILED or CANCELLED (stopped by a cancel, time limit, preemption or node failure).
+    batch_state = models.CharField(max_length=16, blank=True, default="")
+    batch_exit_code = models.IntegerField(null=True, blank=True)
+    batch_exit_signal = models.IntegerField(default=0)
 
     class Meta:
         ordering = ["job_id", "index"]

@@ -57,7 +57,8 @@ REPORT_PARAMETERS = {
                *(OpenApiParameter(name, bool) for name in ("long", "all"))],
     "sacct": [*PAGE, *(OpenApiParameter(name, str) for name in ("jobs", "user", "state", "format", "starttime",
                                                                   "endtime")),
-              *(OpenApiParameter(name, bool) for name in ("allusers", "duplicates", "brief"))],
+              *(OpenApiParameter(name, bool) for name in ("allusers", "duplicates", "brief", "allocations",
+                                                          "parsable"))],
     "sinfo": [*PAGE, OpenApiParameter("partition", str),
               *(OpenApiParameter(name, bool) for name in ("nodes", "long", "summarize", "reasons"))],
 }
