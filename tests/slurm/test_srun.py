@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tests.agent.harness import agents_on
+from tests.agent.harness import AgentGroup, agent_for_identity, agents_on, join_nodes
 from tests.slurm.conftest import make_job, nodes_done, run_until, start_job
 from trainhub.slurm import reports
 from trainhub.slurm.models import JobState, JobStep
@@ -123,3 +123,20 @@ def test_steps_in_sacct_match_slurm_and_cancelling_the_job_stops_every_task(clus
         "sacct-p.txt").replace("CANCELLED by 1001", "CANCELLED by uma")
     assert sacct(["JobID", "State"], allocations=True).split() == [
         "JobID", "State", "------------", "----------", "1", "COMPLETED", "2", "CANCELLED+", "3", "COMPLETED"]
+
+
+def test_a_restarted_agent_re_adopts_its_running_tasks_and_reports_them_once(cluster, real_pools, now, tmp_path,
+                                                                            live_server):
+    state_dir = tmp_path / "agent"
+    identities = join_nodes(state_dir)
+    agents = AgentGroup([agent_for_identity(identity, state_dir, tmp_path, srun_url=live_server.url)
+                         for identity in identities])
+    script = "#!/bin/bash\nsrun -l sh -c 'echo start; sleep 1; echo done $SLURM_PROCID'\n"
+    job = make_job(cluster, script=script, num_nodes=2, num_tasks=2, now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    moment = run_until(agents, job, now, lambda job: len(tasks_alive(agents)) == 2)
+    # a4-1's agent dies (no shutdown) and a new one starts while its task runs on
+    agents.agents[1] = agent_for_identity(identities[1], state_dir, tmp_path, srun_url=live_server.url)
+    run_until(agents, job, moment, nodes_done)
+    assert sorted(output(tmp_path, job)) == ["0: done 0", "0: start", "1: done 1", "1: start"]
+    assert JobStep.objects.get(job=job).state == JobState.COMPLETED and job.state == JobState.COMPLETED
