@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from trainhub.slurm.demo import SEED_SLURM_SPEC
 SEED_SPEC = {"orchestratorSpec": {"slurmSpec": {"partitions": [{"id": "a4", "node_pool_ids": ["a4"]}],
                                                 "login_node_pool_id": "login", **SEED_SLURM_SPEC}}}
 CLUSTERS = "/v1/projects/alpha/locations/us-central1/slurmClusters"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun.sh (srun inside batch scripts).
+SRUN_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun"
 
 
 def seed_spec() -> dict:

@@ -6,13 +6,12 @@ The agents run in process (tests.agent.harness); the batch script, srun and the 
 processes, and srun reaches the control plane over HTTP (a live server)."""
 
 import json
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from tests.agent.harness import AgentGroup, agent_for_identity, agents_on, join_nodes
-from tests.slurm.conftest import make_job, nodes_done, run_until, start_job
+from tests.slurm.conftest import SRUN_FIXTURES, make_job, nodes_done, run_until, start_job
 from trainhub.slurm import reports
 from trainhub.slurm.models import JobState, JobStep
 from trainhub.slurm.services.jobs import job_cancel
@@ -32,9 +31,8 @@ def run_job(cluster, tmp_path, live_server, now, script, **fields):
     return job
 
 
-FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun"
 #: The batch script of job 1 of fixtures/22.05/srun.sh.
-STEPS = (FIXTURES / "job1.sh").read_text()
+STEPS = (SRUN_FIXTURES / "job1.sh").read_text()
 
 
 def test_srun_runs_one_task_per_slot_on_every_node_of_the_allocation(cluster, real_pools, now, tmp_path,
@@ -79,7 +77,7 @@ def tasks_alive(agents) -> list[int]:
 
 def real(name: str) -> str:
     """A recorded output with the harness's node names as trainhub's (the same widths)."""
-    text = (FIXTURES / name).read_text()
+    text = (SRUN_FIXTURES / name).read_text()
     return text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0").replace("gpu2", "a4-1")
 
 

@@ -7,10 +7,12 @@ import pytest
 from django.test import Client
 
 from tests.agent.harness import join_nodes
-from tests.slurm.conftest import make_job, start_job
+from tests.conftest import later
+from tests.slurm.conftest import SRUN_FIXTURES, make_job, start_job
+from trainhub.slurm import reports
 from trainhub.inventory.models import Node
 from trainhub.inventory.assignments import node_assignments
-from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob, StepNode
+from trainhub.slurm.models import JobNode, JobRun, JobState, NodePhase, SlurmJob, StepNode
 from trainhub.slurm.services.steps import step_credential
 
 pytestmark = pytest.mark.django_db
@@ -121,3 +123,16 @@ def test_the_step_ends_with_the_worst_exit_when_every_node_has_reported(cluster,
     call(nodes["a4-1"], "POST", f"/agent/v1/slurm/tasks/{theirs.pk}/exited", {"exits": [[1, 2, 0]]})
     answer = call(credential(job), "GET", "/agent/v1/srun/steps/0").json()
     assert (answer["state"], answer["exitCode"], answer["failed"]) == ("FAILED", 2, [[1, "a4-1", 2, 0]])
+
+
+def test_squeue_s_lists_the_running_steps_as_slurm_does(cluster, now):
+    """fixtures/22.05/srun/squeue-s-2.txt: job 2 (srun sleep 300 on two nodes), 3 s in."""
+    job = make_job(cluster, job_id=2, user="alice", name="cancelme", partition="batch", num_nodes=2, num_tasks=2,
+                   now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
+    JobRun.objects.filter(job=job).update(batch_state=JobState.RUNNING)
+    srun(job, argv=["sleep", "300"], time=now.timestamp())
+    expected = (SRUN_FIXTURES / "squeue-s-2.txt").read_text().replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0")
+    assert reports.squeue_steps(cluster, now=later(now, 3)).text == expected
+    assert reports.squeue_steps(cluster, now=later(now, 3), jobs="3").text == expected.splitlines()[0] + "\n"

@@ -159,7 +159,7 @@ def register_slurm(subparsers: Any, common: Any) -> None:
 
     squeue = command("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states",
                                                 "jobs": "jobs", "start": "start", "long": "long", "format": "format",
-                                                "output_format": "outputFormat"}),
+                                                "output_format": "outputFormat", "steps": "steps"}),
                      "view the queue (squeue's columns and reasons)")
     squeue.add_argument("-u", "--user")
     squeue.add_argument("-p", "--partition")
@@ -167,6 +167,7 @@ def register_slurm(subparsers: Any, common: Any) -> None:
     squeue.add_argument("-j", "--jobs")
     squeue.add_argument("--start", action="store_true", help="expected start times of pending jobs")
     squeue.add_argument("-l", "--long", action="store_true")
+    squeue.add_argument("-s", "--steps", action="store_true", help="the running job steps (srun)")
     squeue.add_argument("-o", "--format", help="squeue's -o format string (%%i %%a %%C %%b %%y ...)")
     squeue.add_argument("-O", "--Format", dest="output_format", help="squeue's -O field list (JobID,Account,...)")
 

@@ -375,7 +375,8 @@ _STATE_CODES = {"PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED"
 
 @dataclass(frozen=True)
 class SqueueJob:
-    job_id: int
+    #: A step's ``JOBID.N`` or ``JOBID.batch`` in squeue -s.
+    job_id: int | str
     partition: str
     name: str
     user: str
@@ -462,6 +463,15 @@ def squeue_text(jobs: Iterable[SqueueJob], *, long: bool = False, start: bool = 
     rows = squeue_order(jobs, start=start)
     format_text = format or (SQUEUE_START if start else SQUEUE_LONG if long else SQUEUE_DEFAULT)
     return _render(format_text, _SQUEUE_HEADERS, _squeue_getter, rows, header)
+
+
+#: squeue -s (--steps): the running steps, their ids ``JOBID.N`` / ``JOBID.batch`` in the JOBID column.
+SQUEUE_STEPS = "%.15i %.8j %.9P %.8u %.9M %N"
+
+
+def squeue_steps_text(steps: Iterable[SqueueJob], *, header: bool = True) -> str:
+    """squeue -s's default output (fixtures/22.05/srun/squeue-s-2.txt), in the order given."""
+    return _render(SQUEUE_STEPS, {**_SQUEUE_HEADERS, "i": "STEPID"}, _squeue_getter, steps, header)
 
 
 def squeue_rows(jobs: Iterable[SqueueJob]) -> list[dict[str, Any]]:

@@ -136,6 +136,30 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
 
 
+def squeue_steps(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", jobs: str = "") -> Report:
+    """squeue -s: the running jobs' running steps, by job id, numbered steps before the batch script
+    (slurmctld sorts the batch step's id, 0xfffffffb, after every other)."""
+    rows = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).order_by("job_id")
+    if user:
+        rows = rows.filter(user_name__in=_names(user))
+    if jobs:
+        rows = rows.filter(job_id__in=_job_ids(jobs))
+    items = []
+    for job in rows:
+        def item(step_id: str, name: str, start: dt.datetime, nodelist: str) -> formats.SqueueJob:
+            return formats.SqueueJob(job_id=step_id, partition=job.partition, name=name, user=job.user_name,
+                                     state="RUNNING", elapsed_seconds=int((now - start).total_seconds()),
+                                     nodelist=nodelist)
+
+        items += [item(f"{job.job_id}.{step.step_id}", step.name, step.start_time, step.node_list)
+                  for step in JobStep.objects.filter(job=job, run_index=job.restart_count, state=JobState.RUNNING)]
+        run = JobRun.objects.filter(job=job, index=job.restart_count, batch_state=JobState.RUNNING).first()
+        batch = JobNode.objects.filter(job=job, run_index=job.restart_count, batch_host=True).first()
+        if run is not None and batch is not None:
+            items.append(item(f"{job.job_id}.batch", "batch", run.start_time, batch.node.name))
+    return Report(formats.squeue_steps_text(items), items, formats.squeue_rows)
+
+
 # --- sprio --------------------------------------------------------------------------------------
 
 def _eligible(cluster: SlurmCluster, now: dt.datetime):

@@ -48,7 +48,9 @@ def moment(params, name: str, now: dt.datetime) -> dt.datetime | None:
 
 def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
                   page: slice | None = None) -> reports.Report:
-    """``format`` is squeue's -o, ``outputFormat`` its -O."""
+    """``format`` is squeue's -o, ``outputFormat`` its -O; ``steps`` its -s."""
+    if flag(params, "steps"):
+        return reports.squeue_steps(cluster, now=now, user=params.get("user", ""), jobs=params.get("jobs", ""))
     format_text = params.get("format") or None
     if params.get("outputFormat"):
         try:

@@ -50,7 +50,7 @@ PAGE = [OpenApiParameter("pageSize", int), OpenApiParameter("pageToken", str)]
 REPORT_PARAMETERS = {
     "squeue": [*PAGE, *(OpenApiParameter(name, str) for name in ("user", "partition", "states", "jobs", "format",
                                                                   "outputFormat")),
-               *(OpenApiParameter(name, bool) for name in ("long", "start"))],
+               *(OpenApiParameter(name, bool) for name in ("long", "start", "steps"))],
     "sprio": [*PAGE, *(OpenApiParameter(name, str) for name in ("user", "partition", "jobs")),
               *(OpenApiParameter(name, bool) for name in ("long", "weights", "norm"))],
     "sshare": [*PAGE, *(OpenApiParameter(name, str) for name in ("accounts", "users")),
