@@ -11,10 +11,12 @@ import pytest
 from django.utils import timezone
 
 from tests.agent.harness import AgentGroup, agent_for_identity, agents_on, join_nodes
+from tests.conftest import later
 from tests.slurm.conftest import SRUN_FIXTURES, make_job, nodes_done, run_until, start_job
 from trainhub.slurm import reports
 from trainhub.slurm.models import JobState, JobStep
 from trainhub.slurm.services.jobs import job_cancel
+from trainhub.slurm.services.passes import cluster_pass
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -138,3 +140,16 @@ def test_a_restarted_agent_re_adopts_its_running_tasks_and_reports_them_once(clu
     run_until(agents, job, moment, nodes_done)
     assert sorted(output(tmp_path, job)) == ["0: done 0", "0: start", "1: done 1", "1: start"]
     assert JobStep.objects.get(job=job).state == JobState.COMPLETED and job.state == JobState.COMPLETED
+
+
+def test_the_time_limit_stops_every_task_on_every_node_and_srun_reports_them(cluster, real_pools, now, tmp_path,
+                                                                            live_server):
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+    job = make_job(cluster, script="#!/bin/bash\nsrun sleep 300\n", num_nodes=2, num_tasks=2, time_limit=1, now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    moment = run_until(agents, job, now, lambda job: len(tasks_alive(agents)) == 2)
+    cluster_pass(cluster=cluster, now=later(now, 61))
+    run_until(agents, job, moment, nodes_done)
+    assert tasks_alive(agents) == []
+    assert job.state == JobState.TIMEOUT
+    assert JobStep.objects.get(job=job).state == JobState.CANCELLED
