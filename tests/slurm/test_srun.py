@@ -25,11 +25,10 @@ def output(tmp_path, job, suffix="out"):
     return (tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.{suffix}").read_text().splitlines()
 
 
-def run_job(cluster, tmp_path, live_server, now, script, **fields):
+def run_job(cluster, tmp_path, live_server, now, script, agents=None, **fields):
     job = make_job(cluster, script=script, now=now, **fields)
     start_job(job, ["a4-0", "a4-1"][:job.num_nodes], now=now)
-    agents = agents_on(tmp_path, srun_url=live_server.url)
-    run_until(agents, job, now, nodes_done)
+    run_until(agents or agents_on(tmp_path, srun_url=live_server.url), job, now, nodes_done)
     return job
 
 
@@ -153,3 +152,19 @@ def test_the_time_limit_stops_every_task_on_every_node_and_srun_reports_them(clu
     assert tasks_alive(agents) == []
     assert job.state == JobState.TIMEOUT
     assert JobStep.objects.get(job=job).state == JobState.CANCELLED
+
+
+def test_an_interrupted_srun_stops_its_tasks_on_every_node_and_the_script_goes_on(cluster, real_pools, now,
+                                                                                  tmp_path, live_server):
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+    script = "#!/bin/bash\ntimeout 3 srun sleep 300\necho srun $?\nsrun -l hostname >/dev/null; echo next $?\n"
+    job = run_job(cluster, tmp_path, live_server, now, script, num_nodes=2, num_tasks=2,
+                  stderr_pattern="slurm-%j.err", agents=agents)
+    assert tasks_alive(agents) == []
+    assert output(tmp_path, job) == ["srun 124", "next 0"]
+    assert output(tmp_path, job, "err")[0] == "srun: forcing job termination"
+    first, second = JobStep.objects.filter(job=job).order_by("step_id")
+    assert [(step.state, step.exit_signal) for step in (first, second)] == [
+        (JobState.CANCELLED, 15), (JobState.COMPLETED, 0)]
+    assert first.end_time < job.end_time  # its tasks were stopped then, not when the job ended
+    assert job.state == JobState.COMPLETED

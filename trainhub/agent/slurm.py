@@ -20,8 +20,8 @@ trainhub.slurm.services.lifecycle). It reads only the job-step documents of its 
   (trainhub.agent.supervisor, so a restarted agent re-adopts them), with the step's environment
   (jobenv.step_environments) over srun's own, in the job's working directory; it ships each
   task's lines and, when all of the node's tasks have ended, their exits. When the job leaves
-  its RUNNING phase (cancel, time limit, the batch script ended) the tasks are stopped - SIGTERM,
-  SIGKILL after the grace period - before the epilog runs.
+  its RUNNING phase (cancel, time limit, the batch script ended) or srun was interrupted, the
+  tasks are stopped - SIGTERM, SIGKILL after the grace period - before the epilog runs.
 """
 
 from __future__ import annotations
@@ -388,7 +388,7 @@ class SlurmNodeWork:
             tasks = self.tasks.get(doc["id"])
             if tasks is None:
                 tasks = self.tasks[doc["id"]] = self._start_tasks(step, doc, now)
-            if step["phase"] != RUNNING:
+            if step["phase"] != RUNNING or doc["stopRequested"]:
                 self._stop_tasks(tasks, now)
             if not all(ship_logs(self.api, run, f"/agent/v1/slurm/tasks/{doc['id']}/{task}/logs")
                        for task, run in tasks.runs.items()):

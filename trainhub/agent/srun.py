@@ -7,8 +7,9 @@ then follows it (``GET /agent/v1/srun/steps/N``): every task's lines are printed
 stdout / stderr - the batch script's, so its output file - prefixed ``N: `` with ``-l``, as Slurm
 does; when the step has ended, a line for each task that failed (``srun: error: NODE: task N:
 Exited with exit code C``) and srun exits with the worst task's status (the highest exit code, or
-128 + the highest signal). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K,
--l/--label (srun.1).
+128 + the highest signal). Interrupted (SIGINT, SIGTERM, SIGHUP: ``timeout 60 srun ...``), srun
+has its step's tasks stopped on every node and waits for them. Options: -N/--nodes, -n/--ntasks,
+--ntasks-per-node, --gres=gpu:K, -l/--label (srun.1).
 """
 
 from __future__ import annotations
@@ -102,11 +103,25 @@ def task_message(node: str, task: int, code: int, signum: int) -> str:
     return f"srun: error: {node}: task {task}: Exited with exit code {code}"
 
 
+#: Signals srun received (SIGINT, SIGTERM, SIGHUP): it cancels its step and waits for its tasks.
+_interrupted: list[int] = []
+
+
+def _interrupt(signum: int, frame) -> None:
+    _interrupted.append(signum)
+
+
 def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: float = 0.2) -> dict:
-    """Print the step's output until it has ended; its last answer."""
+    """Print the step's output until it has ended; its last answer. Interrupted, srun has the
+    step's tasks stopped on every node and still waits for them."""
     width = len(str(max(num_tasks - 1, 0)))
     after = 0
+    cancelled = False
     while True:
+        if _interrupted and not cancelled:
+            print("srun: forcing job termination", file=sys.stderr, flush=True)
+            client.call("POST", f"/agent/v1/srun/steps/{step_id}:cancel", {"time": time.time()})
+            cancelled = True
         answer = client.call("GET", f"/agent/v1/srun/steps/{step_id}?after={after}")
         for task, stream, text in answer["lines"]:
             out = sys.stdout if stream == "stdout" else sys.stderr
@@ -130,6 +145,8 @@ def main(argv: list[str]) -> int:
         print("srun: error: no job step credential: srun runs inside a batch script of a trainhub Slurm job",
               file=sys.stderr)
         return 1
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     client = Client(url, credential, os.environ.get("TRAINHUB_CA_BUNDLE"))
     body = {"argv": options.command, "label": options.label, "time": time.time(),
             "environment": {name: value for name, value in os.environ.items() if name not in PRIVATE},

@@ -11,6 +11,7 @@ urlpatterns = [
     path("agent/v1/replicas/<int:replica_id>/exited", agent_api.ReplicaExited.as_view(), name="agent-replica-exited"),
     path("agent/v1/srun/steps", step_api.Steps.as_view(), name="agent-srun-steps"),
     path("agent/v1/srun/steps/<int:step_id>", step_api.Step.as_view(), name="agent-srun-step"),
+    path("agent/v1/srun/steps/<int:step_id>:cancel", step_api.StepCancel.as_view(), name="agent-srun-step-cancel"),
     path("agent/v1/slurm/tasks/<int:step_node_id>/<int:task>/logs", step_api.TaskLogs.as_view(),
          name="agent-slurm-task-logs"),
     path("agent/v1/slurm/tasks/<int:step_node_id>/exited", step_api.TasksExited.as_view(),

@@ -81,6 +81,7 @@ def _step_documents(job_node: JobNode) -> list[dict[str, Any]]:
             "id": step_node.pk, "stepId": step.step_id, "argv": list(step.argv), "environment": step.environment,
             "nodeIndex": step_node.node_index,
             "taskIds": list(step_node.task_ids), "gpuIndices": list(step_node.gpu_indices),
+            "stopRequested": step_node.stop_requested,
             "hosts": [name for name, _ in layout], "tasksPerNode": [len(tasks) for _, tasks in layout],
         })
     return documents

@@ -105,18 +105,30 @@ class Steps(SrunView):
                          "numTasks": step.num_tasks})
 
 
+def _step_of(principal: StepPrincipal, step_id: int) -> JobStep:
+    step = JobStep.objects.filter(job=principal.job, run_index=principal.run_index, step_id=step_id).first()
+    if step is None:
+        raise ApiError(404, f"Step {principal.job.job_id}.{step_id} does not exist.")
+    return step
+
+
 class Step(SrunView):
     """GET ?after=<line> -> {state, exitCode, signal, lines: [[task, stream, text]], next, failed}."""
 
     def get(self, request: Request, step_id: int) -> Response:
-        principal = request.user
-        step = JobStep.objects.filter(job=principal.job, run_index=principal.run_index, step_id=step_id).first()
-        if step is None:
-            raise ApiError(404, f"Step {principal.job.job_id}.{step_id} does not exist.")
+        step = _step_of(request.user, step_id)
         after = request.query_params.get("after", "0")
         if not after.isdigit():
             raise invalid_argument([FieldViolation("after", "the id of the last line read, from 0")])
         return Response(step_output(step=step, after=int(after), limit=OUTPUT_LINES))
+
+
+class StepCancel(SrunView):
+    """POST: srun was interrupted; the step's tasks are stopped on every node."""
+
+    def post(self, request: Request, step_id: int) -> Response:
+        step_services.step_cancel(step=_step_of(request.user, step_id), now=_moment(request.data))
+        return Response({})
 
 
 def _step_node_of(node, step_node_id: int) -> StepNode:

@@ -419,6 +419,8 @@ class StepNode(models.Model):
     gpu_indices = models.JSONField(default=list)
     #: [[task, exit code, signal], ...] once every task on the node has ended.
     exits = models.JSONField(null=True, blank=True)
+    #: srun was interrupted (SIGINT, SIGTERM): the agent stops the tasks.
+    stop_requested = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["step_id", "node_index"]

@@ -6,7 +6,7 @@ report their exits, and the step ends when every node has (slurmctld's step reco
   credential is, and stops working when the run ends.
 - Step ids count from 0 within a run; the step's record (sacct's ``JOBID.N``) ends COMPLETED when
   every task exited 0, FAILED with the highest task exit code otherwise, CANCELLED 0:15 when
-  the job ended (cancel, time limit, requeue) while the step ran.
+  the job ended (cancel, time limit, requeue) while the step ran or srun was interrupted.
 """
 
 from __future__ import annotations
@@ -99,8 +99,22 @@ def step_node_finished(*, step_node: StepNode, exits: list[tuple[int, int, int]]
              for item in reported]
     exit_code = max((code for _, code, _ in every), default=0)
     signal = max((sig for _, _, sig in every), default=0)
-    _close(step, JobState.COMPLETED if exit_code == signal == 0 else JobState.FAILED, now,
-           exit_code=exit_code, signal=signal)
+    state = JobState.COMPLETED if exit_code == signal == 0 else JobState.FAILED
+    if StepNode.objects.filter(step=step, stop_requested=True).exists():
+        state = JobState.CANCELLED
+    _close(step, state, now, exit_code=exit_code, signal=signal)
+
+
+@transaction.atomic
+def step_cancel(*, step: JobStep, now: dt.datetime) -> None:
+    """srun was interrupted: every node stops the step's tasks (SIGTERM, SIGKILL after the grace
+    period); the step ends CANCELLED when they have all been reported."""
+    step = JobStep.objects.select_for_update().get(pk=step.pk)
+    if step.state != JobState.RUNNING:
+        return
+    parts = StepNode.objects.filter(step=step, exits__isnull=True)
+    nodes_wake(parts.values_list("job_node__node_id", flat=True))
+    parts.update(stop_requested=True)
 
 
 def steps_cancel(*, job: SlurmJob, run_index: int, now: dt.datetime) -> None:
