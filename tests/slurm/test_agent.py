@@ -1,6 +1,9 @@
 """The node agent runs Slurm jobs: prolog on every node, the batch script with Slurm's environment
 on the batch host, the epilog; failures drain nodes and requeue held, as slurmd/slurmctld do."""
 
+import json
+import os
+import signal
 import time
 
 import pytest
@@ -155,15 +158,31 @@ def test_output_and_error_files_follow_the_patterns(cluster, real_pools, now, tm
     assert (root / "home" / "uma" / "errors" / f"{job.job_id}.err").read_text() == "err\n"
 
 
-def test_a_restarted_agent_requeues_the_job_whose_script_it_lost(cluster, real_pools, now, tmp_path):
-    job = make_job(cluster, script="#!/bin/bash\nsleep 30\n", now=now)
+def test_a_restarted_agent_re_adopts_the_batch_script_its_supervisor_kept_running(cluster, real_pools, now,
+                                                                                  tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\necho started\nsleep 1\necho done\n", now=now)
+    start_job(job, ["a4-0"], now=now)
+    moment = run_until(agent_for(tmp_path), job, now, lambda j: "started" in lines(j, "stdout"))
+    # the agent dies (no shutdown) and a new one starts while the script runs on
+    run_until(agent_for(tmp_path), job, moment, nodes_done)
+    assert (job.state, job.restart_count) == (JobState.COMPLETED, 0)
+    assert lines(job, "stdout") == ["started", "done"]
+    out = tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.out"
+    assert out.read_text() == "started\ndone\n"
+
+
+def test_a_batch_script_whose_supervisor_died_is_lost_and_the_job_requeued(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\necho started\nsleep 30\n", now=now)
     start_job(job, ["a4-0"], now=now)
     first = agent_for(tmp_path)
-    run_until(first, job, now, lambda j: JobNode.objects.filter(job=j, phase=NodePhase.RUNNING).exists())
-    first.agents[0].shutdown()  # as a killed agent: its batch script is gone with it
-    agent_for(tmp_path).tick(now=later(now, 5))
-    job.refresh_from_db()
-    assert (job.state, job.restart_count) == (JobState.PENDING, 1)
+    moment = run_until(first, job, now, lambda j: "started" in lines(j, "stdout"))
+    run = next(first.agents[0].slurm.batch_dir.iterdir())
+    supervisor = json.loads((run / "supervisor.json").read_text())["pid"]
+    os.killpg(json.loads((run / "child.json").read_text())["pid"], signal.SIGKILL)  # as after a reboot
+    os.kill(supervisor, signal.SIGKILL)
+    os.waitpid(supervisor, 0)  # this test process started it: no zombie left behind
+    run_until(agent_for(tmp_path), job, moment, lambda j: j.state == JobState.PENDING)
+    assert job.restart_count == 1
     assert job.runs.get().state == JobState.NODE_FAIL
 
 

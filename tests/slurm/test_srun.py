@@ -58,7 +58,8 @@ def test_srun_runs_one_task_per_slot_on_every_node_of_the_allocation(cluster, re
     ]
     assert output(tmp_path, job, "err") == ["srun: error: a4-0: task 0: Exited with exit code 3"]
     assert job.state == JobState.COMPLETED
-    steps = [(s.step_id, s.name, s.state, s.exit_code, s.num_tasks, s.node_list) for s in JobStep.objects.order_by("step_id")]
+    steps = [(s.step_id, s.name, s.state, s.exit_code, s.num_tasks, s.node_list)
+             for s in JobStep.objects.order_by("step_id")]
     assert steps == [(0, "sh", "COMPLETED", 0, 4, "a4-[0-1]"), (1, "sh", "FAILED", 3, 1, "a4-0"),
                      (2, "sh", "COMPLETED", 0, 3, "a4-[0-1]")]
 

@@ -89,7 +89,8 @@ def test_a_credential_is_confined_to_its_own_run_of_its_own_job(cluster, now):
     assert call(credential(other), "GET", "/agent/v1/srun/steps/0").json()["state"] == "RUNNING"
     forged = credential(mine).rsplit(".", 1)[0] + "." + "0" * 64
     assert call(forged, "POST", "/agent/v1/srun/steps", {"argv": ["x"]}).status_code == 401
-    assert call(f"{other.pk}.1.{credential(other).rsplit('.', 1)[1]}", "GET", "/agent/v1/srun/steps/0").status_code == 401
+    another_run = f"{other.pk}.1.{credential(other).rsplit('.', 1)[1]}"
+    assert call(another_run, "GET", "/agent/v1/srun/steps/0").status_code == 401
     SlurmJob.objects.filter(pk=other.pk).update(state=JobState.COMPLETED)
     assert call(credential(other), "GET", "/agent/v1/srun/steps/0").status_code == 401  # the run has ended
 
@@ -100,13 +101,15 @@ def test_node_and_step_credentials_do_not_open_each_others_endpoints(cluster, no
     nodes = {identity["node"]: identity["credential"] for identity in join_nodes(tmp_path)}
     assert call(nodes["a4-0"], "POST", "/agent/v1/srun/steps", {"argv": ["x"]}).status_code == 401
     own, theirs = (StepNode.objects.get(job_node__node__name=name) for name in ("a4-0", "a4-1"))
-    assert call(credential(job), "POST", f"/agent/v1/slurm/tasks/{own.pk}/exited", {"exits": [[0, 0, 0]]}).status_code == 401
+    assert call(credential(job), "POST", f"/agent/v1/slurm/tasks/{own.pk}/exited",
+                {"exits": [[0, 0, 0]]}).status_code == 401
     # a node reports only its own tasks: another node's answer 404 as a missing one
     assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{theirs.pk}/exited",
                 {"exits": [[1, 0, 0]]}).status_code == 404
     assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/1/logs",
                 {"first": 0, "lines": []}).status_code == 404
-    assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/exited", {"exits": [[5, 0, 0]]}).status_code == 400
+    assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/exited",
+                {"exits": [[5, 0, 0]]}).status_code == 400
 
 
 def test_the_step_ends_with_the_worst_exit_when_every_node_has_reported(cluster, now, tmp_path):

@@ -30,7 +30,8 @@ def test_nodes_alone_run_one_task_per_node_and_tasks_per_node_multiplies():
     assert tasks(StepRequest(tasks_per_node=3)) == [(0, (0, 1, 2), (0, 1)), (1, (3, 4, 5), (0, 1))]
 
 
-@pytest.mark.parametrize("request_, reason", [(StepRequest(nodes=3), NOT_AVAILABLE), (StepRequest(tasks=0), NOT_AVAILABLE),
+@pytest.mark.parametrize("request_, reason", [(StepRequest(nodes=3), NOT_AVAILABLE),
+                                              (StepRequest(tasks=0), NOT_AVAILABLE),
                                               (StepRequest(gpus_per_node=3), BAD_GRES)])
 def test_more_than_the_allocation_holds_is_refused(request_, reason):
     with pytest.raises(StepRefused, match=reason.replace("(", r"\(").replace(")", r"\)")):

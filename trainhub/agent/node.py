@@ -81,7 +81,7 @@ class NodeAgent:
         self.facts_sent = False
         self.slurm = SlurmNodeWork(api=control_plane, work_dir=settings.work_dir,
                                    grace=dt.timedelta(seconds=settings.grace_seconds),
-                                   task_dir=settings.state_dir / "slurm-tasks" / name, srun_url=settings.srun_url)
+                                   run_dir=settings.state_dir / "slurm" / name, srun_url=settings.srun_url)
         self._adopt()
 
     # Start-up ---------------------------------------------------------------------------------
@@ -305,7 +305,8 @@ class NodeAgent:
         self.facts_sent, self.reported_running, self.last_heartbeat = True, running, moment
 
     def shutdown(self) -> None:
-        """The agent stops: replicas keep running under their supervisors; Slurm scripts are stopped."""
+        """The agent stops: replicas, batch scripts and step tasks keep running under their supervisors;
+        prolog and epilog scripts are stopped (they run again when it starts)."""
         self.slurm.shutdown()
 
 

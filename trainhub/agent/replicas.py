@@ -43,15 +43,17 @@ class ReplicaRun:
     @classmethod
     def start(cls, directory: Path, *, argv: list[str], env: dict[str, str], cwd: Path,
               user: dict | None = None, outputs: dict | None = None, prepare: list[list[str]] = (),
-              prepare_env: dict[str, str] | None = None, container: dict | None = None) -> ReplicaRun:
+              prepare_env: dict[str, str] | None = None, container: dict | None = None,
+              files: dict[str, str] | None = None) -> ReplicaRun:
         """Start the supervisor. With ``container`` ({name, signal: argv prefix, remove: argv}),
-        signals go through the container runtime rather than to a process group."""
+        signals go through the container runtime rather than to a process group; ``files``
+        ({stream: path}) also receive the output lines."""
         directory.mkdir(parents=True, exist_ok=True)
         if outputs is not None:
             write_atomically(directory / OUTPUTS, outputs)
         write_atomically(directory / SPEC, {"argv": argv, "env": env, "cwd": str(cwd), "user": user,
                                             "prepare": list(prepare), "prepareEnv": prepare_env or env,
-                                            "container": container})
+                                            "container": container, "files": files or {}})
         run = cls(directory)
         with open(directory / "supervisor.err", "ab") as errors:
             run._supervisor = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
@@ -122,6 +124,13 @@ class ReplicaRun:
             supervisor = self._read(SUPERVISOR_RECORD)
             gone = supervisor is None or process_start_time(supervisor["pid"]) != supervisor["start"]
         return gone and not (self.directory / EXIT).exists()
+
+    def child(self) -> int | None:
+        """The command's pid (its process group) while it runs, None before and after."""
+        child = self._read(CHILD)
+        if child is None or (self.directory / EXIT).exists() or process_start_time(child["pid"]) != child["start"]:
+            return None
+        return int(child["pid"])
 
     def exit_record(self) -> dict | None:
         """exit.json: {status, time, phase ("prepare": the image could not be pulled), message}."""

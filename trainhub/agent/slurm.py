@@ -7,8 +7,11 @@ trainhub.slurm.services.lifecycle). It reads only the job-step documents of its 
   Slurm's environment (trainhub.slurm.jobenv); prolog/epilog get no inherited PATH, as in Slurm.
 - Prolog scripts run one after another and stop at the first failure (PrologFlags=Alloc: on
   every node at allocation; the batch script starts when every node's prolog succeeded).
-- The batch script's output goes to ``slurm-<jobid>.out`` (or --output/--error) in the job's
-  working directory and to the database; prolog/epilog output to the database only.
+- The batch script runs under its own supervisor (trainhub.agent.supervisor, as a replica does),
+  which writes its output to ``slurm-<jobid>.out`` (or --output/--error) in the job's working
+  directory; the agent ships the lines to the database. A restarted agent re-adopts it; one whose
+  supervisor is gone too is lost (NODE_FAIL, requeue). Prolog/epilog output goes to the
+  database only.
 - A job reaches a node's GPUs only after every earlier job on those GPUs has finished its epilog
   there (a preemptor waits for its victims, as Slurm waits for COMPLETING jobs).
 - Simulated pools run no batch script: the job "runs" for the pool's simulated run time.
@@ -32,14 +35,14 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass, field
-from itertools import groupby
-from operator import itemgetter
 from pathlib import Path
 
 from trainhub.agent.client import ControlPlane, error_message
 from trainhub.agent import srun
-from trainhub.agent.executors import FailedToStart, ReplicaProcess, SimulatedReplica, SubprocessReplica
+from trainhub.agent.executors import INHERITED_ENV, FailedToStart, ReplicaProcess, SubprocessReplica
+from trainhub.agent.replicas import SIMULATED as SIMULATED_RECORD
 from trainhub.agent.replicas import ReplicaRun, ship_logs
+from trainhub.agent.supervisor import SPEC
 from trainhub.slurm import jobenv
 
 logger = logging.getLogger("trainhub.agent")
@@ -123,10 +126,9 @@ class ScriptChain:
 
 @dataclass
 class _Batch:
-    process: ReplicaProcess
-    pgid: int | None
-    stdout: Path
-    stderr: Path
+    """The batch script, under its supervisor (which writes its output files)."""
+
+    run: ReplicaRun
     stop_sent: dt.datetime | None = None
     max_rss_kb: int | None = None
 
@@ -150,13 +152,15 @@ class _Work:
 
 
 class SlurmNodeWork:
-    def __init__(self, *, api: ControlPlane, work_dir: Path, grace: dt.timedelta, task_dir: Path,
+    def __init__(self, *, api: ControlPlane, work_dir: Path, grace: dt.timedelta, run_dir: Path,
                  srun_url: str | None = None):
         self.api = api
         self.work_dir = work_dir
         self.grace = grace
-        #: Where each step task's supervisor keeps its record (``<step node>/<task>``).
-        self.task_dir = task_dir
+        #: Where the supervisors keep their records: ``batch/<job node>`` for a batch script,
+        #: ``tasks/<step node>/<task>`` for a step's task.
+        self.batch_dir = run_dir / "batch"
+        self.task_dir = run_dir / "tasks"
         #: The control plane's URL as srun in a batch script reaches it (default: the agent's).
         self.srun_url = srun_url or api.url
         self.work: dict[int, _Work] = {}
@@ -258,11 +262,16 @@ class SlurmNodeWork:
                 run.kill(now.timestamp())
 
     def _recover(self, steps: list[dict], now: dt.datetime) -> None:
-        """At start-up: a batch script a previous agent ran is lost (NODE_FAIL, requeue); prologs and
-        epilogs simply run again."""
+        """At start-up: a batch script a previous agent started is re-adopted from its supervisor's
+        record (one that never started is lost: NODE_FAIL, requeue); prologs and epilogs simply run
+        again."""
         self.recovered = True
         for step in steps:
             if step["phase"] == RUNNING and step["batchHost"] and step["id"] not in self.work:
+                directory = self.batch_dir / str(step["id"])
+                if (directory / SPEC).exists() or (directory / SIMULATED_RECORD).exists():
+                    self.work[step["id"]] = _Work("batch", batch=_Batch(ReplicaRun(directory)))
+                    continue
                 self._report(step, "lost", {"reason": "the node agent restarted while it ran"}, now)
                 step["phase"] = REPORTED
 
@@ -340,26 +349,25 @@ class SlurmNodeWork:
         stdout.parent.mkdir(parents=True, exist_ok=True)
         stderr.parent.mkdir(parents=True, exist_ok=True)
         job = step["job"]
-        process: ReplicaProcess
-        pgid = None
+        directory = self.batch_dir / str(step["id"])
+        stdout.touch()
+        stderr.touch()
         if step["simulated"]:
-            process = SimulatedReplica(
-                started=now, runtime=dt.timedelta(seconds=step["simulatedRuntimeSeconds"]),
-                announce=[f"simulated batch script of job {job['jobId']} on {step['nodeName']}",
-                          *(f"{name}={env[name]}" for name in sorted(env) if name.startswith("SLURM_JOB_"))])
+            announce = [f"simulated batch script of job {job['jobId']} on {step['nodeName']}",
+                        *(f"{name}={env[name]}" for name in sorted(env) if name.startswith("SLURM_JOB_"))]
+            with open(stdout, "a", encoding="utf-8") as handle:
+                handle.writelines(f"{line}\n" for line in announce)
+            run = ReplicaRun.simulate(directory, started=now.timestamp(), runtime=step["simulatedRuntimeSeconds"],
+                                      announce=announce)
         else:
             script = self._spool(step) / "slurm_script"
             script.write_text(job["script"])
-            try:
-                # The batch script inherits the agent's basic environment (PATH, HOME, ...), as
-                # sbatch exports the submitter's.
-                subprocess_replica = SubprocessReplica([BASH, str(script), *job["scriptArgs"]], env, submit_dir)
-                process, pgid = subprocess_replica, subprocess_replica.pid
-            except OSError as exc:
-                process = FailedToStart(now, f"slurmstepd: error: execve(): {script}: {exc.strerror}")
-        stdout.touch()
-        stderr.touch()
-        self.work[step["id"]] = _Work("batch", batch=_Batch(process, pgid, stdout, stderr))
+            # The batch script inherits the agent's basic environment (PATH, HOME, ...), as sbatch
+            # exports the submitter's; its supervisor writes its output files.
+            inherited = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
+            run = ReplicaRun.start(directory, argv=[BASH, str(script), *job["scriptArgs"]], env={**inherited, **env},
+                                   cwd=submit_dir, files={"stdout": str(stdout), "stderr": str(stderr)})
+        self.work[step["id"]] = _Work("batch", batch=_Batch(run))
 
     def _srun_environment(self, step: dict) -> dict[str, str]:
         """What srun in the batch script needs: itself first on the PATH, where the control plane is
@@ -390,18 +398,17 @@ class SlurmNodeWork:
                 tasks = self.tasks[doc["id"]] = self._start_tasks(step, doc, now)
             if step["phase"] != RUNNING or doc["stopRequested"]:
                 self._stop_tasks(tasks, now)
-            if not all(ship_logs(self.api, run, f"/agent/v1/slurm/tasks/{doc['id']}/{task}/logs")
-                       for task, run in tasks.runs.items()):
-                continue
+            # Exits first: a task's last lines are in its log before its exit is recorded.
             exits = []
             for task, run in tasks.runs.items():
                 status = run.exit_status(now.timestamp())
                 if status is None and run.lost():
                     status = -9  # its supervisor is gone (the machine rebooted): as if killed
-                if status is None:
-                    break
-                exits.append([task, status, 0] if status >= 0 else [task, 0, -status])
-            else:
+                if status is not None:
+                    exits.append([task, status, 0] if status >= 0 else [task, 0, -status])
+            shipped = all([ship_logs(self.api, run, f"/agent/v1/slurm/tasks/{doc['id']}/{task}/logs")
+                           for task, run in tasks.runs.items()])
+            if shipped and len(exits) == len(tasks.runs):
                 self._report_tasks(doc, exits, now)
 
     def _start_tasks(self, step: dict, doc: dict, now: dt.datetime) -> _StepTasks:
@@ -459,31 +466,32 @@ class SlurmNodeWork:
 
     def _supervise_batch(self, step: dict, work: _Work, now: dt.datetime) -> None:
         batch = work.batch
+        moment = now.timestamp()
         kill_at = dt.datetime.fromtimestamp(step["killAt"], dt.UTC) if step["killAt"] is not None else None
         if step["stopRequested"] and batch.stop_sent is None:
-            batch.process.terminate()
+            batch.run.terminate(moment)
             batch.stop_sent = now
         elif step["stopRequested"] and now >= (kill_at or batch.stop_sent + self.grace):
-            batch.process.kill()
-        if batch.pgid is not None:
-            rss = process_group_rss_kb(batch.pgid)
+            batch.run.kill(moment)
+        child = batch.run.child()
+        if child is not None:
+            rss = process_group_rss_kb(child)
             if rss is not None:
                 batch.max_rss_kb = max(batch.max_rss_kb or 0, rss)
-        code = batch.process.poll(now)
-        self._write_output(step, batch)
-        if code is not None:
-            del self.work[step["id"]]
-            exit_code, signal = (0, -code) if code < 0 else (code, 0)
+        # The exit first: the script's last lines are in its log before its exit is recorded.
+        status = batch.run.exit_status(moment)
+        if not ship_logs(self.api, batch.run, f"/agent/v1/slurm/{step['id']}/logs?part=batch"):
+            return
+        if status is None and batch.run.lost():
+            self._report(step, "lost", {"reason": "the batch script's supervisor ended without an exit"}, now)
+        elif status is not None:
+            exit_code, signal = (0, -status) if status < 0 else (status, 0)
             self._report(step, "batch", {"exitCode": exit_code, "signal": signal, "maxRssKb": batch.max_rss_kb}, now)
-            step["phase"] = REPORTED
-
-    def _write_output(self, step: dict, batch: _Batch) -> None:
-        # In the order they came: with one file for both streams, srun's error after its task's output.
-        for stream, run in groupby(batch.process.drain(), key=itemgetter(0)):
-            chosen = [(time, text) for _, time, text in run]
-            with open(batch.stdout if stream == "stdout" else batch.stderr, "a", encoding="utf-8") as handle:
-                handle.writelines(f"{text}\n" for _, text in chosen)
-            self._log(step, stream, chosen)
+        else:
+            return
+        batch.run.mark_reported()
+        del self.work[step["id"]]
+        step["phase"] = REPORTED
 
     def _stop(self, pk: int) -> None:
         """Kill whatever still runs for a step whose job moved on (cancelled during its prolog,
@@ -492,8 +500,10 @@ class SlurmNodeWork:
         if work.chain is not None:
             work.chain.kill()
         if work.batch is not None:
-            work.batch.process.kill()
+            work.batch.run.kill(dt.datetime.now(dt.UTC).timestamp())
 
     def shutdown(self) -> None:
-        for pk in list(self.work):
+        """The agent stops: prolog and epilog scripts are stopped (they run again at start-up);
+        batch scripts and step tasks run on under their supervisors."""
+        for pk in [pk for pk, work in self.work.items() if work.chain is not None]:
             self._stop(pk)

@@ -97,7 +97,8 @@ class Steps(SrunView):
         principal = request.user
         try:
             step = step_services.step_create(job=principal.job, run_index=principal.run_index, argv=argv,
-                                             environment=environment, request=wanted, label=bool(body.get("label")), now=_moment(body))
+                                             environment=environment, request=wanted,
+                                             label=bool(body.get("label")), now=_moment(body))
         except StepRefused as exc:
             raise ApiError(400, f"Unable to create step for job {principal.job.job_id}: {exc}",
                            "FAILED_PRECONDITION") from None

@@ -7,8 +7,8 @@
 - Jobs: SlurmJob (the job as squeue sees it), one JobRun per run (the accounting record sacct
   shows; a requeued job has several), JobNode per allocated node of the current run (the agent's
   prolog / batch / epilog phases there), JobStep per ``srun`` of a run (sacct's JOBID.N) with a
-  StepNode per node it runs tasks on and StepLogLine for its tasks' output, and GpuAllocation rows whose partial unique index makes
-  allocating one GPU twice impossible.
+  StepNode per node it runs tasks on and StepLogLine for its tasks' output, and GpuAllocation rows
+  whose partial unique index makes allocating one GPU twice impossible.
 """
 
 from __future__ import annotations

@@ -445,8 +445,8 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     chosen = list(zip(records, extra))
     if page is not None:
         total, records, chosen = len(chosen), records[page], chosen[page]
-    return Report(formats.sacct_text(records, fields=selected, parsable="ending" if parsable else None), chosen, to_rows,
-                  total=total)
+    text = formats.sacct_text(records, fields=selected, parsable="ending" if parsable else None)
+    return Report(text, chosen, to_rows, total=total)
 
 
 # --- one job's priority, factor by factor ---------------------------------------------------------

@@ -65,7 +65,8 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
     chosen = [job_nodes[part.allocation_index] for part in parts]
     step = JobStep.objects.create(
         job=job, run_index=run_index, step_id=step_id, name=posixpath.basename(argv[0])[:255], argv=argv,
-        environment=environment, num_tasks=sum(len(part.task_ids) for part in parts), node_list=compress(node.node.name for node in chosen),
+        environment=environment, num_tasks=sum(len(part.task_ids) for part in parts),
+        node_list=compress(node.node.name for node in chosen),
         label=label, start_time=now)
     StepNode.objects.bulk_create([
         StepNode(step=step, job_node=node, node_index=index, task_ids=list(part.task_ids),
