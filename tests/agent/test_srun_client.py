@@ -35,3 +35,15 @@ def test_outside_a_job_srun_says_why_and_fails():
                            env={"PATH": "/usr/bin:/bin"}, check=False)
     assert ended.returncode == 1
     assert ended.stderr.startswith("srun: error: no job step credential")
+
+
+@pytest.mark.django_db
+def test_srun_reaches_the_control_plane_at_the_agents_url_unless_told_another(nodes, tmp_path):
+    from tests.agent.harness import join_nodes
+    from trainhub.agent.main import _parser, agents_for
+
+    join_nodes(tmp_path, [nodes["a100"].nodes.order_by("name").first()])
+    base = ["run", "--state-dir", str(tmp_path), "--runtime", "subprocess", "--no-isolate"]
+    assert agents_for(_parser().parse_args(base))[0].slurm.srun_url == "http://testserver"
+    told = agents_for(_parser().parse_args([*base, "--srun-url", "https://10.0.0.1:8443"]))
+    assert told[0].slurm.srun_url == "https://10.0.0.1:8443"

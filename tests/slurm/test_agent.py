@@ -178,9 +178,10 @@ def test_a_batch_script_whose_supervisor_died_is_lost_and_the_job_requeued(clust
     moment = run_until(first, job, now, lambda j: "started" in lines(j, "stdout"))
     run = next(first.agents[0].slurm.batch_dir.iterdir())
     supervisor = json.loads((run / "supervisor.json").read_text())["pid"]
-    os.killpg(json.loads((run / "child.json").read_text())["pid"], signal.SIGKILL)  # as after a reboot
+    # as after a reboot: the supervisor first (it would record the script's end), then the script
     os.kill(supervisor, signal.SIGKILL)
     os.waitpid(supervisor, 0)  # this test process started it: no zombie left behind
+    os.killpg(json.loads((run / "child.json").read_text())["pid"], signal.SIGKILL)
     run_until(agent_for(tmp_path), job, moment, lambda j: j.state == JobState.PENDING)
     assert job.restart_count == 1
     assert job.runs.get().state == JobState.NODE_FAIL

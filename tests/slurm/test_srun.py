@@ -6,6 +6,10 @@ The agents run in process (tests.agent.harness); the batch script, srun and the 
 processes, and srun reaches the control plane over HTTP (a live server)."""
 
 import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -169,3 +173,26 @@ def test_an_interrupted_srun_stops_its_tasks_on_every_node_and_the_script_goes_o
         (JobState.CANCELLED, 15), (JobState.COMPLETED, 0)]
     assert first.end_time < job.end_time  # its tasks were stopped then, not when the job ended
     assert job.state == JobState.COMPLETED
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running jobs as the project's uid needs an agent running as root")
+def test_an_isolating_agent_runs_the_script_and_every_task_as_the_projects_uid(cluster, real_pools, now, tmp_path,
+                                                                              live_server, settings):
+    work = Path(tempfile.mkdtemp(prefix="srun-work-"))  # tmp_path's parents are closed to other uids
+    work.chmod(0o755)
+    try:
+        state_dir = tmp_path / "agent"
+        agents = AgentGroup([agent_for_identity(identity, state_dir, work, srun_url=live_server.url, isolate=True)
+                             for identity in join_nodes(state_dir)])
+        script = "#!/bin/bash\nid -u\nsrun -l id -u | sort\ntouch made-by-the-script\n"
+        job = make_job(cluster, script=script, num_nodes=2, num_tasks=2, now=now)
+        start_job(job, ["a4-0", "a4-1"], now=now)
+        run_until(agents, job, now, nodes_done)
+        uid = settings.TRAINHUB_REPLICA_UID_BASE + cluster.project_id
+        home = work / "slurm" / "c1" / "home" / "uma"
+        assert (home / f"slurm-{job.job_id}.out").read_text().splitlines() == [str(uid), f"0: {uid}", f"1: {uid}"]
+        assert (home / "made-by-the-script").stat().st_uid == uid
+        # the supervisors' records (environments, the step credential) are the agent's alone
+        assert (state_dir / "slurm").stat().st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(work)

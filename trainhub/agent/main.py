@@ -111,7 +111,7 @@ def agents_for(args: argparse.Namespace) -> list[NodeAgent]:
         settings = NodeSettings(work_dir=args.work_dir or args.state_dir / "work", state_dir=args.state_dir,
                                 grace_seconds=args.grace, heartbeat_seconds=identity.get("heartbeatSeconds", 10.0),
                                 output_roots=tuple(args.output_root), replica_user=user, runtime=runtime,
-                                isolate=args.isolate, facts=facts)
+                                isolate=args.isolate, facts=facts, srun_url=args.srun_url)
         api = ControlPlane(args.url or identity["url"], identity["credential"], verify=args.verify)
         agents.append(NodeAgent(name=identity["node"], control_plane=api, settings=settings))
     return agents
@@ -153,6 +153,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="a global flag for the runtime, e.g. --runtime-arg=--cgroup-manager=cgroupfs (repeatable)")
     run.add_argument("--insecure-registry", action="append", default=[], metavar="HOST:PORT",
                      help="a registry reached over plain HTTP (repeatable)")
+    run.add_argument("--srun-url", help="the control plane's URL as srun in a Slurm batch script reaches it "
+                                        "(default: --url)")
     return parser
 
 

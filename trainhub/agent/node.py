@@ -81,7 +81,8 @@ class NodeAgent:
         self.facts_sent = False
         self.slurm = SlurmNodeWork(api=control_plane, work_dir=settings.work_dir,
                                    grace=dt.timedelta(seconds=settings.grace_seconds),
-                                   run_dir=settings.state_dir / "slurm" / name, srun_url=settings.srun_url)
+                                   run_dir=settings.state_dir / "slurm" / name, srun_url=settings.srun_url,
+                                   run_as=self._run_as)
         self._adopt()
 
     # Start-up ---------------------------------------------------------------------------------

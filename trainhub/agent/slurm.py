@@ -8,6 +8,7 @@ trainhub.slurm.services.lifecycle). It reads only the job-step documents of its 
 - Prolog scripts run one after another and stop at the first failure (PrologFlags=Alloc: on
   every node at allocation; the batch script starts when every node's prolog succeeded).
 - The batch script runs under its own supervisor (trainhub.agent.supervisor, as a replica does),
+  as the project's uid when the agent isolates projects (``--isolate``, ``--replica-user``),
   which writes its output to ``slurm-<jobid>.out`` (or --output/--error) in the job's working
   directory; the agent ships the lines to the database. A restarted agent re-adopts it; one whose
   supervisor is gone too is lost (NODE_FAIL, requeue). Prolog/epilog output goes to the
@@ -34,6 +35,7 @@ import logging
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,14 +155,19 @@ class _Work:
 
 class SlurmNodeWork:
     def __init__(self, *, api: ControlPlane, work_dir: Path, grace: dt.timedelta, run_dir: Path,
-                 srun_url: str | None = None):
+                 srun_url: str | None = None, run_as: Callable[[dict], dict | None] = lambda step: None):
         self.api = api
+        #: The uid/gid a job's batch script and tasks run as (None: the agent's own), from its document.
+        self.run_as = run_as
         self.work_dir = work_dir
         self.grace = grace
         #: Where the supervisors keep their records: ``batch/<job node>`` for a batch script,
         #: ``tasks/<step node>/<task>`` for a step's task.
         self.batch_dir = run_dir / "batch"
         self.task_dir = run_dir / "tasks"
+        # The records hold the jobs' environments and step credentials: only the agent reads them.
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.parent.chmod(0o700)
         #: The control plane's URL as srun in a batch script reaches it (default: the agent's).
         self.srun_url = srun_url or api.url
         self.work: dict[int, _Work] = {}
@@ -345,7 +352,7 @@ class SlurmNodeWork:
         env = {**jobenv.batch_environment(context, node), **self._srun_environment(step)}
         stdout, stderr = Path(context.stdout_path), Path(context.stderr_path)
         submit_dir = Path(context.submit_dir)
-        submit_dir.mkdir(parents=True, exist_ok=True)
+        self._working_directory(step, submit_dir)
         stdout.parent.mkdir(parents=True, exist_ok=True)
         stderr.parent.mkdir(parents=True, exist_ok=True)
         job = step["job"]
@@ -366,21 +373,38 @@ class SlurmNodeWork:
             # exports the submitter's; its supervisor writes its output files.
             inherited = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
             run = ReplicaRun.start(directory, argv=[BASH, str(script), *job["scriptArgs"]], env={**inherited, **env},
-                                   cwd=submit_dir, files={"stdout": str(stdout), "stderr": str(stderr)})
+                                   cwd=submit_dir, user=self.run_as(step),
+                                   files={"stdout": str(stdout), "stderr": str(stderr)})
         self.work[step["id"]] = _Work("batch", batch=_Batch(run))
+
+    def _working_directory(self, step: dict, path: Path) -> None:
+        """The job's working directory, created (owned by the job's uid) where it does not exist yet."""
+        if path.is_dir():
+            return
+        path.mkdir(parents=True)
+        user = self.run_as(step)
+        if user:
+            os.chown(path, user["uid"], user["gid"])
 
     def _srun_environment(self, step: dict) -> dict[str, str]:
         """What srun in the batch script needs: itself first on the PATH, where the control plane is
         and the run's step credential."""
         bin_dir = self.work_dir / "slurm-bin"
         bin_dir.mkdir(parents=True, exist_ok=True)
-        wrapper = bin_dir / "srun"
-        text = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(srun.__file__)} \"$@\"\n"
-        if not wrapper.exists() or wrapper.read_text() != text:
-            temporary = bin_dir / "srun.tmp"
-            temporary.write_text(text)
-            temporary.chmod(0o755)
-            temporary.replace(wrapper)
+        bin_dir.chmod(0o755)
+        # srun.py beside its wrapper, and the first Python 3 the job's uid may run (the agent's own
+        # may sit where only the agent can reach it).
+        program = bin_dir / "srun.py"
+        pythons = " ".join(shlex.quote(path) for path in (sys.executable, "/usr/local/bin/python3", "/usr/bin/python3"))
+        wrapper = (f'#!/bin/sh\nfor python in {pythons}; do\n'
+                   f'  if [ -x "$python" ]; then exec "$python" -S {shlex.quote(str(program))} "$@"; fi\ndone\n'
+                   'echo "srun: error: no Python 3 this user may run" >&2\nexit 1\n')
+        for path, text in ((program, Path(srun.__file__).read_text()), (bin_dir / "srun", wrapper)):
+            if not path.exists() or path.read_text() != text:
+                temporary = path.with_name(path.name + ".tmp")
+                temporary.write_text(text)
+                temporary.chmod(0o755)
+                temporary.replace(path)
         env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
                "TRAINHUB_URL": self.srun_url, "TRAINHUB_STEP_CREDENTIAL": step["stepCredential"] or ""}
         if isinstance(self.api.session.verify, str):
@@ -436,7 +460,7 @@ class SlurmNodeWork:
             refused = f"slurmstepd: error: {exc}"
         else:
             refused = None
-            cwd.mkdir(parents=True, exist_ok=True)
+            self._working_directory(step, cwd)
         for task, env in zip(doc["taskIds"], envs):
             if task not in fresh:
                 continue
@@ -444,7 +468,8 @@ class SlurmNodeWork:
                 tasks.runs[task] = ReplicaRun.failed(directory / str(task), reason=refused, now=now.timestamp())
             else:
                 tasks.runs[task] = ReplicaRun.start(directory / str(task), argv=list(doc["argv"]),
-                                                    env={**doc["environment"], **env}, cwd=cwd)
+                                                    env={**doc["environment"], **env}, cwd=cwd,
+                                                    user=self.run_as(step))
         return tasks
 
     def _stop_tasks(self, tasks: _StepTasks, now: dt.datetime) -> None:

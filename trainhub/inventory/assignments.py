@@ -104,6 +104,8 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
         # srun in the batch script proves it runs inside this run of this job with this credential.
         "stepCredential": (step_credential(job_pk=job.pk, run_index=job_node.run_index)
                            if job_node.batch_host else None),
+        # The batch script and the step tasks run as the cluster's project uid, as its replicas do.
+        "runAs": project_identity(job.cluster.project_id),
         "steps": _step_documents(job_node),
         "job": {
             "clusterId": job.cluster.cluster_id, "jobId": job.job_id, "name": job.name, "user": job.user_name,
