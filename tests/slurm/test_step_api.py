@@ -139,3 +139,14 @@ def test_squeue_s_lists_the_running_steps_as_slurm_does(cluster, now):
     expected = (SRUN_FIXTURES / "squeue-s-2.txt").read_text().replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0")
     assert reports.squeue_steps(cluster, now=later(now, 3)).text == expected
     assert reports.squeue_steps(cluster, now=later(now, 3), jobs="3").text == expected.splitlines()[0] + "\n"
+
+
+def test_the_accounting_page_lists_steps_below_their_job_unless_asked_for_allocations(cluster, now, browser):
+    job = running(cluster, now, num_tasks=2)
+    JobRun.objects.filter(job=job).update(batch_state=JobState.RUNNING)
+    srun(job)
+    page = "/slurm/projects/alpha/locations/us-central1/clusters/c1/accounting"
+    shown = browser("uma").get(page, {"jobs": str(job.job_id)}).content.decode()
+    assert f">{job.job_id}</a>.batch " in shown and f">{job.job_id}</a>.0 " in shown
+    allocations = browser("uma").get(page, {"jobs": str(job.job_id), "allocations": "on"}).content.decode()
+    assert ".batch" not in allocations and f">{job.job_id}</a> " in allocations
