@@ -57,10 +57,13 @@ class AgentGroup:
         _GROUPS.append(self)
 
     def kill_replicas(self) -> None:
+        """Every replica, Slurm batch script and step task the group's agents started."""
         for agent in self.agents:
             for directory in agent.replica_dir.iterdir():
                 if directory.name.isdigit():
                     ReplicaRun(directory).kill(time.time())
+            for directory in [*agent.slurm.task_dir.glob("*/*"), *agent.slurm.batch_dir.glob("*")]:
+                ReplicaRun(directory).kill(time.time())
             agent.shutdown()
 
 

@@ -69,4 +69,5 @@ def alpha_values(alpha_job, cast, nodes, accounts, now):
             "tuning_job_id": tuning_job.job_id, "pipeline_id": pipeline.pipeline_id, "model_id": model.model_id,
             "cluster": accounts.cluster_id, "slurm_job_id": str(slurm_job.job_id), "kind": "prolog",
             "partition": "a4", "node": "a4-0", "pk": str(association.pk), "name": "normal",
-            "key": "queue-depth", "pool": "a100", "replica_id": "1", "job_node_id": "1", "event": "prolog", "registry": "registry.example.com"}
+            "key": "queue-depth", "pool": "a100", "replica_id": "1", "job_node_id": "1", "event": "prolog",
+            "registry": "registry.example.com", "step_id": "0", "step_node_id": "1", "task": "0"}

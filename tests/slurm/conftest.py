@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from trainhub.slurm.demo import SEED_SLURM_SPEC
 SEED_SPEC = {"orchestratorSpec": {"slurmSpec": {"partitions": [{"id": "a4", "node_pool_ids": ["a4"]}],
                                                 "login_node_pool_id": "login", **SEED_SLURM_SPEC}}}
 CLUSTERS = "/v1/projects/alpha/locations/us-central1/slurmClusters"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun.sh (srun inside batch scripts).
+SRUN_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun"
 
 
 def seed_spec() -> dict:
@@ -53,6 +56,36 @@ def slurm_pools(db, now):
     }
     node_heartbeat(node_ids=[n.pk for pool in pools.values() for n in pool.nodes.all()], now=now)
     return pools
+
+
+@pytest.fixture
+def real_pools(slurm_pools):
+    """The a4 nodes run real subprocesses (the agent runs bash on this host)."""
+    slurm_pools["a4"].executor = Executor.SUBPROCESS
+    slurm_pools["a4"].save(update_fields=["executor"])
+    return slurm_pools
+
+
+def run_until(agent, job, moment, done, limit=400):
+    """Tick ``agent`` (one or a group) until ``done(job)``, 50 ms of the agents' time a round."""
+    import time
+
+    from trainhub.slurm.models import JobNode
+
+    for _ in range(limit):
+        moment = moment + dt.timedelta(seconds=0.05)
+        agent.tick(now=moment)
+        job.refresh_from_db()
+        if done(job):
+            return moment
+        time.sleep(0.02)
+    raise AssertionError(f"job stuck in {job.state} ({list(JobNode.objects.filter(job=job).values('phase'))})")
+
+
+def nodes_done(job) -> bool:
+    from trainhub.slurm.models import JobNode, NodePhase
+
+    return not JobNode.objects.filter(job=job).exclude(phase=NodePhase.DONE).exists()
 
 
 @pytest.fixture

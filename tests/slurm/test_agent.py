@@ -1,44 +1,24 @@
 """The node agent runs Slurm jobs: prolog on every node, the batch script with Slurm's environment
 on the batch host, the epilog; failures drain nodes and requeue held, as slurmd/slurmctld do."""
 
+import json
+import os
+import signal
 import time
 
 import pytest
 
 from tests.agent.harness import agents_on
 from tests.conftest import later
-from tests.slurm.conftest import make_job, start_job
-from trainhub.inventory.models import Executor, Node, NodeState
+from tests.slurm.conftest import make_job, nodes_done, run_until, start_job
+from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.models import GpuAllocation, Hold, JobLogLine, JobNode, JobState, NodePhase
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def real_pools(slurm_pools):
-    """The a4 nodes run real subprocesses (the agent runs bash on this host)."""
-    slurm_pools["a4"].executor = Executor.SUBPROCESS
-    slurm_pools["a4"].save(update_fields=["executor"])
-    return slurm_pools
-
-
 def agent_for(tmp_path):
     return agents_on(tmp_path)
-
-
-def run_until(agent, job, moment, done, limit=400):
-    for _ in range(limit):
-        moment = later(moment, 0.05)
-        agent.tick(now=moment)
-        job.refresh_from_db()
-        if done(job):
-            return moment
-        time.sleep(0.02)
-    raise AssertionError(f"job stuck in {job.state} ({list(JobNode.objects.filter(job=job).values('phase'))})")
-
-
-def nodes_done(job):
-    return not JobNode.objects.filter(job=job).exclude(phase=NodePhase.DONE).exists()
 
 
 def lines(job, stream, node=None):
@@ -168,6 +148,16 @@ def test_a_job_waits_for_the_previous_job_on_its_gpus_to_leave(cluster, real_poo
     assert first.state == JobState.PENDING and first.restart_count == 1
 
 
+def test_an_array_tasks_batch_script_gets_slurms_array_variables(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\necho $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID "
+                                   "$SLURM_ARRAY_TASK_COUNT $SLURM_ARRAY_TASK_MIN $SLURM_ARRAY_TASK_MAX "
+                                   "$SLURM_ARRAY_TASK_STEP\n",
+                   array_job_id=7, array_task_id=4, array_tasks="0-8:2", now=now)
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    assert lines(job, "stdout") == ["7 4 5 0 8 2"]
+
+
 def test_output_and_error_files_follow_the_patterns(cluster, real_pools, now, tmp_path):
     job = make_job(cluster, script="#!/bin/bash\necho out; echo err >&2\n", name="named", now=now,
                    stdout_pattern="/scratch/%x-%j.log", stderr_pattern="errors/%j.err")
@@ -178,15 +168,32 @@ def test_output_and_error_files_follow_the_patterns(cluster, real_pools, now, tm
     assert (root / "home" / "uma" / "errors" / f"{job.job_id}.err").read_text() == "err\n"
 
 
-def test_a_restarted_agent_requeues_the_job_whose_script_it_lost(cluster, real_pools, now, tmp_path):
-    job = make_job(cluster, script="#!/bin/bash\nsleep 30\n", now=now)
+def test_a_restarted_agent_re_adopts_the_batch_script_its_supervisor_kept_running(cluster, real_pools, now,
+                                                                                  tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\necho started\nsleep 1\necho done\n", now=now)
+    start_job(job, ["a4-0"], now=now)
+    moment = run_until(agent_for(tmp_path), job, now, lambda j: "started" in lines(j, "stdout"))
+    # the agent dies (no shutdown) and a new one starts while the script runs on
+    run_until(agent_for(tmp_path), job, moment, nodes_done)
+    assert (job.state, job.restart_count) == (JobState.COMPLETED, 0)
+    assert lines(job, "stdout") == ["started", "done"]
+    out = tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.out"
+    assert out.read_text() == "started\ndone\n"
+
+
+def test_a_batch_script_whose_supervisor_died_is_lost_and_the_job_requeued(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script="#!/bin/bash\necho started\nsleep 30\n", now=now)
     start_job(job, ["a4-0"], now=now)
     first = agent_for(tmp_path)
-    run_until(first, job, now, lambda j: JobNode.objects.filter(job=j, phase=NodePhase.RUNNING).exists())
-    first.agents[0].shutdown()  # as a killed agent: its batch script is gone with it
-    agent_for(tmp_path).tick(now=later(now, 5))
-    job.refresh_from_db()
-    assert (job.state, job.restart_count) == (JobState.PENDING, 1)
+    moment = run_until(first, job, now, lambda j: "started" in lines(j, "stdout"))
+    run = next(first.agents[0].slurm.batch_dir.iterdir())
+    supervisor = json.loads((run / "supervisor.json").read_text())["pid"]
+    # as after a reboot: the supervisor first (it would record the script's end), then the script
+    os.kill(supervisor, signal.SIGKILL)
+    os.waitpid(supervisor, 0)  # this test process started it: no zombie left behind
+    os.killpg(json.loads((run / "child.json").read_text())["pid"], signal.SIGKILL)
+    run_until(agent_for(tmp_path), job, moment, lambda j: j.state == JobState.PENDING)
+    assert job.restart_count == 1
     assert job.runs.get().state == JobState.NODE_FAIL
 
 

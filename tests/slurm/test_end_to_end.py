@@ -85,7 +85,8 @@ def test_the_seed_cluster_end_to_end(api, admin, slurm_pools, tmp_path):
     # 3. what the Slurm commands show
     squeue = api("vic").get(f"{BASE}/squeue").json()["text"].splitlines()
     assert squeue[1].split()[:5] == [str(low), "a4", "wrap", "uma", "PD"] and squeue[1].endswith("(BeginTime)")
-    sacct = api("uma").get(f"{BASE}/sacct", {"duplicates": "true", "jobs": f"{hello},{low}"}).json()["text"]
+    sacct = api("uma").get(f"{BASE}/sacct", {"duplicates": "true", "allocations": "true",
+                                         "jobs": f"{hello},{low}"}).json()["text"]
     assert [line.split()[0:1] + line.split()[5:6] for line in sacct.splitlines()[2:]] == [
         [str(hello), "COMPLETED"], [str(low), "PREEMPTED"]]  # the requeued run, no extra PENDING record
     # usage (the urgent job's included) is applied at the decay thread's next run, a PriorityCalcPeriod on

@@ -112,7 +112,8 @@ def agents_for(args: argparse.Namespace) -> list[NodeAgent]:
                                 grace_seconds=args.grace, heartbeat_seconds=identity.get("heartbeatSeconds", 10.0),
                                 output_roots=tuple(args.output_root), replica_user=user, runtime=runtime,
                                 isolate=args.isolate, facts=facts, poll_seconds=args.poll_seconds,
-                                long_poll=args.long_poll, long_poll_seconds=args.long_poll_seconds)
+                                long_poll=args.long_poll, long_poll_seconds=args.long_poll_seconds,
+                                srun_url=args.srun_url)
         api = ControlPlane(args.url or identity["url"], identity["credential"], verify=args.verify)
         agents.append(NodeAgent(name=identity["node"], control_plane=api, settings=settings))
     return agents
@@ -175,6 +176,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="a global flag for the runtime, e.g. --runtime-arg=--cgroup-manager=cgroupfs (repeatable)")
     run.add_argument("--insecure-registry", action="append", default=[], metavar="HOST:PORT",
                      help="a registry reached over plain HTTP (repeatable)")
+    run.add_argument("--srun-url", help="the control plane's URL as srun in a Slurm batch script reaches it "
+                                        "(default: --url)")
     return parser
 
 

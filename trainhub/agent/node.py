@@ -39,12 +39,11 @@ from trainhub.agent.client import ControlPlane, ControlPlaneUnreachable, error_m
 from trainhub.agent.containers import GCS_MOUNT, ContainerRuntime, env_file_text, write_registry_auth
 from trainhub.agent.environment import NotRunnable, ReplicaContext, expand, replica_argv, replica_environment
 from trainhub.agent.outputs import OutputPathRefused, collect_outputs, prepare_outputs
-from trainhub.agent.replicas import ReplicaRun
+from trainhub.agent.replicas import ReplicaRun, ship_logs
 from trainhub.agent.slurm import SlurmNodeWork
 
 logger = logging.getLogger("trainhub.agent")
 
-LOG_CHUNK_LINES = 1000
 SIMULATED = "simulated"
 
 
@@ -73,6 +72,8 @@ class NodeSettings:
     #: podman or docker; None runs command + args on the host (the subprocess executor).
     runtime: ContainerRuntime | None = None
     facts: dict = field(default_factory=dict)
+    #: The control plane's URL as srun in a batch script reaches it (None: the agent's own URL).
+    srun_url: str | None = None
 
 
 @dataclass
@@ -103,7 +104,9 @@ class NodeAgent:
         self.reported_running: list[int] | None = None
         self.facts_sent = False
         self.slurm = SlurmNodeWork(api=control_plane, work_dir=settings.work_dir,
-                                   grace=dt.timedelta(seconds=settings.grace_seconds))
+                                   grace=dt.timedelta(seconds=settings.grace_seconds),
+                                   run_dir=settings.state_dir / "slurm" / name, srun_url=settings.srun_url,
+                                   run_as=self._run_as)
         self._adopt()
 
     # Start-up ---------------------------------------------------------------------------------
@@ -332,7 +335,7 @@ class NodeAgent:
                 handle.run.kill(moment)
         status = handle.run.exit_status(moment)
         lost = status is None and handle.run.lost()
-        if not self._ship_logs(replica_id, handle.run):
+        if not ship_logs(self.api, handle.run, f"/agent/v1/replicas/{replica_id}/logs"):
             return
         if status is None and not lost:
             return
@@ -353,24 +356,6 @@ class NodeAgent:
         else:
             logger.warning("node %s: exit report of replica %s refused: %s", self.name, replica_id, error_message(answer))
 
-    def _ship_logs(self, replica_id: int, run: ReplicaRun) -> bool:
-        """Send the unacknowledged lines in chunks; True once every complete line is stored."""
-        while True:
-            lines, offset = run.unshipped(LOG_CHUNK_LINES)
-            if not lines:
-                return True
-            answer = self.api.post(f"/agent/v1/replicas/{replica_id}/logs", {"first": run.seq, "lines": lines})
-            if answer.status == 409:
-                run.rewind(int(answer.body.get("expected", 0)))
-                continue
-            if answer.status != 200:
-                logger.warning("node %s: log chunk of replica %s refused: %s", self.name, replica_id,
-                               error_message(answer))
-                return answer.status == 404
-            run.acknowledge(run.seq + len(lines), offset)
-            if len(lines) < LOG_CHUNK_LINES:
-                return True
-
     def _heartbeat(self, moment: float) -> None:
         running = sorted(replica_id for replica_id, handle in self.handles.items() if handle.run.running())
         if running == self.reported_running and moment - self.last_heartbeat < self.settings.heartbeat_seconds:
@@ -384,7 +369,8 @@ class NodeAgent:
         self.facts_sent, self.reported_running, self.last_heartbeat = True, running, moment
 
     def shutdown(self) -> None:
-        """The agent stops: replicas keep running under their supervisors; Slurm scripts are stopped."""
+        """The agent stops: replicas, batch scripts and step tasks keep running under their supervisors;
+        prolog and epilog scripts are stopped (they run again when it starts)."""
         self.slurm.shutdown()
 
 

@@ -10,6 +10,7 @@ a directory whose exit is due ``runtime`` seconds after its start, and says so i
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -18,11 +19,14 @@ import time
 from pathlib import Path
 
 from trainhub.agent import supervisor
+from trainhub.agent.client import ControlPlane, error_message
 from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, process_start_time, write_atomically
 from trainhub.agent.supervisor import SUPERVISOR as SUPERVISOR_RECORD
 
 SUPERVISOR_SCRIPT = Path(supervisor.__file__)
 SHIPPED, REPORTED, SIMULATED, OUTPUTS = "shipped.json", "reported", "simulated.json", "outputs.json"
+LOG_CHUNK_LINES = 1000
+logger = logging.getLogger("trainhub.agent")
 
 
 class ReplicaRun:
@@ -39,15 +43,17 @@ class ReplicaRun:
     @classmethod
     def start(cls, directory: Path, *, argv: list[str], env: dict[str, str], cwd: Path,
               user: dict | None = None, outputs: dict | None = None, prepare: list[list[str]] = (),
-              prepare_env: dict[str, str] | None = None, container: dict | None = None) -> ReplicaRun:
+              prepare_env: dict[str, str] | None = None, container: dict | None = None,
+              files: dict[str, str] | None = None) -> ReplicaRun:
         """Start the supervisor. With ``container`` ({name, signal: argv prefix, remove: argv}),
-        signals go through the container runtime rather than to a process group."""
+        signals go through the container runtime rather than to a process group; ``files``
+        ({stream: path}) also receive the output lines."""
         directory.mkdir(parents=True, exist_ok=True)
         if outputs is not None:
             write_atomically(directory / OUTPUTS, outputs)
         write_atomically(directory / SPEC, {"argv": argv, "env": env, "cwd": str(cwd), "user": user,
                                             "prepare": list(prepare), "prepareEnv": prepare_env or env,
-                                            "container": container})
+                                            "container": container, "files": files or {}})
         run = cls(directory)
         with open(directory / "supervisor.err", "ab") as errors:
             run._supervisor = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
@@ -118,6 +124,13 @@ class ReplicaRun:
             supervisor = self._read(SUPERVISOR_RECORD)
             gone = supervisor is None or process_start_time(supervisor["pid"]) != supervisor["start"]
         return gone and not (self.directory / EXIT).exists()
+
+    def child(self) -> int | None:
+        """The command's pid (its process group) while it runs, None before and after."""
+        child = self._read(CHILD)
+        if child is None or (self.directory / EXIT).exists() or process_start_time(child["pid"]) != child["start"]:
+            return None
+        return int(child["pid"])
 
     def exit_record(self) -> dict | None:
         """exit.json: {status, time, phase ("prepare": the image could not be pulled), message}."""
@@ -201,3 +214,22 @@ class ReplicaRun:
 
     def kill(self, now: float) -> None:
         self.signal(signal.SIGKILL, now)
+
+
+def ship_logs(api: ControlPlane, run: ReplicaRun, path: str) -> bool:
+    """Send a run's unacknowledged lines to ``path`` (a log endpoint of the agent API) in chunks;
+    True once every complete line is stored (or the control plane forgot the run: 404)."""
+    while True:
+        lines, offset = run.unshipped(LOG_CHUNK_LINES)
+        if not lines:
+            return True
+        answer = api.post(path, {"first": run.seq, "lines": lines})
+        if answer.status == 409:
+            run.rewind(int(answer.body.get("expected", 0)))
+            continue
+        if answer.status != 200:
+            logger.warning("log chunk to %s refused: %s", path, error_message(answer))
+            return answer.status == 404
+        run.acknowledge(run.seq + len(lines), offset)
+        if len(lines) < LOG_CHUNK_LINES:
+            return True

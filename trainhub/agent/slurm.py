@@ -7,13 +7,25 @@ trainhub.slurm.services.lifecycle). It reads only the job-step documents of its 
   Slurm's environment (trainhub.slurm.jobenv); prolog/epilog get no inherited PATH, as in Slurm.
 - Prolog scripts run one after another and stop at the first failure (PrologFlags=Alloc: on
   every node at allocation; the batch script starts when every node's prolog succeeded).
-- The batch script's output goes to ``slurm-<jobid>.out`` (or --output/--error) in the job's
-  working directory and to the database; prolog/epilog output to the database only.
+- The batch script runs under its own supervisor (trainhub.agent.supervisor, as a replica does),
+  as the project's uid when the agent isolates projects (``--isolate``, ``--replica-user``),
+  which writes its output to ``slurm-<jobid>.out`` (or --output/--error) in the job's working
+  directory; the agent ships the lines to the database. A restarted agent re-adopts it; one whose
+  supervisor is gone too is lost (NODE_FAIL, requeue). Prolog/epilog output goes to the
+  database only.
 - A job reaches a node's GPUs only after every earlier job on those GPUs has finished its epilog
   there (a preemptor waits for its victims, as Slurm waits for COMPLETING jobs).
 - Simulated pools run no batch script: the job "runs" for the pool's simulated run time.
 - Max RSS of the batch script's process group is sampled every tick (jobacct_gather/linux sums
   the task tree's RSS the same way).
+- Job steps (``srun`` in the batch script, see trainhub.agent.srun): the batch script finds an
+  ``srun`` first on its PATH and the run's step credential in TRAINHUB_STEP_CREDENTIAL. Every
+  node of a step gets its tasks in its assignments and runs each under its own supervisor
+  (trainhub.agent.supervisor, so a restarted agent re-adopts them), with the step's environment
+  (jobenv.step_environments) over srun's own, in the job's working directory; it ships each
+  task's lines and, when all of the node's tasks have ended, their exits. When the job leaves
+  its RUNNING phase (cancel, time limit, the batch script ended) or srun was interrupted, the
+  tasks are stopped - SIGTERM, SIGKILL after the grace period - before the epilog runs.
 """
 
 from __future__ import annotations
@@ -21,11 +33,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from dataclasses import dataclass
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainhub.agent.client import ControlPlane, error_message
-from trainhub.agent.executors import FailedToStart, ReplicaProcess, SimulatedReplica, SubprocessReplica
+from trainhub.agent import srun
+from trainhub.agent.executors import INHERITED_ENV, FailedToStart, ReplicaProcess, SubprocessReplica
+from trainhub.agent.replicas import SIMULATED as SIMULATED_RECORD
+from trainhub.agent.replicas import ReplicaRun, ship_logs
+from trainhub.agent.supervisor import SPEC
 from trainhub.slurm import jobenv
 
 logger = logging.getLogger("trainhub.agent")
@@ -109,11 +128,9 @@ class ScriptChain:
 
 @dataclass
 class _Batch:
-    process: ReplicaProcess
-    pgid: int | None
-    #: Descriptors of the --output and --error files (the same one when --error is unset).
-    stdout: int
-    stderr: int
+    """The batch script, under its supervisor (which writes its output files)."""
+
+    run: ReplicaRun
     stop_sent: dt.datetime | None = None
     max_rss_kb: int | None = None
 
@@ -128,6 +145,15 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 @dataclass
+class _StepTasks:
+    """One step's tasks on this node (each under its supervisor), keyed by SLURM_PROCID."""
+
+    job_node_id: int
+    runs: dict[int, ReplicaRun] = field(default_factory=dict)
+    stop_sent: dt.datetime | None = None
+
+
+@dataclass
 class _Work:
     """What runs for one job step on this node now: a prolog or epilog chain, or the batch script."""
 
@@ -137,11 +163,25 @@ class _Work:
 
 
 class SlurmNodeWork:
-    def __init__(self, *, api: ControlPlane, work_dir: Path, grace: dt.timedelta):
+    def __init__(self, *, api: ControlPlane, work_dir: Path, grace: dt.timedelta, run_dir: Path,
+                 srun_url: str | None = None, run_as: Callable[[dict], dict | None] = lambda step: None):
         self.api = api
+        #: The uid/gid a job's batch script and tasks run as (None: the agent's own), from its document.
+        self.run_as = run_as
         self.work_dir = work_dir
         self.grace = grace
+        #: Where the supervisors keep their records: ``batch/<job node>`` for a batch script,
+        #: ``tasks/<step node>/<task>`` for a step's task.
+        self.batch_dir = run_dir / "batch"
+        self.task_dir = run_dir / "tasks"
+        # The records hold the jobs' environments and step credentials: only the agent reads them.
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.parent.chmod(0o700)
+        #: The control plane's URL as srun in a batch script reaches it (default: the agent's).
+        self.srun_url = srun_url or api.url
         self.work: dict[int, _Work] = {}
+        #: Step tasks running here, per step node (the assignment's ``steps[].id``).
+        self.tasks: dict[int, _StepTasks] = {}
         #: Log lines sent per job step (the control plane drops a resent overlap).
         self.sent: dict[int, int] = {}
         self.recovered = False
@@ -227,18 +267,27 @@ class SlurmNodeWork:
         live = {step["id"] for step in steps}
         for step in steps:
             try:
+                self._supervise_tasks(step, now)
                 self._advance(step, steps, now)
             except Exception:  # noqa: BLE001 - one job's trouble never stalls the node's others
                 logger.exception("Slurm job step %s failed to advance; retrying next round", step["id"])
         for pk in [pk for pk in self.work if pk not in live]:
             self._stop(pk)
+        for pk in [pk for pk, tasks in self.tasks.items() if tasks.job_node_id not in live]:
+            for run in self.tasks.pop(pk).runs.values():
+                run.kill(now.timestamp())
 
     def _recover(self, steps: list[dict], now: dt.datetime) -> None:
-        """At start-up: a batch script a previous agent ran is lost (NODE_FAIL, requeue); prologs and
-        epilogs simply run again."""
+        """At start-up: a batch script a previous agent started is re-adopted from its supervisor's
+        record (one that never started is lost: NODE_FAIL, requeue); prologs and epilogs simply run
+        again."""
         self.recovered = True
         for step in steps:
             if step["phase"] == RUNNING and step["batchHost"] and step["id"] not in self.work:
+                directory = self.batch_dir / str(step["id"])
+                if (directory / SPEC).exists() or (directory / SIMULATED_RECORD).exists():
+                    self.work[step["id"]] = _Work("batch", batch=_Batch(ReplicaRun(directory)))
+                    continue
                 self._report(step, "lost", {"reason": "the node agent restarted while it ran"}, now)
                 step["phase"] = REPORTED
 
@@ -260,6 +309,8 @@ class SlurmNodeWork:
             else:
                 self._supervise_batch(step, work, now)
         elif step["phase"] == EPILOG:
+            if any(tasks.job_node_id == step["id"] for tasks in self.tasks.values()):
+                return  # the epilog runs once the job's tasks on this node have ended
             if work is not None and work.kind != "epilog":
                 self._stop(step["id"])
                 work = self.work.get(step["id"])
@@ -285,27 +336,26 @@ class SlurmNodeWork:
             del self.work[step["id"]]
             self._report(step, work.kind, {"exitCode": code}, now)
 
-    def _open_outputs(self, step: dict) -> tuple[int, int]:
-        """The job's --output and --error files, opened once before the batch script starts, only
-        through jobenv.open_output_file (the symlink-resolving containment check), after the
-        working directory passed the same check; one descriptor for both when --error is unset.
-        Raises jobenv.OutsideCluster or OSError."""
+    def _output_files(self, step: dict) -> tuple[Path, Path]:
+        """The job's --output and --error files as resolved paths, only through jobenv.output_file
+        (the symlink-resolving containment check), after the working directory passed the same
+        check and was created; the same path for both when --error is unset. The batch script's supervisor opens
+        them once, with O_NOFOLLOW, before the script starts, and writes through those descriptors
+        until it ends (as slurmstepd does): a script that swaps its output file for a symlink to a
+        host file while it runs writes nothing there. Raises jobenv.OutsideCluster or OSError."""
         job = step["job"]
         root = cluster_root(self.work_dir, job["clusterId"])
         names = {"job_id": job["jobId"], "job_name": job["name"], "user": job["user"], "node": step["nodeName"]}
-        jobenv.cluster_file(root, job["workDir"])
-        stdout = jobenv.open_output_file(root, job["stdoutPattern"], cwd=job["workDir"], **names)
-        if not job["stderrPattern"]:
-            return stdout, stdout
-        try:
-            return stdout, jobenv.open_output_file(root, job["stderrPattern"], cwd=job["workDir"], **names)
-        except (jobenv.OutsideCluster, OSError):
-            os.close(stdout)
-            raise
+        self._working_directory(step, jobenv.cluster_file(root, job["workDir"]))  # the job's uid owns it
+        paths = [jobenv.output_file(root, pattern, cwd=job["workDir"], **names)
+                 for pattern in (job["stdoutPattern"], job["stderrPattern"] or job["stdoutPattern"])]
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return paths[0].resolve(), paths[1].resolve()
 
     def _launch_batch(self, step: dict, now: dt.datetime) -> None:
         try:
-            stdout, stderr = self._open_outputs(step)
+            stdout, stderr = self._output_files(step)
         except jobenv.OutsideCluster as exc:
             self._fail_launch(step, str(exc), now)
             return
@@ -313,28 +363,140 @@ class SlurmNodeWork:
             self._fail_launch(step, f"Could not open output file: {exc.filename}: {exc.strerror}", now)
             return
         context, node = self._context(step, now)
-        env = jobenv.batch_environment(context, node)
-        submit_dir = Path(context.submit_dir)
-        submit_dir.mkdir(parents=True, exist_ok=True)
         job = step["job"]
-        process: ReplicaProcess
-        pgid = None
+        env = {**jobenv.batch_environment(context, node), **job["arrayEnvironment"], **self._srun_environment(step)}
+        submit_dir = Path(context.submit_dir)
+        self._working_directory(step, submit_dir)
+        directory = self.batch_dir / str(step["id"])
         if step["simulated"]:
-            process = SimulatedReplica(
-                started=now, runtime=dt.timedelta(seconds=step["simulatedRuntimeSeconds"]),
-                announce=[f"simulated batch script of job {job['jobId']} on {step['nodeName']}",
-                          *(f"{name}={env[name]}" for name in sorted(env) if name.startswith("SLURM_JOB_"))])
+            announce = [f"simulated batch script of job {job['jobId']} on {step['nodeName']}",
+                        *(f"{name}={env[name]}" for name in sorted(env) if name.startswith("SLURM_JOB_"))]
+            with os.fdopen(jobenv.open_append(stdout), "a", encoding="utf-8") as handle:
+                handle.writelines(f"{line}\n" for line in announce)
+            run = ReplicaRun.simulate(directory, started=now.timestamp(), runtime=step["simulatedRuntimeSeconds"],
+                                      announce=announce)
         else:
             script = self._spool(step) / "slurm_script"
             script.write_text(job["script"])
-            try:
-                # The batch script inherits the agent's basic environment (PATH, HOME, ...), as
-                # sbatch exports the submitter's.
-                subprocess_replica = SubprocessReplica([BASH, str(script), *job["scriptArgs"]], env, submit_dir)
-                process, pgid = subprocess_replica, subprocess_replica.pid
-            except OSError as exc:
-                process = FailedToStart(now, f"slurmstepd: error: execve(): {script}: {exc.strerror}")
-        self.work[step["id"]] = _Work("batch", batch=_Batch(process, pgid, stdout, stderr))
+            # The batch script inherits the agent's basic environment (PATH, HOME, ...), as sbatch
+            # exports the submitter's; its supervisor writes its output files.
+            inherited = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
+            run = ReplicaRun.start(directory, argv=[BASH, str(script), *job["scriptArgs"]], env={**inherited, **env},
+                                   cwd=submit_dir, user=self.run_as(step),
+                                   files={"stdout": str(stdout), "stderr": str(stderr)})
+        self.work[step["id"]] = _Work("batch", batch=_Batch(run))
+
+    def _working_directory(self, step: dict, path: Path) -> None:
+        """The job's working directory, created (owned by the job's uid) where it does not exist yet."""
+        if path.is_dir():
+            return
+        path.mkdir(parents=True)
+        user = self.run_as(step)
+        if user:
+            os.chown(path, user["uid"], user["gid"])
+
+    def _srun_environment(self, step: dict) -> dict[str, str]:
+        """What srun in the batch script needs: itself first on the PATH, where the control plane is
+        and the run's step credential."""
+        bin_dir = self.work_dir / "slurm-bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        bin_dir.chmod(0o755)
+        # srun.py beside its wrapper, and the first Python 3 the job's uid may run (the agent's own
+        # may sit where only the agent can reach it).
+        program = bin_dir / "srun.py"
+        pythons = " ".join(shlex.quote(path) for path in (sys.executable, "/usr/local/bin/python3", "/usr/bin/python3"))
+        wrapper = (f'#!/bin/sh\nfor python in {pythons}; do\n'
+                   f'  if [ -x "$python" ]; then exec "$python" -S {shlex.quote(str(program))} "$@"; fi\ndone\n'
+                   'echo "srun: error: no Python 3 this user may run" >&2\nexit 1\n')
+        for path, text in ((program, Path(srun.__file__).read_text()), (bin_dir / "srun", wrapper)):
+            if not path.exists() or path.read_text() != text:
+                temporary = path.with_name(path.name + ".tmp")
+                temporary.write_text(text)
+                temporary.chmod(0o755)
+                temporary.replace(path)
+        env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
+               "TRAINHUB_URL": self.srun_url, "TRAINHUB_STEP_CREDENTIAL": step["stepCredential"] or ""}
+        if isinstance(self.api.session.verify, str):
+            env["TRAINHUB_CA_BUNDLE"] = self.api.session.verify
+        return env
+
+    # Step tasks -------------------------------------------------------------------------------
+
+    def _supervise_tasks(self, step: dict, now: dt.datetime) -> None:
+        """Start (or re-adopt) this node's tasks of each step listed for the job, stop them once the
+        job has left its RUNNING phase, ship their lines and report their exits."""
+        for doc in step["steps"]:
+            tasks = self.tasks.get(doc["id"])
+            if tasks is None:
+                tasks = self.tasks[doc["id"]] = self._start_tasks(step, doc, now)
+            if step["phase"] != RUNNING or doc["stopRequested"]:
+                self._stop_tasks(tasks, now)
+            # Exits first: a task's last lines are in its log before its exit is recorded.
+            exits = []
+            for task, run in tasks.runs.items():
+                status = run.exit_status(now.timestamp())
+                if status is None and run.lost():
+                    status = -9  # its supervisor is gone (the machine rebooted): as if killed
+                if status is not None:
+                    exits.append([task, status, 0] if status >= 0 else [task, 0, -status])
+            shipped = all([ship_logs(self.api, run, f"/agent/v1/slurm/tasks/{doc['id']}/{task}/logs")
+                           for task, run in tasks.runs.items()])
+            if shipped and len(exits) == len(tasks.runs):
+                self._report_tasks(doc, exits, now)
+
+    def _start_tasks(self, step: dict, doc: dict, now: dt.datetime) -> _StepTasks:
+        tasks = _StepTasks(step["id"])
+        directory = self.task_dir / str(doc["id"])
+        fresh = [task for task in doc["taskIds"] if not (directory / str(task)).exists()]
+        for task in doc["taskIds"]:
+            if task not in fresh:
+                tasks.runs[task] = ReplicaRun(directory / str(task))  # started before this agent restarted
+        if not fresh:
+            return tasks
+        if step["phase"] != RUNNING:
+            for task in fresh:
+                tasks.runs[task] = ReplicaRun.failed(directory / str(task), now=now.timestamp(),
+                                                     reason="the job ended before the task started")
+            return tasks
+        context, node = self._context(step, now)
+        envs = jobenv.step_environments(context, node, jobenv.StepContext(
+            step_id=doc["stepId"], hosts=tuple(doc["hosts"]), tasks_per_node=tuple(doc["tasksPerNode"]),
+            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])))
+        job = step["job"]
+        try:
+            cwd = jobenv.cluster_file(cluster_root(self.work_dir, job["clusterId"]), job["workDir"])
+        except jobenv.OutsideCluster as exc:
+            refused = f"slurmstepd: error: {exc}"
+        else:
+            refused = None
+            self._working_directory(step, cwd)
+        for task, env in zip(doc["taskIds"], envs):
+            if task not in fresh:
+                continue
+            if refused:
+                tasks.runs[task] = ReplicaRun.failed(directory / str(task), reason=refused, now=now.timestamp())
+            else:
+                tasks.runs[task] = ReplicaRun.start(directory / str(task), argv=list(doc["argv"]),
+                                                    env={**doc["environment"], **env}, cwd=cwd,
+                                                    user=self.run_as(step))
+        return tasks
+
+    def _stop_tasks(self, tasks: _StepTasks, now: dt.datetime) -> None:
+        if tasks.stop_sent is None:
+            tasks.stop_sent = now
+            for run in tasks.runs.values():
+                run.terminate(now.timestamp())
+        elif now >= tasks.stop_sent + self.grace:
+            for run in tasks.runs.values():
+                run.kill(now.timestamp())
+
+    def _report_tasks(self, doc: dict, exits: list[list[int]], now: dt.datetime) -> None:
+        answer = self.api.post(f"/agent/v1/slurm/tasks/{doc['id']}/exited", {"time": now.timestamp(), "exits": exits})
+        if answer.status not in (200, 404):
+            raise RuntimeError(f"exits of step tasks {doc['id']} refused: {error_message(answer)}")
+        for run in self.tasks.pop(doc["id"]).runs.values():
+            run.mark_reported()
+        self.changed = True
 
     def _fail_launch(self, step: dict, reason: str, now: dt.datetime) -> None:
         self._log(step, "stderr", [(now, f"slurmstepd: error: {reason}")])
@@ -343,35 +505,32 @@ class SlurmNodeWork:
 
     def _supervise_batch(self, step: dict, work: _Work, now: dt.datetime) -> None:
         batch = work.batch
+        moment = now.timestamp()
         kill_at = dt.datetime.fromtimestamp(step["killAt"], dt.UTC) if step["killAt"] is not None else None
         if step["stopRequested"] and batch.stop_sent is None:
-            batch.process.terminate()
+            batch.run.terminate(moment)
             batch.stop_sent = now
         elif step["stopRequested"] and now >= (kill_at or batch.stop_sent + self.grace):
-            batch.process.kill()
-        if batch.pgid is not None:
-            rss = process_group_rss_kb(batch.pgid)
+            batch.run.kill(moment)
+        child = batch.run.child()
+        if child is not None:
+            rss = process_group_rss_kb(child)
             if rss is not None:
                 batch.max_rss_kb = max(batch.max_rss_kb or 0, rss)
-        code = batch.process.poll(now)
-        self._write_output(step, batch)
-        if code is not None:
-            del self.work[step["id"]]
-            batch.close()
-            exit_code, signal = (0, -code) if code < 0 else (code, 0)
-            self._report(step, "batch", {"exitCode": exit_code, "signal": signal, "maxRssKb": batch.max_rss_kb}, now)
-            step["phase"] = REPORTED
-
-    def _write_output(self, step: dict, batch: _Batch) -> None:
-        lines = batch.process.drain()
-        if not lines:
+        # The exit first: the script's last lines are in its log before its exit is recorded.
+        status = batch.run.exit_status(moment)
+        if not ship_logs(self.api, batch.run, f"/agent/v1/slurm/{step['id']}/logs?part=batch"):
             return
-        for stream in ("stdout", "stderr"):
-            chosen = [(time, text) for name, time, text in lines if name == stream]
-            if chosen:
-                data = "".join(f"{text}\n" for _, text in chosen).encode()
-                _write_all(batch.stdout if stream == "stdout" else batch.stderr, data)
-                self._log(step, stream, chosen)
+        if status is None and batch.run.lost():
+            self._report(step, "lost", {"reason": "the batch script's supervisor ended without an exit"}, now)
+        elif status is not None:
+            exit_code, signal = (0, -status) if status < 0 else (status, 0)
+            self._report(step, "batch", {"exitCode": exit_code, "signal": signal, "maxRssKb": batch.max_rss_kb}, now)
+        else:
+            return
+        batch.run.mark_reported()
+        del self.work[step["id"]]
+        step["phase"] = REPORTED
 
     def _stop(self, pk: int) -> None:
         """Kill whatever still runs for a step whose job moved on (cancelled during its prolog,
@@ -380,9 +539,10 @@ class SlurmNodeWork:
         if work.chain is not None:
             work.chain.kill()
         if work.batch is not None:
-            work.batch.process.kill()
-            work.batch.close()
+            work.batch.run.kill(dt.datetime.now(dt.UTC).timestamp())
 
     def shutdown(self) -> None:
-        for pk in list(self.work):
+        """The agent stops: prolog and epilog scripts are stopped (they run again at start-up);
+        batch scripts and step tasks run on under their supervisors."""
+        for pk in [pk for pk, work in self.work.items() if work.chain is not None]:
             self._stop(pk)

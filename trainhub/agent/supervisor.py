@@ -2,9 +2,10 @@
 
 The agent starts ``python supervisor.py DIR`` in a session of its own, so killing or upgrading
 the agent leaves the replica running. The supervisor reads ``DIR/spec.json`` ({argv, env, cwd,
-user, prepare, prepareEnv}), runs the ``prepare`` commands (an image pull) and then the command,
+user, prepare, prepareEnv, files}), runs the ``prepare`` commands (an image pull) and then the command,
 each in its own process group, appends every output line to ``DIR/log.jsonl`` as
-``[stream, epoch seconds, text]`` (flushed line by line, so a restarted agent resumes where the
+``[stream, epoch seconds, text]`` (and, for a Slurm batch script, to its output files: ``files``
+{stream: path}) (flushed line by line, so a restarted agent resumes where the
 control plane stopped receiving), records ``DIR/child.json`` ({pid, start}) and, when the command
 ends, writes its wait status to ``DIR/exit.json`` atomically: the durable record a restarted
 agent reports. Standard library only, and run by path, so it imports nothing of trainhub.
@@ -41,18 +42,54 @@ def process_start_time(pid: int) -> str | None:
     return stat[stat.rindex(")") + 2:].split()[19]
 
 
-def _pump(stream, name: str, log, lock: threading.Lock, last: list[str] | None) -> None:
+#: How output files are opened: once, before the command starts, never through a symlink as the last
+#: component (the agent resolved and checked the path; the command may replace it while it runs, and
+#: writes then keep going to the file opened).
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Output:
+    """Where a run's lines go: its log (``[stream, time, text]`` a line) and, for a Slurm batch
+    script, its output files (``files``: stream -> path; one file may take both streams)."""
+
+    def __init__(self, log, files: dict[str, str]):
+        self.log = log
+        self.lock = threading.Lock()
+        self.files: dict[str, object] = {}
+        opened: dict[str, object] = {}
+        try:
+            for stream, path in files.items():
+                if path not in opened:
+                    opened[path] = os.fdopen(os.open(path, _APPEND, 0o644), "a", encoding="utf-8")
+                self.files[stream] = opened[path]
+        except OSError:
+            self.close()
+            raise
+
+    def write(self, stream: str, text: str) -> None:
+        with self.lock:
+            self.log.write(json.dumps([stream, time.time(), text]) + "\n")
+            self.log.flush()
+            handle = self.files.get(stream)
+            if handle is not None:
+                handle.write(text + "\n")
+                handle.flush()
+
+    def close(self) -> None:
+        for handle in set(self.files.values()):
+            handle.close()
+
+
+def _pump(stream, name: str, output: Output, last: list[str] | None) -> None:
     for raw in iter(stream.readline, b""):
         text = raw.decode("utf-8", "replace").rstrip("\n")
         if last is not None and text.strip():
             last[:] = [*last[-4:], text.strip()]
-        with lock:
-            log.write(json.dumps([name, time.time(), text]) + "\n")
-            log.flush()
+        output.write(name, text)
     stream.close()
 
 
-def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log, lock: threading.Lock,
+def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, output: Output,
          directory: Path | None) -> tuple[int, list[str]]:
     """Run one command, its output appended to the log; its wait status and last stderr lines.
     With ``directory``, the child's pid is recorded there (the replica's own command)."""
@@ -63,15 +100,13 @@ def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log, lock: 
         )
     except OSError as exc:
         message = f"cannot start {argv[0]}: {exc}"
-        with lock:
-            log.write(json.dumps(["stderr", time.time(), message]) + "\n")
-            log.flush()
+        output.write("stderr", message)
         return 127, [message]
     if directory is not None:
         write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
     last: list[str] = []
-    readers = [threading.Thread(target=_pump, args=(child.stdout, "stdout", log, lock, None)),
-               threading.Thread(target=_pump, args=(child.stderr, "stderr", log, lock, last))]
+    readers = [threading.Thread(target=_pump, args=(child.stdout, "stdout", output, None)),
+               threading.Thread(target=_pump, args=(child.stderr, "stderr", output, last))]
     for reader in readers:
         reader.start()
     status = child.wait()
@@ -85,17 +120,26 @@ def supervise(directory: Path) -> int:
     A failed preparation ends the replica with that status and its last error lines as the message."""
     write_atomically(directory / SUPERVISOR, {"pid": os.getpid(), "start": process_start_time(os.getpid())})
     spec = json.loads((directory / SPEC).read_text())
-    lock = threading.Lock()
     with open(directory / LOG, "a", encoding="utf-8") as log:
+        try:
+            output = Output(log, spec.get("files") or {})
+        except OSError as exc:
+            message = f"slurmstepd: error: Could not open output file {exc.filename}: {exc.strerror}"
+            log.write(json.dumps(["stderr", time.time(), message]) + "\n")
+            write_atomically(directory / EXIT, {"status": 1, "time": time.time(), "phase": "prepare",
+                                                "message": message})
+            return 0
         for argv in spec.get("prepare", []):
             status, last = _run(argv, env=spec.get("prepareEnv", spec["env"]), cwd=spec["cwd"], user=None,
-                                log=log, lock=lock, directory=None)
+                                output=output, directory=None)
             if status != 0:
+                output.close()
                 write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "prepare",
                                                     "message": " ".join(last[-3:])[:2000]})
                 return 0
-        status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log,
-                         lock=lock, directory=directory)
+        status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), output=output,
+                         directory=directory)
+        output.close()
     write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "run"})
     return 0
 

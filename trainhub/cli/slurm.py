@@ -161,7 +161,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
 
     squeue = command("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states",
                                                 "jobs": "jobs", "start": "start", "long": "long", "format": "format",
-                                                "output_format": "outputFormat", "array": "array"}),
+                                                "output_format": "outputFormat", "array": "array",
+                                                "steps": "steps"}),
                      "view the queue (squeue's columns and reasons)")
     squeue.add_argument("-u", "--user")
     squeue.add_argument("-p", "--partition")
@@ -170,6 +171,7 @@ def register_slurm(subparsers: Any, common: Any) -> None:
     squeue.add_argument("--start", action="store_true", help="expected start times of pending jobs")
     squeue.add_argument("-l", "--long", action="store_true")
     squeue.add_argument("-r", "--array", action="store_true", help="an array's pending tasks one per line")
+    squeue.add_argument("-s", "--steps", action="store_true", help="the running job steps (srun)")
     squeue.add_argument("-o", "--format", help="squeue's -o format string (%%i %%a %%C %%b %%y ...)")
     squeue.add_argument("-O", "--Format", dest="output_format", help="squeue's -O field list (JobID,Account,...)")
 
@@ -201,7 +203,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
 
     sacct = command("sacct", _view("sacct", {"jobs": "jobs", "user": "user", "allusers": "allusers",
                                              "duplicates": "duplicates", "starttime": "starttime",
-                                             "endtime": "endtime", "state": "state", "brief": "brief"}),
+                                             "endtime": "endtime", "state": "state", "brief": "brief",
+                                             "allocations": "allocations", "parsable": "parsable"}),
                     "accounting records of jobs")
     sacct.add_argument("-j", "--jobs")
     sacct.add_argument("-u", "--user")
@@ -211,6 +214,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
     sacct.add_argument("-E", "--endtime")
     sacct.add_argument("-s", "--state")
     sacct.add_argument("-b", "--brief", action="store_true")
+    sacct.add_argument("-X", "--allocations", action="store_true")
+    sacct.add_argument("-p", "--parsable", action="store_true")
 
     cancel = command("scancel", scancel, "cancel jobs")
     cancel.add_argument("job_ids", nargs="+", metavar="JOBID")

@@ -218,9 +218,13 @@ def _job_node_of(node, job_node_id: int) -> JobNode:
 
 
 class SlurmLogs(AgentView):
+    """POST {first, lines}: prolog and epilog lines, or with ``?part=batch`` the batch script's
+    (numbered apart: its supervisor's log counts its own lines)."""
+
     def post(self, request: Request, job_node_id: int) -> Response:
         job_node = _job_node_of(self.node(request), job_node_id)
-        return _append(f"slurm:{job_node.pk}", request.data, lambda lines: [
+        key = f"slurm:{job_node.pk}" + (":batch" if request.query_params.get("part") == "batch" else "")
+        return _append(key, request.data, lambda lines: [
             lifecycle.job_log_append(job_node=job_node, stream=stream, lines=[(time, text) for _, time, text in run])
             for stream, run in groupby(lines, key=itemgetter(0))])
 

@@ -16,7 +16,8 @@ from trainhub.iam.selectors import registry_login_for
 from trainhub.inventory.models import Executor, Node
 from trainhub.jobs.models import Replica
 from trainhub.slurm import arrays
-from trainhub.slurm.models import JobNode, NodePhase
+from trainhub.slurm.models import JobNode, NodePhase, StepNode
+from trainhub.slurm.services.steps import step_credential
 
 
 def _epoch(moment: dt.datetime | None) -> float | None:
@@ -70,6 +71,23 @@ def _replicas(node: Node) -> list[dict[str, Any]]:
     return documents
 
 
+def _step_documents(job_node: JobNode) -> list[dict[str, Any]]:
+    """The job steps whose tasks on this node have not all been reported yet."""
+    documents = []
+    for step_node in StepNode.objects.filter(job_node=job_node, exits__isnull=True).select_related("step"):
+        step = step_node.step
+        layout = list(StepNode.objects.filter(step=step).order_by("node_index")
+                      .values_list("job_node__node__name", "task_ids"))
+        documents.append({
+            "id": step_node.pk, "stepId": step.step_id, "argv": list(step.argv), "environment": step.environment,
+            "nodeIndex": step_node.node_index,
+            "taskIds": list(step_node.task_ids), "gpuIndices": list(step_node.gpu_indices),
+            "stopRequested": step_node.stop_requested,
+            "hosts": [name for name, _ in layout], "tasksPerNode": [len(tasks) for _, tasks in layout],
+        })
+    return documents
+
+
 def _slurm_document(job_node: JobNode) -> dict[str, Any]:
     job = job_node.job
     peers = list(JobNode.objects.filter(job_id=job.pk, run_index=job_node.run_index)
@@ -84,6 +102,12 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
         "hosts": [name for _, name, _ in peers], "cpusPerNode": [cpus for _, _, cpus in peers],
         "index": next(i for i, (pk, _, _) in enumerate(peers) if pk == job_node.pk),
         "prologScripts": job.cluster.prolog_scripts, "epilogScripts": job.cluster.epilog_scripts,
+        # srun in the batch script proves it runs inside this run of this job with this credential.
+        "stepCredential": (step_credential(job_pk=job.pk, run_index=job_node.run_index)
+                           if job_node.batch_host else None),
+        # The batch script and the step tasks run as the cluster's project uid, as its replicas do.
+        "runAs": project_identity(job.cluster.project_id),
+        "steps": _step_documents(job_node),
         "job": {
             "clusterId": job.cluster.cluster_id, "jobId": job.job_id, "name": job.name, "user": job.user_name,
             "account": job.account, "partition": job.partition, "qos": job.qos, "numTasks": job.num_tasks,

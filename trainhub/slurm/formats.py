@@ -380,7 +380,8 @@ _STATE_CODES = {"PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED"
 
 @dataclass(frozen=True)
 class SqueueJob:
-    job_id: int
+    #: A step's ``JOBID.N`` or ``JOBID.batch`` in squeue -s.
+    job_id: int | str
     partition: str
     name: str
     user: str
@@ -490,6 +491,15 @@ def squeue_text(jobs: Iterable[SqueueJob], *, long: bool = False, start: bool = 
     return _render(format_text, _SQUEUE_HEADERS, _squeue_getter, rows, header)
 
 
+#: squeue -s (--steps): the running steps, their ids ``JOBID.N`` / ``JOBID.batch`` in the JOBID column.
+SQUEUE_STEPS = "%.15i %.8j %.9P %.8u %.9M %N"
+
+
+def squeue_steps_text(steps: Iterable[SqueueJob], *, header: bool = True) -> str:
+    """squeue -s's default output (fixtures/22.05/srun/squeue-s-2.txt), in the order given."""
+    return _render(SQUEUE_STEPS, {**_SQUEUE_HEADERS, "i": "STEPID"}, _squeue_getter, steps, header)
+
+
 def squeue_rows(jobs: Iterable[SqueueJob]) -> list[dict[str, Any]]:
     return [{"jobId": job.job_id, "partition": job.partition, "name": job.name, "user": job.user, "state": job.state,
              "stateCode": _STATE_CODES.get(job.state, job.state[:2]), "time": format_elapsed(job.elapsed_seconds),
@@ -527,6 +537,8 @@ class SacctJob:
     alloc_tres: str = ""
     #: sacct's JobIDRaw where it differs from JobID (an array's records: JobID 1_7, JobIDRaw 9).
     job_id_raw: str = ""
+    #: Tasks of a step (1 for the batch script); None (blank) for a job's own record.
+    ntasks: int | None = None
 
 
 def _timestamp(moment: dt.datetime | None) -> str:
@@ -556,6 +568,7 @@ SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "start": (PrintField("Start", 19), lambda j: _timestamp(j.start)),
     "end": (PrintField("End", 19), lambda j: _timestamp(j.end)),
     "alloctres": (PrintField("AllocTRES", 10), lambda j: j.alloc_tres),
+    "ntasks": (PrintField("NTasks", 8, "uint"), lambda j: j.ntasks),
 }
 SACCT_DEFAULT_FIELDS = ("jobid", "jobname", "partition", "account", "alloccpus", "state", "exitcode")
 

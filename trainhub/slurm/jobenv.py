@@ -9,6 +9,14 @@ SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES / GPU_DEVICE_ORDINAL, S
 SLURM_PROCID, SLURM_LOCALID, SLURMD_NODENAME, SLURM_RESTART_COUNT (only after a requeue),
 SLURM_JOB_START_TIME / SLURM_JOB_END_TIME (epoch seconds).
 
+A task of a job step (``srun`` inside the batch script; srun.1 "OUTPUT ENVIRONMENT VARIABLES"):
+the batch script's job variables, and for the step SLURM_STEP_ID / SLURM_STEPID,
+SLURM_STEP_NODELIST / SLURM_NODELIST, SLURM_STEP_NUM_NODES / SLURM_NNODES, SLURM_STEP_NUM_TASKS /
+SLURM_NTASKS / SLURM_NPROCS, SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE, SLURM_STEP_GPUS
+(the node's GPUs given to the step; CUDA_VISIBLE_DEVICES and GPU_DEVICE_ORDINAL alike),
+SLURM_GPUS_ON_NODE, SLURM_NODEID (the node's place in the step), SLURM_PROCID (the task's rank),
+SLURM_LOCALID (its rank on the node) and SLURM_GTIDS (the node's task ranks).
+
 Prolog and Epilog (prolog_epilog.shtml): SLURM_JOB_ID, SLURM_JOBID, SLURM_JOB_USER,
 SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION, SLURM_JOB_QOS, SLURM_JOB_NODELIST, SLURM_JOB_NUM_NODES,
 SLURM_JOB_CPUS_PER_NODE, SLURM_JOB_START_TIME, SLURM_JOB_END_TIME, SLURM_CLUSTER_NAME,
@@ -128,6 +136,41 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class StepContext:
+    """One node's part of a job step: the step's nodes and task counts, and this node's tasks."""
+
+    step_id: int
+    hosts: tuple[str, ...]
+    tasks_per_node: tuple[int, ...]
+    #: SLURM_NODEID: this node's place in ``hosts``.
+    node_index: int
+    #: SLURM_PROCID of this node's tasks, in SLURM_LOCALID order.
+    task_ids: tuple[int, ...]
+    gpu_indices: tuple[int, ...]
+
+
+def step_environments(job: JobContext, node: NodeContext, step: StepContext) -> list[dict[str, str]]:
+    """The environment of each of a node's tasks of a step, in SLURM_LOCALID order."""
+    env = batch_environment(job, node)
+    gpus = ",".join(str(i) for i in step.gpu_indices)
+    nodelist = compress(step.hosts)
+    tasks = str(sum(step.tasks_per_node))
+    per_node = repeat_counts(list(step.tasks_per_node))
+    env.update({
+        "SLURM_STEP_ID": str(step.step_id), "SLURM_STEPID": str(step.step_id),
+        "SLURM_STEP_NODELIST": nodelist, "SLURM_NODELIST": nodelist,
+        "SLURM_STEP_NUM_NODES": str(len(step.hosts)), "SLURM_NNODES": str(len(step.hosts)),
+        "SLURM_STEP_NUM_TASKS": tasks, "SLURM_NTASKS": tasks, "SLURM_NPROCS": tasks,
+        "SLURM_STEP_TASKS_PER_NODE": per_node, "SLURM_TASKS_PER_NODE": per_node,
+        "SLURM_STEP_GPUS": gpus, "CUDA_VISIBLE_DEVICES": gpus, "GPU_DEVICE_ORDINAL": gpus,
+        "SLURM_GPUS_ON_NODE": str(len(step.gpu_indices)), "SLURM_NODEID": str(step.node_index),
+        "SLURM_GTIDS": ",".join(str(task) for task in step.task_ids),
+    })
+    return [{**env, "SLURM_PROCID": str(task), "SLURM_LOCALID": str(local)}
+            for local, task in enumerate(step.task_ids)]
+
+
 def _script_environment(job: JobContext, node: NodeContext, context: str) -> dict[str, str]:
     env = _common(job, node)
     env.update({
@@ -205,17 +248,8 @@ def output_file(root: Path, pattern: str, *, cwd: str, job_id: int, job_name: st
     return cluster_file(root, output_path(pattern, job_id=job_id, job_name=job_name, user=user, node=node), cwd=cwd)
 
 
-def open_output_file(root: Path, pattern: str, *, cwd: str, job_id: int, job_name: str, user: str, node: str) -> int:
-    """Open --output/--error for appending, once, before the batch script starts; returns the file
-    descriptor (close it when the script ends). Raises OutsideCluster as output_file does.
-
-    slurmstepd opens the files when the step starts and writes through those descriptors until it
-    ends; so does the agent. Path checks alone would not do: the agent runs as root and a script may
-    replace its own output file by a symlink to a host file (``/etc/...``) while it runs; an open
-    descriptor keeps writing to the file it opened. The path is resolved (cluster_file) and opened
-    with O_NOFOLLOW, so the last component cannot become a symlink in between either. OSError if
-    the file cannot be opened (a directory, no permission).
-    """
-    path = output_file(root, pattern, cwd=cwd, job_id=job_id, job_name=job_name, user=user, node=node)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path.resolve(), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+def open_append(path: Path | str) -> int:
+    """A descriptor appending to ``path`` (created 0644), refusing a symlink as its last component
+    (O_NOFOLLOW): what the agent and the batch script's supervisor open output files with, once,
+    after output_file resolved and checked the path. Raises OSError."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)

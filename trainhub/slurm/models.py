@@ -6,8 +6,9 @@
   partition) with shares, limits and decayed usage, and QOS.
 - Jobs: SlurmJob (the job as squeue sees it), one JobRun per run (the accounting record sacct
   shows; a requeued job has several), JobNode per allocated node of the current run (the agent's
-  prolog / batch / epilog phases there) and GpuAllocation rows whose partial unique index makes
-  allocating one GPU twice impossible.
+  prolog / batch / epilog phases there), JobStep per ``srun`` of a run (sacct's JOBID.N) with a
+  StepNode per node it runs tasks on and StepLogLine for its tasks' output, and GpuAllocation rows
+  whose partial unique index makes allocating one GPU twice impossible.
 """
 
 from __future__ import annotations
@@ -336,6 +337,11 @@ class JobRun(models.Model):
     #: Largest resident set the agent saw on any node, kilobytes.
     max_rss_kb = models.PositiveBigIntegerField(null=True, blank=True)
     state_desc = models.CharField(max_length=255, blank=True)
+    #: The batch script's own record (sacct's JOBID.batch): blank until it launched, RUNNING, then
+    #: COMPLETED, FAILED or CANCELLED (stopped by a cancel, time limit, preemption or node failure).
+    batch_state = models.CharField(max_length=16, blank=True, default="")
+    batch_exit_code = models.IntegerField(null=True, blank=True)
+    batch_exit_signal = models.IntegerField(default=0)
 
     class Meta:
         ordering = ["job_id", "index"]
@@ -405,3 +411,65 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["time", "id"]
+
+
+class JobStep(models.Model):
+    """One ``srun`` inside a job's batch script: a job step (sacct's ``JOBID.N``), its tasks spread
+    over some of the allocation's nodes. RUNNING until every node reported its tasks' exits; then
+    COMPLETED, or FAILED with the worst task's exit (CANCELLED when the job ended under it)."""
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="steps")
+    run_index = models.PositiveIntegerField()
+    step_id = models.PositiveIntegerField()
+    #: The command's name (sacct's JobName) and its argument list.
+    name = models.CharField(max_length=255)
+    argv = models.JSONField(default=list)
+    #: srun's own environment, which its tasks inherit (srun --export=ALL), the step's variables over it.
+    environment = models.JSONField(default=dict)
+    num_tasks = models.PositiveIntegerField()
+    node_list = models.CharField(max_length=1024)
+    #: ``srun -l``: every output line is prefixed with its task number.
+    label = models.BooleanField(default=False)
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.RUNNING)
+    start_time = models.DateTimeField()
+    end_time = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_signal = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["job_id", "run_index", "step_id"]
+        constraints = [models.UniqueConstraint(fields=["job", "run_index", "step_id"], name="slurm_step_identity")]
+
+
+class StepNode(models.Model):
+    """A step's tasks on one node of the allocation, and their exits once the agent reported them."""
+
+    step = models.ForeignKey(JobStep, on_delete=models.CASCADE, related_name="step_nodes")
+    job_node = models.ForeignKey(JobNode, on_delete=models.CASCADE, related_name="step_nodes")
+    #: SLURM_NODEID: the node's place in the step's node list.
+    node_index = models.PositiveIntegerField()
+    #: SLURM_PROCID of each task on the node, in SLURM_LOCALID order.
+    task_ids = models.JSONField(default=list)
+    gpu_indices = models.JSONField(default=list)
+    #: [[task, exit code, signal], ...] once every task on the node has ended.
+    exits = models.JSONField(null=True, blank=True)
+    #: srun was interrupted (SIGINT, SIGTERM): the agent stops the tasks.
+    stop_requested = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["step_id", "node_index"]
+        constraints = [models.UniqueConstraint(fields=["step", "job_node"], name="slurm_step_node_identity")]
+
+
+class StepLogLine(models.Model):
+    """A line a step's task printed (srun prints it, prefixed with the task with ``-l``)."""
+
+    step = models.ForeignKey(JobStep, on_delete=models.CASCADE, related_name="log_lines")
+    task = models.PositiveIntegerField()
+    stream = models.CharField(max_length=8)
+    time = models.DateTimeField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["step", "id"], name="slurm_step_log_seq")]

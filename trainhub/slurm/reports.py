@@ -6,7 +6,8 @@ the CLI (formats.py lays the text out). Each report takes the filters of its com
   their last priority computation, as slurmctld keeps them between PriorityCalcPeriods.
 - sshare: the association tree's fair-share now (usage as of the last pass).
 - sacct: one record per job (its latest run), every run with -D; by default the caller's own jobs
-  since midnight; jobs that never ran have a record of their own (PENDING, CANCELLED).
+  since midnight; jobs that never ran have a record of their own (PENDING, CANCELLED). Each run's
+  record is followed by its steps' (``JOBID.batch``, ``JOBID.0`` ...) unless -X (allocations).
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Case, Exists, F, OuterRef, Q, When
+from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, When
 from django.db.models.functions import Coalesce
 
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import arrays, formats, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
-from trainhub.slurm.models import ClusterAuditEntry, JobNode, JobRun, JobState, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.hostlist import compress
+from trainhub.slurm.models import (ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase, SlurmCluster,
+                                   SlurmJob, StepNode)
 from trainhub.slurm.priority import PriorityBreakdown
 from trainhub.slurm.tres import format_tres
 
@@ -166,6 +169,30 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     items = [item for item in _squeue_items(rows.values_list(*_SQUEUE_FIELDS), now, shown, array_tasks)
              if not wanted or item.state in wanted]
     return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
+
+
+def squeue_steps(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", jobs: str = "") -> Report:
+    """squeue -s: the running jobs' running steps, by job id, numbered steps before the batch script
+    (slurmctld sorts the batch step's id, 0xfffffffb, after every other)."""
+    rows = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).order_by("job_id")
+    if user:
+        rows = rows.filter(user_name__in=_names(user))
+    if jobs:
+        rows = rows.filter(job_id__in=_job_ids(jobs))
+    items = []
+    for job in rows:
+        def item(step_id: str, name: str, start: dt.datetime, nodelist: str) -> formats.SqueueJob:
+            return formats.SqueueJob(job_id=step_id, partition=job.partition, name=name, user=job.user_name,
+                                     state="RUNNING", elapsed_seconds=int((now - start).total_seconds()),
+                                     nodelist=nodelist)
+
+        items += [item(f"{job.job_id}.{step.step_id}", step.name, step.start_time, step.node_list)
+                  for step in JobStep.objects.filter(job=job, run_index=job.restart_count, state=JobState.RUNNING)]
+        run = JobRun.objects.filter(job=job, index=job.restart_count, batch_state=JobState.RUNNING).first()
+        batch = JobNode.objects.filter(job=job, run_index=job.restart_count, batch_host=True).first()
+        if run is not None and batch is not None:
+            items.append(item(f"{job.job_id}.batch", "batch", run.start_time, batch.node.name))
+    return Report(formats.squeue_steps_text(items), items, formats.squeue_rows)
 
 
 # --- sprio --------------------------------------------------------------------------------------
@@ -335,6 +362,8 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime) -> formats.
     end = (run.end_time if run else job.end_time)
     elapsed = int(((end or now) - start).total_seconds()) if start else 0
     exit_code, signal = (run.exit_code, run.exit_signal) if run else (job.exit_code, job.exit_signal)
+    if run and run.batch_state == JobState.CANCELLED:
+        exit_code, signal = 0, 0  # the signal that stopped it is its batch step's (fixtures/22.05/srun/sacct.txt)
     tres = {"cpu": run.alloc_cpus, "node": run.num_nodes, "billing": int(run.billing),
             "gres/gpu": run.alloc_gpus} if run else {}
     return formats.SacctJob(
@@ -347,6 +376,42 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime) -> formats.
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
         alloc_tres=format_tres(tres, by_name=True))
+
+
+def _step_tres(cpus: int, gpus: int, nodes: int) -> str:
+    """A step's AllocTRES: no billing, and ``mem=0`` where the job requested no memory."""
+    return f"cpu={cpus}," + (f"gres/gpu={gpus}," if gpus else "") + f"mem=0,node={nodes}"
+
+
+def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.SacctJob]:
+    """The run's batch script (``JOBID.batch``, on the batch host) and its srun steps (``JOBID.N``)."""
+    nodes = {pk: (name, cpus, len(gpus)) for pk, name, cpus, gpus in JobNode.objects.filter(
+        job=job, run_index=run.index).values_list("pk", "node__name", "cpus", "gpu_indices")}
+    batch = next((pk for pk in JobNode.objects.filter(job=job, run_index=run.index, batch_host=True)
+                  .values_list("pk", flat=True)), None)
+    records = []
+
+    def record(job_id: str, name: str, state: str, exit_code: int | None, signal: int, start: dt.datetime,
+               end: dt.datetime | None, on: list[int], ntasks: int, gpus: int) -> formats.SacctJob:
+        cpus = sum(nodes[pk][1] for pk in on)
+        return formats.SacctJob(
+            job_id=job_id, name=name, partition="", account=job.account, alloc_cpus=cpus, state=state,
+            exit_code=f"{exit_code or 0}:{signal or 0}", elapsed_seconds=int(((end or now) - start).total_seconds()),
+            nnodes=len(on), nodelist=compress(nodes[pk][0] for pk in on), start=start, end=end, ntasks=ntasks,
+            submit=start, alloc_tres=_step_tres(cpus, gpus, len(on)))
+
+    if run.batch_state and batch is not None:
+        records.append(record(f"{job.job_id}.batch", "batch", run.batch_state, run.batch_exit_code,
+                              run.batch_exit_signal, run.start_time,
+                              run.end_time if run.batch_state != JobState.RUNNING else None, [batch], 1,
+                              nodes[batch][2]))
+    for step in JobStep.objects.filter(job=job, run_index=run.index).prefetch_related(
+            Prefetch("step_nodes", queryset=StepNode.objects.order_by("node_index"))):
+        parts = list(step.step_nodes.all())
+        records.append(record(f"{job.job_id}.{step.step_id}", step.name, step.state, step.exit_code, step.exit_signal,
+                              step.start_time, step.end_time, [part.job_node_id for part in parts], step.num_tasks,
+                              sum(len(part.gpu_indices) for part in parts)))
+    return records
 
 
 def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
@@ -367,8 +432,8 @@ _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "pa
 
 def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
           all_users: bool = False, duplicates: bool = False, starttime: dt.datetime | None = None,
-          endtime: dt.datetime | None = None, state: str = "", brief: bool = False,
-          fields: list[str] | None = None, page: slice | None = None) -> Report:
+          endtime: dt.datetime | None = None, state: str = "", brief: bool = False, allocations: bool = False,
+          parsable: bool = False, fields: list[str] | None = None, page: slice | None = None) -> Report:
     # A job that has never been eligible (held, --begin ahead, a dependency) has no record yet:
     # slurmdbd learns of a job when it becomes eligible (fixtures/22.05/scenario/sacct-a-running.txt).
     # Nor has an array's record while its ``%`` limit holds its tasks back (EligibleTime=Unknown;
@@ -392,7 +457,7 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     rows = rows.annotate(array_order=Coalesce("array_job_id", "job_id")).order_by(
         "array_order", F("array_task_id").asc(nulls_last=True), "job_id")
     total = None
-    if page is not None and not state and not duplicates:
+    if page is not None and not state and not duplicates and allocations:
         # One record per job: the page's jobs are the page's records.
         total, rows, page = rows.count(), rows[page], None
     jobs_by_pk = {job.pk: job for job in rows}
@@ -413,6 +478,9 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
                 continue
             records.append(record)
             extra.append(_accounting(record, run))
+            for step in [] if allocations or run is None else _step_records(job, run, now):
+                records.append(step)
+                extra.append(_accounting(step, None))
     selected = ["jobid", "state", "exitcode"] if brief else fields
 
     def to_rows(chosen: Sequence[tuple[formats.SacctJob, dict]]) -> list[dict]:
@@ -422,7 +490,8 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     chosen = list(zip(records, extra))
     if page is not None:
         total, records, chosen = len(chosen), records[page], chosen[page]
-    return Report(formats.sacct_text(records, fields=selected), chosen, to_rows, total=total)
+    text = formats.sacct_text(records, fields=selected, parsable="ending" if parsable else None)
+    return Report(text, chosen, to_rows, total=total)
 
 
 # --- one job's priority, factor by factor ---------------------------------------------------------

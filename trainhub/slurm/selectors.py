@@ -20,8 +20,8 @@ from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user, projects_for_user, user_has_permission
 from trainhub.inventory.models import Executor, Node, NodeState
 from trainhub.slurm import arrays, snapshot
-from trainhub.slurm.models import (ClusterAuditEntry, GpuAllocation, JobEvent, JobLogLine, JobNode, JobRun, Partition,
-                                   SlurmCluster, SlurmJob)
+from trainhub.slurm.models import (ClusterAuditEntry, GpuAllocation, JobEvent, JobLogLine, JobNode, JobRun, JobStep,
+                                   Partition, SlurmCluster, SlurmJob, StepLogLine, StepNode)
 
 ADMIN_PERMISSION = "aiplatform.slurmClusters.update"
 
@@ -125,6 +125,20 @@ def job_nodes(*, job: SlurmJob) -> list[JobNode]:
 
 def job_events(*, job: SlurmJob) -> list[JobEvent]:
     return list(job.events.order_by("time", "id"))
+
+
+def step_output(*, step: JobStep, after: int, limit: int) -> dict:
+    """What srun reads of its step: the tasks' lines after line id ``after``, the step's state and,
+    once it ended, the tasks that failed ([task, node, exit code, signal], in task order)."""
+    lines = list(StepLogLine.objects.filter(step=step, id__gt=after).order_by("id")
+                 .values_list("id", "task", "stream", "text")[:limit])
+    failed = []
+    if step.state != "RUNNING":
+        for name, exits in StepNode.objects.filter(step=step).values_list("job_node__node__name", "exits"):
+            failed += [[task, name, code, signal] for task, code, signal in exits or [] if code or signal]
+    return {"state": step.state, "exitCode": step.exit_code, "signal": step.exit_signal, "label": step.label,
+            "numTasks": step.num_tasks, "lines": [[task, stream, text] for _, task, stream, text in lines],
+            "next": lines[-1][0] if lines else after, "failed": sorted(failed)}
 
 
 def job_log(*, job: SlurmJob, after: int = 0, limit: int = 1000) -> list[JobLogLine]:

@@ -2,8 +2,8 @@
 "nextPageToken"}``; rows come a page at a time (``pageSize``, default 100, at most 10,000).
 
 Query parameters are the commands' flags by their long names (``long``, ``start``, ``weights``,
-``norm``, ``all``, ``duplicates``, ``brief`` are booleans; ``user``, ``partition``, ``states``,
-``jobs``, ``accounts``, ``users``, ``state``, ``format`` take comma lists; sacct's ``starttime`` /
+``norm``, ``all``, ``duplicates``, ``brief``, ``allocations`` (sacct -X), ``parsable`` (sacct -p)
+are booleans; ``user``, ``partition``, ``states``, ``jobs``, ``accounts``, ``users``, ``state``, ``format`` take comma lists; sacct's ``starttime`` /
 ``endtime`` take a date, a time or YYYY-MM-DDTHH:MM[:SS])."""
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ def moment(params, name: str, now: dt.datetime) -> dt.datetime | None:
 
 def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
                   page: slice | None = None) -> reports.Report:
-    """``format`` is squeue's -o, ``outputFormat`` its -O."""
+    """``format`` is squeue's -o, ``outputFormat`` its -O; ``steps`` its -s."""
+    if flag(params, "steps"):
+        return reports.squeue_steps(cluster, now=now, user=params.get("user", ""), jobs=params.get("jobs", ""))
     format_text = params.get("format") or None
     if params.get("outputFormat"):
         try:
@@ -80,7 +82,9 @@ def sacct_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
         return reports.sacct(cluster, now=now, viewer=viewer, jobs=params.get("jobs", ""), user=params.get("user", ""),
                              all_users=flag(params, "allusers"), duplicates=flag(params, "duplicates"),
                              starttime=moment(params, "starttime", now), endtime=moment(params, "endtime", now),
-                             state=params.get("state", ""), brief=flag(params, "brief"), fields=fields, page=page)
+                             state=params.get("state", ""), brief=flag(params, "brief"),
+                             allocations=flag(params, "allocations"), parsable=flag(params, "parsable"),
+                             fields=fields, page=page)
     except ValueError as exc:  # formats refuses an unknown --format field with sacct's message
         raise invalid_argument([FieldViolation("format", str(exc))], str(exc)) from exc
 

@@ -50,14 +50,15 @@ PAGE = [OpenApiParameter("pageSize", int), OpenApiParameter("pageToken", str)]
 REPORT_PARAMETERS = {
     "squeue": [*PAGE, *(OpenApiParameter(name, str) for name in ("user", "partition", "states", "jobs", "format",
                                                                   "outputFormat")),
-               *(OpenApiParameter(name, bool) for name in ("long", "start", "array"))],
+               *(OpenApiParameter(name, bool) for name in ("long", "start", "array", "steps"))],
     "sprio": [*PAGE, *(OpenApiParameter(name, str) for name in ("user", "partition", "jobs")),
               *(OpenApiParameter(name, bool) for name in ("long", "weights", "norm"))],
     "sshare": [*PAGE, *(OpenApiParameter(name, str) for name in ("accounts", "users")),
                *(OpenApiParameter(name, bool) for name in ("long", "all"))],
     "sacct": [*PAGE, *(OpenApiParameter(name, str) for name in ("jobs", "user", "state", "format", "starttime",
                                                                   "endtime")),
-              *(OpenApiParameter(name, bool) for name in ("allusers", "duplicates", "brief"))],
+              *(OpenApiParameter(name, bool) for name in ("allusers", "duplicates", "brief", "allocations",
+                                                          "parsable"))],
     "sinfo": [*PAGE, OpenApiParameter("partition", str),
               *(OpenApiParameter(name, bool) for name in ("nodes", "long", "summarize", "reasons"))],
 }

@@ -51,3 +51,4 @@ class SacctForm(forms.Form):
     allusers = _flag("-a all users")
     duplicates = _flag("-D duplicates")
     brief = _flag("-b brief")
+    allocations = _flag("-X allocations (no steps)")

@@ -30,6 +30,7 @@ from trainhub.slurm.models import (
 )
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.services.clusters import request_pass
+from trainhub.slurm.services.steps import SIGTERM, steps_cancel
 
 #: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
 REQUEUE_DELAY = dt.timedelta(seconds=121)
@@ -54,12 +55,16 @@ def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | 
     run = JobRun.objects.select_for_update().filter(job=job, index=job.restart_count).first()
     if run is None or run.end_time is not None:
         return
+    steps_cancel(job=job, run_index=run.index, now=now)
+    if run.batch_state == JobState.RUNNING:  # the batch script is killed under it
+        run.batch_state, run.batch_exit_code, run.batch_exit_signal = JobState.CANCELLED, 0, SIGTERM
     run.state = state
     run.end_time = now
     run.exit_code = exit_code
     run.exit_signal = signal
     run.state_desc = desc
-    run.save(update_fields=["state", "end_time", "exit_code", "exit_signal", "state_desc"])
+    run.save(update_fields=["state", "end_time", "exit_code", "exit_signal", "state_desc", "batch_state",
+                            "batch_exit_code", "batch_exit_signal"])
 
 
 def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
@@ -177,6 +182,7 @@ def job_node_prolog_finished(*, job_node: JobNode, exit_code: int, now: dt.datet
     if current and not _current_nodes(job).exclude(phase=NodePhase.READY).exists():
         nodes_wake(_current_nodes(job).values_list("node_id", flat=True))
         _current_nodes(job).update(phase=NodePhase.RUNNING)
+        JobRun.objects.filter(job=job, index=job.restart_count).update(batch_state=JobState.RUNNING)
         job_event(job, now, "Prolog done on every node; batch script launched.")
 
 
@@ -196,6 +202,11 @@ def job_batch_finished(*, job_node: JobNode, exit_code: int, signal: int, max_rs
         JobRun.objects.filter(job=job, index=node.run_index).update(max_rss_kb=max_rss_kb)
     if node.run_index != job.restart_count or job.state != JobState.RUNNING:
         return
+    # Its own record (JOBID.batch): killed for a cancel, time limit or preemption, it is CANCELLED.
+    JobRun.objects.filter(job=job, index=node.run_index, batch_state=JobState.RUNNING).update(
+        batch_state=(JobState.COMPLETED if exit_code == signal == 0 else
+                     JobState.CANCELLED if job.ending_state else JobState.FAILED),
+        batch_exit_code=exit_code, batch_exit_signal=signal)
     state = job.ending_state or (JobState.COMPLETED if exit_code == 0 and signal == 0 else JobState.FAILED)
     _end(job, state, now, exit_code=exit_code, signal=signal, desc=job.state_desc if job.ending_state else "")
 

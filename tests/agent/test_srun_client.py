@@ -1,0 +1,49 @@
+"""The srun a batch script runs (trainhub.agent.srun): its options, Slurm's task error lines, and
+that it refuses to run outside a job."""
+
+import subprocess
+import sys
+
+import pytest
+
+from trainhub.agent import srun
+
+
+def test_options_stop_at_the_command_which_keeps_its_own_options():
+    options = srun.parse(["-l", "-N2", "--ntasks=4", "--gres=gpu:a100:2", "sh", "-c", "echo -n x"])
+    assert (options.label, options.nodes, options.ntasks, options.gres) == (True, 2, 4, 2)
+    assert options.command == ["sh", "-c", "echo -n x"]
+    assert srun.parse(["--", "hostname"]).command == ["hostname"]
+    assert srun.parse(["--gres=gpu", "--ntasks-per-node", "2", "true"]).gres == 1
+
+
+@pytest.mark.parametrize("argv", [[], ["-l"], ["--gres=mem:4", "true"], ["--bogus", "true"]])
+def test_bad_options_exit_with_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as ended:
+        srun.parse(argv)
+    assert ended.value.code == 2 and capsys.readouterr().err.startswith("usage: srun")
+
+
+def test_failed_tasks_are_reported_as_slurm_words_them():
+    assert srun.task_message("gpu1", 0, 3, 0) == "srun: error: gpu1: task 0: Exited with exit code 3"
+    assert srun.task_message("gpu2", 1, 0, 15) == "srun: error: gpu2: task 1: Terminated"
+    assert srun.task_message("gpu2", 1, 0, 9) == "srun: error: gpu2: task 1: Killed"
+
+
+def test_outside_a_job_srun_says_why_and_fails():
+    ended = subprocess.run([sys.executable, "-S", srun.__file__, "hostname"], capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin"}, check=False)
+    assert ended.returncode == 1
+    assert ended.stderr.startswith("srun: error: no job step credential")
+
+
+@pytest.mark.django_db
+def test_srun_reaches_the_control_plane_at_the_agents_url_unless_told_another(nodes, tmp_path):
+    from tests.agent.harness import join_nodes
+    from trainhub.agent.main import _parser, agents_for
+
+    join_nodes(tmp_path, [nodes["a100"].nodes.order_by("name").first()])
+    base = ["run", "--state-dir", str(tmp_path), "--runtime", "subprocess", "--no-isolate"]
+    assert agents_for(_parser().parse_args(base))[0].slurm.srun_url == "http://testserver"
+    told = agents_for(_parser().parse_args([*base, "--srun-url", "https://10.0.0.1:8443"]))
+    assert told[0].slurm.srun_url == "https://10.0.0.1:8443"

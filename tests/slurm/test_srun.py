@@ -1,0 +1,198 @@
+"""srun inside a batch script: one job step across the allocation, every task on its node with
+Slurm's step environment, output into the job's file (``N: `` labels with -l), the worst task's
+exit as srun's, steps in sacct; cancelling the job stops every task on every node.
+
+The agents run in process (tests.agent.harness); the batch script, srun and the tasks are real
+processes, and srun reaches the control plane over HTTP (a live server)."""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from tests.agent.harness import AgentGroup, agent_for_identity, agents_on, join_nodes
+from tests.conftest import later
+from tests.slurm.conftest import SRUN_FIXTURES, make_job, nodes_done, run_until, start_job
+from trainhub.slurm import reports
+from trainhub.slurm.models import JobState, JobStep
+from trainhub.slurm.services.jobs import job_cancel
+from trainhub.slurm.services.passes import cluster_pass
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def output(tmp_path, job, suffix="out"):
+    return (tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.{suffix}").read_text().splitlines()
+
+
+def run_job(cluster, tmp_path, live_server, now, script, agents=None, **fields):
+    job = make_job(cluster, script=script, now=now, **fields)
+    start_job(job, ["a4-0", "a4-1"][:job.num_nodes], now=now)
+    run_until(agents or agents_on(tmp_path, srun_url=live_server.url), job, now, nodes_done)
+    return job
+
+
+#: The batch script of job 1 of fixtures/22.05/srun.sh.
+STEPS = (SRUN_FIXTURES / "job1.sh").read_text()
+
+
+def test_srun_runs_one_task_per_slot_on_every_node_of_the_allocation(cluster, real_pools, now, tmp_path,
+                                                                      live_server):
+    """fixtures/22.05/srun/out-1.txt, the same script on real Slurm (nodes gpu1, gpu2 there); stderr
+    in a file of its own here, as the agent reads the script's two streams from two pipes."""
+    job = run_job(cluster, tmp_path, live_server, now, STEPS, name="steps", num_nodes=2, num_tasks=4,
+                  gpus_per_node=2, stderr_pattern="slurm-%j.err")
+    assert output(tmp_path, job) == [
+        "batch on a4-0",
+        "0: a4-0 0 0 0 0 a4-[0-1] 4",
+        "1: a4-0 1 1 0 0 a4-[0-1] 4",
+        "2: a4-1 2 0 1 0 a4-[0-1] 4",
+        "3: a4-1 3 1 1 0 a4-[0-1] 4",
+        "step 0 rc=0",
+        "failing on a4-0",
+        "step 1 rc=3",
+        "0 a4-0 gpus=0 cuda=0",
+        "1 a4-0 gpus=0 cuda=0",
+        "2 a4-1 gpus=0 cuda=0",
+        "step 2 rc=0",
+    ]
+    assert output(tmp_path, job, "err") == ["srun: error: a4-0: task 0: Exited with exit code 3"]
+    assert job.state == JobState.COMPLETED
+    steps = [(s.step_id, s.name, s.state, s.exit_code, s.num_tasks, s.node_list)
+             for s in JobStep.objects.order_by("step_id")]
+    assert steps == [(0, "sh", "COMPLETED", 0, 4, "a4-[0-1]"), (1, "sh", "FAILED", 3, 1, "a4-0"),
+                     (2, "sh", "COMPLETED", 0, 3, "a4-[0-1]")]
+
+
+def tasks_alive(agents) -> list[int]:
+    """Pids of the step tasks the agents' supervisors started that still run."""
+    from trainhub.agent.supervisor import process_start_time
+
+    alive = []
+    for agent in agents.agents:
+        for child in agent.slurm.task_dir.glob("*/*/child.json"):
+            record = json.loads(child.read_text())
+            if process_start_time(record["pid"]) == record["start"]:
+                alive.append(record["pid"])
+    return alive
+
+
+def real(name: str) -> str:
+    """A recorded output with the harness's node names as trainhub's (the same widths)."""
+    text = (SRUN_FIXTURES / name).read_text()
+    return text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0").replace("gpu2", "a4-1")
+
+
+def test_steps_in_sacct_match_slurm_and_cancelling_the_job_stops_every_task(cluster, real_pools, now, tmp_path,
+                                                                             live_server, cast):
+    """fixtures/22.05/srun.sh: three jobs with steps (one cancelled while its step runs on two nodes,
+    one whose step fails while its script succeeds); sacct's job, batch and step rows byte for byte."""
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+    common = dict(account="physics", partition="batch", now=now)
+    first = make_job(cluster, job_id=1, script=STEPS, name="steps", num_nodes=2, num_tasks=4, cpus_per_task=2,
+                     gpus_per_node=2, **common)
+    start_job(first, ["a4-0", "a4-1"], now=now, billing=4)
+    moment = run_until(agents, first, now, nodes_done)
+
+    second = make_job(cluster, job_id=2, script="#!/bin/bash\nsrun sleep 300\n", name="cancelme", num_nodes=2,
+                      num_tasks=2, **common)
+    start_job(second, ["a4-0", "a4-1"], now=moment, billing=2)
+    moment = run_until(agents, second, moment, lambda job: len(tasks_alive(agents)) == 2)
+    step = JobStep.objects.get(job=second)
+    assert (step.state, step.num_tasks, step.node_list) == (JobState.RUNNING, 2, "a4-[0-1]")
+    job_cancel(job=second, actor=cast["uma"], is_admin=False, now=moment)
+    moment = run_until(agents, second, moment, nodes_done)
+    assert tasks_alive(agents) == []
+    step.refresh_from_db()
+    assert (second.state, step.state, step.exit_code, step.exit_signal) == (JobState.CANCELLED, "CANCELLED", 0, 15)
+
+    third = make_job(cluster, job_id=3, script="#!/bin/bash\nsrun false; echo after $?\n", name="okafter",
+                     **common)
+    start_job(third, ["a4-0"], now=moment, billing=1)
+    run_until(agents, third, moment, nodes_done)
+    assert output(tmp_path, third) == ["srun: error: a4-0: task 0: Exited with exit code 1", "after 1"]
+    assert third.state == JobState.COMPLETED
+
+    def sacct(fields, **flags):
+        return reports.sacct(cluster, now=timezone.now(), viewer="uma", jobs="1,2,3", fields=fields, **flags).text
+
+    assert sacct(None) == real("sacct.txt")
+    assert sacct(["JobID%12", "NodeList", "NTasks", "AllocTRES%50", "State", "ExitCode"]) == real("sacct-nodes.txt")
+    # trainhub names the user who cancelled where Slurm prints the uid
+    assert sacct(["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks"], parsable=True) == real(
+        "sacct-p.txt").replace("CANCELLED by 1001", "CANCELLED by uma")
+    assert sacct(["JobID", "State"], allocations=True).split() == [
+        "JobID", "State", "------------", "----------", "1", "COMPLETED", "2", "CANCELLED+", "3", "COMPLETED"]
+
+
+def test_a_restarted_agent_re_adopts_its_running_tasks_and_reports_them_once(cluster, real_pools, now, tmp_path,
+                                                                            live_server):
+    state_dir = tmp_path / "agent"
+    identities = join_nodes(state_dir)
+    agents = AgentGroup([agent_for_identity(identity, state_dir, tmp_path, srun_url=live_server.url)
+                         for identity in identities])
+    script = "#!/bin/bash\nsrun -l sh -c 'echo start; sleep 1; echo done $SLURM_PROCID'\n"
+    job = make_job(cluster, script=script, num_nodes=2, num_tasks=2, now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    moment = run_until(agents, job, now, lambda job: len(tasks_alive(agents)) == 2)
+    # a4-1's agent dies (no shutdown) and a new one starts while its task runs on
+    agents.agents[1] = agent_for_identity(identities[1], state_dir, tmp_path, srun_url=live_server.url)
+    run_until(agents, job, moment, nodes_done)
+    assert sorted(output(tmp_path, job)) == ["0: done 0", "0: start", "1: done 1", "1: start"]
+    assert JobStep.objects.get(job=job).state == JobState.COMPLETED and job.state == JobState.COMPLETED
+
+
+def test_the_time_limit_stops_every_task_on_every_node_and_srun_reports_them(cluster, real_pools, now, tmp_path,
+                                                                            live_server):
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+    job = make_job(cluster, script="#!/bin/bash\nsrun sleep 300\n", num_nodes=2, num_tasks=2, time_limit=1, now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    moment = run_until(agents, job, now, lambda job: len(tasks_alive(agents)) == 2)
+    cluster_pass(cluster=cluster, now=later(now, 61))
+    run_until(agents, job, moment, nodes_done)
+    assert tasks_alive(agents) == []
+    assert job.state == JobState.TIMEOUT
+    assert JobStep.objects.get(job=job).state == JobState.CANCELLED
+
+
+def test_an_interrupted_srun_stops_its_tasks_on_every_node_and_the_script_goes_on(cluster, real_pools, now,
+                                                                                  tmp_path, live_server):
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+    script = "#!/bin/bash\ntimeout 3 srun sleep 300\necho srun $?\nsrun -l hostname >/dev/null; echo next $?\n"
+    job = run_job(cluster, tmp_path, live_server, now, script, num_nodes=2, num_tasks=2,
+                  stderr_pattern="slurm-%j.err", agents=agents)
+    assert tasks_alive(agents) == []
+    assert output(tmp_path, job) == ["srun 124", "next 0"]
+    assert output(tmp_path, job, "err")[0] == "srun: forcing job termination"
+    first, second = JobStep.objects.filter(job=job).order_by("step_id")
+    assert [(step.state, step.exit_signal) for step in (first, second)] == [
+        (JobState.CANCELLED, 15), (JobState.COMPLETED, 0)]
+    assert first.end_time < job.end_time  # its tasks were stopped then, not when the job ended
+    assert job.state == JobState.COMPLETED
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running jobs as the project's uid needs an agent running as root")
+def test_an_isolating_agent_runs_the_script_and_every_task_as_the_projects_uid(cluster, real_pools, now, tmp_path,
+                                                                              live_server, settings):
+    work = Path(tempfile.mkdtemp(prefix="srun-work-"))  # tmp_path's parents are closed to other uids
+    work.chmod(0o755)
+    try:
+        state_dir = tmp_path / "agent"
+        agents = AgentGroup([agent_for_identity(identity, state_dir, work, srun_url=live_server.url, isolate=True)
+                             for identity in join_nodes(state_dir)])
+        script = "#!/bin/bash\nid -u\nsrun -l id -u | sort\ntouch made-by-the-script\n"
+        job = make_job(cluster, script=script, num_nodes=2, num_tasks=2, now=now)
+        start_job(job, ["a4-0", "a4-1"], now=now)
+        run_until(agents, job, now, nodes_done)
+        uid = settings.TRAINHUB_REPLICA_UID_BASE + cluster.project_id
+        home = work / "slurm" / "c1" / "home" / "uma"
+        assert (home / f"slurm-{job.job_id}.out").read_text().splitlines() == [str(uid), f"0: {uid}", f"1: {uid}"]
+        assert (home / "made-by-the-script").stat().st_uid == uid
+        # the supervisors' records (environments, the step credential) are the agent's alone
+        assert (state_dir / "slurm").stat().st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(work)

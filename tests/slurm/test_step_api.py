@@ -1,0 +1,152 @@
+"""The agent API's step endpoints: srun's step credential is good for one run of one job only, a
+node reports only its own tasks, and bad requests are clean 400s with srun's reasons."""
+
+import json
+
+import pytest
+from django.test import Client
+
+from tests.agent.harness import join_nodes
+from tests.conftest import later
+from tests.slurm.conftest import SRUN_FIXTURES, make_job, start_job
+from trainhub.slurm import reports
+from trainhub.inventory.models import Node
+from trainhub.inventory.assignments import node_assignments
+from trainhub.slurm.models import JobNode, JobRun, JobState, NodePhase, SlurmJob, StepNode
+from trainhub.slurm.services.steps import step_credential
+
+pytestmark = pytest.mark.django_db
+
+
+def running(cluster, now, nodes=("a4-0", "a4-1"), **fields) -> SlurmJob:
+    """A job whose batch script runs (every node past its prolog)."""
+    job = make_job(cluster, num_nodes=len(nodes), gpus_per_node=2, now=now, **fields)
+    start_job(job, list(nodes), now=now)
+    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
+    return job
+
+
+def call(credential, method, path, body=None):
+    client = Client()
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {credential}"}
+    if method == "GET":
+        return client.get(path, **headers)
+    return client.post(path, json.dumps(body or {}), content_type="application/json", **headers)
+
+
+def credential(job):
+    return step_credential(job_pk=job.pk, run_index=job.restart_count)
+
+
+def srun(job, **body):
+    return call(credential(job), "POST", "/agent/v1/srun/steps", {"argv": ["hostname"], **body})
+
+
+def test_srun_creates_numbered_steps_laid_out_over_the_allocation(cluster, now):
+    job = running(cluster, now, num_tasks=4)
+    first = srun(job, label=True)
+    assert first.status_code == 200, first.content
+    assert first.json() == {"stepId": 0, "jobId": job.job_id, "nodeList": "a4-[0-1]", "numTasks": 4}
+    assert srun(job, nodes=1, tasks=1).json()["stepId"] == 1
+    assert [(p.job_node.node.name, p.task_ids, p.gpu_indices) for p in StepNode.objects.filter(step__step_id=0)] == [
+        ("a4-0", [0, 1], [0, 1]), ("a4-1", [2, 3], [0, 1])]
+
+
+def test_only_the_batch_host_gets_the_credential_and_every_node_its_tasks(cluster, now):
+    job = running(cluster, now, num_tasks=4)
+    srun(job, tasksPerNode=1, gpusPerNode=1)
+    documents = {name: node_assignments(node=Node.objects.get(name=name))["slurm"][0] for name in ("a4-0", "a4-1")}
+    assert documents["a4-0"]["stepCredential"] == credential(job)
+    assert documents["a4-1"]["stepCredential"] is None
+    assert [(d["steps"][0]["taskIds"], d["steps"][0]["gpuIndices"], d["steps"][0]["hosts"], d["steps"][0]["nodeIndex"])
+            for d in documents.values()] == [([0], [0], ["a4-0", "a4-1"], 0), ([1], [0], ["a4-0", "a4-1"], 1)]
+
+
+@pytest.mark.parametrize("body, reason", [
+    ({"nodes": 3}, "Requested node configuration is not available"),
+    ({"gpusPerNode": 3}, "Invalid generic resource (gres) specification"),
+])
+def test_a_step_the_allocation_cannot_hold_is_refused_with_sruns_reason(cluster, now, body, reason):
+    job = running(cluster, now)
+    answer = srun(job, **body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == f"Unable to create step for job {job.job_id}: {reason}"
+
+
+@pytest.mark.parametrize("body", [{"argv": []}, {"argv": [""]}, {"argv": "hostname"}, {"nodes": 0},
+                                  {"tasks": "two"}, {"gpusPerNode": -1}, {"environment": {"A": 1}}])
+def test_bad_step_requests_are_clean_400s(cluster, now, body):
+    answer = srun(running(cluster, now), **body)
+    assert answer.status_code == 400 and answer.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_a_credential_is_confined_to_its_own_run_of_its_own_job(cluster, now):
+    mine = running(cluster, now, nodes=("a4-0",))
+    other = running(cluster, now, nodes=("a4-1",))
+    assert srun(other).json()["stepId"] == 0
+    # mine has no step 0: another job's steps do not exist for its credential
+    assert call(credential(mine), "GET", "/agent/v1/srun/steps/0").status_code == 404
+    assert call(credential(other), "GET", "/agent/v1/srun/steps/0").json()["state"] == "RUNNING"
+    forged = credential(mine).rsplit(".", 1)[0] + "." + "0" * 64
+    assert call(forged, "POST", "/agent/v1/srun/steps", {"argv": ["x"]}).status_code == 401
+    another_run = f"{other.pk}.1.{credential(other).rsplit('.', 1)[1]}"
+    assert call(another_run, "GET", "/agent/v1/srun/steps/0").status_code == 401
+    SlurmJob.objects.filter(pk=other.pk).update(state=JobState.COMPLETED)
+    assert call(credential(other), "GET", "/agent/v1/srun/steps/0").status_code == 401  # the run has ended
+
+
+def test_node_and_step_credentials_do_not_open_each_others_endpoints(cluster, now, tmp_path):
+    job = running(cluster, now, num_tasks=2)
+    srun(job)
+    nodes = {identity["node"]: identity["credential"] for identity in join_nodes(tmp_path)}
+    assert call(nodes["a4-0"], "POST", "/agent/v1/srun/steps", {"argv": ["x"]}).status_code == 401
+    own, theirs = (StepNode.objects.get(job_node__node__name=name) for name in ("a4-0", "a4-1"))
+    assert call(credential(job), "POST", f"/agent/v1/slurm/tasks/{own.pk}/exited",
+                {"exits": [[0, 0, 0]]}).status_code == 401
+    # a node reports only its own tasks: another node's answer 404 as a missing one
+    assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{theirs.pk}/exited",
+                {"exits": [[1, 0, 0]]}).status_code == 404
+    assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/1/logs",
+                {"first": 0, "lines": []}).status_code == 404
+    assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/exited",
+                {"exits": [[5, 0, 0]]}).status_code == 400
+
+
+def test_the_step_ends_with_the_worst_exit_when_every_node_has_reported(cluster, now, tmp_path):
+    job = running(cluster, now, num_tasks=2)
+    srun(job)
+    nodes = {identity["node"]: identity["credential"] for identity in join_nodes(tmp_path)}
+    own, theirs = (StepNode.objects.get(job_node__node__name=name) for name in ("a4-0", "a4-1"))
+    assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/0/logs",
+                {"first": 0, "lines": [["stdout", now.timestamp(), "hello"]]}).status_code == 200
+    call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/exited", {"exits": [[0, 0, 0]]})
+    assert call(credential(job), "GET", "/agent/v1/srun/steps/0").json() == {
+        "state": "RUNNING", "exitCode": None, "signal": 0, "label": False, "numTasks": 2,
+        "lines": [[0, "stdout", "hello"]], "next": own.step.log_lines.get().pk, "failed": []}
+    call(nodes["a4-1"], "POST", f"/agent/v1/slurm/tasks/{theirs.pk}/exited", {"exits": [[1, 2, 0]]})
+    answer = call(credential(job), "GET", "/agent/v1/srun/steps/0").json()
+    assert (answer["state"], answer["exitCode"], answer["failed"]) == ("FAILED", 2, [[1, "a4-1", 2, 0]])
+
+
+def test_squeue_s_lists_the_running_steps_as_slurm_does(cluster, now):
+    """fixtures/22.05/srun/squeue-s-2.txt: job 2 (srun sleep 300 on two nodes), 3 s in."""
+    job = make_job(cluster, job_id=2, user="alice", name="cancelme", partition="batch", num_nodes=2, num_tasks=2,
+                   now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
+    JobRun.objects.filter(job=job).update(batch_state=JobState.RUNNING)
+    srun(job, argv=["sleep", "300"], time=now.timestamp())
+    expected = (SRUN_FIXTURES / "squeue-s-2.txt").read_text().replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0")
+    assert reports.squeue_steps(cluster, now=later(now, 3)).text == expected
+    assert reports.squeue_steps(cluster, now=later(now, 3), jobs="3").text == expected.splitlines()[0] + "\n"
+
+
+def test_the_accounting_page_lists_steps_below_their_job_unless_asked_for_allocations(cluster, now, browser):
+    job = running(cluster, now, num_tasks=2)
+    JobRun.objects.filter(job=job).update(batch_state=JobState.RUNNING)
+    srun(job)
+    page = "/slurm/projects/alpha/locations/us-central1/clusters/c1/accounting"
+    shown = browser("uma").get(page, {"jobs": str(job.job_id)}).content.decode()
+    assert f">{job.job_id}</a>.batch " in shown and f">{job.job_id}</a>.0 " in shown
+    allocations = browser("uma").get(page, {"jobs": str(job.job_id), "allocations": "on"}).content.decode()
+    assert ".batch" not in allocations and f">{job.job_id}</a> " in allocations

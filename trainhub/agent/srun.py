@@ -1,0 +1,171 @@
+"""``srun`` inside a batch script: launch one job step across the job's allocation and wait for it.
+
+The node agent puts an ``srun`` first on the batch script's PATH that runs this file (standard
+library only, run by path: the node has no Django). It asks the control plane to create the step
+(``POST /agent/v1/srun/steps`` with the run's step credential from TRAINHUB_STEP_CREDENTIAL),
+then follows it (``GET /agent/v1/srun/steps/N``): every task's lines are printed on srun's own
+stdout / stderr - the batch script's, so its output file - prefixed ``N: `` with ``-l``, as Slurm
+does; when the step has ended, a line for each task that failed (``srun: error: NODE: task N:
+Exited with exit code C``) and srun exits with the worst task's status (the highest exit code, or
+128 + the highest signal). Interrupted (SIGINT, SIGTERM, SIGHUP: ``timeout 60 srun ...``), srun
+has its step's tasks stopped on every node and waits for them. Options: -N/--nodes, -n/--ntasks,
+--ntasks-per-node, --gres=gpu:K, -l/--label (srun.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+
+#: What srun does not pass on to its tasks: the credential and where it is used.
+PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE")
+RETRIES = 5
+
+
+class Refused(Exception):
+    pass
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="srun", allow_abbrev=False)
+    parser.add_argument("-N", "--nodes", type=int)
+    parser.add_argument("-n", "--ntasks", type=int)
+    parser.add_argument("--ntasks-per-node", type=int)
+    parser.add_argument("--gres", type=gres_gpus)
+    parser.add_argument("-l", "--label", action="store_true")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    options = parser.parse_args(argv)
+    if options.command and options.command[0] == "--":
+        options.command = options.command[1:]
+    if not options.command:
+        parser.error("No command given to execute.")
+    return options
+
+
+def gres_gpus(text: str) -> int:
+    """``gpu:K``, ``gpu:TYPE:K``, ``gpu`` (one) -> K; ``none`` -> 0."""
+    if text == "none":
+        return 0
+    parts = text.split(":")
+    if parts[0] != "gpu" or len(parts) > 3 or (len(parts) > 1 and not parts[-1].isdigit()):
+        raise argparse.ArgumentTypeError(f"Invalid generic resource (gres) specification: {text}")
+    return int(parts[-1]) if len(parts) > 1 else 1
+
+
+class Client:
+    def __init__(self, url: str, credential: str, ca_bundle: str | None):
+        self.url = url.rstrip("/")
+        self.credential = credential
+        self.context = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else None
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method, headers={
+            "Authorization": f"Bearer {self.credential}", "Content-Type": "application/json",
+            "Accept": "application/json"})
+        delay = 0.2
+        for attempt in range(RETRIES + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=30, context=self.context) as answer:  # noqa: S310
+                    return json.loads(answer.read() or b"{}")
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500:
+                    try:
+                        message = json.loads(exc.read())["error"]["message"]
+                    except (ValueError, KeyError, TypeError):
+                        message = f"HTTP {exc.code}"
+                    raise Refused(message) from None
+                problem = f"HTTP {exc.code}"
+            except (urllib.error.URLError, OSError) as exc:
+                problem = str(exc)
+            if attempt == RETRIES:
+                raise Refused(f"the control plane cannot be reached: {problem}")
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable")
+
+
+def task_message(node: str, task: int, code: int, signum: int) -> str:
+    """srun's line for a task that failed (slurm:src/srun/launch.c)."""
+    if signum:
+        try:
+            what = signal.strsignal(signum) or f"Signal {signum}"
+        except ValueError:
+            what = f"Signal {signum}"
+        return f"srun: error: {node}: task {task}: {what}"
+    return f"srun: error: {node}: task {task}: Exited with exit code {code}"
+
+
+#: Signals srun received (SIGINT, SIGTERM, SIGHUP): it cancels its step and waits for its tasks.
+_interrupted: list[int] = []
+
+
+def _interrupt(signum: int, frame) -> None:
+    _interrupted.append(signum)
+
+
+def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: float = 0.2) -> dict:
+    """Print the step's output until it has ended; its last answer. Interrupted, srun has the
+    step's tasks stopped on every node and still waits for them."""
+    width = len(str(max(num_tasks - 1, 0)))
+    after = 0
+    cancelled = False
+    while True:
+        if _interrupted and not cancelled:
+            print("srun: forcing job termination", file=sys.stderr, flush=True)
+            client.call("POST", f"/agent/v1/srun/steps/{step_id}:cancel", {"time": time.time()})
+            cancelled = True
+        answer = client.call("GET", f"/agent/v1/srun/steps/{step_id}?after={after}")
+        for task, stream, text in answer["lines"]:
+            out = sys.stdout if stream == "stdout" else sys.stderr
+            out.write(f"{task:>{width}}: {text}\n" if label else f"{text}\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        moved = answer["next"] != after
+        after = answer["next"]
+        if answer["state"] != "RUNNING" and not moved:
+            return answer
+        if not moved:
+            time.sleep(poll)
+            poll = min(poll * 1.5, 1.0)
+
+
+def main(argv: list[str]) -> int:
+    options = parse(argv)
+    credential = os.environ.get("TRAINHUB_STEP_CREDENTIAL")
+    url = os.environ.get("TRAINHUB_URL")
+    if not credential or not url:
+        print("srun: error: no job step credential: srun runs inside a batch script of a trainhub Slurm job",
+              file=sys.stderr)
+        return 1
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+    client = Client(url, credential, os.environ.get("TRAINHUB_CA_BUNDLE"))
+    body = {"argv": options.command, "label": options.label, "time": time.time(),
+            "environment": {name: value for name, value in os.environ.items() if name not in PRIVATE},
+            "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
+            "gpusPerNode": options.gres}
+    try:
+        step = client.call("POST", "/agent/v1/srun/steps", {k: v for k, v in body.items() if v is not None})
+        ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"])
+    except Refused as exc:
+        print(f"srun: error: {exc}", file=sys.stderr)
+        return 1
+    for task, node, code, signum in ended["failed"]:
+        print(task_message(node, task, code, signum), file=sys.stderr)
+    codes = [code for _, _, code, _ in ended["failed"]]
+    signals = [signum for _, _, _, signum in ended["failed"] if signum]
+    if ended["state"] == "CANCELLED" and not ended["failed"]:
+        return 128 + signal.SIGTERM
+    return max(codes, default=0) or (128 + max(signals) if signals else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

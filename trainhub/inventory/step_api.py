@@ -1,0 +1,167 @@
+"""The agent API's job-step part: ``srun`` creates a step and follows it; node agents report the
+tasks they run for it.
+
+- srun (inside a batch script) authenticates with the run's step credential, which the batch
+  host's agent put in the script's environment (TRAINHUB_STEP_CREDENTIAL): it may create and read
+  steps of that run of that job and nothing else; it stops working when the run ends.
+- A node agent reports a task's output and its node's task exits with its node credential,
+  confined like every agent call to the steps placed on its own node (404 alike otherwise).
+"""
+
+from __future__ import annotations
+
+from rest_framework import authentication, exceptions, permissions
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
+from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
+from trainhub.slurm.models import JobStep, StepNode
+from trainhub.slurm.selectors import step_output
+from trainhub.slurm.services import steps as step_services
+from trainhub.slurm.steps import StepRefused, StepRequest
+
+MAX_ARGS = 4096
+MAX_ENVIRONMENT_CHARS = 1 << 20
+OUTPUT_LINES = 1000
+
+
+class StepPrincipal:
+    """request.user for srun: one run of one job, never staff, member of no project."""
+
+    is_authenticated = True
+    is_active = True
+    is_staff = False
+    is_superuser = False
+
+    def __init__(self, job, run_index: int):
+        self.job = job
+        self.run_index = run_index
+
+
+class StepCredentialAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1").strip()
+        scheme, _, raw = header.partition(" ")
+        if not header or scheme.lower() != "bearer" or not raw.strip():
+            return None
+        found = step_services.step_credential_job(raw.strip())
+        if found is None:
+            raise exceptions.AuthenticationFailed("Invalid step credential: srun runs only inside a running "
+                                                  "job's batch script.")
+        return StepPrincipal(*found), found
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="trainhub-srun"'
+
+
+class IsStepCredential(permissions.BasePermission):
+    message = "Only srun inside a running job may call this endpoint."
+
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.user, StepPrincipal)
+
+
+class SrunView(APIView):
+    authentication_classes = [StepCredentialAuthentication]
+    permission_classes = [IsStepCredential]
+    schema = None
+
+
+def _count(body: dict, name: str) -> int | None:
+    value = _field(body, name, int, required=False)
+    if value is not None and not 1 <= value <= 1_000_000:
+        raise invalid_argument([FieldViolation(name, "a whole number from 1")])
+    return value
+
+
+class Steps(SrunView):
+    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, label?}
+    -> {stepId, jobId, nodeList, numTasks}."""
+
+    def post(self, request: Request) -> Response:
+        body = request.data if isinstance(request.data, dict) else {}
+        argv = _field(body, "argv", list)
+        if not argv or len(argv) > MAX_ARGS or not all(isinstance(item, str) and item for item in argv):
+            raise invalid_argument([FieldViolation("argv", f"1 to {MAX_ARGS} non-empty strings")])
+        environment = _field(body, "environment", dict, required=False, default={})
+        if (not all(isinstance(value, str) for value in environment.values())
+                or sum(len(key) + len(value) for key, value in environment.items()) > MAX_ENVIRONMENT_CHARS):
+            raise invalid_argument([FieldViolation("environment", "names to strings, at most 1 MiB in all")])
+        gpus = _field(body, "gpusPerNode", int, required=False)
+        if gpus is not None and gpus < 0:
+            raise invalid_argument([FieldViolation("gpusPerNode", "a whole number from 0")])
+        wanted = StepRequest(nodes=_count(body, "nodes"), tasks=_count(body, "tasks"),
+                             tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus)
+        principal = request.user
+        try:
+            step = step_services.step_create(job=principal.job, run_index=principal.run_index, argv=argv,
+                                             environment=environment, request=wanted,
+                                             label=bool(body.get("label")), now=_moment(body))
+        except StepRefused as exc:
+            raise ApiError(400, f"Unable to create step for job {principal.job.job_id}: {exc}",
+                           "FAILED_PRECONDITION") from None
+        return Response({"stepId": step.step_id, "jobId": principal.job.job_id, "nodeList": step.node_list,
+                         "numTasks": step.num_tasks})
+
+
+def _step_of(principal: StepPrincipal, step_id: int) -> JobStep:
+    step = JobStep.objects.filter(job=principal.job, run_index=principal.run_index, step_id=step_id).first()
+    if step is None:
+        raise ApiError(404, f"Step {principal.job.job_id}.{step_id} does not exist.")
+    return step
+
+
+class Step(SrunView):
+    """GET ?after=<line> -> {state, exitCode, signal, lines: [[task, stream, text]], next, failed}."""
+
+    def get(self, request: Request, step_id: int) -> Response:
+        step = _step_of(request.user, step_id)
+        after = request.query_params.get("after", "0")
+        if not after.isdigit():
+            raise invalid_argument([FieldViolation("after", "the id of the last line read, from 0")])
+        return Response(step_output(step=step, after=int(after), limit=OUTPUT_LINES))
+
+
+class StepCancel(SrunView):
+    """POST: srun was interrupted; the step's tasks are stopped on every node."""
+
+    def post(self, request: Request, step_id: int) -> Response:
+        step_services.step_cancel(step=_step_of(request.user, step_id), now=_moment(request.data))
+        return Response({})
+
+
+def _step_node_of(node, step_node_id: int) -> StepNode:
+    """A step's tasks on ``node``; 404 alike for another node's and a missing one."""
+    found = StepNode.objects.filter(pk=step_node_id, job_node__node_id=node.pk).select_related("step").first()
+    if found is None:
+        raise ApiError(404, f"Step tasks {step_node_id} are not on node {node.name}.")
+    return found
+
+
+class TaskLogs(AgentView):
+    """POST {first, lines: [[stream, time, text]]}: task ``task``'s lines ``first..``; 409 {expected} on a gap."""
+
+    def post(self, request: Request, step_node_id: int, task: int) -> Response:
+        step_node = _step_node_of(self.node(request), step_node_id)
+        if task not in step_node.task_ids:
+            raise ApiError(404, f"Task {task} is not on node {self.node(request).name}.")
+        return _append(f"step:{step_node.pk}:{task}", request.data, lambda lines: step_services.step_log_append(
+            step_node=step_node, task=task, lines=lines))
+
+
+class TasksExited(AgentView):
+    """POST {exits: [[task, exitCode, signal]]}: every task of the step on this node has ended."""
+
+    def post(self, request: Request, step_node_id: int) -> Response:
+        step_node = _step_node_of(self.node(request), step_node_id)
+        body = request.data if isinstance(request.data, dict) else {}
+        exits = _field(body, "exits", list)
+        if (sorted(item[0] for item in exits if isinstance(item, list) and item) != sorted(step_node.task_ids)
+                or not all(len(item) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+                           for item in exits)):
+            raise invalid_argument([FieldViolation("exits", "[task, exit code, signal] for each of the node's tasks")])
+        step_services.step_node_finished(step_node=step_node, exits=[tuple(item) for item in exits],
+                                         now=_moment(body))
+        return Response({})

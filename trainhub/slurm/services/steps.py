@@ -1,0 +1,134 @@
+"""Job steps: ``srun`` inside a batch script creates one, the agents of its nodes run its tasks and
+report their exits, and the step ends when every node has (slurmctld's step records).
+
+- ``srun`` authenticates with the run's step credential (``step_credential``), which the batch
+  host's agent hands the batch script; it is good for that run of that job only, as Slurm's job
+  credential is, and stops working when the run ends.
+- Step ids count from 0 within a run; the step's record (sacct's ``JOBID.N``) ends COMPLETED when
+  every task exited 0, FAILED with the highest task exit code otherwise, CANCELLED 0:15 when
+  the job ended (cancel, time limit, requeue) while the step ran or srun was interrupted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.utils.crypto import constant_time_compare, salted_hmac
+
+from trainhub.inventory.wake import nodes_wake
+from trainhub.slurm.hostlist import compress
+from trainhub.slurm.models import JobNode, JobState, JobStep, NodePhase, SlurmJob, StepLogLine, StepNode
+from trainhub.slurm.steps import StepRefused, StepRequest, layout
+
+_SALT = "trainhub.slurm.step-credential"
+#: srun's reason when the job is no longer running (slurm_strerror(ESLURM_ALREADY_DONE)).
+ALREADY_DONE = "Job/step already completing or completed"
+SIGTERM = 15
+
+
+def step_credential(*, job_pk: int, run_index: int) -> str:
+    """The credential of one run of one job: ``<job pk>.<run>.<HMAC under SECRET_KEY>``."""
+    subject = f"{job_pk}.{run_index}"
+    return f"{subject}.{salted_hmac(_SALT, subject, algorithm='sha256').hexdigest()}"
+
+
+def step_credential_job(credential: str) -> tuple[SlurmJob, int] | None:
+    """The job and run a step credential stands for, while that run is the job's running one."""
+    job_pk, _, rest = credential.partition(".")
+    run_index, _, _ = rest.partition(".")
+    if not (job_pk.isdigit() and run_index.isdigit()):
+        return None
+    if not constant_time_compare(credential, step_credential(job_pk=int(job_pk), run_index=int(run_index))):
+        return None
+    job = SlurmJob.objects.select_related("cluster").filter(pk=int(job_pk)).first()
+    if job is None or job.state != JobState.RUNNING or job.restart_count != int(run_index):
+        return None
+    return job, int(run_index)
+
+
+@transaction.atomic
+def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: dict[str, str],
+                request: StepRequest, label: bool, now: dt.datetime) -> JobStep:
+    """Lay the step out over the run's nodes and hand each node its tasks (raises StepRefused)."""
+    job = SlurmJob.objects.select_for_update().get(pk=job.pk)
+    if job.state != JobState.RUNNING or job.restart_count != run_index:
+        raise StepRefused(ALREADY_DONE)
+    job_nodes = list(JobNode.objects.filter(job=job, run_index=run_index, phase=NodePhase.RUNNING)
+                     .select_related("node").order_by("node__name"))
+    if not job_nodes:
+        raise StepRefused(ALREADY_DONE)
+    parts = layout(request, allocation_gpus=[tuple(node.gpu_indices) for node in job_nodes], job_tasks=job.num_tasks)
+    step_id = JobStep.objects.filter(job=job, run_index=run_index).count()
+    chosen = [job_nodes[part.allocation_index] for part in parts]
+    step = JobStep.objects.create(
+        job=job, run_index=run_index, step_id=step_id, name=posixpath.basename(argv[0])[:255], argv=argv,
+        environment=environment, num_tasks=sum(len(part.task_ids) for part in parts),
+        node_list=compress(node.node.name for node in chosen),
+        label=label, start_time=now)
+    StepNode.objects.bulk_create([
+        StepNode(step=step, job_node=node, node_index=index, task_ids=list(part.task_ids),
+                 gpu_indices=list(part.gpu_indices))
+        for index, (node, part) in enumerate(zip(chosen, parts))])
+    nodes_wake(node.node_id for node in chosen)
+    return step
+
+
+def _close(step: JobStep, state: str, now: dt.datetime, *, exit_code: int, signal: int) -> None:
+    step.state = state
+    step.end_time = now
+    step.exit_code = exit_code
+    step.exit_signal = signal
+    step.save(update_fields=["state", "end_time", "exit_code", "exit_signal"])
+
+
+@transaction.atomic
+def step_node_finished(*, step_node: StepNode, exits: list[tuple[int, int, int]], now: dt.datetime) -> None:
+    """A node's tasks of a step all ended (``exits``: task, exit code, signal). When the last node
+    of the step reports, the step ends with the worst exit: the highest code, then the highest signal."""
+    step = JobStep.objects.select_for_update().get(pk=step_node.step_id)
+    node = StepNode.objects.select_for_update().get(pk=step_node.pk)
+    if node.exits is not None:
+        return
+    node.exits = [list(item) for item in exits]
+    node.save(update_fields=["exits"])
+    if step.state != JobState.RUNNING or StepNode.objects.filter(step=step, exits__isnull=True).exists():
+        return
+    every = [item for reported in StepNode.objects.filter(step=step).values_list("exits", flat=True)
+             for item in reported]
+    exit_code = max((code for _, code, _ in every), default=0)
+    signal = max((sig for _, _, sig in every), default=0)
+    state = JobState.COMPLETED if exit_code == signal == 0 else JobState.FAILED
+    if StepNode.objects.filter(step=step, stop_requested=True).exists():
+        state = JobState.CANCELLED
+    _close(step, state, now, exit_code=exit_code, signal=signal)
+
+
+@transaction.atomic
+def step_cancel(*, step: JobStep, now: dt.datetime) -> None:
+    """srun was interrupted: every node stops the step's tasks (SIGTERM, SIGKILL after the grace
+    period); the step ends CANCELLED when they have all been reported."""
+    step = JobStep.objects.select_for_update().get(pk=step.pk)
+    if step.state != JobState.RUNNING:
+        return
+    parts = StepNode.objects.filter(step=step, exits__isnull=True)
+    nodes_wake(parts.values_list("job_node__node_id", flat=True))
+    parts.update(stop_requested=True)
+
+
+def steps_cancel(*, job: SlurmJob, run_index: int, now: dt.datetime) -> None:
+    """The run ended under its steps (cancel, time limit, requeue): those still running end
+    CANCELLED 0:15, as slurmctld records a step it signalled; their agents kill the tasks when
+    the node moves on to its epilog."""
+    for step in JobStep.objects.select_for_update().filter(job=job, run_index=run_index, state=JobState.RUNNING):
+        _close(step, JobState.CANCELLED, now, exit_code=0, signal=SIGTERM)
+
+
+def step_log_append(*, step_node: StepNode, task: int, lines: Iterable[tuple[str, dt.datetime, str]]) -> int:
+    rows = [StepLogLine(step_id=step_node.step_id, task=task, stream=stream, time=time, text=text[:65536])
+            for stream, time, text in lines]
+    if rows:
+        StepLogLine.objects.bulk_create(rows)
+    return len(rows)
