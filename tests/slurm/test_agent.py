@@ -158,6 +158,33 @@ def test_an_array_tasks_batch_script_gets_slurms_array_variables(cluster, real_p
     assert lines(job, "stdout") == ["7 4 5 0 8 2"]
 
 
+def test_signal_with_b_reaches_the_batch_shell_its_time_before_the_limit(cluster, real_pools, now, tmp_path):
+    """--signal=B:USR1@59 with a 1-minute limit: USR1 one second after the start, to bash alone (its
+    foreground sleep is not signalled, so the trap runs when the sleep ends)."""
+    script = ("#!/bin/bash\ntrap 'echo got USR1; exit 0' USR1\necho ready\n"
+              "for i in $(seq 600); do sleep 0.05; done\necho no signal\n")
+    job = make_job(cluster, script=script, time_limit=1, signal="B:USR1@59", now=now)
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    assert lines(job, "stdout") == ["ready", "got USR1"]
+    assert job.state == JobState.COMPLETED
+
+
+@pytest.mark.parametrize("export,expected", [
+    ("", "home=/home/agent foo=unset"), ("NONE", "home=unset foo=unset"), ("FOO=bar", "home=unset foo=bar"),
+    ("ALL,FOO=bar", "home=/home/agent foo=bar"), ("HOME,FOO", "home=/home/agent foo=unset")])
+def test_export_decides_what_the_batch_script_inherits(cluster, real_pools, now, tmp_path, monkeypatch, export,
+                                                       expected):
+    """The agent's basic environment stands for the submitter's; SLURM_* are there whatever --export says."""
+    monkeypatch.setenv("HOME", "/home/agent")
+    monkeypatch.delenv("FOO", raising=False)
+    script = '#!/bin/bash\necho "home=${HOME:-unset} foo=${FOO:-unset}"\necho "job=$SLURM_JOB_ID"\n'
+    job = make_job(cluster, script=script, export=export, now=now)
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    assert lines(job, "stdout") == [expected, f"job={job.job_id}"]
+
+
 def test_output_and_error_files_follow_the_patterns(cluster, real_pools, now, tmp_path):
     job = make_job(cluster, script="#!/bin/bash\necho out; echo err >&2\n", name="named", now=now,
                    stdout_pattern="/scratch/%x-%j.log", stderr_pattern="errors/%j.err")

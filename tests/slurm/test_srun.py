@@ -196,3 +196,18 @@ def test_an_isolating_agent_runs_the_script_and_every_task_as_the_projects_uid(c
         assert (state_dir / "slurm").stat().st_mode & 0o777 == 0o700
     finally:
         shutil.rmtree(work)
+
+
+def test_signal_without_b_reaches_every_task_of_the_steps_on_every_node_not_the_batch_shell(
+        cluster, real_pools, now, tmp_path, live_server):
+    """--signal=USR1@58 with a 1-minute limit: every task's processes get USR1 two seconds after the
+    start and the tasks trap it; the batch shell, which does not trap it, is not signalled (it would
+    die of it) and goes on."""
+    script = ("#!/bin/bash\ncat > task.sh <<'EOF'\ntrap 'echo $SLURM_PROCID got USR1; exit 0' USR1\n"
+              "for i in $(seq 600); do sleep 0.05; done\necho missed\nEOF\n"
+              "srun -N 2 -n 2 bash task.sh | sort\necho batch goes on\n")
+    job = run_job(cluster, tmp_path, live_server, now, script, num_nodes=2, num_tasks=2, time_limit=1,
+                  signal="USR1@58")
+    lines = output(tmp_path, job)  # (bash also reports the foreground sleep the signal ended)
+    assert {"0 got USR1", "1 got USR1"} <= set(lines) and "missed" not in lines
+    assert lines[-1] == "batch goes on" and job.state == JobState.COMPLETED

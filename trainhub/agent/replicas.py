@@ -189,8 +189,9 @@ class ReplicaRun:
 
     # Signalling -------------------------------------------------------------------------------
 
-    def signal(self, signum: int, now: float) -> None:
-        """Signal the replica's whole process group (a simulated one ends at once, as 128 + signal)."""
+    def signal(self, signum: int, now: float, *, group: bool = True) -> None:
+        """Signal the replica's whole process group, or only its command's own process (a simulated
+        one ends at once, as 128 + signal)."""
         if (self.directory / EXIT).exists():
             return
         if (self.directory / SIMULATED).exists():
@@ -205,7 +206,7 @@ class ReplicaRun:
         if child is None or process_start_time(child["pid"]) != child["start"]:
             return
         try:
-            os.killpg(child["pid"], signum)
+            (os.killpg if group else os.kill)(child["pid"], signum)
         except ProcessLookupError:
             pass
 

@@ -133,15 +133,8 @@ class _Batch:
     run: ReplicaRun
     stop_sent: dt.datetime | None = None
     max_rss_kb: int | None = None
-
-    def close(self) -> None:
-        for fd in {self.stdout, self.stderr}:
-            os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    while data:
-        data = data[os.write(fd, data):]
+    #: When the job's --signal was sent (once, its TIME before the time limit).
+    signalled: bool = False
 
 
 @dataclass
@@ -151,6 +144,8 @@ class _StepTasks:
     job_node_id: int
     runs: dict[int, ReplicaRun] = field(default_factory=dict)
     stop_sent: dt.datetime | None = None
+    #: Whether the job's --signal (without B:) has reached these tasks.
+    signalled: bool = False
 
 
 @dataclass
@@ -380,7 +375,8 @@ class SlurmNodeWork:
             script.write_text(job["script"])
             # The batch script inherits the agent's basic environment (PATH, HOME, ...), as sbatch
             # exports the submitter's; its supervisor writes its output files.
-            inherited = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
+            inherited = jobenv.export_environment(
+                job["export"], {name: os.environ[name] for name in INHERITED_ENV if name in os.environ})
             run = ReplicaRun.start(directory, argv=[BASH, str(script), *job["scriptArgs"]], env={**inherited, **env},
                                    cwd=submit_dir, user=self.run_as(step),
                                    files={"stdout": str(stdout), "stderr": str(stderr)})
@@ -431,6 +427,12 @@ class SlurmNodeWork:
                 tasks = self.tasks[doc["id"]] = self._start_tasks(step, doc, now)
             if step["phase"] != RUNNING or doc["stopRequested"]:
                 self._stop_tasks(tasks, now)
+            else:
+                plan = self._signal_due(step, now)
+                if plan is not None and not plan.batch_only and not tasks.signalled:
+                    for run in tasks.runs.values():
+                        run.signal(plan.signum, now.timestamp())
+                    tasks.signalled = True
             # Exits first: a task's last lines are in its log before its exit is recorded.
             exits = []
             for task, run in tasks.runs.items():
@@ -481,6 +483,17 @@ class SlurmNodeWork:
                                                     user=self.run_as(step))
         return tasks
 
+    @staticmethod
+    def _signal_due(step: dict, now: dt.datetime) -> jobenv.SignalPlan | None:
+        """The job's --signal once its time has come (TIME seconds before the time limit), else None;
+        never for a simulated node, whose runs a signal would end."""
+        job = step["job"]
+        plan = jobenv.signal_plan(job["signal"])
+        if plan is None or step["simulated"] or job["startEpoch"] is None or job["timeLimitMinutes"] is None:
+            return None
+        due = job["startEpoch"] + job["timeLimitMinutes"] * 60 - plan.seconds
+        return plan if now.timestamp() >= due else None
+
     def _stop_tasks(self, tasks: _StepTasks, now: dt.datetime) -> None:
         if tasks.stop_sent is None:
             tasks.stop_sent = now
@@ -512,6 +525,10 @@ class SlurmNodeWork:
             batch.stop_sent = now
         elif step["stopRequested"] and now >= (kill_at or batch.stop_sent + self.grace):
             batch.run.kill(moment)
+        plan = self._signal_due(step, now)
+        if plan is not None and plan.batch_only and not batch.signalled and not step["stopRequested"]:
+            batch.run.signal(plan.signum, moment, group=False)
+            batch.signalled = True
         child = batch.run.child()
         if child is not None:
             rss = process_group_rss_kb(child)

@@ -121,6 +121,7 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
                                                         tasks=job.array_tasks)
             if job.array_job_id is not None and job.array_task_id is not None else {},
             "comment": job.comment, "script": job.script, "scriptArgs": list(job.script_args),
+            "export": job.export, "signal": job.signal,
             "startEpoch": int(start.timestamp()) if start else None,
             "timeLimitMinutes": job.time_limit, "exitCode": job.exit_code or 0, "exitSignal": job.exit_signal,
         },

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import os
 import posixpath
+import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,6 +112,45 @@ def _common(job: JobContext, node: NodeContext) -> dict[str, str]:
     if job.end_epoch is not None:
         env["SLURM_JOB_END_TIME"] = str(job.end_epoch)
     return env
+
+
+def export_environment(export: str, submission: Mapping[str, str]) -> dict[str, str]:
+    """sbatch --export over ``submission`` (the environment a job inherits where it runs): empty or
+    ``ALL`` (the default) keeps all of it; ``NONE`` or ``NIL`` none of it; a list exports exactly its
+    ``VAR=value`` items and the ``VAR`` it names from ``submission``, and everything else too when it
+    holds ``ALL`` (sbatch.1, --export). The SLURM_* variables are the caller's, on top."""
+    items = [item for item in export.split(",") if item] if export else ["ALL"]
+    env = dict(submission) if "ALL" in items else {}
+    for item in items:
+        if item in ("ALL", "NONE", "NIL"):
+            continue
+        name, has_value, value = item.partition("=")
+        if has_value:
+            env[name] = value
+        elif name in submission:
+            env[name] = submission[name]
+    return env
+
+
+@dataclass(frozen=True)
+class SignalPlan:
+    """A job's ``--signal=[R][B:]SIG[@TIME]``: ``signum`` is sent ``seconds`` before its time limit,
+    to the batch shell alone (``B:``) or else to every task of its job steps, not the batch shell
+    (sbatch.1, --signal)."""
+
+    signum: int
+    seconds: int
+    batch_only: bool
+
+
+def signal_plan(stored: str) -> SignalPlan | None:
+    """The plan of a --signal as the control plane stores it (``B:USR1@60``, ``10@90``), or None."""
+    if not stored:
+        return None
+    flags, _, rest = stored.rpartition(":")
+    name, _, seconds = rest.partition("@")
+    signum = int(name) if name.isdigit() else signal.Signals[f"SIG{name}"].value
+    return SignalPlan(signum, int(seconds or 60), "B" in flags)
 
 
 def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
