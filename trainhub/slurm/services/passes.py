@@ -98,9 +98,9 @@ def _stop_timed_out(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt
 def _stop_over_tres_minutes(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime) -> int:
     """Running jobs of an association whose usage reached its GrpTRESMins end TIMEOUT with
     slurmctld's explanation (limits.tres_minutes_exhausted)."""
+    if not any(assoc.settings.get("grp_tres_mins") for assoc in state.associations):
+        return 0  # the usual case: no limit context built twice per pass (_schedule builds its own)
     context = snapshot.limit_context(state)
-    if not any(assoc.grp_tres_mins for assoc in context.associations.values()):
-        return 0
     count = 0
     for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, ending_state=""):
         desc = limits.tres_minutes_exhausted(context, snapshot.limit_request(job, state), state.tres_of(job))
