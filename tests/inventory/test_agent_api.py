@@ -91,6 +91,39 @@ def test_a_joined_node_cannot_be_claimed_again_until_its_credential_is_revoked(n
     assert Node.objects.get(name="a100-0").state == NodeState.UP
 
 
+def test_a_join_asked_again_with_the_agents_own_credential_answers_as_the_first_did(nodes):
+    """The answer to a committed join can be lost; the retry must not lock the machine out."""
+    once = token_for(nodes["a100"], max_uses=1)
+    chosen = "thn_" + "k" * 43
+    body = {"token": once, "name": "a100-0", "facts": {"simulated": True}, "credential": chosen}
+    first, retry = post("/agent/v1/join", body), post("/agent/v1/join", body)
+    assert (first.status_code, retry.status_code) == (200, 200), retry.content
+    assert first.json() == retry.json() and retry.json()["credential"] == chosen
+    assert JoinToken.objects.get().uses == 1 and NodeCredential.objects.count() == 1
+    assert post("/agent/v1/heartbeat", {"running": []}, chosen).status_code == 200
+    someone_else = post("/agent/v1/join", {**body, "credential": "thn_" + "z" * 43})
+    assert someone_else.status_code == 401
+    other_pool = post("/agent/v1/join", {**body, "token": token_for(nodes["t4"])})
+    assert other_pool.status_code == 409
+
+
+@pytest.mark.parametrize("credential", ["thn_short", "thj_" + "k" * 43, "thn_" + "k" * 42 + "/", 7])
+def test_a_weak_or_malformed_chosen_credential_is_refused_naming_the_field(nodes, credential):
+    body = {"token": token_for(nodes["a100"]), "name": "a100-0", "facts": {"simulated": True}, "credential": credential}
+    answer = post("/agent/v1/join", body)
+    assert answer.status_code == 400 and "credential" in answer.content.decode()
+    assert not NodeCredential.objects.exists()
+
+
+def test_a_chosen_credential_already_in_use_is_refused(nodes):
+    chosen = "thn_" + "k" * 43
+    assert post("/agent/v1/join", {"token": token_for(nodes["a100"]), "name": "a100-0", "facts": {"simulated": True},
+                                   "credential": chosen}).status_code == 200
+    again = post("/agent/v1/join", {"token": token_for(nodes["a100"]), "name": "a100-1", "facts": {"simulated": True},
+                                    "credential": chosen})
+    assert again.status_code == 409 and "already in use" in again.json()["error"]["message"]
+
+
 def test_a_node_credential_reads_and_writes_only_its_own_node(api, joined, now):
     body = job_body(container_pool(machine_type="a2-highgpu-1g", command=["sleep", "60"]))
     assert api("uma").post(JOBS, body, format="json").status_code == 200

@@ -16,6 +16,9 @@ import requests
 
 logger = logging.getLogger("trainhub.agent")
 
+#: How a node credential starts, on both sides of the agent API (an agent may choose its own).
+NODE_CREDENTIAL_PREFIX = "thn_"
+
 
 @dataclass
 class Answer:

@@ -17,12 +17,13 @@ import json
 import logging
 import os
 import pwd
+import secrets
 import signal
 import socket
 import sys
 from pathlib import Path
 
-from trainhub.agent.client import ControlPlane, ControlPlaneUnreachable, error_message
+from trainhub.agent.client import NODE_CREDENTIAL_PREFIX, ControlPlane, ControlPlaneUnreachable, error_message
 from trainhub.agent.containers import detect_runtime
 from trainhub.agent.discovery import machine_facts
 from trainhub.agent.node import NodeAgent, NodeSettings, run_forever
@@ -62,8 +63,14 @@ def join(*, url: str, token: str, name: str, state_dir: Path, simulate: bool = F
         return json.loads(path.read_text())
     facts = machine_facts(control_plane_url=url, address=address, simulate=simulate, runtime="subprocess",
                           version=VERSION, nvidia_smi=nvidia_smi)
+    # The credential is chosen here and kept before it is sent: when the answer is lost (a network
+    # error, a crash) the next try sends the same one and the control plane answers as it did.
+    pending = path.with_suffix(".joining")
+    if not pending.exists():
+        _write_private(pending, NODE_CREDENTIAL_PREFIX + secrets.token_urlsafe(32))
+    body = {"token": token, "name": name, "facts": facts, "credential": pending.read_text()}
     try:
-        answer = ControlPlane(url, verify=verify).post("/agent/v1/join", {"token": token, "name": name, "facts": facts})
+        answer = ControlPlane(url, verify=verify).post("/agent/v1/join", body)
     except ControlPlaneUnreachable as exc:
         raise AgentError(f"cannot reach the control plane at {url}: {exc}") from None
     if answer.status != 200:
@@ -71,13 +78,19 @@ def join(*, url: str, token: str, name: str, state_dir: Path, simulate: bool = F
     identity = {"url": url, "node": answer.body["node"], "pool": answer.body["pool"],
                 "credential": answer.body["credential"], "simulate": simulate, "address": facts["address"],
                 "pollSeconds": answer.body["pollSeconds"], "heartbeatSeconds": answer.body["heartbeatSeconds"]}
+    _write_private(path, json.dumps(identity))
+    pending.unlink()
+    return identity
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all, readable by this user alone."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.parent.chmod(0o700)
     descriptor = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
-        json.dump(identity, handle)
+        handle.write(text)
     os.replace(path.with_suffix(".tmp"), path)
-    return identity
 
 
 def _replica_user(name: str | None) -> dict | None:

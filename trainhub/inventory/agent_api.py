@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -95,8 +96,12 @@ class AgentView(APIView):
         return request.user.node
 
 
+#: What an agent-chosen credential must look like: as long and random as one trainhub makes.
+_CHOSEN_CREDENTIAL = re.compile(re.escape(services.NODE_CREDENTIAL_PREFIX) + r"[A-Za-z0-9_-]{43,128}")
+
+
 class Join(APIView):
-    """POST {token, name, facts} -> {node, credential, pollSeconds, heartbeatSeconds}."""
+    """POST {token, name, facts, credential?} -> {node, credential, pollSeconds, heartbeatSeconds}."""
 
     authentication_classes: list = []
     permission_classes: list = []
@@ -109,8 +114,13 @@ class Join(APIView):
         if not (1 <= len(name) <= 63) or not all(c.isalnum() or c in "-_" for c in name):
             raise invalid_argument([FieldViolation("name", "1-63 letters, digits, '-' or '_'")])
         facts = _facts(body) or {}
+        chosen = _field(body, "credential", str, required=False, default="")
+        if chosen and not _CHOSEN_CREDENTIAL.fullmatch(chosen):
+            raise invalid_argument([FieldViolation(
+                "credential", f"{services.NODE_CREDENTIAL_PREFIX} followed by 43-128 URL-safe base64 characters")])
         try:
-            node, credential = services.node_join(raw_token=token, name=name, facts=facts, now=timezone.now())
+            node, credential = services.node_join(raw_token=token, name=name, facts=facts, now=timezone.now(),
+                                                  credential=chosen)
         except services.JoinRefused as exc:
             raise ApiError(exc.status, str(exc)) from None
         return Response({"node": node.name, "pool": node.pool.name, "credential": credential,

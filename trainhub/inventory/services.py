@@ -7,6 +7,7 @@ from redis.exceptions import RedisError
 
 from trainhub.common.redis import RedisNotConfigured, get_redis
 
+from trainhub.agent.client import NODE_CREDENTIAL_PREFIX
 from trainhub.catalog.machines import NO_ACCELERATOR, machine_type_get
 from trainhub.iam.tokens import token_digest, token_new
 from trainhub.inventory.facts import facts_problem, simulated_gpus
@@ -143,7 +144,6 @@ class JoinRefused(Exception):
 
 
 JOIN_TOKEN_PREFIX = "thj_"
-NODE_CREDENTIAL_PREFIX = "thn_"
 
 
 @transaction.atomic
@@ -165,14 +165,22 @@ def join_token_revoke(*, token: JoinToken, now: dt.datetime) -> None:
 
 
 @transaction.atomic
-def node_join(*, raw_token: str, name: str, facts: dict, now: dt.datetime) -> tuple[Node, str]:
+def node_join(*, raw_token: str, name: str, facts: dict, now: dt.datetime, credential: str = "") -> tuple[Node, str]:
     """Trade a join token for a node credential (returned raw, once).
 
     The machine becomes the pool's node ``name``: a row an admin created and no agent has claimed
     yet, or a new node. A name held by another pool's node, or by a node whose agent still holds a
     live credential, is refused: an admin revokes that credential first (re-imaging a machine).
+
+    An agent may choose its credential itself (``credential``, a ``thn_`` secret it keeps before
+    asking). Then a join whose answer was lost is simply asked again: the node already holding that
+    very credential answers as the first join did, without spending another use of the token, so
+    a network error or a crash between the commit and the answer never leaves a machine locked out.
     """
     token = JoinToken.objects.select_for_update().select_related("pool").filter(digest=token_digest(raw_token)).first()
+    if token is not None and credential and NodeCredential.objects.filter(
+            node__name=name, node__pool=token.pool_id, digest=token_digest(credential), revoked_at__isnull=True).exists():
+        return Node.objects.select_related("pool").get(name=name), credential
     if token is None or not token.usable(now):
         raise JoinRefused(401, "The join token is unknown, expired, used up or revoked; ask an admin for a new one "
                                "(Nodes page, or `trainhub nodes join-token create`).")
@@ -199,7 +207,9 @@ def node_join(*, raw_token: str, name: str, facts: dict, now: dt.datetime) -> tu
         node.state, node.state_reason = NodeState.UP, ""
     node.save(update_fields=["facts", "address", "hostname", "joined_at", "last_heartbeat", "state", "state_reason"])
     JoinToken.objects.filter(pk=token.pk).update(uses=token.uses + 1)
-    raw, digest = token_new(NODE_CREDENTIAL_PREFIX)
+    raw, digest = (credential, token_digest(credential)) if credential else token_new(NODE_CREDENTIAL_PREFIX)
+    if NodeCredential.objects.filter(digest=digest).exists():
+        raise JoinRefused(409, "That credential is already in use: let trainhub-agent choose a new one.")
     NodeCredential.objects.create(node=node, digest=digest, created_at=now)
     transaction.on_commit(lambda: _heartbeat_keys([node.pk], now))
     request_pass()
