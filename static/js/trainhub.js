@@ -207,6 +207,15 @@
     schedule(TICK_ACTIVE_MS);
   }
 
+  // Destructive buttons (data-confirm) ask first; declining leaves the page as it was. Registered
+  // before the busy-label listener, which skips a submission this one prevented.
+  function setUpConfirmations() {
+    document.addEventListener("submit", (event) => {
+      const button = event.submitter;
+      if (button && button.dataset.confirm && !window.confirm(button.dataset.confirm)) event.preventDefault();
+    });
+  }
+
   // Forms whose action takes a while (submit, cancel, save) say so: the button is disabled with a
   // progress label until the next page arrives, which also stops double submissions.
   function setUpBusyForms() {
@@ -254,6 +263,7 @@
     setUpSessionExpiry();
     setUpCopyButtons();
     setUpLive();
+    setUpConfirmations();
     setUpBusyForms();
     setUpCharts();
   });

@@ -2,6 +2,7 @@
 against a live trainhub server. Screenshots go to artifacts/screenshots/."""
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,20 @@ def sign_in(page, base_url: str, username: str) -> None:
     page.fill("[name=password]", f"{username}-password")
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/")
+
+
+@contextmanager
+def answering_confirm(page, says: str, accept: bool = True):
+    """The browser's confirm() a destructive button raises must say ``says``; accepted or declined."""
+    asked: list[str] = []
+
+    def answer(dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", answer)
+    yield
+    assert asked and says in asked[0], asked
 
 
 def apply_state_filter(page, state: str) -> None:

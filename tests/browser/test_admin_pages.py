@@ -6,7 +6,7 @@ Each press is checked on the page and in the database."""
 import pytest
 
 from tests.agent.harness import join_nodes
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import answering_confirm, sign_in
 from trainhub.iam.models import ApiToken
 from trainhub.iam.tokens import token_digest
 from trainhub.inventory.models import JoinToken, Node, NodeCredential, NodeState
@@ -76,7 +76,8 @@ def test_every_button_on_the_machines_page_does_what_it_says(page, live_server, 
     assert page.locator("#join-command").count() == 0 and JoinToken.objects.filter(description="rack 7").count() == 1
 
     tokens = page.locator("section[aria-labelledby=tokens]")
-    tokens.locator("tr", has_text="rack 7").get_by_role("button", name="Revoke").click()
+    with answering_confirm(page, "Revoke the join token for pool a100?"):
+        tokens.locator("tr", has_text="rack 7").get_by_role("button", name="Revoke").click()
     page.get_by_text("Join token for pool a100 revoked.").wait_for()
     assert tokens.locator("tr", has_text="rack 7").count() == 0
     token.refresh_from_db()
@@ -86,11 +87,14 @@ def test_every_button_on_the_machines_page_does_what_it_says(page, live_server, 
     for button, says, state in (("Drain", "t4-2 drains", NodeState.DRAIN),
                                 ("Return to service", "t4-2 is back in service.", NodeState.UP),
                                 ("Revoke credential", "t4-2's credential is revoked", NodeState.DOWN)):
+        if button == "Revoke credential":
+            page.once("dialog", lambda dialog: dialog.accept())
         machine.get_by_role("button", name=button).click()
         page.get_by_text(says).wait_for()
         assert Node.objects.get(name="t4-2").state == state, button
     assert machine.get_by_role("button", name="Revoke credential").count() == 0
     assert not NodeCredential.objects.filter(node__name="t4-2", revoked_at__isnull=True).exists()
-    machine.get_by_role("button", name="Remove").click()
+    with answering_confirm(page, "Remove node t4-2 from trainhub?"):
+        machine.get_by_role("button", name="Remove").click()
     page.get_by_text("t4-2 removed.").wait_for()
     assert machine.count() == 0 and not Node.objects.filter(name="t4-2").exists()

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.utils import timezone
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import answering_confirm, sign_in
 from tests.conftest import container_pool, job_body
 from tests.slurm.conftest import accounts, admin, cluster, make_job, slurm_pools  # noqa: F401 - fixtures
 from trainhub.jobs.services import job_submit
@@ -99,7 +99,8 @@ def test_every_button_on_the_slurm_job_page_does_what_it_says(page, live_server,
     job.refresh_from_db()
     assert not job.hold
     assert page.get_by_role("button", name="Release").count() == 0  # released: pending again, or started
-    page.get_by_role("button", name=re.compile("Cancel")).click()
+    with answering_confirm(page, f"Cancel Slurm job {job.job_id} (scancel)?"):
+        page.get_by_role("button", name=re.compile("Cancel")).click()
     page.get_by_text(f"Cancel requested: job {job.job_id}").wait_for()
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED or job.ending_state

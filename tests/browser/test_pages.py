@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from tests.agent.test_end_to_end import make_agent
+from tests.browser.conftest import answering_confirm
 from trainhub.jobs.models import CustomJob
 from trainhub.scheduling.models import Quota
 from trainhub.scheduling.services import scheduler_pass
@@ -81,7 +82,8 @@ def test_a_running_job_is_cancelled_from_its_page(page, live_server, login, cast
     job = submit_through_form(page, live_server, "browser-sleeper", "sleep", "60")
     agent = make_agent(tmp_path)
     drive_until(page, agent, "RUNNING")
-    page.get_by_role("button", name=re.compile("cancel", re.I)).first.click()
+    with answering_confirm(page, f"Cancel job {job.display_name}?"):
+        page.get_by_role("button", name=re.compile("cancel", re.I)).first.click()
     drive_until(page, agent, "CANCELLED")
     screenshot("job-detail-cancelled")
     job.refresh_from_db()

@@ -7,7 +7,7 @@ import re
 import pytest
 from django.utils import timezone
 
-from tests.browser.conftest import apply_state_filter
+from tests.browser.conftest import answering_confirm, apply_state_filter
 from tests.tuning.helpers import finish_job
 from trainhub.tuning.models import TrainingPipeline
 
@@ -45,7 +45,8 @@ def test_a_pipeline_is_cancelled_from_its_page_and_found_by_the_list_filters(pag
     page.goto(f"{live_server.url}/pipelines/new")
     page.get_by_role("button", name="Create pipeline").click()
     page.wait_for_url("**/trainingPipelines/*/")
-    page.get_by_role("button", name="Cancel pipeline").click()
+    with answering_confirm(page, "Cancel pipeline fit-quadratic?"):
+        page.get_by_role("button", name="Cancel pipeline").click()
     page.get_by_text("Cancel requested for fit-quadratic.").wait_for()
     pipeline = TrainingPipeline.objects.get()
     assert pipeline.custom_job.state in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")

@@ -5,6 +5,7 @@ presses each of the page's buttons once: resize, reboot, delete."""
 import pytest
 from django.utils import timezone
 
+from tests.browser.conftest import answering_confirm
 from tests.resources.conftest import submit, t4_job
 from trainhub.resources.models import PersistentResource
 from trainhub.scheduling.services import scheduler_pass
@@ -43,7 +44,11 @@ def test_an_admin_creates_a_resource_a_job_runs_on_then_resizes_reboots_and_dele
     page.get_by_role("button", name="Reboot").click()
     page.get_by_text("Rebooting seed-pool").wait_for()
     assert resource.operations.filter(kind="REBOOT").exists()
-    page.get_by_role("button", name="Delete").click()
+    with answering_confirm(page, "Delete persistent resource seed-pool?", accept=False):
+        page.get_by_role("button", name="Delete").click()
+    assert resource.operations.filter(kind="DELETE").count() == 0 and "/persistent-resources/seed-pool/" in page.url
+    with answering_confirm(page, "Delete persistent resource seed-pool?"):
+        page.get_by_role("button", name="Delete").click()
     page.wait_for_url("**/persistent-resources/")
     page.get_by_text("Deleting seed-pool").wait_for()
     resource.refresh_from_db()

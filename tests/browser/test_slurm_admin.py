@@ -8,6 +8,7 @@ import re
 import pytest
 from django.utils import timezone
 
+from tests.browser.conftest import answering_confirm
 from tests.slurm.conftest import accounts, admin, cluster, make_job, run_pass, slurm_pools  # noqa: F401 - fixtures
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.models import Account, Association, Partition, Qos, SlurmCluster
@@ -85,7 +86,8 @@ def test_the_accounts_page_adds_edits_and_deletes_accounts_users_and_qos(page, l
     page.wait_for_url(f"**{SLURM}/accounts")
     assert Association.objects.get(account__name="vision", user="vic").settings["max_jobs"] == 4
     page.locator("tbody tr", has_text="vic").get_by_role("link", name="Edit").click()
-    page.get_by_role("button", name="Delete").click()
+    with answering_confirm(page, "Delete Association"):
+        page.get_by_role("button", name="Delete").click()
     page.wait_for_url(f"**{SLURM}/accounts")
     assert page.locator("tbody tr", has_text="vic").count() == 0
     assert not Association.objects.filter(account__name="vision", user="vic").exists()
@@ -96,7 +98,8 @@ def test_the_accounts_page_adds_edits_and_deletes_accounts_users_and_qos(page, l
     page.wait_for_url(f"**{SLURM}/accounts")
     assert Qos.objects.get(name="urgent").settings["priority"] == 600
     page.locator("tbody tr", has=page.locator("th:text-is('urgent')")).get_by_role("link", name="Edit").click()
-    page.get_by_role("button", name="Delete").click()
+    with answering_confirm(page, "Delete QOS urgent?"):
+        page.get_by_role("button", name="Delete").click()
     page.wait_for_url(f"**{SLURM}/accounts")
     assert page.locator("tbody tr", has=page.locator("th:text-is('urgent')")).count() == 0
     assert not Qos.objects.filter(name="urgent").exists()

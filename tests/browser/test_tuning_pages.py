@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import apply_state_filter
+from tests.browser.conftest import answering_confirm, apply_state_filter
 from tests.conftest import later
 from tests.tuning.helpers import finish_job, hypertune_reports, integer, study, tuning_body
 from trainhub.tuning import services
@@ -50,7 +50,8 @@ def test_a_tuning_job_created_in_the_form_is_cancelled_from_its_page_and_found_b
     job = HyperparameterTuningJob.objects.get(display_name="browser-study")
     assert job.trials.count() == 2  # two trials at once, from the form's defaults
 
-    page.get_by_role("button", name="Cancel tuning job").click()
+    with answering_confirm(page, "Cancel tuning job browser-study?"):
+        page.get_by_role("button", name="Cancel tuning job").click()
     page.get_by_text("Cancel requested for browser-study.").wait_for()
     job.refresh_from_db()
     assert job.state in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
