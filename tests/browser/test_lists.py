@@ -16,6 +16,19 @@ pytestmark = pytest.mark.django_db(transaction=True)
 JOB_COLUMNS = ["Name", "Project", "User", "State", "Strategy", "GPU type", "GPUs", "Created"]
 
 
+def test_on_a_phone_the_job_list_shows_every_jobs_state_without_scrolling_sideways(page, live_server, login,
+                                                                                 busy_cluster):
+    page.set_viewport_size({"width": 390, "height": 844})
+    login("uma")
+    page.goto(f"{live_server.url}/")
+    badges = page.locator("#job-rows .badge")
+    assert badges.count() > 0
+    for index in range(badges.count()):
+        box = badges.nth(index).bounding_box()
+        assert box and box["x"] + box["width"] <= 390, box
+    assert page.get_by_role("columnheader", name="Project").is_hidden()
+
+
 def test_the_job_list_filters_by_gpu_type_state_and_search(page, live_server, login, busy_cluster, open_table,
                                                            screenshot):
     login("uma")
