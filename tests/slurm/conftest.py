@@ -66,13 +66,19 @@ def real_pools(slurm_pools):
     return slurm_pools
 
 
-def run_until(agent, job, moment, done, limit=400):
-    """Tick ``agent`` (one or a group) until ``done(job)``, 50 ms of the agents' time a round."""
+def run_until(agent, job, moment, done, limit=400, patience=60.0):
+    """Tick ``agent`` (one or a group) until ``done(job)``, 50 ms of the agents' time a round.
+
+    Gives up after ``limit`` rounds, but never before ``patience`` seconds of wall time: the job's
+    real processes (bash, prolog scripts) start slowly on a loaded machine, rounds do not."""
     import time
 
     from trainhub.slurm.models import JobNode
 
-    for _ in range(limit):
+    deadline = time.monotonic() + patience
+    rounds = 0
+    while rounds < limit or time.monotonic() < deadline:
+        rounds += 1
         moment = moment + dt.timedelta(seconds=0.05)
         agent.tick(now=moment)
         job.refresh_from_db()
