@@ -30,6 +30,7 @@ from trainhub.slurm.models import (
 )
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.services.clusters import request_pass
+from trainhub.slurm.services.mail import mail_job_ended, mail_job_requeued, mail_job_started
 from trainhub.slurm.services.steps import SIGTERM, steps_cancel
 
 #: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
@@ -93,6 +94,7 @@ def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, 
                             "reason", "expected_start"])
     job_event(job, now, f"Job ended {state}" + (f" ({desc})" if desc else "") +
               (f", exit code {exit_code}:{signal}" if exit_code is not None else "") + ".")
+    mail_job_ended(job=job, now=now)
     request_pass(job.cluster)  # its GPUs are free: the queue may move now rather than at the next beat
 
 
@@ -109,6 +111,7 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     A preempted job's batch script is killed at ``kill_at`` (its GraceTime), and the requeue
     counts from then (``submit_time``/``begin_time`` of preemption.preempt).
     """
+    mail_job_requeued(job=job, now=kill_at or now)
     _close_run(job, record_state, now, exit_code=0, signal=0, desc=desc)
     _leave_nodes(job, kill_at)
     job.state = JobState.PENDING
@@ -318,4 +321,7 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
                                  batch_size=1000)
     JobEvent.objects.bulk_create([JobEvent(job=job, time=now, message=f"Allocated {job.node_list}; running the prolog.")
                                   for job in jobs], batch_size=1000)
+    for job in jobs:
+        if job.mail_type:
+            mail_job_started(job=job, now=now)
     return {job.pk for job in jobs}
