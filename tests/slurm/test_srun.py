@@ -192,6 +192,7 @@ def test_an_isolating_agent_runs_the_script_and_every_task_as_the_projects_uid(c
         home = work / "slurm" / "c1" / "home" / "uma"
         assert (home / f"slurm-{job.job_id}.out").read_text().splitlines() == [str(uid), f"0: {uid}", f"1: {uid}"]
         assert (home / "made-by-the-script").stat().st_uid == uid
+        assert (home / f"slurm-{job.job_id}.out").stat().st_uid == uid  # opened by the root supervisor
         # the supervisors' records (environments, the step credential) are the agent's alone
         assert (state_dir / "slurm").stat().st_mode & 0o777 == 0o700
     finally:

@@ -44,7 +44,7 @@ from trainhub.agent import srun
 from trainhub.agent.executors import INHERITED_ENV, FailedToStart, ReplicaProcess, SubprocessReplica
 from trainhub.agent.replicas import SIMULATED as SIMULATED_RECORD
 from trainhub.agent.replicas import ReplicaRun, ship_logs
-from trainhub.agent.supervisor import SPEC
+from trainhub.agent.supervisor import SPEC, open_append
 from trainhub.slurm import jobenv
 
 logger = logging.getLogger("trainhub.agent")
@@ -366,7 +366,7 @@ class SlurmNodeWork:
         if step["simulated"]:
             announce = [f"simulated batch script of job {job['jobId']} on {step['nodeName']}",
                         *(f"{name}={env[name]}" for name in sorted(env) if name.startswith("SLURM_JOB_"))]
-            with os.fdopen(jobenv.open_append(stdout), "a", encoding="utf-8") as handle:
+            with os.fdopen(open_append(str(stdout), self.run_as(step)), "a", encoding="utf-8") as handle:
                 handle.writelines(f"{line}\n" for line in announce)
             run = ReplicaRun.simulate(directory, started=now.timestamp(), runtime=step["simulatedRuntimeSeconds"],
                                       announce=announce)
