@@ -35,10 +35,12 @@ def recorded(subject: str, to: str = "carol") -> str:
 def test_the_subjects_are_slurms_for_every_mail_type():
     assert mail.subject("BEGIN", mail.MailJob(1, "mbegin"), queued_seconds=1) == recorded(
         "Slurm Job_id=1 Name=mbegin Began, Queued time 00:00:01")
-    assert mail.subject("END", mail.MailJob(2, "mend"), run_seconds=1, state="COMPLETED") == recorded(
-        "Slurm Job_id=2 Name=mend Ended, Run time 00:00:01, COMPLETED, ExitCode 0")
-    assert mail.subject("FAIL", mail.MailJob(3, "mfail"), run_seconds=1, state="FAILED", exit_code=3) == recorded(
-        "Slurm Job_id=3 Name=mfail Failed, Run time 00:00:01, FAILED, ExitCode 3")
+    assert mail.subject("END", mail.MailJob(2, "mend"), state="COMPLETED") == recorded(
+        "Slurm Job_id=2 Name=mend Ended, Run time 00:00:00, COMPLETED, ExitCode 0")
+    assert mail.subject("FAIL", mail.MailJob(3, "mfail"), state="FAILED", exit_code=3) == recorded(
+        "Slurm Job_id=3 Name=mfail Failed, Run time 00:00:00, FAILED, ExitCode 3")
+    assert mail.subject("FAIL", mail.MailJob(40, "vB"), run_seconds=62, state="PREEMPTED") == recorded(
+        "Slurm Job_id=40 Name=vB Failed, Run time 00:01:02, PREEMPTED, ExitCode 0")  # PreemptMode=CANCEL
     assert mail.subject("END", mail.MailJob(10, "mcancel"), run_seconds=8, state="CANCELLED") == recorded(
         "Slurm Job_id=10 Name=mcancel Ended, Run time 00:00:08, CANCELLED, ExitCode 0")
     assert mail.subject("END", mail.MailJob(11, "mcancelpend"), state="CANCELLED") == recorded(
@@ -60,8 +62,8 @@ def test_the_subjects_are_slurms_for_every_mail_type():
 
 def test_array_subjects_name_the_task_or_summarise_the_array():
     task = mail.MailJob(24, "marraytasks", array_job_id=13, array_task_id=1)
-    assert mail.subject("BEGIN", task) == recorded(
-        "Slurm Array Task Job_id=13_1 (24) Name=marraytasks Began, Queued time 00:00:00")
+    assert mail.subject("BEGIN", task, queued_seconds=1) == recorded(
+        "Slurm Array Task Job_id=13_1 (24) Name=marraytasks Began, Queued time 00:00:01")
     assert mail.summary_subject("BEGIN", array_job_id=12, name="marray") == recorded(
         "Slurm Array Summary Job_id=12_* (12) Name=marray Began")
     ends = {"marray": [("COMPLETED", 0), ("FAILED", 1), ("COMPLETED", 0)], "aokz": [("COMPLETED", 0)] * 3,

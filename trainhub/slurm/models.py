@@ -361,7 +361,8 @@ class JobNode(models.Model):
     phase = models.CharField(max_length=8, choices=NodePhase.choices, default=NodePhase.PROLOG)
     #: The agent must stop the batch script (cancel, time limit, preemption).
     stop_requested = models.BooleanField(default=False)
-    #: With stop_requested: SIGKILL at this time (preemption GraceTime); else after KillWait.
+    #: The end of a preemption's GraceTime: until then the step tasks have SIGTERM and the batch shell
+    #: nothing; then the job is killed as at a cancel (SIGTERM, SIGKILL after KillWait). Null: at once.
     kill_at = models.DateTimeField(null=True, blank=True)
     prolog_exit = models.IntegerField(null=True, blank=True)
     epilog_exit = models.IntegerField(null=True, blank=True)

@@ -70,12 +70,14 @@ def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | 
 
 def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
     """Free the job's GPUs and send every node of its current run to the epilog; a batch script
-    still running is stopped first (the agent moves its node on when it has exited)."""
+    still running is stopped first (the agent moves its node on when it has exited). ``kill_at``: a
+    preemption's GraceTime ends then; until then every node's step tasks have SIGTERM only and the
+    batch shell nothing (fixtures/22.05/mail, trap-*.txt)."""
     GpuAllocation.objects.filter(job=job, active=True).update(active=False)
     nodes = _current_nodes(job).exclude(phase__in=[NodePhase.EPILOG, NodePhase.DONE])
     nodes_wake(nodes.values_list("node_id", flat=True))
     nodes.filter(phase=NodePhase.RUNNING, batch_host=True).update(stop_requested=True, kill_at=kill_at)
-    nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG)
+    nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG, kill_at=kill_at)
 
 
 def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int = 0,

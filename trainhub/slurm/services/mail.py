@@ -90,6 +90,8 @@ def mail_job_ended(*, job: SlurmJob, now: dt.datetime) -> None:
     """END or FAIL (one at most) for a job that ended in ``job.state``; an array mailing as a whole
     mails once, when its last task has ended."""
     types = mail.wanted(job.mail_type)
+    if not types & {"END", "FAIL"}:
+        return
     if _summarised(job, types):
         _mail_array_ended(job, types, now)
         return
@@ -101,8 +103,8 @@ def mail_job_ended(*, job: SlurmJob, now: dt.datetime) -> None:
 
 def _mail_array_ended(job: SlurmJob, types: frozenset[str], now: dt.datetime) -> None:
     members = SlurmJob.objects.filter(cluster_id=job.cluster_id, array_job_id=job.array_job_id)
-    array = members.get(job_id=job.array_job_id)
-    if array.array_pending or members.filter(state__in=[JobState.PENDING, JobState.RUNNING]).exists():
+    array = members.filter(job_id=job.array_job_id).first()
+    if array is None or array.array_pending or members.filter(state__in=[JobState.PENDING, JobState.RUNNING]).exists():
         return
     ends = [(state, code or 0) for state, code in members.values_list("state", "exit_code")]
     ended = all(state in (JobState.COMPLETED, JobState.CANCELLED) for state, _ in ends)
