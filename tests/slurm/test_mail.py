@@ -82,6 +82,7 @@ def test_all_means_slurms_six_types_and_one_end_mail_at_most():
     assert mail.wanted("NONE") == mail.wanted("") == frozenset()
     assert mail.end_type(mail.wanted("END,FAIL"), "FAILED") == "FAIL"  # mendfail: only the Failed mail
     assert mail.end_type(mail.wanted("END"), "TIMEOUT") == "END"
+    assert mail.end_type(mail.wanted("ALL"), "PREEMPTED") == "FAIL"  # PreemptMode=CANCEL: vB's Failed mail
     assert mail.end_type(mail.wanted("FAIL"), "COMPLETED") is None
     assert mail.end_type(mail.wanted("BEGIN"), "FAILED") is None
     assert mail.time_limit_types(mail.wanted("TIME_LIMIT,TIME_LIMIT_50,TIME_LIMIT_80"), 47, 60) == ["TIME_LIMIT_50"]
@@ -253,3 +254,21 @@ def test_array_tasks_mail_each_task(accounts, uma, now, settings):
     assert sorted(m.subject for m in django_mail.outbox) == sorted(
         f"Slurm Array Task Job_id={array.job_id}_{task} ({job_id}) Name=sweep Began, Queued time 00:00:00"
         for task, job_id in tasks.items())
+
+
+def test_a_mail_queued_while_the_broker_is_down_is_sent_by_the_next_flush(accounts, uma, now, settings, monkeypatch,
+                                                                          django_capture_on_commit_callbacks):
+    settings.EMAIL_BACKEND, settings.TRAINHUB_MAIL_ENABLED = LOCMEM["EMAIL_BACKEND"], True
+
+    def broker_down(*args):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr("trainhub.common.enqueue.enqueue", broker_down)
+    job = submit(accounts, uma, "-J", "late", "--mail-type=END", "--wrap", "a", now=now)
+    with django_capture_on_commit_callbacks(execute=True):
+        job_cancel(job=job, actor=uma, is_admin=False, now=at(now, seconds=1))
+    assert django_mail.outbox == [] and JobMail.objects.get(job=job).status == JobMail.Status.QUEUED
+    assert job_mail_flush(now=at(now, seconds=60)) == 1
+    assert [m.subject for m in django_mail.outbox] == [
+        f"Slurm Job_id={job.job_id} Name=late Ended, Run time 00:00:00, CANCELLED, ExitCode 0"]
+    assert job_mail_flush(now=at(now, seconds=120)) == 0  # sent once
