@@ -215,12 +215,30 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.slurm.tasks.all_clusters_pass",
         "schedule": float(envint("TRAINHUB_SLURM_PASS_INTERVAL_SECONDS", 5)),
     },
+    # Job mail (sbatch --mail-type) is sent after commit; this sends what a down worker or broker missed.
+    "slurm-job-mail-flush": {
+        "task": "trainhub.slurm.tasks.job_mail_flush",
+        "schedule": 60.0,
+    },
     "dashboard-samples": {
         "task": "trainhub.dashboards.tasks.record_samples",
         "schedule": 60.0,
     },
 }
 
+
+# Outgoing mail (Slurm jobs' --mail-type). Nothing is sent unless EMAIL_HOST (SMTP) or EMAIL_BACKEND is
+# set: the mails are then kept as "not sent" on the job and a warning is logged once per worker.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS")
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL")
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 30)
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "slurm@localhost")
+TRAINHUB_MAIL_ENABLED = bool(EMAIL_HOST or os.environ.get("EMAIL_BACKEND"))
 
 # Persistent resources: how long reserved nodes may stay silent while the resource provisions or
 # reboots before it goes to ERROR, how long an autoscaled node idles before it is given back, and

@@ -5,6 +5,7 @@ exit as srun's, steps in sacct; cancelling the job stops every task on every nod
 The agents run in process (tests.agent.harness); the batch script, srun and the tasks are real
 processes, and srun reaches the control plane over HTTP (a live server)."""
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -192,6 +193,7 @@ def test_an_isolating_agent_runs_the_script_and_every_task_as_the_projects_uid(c
         home = work / "slurm" / "c1" / "home" / "uma"
         assert (home / f"slurm-{job.job_id}.out").read_text().splitlines() == [str(uid), f"0: {uid}", f"1: {uid}"]
         assert (home / "made-by-the-script").stat().st_uid == uid
+        assert (home / f"slurm-{job.job_id}.out").stat().st_uid == uid  # opened by the root supervisor
         # the supervisors' records (environments, the step credential) are the agent's alone
         assert (state_dir / "slurm").stat().st_mode & 0o777 == 0o700
     finally:
@@ -211,3 +213,28 @@ def test_signal_without_b_reaches_every_task_of_the_steps_on_every_node_not_the_
     lines = output(tmp_path, job)  # (bash also reports the foreground sleep the signal ended)
     assert {"0 got USR1", "1 got USR1"} <= set(lines) and "missed" not in lines
     assert lines[-1] == "batch goes on" and job.state == JobState.COMPLETED
+
+
+def test_a_preempted_jobs_steps_get_sigterm_at_once_and_its_batch_shell_only_when_grace_time_ends(
+        cluster, real_pools, now, tmp_path, live_server):
+    """What 22.05 does to a victim with GraceTime=30 (fixtures/22.05/mail, trap-REQUEUE-*.txt): SIGTERM
+    (and SIGCONT) to the steps' tasks at once, nothing to the batch shell or its other children, not
+    its --signal; when the grace time ends, SIGTERM to everything, SIGKILL KillWait later."""
+    from trainhub.slurm.services.lifecycle import job_requeue
+
+    home = tmp_path / "slurm" / "c1" / "home" / "uma"
+    script = ("#!/bin/bash\ntrap 'touch batch-term' TERM\ncat > task.sh <<'EOF'\n"
+              "trap 'touch term-$SLURM_PROCID' TERM\ntouch started-$SLURM_PROCID\n"
+              "for i in $(seq 2000); do sleep 0.05; done\nEOF\n"
+              "srun -N 2 -n 2 bash task.sh &\nfor i in $(seq 2000); do sleep 0.05; done\n")
+    job = make_job(cluster, script=script, num_nodes=2, num_tasks=2, signal="B:USR1@600", now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+    moment = run_until(agents, job, now, lambda job: all((home / f"started-{task}").exists() for task in (0, 1)))
+    grace_end = moment + dt.timedelta(seconds=3)
+    job_requeue(job=job, now=moment, record_state=JobState.PREEMPTED, desc="preempted", kill_at=grace_end)
+    moment = run_until(agents, job, moment, lambda job: all((home / f"term-{task}").exists() for task in (0, 1)))
+    assert moment < grace_end and not (home / "batch-term").exists()
+    run_until(agents, job, grace_end, lambda job: (home / "batch-term").exists())
+    run_until(agents, job, grace_end, nodes_done)  # SIGKILL a grace (KillWait) later ends what trapped TERM
+    assert tasks_alive(agents) == []

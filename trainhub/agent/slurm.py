@@ -44,7 +44,7 @@ from trainhub.agent import srun
 from trainhub.agent.executors import INHERITED_ENV, FailedToStart, ReplicaProcess, SubprocessReplica
 from trainhub.agent.replicas import SIMULATED as SIMULATED_RECORD
 from trainhub.agent.replicas import ReplicaRun, ship_logs
-from trainhub.agent.supervisor import SPEC
+from trainhub.agent.supervisor import SPEC, open_append
 from trainhub.slurm import jobenv
 
 logger = logging.getLogger("trainhub.agent")
@@ -126,6 +126,15 @@ class ScriptChain:
             self._current.kill()
 
 
+def _kill_at(step: dict) -> dt.datetime | None:
+    """When a preempted job's GraceTime ends on this node (None: not being preempted)."""
+    return dt.datetime.fromtimestamp(step["killAt"], dt.UTC) if step["killAt"] is not None else None
+
+
+def _preempted(step: dict) -> bool:
+    return step["stopRequested"] and step["killAt"] is not None
+
+
 @dataclass
 class _Batch:
     """The batch script, under its supervisor (which writes its output files)."""
@@ -146,6 +155,8 @@ class _StepTasks:
     stop_sent: dt.datetime | None = None
     #: Whether the job's --signal (without B:) has reached these tasks.
     signalled: bool = False
+    #: Whether a preemption's SIGTERM (the start of its GraceTime) has reached these tasks.
+    preempt_sent: bool = False
 
 
 @dataclass
@@ -366,7 +377,7 @@ class SlurmNodeWork:
         if step["simulated"]:
             announce = [f"simulated batch script of job {job['jobId']} on {step['nodeName']}",
                         *(f"{name}={env[name]}" for name in sorted(env) if name.startswith("SLURM_JOB_"))]
-            with os.fdopen(jobenv.open_append(stdout), "a", encoding="utf-8") as handle:
+            with os.fdopen(open_append(str(stdout), self.run_as(step)), "a", encoding="utf-8") as handle:
                 handle.writelines(f"{line}\n" for line in announce)
             run = ReplicaRun.simulate(directory, started=now.timestamp(), runtime=step["simulatedRuntimeSeconds"],
                                       announce=announce)
@@ -425,8 +436,8 @@ class SlurmNodeWork:
             tasks = self.tasks.get(doc["id"])
             if tasks is None:
                 tasks = self.tasks[doc["id"]] = self._start_tasks(step, doc, now)
-            if step["phase"] != RUNNING or doc["stopRequested"]:
-                self._stop_tasks(tasks, now)
+            if step["phase"] != RUNNING or doc["stopRequested"] or _preempted(step):
+                self._stop_tasks(tasks, now, _kill_at(step))
             else:
                 plan = self._signal_due(step, now)
                 if plan is not None and not plan.batch_only and not tasks.signalled:
@@ -494,7 +505,15 @@ class SlurmNodeWork:
         due = job["startEpoch"] + job["timeLimitMinutes"] * 60 - plan.seconds
         return plan if now.timestamp() >= due else None
 
-    def _stop_tasks(self, tasks: _StepTasks, now: dt.datetime) -> None:
+    def _stop_tasks(self, tasks: _StepTasks, now: dt.datetime, kill_at: dt.datetime | None = None) -> None:
+        """SIGTERM, SIGKILL KillWait later. Within a preemption's GraceTime (``kill_at`` ahead) the tasks
+        get SIGTERM once at its start and the rest at its end, as 22.05 signals a victim's steps."""
+        if kill_at is not None and now < kill_at:
+            if not tasks.preempt_sent:
+                for run in tasks.runs.values():
+                    run.terminate(now.timestamp())
+                tasks.preempt_sent = True
+            return
         if tasks.stop_sent is None:
             tasks.stop_sent = now
             for run in tasks.runs.values():
@@ -519,11 +538,13 @@ class SlurmNodeWork:
     def _supervise_batch(self, step: dict, work: _Work, now: dt.datetime) -> None:
         batch = work.batch
         moment = now.timestamp()
-        kill_at = dt.datetime.fromtimestamp(step["killAt"], dt.UTC) if step["killAt"] is not None else None
-        if step["stopRequested"] and batch.stop_sent is None:
+        kill_at = _kill_at(step)
+        if kill_at is not None and now < kill_at:
+            pass  # a preemption's GraceTime: the batch shell is left alone (its steps got SIGTERM)
+        elif step["stopRequested"] and batch.stop_sent is None:
             batch.run.terminate(moment)
             batch.stop_sent = now
-        elif step["stopRequested"] and now >= (kill_at or batch.stop_sent + self.grace):
+        elif step["stopRequested"] and now >= batch.stop_sent + self.grace:
             batch.run.kill(moment)
         plan = self._signal_due(step, now)
         if plan is not None and plan.batch_only and not batch.signalled and not step["stopRequested"]:

@@ -48,11 +48,32 @@ def process_start_time(pid: int) -> str | None:
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def open_append(path: str, owner: dict | None = None) -> int:
+    """A descriptor appending to ``path`` (created 0644), refusing a symlink as its last component.
+
+    With ``owner`` ({uid, gid}: the command runs as that user, as slurmstepd opens a job's files as
+    the job's user) a file this call creates is given to that user through the descriptor; a file
+    that already existed keeps its owner, whoever it is (O_EXCL tells the two apart; a symlink fails
+    both opens). Raises OSError."""
+    try:
+        fd = os.open(path, _APPEND | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return os.open(path, _APPEND, 0o644)
+    if owner:
+        try:
+            os.fchown(fd, int(owner["uid"]), int(owner["gid"]))
+        except OSError:
+            os.close(fd)
+            raise
+    return fd
+
+
 class Output:
     """Where a run's lines go: its log (``[stream, time, text]`` a line) and, for a Slurm batch
-    script, its output files (``files``: stream -> path; one file may take both streams)."""
+    script, its output files (``files``: stream -> path; one file may take both streams; those it
+    creates belong to ``owner``, the user the script runs as)."""
 
-    def __init__(self, log, files: dict[str, str]):
+    def __init__(self, log, files: dict[str, str], owner: dict | None = None):
         self.log = log
         self.lock = threading.Lock()
         self.files: dict[str, object] = {}
@@ -60,7 +81,7 @@ class Output:
         try:
             for stream, path in files.items():
                 if path not in opened:
-                    opened[path] = os.fdopen(os.open(path, _APPEND, 0o644), "a", encoding="utf-8")
+                    opened[path] = os.fdopen(open_append(path, owner), "a", encoding="utf-8")
                 self.files[stream] = opened[path]
         except OSError:
             self.close()
@@ -122,7 +143,7 @@ def supervise(directory: Path) -> int:
     spec = json.loads((directory / SPEC).read_text())
     with open(directory / LOG, "a", encoding="utf-8") as log:
         try:
-            output = Output(log, spec.get("files") or {})
+            output = Output(log, spec.get("files") or {}, spec.get("user"))
         except OSError as exc:
             message = f"slurmstepd: error: Could not open output file {exc.filename}: {exc.strerror}"
             log.write(json.dumps(["stderr", time.time(), message]) + "\n")

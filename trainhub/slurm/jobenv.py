@@ -29,7 +29,6 @@ no PATH for them, and neither does trainhub.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import signal
 from collections.abc import Mapping
@@ -287,10 +286,3 @@ def output_file(root: Path, pattern: str, *, cwd: str, job_id: int, job_name: st
     """--output/--error on this host: the pattern after every ``%`` substitution (output_path), relative
     to the job's working directory ``cwd``, checked by cluster_file (raises OutsideCluster)."""
     return cluster_file(root, output_path(pattern, job_id=job_id, job_name=job_name, user=user, node=node), cwd=cwd)
-
-
-def open_append(path: Path | str) -> int:
-    """A descriptor appending to ``path`` (created 0644), refusing a symlink as its last component
-    (O_NOFOLLOW): what the agent and the batch script's supervisor open output files with, once,
-    after output_file resolved and checked the path. Raises OSError."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)

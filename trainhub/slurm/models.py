@@ -361,7 +361,8 @@ class JobNode(models.Model):
     phase = models.CharField(max_length=8, choices=NodePhase.choices, default=NodePhase.PROLOG)
     #: The agent must stop the batch script (cancel, time limit, preemption).
     stop_requested = models.BooleanField(default=False)
-    #: With stop_requested: SIGKILL at this time (preemption GraceTime); else after KillWait.
+    #: The end of a preemption's GraceTime: until then the step tasks have SIGTERM and the batch shell
+    #: nothing; then the job is killed as at a cancel (SIGTERM, SIGKILL after KillWait). Null: at once.
     kill_at = models.DateTimeField(null=True, blank=True)
     prolog_exit = models.IntegerField(null=True, blank=True)
     epilog_exit = models.IntegerField(null=True, blank=True)
@@ -473,3 +474,32 @@ class StepLogLine(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["step", "id"], name="slurm_step_log_seq")]
+
+
+class JobMail(models.Model):
+    """A mail a job's ``--mail-type`` asked for (trainhub.slurm.mail): the outbox row, written in the
+    transaction of the transition and sent after commit by a Celery task (``job_mail_send``; a beat
+    sweep sends what a down worker or broker missed). ``run_index``/``kind`` make each mail once."""
+
+    class Status(models.TextChoices):
+        QUEUED = "QUEUED"
+        SENT = "SENT"
+        FAILED = "FAILED"
+        #: No mail server configured (EMAIL_HOST / EMAIL_BACKEND unset): kept, never sent.
+        UNSENT = "UNSENT"
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="mails")
+    run_index = models.PositiveIntegerField(default=0)
+    #: BEGIN, END, FAIL, REQUEUE, TIME_LIMIT, TIME_LIMIT_50/80/90.
+    kind = models.CharField(max_length=16)
+    recipient = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created = models.DateTimeField()
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["job", "run_index", "kind"], name="slurm_job_mail_once")]
+        indexes = [models.Index(fields=["status", "id"], name="slurm_job_mail_status")]

@@ -37,8 +37,11 @@ src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld
 - REQUEUE falls back to CANCEL for a job that cannot be requeued (``--no-requeue`` / JobRequeue=0).
   SUSPEND and GANG are not supported (the config parser refuses them): trainhub's agent cannot
   suspend a job.
-- GraceTime: partition_prio uses the partition's GraceTime, preempt/qos the QOS's. The victim gets
-  SIGTERM at once and is killed at ``now + GraceTime``; either way it is then requeued or cancelled.
+- GraceTime: partition_prio uses the partition's GraceTime, preempt/qos the QOS's. As 22.05 does
+  (fixtures/22.05/mail, trap-REQUEUE-*.txt, trap-CANCEL-*.txt): the tasks of the victim's steps get
+  SIGTERM (and SIGCONT) at once, its batch shell and the shell's other children nothing, and its
+  ``--signal`` is not sent; at ``now + GraceTime`` it is killed as at a cancel (SIGTERM to everything,
+  SIGKILL KillWait later); either way it is then requeued or cancelled. GraceTime 0 kills at once.
 - Requeue delay: slurmctld sets ``begin_time = now + cred_expire + 1`` with cred_expire default
   120 s (``batch_requeue_fini``), so a requeued job pends with reason BeginTime for 121 s.
 """

@@ -1,5 +1,6 @@
 """Thin Celery wrappers: one scheduler pass per cluster. Beat passes every cluster every
-TRAINHUB_SLURM_PASS_INTERVAL_SECONDS; submissions, job ends and admin edits request their own."""
+TRAINHUB_SLURM_PASS_INTERVAL_SECONDS; submissions, job ends and admin edits request their own.
+Job mail: each mail is sent after its transition commits; beat flushes what was missed every minute."""
 
 import logging
 
@@ -9,7 +10,7 @@ from django.utils import timezone
 from trainhub.common.redis import get_redis
 from trainhub.scheduling.leader import leader_lock
 from trainhub.slurm.models import SlurmCluster
-from trainhub.slurm.services import passes
+from trainhub.slurm.services import mail, passes
 
 logger = logging.getLogger(__name__)
 
@@ -31,3 +32,13 @@ def cluster_pass(cluster_pk: int) -> None:
 def all_clusters_pass() -> None:
     for pk in SlurmCluster.objects.values_list("pk", flat=True):
         cluster_pass.delay(pk)
+
+
+@shared_task(ignore_result=True)
+def job_mail_send(mail_pk: int) -> None:
+    mail.job_mail_send(mail_pk=mail_pk, now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def job_mail_flush() -> None:
+    mail.job_mail_flush(now=timezone.now())

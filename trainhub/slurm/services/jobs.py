@@ -34,6 +34,7 @@ from trainhub.slurm.sbatch import (
 )
 from trainhub.slurm.services.clusters import request_pass, take_job_ids
 from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
+from trainhub.slurm.services.mail import mail_job_ended
 from trainhub.slurm.services.passes import will_run
 
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
@@ -358,6 +359,7 @@ def _cancel_one(job: SlurmJob, actor: AbstractBaseUser, now: dt.datetime, prefix
             job.expected_start = None
             job.save(update_fields=["state", "end_time", "reason", "state_desc", "expected_start"])
             job_event(job, now, f"Cancelled while pending, {desc}.")
+            mail_job_ended(job=job, now=now)
         elif job.state == JobState.RUNNING and not job.ending_state:
             job_stop(job=job, ending_state=JobState.CANCELLED, now=now, desc=desc)
         elif job.state != JobState.RUNNING:

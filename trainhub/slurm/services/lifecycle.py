@@ -30,6 +30,7 @@ from trainhub.slurm.models import (
 )
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.services.clusters import request_pass
+from trainhub.slurm.services.mail import mail_job_ended, mail_job_requeued, mail_job_started
 from trainhub.slurm.services.steps import SIGTERM, steps_cancel
 
 #: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
@@ -69,12 +70,14 @@ def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | 
 
 def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
     """Free the job's GPUs and send every node of its current run to the epilog; a batch script
-    still running is stopped first (the agent moves its node on when it has exited)."""
+    still running is stopped first (the agent moves its node on when it has exited). ``kill_at``: a
+    preemption's GraceTime ends then; until then every node's step tasks have SIGTERM only and the
+    batch shell nothing (fixtures/22.05/mail, trap-*.txt)."""
     GpuAllocation.objects.filter(job=job, active=True).update(active=False)
     nodes = _current_nodes(job).exclude(phase__in=[NodePhase.EPILOG, NodePhase.DONE])
     nodes_wake(nodes.values_list("node_id", flat=True))
     nodes.filter(phase=NodePhase.RUNNING, batch_host=True).update(stop_requested=True, kill_at=kill_at)
-    nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG)
+    nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG, kill_at=kill_at)
 
 
 def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int = 0,
@@ -93,6 +96,7 @@ def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, 
                             "reason", "expected_start"])
     job_event(job, now, f"Job ended {state}" + (f" ({desc})" if desc else "") +
               (f", exit code {exit_code}:{signal}" if exit_code is not None else "") + ".")
+    mail_job_ended(job=job, now=now)
     request_pass(job.cluster)  # its GPUs are free: the queue may move now rather than at the next beat
 
 
@@ -109,6 +113,7 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     A preempted job's batch script is killed at ``kill_at`` (its GraceTime), and the requeue
     counts from then (``submit_time``/``begin_time`` of preemption.preempt).
     """
+    mail_job_requeued(job=job, now=kill_at or now)
     _close_run(job, record_state, now, exit_code=0, signal=0, desc=desc)
     _leave_nodes(job, kill_at)
     job.state = JobState.PENDING
@@ -318,4 +323,7 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
                                  batch_size=1000)
     JobEvent.objects.bulk_create([JobEvent(job=job, time=now, message=f"Allocated {job.node_list}; running the prolog.")
                                   for job in jobs], batch_size=1000)
+    for job in jobs:
+        if job.mail_type:
+            mail_job_started(job=job, now=now)
     return {job.pk for job in jobs}

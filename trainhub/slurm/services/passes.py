@@ -34,6 +34,7 @@ from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePh
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import arrays as array_service
 from trainhub.slurm.services import lifecycle
+from trainhub.slurm.services.mail import mail_time_limits
 from trainhub.slurm.services.usage import usage_pass
 
 logger = logging.getLogger(__name__)
@@ -317,6 +318,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     if due:
         usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
+    mail_time_limits(cluster_pk=cluster.pk, now=now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
     _resolve_dependencies(cluster, now)
     _start_accruing(cluster, now)
