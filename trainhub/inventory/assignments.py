@@ -135,8 +135,10 @@ def _slurm(node: Node) -> list[dict[str, Any]]:
 
 
 def node_assignments(*, node: Node) -> dict[str, Any]:
-    """Everything ``node`` must run, as the agent API answers it."""
-    return {"node": node.name, "replicas": _replicas(node), "slurm": _slurm(node)}
+    """Everything ``node`` must run, as the agent API answers it, with the node's state: an agent
+    whose last heartbeat was answered with another state heart-beats at once (a node the sweep
+    marked DOWN while its agent was silent comes back UP as soon as the agent is heard again)."""
+    return {"node": node.name, "state": node.state, "replicas": _replicas(node), "slurm": _slurm(node)}
 
 
 def node_assignments_of(node_id: int) -> dict[str, Any]:
