@@ -112,3 +112,8 @@ def test_a_revoked_credentials_long_poll_is_refused_and_is_no_contact(served, jo
     assert served.get(joined[other.name], wait=0).status_code == 200
     _until(lambda: _recorded(redis_client, other) is not None, "the other node's contact")
     assert _recorded(redis_client, revoked) is None
+
+
+def test_contact_is_recorded_often_enough_to_reach_the_database_within_a_short_heartbeat_ttl():
+    assert contact.record_period(60) == contact.RECORD_SECONDS == 5.0
+    assert contact.record_period(4) == 1.0  # the sweep runs every 2 s: recorded + swept < 4 s

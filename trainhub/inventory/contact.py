@@ -22,6 +22,12 @@ CONTACTS = "trainhub:node:contacts"
 RECORD_SECONDS = 5.0
 
 
+def record_period(heartbeat_ttl_seconds: float) -> float:
+    """RECORD_SECONDS, or a quarter of a short heartbeat TTL: a recorded contact must reach the
+    database (at the next sweep, every TTL/2 at most) before the TTL runs out."""
+    return min(RECORD_SECONDS, heartbeat_ttl_seconds / 4)
+
+
 def contacts_commands(pipe: Any, contacts: Mapping[int, float]) -> None:
     """Record ``contacts`` (node id -> epoch seconds); an older time never replaces a newer one.
     The same command for the blocking client and ``redis.asyncio``."""

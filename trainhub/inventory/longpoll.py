@@ -191,7 +191,7 @@ class LongPoll:
 
     async def _record_contacts(self) -> None:
         while True:
-            await asyncio.sleep(contact.RECORD_SECONDS)
+            await asyncio.sleep(contact.record_period(settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS))
             await self.contacts_record()
 
     async def contacts_record(self) -> None:
