@@ -3,7 +3,7 @@
 An agent waiting in the long poll (``trainhub.inventory.longpoll``) is in contact with the control
 plane, as GitLab counts a runner's ``POST /api/v4/jobs/request`` as its contact: Ci::Runner#heartbeat
 caches ``contacted_at`` in Redis and writes the column only now and then, and the online check
-reads the cache. Here the long-poll process records, every RECORD_SECONDS, the nodes that asked or
+reads the cache. Here the long-poll process records, every ``record_period`` (5 s), the nodes that asked or
 are still waiting in one ``ZADD`` to ``trainhub:node:contacts`` (node id -> epoch seconds; a score
 only moves forward), and the heartbeat sweep takes what was recorded since its last pass and writes
 it to ``Node.last_heartbeat`` in one UPDATE. So contact costs no database write per request and no

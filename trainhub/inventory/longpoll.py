@@ -14,7 +14,7 @@ waiting request holds no database connection: the credential lookup (the agent A
 statement, ``node_by_credential``) and the assignments read run on TRAINHUB_LONG_POLL_DB_THREADS
 threads, each with its one persistent connection, however many agents wait.
 
-A held long poll is the node's contact (``trainhub.inventory.contact``): every RECORD_SECONDS the
+A held long poll is the node's contact (``trainhub.inventory.contact``): every 5 s (``record_period``) the
 process records, in one Redis command, the nodes that asked meanwhile and those still waiting; an
 agent that hangs up stops counting at once. The heartbeat sweep writes them to the database, so an
 agent heart-beats through gunicorn only when it has something to report.
