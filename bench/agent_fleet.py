@@ -16,7 +16,9 @@ replica within 2 s (p99).
    ``full_sync_seconds``, 30 s, also staggered, and after every exit report, as the agent does);
    ``POST .../started`` for a listed replica it has not started; ``POST .../exited`` with exit code 0
    once a replica has run the pool's simulated 2 s; a heartbeat with the replicas it runs when that
-   set changed or every 10 s (staggered over the first 10 s). Every request's round trip is recorded.
+   set changed, else every ``long_poll_heartbeat_seconds`` (300 s: the held long poll counts as the
+   node's contact), spread evenly over that period as in a fleet that has been running a while.
+   Every request's round trip is recorded.
 3. Meanwhile this process submits 1-replica CustomJobs for the pool (``job_submit``, SUBMIT_PER_SECOND)
    and runs ``scheduler_pass`` every second, so placements happen throughout.
 4. The first WARM_UP_SECONDS (every agent's first, unconditional fetch) are left out of every figure.
@@ -68,16 +70,18 @@ POOL = "fleet"
 MACHINE_TYPE, ACCELERATOR_TYPE = "a3-megagpu-8g", "NVIDIA_H100_MEGA_80GB"
 SIMULATED_RUNTIME_SECONDS = 2
 #: trainhub-agent's defaults (trainhub.agent.node.NodeSettings): a full fetch every FULL_SYNC_SECONDS
-#: (while long-polling), a heartbeat every HEARTBEAT_SECONDS (what the control plane gives at join),
-#: rounds every POLL_SECONDS while a replica runs, and long polls of at most LONG_POLL_SECONDS.
+#: (while long-polling), a heartbeat every HEARTBEAT_SECONDS while long-polling (the long poll is the
+#: node's contact), rounds every POLL_SECONDS while a replica runs, and long polls of at most
+#: LONG_POLL_SECONDS. Agents start spread over START_SECONDS (the polling heartbeat period).
 _DEFAULTS = NodeSettings.__dataclass_fields__
 FULL_SYNC_SECONDS = _DEFAULTS["long_poll_full_sync_seconds"].default
-HEARTBEAT_SECONDS = _DEFAULTS["heartbeat_seconds"].default
+HEARTBEAT_SECONDS = _DEFAULTS["long_poll_heartbeat_seconds"].default
+START_SECONDS = _DEFAULTS["heartbeat_seconds"].default
 POLL_SECONDS = _DEFAULTS["poll_seconds"].default
 LONG_POLL_SECONDS = _DEFAULTS["long_poll_seconds"].default
-#: Agents start spread over one heartbeat period, each with a full fetch: the first WARM_UP_SECONDS
+#: Agents start spread over START_SECONDS, each with a full fetch: the first WARM_UP_SECONDS
 #: (that burst and its backlog on a loaded machine) are left out.
-WARM_UP_SECONDS = HEARTBEAT_SECONDS + 15
+WARM_UP_SECONDS = START_SECONDS + 15
 #: gunicorn.conf.py's keepalive: a connection idle longer is closed by gunicorn.
 GUNICORN_KEEPALIVE_SECONDS = 5
 KINDS = ("poll", "heartbeat", "report")
@@ -96,11 +100,12 @@ TARGET_START_P99_S = 2.0
 @dataclass
 class _Agent:
     credential: str
-    #: When it starts (within the first heartbeat period), from the start.
+    #: When it starts (within the first START_SECONDS), from the start.
     offset: float
+    #: When it last heart-beat (its beats spread over the period, as in a fleet running a while).
+    last_heartbeat: float
     etag: str = ""
     last_full: float = 0.0
-    last_heartbeat: float = 0.0
     reported_running: list[int] = field(default_factory=list)
     #: replica id -> when it was started (by this agent's clock).
     running: dict[int, float] = field(default_factory=dict)
@@ -356,19 +361,20 @@ def _starts(window_start: float, end: float) -> tuple[list[float], int]:
 
 
 def _nominal_requests_per_second(agents: int) -> float:
-    """What the agents send when every round is on time: per idle agent a heartbeat and a long poll
-    each heartbeat period, and per job placed two reports, two heartbeats (its start and its end
-    change the running set) and about three long polls (a second each while it runs, a full one after)."""
-    return 2 * agents / HEARTBEAT_SECONDS + 7 * SUBMIT_PER_SECOND
+    """What the agents send when every round is on time: per idle agent a long poll every
+    LONG_POLL_SECONDS and a heartbeat every HEARTBEAT_SECONDS, and per job placed two reports, two
+    heartbeats (its start and its end change the running set) and about three long polls (a second
+    each while it runs, a full one after)."""
+    return agents / LONG_POLL_SECONDS + agents / HEARTBEAT_SECONDS + 7 * SUBMIT_PER_SECOND
 
 
 def nominal_cores(costs: dict[str, float], agents: int) -> float:
     """The cores the Django side of the server needs when every agent's round is on time, from the
     in-process CPU seconds per request ``costs`` (keys as ``request_costs`` names them): a long poll
-    per agent per heartbeat period (one in FULL_SYNC_SECONDS in full, the rest 304; a full one after
-    each exit report too), a heartbeat per heartbeat period, and per job two reports and two
+    per agent per LONG_POLL_SECONDS (one in FULL_SYNC_SECONDS in full, the rest 304; a full one after
+    each exit report too), a heartbeat per HEARTBEAT_SECONDS, and per job two reports and two
     heartbeats, costed as heartbeats (a write each). The HTTP servers' own work is not in it: a lower bound."""
-    polls = agents / HEARTBEAT_SECONDS
+    polls = agents / LONG_POLL_SECONDS
     full_polls = agents / FULL_SYNC_SECONDS + SUBMIT_PER_SECOND
     return ((polls - full_polls) * costs["poll 304"] + full_polls * costs["poll 200"]
             + (agents / HEARTBEAT_SECONDS + 4 * SUBMIT_PER_SECOND) * costs["heartbeat"])
@@ -386,7 +392,9 @@ def fleet_run(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSES) -
     from django.db import connection
 
     credentials = fleet_join(agents)
-    fleet = [_Agent(credential, offset=index / agents * HEARTBEAT_SECONDS)
+    first = time.time()
+    fleet = [_Agent(credential, offset=index / agents * START_SECONDS,
+                    last_heartbeat=first - index / agents * HEARTBEAT_SECONDS)
              for index, credential in enumerate(credentials)]
     ports = (free_port(), free_port())
     connection.close()  # the client processes are forked; they must not share this connection
@@ -584,7 +592,8 @@ def fleet_section(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSE
            f"the sampler's), whatever the number of agents: {_verdict(row['pg_connections_peak'] <= bound)}"
            if on_postgres else "not measured (SQLite)"),
         f"load: {row['requests_per_second']:.0f} requests/s of the nominal {row['nominal_requests_per_second']:.0f} "
-        f"(a long poll and a heartbeat per agent every {HEARTBEAT_SECONDS:g} s; long polls asked to wait "
+        f"(per agent a long poll every {LONG_POLL_SECONDS:g} s and a heartbeat every {HEARTBEAT_SECONDS:g} s; "
+        f"long polls asked to wait "
         f"{_seconds(row['mean_wait_s'])} s on average); {row['woken']} long polls were answered by a placement or a "
         f"stop while they waited; the client processes used {row['client_cores']:.2f} cores of this machine's "
         f"{cores}, shared with the servers, PostgreSQL, Redis and this process (scheduler and submissions: "
@@ -593,7 +602,8 @@ def fleet_section(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSE
         + (f"; first errors: {row['errors']}" if row["errors"] else ""),
         f"{row['jobs_submitted']} jobs submitted, {row['placed']} placed; scheduler pass p50 {row['pass_p50_ms']:.0f} ms, "
         f"max {row['pass_max_ms']:.0f} ms" + (f"; errors: {row['control_errors']}" if row["control_errors"] else ""),
-        f"agents start spread over the first {HEARTBEAT_SECONDS:g} s, each with a full fetch; the first "
+        f"agents start spread over the first {START_SECONDS:g} s, each with a full fetch, their heartbeats spread over "
+        f"{HEARTBEAT_SECONDS:g} s; the first "
         f"{WARM_UP_SECONDS:g} s are left out; agents fetch in full every {FULL_SYNC_SECONDS:g} s and after each exit report, as trainhub-agent does",
         *shared_redis_notes("Redis cores (INFO cpu)"),
     ]

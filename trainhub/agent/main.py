@@ -13,6 +13,7 @@ no Redis, no SECRET_KEY. It imports no Django.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -118,13 +119,14 @@ def agents_for(args: argparse.Namespace) -> list[NodeAgent]:
         raise AgentError(str(exc)) from None
     agents = []
     for identity in nodes:
-        facts = machine_facts(control_plane_url=identity["url"], address=args.address or identity.get("address"),
-                              simulate=identity["simulate"], runtime=runtime.kind if runtime else "subprocess",
-                              version=VERSION)
+        discover = functools.partial(
+            machine_facts, control_plane_url=identity["url"], address=args.address or identity.get("address"),
+            simulate=identity["simulate"], runtime=runtime.kind if runtime else "subprocess", version=VERSION)
+        facts = discover()
         settings = NodeSettings(work_dir=args.work_dir or args.state_dir / "work", state_dir=args.state_dir,
                                 grace_seconds=args.grace, heartbeat_seconds=identity.get("heartbeatSeconds", 10.0),
                                 output_roots=tuple(args.output_root), replica_user=user, runtime=runtime,
-                                isolate=args.isolate, facts=facts, poll_seconds=args.poll_seconds,
+                                isolate=args.isolate, facts=facts, discover=discover, poll_seconds=args.poll_seconds,
                                 long_poll=args.long_poll, long_poll_seconds=args.long_poll_seconds,
                                 srun_url=args.srun_url)
         api = ControlPlane(args.url or identity["url"], identity["credential"], verify=args.verify)
@@ -173,8 +175,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="wait for new assignments on the control plane's long poll where it announces one "
                           "(default: on; --no-long-poll polls every --poll-seconds)")
     run.add_argument("--long-poll-seconds", type=_seconds(1, 30), default=25.0,
-                     help="the longest an idle node's long poll waits (default %(default)s; heartbeats, every "
-                          "heartbeatSeconds the control plane gives at join, cut it shorter)")
+                     help="the longest an idle node's long poll waits (default %(default)s). A held long poll "
+                          "counts as the node's contact: while it answers, the agent heart-beats when its "
+                          "replicas or facts change and every 300 s, else every heartbeatSeconds from join")
     run.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL (default 10)")
     run.add_argument("--output-root", type=Path, action="append", default=[],
                      help="a directory file:// output URIs may point under (repeatable)")

@@ -10,7 +10,11 @@ it in a loop for every node identity in its state directory. Each round:
 3. start the listed replicas it does not run yet, each under its own supervisor;
 4. ship each replica's new log lines, stop those asked to stop (SIGTERM, SIGKILL after the
    grace period), report those that ended, with their outputs;
-5. heart-beat with the replicas it sees running (at once when that set changed).
+5. heart-beat with the replicas it sees running and its facts: at once when either changed or when
+   the assignments say the node's state is not what the last heartbeat was answered; otherwise
+   every ``heartbeat_seconds`` while it polls, but only every ``long_poll_heartbeat_seconds``
+   while it long-polls, since the control plane counts a held long poll as the node's contact
+   (``trainhub.inventory.contact``). The facts are discovered afresh every ``facts_seconds``.
 A failure preparing, starting or reporting one replica is that replica's failure: it is logged,
 reported where it can be, and never stops the round for the others.
 
@@ -32,6 +36,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +57,12 @@ class NodeSettings:
     work_dir: Path
     state_dir: Path
     grace_seconds: float = 10.0
+    #: The heartbeat's period while the agent polls (no long poll, or a failed one).
     heartbeat_seconds: float = 10.0
+    #: The heartbeat's period while the long poll answers: it counts as contact, so this beat only
+    #: confirms the running replicas and facts (a change of either is sent at once) and refreshes
+    #: the database's record should Redis have lost the long poll's contacts.
+    long_poll_heartbeat_seconds: float = 300.0
     full_sync_seconds: float = 30.0
     #: The pause between rounds while replicas run here, or without a long poll (the sync period).
     poll_seconds: float = 1.0
@@ -72,6 +82,9 @@ class NodeSettings:
     #: podman or docker; None runs command + args on the host (the subprocess executor).
     runtime: ContainerRuntime | None = None
     facts: dict = field(default_factory=dict)
+    #: Discovers the machine's facts afresh (None: ``facts`` never change); every ``facts_seconds``.
+    discover: Callable[[], dict] | None = None
+    facts_seconds: float = 60.0
     #: The control plane's URL as srun in a batch script reaches it (None: the agent's own URL).
     srun_url: str | None = None
 
@@ -102,7 +115,11 @@ class NodeAgent:
         self.synced = False
         self.last_heartbeat = 0.0
         self.reported_running: list[int] | None = None
-        self.facts_sent = False
+        self.reported_facts: dict | None = None
+        self.facts_checked: float | None = None
+        #: The node's state as the last heartbeat was answered; assignments saying otherwise make one due.
+        self.reported_state = ""
+        self.heartbeat_due = False
         self.slurm = SlurmNodeWork(api=control_plane, work_dir=settings.work_dir,
                                    grace=dt.timedelta(seconds=settings.grace_seconds),
                                    run_dir=settings.state_dir / "slurm" / name, srun_url=settings.srun_url,
@@ -163,6 +180,8 @@ class NodeAgent:
         if answer.status != 200:
             raise ControlPlaneUnreachable(f"assignments: {_refusal(answer)}")
         self.assignments, self.etag, self.last_full_sync = answer.body, answer.etag, moment
+        if answer.body.get("state", self.reported_state) != self.reported_state:
+            self.heartbeat_due = True
 
     def wait_for_work(self) -> bool:
         """Long-poll the assignments until they change or the pause is over; False where there is no
@@ -174,7 +193,7 @@ class NodeAgent:
             wait = self.settings.poll_seconds
         else:
             wait = min(self.settings.long_poll_seconds,
-                       self.last_heartbeat + self.settings.heartbeat_seconds - moment,
+                       self.last_heartbeat + self.settings.long_poll_heartbeat_seconds - moment,
                        self.last_full_sync + self.settings.long_poll_full_sync_seconds - moment)
         etag = self._etag_to_send(moment, self.settings.long_poll_full_sync_seconds)
         try:
@@ -186,6 +205,9 @@ class NodeAgent:
         self._take(answer, time.time())
         self.synced = True
         return True
+
+    def _long_polling(self, moment: float) -> bool:
+        return bool(self.long_poll_url) and moment >= self.long_poll_retry_at
 
     def _long_poll_failed(self, moment: float, problem: str) -> bool:
         logger.warning("node %s: long poll at %s failed (%s); polling every %g s for %g s", self.name,
@@ -358,15 +380,32 @@ class NodeAgent:
 
     def _heartbeat(self, moment: float) -> None:
         running = sorted(replica_id for replica_id, handle in self.handles.items() if handle.run.running())
-        if running == self.reported_running and moment - self.last_heartbeat < self.settings.heartbeat_seconds:
+        facts = self._facts(moment)
+        period = (self.settings.long_poll_heartbeat_seconds if self._long_polling(moment)
+                  else self.settings.heartbeat_seconds)
+        if (running == self.reported_running and facts == self.reported_facts and not self.heartbeat_due
+                and moment - self.last_heartbeat < period):
             return
         body: dict[str, Any] = {"time": moment, "running": running}
-        if not self.facts_sent:
-            body["facts"] = self.settings.facts
+        if facts != self.reported_facts:
+            body["facts"] = facts
         answer = self.api.post("/agent/v1/heartbeat", body)
         if answer.status != 200:
             raise ControlPlaneUnreachable(f"heartbeat: {_refusal(answer)}")
-        self.facts_sent, self.reported_running, self.last_heartbeat = True, running, moment
+        self.reported_facts, self.reported_running, self.last_heartbeat = facts, running, moment
+        self.reported_state, self.heartbeat_due = str(answer.body.get("state", "")), False
+
+    def _facts(self, moment: float) -> dict:
+        """The machine's facts, discovered afresh once ``facts_seconds`` have passed since the last look."""
+        if self.facts_checked is None:
+            self.facts_checked = moment
+        elif self.settings.discover is not None and moment - self.facts_checked >= self.settings.facts_seconds:
+            self.facts_checked = moment
+            try:
+                self.settings.facts = self.settings.discover()
+            except Exception:  # noqa: BLE001 - the facts last found stand; the next look retries
+                logger.exception("node %s: discovering the machine's facts failed", self.name)
+        return self.settings.facts
 
     def shutdown(self) -> None:
         """The agent stops: replicas, batch scripts and step tasks keep running under their supervisors;

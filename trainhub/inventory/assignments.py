@@ -11,7 +11,9 @@ import datetime as dt
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef
 
+from trainhub.common.compiled import CompiledQuery
 from trainhub.iam.selectors import registry_login_for
 from trainhub.inventory.models import Executor, Node
 from trainhub.jobs.models import Replica
@@ -135,10 +137,29 @@ def _slurm(node: Node) -> list[dict[str, Any]]:
 
 
 def node_assignments(*, node: Node) -> dict[str, Any]:
-    """Everything ``node`` must run, as the agent API answers it."""
-    return {"node": node.name, "replicas": _replicas(node), "slurm": _slurm(node)}
+    """Everything ``node`` must run, as the agent API answers it, with the node's state: an agent
+    whose last heartbeat was answered with another state heart-beats at once (a node the sweep
+    marked DOWN while its agent was silent comes back UP as soon as the agent is heard again)."""
+    return {"node": node.name, "state": node.state, "replicas": _replicas(node), "slurm": _slurm(node)}
+
+
+#: A node's name, state and whether anything is assigned to it, in one statement built once per
+#: process. Most full fetches are an idle node's (after each exit report, the periodic full sync):
+#: building the replica and Slurm queries to find nothing was most of their CPU.
+_NODE_AND_WORK = CompiledQuery(
+    lambda node_id: Node.objects.filter(pk=node_id).annotate(
+        has_replicas=Exists(Replica.objects.filter(node_id=OuterRef("pk"), active=True)),
+        has_slurm=Exists(JobNode.objects.filter(node_id=OuterRef("pk")).exclude(phase=NodePhase.DONE)),
+    ).values_list("name", "state", "has_replicas", "has_slurm"),
+    2_147_483_646)
 
 
 def node_assignments_of(node_id: int) -> dict[str, Any]:
-    """``node_assignments`` of the node with primary key ``node_id``."""
+    """``node_assignments`` of the node with primary key ``node_id`` (an idle node's in one query)."""
+    rows = _NODE_AND_WORK.rows(node_id)
+    if not rows:
+        raise Node.DoesNotExist(f"node {node_id} does not exist")
+    name, state, has_replicas, has_slurm = rows[0]
+    if not (has_replicas or has_slurm):
+        return {"node": name, "state": state, "replicas": [], "slurm": []}
     return node_assignments(node=Node.objects.select_related("pool").get(pk=node_id))

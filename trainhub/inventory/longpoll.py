@@ -14,6 +14,11 @@ waiting request holds no database connection: the credential lookup (the agent A
 statement, ``node_by_credential``) and the assignments read run on TRAINHUB_LONG_POLL_DB_THREADS
 threads, each with its one persistent connection, however many agents wait.
 
+A held long poll is the node's contact (``trainhub.inventory.contact``): every 5 s (``record_period``) the
+process records, in one Redis command, the nodes that asked meanwhile and those still waiting; an
+agent that hangs up stops counting at once. The heartbeat sweep writes them to the database, so an
+agent heart-beats through gunicorn only when it has something to report.
+
 When Redis cannot be reached (or its subscription is down) the answer is 503 at once, never a
 hang: the agent then polls gunicorn's endpoint conditionally until the long poll answers again.
 A Redis that lost its data re-creates each counter with a value no agent has seen, so every
@@ -26,6 +31,7 @@ import asyncio
 import logging
 import math
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +45,7 @@ from redis.exceptions import RedisError
 from rest_framework.renderers import JSONRenderer
 
 from trainhub.common.errors import UNAUTHENTICATED_MESSAGE, ApiError, FieldViolation, invalid_argument
+from trainhub.inventory import contact
 from trainhub.inventory.agent_auth import bearer_credential
 from trainhub.inventory.assignments import node_assignments_of
 from trainhub.inventory.selectors import node_by_credential
@@ -60,6 +67,7 @@ HEALTH_SECONDS = 10
 REDIS_CONNECTIONS = 32
 
 Send = Callable[[dict], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict]]
 
 
 class WakeListener:
@@ -159,31 +167,59 @@ class LongPoll:
         self.listener = WakeListener(redis_url)
         self.database_threads = database_threads
         self.database = ThreadPoolExecutor(max_workers=database_threads, thread_name_prefix="longpoll-db")
+        #: node id -> when (whole epoch seconds) it last asked, since contacts were last recorded.
+        self.asked: dict[int, float] = {}
         self._listening: asyncio.Task | None = None
+        self._recording: asyncio.Task | None = None
 
-    async def __call__(self, scope: dict, receive: Callable[[], Awaitable[dict]], send: Send) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
             self._listen()
             try:
-                await self._http(scope, send)
+                await self._http(scope, receive, send)
             except ApiError as error:
                 await _respond(send, error.http_status, error.body(), _error_headers(error))
 
     def _listen(self) -> None:
+        loop = asyncio.get_running_loop()
         if self._listening is None or self._listening.done():
-            self._listening = asyncio.get_running_loop().create_task(self.listener.run())
+            self._listening = loop.create_task(self.listener.run())
+        if self._recording is None or self._recording.done():
+            self._recording = loop.create_task(self._record_contacts())
 
-    async def _lifespan(self, receive: Callable[[], Awaitable[dict]], send: Send) -> None:
+    async def _record_contacts(self) -> None:
+        while True:
+            await asyncio.sleep(contact.record_period(settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS))
+            await self.contacts_record()
+
+    async def contacts_record(self) -> None:
+        """One ZADD: the nodes that asked since the last one (when they asked) and those still
+        waiting (now: a held long poll is contact). Kept for the next try when Redis fails."""
+        contacts = {**self.asked, **dict.fromkeys(self.listener.waiters, float(math.floor(time.time())))}
+        self.asked = {}
+        if not contacts:
+            return
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            contact.contacts_commands(pipe, contacts)
+            await pipe.execute()
+        except (RedisError, OSError) as exc:
+            logger.warning("agent long poll: contact of %d node(s) not recorded (%s); retrying", len(contacts), exc)
+            for node_id, moment in contacts.items():
+                self.asked[node_id] = max(moment, self.asked.get(node_id, moment))
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self._listen()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                if self._listening is not None:
-                    self._listening.cancel()
+                for task in (self._listening, self._recording):
+                    if task is not None:
+                        task.cancel()
                 await asyncio.get_running_loop().run_in_executor(None, self.close)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -208,7 +244,7 @@ class LongPoll:
         wake_value_commands(pipe, node_id)
         return wake_value_of(await pipe.execute())
 
-    async def _http(self, scope: dict, send: Send) -> None:
+    async def _http(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope["path"] == "/healthz":
             await _respond(send, 200, {"status": "ok", "subscribed": self.listener.subscribed.is_set()})
             return
@@ -221,13 +257,16 @@ class LongPoll:
         node = await self._database(_node_of, raw) if raw is not None else None
         if node is None:
             raise ApiError(401, UNAUTHENTICATED_MESSAGE)
+        self.asked[node.pk] = float(math.floor(time.time()))
         wait = _wait_of(scope["query_string"])
-        await self._answer(send, node.pk, headers.get("if-none-match", ""), wait)
+        await self._answer(send, receive, node.pk, headers.get("if-none-match", ""), wait)
 
-    async def _answer(self, send: Send, node_id: int, etag: str, wait: float) -> None:
+    async def _answer(self, send: Send, receive: Receive, node_id: int, etag: str, wait: float) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         woken = self.listener.watch(node_id)
+        # An agent that hangs up (killed, restarted) stops waiting - and counting as contact - at once.
+        gone = loop.create_task(_hung_up(receive))
         try:
             while True:
                 woken.clear()
@@ -241,11 +280,13 @@ class LongPoll:
                 if remaining <= 0:
                     await _respond(send, 304, None, {"ETag": current})
                     return
-                try:
-                    await asyncio.wait_for(woken.wait(), remaining)
-                except TimeoutError:
-                    pass
+                waking = loop.create_task(woken.wait())
+                await asyncio.wait((waking, gone), timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                waking.cancel()
+                if gone.done():
+                    return
         finally:
+            gone.cancel()
             self.listener.unwatch(node_id, woken)
 
     async def _current_etag(self, node_id: int) -> str:
@@ -257,6 +298,12 @@ class LongPoll:
             logger.warning("agent long poll: node %s answered 503: %s", node_id, exc or "Redis not subscribed")
             raise ApiError(503, f"Wake-ups are unavailable (Redis: {exc or 'not subscribed'}); poll "
                                 "/agent/v1/assignments on the control plane meanwhile.") from None
+
+
+async def _hung_up(receive: Receive) -> None:
+    """Returns once the client has disconnected (a GET's request body is read and dropped)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _error_headers(error: ApiError) -> dict[str, str]:

@@ -3,6 +3,7 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, F, Q, Value, When
 from redis.exceptions import RedisError
 
 from trainhub.common.redis import RedisNotConfigured, get_redis
@@ -10,6 +11,7 @@ from trainhub.common.redis import RedisNotConfigured, get_redis
 from trainhub.agent.client import NODE_CREDENTIAL_PREFIX
 from trainhub.catalog.machines import NO_ACCELERATOR, machine_type_get
 from trainhub.iam.tokens import token_digest, token_new
+from trainhub.inventory import contact
 from trainhub.inventory.facts import facts_problem, simulated_gpus
 from trainhub.inventory.models import AgentLogCursor, Executor, JoinToken, Node, NodeCredential, NodePool, NodeState
 from trainhub.inventory.selectors import NodeRef
@@ -74,6 +76,35 @@ def node_heartbeat(*, node_ids: list[int], now: dt.datetime) -> None:
                                   state_reason__startswith=HEARTBEAT_EXPIRED).update(state=NodeState.UP, state_reason="")
     if revived:
         request_pass()
+
+
+def node_contacts_flush() -> int:
+    """Write the long poll's contacts recorded in Redis since the last flush to ``Node.last_heartbeat``
+    in one UPDATE (never moving a later heartbeat back); returns the nodes written. Contact only
+    refreshes the record: a node DOWN stays DOWN until its agent's heartbeat reports it clean.
+    Without Redis nothing is written (the agents then heart-beat through the API instead)."""
+    try:
+        client = get_redis()
+        contacts = contact.contacts_take(client)
+    except (RedisError, RedisNotConfigured):
+        logger.warning("long-poll contacts not read: Redis did not answer", exc_info=True)
+        return 0
+    if not contacts:
+        return 0
+    by_moment: dict[float, list[int]] = {}
+    for node_id, moment in contacts.items():
+        by_moment.setdefault(moment, []).append(node_id)
+    # The long poll records whole seconds: a pass has a handful of distinct moments, one WHEN each.
+    later_contact = Case(*(When(Q(pk__in=ids) & (Q(last_heartbeat__isnull=True) | Q(last_heartbeat__lt=at)),
+                                then=Value(at))
+                           for at, ids in ((dt.datetime.fromtimestamp(moment, dt.UTC), ids)
+                                           for moment, ids in sorted(by_moment.items()))),
+                         default=F("last_heartbeat"))
+    try:
+        return Node.objects.filter(pk__in=list(contacts)).update(last_heartbeat=later_contact)
+    except Exception:
+        contact.contacts_restore(client, contacts)
+        raise
 
 
 def node_agent_report(*, node: NodeRef, now: dt.datetime, running: list[int], facts: dict | None = None

@@ -25,7 +25,9 @@ from trainhub.common.collector import collector_paused
 from trainhub.common.redis import get_redis
 from trainhub.common.wire import format_timestamp, parse_timestamp
 from trainhub.iam.models import Project
+from trainhub.inventory import services as inventory_services
 from trainhub.inventory.models import Node, NodeState
+from trainhub.inventory.wake import nodes_wake
 from trainhub.jobs import services as job_services
 from trainhub.jobs import states
 from trainhub.jobs.models import CustomJob, Replica
@@ -461,10 +463,15 @@ def _alive_in_redis(node_ids: list[int], since: dt.datetime) -> set[int]:
 def nodes_sweep_heartbeats(*, now: dt.datetime) -> int:
     """Mark nodes whose agent stopped heart-beating DOWN and settle the replicas they ran.
 
-    Two witnesses must agree a node is silent: the database's last heartbeat (the record) and its
+    Contact first: the long poll's contacts recorded since the last sweep are written to the
+    nodes' last heartbeat (one UPDATE), so an agent that only long-polls keeps its node UP. Then
+    two witnesses must agree a node is silent: the database's last heartbeat (the record) and its
     Redis TTL key. A flushed or unreachable Redis leaves the database to decide alone (never
     marking a live node DOWN), and a heartbeat whose database write lagged keeps its node UP.
+    A node marked DOWN is woken, so its agent, once back, fetches its assignments (they say DOWN)
+    and heart-beats at once to bring it back UP.
     """
+    inventory_services.node_contacts_flush()
     expired_before = now - dt.timedelta(seconds=settings.TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS)
     candidates = list(Node.objects.filter(state=NodeState.UP, last_heartbeat__lt=expired_before))
     still_beating = _alive_in_redis([node.pk for node in candidates], expired_before)
@@ -476,6 +483,7 @@ def nodes_sweep_heartbeats(*, now: dt.datetime) -> int:
         for replica in Replica.objects.filter(node=node, active=True):
             job_services.replica_exited(replica=replica, exit_code=None, now=now,
                                         lost_reason=f"node {node.name} stopped responding")
+    nodes_wake(node.pk for node in stale)
     return len(stale)
 
 
