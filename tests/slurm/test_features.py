@@ -62,6 +62,8 @@ def test_node_feature_lists():
     assert parse_node_features("") == ()
     with pytest.raises(FeatureError):
         parse_node_features("a100&ib")
+    with pytest.raises(FeatureError):
+        parse_node_features("a," * 600)
 
 
 def _snapshot(*jobs, usable=True):

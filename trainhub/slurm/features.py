@@ -84,6 +84,8 @@ def parse_constraint(text: str) -> Constraint:
 def parse_node_features(text: str) -> tuple[str, ...]:
     """A node's ``Features=`` / ``AvailableFeatures=`` / ``ActiveFeatures=`` list (``a100,ib``), in
     the order given, without repeats; empty text is no features."""
+    if len(text) > MAX_CONSTRAINT_LENGTH:
+        raise FeatureError(f"at most {MAX_CONSTRAINT_LENGTH} characters")
     names: list[str] = []
     for name in (part.strip() for part in text.split(",")):
         if not name:
