@@ -241,6 +241,7 @@ NOT_PAGES = {
     "resources:reboot": "an action (POST) that redirects",
     "resources:delete": "an action (POST) that redirects",
     "slurm:node_state": "an action (POST) that redirects",
+    "slurm:node_features": "an action (POST) that redirects",
     "slurm:job_action": "an action (POST) that redirects",
 }
 

@@ -83,6 +83,7 @@ SEED_BODIES: dict[str, Any] = {
     "slurmJobs.update": {"nice": 50},
     "slurmClusters.partitions.patch": {"config": {"PriorityTier": "3", "MaxTime": "01:00:00", "PreemptMode": "CANCEL"},
                                        "nodePoolIds": ["a4"]},
+    "slurmClusters.nodes.patch": {"availableFeatures": "a100,ib", "activeFeatures": "a100"},
     "slurmClusters.sacctmgr": {"command": "sacctmgr modify user uma set maxjobs=4"},
     "slurmClusters.updateConfig": {"config": {"PriorityWeightAge": "2000", "PreemptMode": "REQUEUE"}},
     "slurmClusters.updateScripts": {"prologBashScripts": ["#!/bin/bash\necho one"], "epilogBashScripts": ["echo two"]},

@@ -707,6 +707,8 @@ class NodeSpec:
     cpus: int
     real_memory_mb: int
     gres: tuple[GresRequest, ...] = ()
+    #: Features= (its available features; slurmctld starts with all of them active).
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -738,14 +740,16 @@ def script_file_names(kind: str, count: int) -> list[str]:
 
 
 def _node_lines(nodes: Iterable[NodeSpec]) -> list[str]:
-    groups: dict[tuple[int, int, tuple[GresRequest, ...]], list[str]] = {}
+    groups: dict[tuple[int, int, tuple[GresRequest, ...], tuple[str, ...]], list[str]] = {}
     for node in nodes:
-        groups.setdefault((node.cpus, node.real_memory_mb, node.gres), []).append(node.name)
+        groups.setdefault((node.cpus, node.real_memory_mb, node.gres, node.features), []).append(node.name)
     lines = []
-    for (cpus, memory, gres), names in sorted(groups.items(), key=lambda item: compress(item[1])):
+    for (cpus, memory, gres, features), names in sorted(groups.items(), key=lambda item: compress(item[1])):
         line = f"NodeName={compress(names)} CPUs={cpus} RealMemory={memory}"
         if gres:
             line += " Gres=" + ",".join(str(item) for item in gres)
+        if features:
+            line += " Features=" + ",".join(features)
         lines.append(line + " State=UNKNOWN")
     return lines
 

@@ -404,6 +404,8 @@ class SqueueJob:
     array_task_id: int | None = None
     array_pending: str = ""
     array_max_running: int = 0
+    #: -C/--constraint as stored (None: not given, squeue's ``(null)``).
+    features: str | None = None
 
     @property
     def display_id(self) -> str:
@@ -423,13 +425,14 @@ SQUEUE_START = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 _SQUEUE_HEADERS = {"i": "JOBID", "P": "PARTITION", "j": "NAME", "u": "USER", "t": "ST", "T": "STATE", "M": "TIME",
                    "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)", "S": "START_TIME", "Y": "SCHEDNODES",
                    "Q": "PRIORITY", "r": "REASON", "N": "NODELIST", "a": "ACCOUNT", "C": "CPUS",
-                   "b": "TRES_PER_NODE", "y": "NICE", "F": "ARRAY_JOB_ID", "K": "ARRAY_TASK_ID", "A": "JOBID"}
+                   "b": "TRES_PER_NODE", "y": "NICE", "F": "ARRAY_JOB_ID", "K": "ARRAY_TASK_ID", "A": "JOBID",
+                   "f": "FEATURES"}
 #: squeue -O field names (case-insensitive) -> their -o letter.
 _SQUEUE_FIELD_NAMES = {"jobid": "i", "partition": "P", "name": "j", "username": "u", "statecompact": "t",
                        "state": "T", "timeused": "M", "timelimit": "l", "numnodes": "D", "reasonlist": "R",
                        "starttime": "S", "schednodes": "Y", "priority": "Q", "reason": "r", "nodelist": "N",
                        "account": "a", "numcpus": "C", "tres-per-node": "b", "nice": "y", "arrayjobid": "F",
-                       "arraytaskid": "K"}
+                       "arraytaskid": "K", "feature": "f"}
 _O_FIELD = re.compile(r"([A-Za-z-]+)(?::(\.?)(\d*))?")
 
 
@@ -462,6 +465,7 @@ _SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
     "Y": lambda job: job.sched_nodes or "(null)", "Q": lambda job: str(job.priority), "r": lambda job: job.reason,
     "N": lambda job: job.nodelist, "a": lambda job: job.account, "C": lambda job: str(job.cpus),
     "b": lambda job: f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "N/A", "y": lambda job: str(job.nice),
+    "f": lambda job: "(null)" if job.features is None else job.features,
 }
 
 

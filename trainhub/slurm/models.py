@@ -61,6 +61,9 @@ class SlurmCluster(models.Model):
     home_directory_storage = models.CharField(max_length=255, blank=True)
     #: slurm.conf keys set by the spec or by admins (key -> value text), as Slurm's config maps.
     config = models.JSONField(default=dict)
+    #: Node features (NodeName=... Features=, scontrol update AvailableFeatures= ActiveFeatures=):
+    #: node name -> {"available": [...], "active": [...]}; a node not here has none.
+    node_features = models.JSONField(default=dict, blank=True)
     prolog_scripts = models.JSONField(default=list)
     epilog_scripts = models.JSONField(default=list)
     default_partition = models.CharField(max_length=63)
@@ -274,6 +277,8 @@ class SlurmJob(models.Model):
     req_nodes = models.CharField(max_length=1024, blank=True, default="")
     exc_nodes = models.CharField(max_length=1024, blank=True, default="")
     exclusive = models.BooleanField(default=False)
+    #: -C/--constraint as slurmctld stores it (``a100&ib``); None when not given (scontrol's Features=(null)).
+    features = models.CharField(max_length=1024, null=True, blank=True, default=None)
     #: Recorded as given: --export ("" = ALL), --signal ("B:USR1@120"), --mail-type, --mail-user.
     export = models.CharField(max_length=1024, blank=True, default="")
     signal = models.CharField(max_length=64, blank=True, default="")

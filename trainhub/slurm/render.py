@@ -42,8 +42,12 @@ def render_cluster(cluster: SlurmCluster, partitions: list[Partition], nodes: li
         "orchestratorSpec": {"slurmSpec": spec},
     }
     if nodes is not None:
+        # scontrol show node's AvailableFeatures= / ActiveFeatures=
+        features = cluster.node_features
         body["nodes"] = [{"name": node.name, "nodePoolId": node.pool.name, "state": node.state,
-                          "reason": node.state_reason, "gpus": node.pool.accelerator_count}
+                          "reason": node.state_reason, "gpus": node.pool.accelerator_count,
+                          "availableFeatures": features.get(node.name, {}).get("available", []),
+                          "activeFeatures": features.get(node.name, {}).get("active", [])}
                          for node in nodes]
     return body
 
@@ -96,6 +100,8 @@ def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
         "memPerGpu": job.mem_per_gpu or None, "reqNodeList": job.req_nodes, "excNodeList": job.exc_nodes,
         "exclusive": job.exclusive or None, "export": job.export, "signal": job.signal, "mailType": job.mail_type,
         "mailUser": job.mail_user,
+        # -C/--constraint as scontrol's Features= (a100&ib)
+        "features": job.features,
         "stateDesc": job.state_desc,
     }
     return {key: value for key, value in body.items() if value not in (None, "")}

@@ -82,13 +82,13 @@ class Report:
 _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
                   "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
-                  "array_pending", "array_max_running")
+                  "array_pending", "array_max_running", "features")
 
 
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
-     array_job_id, array_task_id, array_pending, array_max_running) = row
+     array_job_id, array_task_id, array_pending, array_max_running, features) = row
     state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     return formats.SqueueJob(
@@ -97,7 +97,8 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
         cpus=num_tasks * cpus_per_task, gpus_per_node=gpus_per_node, nice=nice, array_job_id=array_job_id,
-        array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running)
+        array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running,
+        features=features)
 
 
 def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], list[formats.SqueueJob]] | None,
@@ -332,6 +333,7 @@ def sinfo_partitions(cluster: SlurmCluster, *, now: dt.datetime,
             user, since = "slurm", heartbeats.get(pk)
         nodes[pk] = sinfo_layout.SinfoNode(
             name=node.name, cpus=node.cpus, memory_mb=node.memory_mb, reason=reason, reason_user=user,
+            available_features=node.available_features, active_features=node.active_features,
             reason_time=since, state=sinfo_layout.node_state(
                 responding=responding, drain=node.state == NodeState.DRAIN, down=node.state == NodeState.DOWN,
                 allocated_cpus=allocated.get(pk, 0), cpus=node.cpus))

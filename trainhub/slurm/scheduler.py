@@ -4,12 +4,13 @@ reservations. Pure: it takes ``now`` and a snapshot and returns decisions; the c
 Public API (pure Python, no Django)::
 
     Resources(cpus=0, memory_mb=0, gres={})                  # per node: {"gpu": 4}
-    NodeState(name, cpus, memory_mb, gres={}, usable=True)    # usable=False: DOWN/DRAIN/...
+    NodeState(name, cpus, memory_mb, gres={}, usable=True, features=frozenset())  # usable=False: DOWN/DRAIN/...
     RunningJob(job_id, partition, allocation={node: Resources}, start_time, end_time=None, user="",
                account="", qos=None, priority=0, requeue=True, restart_count=0, limit_request=None)
     PendingJob(job_id, partition, priority, submit_time, nodes=1, per_node=Resources(), time_limit_minutes=None,
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
-               no_reserve=False, requeue=True, restart_count=0, limit_request=None)
+               no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
+               excluded_nodes=frozenset(), exclusive=False, constraint=None)   # constraint: features.Constraint
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
     schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
@@ -36,6 +37,11 @@ the available set). With preemption on, a job that does not fit first tries to p
 :mod:`trainhub.slurm.preemption`): the victims are signalled, the job keeps waiting with
 ``Resources`` and the nodes it will use are kept for it.
 
+Features (``sbatch -C``; :mod:`trainhub.slurm.features`): a job only gets nodes whose active features
+satisfy its constraint. When too few of those are usable (DOWN, DRAINED) the job waits with
+``ReqNodeNotAvail, UnavailableNodes:<those nodes>`` and, like a held job, blocks no other job of its
+partition (fixtures/22.05/constraint/squeue-run.txt, squeue-backfill.txt: job 23).
+
 Backfill (SchedulerType=sched/backfill; slurm:src/plugins/sched/backfill/backfill.c; reference 7.2):
 the pending jobs are walked again in order (at most bf_max_job_test of them, bf_max_job_part per
 partition and bf_max_job_user per user). For each, the earliest time its whole time limit fits is
@@ -59,6 +65,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig
+from trainhub.slurm.features import Constraint
+from trainhub.slurm.hostlist import compress
 from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason
 from trainhub.slurm.preemption import PreemptAction, PreemptJob, PreemptPolicy, choose_victims, preempt
 
@@ -124,6 +132,8 @@ class NodeState:
     memory_mb: int
     gres: Mapping[str, int] = field(default_factory=dict)
     usable: bool = True
+    #: Its active features (what -C/--constraint matches).
+    features: frozenset[str] = frozenset()
 
     @property
     def capacity(self) -> Resources:
@@ -172,6 +182,8 @@ class PendingJob:
     required_nodes: frozenset[str] = frozenset()
     excluded_nodes: frozenset[str] = frozenset()
     exclusive: bool = False
+    #: -C/--constraint: only nodes whose features satisfy it.
+    constraint: Constraint | None = None
 
 
 @dataclass(frozen=True)
@@ -330,7 +342,7 @@ class _Pass:
         self.plan = SchedulePlan()
         self.nodes = {node.name: _Node(node, node.capacity) for node in snapshot.nodes}
         #: (partition, request key) -> [(availability, node name)] ascending; cleared when any node changes
-        self.by_availability: dict[tuple[str, object, frozenset[str]], list[tuple[float, str]]] = {}
+        self.by_availability: dict[tuple[str, object, frozenset[str], Constraint | None], list[tuple[float, str]]] = {}
         self.running = {job.job_id: job for job in snapshot.running}
         for job in snapshot.running:
             self._occupy(job.job_id, job.allocation, _seconds(job.end_time) if job.end_time else _FOREVER)
@@ -354,9 +366,13 @@ class _Pass:
         return node.state.capacity if self._whole_nodes(job) else job.per_node
 
     def _candidates(self, job: PendingJob) -> list[str]:
-        """The job's partition nodes it may use (not those of its -x)."""
+        """The job's partition nodes it may use (not those of its -x; only those its -C matches)."""
         names = self.partition_nodes.get(job.partition, [])
-        return [name for name in names if name not in job.excluded_nodes] if job.excluded_nodes else names
+        if job.excluded_nodes:
+            names = [name for name in names if name not in job.excluded_nodes]
+        if job.constraint is not None:
+            names = [name for name in names if job.constraint.satisfied_by(self.nodes[name].state.features)]
+        return names
 
     @staticmethod
     def _choose(job: PendingJob, ordered: list[str]) -> list[str] | None:
@@ -392,7 +408,20 @@ class _Pass:
         if job.nodes > len(self.snapshot.partitions[job.partition]) or (
                 options.max_nodes is not None and job.nodes > options.max_nodes):
             return "PartitionNodeLimit"
-        return None
+        return self._constraint_reason(job)
+
+    def _constraint_reason(self, job: PendingJob) -> str | None:
+        """ReqNodeNotAvail when too few of the partition's nodes that satisfy the job's constraint are
+        usable, naming the unusable ones (slurmctld's ESLURM_NODE_NOT_AVAIL); BadConstraints when no
+        node satisfies it (a held job, accepted without the node test, released)."""
+        if job.constraint is None:
+            return None
+        matching = [self.nodes[name] for name in self.snapshot.partitions[job.partition]
+                    if name in self.nodes and job.constraint.satisfied_by(self.nodes[name].state.features)]
+        if sum(node.state.usable for node in matching) >= job.nodes:
+            return None
+        unusable = [node.state.name for node in matching if not node.state.usable]
+        return f"ReqNodeNotAvail, UnavailableNodes:{compress(unusable)}" if unusable else "BadConstraints"
 
     def _limit_reason(self, job: PendingJob) -> str | None:
         if self.limits is None or job.limit_request is None:
@@ -532,7 +561,7 @@ class _Pass:
     def _availability(self, job: PendingJob) -> list[tuple[float, str]]:
         """The job's partition nodes by when they could hold one of its node requests."""
         key = "exclusive" if self._whole_nodes(job) else job.per_node.key
-        cache_key = (job.partition, key, job.excluded_nodes)
+        cache_key = (job.partition, key, job.excluded_nodes, job.constraint)
         cached = self.by_availability.get(cache_key)
         if cached is None:
             cached = sorted((self.nodes[name].available_from(self._need(job, self.nodes[name]), key,

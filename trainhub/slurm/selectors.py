@@ -67,6 +67,14 @@ def cluster_nodes(*, cluster: SlurmCluster) -> list[Node]:
     return list(Node.objects.filter(dedicated_to=cluster.owner_key).select_related("pool").order_by("name"))
 
 
+def cluster_node(*, cluster: SlurmCluster, name: str) -> Node:
+    """One of the cluster's nodes by name; 404 when it has none of that name."""
+    node = Node.objects.filter(dedicated_to=cluster.owner_key, name=name).select_related("pool").first()
+    if node is None:
+        raise ApiError(404, f"Node {name} is not a node of cluster {cluster.cluster_id}.")
+    return node
+
+
 def simulated_owner_keys() -> set[str]:
     """The owner keys (SlurmCluster.owner_key) of clusters with simulated nodes (the cluster list)."""
     return set(Node.objects.filter(pool__executor=Executor.SIMULATED).exclude(dedicated_to="")

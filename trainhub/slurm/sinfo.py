@@ -34,6 +34,13 @@ class SinfoNode:
     reason: str = ""
     reason_user: str = ""
     reason_time: dt.datetime | None = None
+    available_features: tuple[str, ...] = ()
+    active_features: tuple[str, ...] = ()
+
+    @property
+    def avail_fe(self) -> str:
+        """sinfo's AVAIL_FE (``%f``): ``a100,ib``, ``(null)`` for none."""
+        return ",".join(self.available_features) or "(null)"
 
 
 @dataclass(frozen=True)
@@ -122,7 +129,7 @@ def _node_lines(partitions: Sequence[SinfoPartition], long: bool) -> list[str]:
              f"{'REASON':<20}"]
     for node, partition in rows:
         lines.append(f"{node.name:<{width}} {1:>6} {_partition_cell(partition):>9.9} {node.state:>11.11} "
-                     f"{node.cpus:<4} {f'{node.cpus}:1:1':>8} {node.memory_mb:>6} {0:>8} {1:>6} {'(null)':>8} "
+                     f"{node.cpus:<4} {f'{node.cpus}:1:1':>8} {node.memory_mb:>6} {0:>8} {1:>6} {node.avail_fe:>8.8} "
                      f"{node.reason or 'none':<20.20}")
     return lines
 
@@ -148,4 +155,5 @@ def sinfo_rows(partitions: Sequence[SinfoPartition]) -> list[dict]:
     return [{"partition": partition.name, "default": partition.default, "avail": partition.avail,
              "timeLimit": _limit(partition), "node": node.name, "state": node.state,
              "stateCompact": COMPACT.get(node.state, node.state), "cpus": node.cpus, "memoryMb": node.memory_mb,
-             "reason": node.reason} for partition in partitions for node in partition.nodes]
+             "reason": node.reason, "availableFeatures": list(node.available_features),
+             "activeFeatures": list(node.active_features)} for partition in partitions for node in partition.nodes]

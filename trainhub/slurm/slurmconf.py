@@ -3,6 +3,8 @@ rendered slurm.conf: the database side of trainhub.slurm.conf."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from trainhub.catalog.machines import QUOTA_GPU_NAME, machine_type_get
 from trainhub.inventory.models import Node, NodePool
 from trainhub.slurm.conf import (
@@ -29,6 +31,10 @@ def node_spec(node: Node) -> NodeSpec:
                     real_memory_mb=int((machine.memory_gib if machine else 1) * 1024), gres=gres)
 
 
+def _with_features(spec: NodeSpec, cluster: SlurmCluster) -> NodeSpec:
+    return replace(spec, features=tuple(cluster.node_features.get(spec.name, {}).get("available", ())))
+
+
 def cluster_layout(cluster: SlurmCluster) -> ClusterLayout:
     partitions = list(cluster.partitions.prefetch_related("node_pools").order_by("position", "name"))
     pool_ids = {pool.pk for partition in partitions for pool in partition.node_pools.all()}
@@ -39,7 +45,7 @@ def cluster_layout(cluster: SlurmCluster) -> ClusterLayout:
         names_by_pool.setdefault(node.pool_id, []).append(node.name)
     return ClusterLayout(
         name=cluster.cluster_id,
-        nodes=tuple(node_spec(node) for node in nodes),
+        nodes=tuple(_with_features(node_spec(node), cluster) for node in nodes),
         partitions=tuple(
             PartitionSpec(name=partition.name,
                           nodes=tuple(name for pool in partition.node_pools.all() for name in names_by_pool.get(pool.pk, [])),

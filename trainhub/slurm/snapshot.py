@@ -18,7 +18,7 @@ from django.db.models.expressions import RawSQL
 
 from trainhub.common.compiled import CompiledQuery
 from trainhub.inventory.models import Node, NodePool, NodeState
-from trainhub.slurm import dependency, fairshare, hostlist, limits, preemption, priority, scheduler
+from trainhub.slurm import dependency, fairshare, features, hostlist, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob
 from trainhub.slurm.slurmconf import gpu_type, node_spec
@@ -72,6 +72,7 @@ class QueuedJob:
     req_nodes: str
     exc_nodes: str
     exclusive: bool
+    features: str | None
     factor_age: float = 0.0
     factor_assoc: float = 0.0
     factor_fairshare: float = 0.0
@@ -105,6 +106,9 @@ class NodeInfo:
     available: bool
     state: str
     reason: str
+    #: AvailableFeatures / ActiveFeatures (SlurmCluster.node_features); jobs' constraints match the active ones.
+    available_features: tuple[str, ...] = ()
+    active_features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -168,12 +172,15 @@ class ClusterState:
         return sum(node.cpus for node in self.nodes.values())
 
 
-def _node_info(node: Node, fresh_after: dt.datetime) -> NodeInfo:
+def _node_info(node: Node, fresh_after: dt.datetime, cluster: SlurmCluster) -> NodeInfo:
     spec = node_spec(node)
     alive = node.last_heartbeat is not None and node.last_heartbeat >= fresh_after
+    node_features = cluster.node_features.get(node.name, {})
     return NodeInfo(pk=node.pk, name=node.name, cpus=spec.cpus, memory_mb=spec.real_memory_mb,
                     gpus=node.pool.accelerator_count, gpu_type=gpu_type(node.pool),
-                    available=node.state == NodeState.UP and alive, state=node.state, reason=node.state_reason)
+                    available=node.state == NodeState.UP and alive, state=node.state, reason=node.state_reason,
+                    available_features=tuple(node_features.get("available", ())),
+                    active_features=tuple(node_features.get("active", ())))
 
 
 def _partition_info(name: str, position: int, config: dict, node_pks: tuple[int, ...],
@@ -198,7 +205,7 @@ def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
     for node in (Node.objects.filter(pool_id__in=pool_ids, dedicated_to=cluster.owner_key)
                  .select_related("pool").defer("facts").order_by("name")):
         pool_of[node.pk] = node.pool_id
-        nodes[node.pk] = _node_info(node, fresh_after)
+        nodes[node.pk] = _node_info(node, fresh_after, cluster)
     partitions = {}
     for row in rows:
         members = {pool.pk for pool in row.node_pools.all()}
@@ -253,7 +260,7 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
                 partition_pk, cluster.owner_key):
             pool = NodePool(machine_type=machine_type, accelerator_type=accelerator, accelerator_count=count)
             nodes[pk] = _node_info(Node(pk=pk, name=name, state=state, state_reason=reason, last_heartbeat=heartbeat,
-                                        pool=pool), fresh_after)
+                                        pool=pool), fresh_after, cluster)
         partitions[partition] = _partition_info(partition, position, config, tuple(nodes), nodes)
     associations = [Association(pk=pk, cluster=cluster, account=Account(name=account), user=user_name,
                                 partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage)
@@ -456,7 +463,8 @@ def job_memory_mb(job: JobLike, state: ClusterState, cpus: int) -> int:
 
 def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
     return [scheduler.NodeState(name=node.name, cpus=node.cpus, memory_mb=node.memory_mb,
-                                gres={"gpu": node.gpus} if node.gpus else {}, usable=node.available)
+                                gres={"gpu": node.gpus} if node.gpus else {}, usable=node.available,
+                                features=frozenset(node.active_features))
             for node in state.nodes.values()]
 
 
@@ -472,7 +480,8 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -
         no_reserve=state.no_reserve(job.qos),
         requeue=job.requeue, restart_count=job.restart_count, limit_request=request,
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
-        excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive)
+        excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
+        constraint=features.parse_constraint(job.features) if job.features else None)
 
 
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,

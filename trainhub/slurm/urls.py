@@ -30,6 +30,7 @@ urlpatterns = [
     path(f"{CLUSTER}/scripts/<script_kind:kind>", clusters.scripts_edit, name="scripts"),
     path(f"{CLUSTER}/partitions/<str:partition>", clusters.partition_edit, name="partition"),
     path(f"{CLUSTER}/nodes/<str:node>/state", clusters.node_state, name="node_state"),
+    path(f"{CLUSTER}/nodes/<str:node>/features", clusters.node_features, name="node_features"),
     path(f"{CLUSTER}/queue", reports.queue_page, name="queue"),
     path(f"{CLUSTER}/priority", reports.priority_page, name="priority"),
     path(f"{CLUSTER}/fairshare", reports.fairshare_page, name="fairshare"),

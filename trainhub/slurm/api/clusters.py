@@ -11,8 +11,8 @@ from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.wire import camel_key
 from trainhub.iam.selectors import project_get_for_user
 from trainhub.slurm import selectors
-from trainhub.slurm.api.schema import (BODY, CLUSTER, ERRORS, SACCTMGR, UPDATE_CONFIG, UPDATE_PARTITION,
-                                       UPDATE_SCRIPTS, responses)
+from trainhub.slurm.api.schema import (BODY, CLUSTER, ERRORS, SACCTMGR, UPDATE_CONFIG, UPDATE_NODE,
+                                       UPDATE_PARTITION, UPDATE_SCRIPTS, responses)
 from trainhub.slurm.models import Partition
 from trainhub.slurm.render import render_cluster, render_partition
 from trainhub.slurm.selectors import ADMIN_PERMISSION, cluster_get_for_user
@@ -126,6 +126,31 @@ class SlurmPartitionDetail(APIView):
         row = services.partition_update(partition=row, config=body.get("config"),
                                         node_pool_ids=body.get("nodePoolIds"), actor=request.user.get_username())
         return Response(render_partition(row, row.cluster.default_partition))
+
+
+class SlurmNodeDetail(APIView):
+    """Admins set a node's features, as ``scontrol update NodeName=N AvailableFeatures=a100,ib
+    ActiveFeatures=a100,ib`` ({"availableFeatures": "a100,ib", "activeFeatures": "a100"}; without
+    activeFeatures every available feature is active; "" removes them). Returns the cluster."""
+
+    @extend_schema(operation_id="slurmClusters.nodes.patch", request={"application/json": UPDATE_NODE},
+                   responses=responses(BODY, ERRORS))
+    def patch(self, request: Request, project: str, location: str, cluster: str, node: str) -> Response:
+        cluster_obj = cluster_for(request, project, location, cluster, ADMIN_PERMISSION)
+        node_obj = selectors.cluster_node(cluster=cluster_obj, name=node)
+        body = {camel_key(str(key)): value for key, value in _object(request).items()}
+        violations = [FieldViolation(key, "unknown field") for key in body
+                      if key not in ("availableFeatures", "activeFeatures")]
+        violations += [FieldViolation(key, "must be a string (a100,ib)") for key in body
+                       if key in ("availableFeatures", "activeFeatures") and not isinstance(body[key], str)]
+        if "availableFeatures" not in body:
+            violations.append(FieldViolation("availableFeatures", "required (a100,ib; \"\" for none)"))
+        if violations:
+            raise invalid_argument(violations)
+        cluster_obj = services.node_features_set(
+            cluster=cluster_obj, node=node_obj, available=body["availableFeatures"], active=body.get("activeFeatures"),
+            actor=request.user.get_username())
+        return Response(_render(cluster_obj))
 
 
 class SlurmClusterUpdateScripts(APIView):

@@ -35,6 +35,8 @@ UPDATE_CONFIG = obj({"config": CONFIG}, required=("config",))
 UPDATE_PARTITION = obj({"config": {"type": "object", "additionalProperties": {"type": "string"},
                                    "example": {"PriorityTier": "2", "MaxTime": "1-00:00:00"}},
                         "nodePoolIds": STRINGS})
+UPDATE_NODE = obj({"availableFeatures": {"type": "string", "example": "a100,ib"},
+                   "activeFeatures": {"type": "string", "example": "a100,ib"}}, required=("availableFeatures",))
 UPDATE_SCRIPTS = obj({"prologBashScripts": SCRIPTS, "epilogBashScripts": SCRIPTS}, extra=True)
 SACCTMGR = obj({"command": {"anyOf": [{"type": "string", "example": "sacctmgr show assoc"}, STRINGS]}},
                required=("command",))
@@ -64,4 +66,4 @@ REPORT_PARAMETERS = {
 }
 
 __all__ = ["ACTION", "BODY", "CLUSTER", "ERRORS", "NICE", "REPORT_PARAMETERS", "SACCTMGR", "SUBMISSION",
-           "UPDATE_CONFIG", "UPDATE_PARTITION", "UPDATE_SCRIPTS", "responses"]
+           "UPDATE_CONFIG", "UPDATE_NODE", "UPDATE_PARTITION", "UPDATE_SCRIPTS", "responses"]

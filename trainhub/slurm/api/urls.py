@@ -16,6 +16,7 @@ urlpatterns = [
     path(CLUSTER, clusters.SlurmClusterDetail.as_view(), name="slurmcluster-detail"),
     path(f"{CLUSTER}/partitions/<str:partition>", clusters.SlurmPartitionDetail.as_view(),
          name="slurmcluster-partition"),
+    path(f"{CLUSTER}/nodes/<str:node>", clusters.SlurmNodeDetail.as_view(), name="slurmcluster-node"),
     path(f"{CLUSTER}/jobs", jobs.SlurmJobCollection.as_view(), name="slurmjob-collection"),
     path(f"{JOB}:cancel", jobs.SlurmJobCancel.as_view(), name="slurmjob-cancel"),
     path(f"{JOB}:hold", jobs.SlurmJobHold.as_view(), name="slurmjob-hold"),

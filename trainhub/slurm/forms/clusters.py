@@ -96,6 +96,13 @@ class ScriptsForm(forms.Form):
             self.add_error(None, error.message)
 
 
+class NodeFeaturesForm(forms.Form):
+    """scontrol update NodeName=N AvailableFeatures=... ActiveFeatures=... (empty active: all available)."""
+
+    available = forms.CharField(required=False, max_length=1024)
+    active = forms.CharField(required=False, max_length=1024)
+
+
 class NodeStateForm(forms.Form):
     state = forms.ChoiceField(choices=[("DRAIN", "Drain"), ("UP", "Resume")])
     reason = forms.CharField(required=False, max_length=200)

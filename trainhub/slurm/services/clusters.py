@@ -16,6 +16,7 @@ from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodePool, NodeState
 from trainhub.inventory.services import NodesUnavailable, node_set_state, nodes_dedicate, nodes_release
+from trainhub.slurm import features
 from trainhub.slurm.clusterspec import (
     CLUSTER_ID,
     SPEC,
@@ -289,3 +290,35 @@ def node_state_set(*, cluster: SlurmCluster, node: Node, state: str, reason: str
               now=now)
         request_pass(cluster)
     return node
+
+
+def node_features_set(*, cluster: SlurmCluster, node: Node, available: str, active: str | None, actor: str,
+                      now: dt.datetime | None = None) -> SlurmCluster:
+    """``scontrol update NodeName=N AvailableFeatures=a100,ib [ActiveFeatures=a100]``: without
+    ActiveFeatures the active ones are the available ones (slurm.conf's ``Features=``); active ones
+    must be available (scontrol's ``Active features not subset of available features``)."""
+    if node.dedicated_to != cluster.owner_key:
+        raise ApiError(404, f"Node {node.name} is not a node of cluster {cluster.cluster_id}.")
+    parsed: dict[str, tuple[str, ...]] = {}
+    texts = {"availableFeatures": available, "activeFeatures": available if active is None else active}
+    for field_name, text in texts.items():
+        try:
+            parsed[field_name] = features.parse_node_features(text)
+        except features.FeatureError as exc:
+            raise invalid_argument([FieldViolation(field_name, str(exc))]) from exc
+    if not set(parsed["activeFeatures"]) <= set(parsed["availableFeatures"]):
+        raise invalid_argument([FieldViolation("activeFeatures", features.NOT_SUBSET)])
+    now = now or timezone.now()
+    with transaction.atomic():
+        cluster = _locked(cluster)
+        old = cluster.node_features.get(node.name)
+        new = {"available": list(parsed["availableFeatures"]), "active": list(parsed["activeFeatures"])}
+        if new["available"]:
+            cluster.node_features[node.name] = new
+        else:
+            cluster.node_features.pop(node.name, None)
+        cluster.update_time = now
+        cluster.save(update_fields=["node_features", "update_time"])
+        audit(cluster, actor=actor, subject=f"features of node {node.name}", old=old, new=new, now=now)
+        request_pass(cluster)
+    return cluster

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
-from trainhub.slurm import arrays, dependency, hostlist, jobenv, scheduler, snapshot
+from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
 from trainhub.slurm import limits
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
 from trainhub.slurm.models import Hold, JobState, SlurmCluster, SlurmJob, SlurmUser
@@ -113,13 +113,14 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState) -> tuple[Sb
     """The options that say where a job may run and how much of a node it takes, as the job's
     fields; --gpus and --gpus-per-task become GPUs per node (--gpus spread evenly over the nodes,
     --gpus-per-task times the tasks per node). Refusals are slurmctld's: a node name it does not
-    know, a --constraint (trainhub's nodes have no features), two memory options (sbatch's)."""
+    know, a --constraint over 1024 characters (before the job takes an id; its syntax and features
+    are checked with the node configuration), two memory options (sbatch's)."""
     try:
         check_memory(options)
     except SbatchError as exc:
         raise _refuse(str(exc)) from exc
-    if options.constraint:
-        raise _refuse(SUBMIT_FAILED + "Invalid feature specification")
+    if options.constraint is not None and len(options.constraint) > features.MAX_CONSTRAINT_LENGTH:
+        raise _refuse(SUBMIT_FAILED + features.TOO_LONG)
     known = {node.name for node in state.nodes.values()}
     required, excluded = _hosts(options.nodelist), _hosts(options.exclude)
     if not set(required + excluded) <= known:
@@ -135,16 +136,39 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState) -> tuple[Sb
         mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
         req_nodes=hostlist.compress(required), exc_nodes=hostlist.compress(excluded), exclusive=bool(options.exclusive),
         export=options.export or "", signal=options.signal or "", mail_type=options.mail_type or "",
-        mail_user=options.mail_user or "")
+        mail_user=options.mail_user or "",
+        features=None if options.constraint is None else features.stored_constraint(options.constraint))
 
 
-def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str) -> str | None:
-    """What no node of the partition can satisfy (slurmctld refuses it at submit): too few nodes, a -w
-    node outside the partition or too small, too few nodes big enough (memory only where it is a
-    consumable resource). -x is no reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted)."""
+def _feature_error(request: SbatchOptions, members: list[snapshot.NodeInfo]) -> tuple[str | None, list]:
+    """-C/--constraint: slurmctld's Invalid feature specification for bad syntax or a feature no node
+    of the partition has (fixtures/22.05/constraint: ``tpu``, ``a100&&ib``); else the partition's
+    nodes whose active features satisfy it."""
+    if not request.constraint:
+        return None, members
+    try:
+        constraint = features.parse_constraint(request.constraint)
+    except features.FeatureError as exc:
+        return str(exc), []
+    if not constraint.names <= {name for node in members for name in node.available_features}:
+        return features.INVALID_FEATURE, []
+    return None, [node for node in members if constraint.satisfied_by(node.active_features)]
+
+
+def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str, *,
+                       held: bool) -> str | None:
+    """What no node of the partition can satisfy (slurmctld refuses it at submit): too few nodes, an
+    invalid constraint, a -w node outside the partition or too small, too few nodes big enough
+    (memory only where it is a consumable resource) or with the constraint's features. -x is no
+    reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted), and a held job is not
+    tested against the nodes (fixtures/22.05/constraint: held ``-C a100&v100`` and ``-N 3 -C a100``
+    are accepted, unheld refused)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     if nodes > len(members):
         return INVALID_NODE_COUNT
+    error, members = _feature_error(request, members)
+    if error or held:
+        return error
     required = set(_hosts(request.nodelist))
     tasks_per_node = -(-(request.ntasks or nodes) // nodes)
     cpus = tasks_per_node * (request.cpus_per_task or 1)
@@ -256,7 +280,7 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         raise _refuse(SUBMIT_FAILED + str(exc)) from exc
     options, placement = _placement(options, state)
     nodes = max(options.nodes or 1, len(_hosts(options.nodelist)))
-    node_error = _node_config_error(options, nodes, state, partition)
+    node_error = _node_config_error(options, nodes, state, partition, held=bool(options.hold))
     if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),

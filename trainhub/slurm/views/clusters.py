@@ -1,8 +1,11 @@
 """Cluster pages: the list, a cluster's detail (partitions, nodes, config, scripts, audit), the
-slurm.conf download, and the admin edits (config keys, scripts, partition options, node state)."""
+slurm.conf download, and the admin edits (config keys, scripts, partition options, node state and features)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -11,8 +14,16 @@ from django.views.decorators.http import require_POST
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.common.pages import html_page
+from trainhub.inventory.models import Node
 from trainhub.slurm import selectors
-from trainhub.slurm.forms.clusters import ConfigForm, NodeStateForm, PartitionForm, ScriptsForm, key_value_text
+from trainhub.slurm.forms.clusters import (
+    ConfigForm,
+    NodeFeaturesForm,
+    NodeStateForm,
+    PartitionForm,
+    ScriptsForm,
+    key_value_text,
+)
 from trainhub.slurm.models import Partition, SlurmCluster
 from trainhub.slurm.services import clusters as services
 from trainhub.slurm.slurmconf import cluster_slurm_conf
@@ -36,8 +47,11 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
 def cluster_detail(request: HttpRequest, project: str, location: str, cluster: str) -> HttpResponse:
     cluster_obj = cluster_for(request, project, location, cluster)
     context = cluster_context(request, cluster_obj, "detail")
+    nodes = selectors.cluster_nodes(cluster=cluster_obj)
+    features = {name: {kind: ",".join(names) for kind, names in lists.items()}
+                for name, lists in cluster_obj.node_features.items()}
     context.update(partitions=selectors.cluster_partitions(cluster=cluster_obj),
-                   nodes=selectors.cluster_nodes(cluster=cluster_obj),
+                   nodes=[(node, features.get(node.name, {})) for node in nodes],
                    audit=selectors.cluster_audit(cluster=cluster_obj))
     return render(request, "slurm/cluster_detail.html", context)
 
@@ -112,20 +126,38 @@ def partition_edit(request: HttpRequest, project: str, location: str, cluster: s
                                                               "TRESBillingWeights, AllowAccounts, AllowQos, QOS"})
 
 
+def _node_form(request: HttpRequest, project: str, location: str, cluster: str, node: str,
+               form_class: type[forms.Form], change: Callable[[SlurmCluster, Node, dict, str], str]) -> HttpResponse:
+    """An admin's form on one node of the cluster page: ``change(cluster, node, cleaned data, actor)``
+    applies it and says what it did; errors come back as messages."""
+    cluster_obj = cluster_for(request, project, location, cluster, ADMIN)
+    node_obj = selectors.cluster_node(cluster=cluster_obj, name=node)
+    form = form_class(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()))
+        return _back(cluster_obj)
+    try:
+        messages.success(request, change(cluster_obj, node_obj, form.cleaned_data, request.user.get_username()))
+    except ApiError as error:
+        messages.error(request, error.message)
+    return _back(cluster_obj)
+
+
+@require_POST
+@html_page
+def node_features(request: HttpRequest, project: str, location: str, cluster: str, node: str) -> HttpResponse:
+    def change(cluster_obj: SlurmCluster, node_obj: Node, data: dict, actor: str) -> str:
+        services.node_features_set(cluster=cluster_obj, node=node_obj, available=data["available"],
+                                   active=data["active"] or None, actor=actor)
+        return f"Node {node_obj.name} features updated."
+    return _node_form(request, project, location, cluster, node, NodeFeaturesForm, change)
+
+
 @require_POST
 @html_page
 def node_state(request: HttpRequest, project: str, location: str, cluster: str, node: str) -> HttpResponse:
-    cluster_obj = cluster_for(request, project, location, cluster, ADMIN)
-    node_obj = next((n for n in selectors.cluster_nodes(cluster=cluster_obj) if n.name == node), None)
-    if node_obj is None:
-        raise ApiError(404, f"Node {node} is not a node of cluster {cluster_obj.cluster_id}.")
-    form = NodeStateForm(request.POST)
-    if form.is_valid():
-        try:
-            services.node_state_set(cluster=cluster_obj, node=node_obj, state=form.cleaned_data["state"],
-                                    reason=form.cleaned_data["reason"], actor=request.user.get_username())
-        except ApiError as error:
-            messages.error(request, error.message)
-        else:
-            messages.success(request, f"Node {node} is now {form.cleaned_data['state']}.")
-    return _back(cluster_obj)
+    def change(cluster_obj: SlurmCluster, node_obj: Node, data: dict, actor: str) -> str:
+        services.node_state_set(cluster=cluster_obj, node=node_obj, state=data["state"], reason=data["reason"],
+                                actor=actor)
+        return f"Node {node_obj.name} is now {data['state']}."
+    return _node_form(request, project, location, cluster, node, NodeStateForm, change)
