@@ -8,19 +8,19 @@ from django.test import Client
 
 from tests.agent.harness import join_nodes
 from tests.conftest import later
-from tests.slurm.conftest import SRUN_FIXTURES, make_job, start_job
+from tests.slurm.conftest import SRUN_FIXTURES, STEPS_FIXTURES, make_job, start_job
 from trainhub.slurm import reports
 from trainhub.inventory.models import Node
 from trainhub.inventory.assignments import node_assignments
-from trainhub.slurm.models import JobNode, JobRun, JobState, NodePhase, SlurmJob, StepNode
-from trainhub.slurm.services.steps import step_credential
+from trainhub.slurm.models import JobNode, JobRun, JobState, JobStep, NodePhase, SlurmJob, StepNode
+from trainhub.slurm.services.steps import step_credential, step_node_finished
 
 pytestmark = pytest.mark.django_db
 
 
 def running(cluster, now, nodes=("a4-0", "a4-1"), **fields) -> SlurmJob:
     """A job whose batch script runs (every node past its prolog)."""
-    job = make_job(cluster, num_nodes=len(nodes), gpus_per_node=2, now=now, **fields)
+    job = make_job(cluster, num_nodes=len(nodes), now=now, **{"gpus_per_node": 2, **fields})
     start_job(job, list(nodes), now=now)
     JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
     return job
@@ -47,7 +47,7 @@ def test_srun_creates_numbered_steps_laid_out_over_the_allocation(cluster, now):
     first = srun(job, label=True)
     assert first.status_code == 200, first.content
     assert first.json() == {"stepId": 0, "jobId": job.job_id, "nodeList": "a4-[0-1]", "numTasks": 4}
-    assert srun(job, nodes=1, tasks=1).json()["stepId"] == 1
+    assert srun(job, nodes=1, tasks=1, overlap=True).json()["stepId"] == 1
     assert [(p.job_node.node.name, p.task_ids, p.gpu_indices) for p in StepNode.objects.filter(step__step_id=0)] == [
         ("a4-0", [0, 1], [0, 1]), ("a4-1", [2, 3], [0, 1])]
 
@@ -62,6 +62,49 @@ def test_only_the_batch_host_gets_the_credential_and_every_node_its_tasks(cluste
             for d in documents.values()] == [([0], [0], ["a4-0", "a4-1"], 0), ([1], [0], ["a4-0", "a4-1"], 1)]
 
 
+def finish(step_id, now):
+    for part in StepNode.objects.filter(step__step_id=step_id):
+        step_node_finished(step_node=part, exits=[(task, 0, 0) for task in part.task_ids], now=now)
+
+
+def test_a_step_waits_while_running_steps_hold_what_it_needs(cluster, now):
+    """fixtures/22.05/steps/out-1.txt: the second srun --gres=gpu:8 waits for the first to end, then
+    gets the next step id."""
+    job = running(cluster, now, nodes=("a4-0",), num_tasks=1, gpus_per_node=8)
+    assert srun(job, tasks=1, gpusPerNode=8).json()["stepId"] == 0
+    waiting = srun(job, tasks=1, gpusPerNode=8)
+    assert (waiting.status_code, waiting.json()) == (
+        202, {"jobId": job.job_id, "retry": True, "reason": "Requested nodes are busy"})
+    assert JobStep.objects.filter(job=job).count() == 1
+    finish(0, later(now, 8))
+    assert srun(job, tasks=1, gpusPerNode=8).json()["stepId"] == 1
+
+
+def test_exact_steps_share_the_cpus_and_take_different_gpus(cluster, now):
+    """fixtures/22.05/steps/out-3.txt and sacct.txt: --exact steps of one CPU each run side by side."""
+    job = running(cluster, now, nodes=("a4-0",), num_tasks=2, gpus_per_node=2)
+    assert srun(job, tasks=1, exact=True, gpusPerNode=1).status_code == 200
+    assert srun(job, tasks=1, exact=True, gpusPerNode=1).status_code == 200
+    assert srun(job, tasks=1, exact=True, gpusPerNode=0).status_code == 202  # no CPU left
+    assert [(p.step.step_id, p.cpus, p.gpu_indices) for p in StepNode.objects.order_by("step__step_id")] == [
+        (0, 1, [0]), (1, 1, [1])]
+    finish(0, now)
+    assert srun(job, tasks=1, exact=True).status_code == 202  # without --gres: every GPU of the job
+    assert srun(job, tasks=1, exact=True, gpusPerNode=1).json()["stepId"] == 2
+    rows = reports.sacct(cluster, now=now, viewer="uma", jobs=str(job.job_id), fields=["JobID", "AllocCPUS"]).rows()
+    assert [(row["JobID"], row["AllocCPUS"]) for row in rows] == [(str(job.job_id), 2)] + [
+        (f"{job.job_id}.{n}", 1) for n in range(3)]
+
+
+def test_a_step_that_can_never_fit_fails_with_sruns_lines(cluster, now):
+    """fixtures/22.05/steps/out-5.txt (job 5: 2 CPUs, 2 GPUs): srun prints each line after ``srun: error: ``."""
+    job = running(cluster, now, nodes=("a4-0",), num_tasks=2, gpus_per_node=2)
+    recorded = (STEPS_FIXTURES / "out-5.txt").read_text().replace("job 5", f"job {job.job_id}").splitlines()
+    errors = [line.removeprefix("srun: error: ") for line in recorded if line.startswith("srun: error: ")]
+    assert srun(job, gpusPerNode=4).json()["error"]["message"] == "\n".join(errors[:2])
+    assert srun(job, tasks=3).json()["error"]["message"] == errors[2]
+
+
 @pytest.mark.parametrize("body, reason", [
     ({"nodes": 3}, "Requested node configuration is not available"),
     ({"gpusPerNode": 3}, "Invalid generic resource (gres) specification"),
@@ -70,11 +113,12 @@ def test_a_step_the_allocation_cannot_hold_is_refused_with_sruns_reason(cluster,
     job = running(cluster, now)
     answer = srun(job, **body)
     assert answer.status_code == 400
-    assert answer.json()["error"]["message"] == f"Unable to create step for job {job.job_id}: {reason}"
+    assert answer.json()["error"]["message"].splitlines()[-1] == f"Unable to create step for job {job.job_id}: {reason}"
 
 
 @pytest.mark.parametrize("body", [{"argv": []}, {"argv": [""]}, {"argv": "hostname"}, {"nodes": 0},
-                                  {"tasks": "two"}, {"gpusPerNode": -1}, {"environment": {"A": 1}}])
+                                  {"tasks": "two"}, {"gpusPerNode": -1}, {"environment": {"A": 1}},
+                                  {"srunPid": -1}, {"srunHost": 7}])
 def test_bad_step_requests_are_clean_400s(cluster, now, body):
     answer = srun(running(cluster, now), **body)
     assert answer.status_code == 400 and answer.json()["error"]["status"] == "INVALID_ARGUMENT"
@@ -150,3 +194,4 @@ def test_the_accounting_page_lists_steps_below_their_job_unless_asked_for_alloca
     assert f">{job.job_id}</a>.batch " in shown and f">{job.job_id}</a>.0 " in shown
     allocations = browser("uma").get(page, {"jobs": str(job.job_id), "allocations": "on"}).content.decode()
     assert ".batch" not in allocations and f">{job.job_id}</a> " in allocations
+

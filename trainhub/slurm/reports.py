@@ -384,7 +384,8 @@ def _step_tres(cpus: int, gpus: int, nodes: int) -> str:
 
 
 def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.SacctJob]:
-    """The run's batch script (``JOBID.batch``, on the batch host) and its srun steps (``JOBID.N``)."""
+    """The run's batch script (``JOBID.batch``, on the batch host) and its srun steps (``JOBID.N``,
+    with the CPUs each held: all of the job's on its nodes, or what ``srun --exact`` took)."""
     nodes = {pk: (name, cpus, len(gpus)) for pk, name, cpus, gpus in JobNode.objects.filter(
         job=job, run_index=run.index).values_list("pk", "node__name", "cpus", "gpu_indices")}
     batch = next((pk for pk in JobNode.objects.filter(job=job, run_index=run.index, batch_host=True)
@@ -392,8 +393,7 @@ def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.
     records = []
 
     def record(job_id: str, name: str, state: str, exit_code: int | None, signal: int, start: dt.datetime,
-               end: dt.datetime | None, on: list[int], ntasks: int, gpus: int) -> formats.SacctJob:
-        cpus = sum(nodes[pk][1] for pk in on)
+               end: dt.datetime | None, on: list[int], ntasks: int, cpus: int, gpus: int) -> formats.SacctJob:
         return formats.SacctJob(
             job_id=job_id, name=name, partition="", account=job.account, alloc_cpus=cpus, state=state,
             exit_code=f"{exit_code or 0}:{signal or 0}", elapsed_seconds=int(((end or now) - start).total_seconds()),
@@ -404,13 +404,13 @@ def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.
         records.append(record(f"{job.job_id}.batch", "batch", run.batch_state, run.batch_exit_code,
                               run.batch_exit_signal, run.start_time,
                               run.end_time if run.batch_state != JobState.RUNNING else None, [batch], 1,
-                              nodes[batch][2]))
+                              nodes[batch][1], nodes[batch][2]))
     for step in JobStep.objects.filter(job=job, run_index=run.index).prefetch_related(
             Prefetch("step_nodes", queryset=StepNode.objects.order_by("node_index"))):
         parts = list(step.step_nodes.all())
         records.append(record(f"{job.job_id}.{step.step_id}", step.name, step.state, step.exit_code, step.exit_signal,
                               step.start_time, step.end_time, [part.job_node_id for part in parts], step.num_tasks,
-                              sum(len(part.gpu_indices) for part in parts)))
+                              sum(part.cpus for part in parts), sum(len(part.gpu_indices) for part in parts)))
     return records
 
 
