@@ -13,6 +13,7 @@ from trainhub.slurm import reports
 from trainhub.inventory.models import Node
 from trainhub.inventory.assignments import node_assignments
 from trainhub.slurm.models import JobNode, JobRun, JobState, JobStep, NodePhase, SlurmJob, StepNode
+from trainhub.inventory.assignments import project_identity
 from trainhub.slurm.services.steps import step_credential, step_node_finished
 
 pytestmark = pytest.mark.django_db
@@ -195,3 +196,77 @@ def test_the_accounting_page_lists_steps_below_their_job_unless_asked_for_alloca
     allocations = browser("uma").get(page, {"jobs": str(job.job_id), "allocations": "on"}).content.decode()
     assert ".batch" not in allocations and f">{job.job_id}</a> " in allocations
 
+
+# --- scontrol show step (fixtures/22.05/steps/scontrol-step-*.txt, srun/scontrol-step-2.txt) ----
+
+def as_recorded(text: str, job, uid: int) -> str:
+    """A recording with this cluster's values where they differ by nature: node names, the job id,
+    the uid the tasks run as (Slurm: alice's 1001)."""
+    return (text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0").replace("UserId=1001", f"UserId={uid}")
+            .replace("StepId=1.", f"StepId={job.job_id}.").replace("StepId=2.", f"StepId={job.job_id}."))
+
+
+def recorded_start(text: str):
+    import datetime as dt
+
+    stamp = text.split("StartTime=", 1)[1].split()[0]
+    return dt.datetime.fromisoformat(stamp).replace(tzinfo=dt.timezone.utc)
+
+
+def gpu_job_with_a_step(cluster):
+    """Job 1 of fixtures/22.05/steps.sh while its first step runs: one node, 8 GPUs, srun -n1 --gres=gpu:8."""
+    text = (STEPS_FIXTURES / "scontrol-step-1.0.txt").read_text()
+    start = recorded_start(text)
+    job = running(cluster, start, nodes=("a4-0",), num_tasks=1, gpus_per_node=8, partition="batch")
+    JobRun.objects.filter(job=job).update(batch_state=JobState.RUNNING, start_time=start)
+    srun(job, argv=["sleep", "8"], tasks=1, gpusPerNode=8, srunHost="vm", srunPid=14426, time=start.timestamp())
+    return job, text
+
+
+def test_scontrol_show_step_prints_a_running_step_as_slurm_does(cluster, now):
+    job, text = gpu_job_with_a_step(cluster)
+    uid = project_identity(cluster.project_id)["uid"]
+    assert reports.scontrol_steps(cluster, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
+
+
+def test_scontrol_show_step_of_a_job_lists_its_batch_script_first(cluster, now):
+    """scontrol-step-1.txt without its last paragraph: the step still waiting (``1.TDB``) is not listed here."""
+    job, _ = gpu_job_with_a_step(cluster)
+    uid = project_identity(cluster.project_id)["uid"]
+    recorded = (STEPS_FIXTURES / "scontrol-step-1.txt").read_text()
+    expected = as_recorded(recorded[:recorded.index("StepId=1.TDB")], job, uid)
+    assert reports.scontrol_steps(cluster, step=str(job.job_id)).text == expected
+    assert reports.scontrol_steps(cluster).text == expected
+    assert reports.scontrol_steps(cluster, step=f"{job.job_id}.batch").text == expected.split("\n\n")[0] + "\n\n"
+
+
+def test_scontrol_show_step_without_srun_options_has_no_tres_per_lines(cluster, now):
+    """srun/scontrol-step-2.txt: ``srun sleep 300`` in a two-node job."""
+    text = (SRUN_FIXTURES / "scontrol-step-2.txt").read_text()
+    start = recorded_start(text)
+    job = running(cluster, start, num_tasks=2, gpus_per_node=0, partition="batch")
+    srun(job, argv=["sleep", "300"], srunHost="vm", srunPid=14151, time=start.timestamp())
+    uid = project_identity(cluster.project_id)["uid"]
+    assert reports.scontrol_steps(cluster, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
+
+
+def test_scontrol_show_step_of_a_missing_step_says_so(cluster, now):
+    """scontrol-step-missing.txt (exit status 1: no rows)."""
+    job, _ = gpu_job_with_a_step(cluster)
+    report = reports.scontrol_steps(cluster, step=f"{job.job_id}.7")
+    expected = (STEPS_FIXTURES / "scontrol-step-missing.txt").read_text().replace("1.7", f"{job.job_id}.7")
+    assert (report.text, report.items) == (expected, [])
+    with pytest.raises(ValueError, match="Invalid job step id: 1.x"):
+        reports.scontrol_steps(cluster, step="1.x")
+
+
+def test_scontrol_show_step_over_rest_needs_membership_and_a_valid_id(cluster, now, api):
+    job, _ = gpu_job_with_a_step(cluster)
+    url = "/v1/projects/alpha/locations/us-central1/slurmClusters/c1/steps"
+    answer = api("uma").get(url, {"step": f"{job.job_id}.0"})
+    assert answer.status_code == 200
+    assert [(row["stepId"], row["tresPerNode"]) for row in answer.json()["rows"]] == [(f"{job.job_id}.0", "gres:gpu:8")]
+    assert answer.json()["text"].startswith(f"StepId={job.job_id}.0 ")
+    assert api("mallory").get(url).status_code == 404
+    bad = api("uma").get(url, {"step": "x.0"})
+    assert bad.status_code == 400 and bad.json()["error"]["details"][0]["fieldViolations"][0]["field"] == "step"

@@ -22,6 +22,7 @@ from django.db import connection
 from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, When
 from django.db.models.functions import Coalesce
 
+from trainhub.inventory.assignments import project_identity
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import arrays, formats, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
@@ -171,28 +172,68 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
 
 
-def squeue_steps(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", jobs: str = "") -> Report:
-    """squeue -s: the running jobs' running steps, by job id, numbered steps before the batch script
-    (slurmctld sorts the batch step's id, 0xfffffffb, after every other)."""
+def _running_steps(cluster: SlurmCluster, *, user: str = "",
+                   jobs: str = "") -> list[tuple[SlurmJob, list[JobStep], JobRun | None, JobNode | None]]:
+    """The running jobs (by job id) with their current run's running steps, and the run and batch
+    host while the batch script runs."""
     rows = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).order_by("job_id")
     if user:
         rows = rows.filter(user_name__in=_names(user))
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
-    items = []
+    found = []
     for job in rows:
+        steps = list(JobStep.objects.filter(job=job, run_index=job.restart_count, state=JobState.RUNNING)
+                     .prefetch_related("step_nodes"))
+        run = JobRun.objects.filter(job=job, index=job.restart_count, batch_state=JobState.RUNNING).first()
+        batch = JobNode.objects.filter(job=job, run_index=job.restart_count, batch_host=True).select_related(
+            "node").first()
+        found.append((job, steps, run, batch if run is not None else None))
+    return found
+
+
+def squeue_steps(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", jobs: str = "") -> Report:
+    """squeue -s: the running jobs' running steps, by job id, numbered steps before the batch script
+    (slurmctld sorts the batch step's id, 0xfffffffb, after every other)."""
+    items = []
+    for job, steps, run, batch in _running_steps(cluster, user=user, jobs=jobs):
         def item(step_id: str, name: str, start: dt.datetime, nodelist: str) -> formats.SqueueJob:
             return formats.SqueueJob(job_id=step_id, partition=job.partition, name=name, user=job.user_name,
                                      state="RUNNING", elapsed_seconds=int((now - start).total_seconds()),
                                      nodelist=nodelist)
 
-        items += [item(f"{job.job_id}.{step.step_id}", step.name, step.start_time, step.node_list)
-                  for step in JobStep.objects.filter(job=job, run_index=job.restart_count, state=JobState.RUNNING)]
-        run = JobRun.objects.filter(job=job, index=job.restart_count, batch_state=JobState.RUNNING).first()
-        batch = JobNode.objects.filter(job=job, run_index=job.restart_count, batch_host=True).first()
-        if run is not None and batch is not None:
+        items += [item(f"{job.job_id}.{step.step_id}", step.name, step.start_time, step.node_list) for step in steps]
+        if batch is not None:
             items.append(item(f"{job.job_id}.batch", "batch", run.start_time, batch.node.name))
     return Report(formats.squeue_steps_text(items), items, formats.squeue_rows)
+
+
+def scontrol_steps(cluster: SlurmCluster, *, step: str = "") -> Report:
+    """``scontrol show step [JOBID[.STEPID]]``: the running steps, each job's batch script first
+    (fixtures/22.05/steps/scontrol-step-1.txt), UserId the project's uid that the tasks run as.
+    Raises ValueError for a ``step`` that is not JOBID, JOBID.STEPID or JOBID.batch."""
+    job_id, _, step_id = step.partition(".")
+    if step and not (job_id.isdigit() and (step_id == "" or step_id == "batch" or step_id.isdigit())):
+        raise ValueError(f"Invalid job step id: {step}")
+    uid = project_identity(cluster.project_id)["uid"]
+    items = []
+    for job, steps, run, batch in _running_steps(cluster, jobs=job_id):
+        if batch is not None and step_id in ("", "batch"):
+            items.append(formats.ScontrolStep(
+                step_id=f"{job.job_id}.batch", user_id=uid, start=run.start_time, partition=job.partition,
+                node_list=batch.node.name, nodes=1, tasks=1, name="batch", batch=True))
+        for running in steps:
+            if step_id not in ("", str(running.step_id)):
+                continue
+            parts = list(running.step_nodes.all())
+            cpus = sum(part.cpus for part in parts)
+            items.append(formats.ScontrolStep(
+                step_id=f"{job.job_id}.{running.step_id}", user_id=uid, start=running.start_time,
+                partition=job.partition, node_list=running.node_list, nodes=len(parts), tasks=running.num_tasks,
+                name=running.name, cpus=cpus, tres=_step_tres(cpus, sum(len(p.gpu_indices) for p in parts), len(parts)),
+                srun_host=running.srun_host, srun_pid=running.srun_pid, tres_per_step=running.tres_per_step,
+                tres_per_node=running.tres_per_node))
+    return Report(formats.scontrol_step_text(items, asked=step), items, formats.scontrol_step_rows)
 
 
 # --- sprio --------------------------------------------------------------------------------------
