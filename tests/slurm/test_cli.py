@@ -156,6 +156,6 @@ def test_scontrol_show_step_prints_the_running_steps(cli, accounts, now):
                 label=False, now=now, srun_host="vm", srun_pid=7)
     uma = cli("uma")
     code, out, err = uma("scontrol", "show", "step", f"{job.job_id}.0")
-    assert (code, out, err) == (0, reports.scontrol_steps(accounts, step=f"{job.job_id}.0").text, "")
+    assert (code, out, err) == (0, reports.scontrol_steps(accounts, now=now, step=f"{job.job_id}.0").text, "")
     assert out.startswith(f"StepId={job.job_id}.0 ") and "   TresPerStep=cpu:1\n" in out
     assert uma("scontrol", "show", "step", f"{job.job_id}.5") == (1, f"Job step {job.job_id}.5 not found\n", "")

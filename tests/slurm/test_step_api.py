@@ -214,30 +214,41 @@ def recorded_start(text: str):
 
 
 def gpu_job_with_a_step(cluster):
-    """Job 1 of fixtures/22.05/steps.sh while its first step runs: one node, 8 GPUs, srun -n1 --gres=gpu:8."""
+    """Job 1 of fixtures/22.05/steps.sh 4 s after its first srun: one node, 8 GPUs, the first step
+    (srun -n1 --gres=gpu:8) running and a second srun asking the same, waiting. Returns the job,
+    the recording of step 1.0 and the recording's moment."""
     text = (STEPS_FIXTURES / "scontrol-step-1.0.txt").read_text()
     start = recorded_start(text)
     job = running(cluster, start, nodes=("a4-0",), num_tasks=1, gpus_per_node=8, partition="batch")
     JobRun.objects.filter(job=job).update(batch_state=JobState.RUNNING, start_time=start)
     srun(job, argv=["sleep", "8"], tasks=1, gpusPerNode=8, srunHost="vm", srunPid=14426, time=start.timestamp())
-    return job, text
+    waiting = srun(job, argv=["hostname"], tasks=1, gpusPerNode=8, srunHost="vm", srunPid=14598,
+                   time=later(start, 4).timestamp())
+    assert waiting.status_code == 202
+    return job, text, later(start, 4)
 
 
 def test_scontrol_show_step_prints_a_running_step_as_slurm_does(cluster, now):
-    job, text = gpu_job_with_a_step(cluster)
+    job, text, moment = gpu_job_with_a_step(cluster)
     uid = project_identity(cluster.project_id)["uid"]
-    assert reports.scontrol_steps(cluster, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
+    assert reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
 
 
-def test_scontrol_show_step_of_a_job_lists_its_batch_script_first(cluster, now):
-    """scontrol-step-1.txt without its last paragraph: the step still waiting (``1.TDB``) is not listed here."""
-    job, _ = gpu_job_with_a_step(cluster)
+def test_scontrol_show_step_of_a_job_lists_its_batch_script_first_and_a_waiting_srun_last(cluster, now):
+    """scontrol-step-1.txt and scontrol-step-all.txt, byte for byte but for names, ids and times."""
+    job, _, moment = gpu_job_with_a_step(cluster)
     uid = project_identity(cluster.project_id)["uid"]
-    recorded = (STEPS_FIXTURES / "scontrol-step-1.txt").read_text()
-    expected = as_recorded(recorded[:recorded.index("StepId=1.TDB")], job, uid)
-    assert reports.scontrol_steps(cluster, step=str(job.job_id)).text == expected
-    assert reports.scontrol_steps(cluster).text == expected
-    assert reports.scontrol_steps(cluster, step=f"{job.job_id}.batch").text == expected.split("\n\n")[0] + "\n\n"
+    expected = as_recorded((STEPS_FIXTURES / "scontrol-step-1.txt").read_text(), job, uid)
+    assert reports.scontrol_steps(cluster, now=moment, step=str(job.job_id)).text == expected
+    assert reports.scontrol_steps(cluster, now=moment).text == as_recorded(
+        (STEPS_FIXTURES / "scontrol-step-all.txt").read_text(), job, uid)
+    assert reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.batch").text == (
+        expected.split("\n\n")[0] + "\n\n")
+    # an srun that stopped asking is no longer waiting; one whose step was created neither
+    assert "TDB" not in reports.scontrol_steps(cluster, now=later(moment, 11)).text
+    finish(0, later(moment, 4))
+    srun(job, argv=["hostname"], tasks=1, gpusPerNode=8, srunHost="vm", srunPid=14598, time=later(moment, 4).timestamp())
+    assert "TDB" not in reports.scontrol_steps(cluster, now=later(moment, 4)).text
 
 
 def test_scontrol_show_step_without_srun_options_has_no_tres_per_lines(cluster, now):
@@ -247,21 +258,21 @@ def test_scontrol_show_step_without_srun_options_has_no_tres_per_lines(cluster, 
     job = running(cluster, start, num_tasks=2, gpus_per_node=0, partition="batch")
     srun(job, argv=["sleep", "300"], srunHost="vm", srunPid=14151, time=start.timestamp())
     uid = project_identity(cluster.project_id)["uid"]
-    assert reports.scontrol_steps(cluster, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
+    assert reports.scontrol_steps(cluster, now=start, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
 
 
 def test_scontrol_show_step_of_a_missing_step_says_so(cluster, now):
     """scontrol-step-missing.txt (exit status 1: no rows)."""
-    job, _ = gpu_job_with_a_step(cluster)
-    report = reports.scontrol_steps(cluster, step=f"{job.job_id}.7")
+    job, _, moment = gpu_job_with_a_step(cluster)
+    report = reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.7")
     expected = (STEPS_FIXTURES / "scontrol-step-missing.txt").read_text().replace("1.7", f"{job.job_id}.7")
     assert (report.text, report.items) == (expected, [])
     with pytest.raises(ValueError, match="Invalid job step id: 1.x"):
-        reports.scontrol_steps(cluster, step="1.x")
+        reports.scontrol_steps(cluster, now=moment, step="1.x")
 
 
 def test_scontrol_show_step_over_rest_needs_membership_and_a_valid_id(cluster, now, api):
-    job, _ = gpu_job_with_a_step(cluster)
+    job, _, _ = gpu_job_with_a_step(cluster)
     url = "/v1/projects/alpha/locations/us-central1/slurmClusters/c1/steps"
     answer = api("uma").get(url, {"step": f"{job.job_id}.0"})
     assert answer.status_code == 200

@@ -470,6 +470,27 @@ class StepNode(models.Model):
         constraints = [models.UniqueConstraint(fields=["step", "job_node"], name="slurm_step_node_identity")]
 
 
+class PendingStep(models.Model):
+    """An srun waiting for the CPUs or GPUs other steps hold (``scontrol show step``'s ``JOBID.TDB``):
+    refreshed at each of srun's requests, gone once its step is created."""
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="pending_steps")
+    run_index = models.PositiveIntegerField()
+    srun_host = models.CharField(max_length=255)
+    srun_pid = models.PositiveIntegerField()
+    node_list = models.CharField(max_length=1024)
+    num_nodes = models.PositiveIntegerField()
+    num_tasks = models.PositiveIntegerField()
+    cpus = models.PositiveIntegerField()
+    #: srun's last request: srun asks at least every second while it waits.
+    seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["job_id", "run_index", "id"]
+        constraints = [models.UniqueConstraint(fields=["job", "run_index", "srun_host", "srun_pid"],
+                                               name="slurm_pending_step_identity")]
+
+
 class StepLogLine(models.Model):
     """A line a step's task printed (srun prints it, prefixed with the task with ``-l``)."""
 

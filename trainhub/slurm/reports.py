@@ -28,8 +28,8 @@ from trainhub.slurm import arrays, formats, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
 from trainhub.slurm.hostlist import compress
-from trainhub.slurm.models import (ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase, SlurmCluster,
-                                   SlurmJob, StepNode)
+from trainhub.slurm.models import (ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase, PendingStep,
+                                   SlurmCluster, SlurmJob, StepNode)
 from trainhub.slurm.priority import PriorityBreakdown
 from trainhub.slurm.tres import format_tres
 
@@ -208,10 +208,15 @@ def squeue_steps(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", job
     return Report(formats.squeue_steps_text(items), items, formats.squeue_rows)
 
 
-def scontrol_steps(cluster: SlurmCluster, *, step: str = "") -> Report:
+#: An srun that has not asked for its step for this long is no longer waiting (it asks every second).
+PENDING_STEP_SECONDS = 10
+
+
+def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -> Report:
     """``scontrol show step [JOBID[.STEPID]]``: the running steps, each job's batch script first
-    (fixtures/22.05/steps/scontrol-step-1.txt), UserId the project's uid that the tasks run as.
-    Raises ValueError for a ``step`` that is not JOBID, JOBID.STEPID or JOBID.batch."""
+    and the sruns still waiting for theirs last (``JOBID.TDB``; fixtures/22.05/steps/scontrol-step-1.txt),
+    UserId the project's uid that the tasks run as. Raises ValueError for a ``step`` that is not
+    JOBID, JOBID.STEPID or JOBID.batch."""
     job_id, _, step_id = step.partition(".")
     if step and not (job_id.isdigit() and (step_id == "" or step_id == "batch" or step_id.isdigit())):
         raise ValueError(f"Invalid job step id: {step}")
@@ -233,6 +238,14 @@ def scontrol_steps(cluster: SlurmCluster, *, step: str = "") -> Report:
                 name=running.name, cpus=cpus, tres=_step_tres(cpus, sum(len(p.gpu_indices) for p in parts), len(parts)),
                 srun_host=running.srun_host, srun_pid=running.srun_pid, tres_per_step=running.tres_per_step,
                 tres_per_node=running.tres_per_node))
+        if step_id == "":
+            items += [formats.ScontrolStep(
+                step_id=f"{job.job_id}.TDB", user_id=uid, start=None, partition=job.partition,
+                node_list=waiting.node_list, nodes=waiting.num_nodes, tasks=waiting.num_tasks, name="",
+                cpus=waiting.cpus, srun_host=waiting.srun_host, srun_pid=waiting.srun_pid)
+                for waiting in PendingStep.objects.filter(
+                    job=job, run_index=job.restart_count,
+                    seen__gte=now - dt.timedelta(seconds=PENDING_STEP_SECONDS)).order_by("id")]
     return Report(formats.scontrol_step_text(items, asked=step), items, formats.scontrol_step_rows)
 
 

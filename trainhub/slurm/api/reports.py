@@ -109,7 +109,7 @@ def steps_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
                  page: slice | None = None) -> reports.Report:
     """scontrol show step [``step``]: ``step`` is JOBID, JOBID.STEPID or JOBID.batch."""
     try:
-        return reports.scontrol_steps(cluster, step=params.get("step", "").strip())
+        return reports.scontrol_steps(cluster, now=now, step=params.get("step", "").strip())
     except ValueError as exc:
         raise invalid_argument([FieldViolation("step", str(exc))], str(exc)) from exc
 

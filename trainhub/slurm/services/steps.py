@@ -20,7 +20,8 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 
 from trainhub.inventory.wake import nodes_wake
 from trainhub.slurm.hostlist import compress
-from trainhub.slurm.models import JobNode, JobState, JobStep, NodePhase, SlurmJob, StepLogLine, StepNode
+from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepLogLine,
+                                   StepNode)
 from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, layout, place
 
 _SALT = "trainhub.slurm.step-credential"
@@ -66,7 +67,8 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
                 request: StepRequest, label: bool, now: dt.datetime, srun_host: str = "",
                 srun_pid: int = 0) -> JobStep | None:
     """Lay the step out over the run's nodes and hand each node its tasks; None while the CPUs or
-    GPUs it needs are held by other running steps (srun retries). Raises StepRefused."""
+    GPUs it needs are held by other running steps (srun retries; the wait is recorded as a
+    PendingStep for scontrol show step). Raises StepRefused."""
     job = SlurmJob.objects.select_for_update().get(pk=job.pk)
     if job.state != JobState.RUNNING or job.restart_count != run_index:
         raise StepRefused(ALREADY_DONE)
@@ -76,11 +78,16 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
         raise StepRefused(ALREADY_DONE)
     parts = layout(request, allocation_gpus=[tuple(node.gpu_indices) for node in job_nodes], job_tasks=job.num_tasks)
     placements = place(request, parts, _shares(job, run_index, job_nodes), cpus_per_task=job.cpus_per_task)
-    if placements is None:
-        return None
-    step_id = JobStep.objects.filter(job=job, run_index=run_index).count()
     chosen = [job_nodes[part.allocation_index] for part in parts]
     num_tasks = sum(len(part.task_ids) for part in parts)
+    waiting = {"job": job, "run_index": run_index, "srun_host": srun_host[:255], "srun_pid": srun_pid}
+    if placements is None:
+        PendingStep.objects.update_or_create(**waiting, defaults={
+            "node_list": compress(node.node.name for node in chosen), "num_nodes": len(chosen),
+            "num_tasks": num_tasks, "cpus": num_tasks * job.cpus_per_task, "seen": now})
+        return None
+    PendingStep.objects.filter(**waiting).delete()
+    step_id = JobStep.objects.filter(job=job, run_index=run_index).count()
     step = JobStep.objects.create(
         job=job, run_index=run_index, step_id=step_id, name=posixpath.basename(argv[0])[:255], argv=argv,
         environment=environment, num_tasks=num_tasks, node_list=compress(node.node.name for node in chosen),
