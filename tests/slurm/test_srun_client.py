@@ -11,9 +11,11 @@ class Answers:
     def __init__(self, waits: int):
         self.waits = waits
         self.calls = 0
+        self.times = []
 
     def call(self, method, path, body=None):
         self.calls += 1
+        self.times.append(body["time"])
         if self.calls <= self.waits:
             return {"jobId": 1, "retry": True, "reason": "Requested nodes are busy"}
         return {"jobId": 1, "stepId": 1, "nodeList": "a4-0", "numTasks": 1}
@@ -26,8 +28,9 @@ def recorded(name: str) -> list[str]:
 def test_a_waiting_step_prints_slurms_two_lines_once_each(capsys):
     """fixtures/22.05/steps/out-1.txt (job 1): one line when it starts waiting, one when created."""
     answers = Answers(waits=3)
-    assert srun.create(answers, {"argv": ["hostname"]}, poll=0, max_poll=0)["stepId"] == 1
+    assert srun.create(answers, {"argv": ["hostname"]}, poll=0.001, max_poll=0.001)["stepId"] == 1
     assert answers.calls == 4
+    assert answers.times == sorted(answers.times) and len(set(answers.times)) == 4  # each request's own time
     assert capsys.readouterr().err.splitlines() == recorded("out-1.txt")
 
 

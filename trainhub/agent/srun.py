@@ -151,7 +151,7 @@ def create(client: Client, body: dict, *, poll: float = 0.2, max_poll: float = 1
     was interrupted while it waited (no step was created)."""
     waited = False
     while True:
-        answer = client.call("POST", "/agent/v1/srun/steps", body)
+        answer = client.call("POST", "/agent/v1/srun/steps", {**body, "time": time.time()})
         if not answer.get("retry"):
             if waited:
                 print(f"srun: Step created for job {answer['jobId']}", file=sys.stderr, flush=True)
@@ -181,7 +181,7 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     client = Client(url, credential, os.environ.get("TRAINHUB_CA_BUNDLE"))
-    body = {"argv": options.command, "label": options.label, "time": time.time(),
+    body = {"argv": options.command, "label": options.label,
             "environment": {name: value for name, value in os.environ.items() if name not in PRIVATE},
             "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap,

@@ -54,8 +54,9 @@ def _shares(job: SlurmJob, run_index: int, job_nodes: list[JobNode]) -> list[Nod
     """The allocation's nodes with what the run's running, non-overlapping steps hold there (until
     the whole step ends, as slurmctld frees a step's resources when it completes)."""
     held: dict[int, tuple[int, set[int]]] = {node.pk: (0, set()) for node in job_nodes}
-    for job_node_id, cpus, gpus in StepNode.objects.filter(
-            step__job=job, step__run_index=run_index, step__state=JobState.RUNNING, step__overlap=False).values_list("job_node_id", "cpus", "gpu_indices"):
+    running = StepNode.objects.filter(step__job=job, step__run_index=run_index, step__state=JobState.RUNNING,
+                                      step__overlap=False)
+    for job_node_id, cpus, gpus in running.values_list("job_node_id", "cpus", "gpu_indices"):
         total, taken = held[job_node_id]
         held[job_node_id] = (total + cpus, taken | set(gpus))
     return [NodeShare(cpus=node.cpus, gpus=tuple(node.gpu_indices), held_cpus=held[node.pk][0],
