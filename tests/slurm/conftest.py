@@ -19,6 +19,7 @@ SEED_SPEC = {"orchestratorSpec": {"slurmSpec": {"partitions": [{"id": "a4", "nod
 CLUSTERS = "/v1/projects/alpha/locations/us-central1/slurmClusters"
 #: Real Slurm 22.05.8 running fixtures/22.05/srun.sh (srun inside batch scripts).
 SRUN_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun"
+STEPS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "steps"
 
 
 def seed_spec() -> dict:
@@ -122,15 +123,19 @@ def make_job(cluster, *, user="uma", job_id=None, script="#!/bin/bash\necho hell
 
 
 def start_job(job, node_names, gpus_per_node=None, now=None, billing=1.0):
-    """Allocate ``job`` on the named nodes as a scheduler pass would."""
+    """Allocate ``job`` on the named nodes as a scheduler pass would: its tasks in blocks, a CPU per
+    task (cpus-per-task each) on every node."""
     from django.utils import timezone
 
     from trainhub.inventory.models import Node
+    from trainhub.slurm.jobenv import tasks_per_node
     from trainhub.slurm.services.lifecycle import JobStart, NodeGrant, jobs_start
 
     gpus = job.gpus_per_node if gpus_per_node is None else gpus_per_node
     nodes = {node.name: node for node in Node.objects.filter(name__in=node_names)}
-    grants = tuple(NodeGrant(nodes[name].pk, tuple(range(gpus)), job.cpus_per_task) for name in node_names)
+    counts = tasks_per_node(max(job.num_tasks, len(node_names)), len(node_names))
+    grants = tuple(NodeGrant(nodes[name].pk, tuple(range(gpus)), count * job.cpus_per_task)
+                   for name, count in zip(node_names, counts))
     started = jobs_start(starts=[JobStart(job.pk, grants, billing)], now=now or timezone.now())
     job.refresh_from_db()
     return started

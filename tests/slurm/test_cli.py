@@ -140,3 +140,22 @@ def test_an_array_with_squeue_r_scancel_of_a_task_and_test_only(cli, accounts):
     code, out, err = uma("sbatch", "--test-only", "--wrap", "x")
     assert (code, out) == (0, "")
     assert err.startswith("sbatch: Job 2 to start at ") and " using 1 processors on nodes a4-" in err
+
+
+def test_scontrol_show_step_prints_the_running_steps(cli, accounts, now):
+    from tests.slurm.conftest import make_job, start_job
+    from trainhub.slurm import reports
+    from trainhub.slurm.models import JobNode, NodePhase
+    from trainhub.slurm.services.steps import step_create
+    from trainhub.slurm.steps import StepRequest
+
+    job = make_job(accounts, num_nodes=1, num_tasks=1, now=now)
+    start_job(job, ["a4-0"], now=now)
+    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
+    step_create(job=job, run_index=0, argv=["sleep", "60"], environment={}, request=StepRequest(tasks=1),
+                label=False, now=now, srun_host="vm", srun_pid=7)
+    uma = cli("uma")
+    code, out, err = uma("scontrol", "show", "step", f"{job.job_id}.0")
+    assert (code, out, err) == (0, reports.scontrol_steps(accounts, now=now, step=f"{job.job_id}.0").text, "")
+    assert out.startswith(f"StepId={job.job_id}.0 ") and "   TresPerStep=cpu:1\n" in out
+    assert uma("scontrol", "show", "step", f"{job.job_id}.5") == (1, f"Job step {job.job_id}.5 not found\n", "")

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from tests.agent.harness import AgentGroup, agent_for_identity, agents_on, join_nodes
 from tests.conftest import later
-from tests.slurm.conftest import SRUN_FIXTURES, make_job, nodes_done, run_until, start_job
+from tests.slurm.conftest import SRUN_FIXTURES, STEPS_FIXTURES, make_job, nodes_done, run_until, start_job
 from trainhub.slurm import reports
 from trainhub.slurm.models import JobState, JobStep
 from trainhub.slurm.services.jobs import job_cancel
@@ -69,6 +69,20 @@ def test_srun_runs_one_task_per_slot_on_every_node_of_the_allocation(cluster, re
                      (2, "sh", "COMPLETED", 0, 3, "a4-[0-1]")]
 
 
+def test_a_step_waits_for_the_gpus_a_running_step_holds_then_runs(cluster, real_pools, now, tmp_path, live_server):
+    """fixtures/22.05/steps/out-1.txt: job 1's script (shorter sleeps) on one node; srun's two lines
+    in the error file (the agent reads the script's two streams from two pipes)."""
+    script = ("#!/bin/bash\nsrun -n1 --gres=gpu:2 sleep 3 & sleep 1.5\n"
+              "srun -n1 --gres=gpu:2 sh -c 'echo $SLURMD_NODENAME'; echo \"second rc=$?\"; wait\n")
+    job = run_job(cluster, tmp_path, live_server, now, script, num_nodes=1, num_tasks=1, gpus_per_node=2,
+                  stderr_pattern="slurm-%j.err")
+    recorded = (STEPS_FIXTURES / "out-1.txt").read_text().replace("job 1", f"job {job.job_id}").splitlines()
+    assert output(tmp_path, job, "err") == [line for line in recorded if line.startswith("srun: ")]
+    assert output(tmp_path, job) == ["a4-0", "second rc=0"]
+    assert [(step.step_id, step.state) for step in JobStep.objects.order_by("step_id")] == [
+        (0, "COMPLETED"), (1, "COMPLETED")]
+
+
 def tasks_alive(agents) -> list[int]:
     """Pids of the step tasks the agents' supervisors started that still run."""
     from trainhub.agent.supervisor import process_start_time
@@ -94,7 +108,7 @@ def test_steps_in_sacct_match_slurm_and_cancelling_the_job_stops_every_task(clus
     one whose step fails while its script succeeds); sacct's job, batch and step rows byte for byte."""
     agents = agents_on(tmp_path, srun_url=live_server.url)
     common = dict(account="physics", partition="batch", now=now)
-    first = make_job(cluster, job_id=1, script=STEPS, name="steps", num_nodes=2, num_tasks=4, cpus_per_task=2,
+    first = make_job(cluster, job_id=1, script=STEPS, name="steps", num_nodes=2, num_tasks=4,
                      gpus_per_node=2, **common)
     start_job(first, ["a4-0", "a4-1"], now=now, billing=4)
     moment = run_until(agents, first, now, nodes_done)

@@ -8,19 +8,20 @@ from django.test import Client
 
 from tests.agent.harness import join_nodes
 from tests.conftest import later
-from tests.slurm.conftest import SRUN_FIXTURES, make_job, start_job
+from tests.slurm.conftest import SRUN_FIXTURES, STEPS_FIXTURES, make_job, start_job
 from trainhub.slurm import reports
 from trainhub.inventory.models import Node
 from trainhub.inventory.assignments import node_assignments
-from trainhub.slurm.models import JobNode, JobRun, JobState, NodePhase, SlurmJob, StepNode
-from trainhub.slurm.services.steps import step_credential
+from trainhub.slurm.models import JobNode, JobRun, JobState, JobStep, NodePhase, SlurmJob, StepNode
+from trainhub.inventory.assignments import project_identity
+from trainhub.slurm.services.steps import step_credential, step_node_finished
 
 pytestmark = pytest.mark.django_db
 
 
 def running(cluster, now, nodes=("a4-0", "a4-1"), **fields) -> SlurmJob:
     """A job whose batch script runs (every node past its prolog)."""
-    job = make_job(cluster, num_nodes=len(nodes), gpus_per_node=2, now=now, **fields)
+    job = make_job(cluster, num_nodes=len(nodes), now=now, **{"gpus_per_node": 2, **fields})
     start_job(job, list(nodes), now=now)
     JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
     return job
@@ -47,7 +48,7 @@ def test_srun_creates_numbered_steps_laid_out_over_the_allocation(cluster, now):
     first = srun(job, label=True)
     assert first.status_code == 200, first.content
     assert first.json() == {"stepId": 0, "jobId": job.job_id, "nodeList": "a4-[0-1]", "numTasks": 4}
-    assert srun(job, nodes=1, tasks=1).json()["stepId"] == 1
+    assert srun(job, nodes=1, tasks=1, overlap=True).json()["stepId"] == 1
     assert [(p.job_node.node.name, p.task_ids, p.gpu_indices) for p in StepNode.objects.filter(step__step_id=0)] == [
         ("a4-0", [0, 1], [0, 1]), ("a4-1", [2, 3], [0, 1])]
 
@@ -62,6 +63,49 @@ def test_only_the_batch_host_gets_the_credential_and_every_node_its_tasks(cluste
             for d in documents.values()] == [([0], [0], ["a4-0", "a4-1"], 0), ([1], [0], ["a4-0", "a4-1"], 1)]
 
 
+def finish(step_id, now):
+    for part in StepNode.objects.filter(step__step_id=step_id):
+        step_node_finished(step_node=part, exits=[(task, 0, 0) for task in part.task_ids], now=now)
+
+
+def test_a_step_waits_while_running_steps_hold_what_it_needs(cluster, now):
+    """fixtures/22.05/steps/out-1.txt: the second srun --gres=gpu:8 waits for the first to end, then
+    gets the next step id."""
+    job = running(cluster, now, nodes=("a4-0",), num_tasks=1, gpus_per_node=8)
+    assert srun(job, tasks=1, gpusPerNode=8).json()["stepId"] == 0
+    waiting = srun(job, tasks=1, gpusPerNode=8)
+    assert (waiting.status_code, waiting.json()) == (
+        202, {"jobId": job.job_id, "retry": True, "reason": "Requested nodes are busy"})
+    assert JobStep.objects.filter(job=job).count() == 1
+    finish(0, later(now, 8))
+    assert srun(job, tasks=1, gpusPerNode=8).json()["stepId"] == 1
+
+
+def test_exact_steps_share_the_cpus_and_take_different_gpus(cluster, now):
+    """fixtures/22.05/steps/out-3.txt and sacct.txt: --exact steps of one CPU each run side by side."""
+    job = running(cluster, now, nodes=("a4-0",), num_tasks=2, gpus_per_node=2)
+    assert srun(job, tasks=1, exact=True, gpusPerNode=1).status_code == 200
+    assert srun(job, tasks=1, exact=True, gpusPerNode=1).status_code == 200
+    assert srun(job, tasks=1, exact=True, gpusPerNode=0).status_code == 202  # no CPU left
+    assert [(p.step.step_id, p.cpus, p.gpu_indices) for p in StepNode.objects.order_by("step__step_id")] == [
+        (0, 1, [0]), (1, 1, [1])]
+    finish(0, now)
+    assert srun(job, tasks=1, exact=True).status_code == 202  # without --gres: every GPU of the job
+    assert srun(job, tasks=1, exact=True, gpusPerNode=1).json()["stepId"] == 2
+    rows = reports.sacct(cluster, now=now, viewer="uma", jobs=str(job.job_id), fields=["JobID", "AllocCPUS"]).rows()
+    assert [(row["JobID"], row["AllocCPUS"]) for row in rows] == [(str(job.job_id), 2)] + [
+        (f"{job.job_id}.{n}", 1) for n in range(3)]
+
+
+def test_a_step_that_can_never_fit_fails_with_sruns_lines(cluster, now):
+    """fixtures/22.05/steps/out-5.txt (job 5: 2 CPUs, 2 GPUs): srun prints each line after ``srun: error: ``."""
+    job = running(cluster, now, nodes=("a4-0",), num_tasks=2, gpus_per_node=2)
+    recorded = (STEPS_FIXTURES / "out-5.txt").read_text().replace("job 5", f"job {job.job_id}").splitlines()
+    errors = [line.removeprefix("srun: error: ") for line in recorded if line.startswith("srun: error: ")]
+    assert srun(job, gpusPerNode=4).json()["error"]["message"] == "\n".join(errors[:2])
+    assert srun(job, tasks=3).json()["error"]["message"] == errors[2]
+
+
 @pytest.mark.parametrize("body, reason", [
     ({"nodes": 3}, "Requested node configuration is not available"),
     ({"gpusPerNode": 3}, "Invalid generic resource (gres) specification"),
@@ -70,11 +114,12 @@ def test_a_step_the_allocation_cannot_hold_is_refused_with_sruns_reason(cluster,
     job = running(cluster, now)
     answer = srun(job, **body)
     assert answer.status_code == 400
-    assert answer.json()["error"]["message"] == f"Unable to create step for job {job.job_id}: {reason}"
+    assert answer.json()["error"]["message"].splitlines()[-1] == f"Unable to create step for job {job.job_id}: {reason}"
 
 
 @pytest.mark.parametrize("body", [{"argv": []}, {"argv": [""]}, {"argv": "hostname"}, {"nodes": 0},
-                                  {"tasks": "two"}, {"gpusPerNode": -1}, {"environment": {"A": 1}}])
+                                  {"tasks": "two"}, {"gpusPerNode": -1}, {"environment": {"A": 1}},
+                                  {"srunPid": -1}, {"srunHost": 7}])
 def test_bad_step_requests_are_clean_400s(cluster, now, body):
     answer = srun(running(cluster, now), **body)
     assert answer.status_code == 400 and answer.json()["error"]["status"] == "INVALID_ARGUMENT"
@@ -150,3 +195,89 @@ def test_the_accounting_page_lists_steps_below_their_job_unless_asked_for_alloca
     assert f">{job.job_id}</a>.batch " in shown and f">{job.job_id}</a>.0 " in shown
     allocations = browser("uma").get(page, {"jobs": str(job.job_id), "allocations": "on"}).content.decode()
     assert ".batch" not in allocations and f">{job.job_id}</a> " in allocations
+
+
+# --- scontrol show step (fixtures/22.05/steps/scontrol-step-*.txt, srun/scontrol-step-2.txt) ----
+
+def as_recorded(text: str, job, uid: int) -> str:
+    """A recording with this cluster's values where they differ by nature: node names, the job id,
+    the uid the tasks run as (Slurm: alice's 1001)."""
+    return (text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0").replace("UserId=1001", f"UserId={uid}")
+            .replace("StepId=1.", f"StepId={job.job_id}.").replace("StepId=2.", f"StepId={job.job_id}."))
+
+
+def recorded_start(text: str):
+    import datetime as dt
+
+    stamp = text.split("StartTime=", 1)[1].split()[0]
+    return dt.datetime.fromisoformat(stamp).replace(tzinfo=dt.timezone.utc)
+
+
+def gpu_job_with_a_step(cluster):
+    """Job 1 of fixtures/22.05/steps.sh 4 s after its first srun: one node, 8 GPUs, the first step
+    (srun -n1 --gres=gpu:8) running and a second srun asking the same, waiting. Returns the job,
+    the recording of step 1.0 and the recording's moment."""
+    text = (STEPS_FIXTURES / "scontrol-step-1.0.txt").read_text()
+    start = recorded_start(text)
+    job = running(cluster, start, nodes=("a4-0",), num_tasks=1, gpus_per_node=8, partition="batch")
+    JobRun.objects.filter(job=job).update(batch_state=JobState.RUNNING, start_time=start)
+    srun(job, argv=["sleep", "8"], tasks=1, gpusPerNode=8, srunHost="vm", srunPid=14426, time=start.timestamp())
+    waiting = srun(job, argv=["hostname"], tasks=1, gpusPerNode=8, srunHost="vm", srunPid=14598,
+                   time=later(start, 4).timestamp())
+    assert waiting.status_code == 202
+    return job, text, later(start, 4)
+
+
+def test_scontrol_show_step_prints_a_running_step_as_slurm_does(cluster, now):
+    job, text, moment = gpu_job_with_a_step(cluster)
+    uid = project_identity(cluster.project_id)["uid"]
+    assert reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
+
+
+def test_scontrol_show_step_of_a_job_lists_its_batch_script_first_and_a_waiting_srun_last(cluster, now):
+    """scontrol-step-1.txt and scontrol-step-all.txt, byte for byte but for names, ids and times."""
+    job, _, moment = gpu_job_with_a_step(cluster)
+    uid = project_identity(cluster.project_id)["uid"]
+    expected = as_recorded((STEPS_FIXTURES / "scontrol-step-1.txt").read_text(), job, uid)
+    assert reports.scontrol_steps(cluster, now=moment, step=str(job.job_id)).text == expected
+    assert reports.scontrol_steps(cluster, now=moment).text == as_recorded(
+        (STEPS_FIXTURES / "scontrol-step-all.txt").read_text(), job, uid)
+    assert reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.batch").text == (
+        expected.split("\n\n")[0] + "\n\n")
+    # an srun that stopped asking is no longer waiting; one whose step was created neither
+    assert "TDB" not in reports.scontrol_steps(cluster, now=later(moment, 11)).text
+    finish(0, later(moment, 4))
+    srun(job, argv=["hostname"], tasks=1, gpusPerNode=8, srunHost="vm", srunPid=14598, time=later(moment, 4).timestamp())
+    assert "TDB" not in reports.scontrol_steps(cluster, now=later(moment, 4)).text
+
+
+def test_scontrol_show_step_without_srun_options_has_no_tres_per_lines(cluster, now):
+    """srun/scontrol-step-2.txt: ``srun sleep 300`` in a two-node job."""
+    text = (SRUN_FIXTURES / "scontrol-step-2.txt").read_text()
+    start = recorded_start(text)
+    job = running(cluster, start, num_tasks=2, gpus_per_node=0, partition="batch")
+    srun(job, argv=["sleep", "300"], srunHost="vm", srunPid=14151, time=start.timestamp())
+    uid = project_identity(cluster.project_id)["uid"]
+    assert reports.scontrol_steps(cluster, now=start, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
+
+
+def test_scontrol_show_step_of_a_missing_step_says_so(cluster, now):
+    """scontrol-step-missing.txt (exit status 1: no rows)."""
+    job, _, moment = gpu_job_with_a_step(cluster)
+    report = reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.7")
+    expected = (STEPS_FIXTURES / "scontrol-step-missing.txt").read_text().replace("1.7", f"{job.job_id}.7")
+    assert (report.text, report.items) == (expected, [])
+    with pytest.raises(ValueError, match="Invalid job step id: 1.x"):
+        reports.scontrol_steps(cluster, now=moment, step="1.x")
+
+
+def test_scontrol_show_step_over_rest_needs_membership_and_a_valid_id(cluster, now, api):
+    job, _, _ = gpu_job_with_a_step(cluster)
+    url = "/v1/projects/alpha/locations/us-central1/slurmClusters/c1/steps"
+    answer = api("uma").get(url, {"step": f"{job.job_id}.0"})
+    assert answer.status_code == 200
+    assert [(row["stepId"], row["tresPerNode"]) for row in answer.json()["rows"]] == [(f"{job.job_id}.0", "gres:gpu:8")]
+    assert answer.json()["text"].startswith(f"StepId={job.job_id}.0 ")
+    assert api("mallory").get(url).status_code == 404
+    bad = api("uma").get(url, {"step": "x.0"})
+    assert bad.status_code == 400 and bad.json()["error"]["details"][0]["fieldViolations"][0]["field"] == "step"

@@ -2,7 +2,8 @@
 
 import pytest
 
-from trainhub.slurm.steps import BAD_GRES, NOT_AVAILABLE, StepRefused, StepRequest, layout
+from trainhub.slurm.steps import (BAD_GRES, NOT_AVAILABLE, TOO_MANY_CPUS, NodeShare, StepRefused, StepRequest, layout,
+                                  place)
 
 TWO_NODES = [(0, 1), (0, 1)]
 
@@ -36,3 +37,62 @@ def test_nodes_alone_run_one_task_per_node_and_tasks_per_node_multiplies():
 def test_more_than_the_allocation_holds_is_refused(request_, reason):
     with pytest.raises(StepRefused, match=reason.replace("(", r"\(").replace(")", r"\)")):
         tasks(request_)
+
+
+# --- steps sharing the allocation (fixtures/22.05/steps/) ----------------------------------------
+
+def placed(request, shares, cpus_per_task=1):
+    parts = layout(request, allocation_gpus=[share.gpus for share in shares], job_tasks=1)
+    found = place(request, parts, shares, cpus_per_task=cpus_per_task)
+    return None if found is None else [(p.cpus, p.gpu_indices) for p in found]
+
+
+EIGHT = (0, 1, 2, 3, 4, 5, 6, 7)
+
+
+def test_a_step_takes_every_cpu_of_the_job_on_its_node_unless_exact():
+    """sacct.txt: 2.0 (srun -n1 in a 2-CPU job) holds cpu=2, 3.0 (--exact) cpu=1."""
+    free = [NodeShare(cpus=2, gpus=())]
+    assert placed(StepRequest(tasks=1), free) == [(2, ())]
+    assert placed(StepRequest(tasks=1, exact=True), free) == [(1, ())]
+    assert placed(StepRequest(tasks=1, exact=True), free, cpus_per_task=2) == [(2, ())]
+
+
+def test_a_step_waits_while_other_steps_hold_the_cpus_it_needs():
+    """out-2.txt: the second srun -n1 waits for the first; out-3.txt: with --exact both run."""
+    half = [NodeShare(cpus=2, gpus=(), held_cpus=1)]
+    assert placed(StepRequest(tasks=1), half) is None
+    assert placed(StepRequest(tasks=1, exact=True), half) == [(1, ())]
+    assert placed(StepRequest(tasks=1, exact=True), [NodeShare(cpus=2, gpus=(), held_cpus=2)]) is None
+
+
+def test_a_step_takes_the_lowest_free_gpus_and_waits_when_too_few_are_free():
+    """out-1.txt: srun --gres=gpu:8 waits while another step holds the job's 8 GPUs."""
+    share = NodeShare(cpus=4, gpus=EIGHT, held_cpus=1, held_gpus=frozenset({0, 2}))
+    assert placed(StepRequest(tasks=1, exact=True, gpus_per_node=3), [share]) == [(1, (1, 3, 4))]
+    assert placed(StepRequest(tasks=1, exact=True, gpus_per_node=7), [share]) is None
+    assert placed(StepRequest(tasks=1, exact=True, gpus_per_node=0), [share]) == [(1, ())]
+
+
+def test_a_step_without_gres_needs_every_gpu_of_the_job_free():
+    """out-6.txt / sacct.txt: 6.1 (no --gres, --exact) started only when 6.0 gave its GPUs back."""
+    assert placed(StepRequest(tasks=1, exact=True), [NodeShare(cpus=3, gpus=(0, 1), held_cpus=1,
+                                                               held_gpus=frozenset({1}))]) is None
+    assert placed(StepRequest(tasks=1, exact=True), [NodeShare(cpus=3, gpus=(0, 1))]) == [(1, (0, 1))]
+
+
+def test_an_overlapping_step_ignores_what_others_hold():
+    """out-4.txt: srun --overlap runs beside a step holding every CPU of the job."""
+    busy = [NodeShare(cpus=2, gpus=(0, 1), held_cpus=2, held_gpus=frozenset({0, 1}))]
+    assert placed(StepRequest(tasks=1, overlap=True), busy) == [(2, (0, 1))]
+
+
+def test_a_step_that_can_never_fit_is_refused_with_sruns_reasons():
+    """out-5.txt: srun -n 3 in a 2-CPU job; srun --gres=gpu:4 in a job with 2 GPUs a node."""
+    share = [NodeShare(cpus=2, gpus=(0, 1), held_cpus=2)]
+    with pytest.raises(StepRefused, match=TOO_MANY_CPUS):
+        placed(StepRequest(tasks=3), share)
+    with pytest.raises(StepRefused) as refused:
+        placed(StepRequest(tasks=1, gpus_per_node=4), share)
+    assert (str(refused.value), refused.value.detail) == (
+        BAD_GRES, "Step requested gres_per_node=gpu:4 is more than the job's gres_per_node=gpu:2")

@@ -9,7 +9,13 @@ does; when the step has ended, a line for each task that failed (``srun: error: 
 Exited with exit code C``) and srun exits with the worst task's status (the highest exit code, or
 128 + the highest signal). Interrupted (SIGINT, SIGTERM, SIGHUP: ``timeout 60 srun ...``), srun
 has its step's tasks stopped on every node and waits for them. Options: -N/--nodes, -n/--ntasks,
---ntasks-per-node, --gres=gpu:K, -l/--label (srun.1).
+--ntasks-per-node, --gres=gpu:K, --exact, --overlap, -l/--label (srun.1).
+
+While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
+and srun asks again until they are free, printing Slurm 22.05's two lines once each
+(fixtures/22.05/steps/out-1.txt): ``srun: Job N step creation temporarily disabled, retrying
+(Requested nodes are busy)`` and, when it starts, ``srun: Step created for job N``. More nodes
+than the job has are refused here, as srun does (``srun: error: Only allocated 1 nodes asked for 2``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import ssl
 import sys
 import time
@@ -39,6 +46,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-n", "--ntasks", type=int)
     parser.add_argument("--ntasks-per-node", type=int)
     parser.add_argument("--gres", type=gres_gpus)
+    parser.add_argument("--exact", action="store_true")
+    parser.add_argument("--overlap", action="store_true")
     parser.add_argument("-l", "--label", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
@@ -137,6 +146,26 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
             poll = min(poll * 1.5, 1.0)
 
 
+def create(client: Client, body: dict, *, poll: float = 0.2, max_poll: float = 1.0) -> dict | None:
+    """Create the step, asking again while the control plane says it must wait; None when srun
+    was interrupted while it waited (no step was created)."""
+    waited = False
+    while True:
+        answer = client.call("POST", "/agent/v1/srun/steps", {**body, "time": time.time()})
+        if not answer.get("retry"):
+            if waited:
+                print(f"srun: Step created for job {answer['jobId']}", file=sys.stderr, flush=True)
+            return answer
+        if _interrupted:
+            return None
+        if not waited:
+            print(f"srun: Job {answer['jobId']} step creation temporarily disabled, retrying ({answer['reason']})",
+                  file=sys.stderr, flush=True)
+            waited = True
+        time.sleep(poll)
+        poll = min(poll * 1.5, max_poll)
+
+
 def main(argv: list[str]) -> int:
     options = parse(argv)
     credential = os.environ.get("TRAINHUB_STEP_CREDENTIAL")
@@ -145,18 +174,26 @@ def main(argv: list[str]) -> int:
         print("srun: error: no job step credential: srun runs inside a batch script of a trainhub Slurm job",
               file=sys.stderr)
         return 1
+    allocated = os.environ.get("SLURM_JOB_NUM_NODES", "")
+    if options.nodes is not None and allocated.isdigit() and options.nodes > int(allocated):
+        print(f"srun: error: Only allocated {allocated} nodes asked for {options.nodes}", file=sys.stderr)
+        return 1
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     client = Client(url, credential, os.environ.get("TRAINHUB_CA_BUNDLE"))
-    body = {"argv": options.command, "label": options.label, "time": time.time(),
+    body = {"argv": options.command, "label": options.label,
             "environment": {name: value for name, value in os.environ.items() if name not in PRIVATE},
             "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
-            "gpusPerNode": options.gres}
+            "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap,
+            "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:
-        step = client.call("POST", "/agent/v1/srun/steps", {k: v for k, v in body.items() if v is not None})
+        step = create(client, {k: v for k, v in body.items() if v is not None})
+        if step is None:
+            return 128 + _interrupted[0]
         ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"])
     except Refused as exc:
-        print(f"srun: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"srun: error: {line}", file=sys.stderr)
         return 1
     for task, node, code, signum in ended["failed"]:
         print(task_message(node, task, code, signum), file=sys.stderr)

@@ -3,7 +3,7 @@
     trainhub slurm sbatch [--cluster C] [sbatch options] (--wrap CMD | SCRIPT [ARGS...])
     trainhub slurm squeue|sprio|sshare|sacct --cluster C [their flags]
     trainhub slurm scancel --cluster C JOBID...
-    trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V
+    trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | show step [N[.M]]
     trainhub slurm sacctmgr --cluster C [-i] [-n] [-p|-P] COMMAND...
 
 Output is what the Slurm command prints; the server renders the sprio/squeue/sshare/sacct/sacctmgr
@@ -92,9 +92,13 @@ def scancel(ctx: Any) -> int:
 
 
 def scontrol(ctx: Any) -> int:
-    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V"""
+    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show step [JOBID[.STEPID]]"""
     words = ctx.args.words
     client = ctx.client()
+    if words[:2] == ["show", "step"] and len(words) <= 3:
+        answer = client.get(_cluster_path(ctx, "/steps"), {"step": words[2]} if len(words) == 3 else {})
+        _print(answer.get("text", ""))
+        return 0 if answer.get("rows") else 1
     if words and words[0] in ("hold", "release", "requeue") and len(words) > 1:
         for job_id in words[1:]:
             client.post(_cluster_path(ctx, f"/jobs/{job_id}:{words[0]}"), {})
@@ -105,8 +109,8 @@ def scontrol(ctx: Any) -> int:
         if set(fields) == {"jobid", "nice"}:
             client.post(_cluster_path(ctx, f"/jobs/{fields['jobid']}:update"), {"nice": fields["nice"]})
             return 0
-    raise CliError("scontrol: error: trainhub supports `scontrol hold|release|requeue JOBID...` and "
-                   "`scontrol update jobid=N nice=V`")
+    raise CliError("scontrol: error: trainhub supports `scontrol hold|release|requeue JOBID...`, "
+                   "`scontrol update jobid=N nice=V` and `scontrol show step [JOBID[.STEPID]]`")
 
 
 def sacctmgr(ctx: Any) -> int:
@@ -220,7 +224,7 @@ def register_slurm(subparsers: Any, common: Any) -> None:
     cancel = command("scancel", scancel, "cancel jobs")
     cancel.add_argument("job_ids", nargs="+", metavar="JOBID")
 
-    control = command("scontrol", scontrol, "hold, release, requeue or renice jobs")
+    control = command("scontrol", scontrol, "hold, release, requeue or renice jobs; show running steps")
     control.add_argument("words", nargs="+", metavar="WORD")
 
     manager = command("sacctmgr", sacctmgr, "accounts, users, QOS: add|modify|delete|show")

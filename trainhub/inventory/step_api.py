@@ -20,7 +20,7 @@ from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
 from trainhub.slurm.models import JobStep, StepNode
 from trainhub.slurm.selectors import step_output
 from trainhub.slurm.services import steps as step_services
-from trainhub.slurm.steps import StepRefused, StepRequest
+from trainhub.slurm.steps import NODES_BUSY, StepRefused, StepRequest
 
 MAX_ARGS = 4096
 MAX_ENVIRONMENT_CHARS = 1 << 20
@@ -77,8 +77,9 @@ def _count(body: dict, name: str) -> int | None:
 
 
 class Steps(SrunView):
-    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, label?}
-    -> {stepId, jobId, nodeList, numTasks}."""
+    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, label?,
+    srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks}; while other steps hold what it
+    needs, 202 {jobId, retry: true, reason} and srun asks again."""
 
     def post(self, request: Request) -> Response:
         body = request.data if isinstance(request.data, dict) else {}
@@ -93,15 +94,23 @@ class Steps(SrunView):
         if gpus is not None and gpus < 0:
             raise invalid_argument([FieldViolation("gpusPerNode", "a whole number from 0")])
         wanted = StepRequest(nodes=_count(body, "nodes"), tasks=_count(body, "tasks"),
-                             tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus)
+                             tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus,
+                             exact=bool(body.get("exact")), overlap=bool(body.get("overlap")))
+        srun_host = _field(body, "srunHost", str, required=False, default="")
+        srun_pid = _field(body, "srunPid", int, required=False, default=0)
+        if srun_pid < 0:
+            raise invalid_argument([FieldViolation("srunPid", "a whole number from 0")])
         principal = request.user
         try:
             step = step_services.step_create(job=principal.job, run_index=principal.run_index, argv=argv,
                                              environment=environment, request=wanted,
-                                             label=bool(body.get("label")), now=_moment(body))
+                                             label=bool(body.get("label")), now=_moment(body),
+                                             srun_host=srun_host, srun_pid=srun_pid)
         except StepRefused as exc:
-            raise ApiError(400, f"Unable to create step for job {principal.job.job_id}: {exc}",
-                           "FAILED_PRECONDITION") from None
+            reason = f"Unable to create step for job {principal.job.job_id}: {exc}"
+            raise ApiError(400, f"{exc.detail}\n{reason}" if exc.detail else reason, "FAILED_PRECONDITION") from None
+        if step is None:
+            return Response({"jobId": principal.job.job_id, "retry": True, "reason": NODES_BUSY}, status=202)
         return Response({"stepId": step.step_id, "jobId": principal.job.job_id, "nodeList": step.node_list,
                          "numTasks": step.num_tasks})
 

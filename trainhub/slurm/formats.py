@@ -514,6 +514,67 @@ def squeue_rows(jobs: Iterable[SqueueJob]) -> list[dict[str, Any]]:
             for job in jobs]
 
 
+# --- scontrol show step ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScontrolStep:
+    """One step as ``scontrol show step`` prints it; ``batch`` for ``JOBID.batch``; ``start`` None
+    for an srun still waiting for its step (``JOBID.TDB``, PENDING)."""
+
+    step_id: str
+    user_id: int
+    start: dt.datetime | None
+    partition: str
+    node_list: str
+    nodes: int
+    tasks: int
+    name: str
+    cpus: int = 0
+    tres: str = ""
+    srun_host: str = ""
+    srun_pid: int = 0
+    tres_per_step: str = ""
+    tres_per_node: str = ""
+    batch: bool = False
+
+
+def scontrol_step_text(steps: Sequence[ScontrolStep], *, asked: str = "") -> str:
+    """``scontrol show step [ASKED]`` in Slurm 22.05's layout (slurm:src/api/job_step_info.c;
+    fixtures/22.05/steps/scontrol-step-*.txt, srun/scontrol-step-2.txt): every step a paragraph
+    followed by a blank line. The batch script's step has no TRES, no Dist and no srun; a step's
+    TresPerStep / TresPerNode lines appear when srun was given -n / --gres. An srun waiting for
+    its step has no step id yet (``TDB``), no name, no TRES and Dist=Unknown."""
+    if not steps:
+        return f"Job step {asked} not found\n" if asked else "No job steps in the system\n"
+    out = []
+    for step in steps:
+        pending = step.start is None
+        lines = [f"StepId={step.step_id} UserId={step.user_id} StartTime={_timestamp(step.start)} TimeLimit=UNLIMITED",
+                 f"   State={'PENDING' if pending else 'RUNNING'} Partition={step.partition} NodeList={step.node_list}",
+                 f"   Nodes={step.nodes} CPUs={step.cpus} Tasks={step.tasks} Name={step.name or '(null)'} Network=(null)",
+                 f"   TRES={step.tres or '(null)'}",
+                 "   ResvPorts=(null)"]
+        if step.batch:
+            lines += ["   CPUFreqReq=Default", "   SrunHost:Pid=(null):0"]
+        else:
+            lines += [f"   CPUFreqReq=Default Dist={'Unknown' if pending else 'Cyclic'}",
+                      f"   SrunHost:Pid={step.srun_host or '(null)'}:{step.srun_pid}"]
+        lines += [f"   {name}={value}" for name, value in (("TresPerStep", step.tres_per_step),
+                                                           ("TresPerNode", step.tres_per_node)) if value]
+        out.append("\n".join(lines) + "\n\n")
+    return "".join(out)
+
+
+def scontrol_step_rows(steps: Iterable[ScontrolStep]) -> list[dict[str, Any]]:
+    return [{"stepId": step.step_id, "userId": step.user_id, "state": "PENDING" if step.start is None else "RUNNING",
+             "startTime": step.start.isoformat() if step.start else None,
+             "partition": step.partition, "nodeList": step.node_list, "nodes": step.nodes, "cpus": step.cpus,
+             "tasks": step.tasks, "name": step.name, "tres": step.tres or None,
+             "srunHost": None if step.batch else step.srun_host, "srunPid": None if step.batch else step.srun_pid,
+             "tresPerStep": step.tres_per_step or None, "tresPerNode": step.tres_per_node or None}
+            for step in steps]
+
+
 # --- sacct --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -436,6 +436,13 @@ class JobStep(models.Model):
     node_list = models.CharField(max_length=1024)
     #: ``srun -l``: every output line is prefixed with its task number.
     label = models.BooleanField(default=False)
+    #: ``srun --overlap``: the step holds none of the allocation's CPUs and GPUs from other steps.
+    overlap = models.BooleanField(default=False)
+    #: scontrol show step's SrunHost:Pid, TresPerStep (``cpu:N`` for srun -n) and TresPerNode (``gres:gpu:K``).
+    srun_host = models.CharField(max_length=255, blank=True)
+    srun_pid = models.PositiveIntegerField(default=0)
+    tres_per_step = models.CharField(max_length=64, blank=True)
+    tres_per_node = models.CharField(max_length=64, blank=True)
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.RUNNING)
     start_time = models.DateTimeField()
     end_time = models.DateTimeField(null=True, blank=True)
@@ -457,6 +464,8 @@ class StepNode(models.Model):
     #: SLURM_PROCID of each task on the node, in SLURM_LOCALID order.
     task_ids = models.JSONField(default=list)
     gpu_indices = models.JSONField(default=list)
+    #: The job's CPUs on the node the step holds while it runs (all of them unless srun --exact).
+    cpus = models.PositiveIntegerField(default=0)
     #: [[task, exit code, signal], ...] once every task on the node has ended.
     exits = models.JSONField(null=True, blank=True)
     #: srun was interrupted (SIGINT, SIGTERM): the agent stops the tasks.
@@ -465,6 +474,27 @@ class StepNode(models.Model):
     class Meta:
         ordering = ["step_id", "node_index"]
         constraints = [models.UniqueConstraint(fields=["step", "job_node"], name="slurm_step_node_identity")]
+
+
+class PendingStep(models.Model):
+    """An srun waiting for the CPUs or GPUs other steps hold (``scontrol show step``'s ``JOBID.TDB``):
+    refreshed at each of srun's requests, gone once its step is created."""
+
+    job = models.ForeignKey(SlurmJob, on_delete=models.CASCADE, related_name="pending_steps")
+    run_index = models.PositiveIntegerField()
+    srun_host = models.CharField(max_length=255)
+    srun_pid = models.PositiveIntegerField()
+    node_list = models.CharField(max_length=1024)
+    num_nodes = models.PositiveIntegerField()
+    num_tasks = models.PositiveIntegerField()
+    cpus = models.PositiveIntegerField()
+    #: srun's last request: srun asks at least every second while it waits.
+    seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["job_id", "run_index", "id"]
+        constraints = [models.UniqueConstraint(fields=["job", "run_index", "srun_host", "srun_pid"],
+                                               name="slurm_pending_step_identity")]
 
 
 class StepLogLine(models.Model):

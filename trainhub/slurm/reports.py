@@ -22,13 +22,14 @@ from django.db import connection
 from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, When
 from django.db.models.functions import Coalesce
 
+from trainhub.inventory.assignments import project_identity
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import arrays, formats, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
 from trainhub.slurm.hostlist import compress
-from trainhub.slurm.models import (ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase, SlurmCluster,
-                                   SlurmJob, StepNode)
+from trainhub.slurm.models import (ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase, PendingStep,
+                                   SlurmCluster, SlurmJob, StepNode)
 from trainhub.slurm.priority import PriorityBreakdown
 from trainhub.slurm.tres import format_tres
 
@@ -172,28 +173,81 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
 
 
-def squeue_steps(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", jobs: str = "") -> Report:
-    """squeue -s: the running jobs' running steps, by job id, numbered steps before the batch script
-    (slurmctld sorts the batch step's id, 0xfffffffb, after every other)."""
+def _running_steps(cluster: SlurmCluster, *, user: str = "",
+                   jobs: str = "") -> list[tuple[SlurmJob, list[JobStep], JobRun | None, JobNode | None]]:
+    """The running jobs (by job id) with their current run's running steps, and the run and batch
+    host while the batch script runs."""
     rows = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).order_by("job_id")
     if user:
         rows = rows.filter(user_name__in=_names(user))
     if jobs:
         rows = rows.filter(job_id__in=_job_ids(jobs))
-    items = []
+    found = []
     for job in rows:
+        steps = list(JobStep.objects.filter(job=job, run_index=job.restart_count, state=JobState.RUNNING)
+                     .prefetch_related("step_nodes"))
+        run = JobRun.objects.filter(job=job, index=job.restart_count, batch_state=JobState.RUNNING).first()
+        batch = JobNode.objects.filter(job=job, run_index=job.restart_count, batch_host=True).select_related(
+            "node").first()
+        found.append((job, steps, run, batch if run is not None else None))
+    return found
+
+
+def squeue_steps(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", jobs: str = "") -> Report:
+    """squeue -s: the running jobs' running steps, by job id, numbered steps before the batch script
+    (slurmctld sorts the batch step's id, 0xfffffffb, after every other)."""
+    items = []
+    for job, steps, run, batch in _running_steps(cluster, user=user, jobs=jobs):
         def item(step_id: str, name: str, start: dt.datetime, nodelist: str) -> formats.SqueueJob:
             return formats.SqueueJob(job_id=step_id, partition=job.partition, name=name, user=job.user_name,
                                      state="RUNNING", elapsed_seconds=int((now - start).total_seconds()),
                                      nodelist=nodelist)
 
-        items += [item(f"{job.job_id}.{step.step_id}", step.name, step.start_time, step.node_list)
-                  for step in JobStep.objects.filter(job=job, run_index=job.restart_count, state=JobState.RUNNING)]
-        run = JobRun.objects.filter(job=job, index=job.restart_count, batch_state=JobState.RUNNING).first()
-        batch = JobNode.objects.filter(job=job, run_index=job.restart_count, batch_host=True).first()
-        if run is not None and batch is not None:
+        items += [item(f"{job.job_id}.{step.step_id}", step.name, step.start_time, step.node_list) for step in steps]
+        if batch is not None:
             items.append(item(f"{job.job_id}.batch", "batch", run.start_time, batch.node.name))
     return Report(formats.squeue_steps_text(items), items, formats.squeue_rows)
+
+
+#: An srun that has not asked for its step for this long is no longer waiting (it asks every second).
+PENDING_STEP_SECONDS = 10
+
+
+def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -> Report:
+    """``scontrol show step [JOBID[.STEPID]]``: the running steps, each job's batch script first
+    and the sruns still waiting for theirs last (``JOBID.TDB``; fixtures/22.05/steps/scontrol-step-1.txt),
+    UserId the project's uid that the tasks run as. Raises ValueError for a ``step`` that is not
+    JOBID, JOBID.STEPID or JOBID.batch."""
+    job_id, _, step_id = step.partition(".")
+    if step and not (job_id.isdigit() and (step_id == "" or step_id == "batch" or step_id.isdigit())):
+        raise ValueError(f"Invalid job step id: {step}")
+    uid = project_identity(cluster.project_id)["uid"]
+    items = []
+    for job, steps, run, batch in _running_steps(cluster, jobs=job_id):
+        if batch is not None and step_id in ("", "batch"):
+            items.append(formats.ScontrolStep(
+                step_id=f"{job.job_id}.batch", user_id=uid, start=run.start_time, partition=job.partition,
+                node_list=batch.node.name, nodes=1, tasks=1, name="batch", batch=True))
+        for running in steps:
+            if step_id not in ("", str(running.step_id)):
+                continue
+            parts = list(running.step_nodes.all())
+            cpus = sum(part.cpus for part in parts)
+            items.append(formats.ScontrolStep(
+                step_id=f"{job.job_id}.{running.step_id}", user_id=uid, start=running.start_time,
+                partition=job.partition, node_list=running.node_list, nodes=len(parts), tasks=running.num_tasks,
+                name=running.name, cpus=cpus, tres=_step_tres(cpus, sum(len(p.gpu_indices) for p in parts), len(parts)),
+                srun_host=running.srun_host, srun_pid=running.srun_pid, tres_per_step=running.tres_per_step,
+                tres_per_node=running.tres_per_node))
+        if step_id == "":
+            items += [formats.ScontrolStep(
+                step_id=f"{job.job_id}.TDB", user_id=uid, start=None, partition=job.partition,
+                node_list=waiting.node_list, nodes=waiting.num_nodes, tasks=waiting.num_tasks, name="",
+                cpus=waiting.cpus, srun_host=waiting.srun_host, srun_pid=waiting.srun_pid)
+                for waiting in PendingStep.objects.filter(
+                    job=job, run_index=job.restart_count,
+                    seen__gte=now - dt.timedelta(seconds=PENDING_STEP_SECONDS)).order_by("id")]
+    return Report(formats.scontrol_step_text(items, asked=step), items, formats.scontrol_step_rows)
 
 
 # --- sprio --------------------------------------------------------------------------------------
@@ -386,7 +440,8 @@ def _step_tres(cpus: int, gpus: int, nodes: int) -> str:
 
 
 def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.SacctJob]:
-    """The run's batch script (``JOBID.batch``, on the batch host) and its srun steps (``JOBID.N``)."""
+    """The run's batch script (``JOBID.batch``, on the batch host) and its srun steps (``JOBID.N``,
+    with the CPUs each held: all of the job's on its nodes, or what ``srun --exact`` took)."""
     nodes = {pk: (name, cpus, len(gpus)) for pk, name, cpus, gpus in JobNode.objects.filter(
         job=job, run_index=run.index).values_list("pk", "node__name", "cpus", "gpu_indices")}
     batch = next((pk for pk in JobNode.objects.filter(job=job, run_index=run.index, batch_host=True)
@@ -394,8 +449,7 @@ def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.
     records = []
 
     def record(job_id: str, name: str, state: str, exit_code: int | None, signal: int, start: dt.datetime,
-               end: dt.datetime | None, on: list[int], ntasks: int, gpus: int) -> formats.SacctJob:
-        cpus = sum(nodes[pk][1] for pk in on)
+               end: dt.datetime | None, on: list[int], ntasks: int, cpus: int, gpus: int) -> formats.SacctJob:
         return formats.SacctJob(
             job_id=job_id, name=name, partition="", account=job.account, alloc_cpus=cpus, state=state,
             exit_code=f"{exit_code or 0}:{signal or 0}", elapsed_seconds=int(((end or now) - start).total_seconds()),
@@ -406,13 +460,13 @@ def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.
         records.append(record(f"{job.job_id}.batch", "batch", run.batch_state, run.batch_exit_code,
                               run.batch_exit_signal, run.start_time,
                               run.end_time if run.batch_state != JobState.RUNNING else None, [batch], 1,
-                              nodes[batch][2]))
+                              nodes[batch][1], nodes[batch][2]))
     for step in JobStep.objects.filter(job=job, run_index=run.index).prefetch_related(
             Prefetch("step_nodes", queryset=StepNode.objects.order_by("node_index"))):
         parts = list(step.step_nodes.all())
         records.append(record(f"{job.job_id}.{step.step_id}", step.name, step.state, step.exit_code, step.exit_signal,
                               step.start_time, step.end_time, [part.job_node_id for part in parts], step.num_tasks,
-                              sum(len(part.gpu_indices) for part in parts)))
+                              sum(part.cpus for part in parts), sum(len(part.gpu_indices) for part in parts)))
     return records
 
 

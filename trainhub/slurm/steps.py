@@ -7,8 +7,22 @@
   job's own task count (srun inherits SLURM_NTASKS from the batch script).
 - Block distribution (the default): the first ``tasks % nodes`` nodes get one task more, task
   ids numbered node by node (SLURM_PROCID), SLURM_LOCALID from 0 on each node.
-- GPUs: ``--gres=gpu:K`` takes the first K of the job's GPUs on each node of the step; without
-  ``--gres`` the step gets all of them (a step is given the job's GRES by default).
+- GPUs: ``--gres=gpu:K`` takes K of the job's GPUs on each node of the step; without ``--gres``
+  the step gets all of them (a step is given the job's GRES by default).
+
+Steps share the allocation (slurm:src/slurmctld/step_mgr.c, 22.05; fixtures/22.05/steps/): each
+running step holds CPUs and GPUs on its nodes, and a step that does not fit in what the others
+left waits (srun: ``step creation temporarily disabled, retrying (Requested nodes are busy)``).
+
+- CPUs: a step takes every CPU of the job on each of its nodes (22.05's default, sacct
+  ``1.1 cpu=2`` for ``srun -n1`` in a 2-CPU job); with ``--exact`` only tasks x cpus-per-task.
+- GPUs: the lowest-numbered free ones of the job's GPUs on the node; a step without ``--gres``
+  needs all of the job's GPUs free there (step 6.1 waited for 6.0's GPUs).
+- ``--overlap``: the step neither waits for nor holds anything (4.1 ran beside 4.0).
+- The batch script holds nothing (``scontrol show step N.batch``: CPUs=0).
+- More tasks x cpus-per-task on a node than the job has CPUs there can never fit: ``More
+  processors requested than permitted``; more GPUs than the job has there: ``Invalid generic
+  resource (gres) specification``.
 """
 
 from __future__ import annotations
@@ -19,10 +33,18 @@ from trainhub.slurm.jobenv import tasks_per_node
 
 NOT_AVAILABLE = "Requested node configuration is not available"
 BAD_GRES = "Invalid generic resource (gres) specification"
+TOO_MANY_CPUS = "More processors requested than permitted"
+#: Why a step that could fit waits (srun's "retrying (...)").
+NODES_BUSY = "Requested nodes are busy"
 
 
 class StepRefused(ValueError):
-    """The step cannot be laid out in the allocation (srun's ``Unable to create step`` reason)."""
+    """The step cannot be laid out in the allocation (srun's ``Unable to create step`` reason);
+    ``detail`` is the line srun prints before it, where Slurm prints one."""
+
+    def __init__(self, reason: str, detail: str | None = None):
+        super().__init__(reason)
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -33,6 +55,10 @@ class StepRequest:
     tasks: int | None = None
     tasks_per_node: int | None = None
     gpus_per_node: int | None = None
+    #: ``--exact``: only the CPUs the tasks need, not every CPU of the job on the node.
+    exact: bool = False
+    #: ``--overlap``: share what other steps hold.
+    overlap: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,8 +96,53 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
         gpus = allocation_gpus[index]
         if request.gpus_per_node is not None:
             if request.gpus_per_node > len(gpus):
-                raise StepRefused(BAD_GRES)
+                raise StepRefused(BAD_GRES, f"Step requested gres_per_node=gpu:{request.gpus_per_node} is more "
+                                            f"than the job's gres_per_node=gpu:{len(gpus)}")
             gpus = gpus[:request.gpus_per_node]
         parts.append(NodeTasks(index, tuple(range(first, first + count)), tuple(gpus)))
         first += count
     return parts
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """One allocated node as steps see it: the job's CPUs and GPUs there, and what running
+    (non-overlapping) steps hold of them."""
+
+    cpus: int
+    gpus: tuple[int, ...]
+    held_cpus: int = 0
+    held_gpus: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What a step takes on one of its nodes."""
+
+    cpus: int
+    gpu_indices: tuple[int, ...]
+
+
+def place(request: StepRequest, parts: list[NodeTasks], shares: list[NodeShare], *,
+          cpus_per_task: int) -> list[Placement] | None:
+    """What each node of a laid-out step (``parts``) takes, or None while it must wait for other
+    steps to end. Raises StepRefused when it could never fit in the allocation."""
+    placements = []
+    for part in parts:
+        share = shares[part.allocation_index]
+        needed = len(part.task_ids) * cpus_per_task
+        if needed > share.cpus:
+            raise StepRefused(TOO_MANY_CPUS)
+        cpus = needed if request.exact else share.cpus
+        if request.overlap:
+            placements.append(Placement(cpus, part.gpu_indices))
+            continue
+        free_gpus = tuple(gpu for gpu in share.gpus if gpu not in share.held_gpus)
+        if request.gpus_per_node is None:
+            gpus = share.gpus if len(free_gpus) == len(share.gpus) else None
+        else:
+            gpus = free_gpus[:request.gpus_per_node] if len(free_gpus) >= request.gpus_per_node else None
+        if gpus is None or cpus > share.cpus - share.held_cpus:
+            return None
+        placements.append(Placement(cpus, gpus))
+    return placements

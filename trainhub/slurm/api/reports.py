@@ -1,4 +1,4 @@
-"""squeue, sprio, sshare and sacct as JSON: ``{"text": <the command's whole output>, "rows": [...],
+"""squeue, sprio, sshare, sacct, sinfo and scontrol show step (``steps``) as JSON: ``{"text": <the command's whole output>, "rows": [...],
 "nextPageToken"}``; rows come a page at a time (``pageSize``, default 100, at most 10,000).
 
 Query parameters are the commands' flags by their long names (``long``, ``start``, ``weights``,
@@ -105,9 +105,18 @@ def sinfo_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
                          partition=params.get("partition", ""))
 
 
+def steps_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                 page: slice | None = None) -> reports.Report:
+    """scontrol show step [``step``]: ``step`` is JOBID, JOBID.STEPID or JOBID.batch."""
+    try:
+        return reports.scontrol_steps(cluster, now=now, step=params.get("step", "").strip())
+    except ValueError as exc:
+        raise invalid_argument([FieldViolation("step", str(exc))], str(exc)) from exc
+
+
 REPORTS: dict[str, Callable[..., reports.Report]] = {
     "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report,
-    "sinfo": sinfo_report}
+    "sinfo": sinfo_report, "steps": steps_report}
 
 
 def _view(name: str) -> type[APIView]:
@@ -136,5 +145,5 @@ def _view(name: str) -> type[APIView]:
     return ReportView
 
 
-SqueueView, SprioView, SshareView, SacctView, SinfoView = (
-    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo"))
+SqueueView, SprioView, SshareView, SacctView, SinfoView, StepsView = (
+    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo", "steps"))

@@ -63,6 +63,7 @@ REPORT_PARAMETERS = {
                                                           "parsable"))],
     "sinfo": [*PAGE, OpenApiParameter("partition", str),
               *(OpenApiParameter(name, bool) for name in ("nodes", "long", "summarize", "reasons"))],
+    "steps": [*PAGE, OpenApiParameter("step", str)],
 }
 
 __all__ = ["ACTION", "BODY", "CLUSTER", "ERRORS", "NICE", "REPORT_PARAMETERS", "SACCTMGR", "SUBMISSION",

@@ -30,4 +30,5 @@ urlpatterns = [
     path(f"{CLUSTER}/sprio", reports.SprioView.as_view(), name="slurmcluster-sprio"),
     path(f"{CLUSTER}/sshare", reports.SshareView.as_view(), name="slurmcluster-sshare"),
     path(f"{CLUSTER}/sacct", reports.SacctView.as_view(), name="slurmcluster-sacct"),
+    path(f"{CLUSTER}/steps", reports.StepsView.as_view(), name="slurmcluster-steps"),
 ]

@@ -20,8 +20,9 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 
 from trainhub.inventory.wake import nodes_wake
 from trainhub.slurm.hostlist import compress
-from trainhub.slurm.models import JobNode, JobState, JobStep, NodePhase, SlurmJob, StepLogLine, StepNode
-from trainhub.slurm.steps import StepRefused, StepRequest, layout
+from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepLogLine,
+                                   StepNode)
+from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, layout, place
 
 _SALT = "trainhub.slurm.step-credential"
 #: srun's reason when the job is no longer running (slurm_strerror(ESLURM_ALREADY_DONE)).
@@ -49,10 +50,26 @@ def step_credential_job(credential: str) -> tuple[SlurmJob, int] | None:
     return job, int(run_index)
 
 
+def _shares(job: SlurmJob, run_index: int, job_nodes: list[JobNode]) -> list[NodeShare]:
+    """The allocation's nodes with what the run's running, non-overlapping steps hold there (until
+    the whole step ends, as slurmctld frees a step's resources when it completes)."""
+    held: dict[int, tuple[int, set[int]]] = {node.pk: (0, set()) for node in job_nodes}
+    running = StepNode.objects.filter(step__job=job, step__run_index=run_index, step__state=JobState.RUNNING,
+                                      step__overlap=False)
+    for job_node_id, cpus, gpus in running.values_list("job_node_id", "cpus", "gpu_indices"):
+        total, taken = held[job_node_id]
+        held[job_node_id] = (total + cpus, taken | set(gpus))
+    return [NodeShare(cpus=node.cpus, gpus=tuple(node.gpu_indices), held_cpus=held[node.pk][0],
+                      held_gpus=frozenset(held[node.pk][1])) for node in job_nodes]
+
+
 @transaction.atomic
 def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: dict[str, str],
-                request: StepRequest, label: bool, now: dt.datetime) -> JobStep:
-    """Lay the step out over the run's nodes and hand each node its tasks (raises StepRefused)."""
+                request: StepRequest, label: bool, now: dt.datetime, srun_host: str = "",
+                srun_pid: int = 0) -> JobStep | None:
+    """Lay the step out over the run's nodes and hand each node its tasks; None while the CPUs or
+    GPUs it needs are held by other running steps (srun retries; the wait is recorded as a
+    PendingStep for scontrol show step). Raises StepRefused."""
     job = SlurmJob.objects.select_for_update().get(pk=job.pk)
     if job.state != JobState.RUNNING or job.restart_count != run_index:
         raise StepRefused(ALREADY_DONE)
@@ -61,17 +78,28 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
     if not job_nodes:
         raise StepRefused(ALREADY_DONE)
     parts = layout(request, allocation_gpus=[tuple(node.gpu_indices) for node in job_nodes], job_tasks=job.num_tasks)
-    step_id = JobStep.objects.filter(job=job, run_index=run_index).count()
+    placements = place(request, parts, _shares(job, run_index, job_nodes), cpus_per_task=job.cpus_per_task)
     chosen = [job_nodes[part.allocation_index] for part in parts]
+    num_tasks = sum(len(part.task_ids) for part in parts)
+    waiting = {"job": job, "run_index": run_index, "srun_host": srun_host[:255], "srun_pid": srun_pid}
+    if placements is None:
+        PendingStep.objects.update_or_create(**waiting, defaults={
+            "node_list": compress(node.node.name for node in chosen), "num_nodes": len(chosen),
+            "num_tasks": num_tasks, "cpus": num_tasks * job.cpus_per_task, "seen": now})
+        return None
+    PendingStep.objects.filter(**waiting).delete()
+    step_id = JobStep.objects.filter(job=job, run_index=run_index).count()
     step = JobStep.objects.create(
         job=job, run_index=run_index, step_id=step_id, name=posixpath.basename(argv[0])[:255], argv=argv,
-        environment=environment, num_tasks=sum(len(part.task_ids) for part in parts),
-        node_list=compress(node.node.name for node in chosen),
-        label=label, start_time=now)
+        environment=environment, num_tasks=num_tasks, node_list=compress(node.node.name for node in chosen),
+        label=label, overlap=request.overlap, srun_host=srun_host[:255], srun_pid=srun_pid,
+        tres_per_step=f"cpu:{num_tasks * job.cpus_per_task}" if request.tasks is not None else "",
+        tres_per_node=f"gres:gpu:{request.gpus_per_node}" if request.gpus_per_node is not None else "",
+        start_time=now)
     StepNode.objects.bulk_create([
         StepNode(step=step, job_node=node, node_index=index, task_ids=list(part.task_ids),
-                 gpu_indices=list(part.gpu_indices))
-        for index, (node, part) in enumerate(zip(chosen, parts))])
+                 gpu_indices=list(placement.gpu_indices), cpus=placement.cpus)
+        for index, (node, part, placement) in enumerate(zip(chosen, parts, placements))])
     nodes_wake(node.node_id for node in chosen)
     return step
 

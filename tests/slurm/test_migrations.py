@@ -1,0 +1,30 @@
+"""Slurm migrations that change existing rows."""
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from tests.slurm.conftest import make_job, start_job
+from trainhub.slurm.models import JobNode, NodePhase, StepNode
+from trainhub.slurm.services.steps import step_create
+from trainhub.slurm.steps import StepRequest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.migrate(targets or executor.loader.graph.leaf_nodes())
+
+
+def test_steps_made_before_steps_held_cpus_hold_every_cpu_of_the_job_on_their_nodes(cluster, now):
+    job = make_job(cluster, num_nodes=2, num_tasks=4, now=now)
+    start_job(job, ["a4-0", "a4-1"], now=now)
+    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
+    step_create(job=job, run_index=0, argv=["x"], environment={}, request=StepRequest(), label=False, now=now)
+    try:
+        migrate([("slurm", "0009_job_steps")])
+        migrate([("slurm", "0010_step_resources")])
+    finally:
+        migrate(None)
+    assert list(StepNode.objects.order_by("node_index").values_list("cpus", flat=True)) == [2, 2]
