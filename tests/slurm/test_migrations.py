@@ -23,8 +23,8 @@ def test_steps_made_before_steps_held_cpus_hold_every_cpu_of_the_job_on_their_no
     JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
     step_create(job=job, run_index=0, argv=["x"], environment={}, request=StepRequest(), label=False, now=now)
     try:
-        migrate([("slurm", "0009_job_steps")])
-        migrate([("slurm", "0010_step_resources")])
+        migrate([("slurm", "0011_node_features_job_constraint")])
+        migrate([("slurm", "0012_step_resources")])
     finally:
         migrate(None)
     assert list(StepNode.objects.order_by("node_index").values_list("cpus", flat=True)) == [2, 2]

@@ -14,7 +14,7 @@ def hold_the_job_nodes_cpus(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('slurm', '0009_job_steps'),
+        ('slurm', '0011_node_features_job_constraint'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('slurm', '0010_step_resources'),
+        ('slurm', '0012_step_resources'),
     ]
 
     operations = [
