@@ -171,7 +171,7 @@ def _submitter(port: int, timetable: list[tuple[float, bytes]], start: float,
     lateness = []
     for offset, request in timetable:
         due = start + offset
-        if time.time() >= until:
+        if max(due, time.time()) >= until:
             break
         if (wait := due - time.time()) > 0:
             time.sleep(wait)
