@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from bench import timing
+from bench.admission import bench_admission
 from bench.agent_fleet import bench_agent_fleet
 from bench.cli import bench_cli_sbatch_loop, bench_cli_startup
 from bench.environment import (
@@ -35,7 +36,8 @@ from bench.slurm_submit import bench_slurm_submit
 from bench.slurm_vs_real import bench_slurm_vs_real
 from bench.submission import bench_rest_clients, bench_rest_submit, bench_rest_submit_cpu
 
-BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("pages", bench_pages, needs_database=True),
+BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("admission", bench_admission, needs_database=True),
+              Benchmark("pages", bench_pages, needs_database=True),
               Benchmark("rest_submit_cpu", bench_rest_submit_cpu, needs_database=True),
               Benchmark("rest_submit", bench_rest_submit, needs_database=True),
               Benchmark("rest_clients", bench_rest_clients, needs_database=True),

@@ -15,10 +15,10 @@ replica within 2 s (p99).
    the first period): a conditional GET of its assignments with its last ETag (a full one every
    ``full_sync_seconds``, 30 s, also staggered, and after every exit report, as the agent does);
    ``POST .../started`` for a listed replica it has not started; ``POST .../exited`` with exit code 0
-   once a replica has run the pool's simulated 2 s; a heartbeat with the replicas it runs when that
-   set changed, else every ``long_poll_heartbeat_seconds`` (300 s: the held long poll counts as the
-   node's contact), spread evenly over that period as in a fleet that has been running a while.
-   Every request's round trip is recorded.
+   once a replica has run its time (N s for a ``sleep N`` command, else the pool's simulated 2 s); a
+   heartbeat with the replicas it runs when that set changed, else every ``long_poll_heartbeat_seconds``
+   (300 s: the held long poll counts as the node's contact), spread evenly over that period as in a
+   fleet that has been running a while. Every request's round trip is recorded.
 3. Meanwhile this process submits 1-replica CustomJobs for the pool (``job_submit``, SUBMIT_PER_SECOND)
    and runs ``scheduler_pass`` every second, so placements happen throughout.
 4. The first WARM_UP_SECONDS (every agent's first, unconditional fetch) are left out of every figure.
@@ -107,7 +107,7 @@ class _Agent:
     etag: str = ""
     last_full: float = 0.0
     reported_running: list[int] = field(default_factory=list)
-    #: replica id -> when it was started (by this agent's clock).
+    #: replica id -> when it exits (by this agent's clock): its start plus its run time.
     running: dict[int, float] = field(default_factory=dict)
     seen: set[int] = field(default_factory=set)
     #: The assignments the last long poll brought, for the next round.
@@ -181,6 +181,23 @@ class _Connection:
         return answer[0]
 
 
+def replica_runtime(doc: dict[str, Any]) -> float:
+    """Seconds a simulated replica runs: N when its container's command is ``sleep N`` (what a real
+    executor would run for that long), else the pool's ``simulatedRuntimeSeconds``."""
+    context = doc.get("context") or {}
+    try:
+        pool = context["spec"]["jobSpec"]["workerPoolSpecs"][context["poolIndex"]]
+        command = (pool.get("containerSpec") or {}).get("command") or []
+    except (KeyError, IndexError, TypeError):
+        command = []
+    if len(command) == 2 and command[0] == "sleep":
+        try:
+            return float(command[1])
+        except ValueError:
+            pass
+    return float(doc.get("simulatedRuntimeSeconds", SIMULATED_RUNTIME_SECONDS))
+
+
 def _agent_round(web: _Connection, agent: _Agent, record: _Record) -> None:
     """What NodeAgent.tick does for a simulated node, in its order, with the assignments the last long
     poll brought: start what is listed, report exits, heartbeat."""
@@ -189,10 +206,10 @@ def _agent_round(web: _Connection, agent: _Agent, record: _Record) -> None:
         if doc["id"] not in agent.seen:
             agent.seen.add(doc["id"])
             web.report(record, "report", f"/agent/v1/replicas/{doc['id']}/started", agent, {"time": now})
-            agent.running[doc["id"]] = now
+            agent.running[doc["id"]] = now + replica_runtime(doc)
     agent.assignments = None
-    for replica_id, started in list(agent.running.items()):
-        if now - started >= SIMULATED_RUNTIME_SECONDS:
+    for replica_id, exits_at in list(agent.running.items()):
+        if now >= exits_at:
             status = web.report(record, "report", f"/agent/v1/replicas/{replica_id}/exited", agent,
                                 {"time": now, "exitCode": 0})
             if status in (200, 404):
@@ -206,10 +223,11 @@ def _agent_round(web: _Connection, agent: _Agent, record: _Record) -> None:
 
 def _wait_for_work(watch: _Connection, agent: _Agent, record: _Record, end: float) -> bool:
     """What NodeAgent.wait_for_work does: long-poll for ``poll_seconds`` while a replica runs, else
-    until the next heartbeat (or full sync) is due; False after a failure."""
+    until the next heartbeat (or full sync) is due; False after a failure. A replica due to exit
+    sooner than ``poll_seconds`` shortens the wait to its exit, so a sub-second run ends on time."""
     now = time.time()
     if agent.running:
-        wait = POLL_SECONDS
+        wait = min(POLL_SECONDS, min(agent.running.values()) - now)
     else:
         wait = min(LONG_POLL_SECONDS, agent.last_heartbeat + HEARTBEAT_SECONDS - now,
                    agent.last_full + FULL_SYNC_SECONDS - now)
@@ -271,20 +289,21 @@ def _client_process(ports: tuple[int, int], agents: list[_Agent], begin: float, 
 
 # --- the control plane side (this process) ----------------------------------------------------
 
-def fleet_join(agents: int) -> list[str]:
+def fleet_join(agents: int, *, pool_name: str = POOL, machine_type: str = MACHINE_TYPE) -> list[str]:
     """A simulated pool of ``agents`` nodes, every one joined as its agent would: their credentials."""
     from django.utils import timezone
 
     from trainhub.inventory.models import Executor
     from trainhub.inventory.services import join_token_create, node_join, node_pool_ensure
 
-    pool = node_pool_ensure(name=POOL, machine_type=MACHINE_TYPE, node_count=agents, executor=Executor.SIMULATED,
-                            simulated_runtime_seconds=SIMULATED_RUNTIME_SECONDS)
+    pool = node_pool_ensure(name=pool_name, machine_type=machine_type, node_count=agents,
+                            executor=Executor.SIMULATED, simulated_runtime_seconds=SIMULATED_RUNTIME_SECONDS)
     now = timezone.now()
     _, token = join_token_create(pool=pool, created_by="bench", now=now, ttl=dt.timedelta(hours=1), max_uses=agents,
                                  description="agent_fleet benchmark")
     facts = {"simulated": True, "address": "127.0.0.1"}
-    return [node_join(raw_token=token, name=f"{POOL}-{index}", facts=facts, now=now)[1] for index in range(agents)]
+    return [node_join(raw_token=token, name=f"{pool_name}-{index}", facts=facts, now=now)[1]
+            for index in range(agents)]
 
 
 def _postgres_value(sql: str) -> int | None:

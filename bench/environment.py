@@ -74,14 +74,31 @@ def _serving(argv: list[str], port: int, what: str) -> subprocess.Popen:
     raise RuntimeError(f"{what} did not answer /healthz within 60 s")
 
 
+def _celery(*arguments: str) -> subprocess.Popen:
+    """``celery -A trainhub <arguments>`` on this process's stores, its output discarded."""
+    return subprocess.Popen(  # noqa: S603 - our own argv
+        [sys.executable, "-m", "celery", "-A", "trainhub", *arguments],
+        env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def start_celery_beat() -> subprocess.Popen:
+    """Celery beat as docker-compose.yml starts it (settings.CELERY_BEAT_SCHEDULE: a scheduler pass every
+    TRAINHUB_SCHEDULER_INTERVAL_SECONDS, node liveness, ...), on this process's stores. The caller
+    terminates it."""
+    schedule = os.path.join(os.environ.get("TRAINHUB_VAR_DIR") or tempfile.gettempdir(), "celerybeat-schedule")
+    beat = _celery("beat", "--loglevel=WARNING", f"--schedule={schedule}")
+    time.sleep(1.0)
+    if beat.poll() is not None:
+        raise RuntimeError(f"Celery beat exited with {beat.returncode} at start")
+    return beat
+
+
 def start_celery_worker() -> subprocess.Popen:
     """A Celery worker as docker-compose.yml starts it (``celery -A trainhub worker --concurrency=2``),
     on this process's stores; returned once it answers a ping. The caller terminates it."""
-    worker = subprocess.Popen(  # noqa: S603 - our own argv
-        [sys.executable, "-m", "celery", "-A", "trainhub", "worker", "--loglevel=WARNING", "--concurrency=2",
-         "--without-gossip", "--without-mingle", "-n", f"bench-{os.getpid()}@%h"],
-        env={**os.environ, "DEBUG": "false", "SECRET_KEY": "trainhub-bench"}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = _celery("worker", "--loglevel=WARNING", "--concurrency=2", "--without-gossip", "--without-mingle",
+                     "-n", f"bench-{os.getpid()}@%h")
     from trainhub.celery import app
 
     deadline = time.monotonic() + 60

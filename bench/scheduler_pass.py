@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench.admission import bench_admission
 from bench.report import Column, Section
 from bench.timing import Timing, measure
 from bench.workload import MACHINES, REPLICA_MIX, WorkloadJob, free_nodes, generate_jobs, node_split
@@ -58,7 +57,9 @@ class Sizes:
     db_repeat: int
     submit_jobs: int
     submit_repeat: int
-    admission_jobs: int
+    #: bench/admission.py: cohorts of Kueue's baseline load (5 in Kueue's) and the divisor of its job counts.
+    admission_cohorts: int
+    admission_divisor: int
     #: CustomJobs POSTed over HTTP by the rest_submit benchmark (bench/submission.py).
     rest_jobs: int
     page_active_jobs: int
@@ -82,13 +83,13 @@ class Sizes:
 
 FULL = Sizes(pure_jobs=(1_000, 10_000, 50_000), pure_nodes=(100, 1_000), pure_repeat=5, pure_long_queue=50_000,
              db_nodes=1_000, db_jobs=(1_000, 10_000, 50_000), db_repeat=3, submit_jobs=1_000, submit_repeat=3,
-             admission_jobs=15_000, rest_jobs=10_000, page_active_jobs=10_000,
+             admission_cohorts=5, admission_divisor=1, rest_jobs=10_000, page_active_jobs=10_000,
              page_finished_jobs=100_000, page_nodes=1_000, page_repeat=20, page_studies=200, page_pipelines=100,
              page_models=10, page_resources=20, page_slurm_pending=10_000, page_slurm_finished=20_000,
              fleet_agents=1_000, fleet_seconds=60)
 QUICK = Sizes(pure_jobs=(1_000, 10_000), pure_nodes=(100, 1_000), pure_repeat=3, pure_long_queue=10_000,
               db_nodes=100, db_jobs=(200, 1_000), db_repeat=2, submit_jobs=200, submit_repeat=2,
-              admission_jobs=1_500, rest_jobs=1_000, page_active_jobs=1_000,
+              admission_cohorts=1, admission_divisor=10, rest_jobs=1_000, page_active_jobs=1_000,
               page_finished_jobs=10_000, page_nodes=100, page_repeat=5, page_studies=20, page_pipelines=20,
               page_models=3, page_resources=4, page_slurm_pending=1_000, page_slurm_finished=2_000,
               fleet_agents=100, fleet_seconds=15)
@@ -519,5 +520,4 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("plan_pass", bench_plan_pass, needs_database=False),
     Benchmark("scheduler_pass", bench_scheduler_pass, needs_database=True),
     Benchmark("job_submit", bench_job_submit, needs_database=True),
-    Benchmark("admission", bench_admission, needs_database=True),
 )
