@@ -167,6 +167,8 @@ TRAINHUB_LOCATIONS = envlist("TRAINHUB_LOCATIONS", "us-central1,europe-west4")
 # Scheduling knobs.
 TRAINHUB_STOCKOUT_RETRY_SECONDS = envint("TRAINHUB_STOCKOUT_RETRY_SECONDS", 120)
 TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS = envint("TRAINHUB_FLEX_RESERVATION_AFTER_SECONDS", 600)
+#: After this wait a job short of quota holds what it needs of its project's quota (placement).
+TRAINHUB_QUOTA_HOLD_AFTER_SECONDS = envint("TRAINHUB_QUOTA_HOLD_AFTER_SECONDS", 600)
 TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS = envint("TRAINHUB_NODE_HEARTBEAT_TTL_SECONDS", 60)
 #: Where agents long-poll their assignments (the agent-watch process, trainhub.longpoll_asgi), as
 #: the agents reach it, e.g. http://trainhub.example:8001; empty: agents poll gunicorn conditionally.

@@ -198,6 +198,65 @@ def test_quota_admits_jobs_in_order_until_the_limit():
     assert "short by 1" in shortfall.describe()
 
 
+A100_QUOTA = "custom_model_training_nvidia_a100_gpus"
+T4_QUOTA = "custom_model_training_nvidia_t4_gpus"
+
+
+def _quota_stream(big_holds: bool):
+    """A 4-GPU job of a 4-GPU quota, 3 in use, then younger 1-GPU jobs of its project, another
+    project's, and one of its project needing another metric."""
+    from trainhub.scheduling.quota import QuotaBook
+
+    book = QuotaBook(limits={("p", "us", A100_QUOTA): 4, ("q", "us", A100_QUOTA): 4, ("p", "us", T4_QUOTA): 4},
+                     usage={("p", "us", A100_QUOTA): 3})
+    big = GangRequest.from_pools("big", [(0, 4, A100)], project="p", location="us",
+                                 quota_demand=((A100_QUOTA, 4),), holds_quota=big_holds)
+    small = GangRequest.from_pools("small", [(0, 1, A100)], project="p", location="us",
+                                   quota_demand=((A100_QUOTA, 1),), holds_quota=True)
+    other = GangRequest.from_pools("other-project", [(0, 1, A100)], project="q", location="us",
+                                   quota_demand=((A100_QUOTA, 1),))
+    t4 = GangRequest.from_pools("t4", [(0, 1, T4_1)], project="p", location="us", quota_demand=((T4_QUOTA, 1),))
+    nodes = [*a100_nodes(8), FreeNode(1, 20, "n1-standard-4", "NVIDIA_TESLA_T4")]
+    return plan_pass([big, small, other, t4], nodes, quotas=book)
+
+
+def test_without_a_hold_younger_small_jobs_take_the_quota_a_big_job_waits_for():
+    plan = _quota_stream(big_holds=False)
+    assert set(plan.placements) == {"small", "other-project", "t4"} and "big" in plan.quota_shortfalls
+
+
+def test_a_job_short_of_quota_past_the_threshold_holds_it_against_younger_jobs_of_its_project():
+    plan = _quota_stream(big_holds=True)
+    assert plan.quota_holds == {"big": [A100_QUOTA]}
+    assert plan.quota_held_against == {"small": "big"}  # even though it too has waited past the threshold
+    assert set(plan.placements) == {"other-project", "t4"}  # another project, another metric: unaffected
+
+
+def test_a_holder_starts_once_its_quota_frees_and_then_holds_nothing():
+    from trainhub.scheduling.quota import QuotaBook
+
+    book = QuotaBook(limits={("p", "us", A100_QUOTA): 4}, usage={("p", "us", A100_QUOTA): 0})
+    big = GangRequest.from_pools("big", [(0, 4, A100)], project="p", location="us",
+                                 quota_demand=((A100_QUOTA, 4),), holds_quota=True)
+    small = GangRequest.from_pools("small", [(0, 1, A100)], project="p", location="us",
+                                   quota_demand=((A100_QUOTA, 1),))
+    plan = plan_pass([big, small], a100_nodes(8), quotas=book)
+    assert set(plan.placements) == {"big"} and plan.quota_holds == {} and plan.quota_held_against == {}
+    assert "small" in plan.quota_shortfalls
+
+
+def test_a_job_asking_for_more_than_the_limit_outright_holds_nothing():
+    from trainhub.scheduling.quota import QuotaBook
+
+    book = QuotaBook(limits={("p", "us", A100_QUOTA): 2})
+    huge = GangRequest.from_pools("huge", [(0, 3, A100)], project="p", location="us",
+                                  quota_demand=((A100_QUOTA, 3),), holds_quota=True)
+    small = GangRequest.from_pools("small", [(0, 1, A100)], project="p", location="us",
+                                   quota_demand=((A100_QUOTA, 1),))
+    plan = plan_pass([huge, small], a100_nodes(8), quotas=book)
+    assert set(plan.placements) == {"small"} and plan.quota_holds == {}
+
+
 @settings(max_examples=150, deadline=None)
 @given(limit=st.integers(0, 8), requests=st.lists(st.integers(1, 4), min_size=1, max_size=10),
        in_use=st.integers(0, 8))

@@ -166,3 +166,22 @@ def test_a_flex_start_gang_whose_nodes_went_down_or_drained_reserves_nothing_and
     assert any(r.startswith("Holds no nodes: the usable nodes of its location") and "needs 2, 1 usable" in r
                for r in wait_reasons(gang))
     assert not any("reserved for FLEX_START" in r for r in wait_reasons(gang))
+
+
+def test_a_job_short_of_quota_past_the_threshold_holds_it_and_younger_jobs_say_why_they_wait(
+        api, cast, nodes, now, settings):
+    settings.TRAINHUB_QUOTA_HOLD_AFTER_SECONDS = 60
+    Quota.objects.create(project=cast["alpha"], location="us-central1", metric=A100_ON_DEMAND, limit=2)
+    running = submit(cast, now, a100())
+    scheduler_pass(now=later(now, 1))
+    big = submit(cast, later(now, 2), a100(), a100(), name="big")
+    younger = submit(cast, later(now, 3), a100(), name="younger")  # it would fit: 1 in use + 1 <= 2
+    scheduler_pass(now=later(now, 100))
+    for job in (running, big, younger):
+        job.refresh_from_db()
+    assert (big.state, younger.state) == (states.QUEUED, states.QUEUED)
+    assert any(reason.startswith(f"Holding quota {A100_ON_DEMAND}: it has waited over 60s")
+               for reason in wait_reasons(big))
+    held = f"Waiting: this project's quota is held for older job big ({big.job_id}), which has waited over 60s"
+    reasons = api("uma").get(f"{BASE}/{younger.job_id}").json()["trainhubStatus"]["waitReasons"]
+    assert any(reason.startswith(held) for reason in reasons), reasons

@@ -12,6 +12,13 @@ Rules, applied to the waiting jobs in the order given (the caller sorts them old
   location).
 - Quota: a job is admitted only if the project's usage plus its request stays within every quota
   limit it touches (see scheduling.quota); admitted jobs are charged immediately.
+- Quota hold: a job short of quota that has waited past the threshold (``holds_quota``; never one
+  asking for more than a limit outright) holds each metric it needs that no older job holds, and
+  younger jobs of its project and location that need a held metric wait. Without it a job asking
+  for most of a quota starves while a stream of small jobs keeps taking each GPU that frees up
+  (measured: bench ``admission``, Kueue's load, where no 20-GPU job of a 20-GPU quota started in 15
+  minutes). Kueue's StrictFIFO queues behave so from the start; Slurm's backfill likewise never
+  lets a lower-priority job delay the top one's expected start.
 - SPOT: SPOT jobs only use idle nodes. A STANDARD or FLEX_START job that does not fit on idle
   nodes may preempt running SPOT jobs, taken in the order given (the caller passes the newest
   first, so the least work is lost), stopping as soon as the gang fits; if even every SPOT job
@@ -64,6 +71,8 @@ class GangRequest:
     project: Hashable = None
     location: str = ""
     quota_demand: tuple[tuple[str, int], ...] = ()
+    #: Waited past the quota-hold threshold: short of quota, it holds what it needs (see above).
+    holds_quota: bool = False
 
     @classmethod
     def from_pools(cls, key: Hashable, pools: Iterable[tuple[int, int, ReplicaShape]], **options) -> "GangRequest":
@@ -119,6 +128,10 @@ class PassPlan:
     held_against: dict[Hashable, Hashable] = field(default_factory=dict)
     #: reserve candidate key -> what the location's usable inventory lacks to ever hold it
     unreservable: dict[Hashable, Shortfall] = field(default_factory=dict)
+    #: job key -> the quota metrics it holds (short of quota after the threshold)
+    quota_holds: dict[Hashable, list[str]] = field(default_factory=dict)
+    #: job key -> the older job holding a quota metric it needs
+    quota_held_against: dict[Hashable, Hashable] = field(default_factory=dict)
 
 
 def _at_least(group: list[FreeNode], gpus: int) -> int:
@@ -301,9 +314,16 @@ def plan_pass(requests: Sequence[GangRequest], free_nodes: Iterable[FreeNode], *
         index = indexes.setdefault(location, CapacityIndex())
         reserving = reservations.choose(plan, request, location, demand)
         if quotas is not None:
+            holder = quotas.holder_against(request.project, request.location, quota_demand)
+            if holder is not None:
+                plan.quota_held_against[request.key] = holder
+                continue
             blocked = quotas.shortfalls(request.project, request.location, quota_demand)
             if blocked:
                 plan.quota_shortfalls[request.key] = blocked
+                if request.holds_quota and not any(short.exceeds_limit_outright for short in blocked):
+                    plan.quota_holds[request.key] = quotas.hold(request.key, request.project, request.location,
+                                                                quota_demand)
                 probe = index.shortfall(demand)  # report capacity too: every blocking reason, not one
                 if probe is not None:
                     plan.shortfalls[request.key] = [probe]

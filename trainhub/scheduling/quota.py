@@ -83,6 +83,8 @@ class QuotaBook:
 
     limits: Mapping[tuple[Hashable, str, str], int]
     usage: dict[tuple[Hashable, str, str], int] = field(default_factory=dict)
+    #: (project key, location, metric) -> the job holding it in this pass (see ``hold``)
+    holders: dict[tuple[Hashable, str, str], Hashable] = field(default_factory=dict)
 
     def headroom(self, project: Hashable, location: str, metric: str) -> int | None:
         """GPUs still free under the metric's limit (never negative); None when it has no limit."""
@@ -99,6 +101,26 @@ class QuotaBook:
             if limit is not None and in_use + requested > limit:
                 result.append(QuotaShortfall(metric, location, limit, in_use, requested))
         return result
+
+    def hold(self, key: Hashable, project: Hashable, location: str, demand: Mapping[str, int]) -> list[str]:
+        """Hold, for the rest of the pass, every limited metric of ``demand`` no older job holds yet,
+        for ``key``: a job short of quota that has waited past the threshold. Returns what it holds."""
+        held = []
+        for metric, requested in sorted(demand.items()):
+            slot = (project, location, metric)
+            if requested > 0 and slot in self.limits and slot not in self.holders:
+                self.holders[slot] = key
+                held.append(metric)
+        return held
+
+    def holder_against(self, project: Hashable, location: str, demand: Mapping[str, int]) -> Hashable | None:
+        """The older job holding a metric ``demand`` needs, or None. While it is short of quota,
+        whatever a younger job took of that metric would put its start further off."""
+        for metric, requested in sorted(demand.items()):
+            holder = self.holders.get((project, location, metric))
+            if holder is not None and requested > 0:
+                return holder
+        return None
 
     def charge(self, project: Hashable, location: str, demand: Mapping[str, int]) -> None:
         for metric, requested in demand.items():

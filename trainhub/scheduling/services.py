@@ -144,6 +144,9 @@ def _quota_estimates(estimates: dict[int, WaitEstimate], unplaced: list[WaitingJ
                      quotas: QuotaBook, now: dt.datetime) -> None:
     """A job short of quota starts no earlier than its quota frees up (estimate.quota_waits, from
     the holders' ends after this pass's placements); no estimate if it never does."""
+    for job in unplaced:
+        if job.pk in plan.quota_held_against:  # it starts after the holder, whose start is not known
+            estimates[job.pk] = WaitEstimate(estimates[job.pk].position, None)
     blocked = [job for job in unplaced if job.pk in plan.quota_shortfalls]
     if not blocked:
         return
@@ -164,6 +167,21 @@ def _stockout_error(job: WaitingJob, now: dt.datetime, reasons: list[str]) -> st
     missing = " ".join(reasons) or "capacity never became free."
     return (f"Resources are insufficient in region: {job.gang.location} . Try a different region or use a "
             f"different accelerator. (Retried for {int(waited)}s.) {missing}")
+
+
+def _holds_quota(job: WaitingJob, now: dt.datetime) -> bool:
+    """A job (not SPOT: preemptible by design) that has waited past the quota-hold threshold; short
+    of quota, it holds what it needs of its project's quota (see placement)."""
+    return job.strategy != "SPOT" and job.waited(now) >= settings.TRAINHUB_QUOTA_HOLD_AFTER_SECONDS
+
+
+def _quota_holders(plan: PassPlan) -> dict[int, tuple[str, str]]:
+    """The jobs holding quota this pass: pk -> (job id, display name), for the reasons."""
+    pks = set(plan.quota_holds) | set(plan.quota_held_against.values())
+    if not pks:
+        return {}
+    return {pk: (str(job_id), name)
+            for pk, job_id, name in CustomJob.objects.filter(pk__in=pks).values_list("pk", "job_id", "display_name")}
 
 
 def _may_reserve(job: WaitingJob, now: dt.datetime) -> bool:
@@ -207,8 +225,18 @@ def _reservations(plan: PassPlan, now: dt.datetime, previous: dict[int, working_
     return records
 
 
-def _wait_reasons(pk: int, plan: PassPlan, reservations: dict[int, working_memory.Reservation]) -> list[str]:
+def _wait_reasons(pk: int, plan: PassPlan, reservations: dict[int, working_memory.Reservation],
+                  quota_holders: dict[int, tuple[str, str]]) -> list[str]:
     reasons = [s.describe() for s in plan.quota_shortfalls.get(pk, [])]
+    if plan.quota_holds.get(pk):
+        reasons.append(f"Holding quota {', '.join(plan.quota_holds[pk])}: it has waited over "
+                       f"{settings.TRAINHUB_QUOTA_HOLD_AFTER_SECONDS}s, so younger jobs of this project that need it "
+                       f"wait until this job starts.")
+    holder = plan.quota_held_against.get(pk)
+    if holder is not None:
+        job_id, name = quota_holders.get(holder, ("?", "an older job"))
+        reasons.append(f"Waiting: this project's quota is held for older job {name} ({job_id}), which has waited "
+                       f"over {settings.TRAINHUB_QUOTA_HOLD_AFTER_SECONDS}s for it; this job starts after it.")
     reasons += [f"Waiting for capacity: {s.describe()}." for s in plan.shortfalls.get(pk, [])]
     own = reservations.get(pk)
     if own is not None:
@@ -408,7 +436,8 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
     free_nodes, victims, inventory = _free_nodes(now)
     requests = [
         GangRequest(job.pk, job.gang.pools, can_preempt=job.strategy != "SPOT", reserve=_may_reserve(job, now),
-                    project=job.gang.project_id, location=job.gang.location, quota_demand=job.gang.quota_demand)
+                    project=job.gang.project_id, location=job.gang.location, quota_demand=job.gang.quota_demand,
+                    holds_quota=_holds_quota(job, now))
         for job in waiting
     ]
     quotas = quota_book()
@@ -425,8 +454,9 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
     stockouts: dict[int, str] = {}
     flex_waiting: list[int] = []
     computed_at = format_timestamp(now)
+    quota_holders = _quota_holders(plan)
     for job in unplaced:
-        reasons = _wait_reasons(job.pk, plan, reservations)
+        reasons = _wait_reasons(job.pk, plan, reservations, quota_holders)
         stockout = _stockout_error(job, now, reasons) if job.pk in plan.shortfalls else None
         if stockout is not None:
             stockouts[job.pk] = stockout
