@@ -102,7 +102,7 @@ def test_a_job_shows_its_submitter_even_after_they_left_the_project(client, cast
     Membership.objects.filter(user=cast["alice"]).delete()
     client.force_login(cast["uma"])
     content = client.get(LIST).content.decode()
-    assert "<td>alice</td>" in content
+    assert '<td class="col-wide">alice</td>' in content
 
 
 def test_the_user_filter_offers_only_members_of_the_users_projects(client, cast):
