@@ -274,7 +274,7 @@ def admission_run(load: Load) -> dict[str, Any]:
     """Set up, start the deployed processes, play the load, and read the figures back."""
     from django.db import connection
 
-    from bench.agent_fleet import HEARTBEAT_SECONDS, _Agent, _client_process, fleet_join
+    from bench.agent_fleet import START_SECONDS, _client_process, fleet_agents, fleet_join
     from bench.environment import (
         free_port,
         start_celery_beat,
@@ -287,8 +287,7 @@ def admission_run(load: Load) -> dict[str, Any]:
     token = _setup(load)
     credentials = [credential for machine, count in nodes_needed(load).items()
                    for credential in fleet_join(count, pool_name=f"admission-{machine}", machine_type=machine)]
-    fleet = [_Agent(credential, offset=index / len(credentials) * HEARTBEAT_SECONDS)
-             for index, credential in enumerate(credentials)]
+    fleet = fleet_agents(credentials, time.time())
     timetable = [(arrival.at_ms / 1000, _request_bytes(
         f"/v1/projects/{arrival.queue}/locations/{LOCATION}/customJobs", token, json.dumps(arrival.body()).encode()))
         for arrival in arrivals(load)]
@@ -304,8 +303,8 @@ def admission_run(load: Load) -> dict[str, Any]:
         context = multiprocessing.get_context("fork")
         with context.Pool(AGENT_PROCESSES) as agents, context.Pool(SUBMITTERS) as submitters:
             begin = time.time() + 0.5
-            # Every agent has made its first round (they start spread over one heartbeat period).
-            start = begin + HEARTBEAT_SECONDS + 1
+            # Every agent has made its first round (they start spread over START_SECONDS).
+            start = begin + START_SECONDS + 1
             until = start + CAP_SECONDS
             agents.starmap_async(_client_process, [
                 (ports, fleet[index::AGENT_PROCESSES], begin, until, begin) for index in range(AGENT_PROCESSES)])

@@ -405,16 +405,21 @@ def _milliseconds(values: list[float], fraction: float | None) -> float | None:
     return (statistics.median(values) if fraction is None else _percentile(values, fraction)) * 1000
 
 
+def fleet_agents(credentials: list[str], first: float) -> list[_Agent]:
+    """One simulated agent per credential: starts spread over START_SECONDS, last heartbeats spread
+    over the heartbeat period before ``first``, as in a fleet that has been running a while."""
+    count = len(credentials)
+    return [_Agent(credential, offset=index / count * START_SECONDS,
+                   last_heartbeat=first - index / count * HEARTBEAT_SECONDS)
+            for index, credential in enumerate(credentials)]
+
+
 def fleet_run(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSES) -> dict[str, Any]:
     """The live run: join, start gunicorn, the long poll and the client processes, submit and
     schedule; its row."""
     from django.db import connection
 
-    credentials = fleet_join(agents)
-    first = time.time()
-    fleet = [_Agent(credential, offset=index / agents * START_SECONDS,
-                    last_heartbeat=first - index / agents * HEARTBEAT_SECONDS)
-             for index, credential in enumerate(credentials)]
+    fleet = fleet_agents(fleet_join(agents), time.time())
     ports = (free_port(), free_port())
     connection.close()  # the client processes are forked; they must not share this connection
     server = start_gunicorn(ports[0])
