@@ -57,6 +57,7 @@ from trainhub.slurm.timefmt import format_elapsed, format_secs, format_time_limi
 
 __all__ = [
     "SPRIO_NO_JOBS",
+    "SPRIO_ORDER",
     "PrintField",
     "SacctJob",
     "SqueueJob",
@@ -139,6 +140,10 @@ _WEIGHT_ATTRIBUTES = {"age": "priority_weight_age", "assoc": "priority_weight_as
                       "partition": "priority_weight_partition", "qos": "priority_weight_qos"}
 
 
+#: sprio's default sort: by job id, then partition (a job pending in several partitions has a line for each).
+SPRIO_ORDER = attrgetter("job_id", "partition")
+
+
 def sprio_format(config: SlurmConfig, *, long: bool = False, norm: bool = False, with_user: bool = False) -> str:
     """sprio's default format, built as sprio.c does: factor columns only for non-zero weights; -l as
     22.05 prints it, without ACCOUNT and QOSNAME (fixtures/22.05/scenario/sprio-l-running.txt)."""
@@ -209,14 +214,14 @@ def sprio_text(breakdowns: Iterable[PriorityBreakdown], config: SlurmConfig, *, 
     if weights:
         return _render(format_text, _SPRIO_HEADERS, lambda letter: lambda _item: _weights_cell(config, letter),
                        [None], header)
-    rows = sorted(breakdowns, key=lambda b: (b.job_id, b.partition))
+    rows = sorted(breakdowns, key=SPRIO_ORDER)
     return _render(format_text, _SPRIO_HEADERS, _sprio_getter, rows, header)
 
 
 def sprio_rows(breakdowns: Iterable[PriorityBreakdown]) -> list[dict[str, Any]]:
     """The sprio data as JSON rows (unrounded values; ``priority`` is sprio's PRIORITY)."""
     rows = []
-    for item in sorted(breakdowns, key=lambda b: (b.job_id, b.partition)):
+    for item in sorted(breakdowns, key=SPRIO_ORDER):
         rows.append({
             "jobId": item.job_id, "partition": item.partition, "user": item.user, "account": item.account,
             "qos": item.qos, "priority": item.sprio_priority, "jobPriority": item.priority, "site": item.site,

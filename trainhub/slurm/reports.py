@@ -250,7 +250,7 @@ def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weight
              if page is not None and not weights and (page.start or len(breakdowns) == page.stop) else None)
     if jobs and not breakdowns and not weights and not total:
         return Report(formats.SPRIO_NO_JOBS + "\n")
-    breakdowns.sort(key=lambda b: (b.job_id, b.partition))
+    breakdowns.sort(key=formats.SPRIO_ORDER)
     text = formats.sprio_text(breakdowns, config, long=long, norm=norm, with_user=bool(user), weights=weights)
     return Report(text, breakdowns, formats.sprio_rows, total=total)
 
