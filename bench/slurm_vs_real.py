@@ -32,12 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.cli import _cli_command, _cli_environment
+from bench.cli import _children_cpu, _cli_command, _cli_environment
 from bench.environment import free_port, load_average, start_gunicorn
 from bench.report import Column, Section
 from bench.scheduler_pass import QUICK, Sizes
 from bench.slurm_submit import SBATCH_ARGS, sbatch_target
-from bench.submission import _request_bytes, http_run
+from bench.submission import _children, _cpu_of, _cpu_spent, _request_bytes, http_run
 
 RUNS = 5
 SUBMITTERS = ("alice", "bob")
@@ -83,13 +83,24 @@ def _sbatch_loops(environ: dict[str, str], counts: dict[str, int]) -> float:
     return elapsed
 
 
-def _median_wall(argv: list[str], environ: dict[str, str]) -> float:
-    times = []
+def _median_wall(argv: list[str], environ: dict[str, str], servers: list[int]) -> tuple[float, float]:
+    """The median wall seconds of RUNS runs of ``argv``, and the median CPU seconds each spent: the
+    command's own and that of the ``servers`` that answered it (slurmctld; gunicorn and its workers),
+    which the other work on a shared machine inflates far less than the wall time."""
+    times, cpu = [], []
     for _ in range(RUNS):
+        children, before = _children_cpu(), _cpu_of(servers)
         begun = time.perf_counter()
         subprocess.run(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)  # noqa: S603
         times.append(time.perf_counter() - begun)
-    return statistics.median(times)
+        cpu.append(_children_cpu() - children + _cpu_spent(before, _cpu_of(servers)))
+    return statistics.median(times), statistics.median(cpu)
+
+
+def _slurmctld(environ: dict[str, str]) -> list[int]:
+    """The harness's slurmctld, from the PIDs start.sh recorded."""
+    pids = (Path(environ.get("SLURMH_STATE", "")) / "pids").read_text().split("\n")
+    return [int(pid) for name, _, pid in (line.partition(" ") for line in pids) if name == "slurmctld"]
 
 
 def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[str, float]:
@@ -102,8 +113,10 @@ def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[
         figures["sbatch, 2 submitters"] = 2 * half / _sbatch_loops(environ, {"alice": half, "bob": half})
         left = max(pending - submissions - 2 * half, 0)
         _sbatch_loops(environ, {"alice": left // 2, "bob": left - left // 2})
+        servers = _slurmctld(environ)
         for what, command, params in READS:
-            figures[what] = _median_wall([command, *(["-l"] if params else [])], environ)
+            figures[what], figures[f"{what} CPU"] = _median_wall([command, *(["-l"] if params else [])], environ,
+                                                                 servers)
         return figures
     finally:
         for user in SUBMITTERS:
@@ -140,6 +153,7 @@ def _trainhub_side(submissions: int, pending: int) -> tuple[dict[str, float], li
     for what, report, params in READS:
         run = http_run([[_get(f"{base}/{report}", token, params)] * (RUNS + 1)], warm_up=1)
         figures[f"{what} over HTTP"] = statistics.median(run.latencies)
+        figures[f"{what} over HTTP CPU"] = run.server_cpu / len(run.latencies)
     notes = _cli_reads(cluster, token, figures)
     cluster_delete(cluster=cluster)
     return figures, notes
@@ -158,7 +172,8 @@ def _cli_reads(cluster, token: str, figures: dict[str, float]) -> list[str]:
                 argv = [*_cli_command(), "slurm", report, "--cluster", cluster.cluster_id,
                         *(["-l"] if params else [])]
                 subprocess.run(argv, env=environ, stdout=subprocess.DEVNULL, check=True)  # noqa: S603 - warms .pyc
-                figures[f"{what} from the CLI"] = _median_wall(argv, environ)
+                figures[f"{what} from the CLI"], figures[f"{what} from the CLI CPU"] = _median_wall(
+                    argv, environ, [server.pid, *_children(server.pid)])
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -179,13 +194,15 @@ def bench_slurm_vs_real(sizes: Sizes) -> Section:
             value = ours[what + where]
             faster = None if real_value is None else (value / real_value if unit == "jobs/s" else real_value / value)
             rows.append({"what": what + where, "unit": unit, "real_slurm": real_value, "trainhub": value,
-                         "trainhub_faster": faster})
+                         "trainhub_faster": faster, "real_slurm_cpu": real.get(f"{what} CPU"),
+                         "trainhub_cpu": ours.get(f"{what}{where} CPU")})
     section = Section(
         name="slurm_vs_real",
         key=("what",),
         title=f"trainhub beside real Slurm: sbatch ({submissions:,} jobs) and reads over {pending:,} pending jobs",
         columns=[Column("what", "what"), Column("unit", "unit"), Column("real_slurm", "real Slurm"),
-                 Column("trainhub", "trainhub"), Column("trainhub_faster", "trainhub faster (x)")],
+                 Column("trainhub", "trainhub"), Column("trainhub_faster", "trainhub faster (x)"),
+                 Column("real_slurm_cpu", "real Slurm CPU s"), Column("trainhub_cpu", "trainhub CPU s")],
         rows=rows,
     )
     section.notes += [
@@ -194,6 +211,8 @@ def bench_slurm_vs_real(sizes: Sizes) -> Section:
                         "start ../shared/tools/slurm-harness/start.sh for the comparison",
         "trainhub: sbatch over REST (gunicorn, kept-alive connections), reads over HTTP and from the CLI",
         *notes,
+        "CPU s (reads, median): real Slurm's command and slurmctld; trainhub over HTTP gunicorn's per request, "
+        "from the CLI the command's and gunicorn's. Wall time on a shared machine follows its load; CPU much less",
         f"load average {load_before} before, {load_average()} after (2 submitters need 2 free cores)",
     ]
     return section

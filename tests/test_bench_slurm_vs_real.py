@@ -1,6 +1,7 @@
-"""bench/slurm_vs_real finds the Slurm harness through its pointer file, and goes on without it."""
+"""bench/slurm_vs_real finds the Slurm harness through its pointer file, and goes on without it; it
+counts the CPU of the harness's slurmctld beside the commands'."""
 
-from bench.slurm_vs_real import harness_environment
+from bench.slurm_vs_real import _slurmctld, harness_environment
 
 
 def test_without_a_harness_pointer_real_slurm_is_not_available(tmp_path, monkeypatch):
@@ -15,3 +16,8 @@ def test_a_pointer_to_a_harness_that_does_not_answer_is_not_available(tmp_path, 
     (tmp_path / "slurm-harness.current").write_text(f"{state}\n")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     assert harness_environment() is None
+
+
+def test_the_slurmctld_counted_is_the_one_the_harness_started(tmp_path):
+    (tmp_path / "pids").write_text("munged 11\nslurmctld 42\nslurmd.gpu1 43\n")
+    assert _slurmctld({"SLURMH_STATE": str(tmp_path)}) == [42]

@@ -56,3 +56,13 @@ def test_an_sbatch_that_reaches_for_the_server_loads_no_heavy_module(tmp_path) -
                      "inspect", "datetime"} == set()
     assert "trainhub.cli.worker_pool_spec" not in loaded  # custom jobs' spec parsers
     assert "http" not in loaded  # plain http:// goes out on a socket
+
+
+@pytest.mark.parametrize("command", [["sprio", "-l"], ["squeue"]])
+def test_a_read_that_reaches_for_the_server_loads_neither_heavy_modules_nor_sbatch_grammar(tmp_path, command) -> None:
+    statements = (f"from trainhub.cli.main import main\n"
+                  f"assert main(['--url', 'http://127.0.0.1:9', 'slurm', *{command!r}, '--cluster', 'c'], "
+                  f"environ={{'TRAINHUB_CONFIG': {str(tmp_path / 'c.json')!r}}}) == 1")
+    loaded = _modules_after(statements)
+    assert "socket" in loaded  # it did try to reach the server
+    assert loaded & (NEVER | {"trainhub.slurm.sbatch_argv", "http", "dataclasses", "datetime"}) == set()

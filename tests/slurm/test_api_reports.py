@@ -6,7 +6,7 @@ import pytest
 
 from tests.slurm.conftest import CLUSTERS, DAY, run_pass
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm.models import JobNode, JobState, SlurmJob
+from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit
 from trainhub.slurm.services.lifecycle import job_batch_finished
 
@@ -82,6 +82,20 @@ def test_squeue_shows_pending_reasons_and_running_nodes(api, queue, accounts, no
     assert text[3].split() == ["3", "a4", "job", "bob", "R", "0:00", "1", "a4-0"]
     mine = api("vic").get(f"{BASE}/squeue", {"user": "uma", "long": "true"}).json()["text"].splitlines()
     assert mine[0].split()[4:7] == ["STATE", "TIME", "TIME_LIMI"]  # cut to its 9 columns, as squeue -l prints it and mine[1].split()[4] == "PENDING"
+
+
+def test_squeue_shows_a_finished_job_whose_epilog_still_runs_as_completing(api, queue, accounts, now):
+    Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
+    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    job = SlurmJob.objects.get(cluster__cluster_id="c1", job_id=3)
+    SlurmJob.objects.filter(pk=job.pk).update(state=JobState.COMPLETED, end_time=now + DAY + dt.timedelta(minutes=1))
+    JobNode.objects.filter(job=job).update(phase=NodePhase.EPILOG)
+    lines = [line.split()[:5] for line in api("vic").get(f"{BASE}/squeue").json()["text"].splitlines()]
+    assert ["3", "a4", "job", "bob", "CG"] in lines
+    assert [line[0] for line in lines[1:]] == ["2", "1", "3"]
+    JobNode.objects.filter(job=job).update(phase=NodePhase.DONE)
+    lines = [line.split()[0] for line in api("vic").get(f"{BASE}/squeue").json()["text"].splitlines()]
+    assert lines[1:] == ["2", "1"]
 
 
 def test_sshare_all_shows_the_tree(api, queue):

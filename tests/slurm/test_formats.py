@@ -144,6 +144,12 @@ def test_squeue_default_and_start_layouts():
         "             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)")
 
 
+def test_squeue_format_without_fields_prints_its_text_once_per_job():
+    jobs = [SqueueJob(1, "gpu", "a", "alice", "PENDING"), SqueueJob(2, "gpu", "b", "bob", "PENDING")]
+    assert squeue_text(jobs, format="queue {x}").splitlines() == ["queue {x}"] * 3
+    assert squeue_text([], format="%i").splitlines() == ["JOBID"]
+
+
 def test_sacct_default_layout_and_cancelled_state():
     jobs = [SacctJob("17", "train", "gpu", "ml-team", 8, "CANCELLED by 1000", "0:15"),
             SacctJob("18", "train", "gpu", "ml-team", 8, "COMPLETED")]

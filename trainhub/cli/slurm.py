@@ -21,7 +21,6 @@ from typing import Any
 
 from trainhub.cli import base as cli
 from trainhub.cli.client import CliError, resource_path
-from trainhub.slurm.sbatch_argv import SbatchError, split_options  # the grammar only: the server parses the values
 
 DEFAULT_REGION = "us-central1"
 #: Replaced by tests instead of reading a terminal.
@@ -51,6 +50,9 @@ def _print(text: str) -> None:
 
 def sbatch(ctx: Any) -> int:
     """Submit a batch job; prints `Submitted batch job N`."""
+    # sbatch's grammar only (the server parses the values), and only here: squeue/sprio need none of it.
+    from trainhub.slurm.sbatch_argv import SbatchError, split_options
+
     argv = list(ctx.args.sbatch_args)
     try:
         _, rest = split_options(argv)

@@ -149,10 +149,12 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
            page: slice | None = None, array_tasks: bool = False) -> Report:
     """``format``: an -o format string (formats.squeue_long_format makes one of -O's fields);
     ``array_tasks`` (squeue -r): an array's pending tasks one per line."""
-    active = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
+    active = [JobState.PENDING, JobState.RUNNING]
     completing_ids = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
-                      .exclude(job__state__in=[JobState.PENDING, JobState.RUNNING]).values("job_id"))
-    rows = SlurmJob.objects.filter(Q(pk__in=active.values("pk")) | Q(pk__in=completing_ids))
+                      .exclude(job__state__in=active).values("job_id"))
+    # The cluster's jobs read straight off its (cluster, job id) index, not through a subquery of
+    # their own ids (which cost a quarter more and a sort over 10,000 pending jobs).
+    rows = SlurmJob.objects.filter(cluster=cluster).filter(Q(state__in=active) | Q(pk__in=completing_ids))
     if user:
         rows = rows.filter(user_name__in=_names(user))
     if partition:
@@ -305,7 +307,7 @@ def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weight
              if page is not None and not weights and (page.start or len(breakdowns) == page.stop) else None)
     if jobs and not breakdowns and not weights and not total:
         return Report(formats.SPRIO_NO_JOBS + "\n")
-    breakdowns.sort(key=lambda b: (b.job_id, b.partition))
+    breakdowns.sort(key=formats.SPRIO_ORDER)
     text = formats.sprio_text(breakdowns, config, long=long, norm=norm, with_user=bool(user), weights=weights)
     return Report(text, breakdowns, formats.sprio_rows, total=total)
 
