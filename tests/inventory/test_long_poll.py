@@ -96,7 +96,7 @@ def test_a_waiting_long_poll_answers_the_moment_a_placement_is_committed(served,
     assert time.monotonic() - placed < PROMPTLY
     assert response.status_code == 200 and len(response.json()["replicas"]) == 1
     assert response.headers["ETag"] != first.headers["ETag"]
-    assert not served.waiting(node)
+    _until(lambda: not served.waiting(node), "the answered request to stop waiting")  # (its server thread unwatches after sending)
 
 
 def test_a_long_poll_with_nothing_new_answers_304_when_its_wait_runs_out(served, joined):
