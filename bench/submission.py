@@ -205,6 +205,11 @@ def _gunicorn_settings() -> dict[str, Any]:
     return {key: namespace[key] for key in ("workers", "threads", "worker_class")}
 
 
+def gunicorn_label(gunicorn: dict[str, Any]) -> str:
+    """``2 gthread workers x 4 threads``, from ``_gunicorn_settings()``."""
+    return f"{gunicorn['workers']} {gunicorn['worker_class'].rsplit('.', 1)[-1]} workers x {gunicorn['threads']} threads"
+
+
 def bench_rest_submit(sizes: Sizes) -> Section:
     with inventory_for_the_workload():
         return _bench_rest_submit(sizes)
@@ -323,7 +328,7 @@ def _bench_rest_submit(sizes: Sizes) -> Section:
         name="rest_submit",
         key=("jobs",),
         title=f"REST submission: {count:,} CustomJobs, {CLIENTS} concurrent clients, gunicorn "
-              f"({gunicorn['workers']} {gunicorn['worker_class'].rsplit('.', 1)[-1]} workers x {gunicorn['threads']} threads)",
+              f"({gunicorn_label(gunicorn)})",
         columns=[Column("jobs", "jobs"), Column("accepted", "accepted"), Column("seconds", "s"),
                  Column("jobs_per_second", "jobs/s"), Column("p50_ms", "p50 ms"), Column("p99_ms", "p99 ms"),
                  Column("max_ms", "max ms"), Column("server_cpu_ms_per_job", "gunicorn CPU ms/job"),

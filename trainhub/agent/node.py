@@ -187,7 +187,7 @@ class NodeAgent:
         """Long-poll the assignments until they change or the pause is over; False where there is no
         long poll to wait on (the caller then sleeps ``poll_seconds`` and the next round polls)."""
         moment = time.time()
-        if not self.long_poll_url or moment < self.long_poll_retry_at:
+        if not self._long_polling(moment):
             return False
         if self.handles or self.assignments["slurm"]:
             wait = self.settings.poll_seconds

@@ -209,9 +209,11 @@ def node_join(*, raw_token: str, name: str, facts: dict, now: dt.datetime, crede
     a network error or a crash between the commit and the answer never leaves a machine locked out.
     """
     token = JoinToken.objects.select_for_update().select_related("pool").filter(digest=token_digest(raw_token)).first()
-    if token is not None and credential and NodeCredential.objects.filter(
-            node__name=name, node__pool=token.pool_id, digest=token_digest(credential), revoked_at__isnull=True).exists():
-        return Node.objects.select_related("pool").get(name=name), credential
+    if token is not None and credential:
+        joined = NodeCredential.objects.select_related("node__pool").filter(
+            node__name=name, node__pool=token.pool_id, digest=token_digest(credential), revoked_at__isnull=True).first()
+        if joined is not None:
+            return joined.node, credential
     if token is None or not token.usable(now):
         raise JoinRefused(401, "The join token is unknown, expired, used up or revoked; ask an admin for a new one "
                                "(Nodes page, or `trainhub nodes join-token create`).")
@@ -238,9 +240,12 @@ def node_join(*, raw_token: str, name: str, facts: dict, now: dt.datetime, crede
         node.state, node.state_reason = NodeState.UP, ""
     node.save(update_fields=["facts", "address", "hostname", "joined_at", "last_heartbeat", "state", "state_reason"])
     JoinToken.objects.filter(pk=token.pk).update(uses=token.uses + 1)
-    raw, digest = (credential, token_digest(credential)) if credential else token_new(NODE_CREDENTIAL_PREFIX)
-    if NodeCredential.objects.filter(digest=digest).exists():
-        raise JoinRefused(409, "That credential is already in use: let trainhub-agent choose a new one.")
+    if credential:
+        raw, digest = credential, token_digest(credential)
+        if NodeCredential.objects.filter(digest=digest).exists():
+            raise JoinRefused(409, "That credential is already in use: let trainhub-agent choose a new one.")
+    else:
+        raw, digest = token_new(NODE_CREDENTIAL_PREFIX)
     NodeCredential.objects.create(node=node, digest=digest, created_at=now)
     transaction.on_commit(lambda: _heartbeat_keys([node.pk], now))
     request_pass()
