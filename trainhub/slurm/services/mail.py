@@ -124,14 +124,15 @@ def mail_job_requeued(*, job: SlurmJob, now: dt.datetime) -> None:
 def mail_time_limits(*, cluster_pk: int, now: dt.datetime) -> int:
     """TIME_LIMIT_50/80/90 and TIME_LIMIT for running jobs that asked, once each per run."""
     count = 0
-    jobs = (SlurmJob.objects.filter(cluster_id=cluster_pk, state=JobState.RUNNING, time_limit__isnull=False,
-                                    start_time__isnull=False, mail_type__contains="TIME_LIMIT")
-            .select_related("submitted_by"))
+    jobs = list(SlurmJob.objects.filter(cluster_id=cluster_pk, state=JobState.RUNNING, time_limit__isnull=False,
+                                         start_time__isnull=False, mail_type__contains="TIME_LIMIT")
+                .select_related("submitted_by"))
+    # One read of what was sent, not one per job: this runs at every scheduler pass.
+    sent = set(JobMail.objects.filter(job__in=jobs).values_list("job_id", "run_index", "kind")) if jobs else set()
     for job in jobs:
         run = _seconds(job.start_time, now)
-        sent = set(JobMail.objects.filter(job=job, run_index=job.restart_count).values_list("kind", flat=True))
         for kind in mail.time_limit_types(mail.wanted(job.mail_type), run, job.time_limit * 60):
-            if kind not in sent:
+            if (job.pk, job.restart_count, kind) not in sent:
                 _queue(job, kind, mail.subject(kind, _mail_job(job), run_seconds=run), now)
                 count += 1
     return count
