@@ -40,23 +40,47 @@ def test_a_job_runs_prolog_script_and_epilog_with_slurms_environment(cluster, re
     agent = agent_for(tmp_path)
     run_until(agent, job, now, nodes_done)
     assert job.state == JobState.COMPLETED and job.exit_code == 0
+    # slurm-%j.out takes both streams, as one file: its lines, in order, under stdout
     assert lines(job, "stdout") == [
         f"id={job.job_id} nodes=a4-[0-1] n=2 part=a4 acct=ml",
         "user=uma name=train cluster=c1 tasks=2",
         f"gpus=2 cuda=0,1 dir={tmp_path}/slurm/c1/home/uma",
+        "oops",
     ]
-    assert lines(job, "stderr") == ["oops"]
     # two prolog scripts on each of two nodes, in order; the epilog on both nodes
     for node in ("a4-0", "a4-1"):
         assert lines(job, "prolog", node) == ["First prolog script running", "Second prolog script running"]
         assert lines(job, "epilog", node) == ["Epilog script running"]
     out = (tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.out").read_text()
-    # stdout's lines in their order, and stderr's; how the two streams interleave in a shared file is
-    # not kept (the supervisor reads them through two pipes, where slurmstepd gives both one descriptor)
-    assert [line for line in out.splitlines() if line != "oops"] == lines(job, "stdout") and "oops" in out.splitlines()
+    assert out.splitlines() == lines(job, "stdout")
     assert not GpuAllocation.objects.filter(active=True).exists()
     run = job.runs.get()
     assert run.state == JobState.COMPLETED and run.end_time is not None and run.alloc_gpus == 4
+
+
+INTERLEAVED = "#!/bin/bash\nfor i in $(seq 200); do echo \"out $i\"; echo \"err $i\" >&2; done\n"
+
+
+def test_stdout_and_stderr_sharing_the_output_file_keep_their_order(cluster, real_pools, now, tmp_path):
+    """slurmstepd hands one descriptor to both streams of slurm-%j.out: 200 rounds of a stdout and a
+    stderr line land in the file, and reach the control plane, exactly in the order written."""
+    job = make_job(cluster, script=INTERLEAVED, now=now)
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    expected = [line for i in range(1, 201) for line in (f"out {i}", f"err {i}")]
+    out = tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.out"
+    assert out.read_text().splitlines() == expected
+    assert lines(job, "stdout") == expected and lines(job, "stderr") == []
+
+
+def test_separate_output_and_error_files_each_keep_their_stream(cluster, real_pools, now, tmp_path):
+    job = make_job(cluster, script=INTERLEAVED, now=now, stderr_pattern="err-%j.txt")
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    home = tmp_path / "slurm" / "c1" / "home" / "uma"
+    assert (home / f"err-{job.job_id}.txt").read_text().splitlines() == [f"err {i}" for i in range(1, 201)]
+    assert lines(job, "stdout") == [f"out {i}" for i in range(1, 201)]
+    assert lines(job, "stderr") == [f"err {i}" for i in range(1, 201)]
 
 
 def test_each_node_of_a_job_gets_its_own_copy_of_the_scripts(cluster, real_pools, now, tmp_path):
@@ -208,6 +232,19 @@ def test_a_restarted_agent_re_adopts_the_batch_script_its_supervisor_kept_runnin
     assert lines(job, "stdout") == ["started", "done"]
     out = tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.out"
     assert out.read_text() == "started\ndone\n"
+
+
+def test_a_restarted_agent_ships_every_line_of_the_shared_output_file_once_in_order(cluster, real_pools, now,
+                                                                                     tmp_path):
+    script = "#!/bin/bash\nfor i in $(seq 60); do echo \"out $i\"; echo \"err $i\" >&2; sleep 0.02; done\n"
+    job = make_job(cluster, script=script, now=now)
+    start_job(job, ["a4-0"], now=now)
+    moment = run_until(agent_for(tmp_path), job, now, lambda j: "err 5" in lines(j, "stdout"))
+    run_until(agent_for(tmp_path), job, moment, nodes_done)  # the first agent died mid-output
+    expected = [line for i in range(1, 61) for line in (f"out {i}", f"err {i}")]
+    assert lines(job, "stdout") == expected
+    out = tmp_path / "slurm" / "c1" / "home" / "uma" / f"slurm-{job.job_id}.out"
+    assert out.read_text().splitlines() == expected
 
 
 def test_a_batch_script_whose_supervisor_died_is_lost_and_the_job_requeued(cluster, real_pools, now, tmp_path):

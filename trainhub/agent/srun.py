@@ -134,6 +134,9 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
         answer = client.call("GET", f"/agent/v1/srun/steps/{step_id}?after={after}")
         for task, stream, text in answer["lines"]:
             out = sys.stdout if stream == "stdout" else sys.stderr
+            # Both are often the job's one output file: each line is written out before one of the
+            # other stream, so the file keeps the order the control plane gave.
+            (sys.stderr if out is sys.stdout else sys.stdout).flush()
             out.write(f"{task:>{width}}: {text}\n" if label else f"{text}\n")
         sys.stdout.flush()
         sys.stderr.flush()

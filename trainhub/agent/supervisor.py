@@ -3,10 +3,12 @@
 The agent starts ``python supervisor.py DIR`` in a session of its own, so killing or upgrading
 the agent leaves the replica running. The supervisor reads ``DIR/spec.json`` ({argv, env, cwd,
 user, prepare, prepareEnv, files}), runs the ``prepare`` commands (an image pull) and then the command,
-each in its own process group, appends every output line to ``DIR/log.jsonl`` as
-``[stream, epoch seconds, text]`` (and, for a Slurm batch script, to its output files: ``files``
-{stream: path}) (flushed line by line, so a restarted agent resumes where the
-control plane stopped receiving), records ``DIR/child.json`` ({pid, start}) and, when the command
+each in its own process group, and appends every output line to ``DIR/log.jsonl`` as
+``[stream, epoch seconds, text]``, flushed line by line, so a restarted agent resumes where the
+control plane stopped receiving. A command's output comes through two pipes; a Slurm batch script's
+(``files``: {stream: path}) goes straight into its output files, the descriptors handed to it as
+slurmstepd does (one file taking both streams keeps their order), and is read back from them into the
+log. It records ``DIR/child.json`` ({pid, start}) and, when the command
 ends, writes its wait status to ``DIR/exit.json`` atomically: the durable record a restarted
 agent reports. Standard library only, and run by path, so it imports nothing of trainhub.
 """
@@ -68,66 +70,130 @@ def open_append(path: str, owner: dict | None = None) -> int:
     return fd
 
 
-class Output:
-    """Where a run's lines go: its log (``[stream, time, text]`` a line) and, for a Slurm batch
-    script, its output files (``files``: stream -> path; one file may take both streams; those it
-    creates belong to ``owner``, the user the script runs as)."""
+class Log:
+    """The run's ``log.jsonl``: one ``[stream, epoch seconds, text]`` a line, flushed line by line."""
 
-    def __init__(self, log, files: dict[str, str], owner: dict | None = None):
-        self.log = log
+    def __init__(self, handle):
+        self.handle = handle
         self.lock = threading.Lock()
-        self.files: dict[str, object] = {}
-        opened: dict[str, object] = {}
+
+    def write(self, stream: str, text: str) -> None:
+        with self.lock:
+            self.handle.write(json.dumps([stream, time.time(), text]) + "\n")
+            self.handle.flush()
+
+
+#: A line longer than this without its newline is logged in pieces of this size (the control plane
+#: keeps 64 KiB of a line).
+MAX_LINE_BYTES = 1 << 16
+
+
+class _Tail:
+    """Reads what was appended to one output file, through a descriptor of its own on the file opened
+    (``/proc/self/fd``: never the path again, which the command may have swapped), from its size at
+    the start; complete lines go to the log."""
+
+    def __init__(self, stream: str, write_fd: int):
+        self.stream = stream
+        self.fd = os.open(f"/proc/self/fd/{write_fd}", os.O_RDONLY | os.O_CLOEXEC)
+        self.position = os.fstat(self.fd).st_size
+        self.partial = b""
+
+    def copy(self, log: Log, *, final: bool) -> None:
+        if os.fstat(self.fd).st_size < self.position:  # truncated (``: > slurm-1.out``): from its start
+            self.position, self.partial = 0, b""
+        while chunk := os.pread(self.fd, MAX_LINE_BYTES, self.position):
+            self.position += len(chunk)
+            *lines, self.partial = (self.partial + chunk).split(b"\n")
+            for line in lines:
+                log.write(self.stream, line.decode("utf-8", "replace"))
+            while len(self.partial) >= MAX_LINE_BYTES:
+                piece, self.partial = self.partial[:MAX_LINE_BYTES], self.partial[MAX_LINE_BYTES:]
+                log.write(self.stream, piece.decode("utf-8", "replace"))
+        if final and self.partial:
+            log.write(self.stream, self.partial.decode("utf-8", "replace"))
+            self.partial = b""
+
+
+class OutputFiles:
+    """A Slurm batch script's output files (``files``: stream -> path; one file may take both
+    streams), handed to the command as its stdout and stderr descriptors, as slurmstepd does: one
+    file taking both streams keeps their order. Those it creates belong to ``owner``, the user the
+    script runs as. Each file is read back into the log as it grows (``copy``) - a file taking both
+    streams under ``stdout``, since the order, not the stream, is what the file keeps."""
+
+    def __init__(self, files: dict[str, str], owner: dict | None = None):
+        self.descriptors: dict[str, int] = {}
+        self.tails: list[_Tail] = []
+        opened: dict[str, int] = {}
         try:
             for stream, path in files.items():
                 if path not in opened:
-                    opened[path] = os.fdopen(open_append(path, owner), "a", encoding="utf-8")
-                self.files[stream] = opened[path]
+                    opened[path] = open_append(path, owner)
+                    self.tails.append(_Tail(stream, opened[path]))
+                self.descriptors[stream] = opened[path]
         except OSError:
             self.close()
             raise
 
+    def copy(self, log: Log, *, final: bool = False) -> None:
+        for tail in self.tails:
+            tail.copy(log, final=final)
+
     def write(self, stream: str, text: str) -> None:
-        with self.lock:
-            self.log.write(json.dumps([stream, time.time(), text]) + "\n")
-            self.log.flush()
-            handle = self.files.get(stream)
-            if handle is not None:
-                handle.write(text + "\n")
-                handle.flush()
+        """A line of the supervisor's own into the file (slurmstepd's errors go there too)."""
+        os.write(self.descriptors[stream], (text + "\n").encode())
 
     def close(self) -> None:
-        for handle in set(self.files.values()):
-            handle.close()
+        for fd in {*self.descriptors.values(), *(tail.fd for tail in self.tails)}:
+            os.close(fd)
+        self.descriptors, self.tails = {}, []
 
 
-def _pump(stream, name: str, output: Output, last: list[str] | None) -> None:
+def _pump(stream, name: str, log: Log, last: list[str] | None) -> None:
     for raw in iter(stream.readline, b""):
         text = raw.decode("utf-8", "replace").rstrip("\n")
         if last is not None and text.strip():
             last[:] = [*last[-4:], text.strip()]
-        output.write(name, text)
+        log.write(name, text)
     stream.close()
 
 
-def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, output: Output,
+#: How often the output files are read back while the batch script runs (seconds).
+TAIL_INTERVAL = 0.1
+
+
+def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, files: OutputFiles | None,
          directory: Path | None) -> tuple[int, list[str]]:
-    """Run one command, its output appended to the log; its wait status and last stderr lines.
-    With ``directory``, the child's pid is recorded there (the replica's own command)."""
+    """Run one command; its wait status and last stderr lines. Its output goes to ``files`` (read
+    back into the log) or, without, through two pipes into the log. With ``directory``, the child's
+    pid is recorded there (the replica's own command)."""
+    streams = ({"stdout": files.descriptors["stdout"], "stderr": files.descriptors["stderr"]} if files else
+               {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE})
     try:
         child = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, **streams,
             start_new_session=True, preexec_fn=_drop_privileges(user),
         )
     except OSError as exc:
         message = f"cannot start {argv[0]}: {exc}"
-        output.write("stderr", message)
+        if files:
+            files.write("stderr", message)
+            files.copy(log, final=True)
+        else:
+            log.write("stderr", message)
         return 127, [message]
     if directory is not None:
         write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
+    if files:
+        while child.poll() is None:
+            files.copy(log)
+            time.sleep(TAIL_INTERVAL)
+        files.copy(log, final=True)
+        return child.returncode, []
     last: list[str] = []
-    readers = [threading.Thread(target=_pump, args=(child.stdout, "stdout", output, None)),
-               threading.Thread(target=_pump, args=(child.stderr, "stderr", output, last))]
+    readers = [threading.Thread(target=_pump, args=(child.stdout, "stdout", log, None)),
+               threading.Thread(target=_pump, args=(child.stderr, "stderr", log, last))]
     for reader in readers:
         reader.start()
     status = child.wait()
@@ -141,26 +207,27 @@ def supervise(directory: Path) -> int:
     A failed preparation ends the replica with that status and its last error lines as the message."""
     write_atomically(directory / SUPERVISOR, {"pid": os.getpid(), "start": process_start_time(os.getpid())})
     spec = json.loads((directory / SPEC).read_text())
-    with open(directory / LOG, "a", encoding="utf-8") as log:
+    with open(directory / LOG, "a", encoding="utf-8") as handle:
+        log = Log(handle)
         try:
-            output = Output(log, spec.get("files") or {}, spec.get("user"))
+            files = OutputFiles(spec["files"], spec.get("user")) if spec.get("files") else None
         except OSError as exc:
             message = f"slurmstepd: error: Could not open output file {exc.filename}: {exc.strerror}"
-            log.write(json.dumps(["stderr", time.time(), message]) + "\n")
+            log.write("stderr", message)
             write_atomically(directory / EXIT, {"status": 1, "time": time.time(), "phase": "prepare",
                                                 "message": message})
             return 0
         for argv in spec.get("prepare", []):
-            status, last = _run(argv, env=spec.get("prepareEnv", spec["env"]), cwd=spec["cwd"], user=None,
-                                output=output, directory=None)
+            status, last = _run(argv, env=spec.get("prepareEnv", spec["env"]), cwd=spec["cwd"], user=None, log=log,
+                                files=None, directory=None)
             if status != 0:
-                output.close()
                 write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "prepare",
                                                     "message": " ".join(last[-3:])[:2000]})
                 return 0
-        status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), output=output,
+        status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log, files=files,
                          directory=directory)
-        output.close()
+        if files:
+            files.close()
     write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "run"})
     return 0
 
