@@ -16,7 +16,7 @@ from django.core import mail as django_mail
 from tests.slurm.conftest import run_pass
 from tests.slurm.test_pass import at, reload, submit, tiered  # noqa: F401 - tiered is a fixture
 from trainhub.slurm import mail
-from trainhub.slurm.models import JobMail, JobState
+from trainhub.slurm.models import JobMail, JobState, SlurmJob
 from trainhub.slurm.services.jobs import job_cancel
 from trainhub.slurm.services.mail import job_mail_flush
 
@@ -272,3 +272,75 @@ def test_a_mail_queued_while_the_broker_is_down_is_sent_by_the_next_flush(accoun
     assert [m.subject for m in django_mail.outbox] == [
         f"Slurm Job_id={job.job_id} Name=late Ended, Run time 00:00:00, CANCELLED, ExitCode 0"]
     assert job_mail_flush(now=at(now, seconds=120)) == 0  # sent once
+
+
+RELEASE = Path(__file__).parent / "fixtures" / "22.05" / "release"
+
+
+def recorded_release(subject: str) -> str:
+    """``subject`` as built here, checked against a mail real Slurm sent in release.sh."""
+    mails = (RELEASE / "mails.txt").read_text()
+    assert f"[{subject}] [carol]" in mails, subject
+    return subject
+
+
+def test_a_preempted_jobs_requeued_mail_waits_for_the_end_of_its_grace_time(tiered, cast, now, settings,  # noqa: F811
+                                                                           django_capture_on_commit_callbacks):
+    """22.05 mails Requeued when GraceTime is over and the victim is requeued, not when it is chosen
+    (fixtures/22.05/mail: urgent job at 1796427143, the victims' SIGTERM then, their kill and the
+    Requeued mails 39 s later with GraceTime=30)."""
+    from trainhub.slurm.services.lifecycle import job_requeue
+
+    settings.EMAIL_BACKEND, settings.TRAINHUB_MAIL_ENABLED = LOCMEM["EMAIL_BACKEND"], True
+    cast["uma"].email = "uma@example.org"
+    cast["uma"].save(update_fields=["email"])
+    victim = submit(tiered, cast["uma"], "-J", "vB", "-p", "low", "--gres=gpu:8", "--mail-type=REQUEUE",
+                    "--wrap", "train", now=now)
+    run_pass(tiered, now)
+    chosen, kill_at = at(now, minutes=11), at(now, minutes=11, seconds=30)
+    with django_capture_on_commit_callbacks(execute=True):
+        job_requeue(job=reload(victim), now=chosen, record_state=JobState.PREEMPTED, desc="preempted by job 9",
+                    kill_at=kill_at)
+    with django_capture_on_commit_callbacks(execute=True):
+        run_pass(tiered, at(chosen, seconds=10))
+    assert job_mail_flush(now=at(chosen, seconds=20)) == 0 and django_mail.outbox == []
+    with django_capture_on_commit_callbacks(execute=True):
+        run_pass(tiered, at(kill_at, seconds=2))
+    assert [m.subject for m in django_mail.outbox] == [
+        f"Slurm Job_id={victim.job_id} Name=vB Requeued, Run time 00:11:30"]
+    assert JobMail.objects.get(job=victim).created == kill_at
+
+
+def test_the_invalid_dependency_subject_is_slurms():
+    assert mail.subject("INVALID_DEPEND", mail.MailJob(5, "dinvalid")) == recorded_release(
+        "Slurm Job_id=5 Name=dinvalid Invalid dependency")
+
+
+def test_a_dependency_that_can_never_be_satisfied_mails_invalid_dependency_once(accounts, uma, now, settings):
+    """At submission on a job that already failed, or when the job waited on fails; ALL includes it,
+    END does not (release.sh: jobs 5, 6, 8 mailed, 12 not)."""
+    settings.EMAIL_BACKEND, settings.TRAINHUB_MAIL_ENABLED = LOCMEM["EMAIL_BACKEND"], True
+    failed = submit(accounts, uma, "-J", "dfail", "--wrap", "exit 1", now=now)
+    running = submit(accounts, uma, "-J", "dlater", "--wrap", "exit 1", now=now)
+    SlurmJob.objects.filter(pk=failed.pk).update(state=JobState.FAILED, end_time=now)
+    asked = submit(accounts, uma, "-J", "dinvalid", "--mail-type=INVALID_DEPEND",
+                   f"--dependency=afterok:{failed.job_id}", "--wrap", "true", now=now)
+    everything = submit(accounts, uma, "-J", "dall", "--mail-type=ALL", f"--dependency=afterok:{failed.job_id}",
+                        "--wrap", "true", now=now)
+    submit(accounts, uma, "-J", "kend", "--mail-type=END", f"--dependency=afterok:{failed.job_id}", "--wrap", "true",
+           now=now)
+    waiting = submit(accounts, uma, "-J", "donlater", "--mail-type=ALL", f"--dependency=afterok:{running.job_id}",
+                     "--wrap", "true", now=now)
+    run_pass(accounts, at(now, seconds=1))
+    run_pass(accounts, at(now, seconds=2))
+    job_mail_flush(now=at(now, seconds=3))
+    assert sorted(m.subject for m in django_mail.outbox) == [
+        f"Slurm Job_id={asked.job_id} Name=dinvalid Invalid dependency",
+        f"Slurm Job_id={everything.job_id} Name=dall Invalid dependency"]
+    SlurmJob.objects.filter(pk=running.pk).update(state=JobState.FAILED, end_time=at(now, seconds=4))
+    run_pass(accounts, at(now, seconds=5))
+    run_pass(accounts, at(now, seconds=6))
+    job_mail_flush(now=at(now, seconds=7))
+    assert django_mail.outbox[2:] and [m.subject for m in django_mail.outbox[2:]] == [
+        f"Slurm Job_id={waiting.job_id} Name=donlater Invalid dependency"]
+    assert reload(waiting).reason == "DependencyNeverSatisfied"

@@ -27,6 +27,8 @@ __all__ = ["DependencyError", "DependencyStatus", "JobFacts", "evaluate", "job_i
 
 KINDS = ("after", "afterany", "afterok", "afternotok", "singleton")
 UNFULFILLED, FAILED = "unfulfilled", "failed"
+#: The pending reason of a dependency that can no longer be satisfied.
+NEVER_SATISFIED = "DependencyNeverSatisfied"
 #: Job states that are not over yet (everything else has ended).
 _ACTIVE = frozenset({"PENDING", "RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"})
 _ITEM = re.compile(r"(after|afterany|afterok|afternotok):(\d+(?::\d+)*)|(singleton)")
@@ -145,5 +147,5 @@ def pending_reason(text: str) -> str | None:
     """The reason a stored dependency gives: Dependency, DependencyNeverSatisfied, or None (none left)."""
     if not text:
         return None
-    return "DependencyNeverSatisfied" if f"({FAILED})" in text and (
+    return NEVER_SATISFIED if f"({FAILED})" in text and (
         "?" not in text or f"({UNFULFILLED})" not in text) else "Dependency"

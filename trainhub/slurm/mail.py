@@ -10,7 +10,11 @@ slurmctld's ``mail_job_info`` in agent.c runs ``MailProg -s SUBJECT USER`` with 
   pending) mail END ``... Ended, Run time 00:00:05, CANCELLED, ExitCode 0``; any other state (FAILED,
   TIMEOUT, NODE_FAIL, PREEMPTED, ...) mails FAIL ``... Failed, Run time 00:00:00, FAILED, ExitCode 3`` if
   asked, else END with the same tail. A job asking END,FAIL that fails gets only the Failed mail.
-- REQUEUE (scontrol requeue, preemption): ``... Requeued, Run time 00:00:06``.
+- REQUEUE (scontrol requeue, preemption): ``... Requeued, Run time 00:00:06``; a preempted job's when
+  it is requeued, at the end of its GraceTime.
+- INVALID_DEPEND when the job's dependency can never be satisfied (DependencyNeverSatisfied: at
+  submission, or when a job it waits on fails): ``Slurm Job_id=5 Name=dinvalid Invalid dependency``
+  (fixtures/22.05/release, release.sh). STAGE_OUT needs a burst buffer plugin: never sent here.
 - TIME_LIMIT_50/80/90 when the run time reaches that share of the limit at slurmctld's periodic check:
   ``... Reached 50% of time limit, Run time 00:00:47``; TIME_LIMIT when it is over:
   ``... Reached time limit, Run time 00:01:17`` (then the TIMEOUT end mail).
@@ -98,6 +102,7 @@ def subject(kind: str, job: MailJob, *, queued_seconds: int = 0, run_seconds: in
         "FAIL": f"Failed, Run time {format_secs(run_seconds)}, {state}, ExitCode {exit_code}",
         "REQUEUE": f"Requeued, Run time {format_secs(run_seconds)}",
         "TIME_LIMIT": f"Reached time limit, Run time {format_secs(run_seconds)}",
+        "INVALID_DEPEND": "Invalid dependency",
     }.get(kind) or f"Reached {kind.rsplit('_', 1)[1]}% of time limit, Run time {format_secs(run_seconds)}"
     return f"{_who(job)} {what}"
 

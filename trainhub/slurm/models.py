@@ -529,6 +529,8 @@ class JobMail(models.Model):
     kind = models.CharField(max_length=16)
     recipient = models.CharField(max_length=255)
     subject = models.CharField(max_length=255)
+    #: When slurmctld sends it: the transition's moment, or a preempted job's requeue at the end of its
+    #: GraceTime (not sent before).
     created = models.DateTimeField()
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
     sent_at = models.DateTimeField(null=True, blank=True)

@@ -113,7 +113,7 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     A preempted job's batch script is killed at ``kill_at`` (its GraceTime), and the requeue
     counts from then (``submit_time``/``begin_time`` of preemption.preempt).
     """
-    mail_job_requeued(job=job, now=kill_at or now)
+    mail_job_requeued(job=job, now=now, requeued_at=kill_at)
     _close_run(job, record_state, now, exit_code=0, signal=0, desc=desc)
     _leave_nodes(job, kill_at)
     job.state = JobState.PENDING

@@ -34,7 +34,7 @@ from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePh
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import arrays as array_service
 from trainhub.slurm.services import lifecycle
-from trainhub.slurm.services.mail import mail_time_limits
+from trainhub.slurm.services.mail import mail_due, mail_invalid_dependency, mail_time_limits
 from trainhub.slurm.services.usage import usage_pass
 
 logger = logging.getLogger(__name__)
@@ -111,9 +111,10 @@ def _stop_over_tres_minutes(cluster: SlurmCluster, state: snapshot.ClusterState,
 
 def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
     """Test pending jobs' --dependency (trainhub.slurm.dependency): satisfied items are dropped, and a
-    job whose dependency is all satisfied becomes eligible now (scontrol's EligibleTime)."""
+    job whose dependency is all satisfied becomes eligible now (scontrol's EligibleTime); one whose
+    dependency can no longer be satisfied mails INVALID_DEPEND."""
     waiting = list(SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).exclude(dependency="")
-                   .only("pk", "job_id", "name", "user_name", "dependency", "begin_time"))
+                   .select_related("submitted_by"))
     if not waiting:
         return
     wanted = set().union(*(dependency.job_ids(job.dependency) for job in waiting))
@@ -132,7 +133,10 @@ def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
             changes = {"dependency": status.text}
             if not status.text:
                 changes["begin_time"] = max(job.begin_time, now)
-            SlurmJob.objects.filter(pk=job.pk, state=JobState.PENDING).update(**changes)
+            with transaction.atomic():
+                SlurmJob.objects.filter(pk=job.pk, state=JobState.PENDING).update(**changes)
+                if status.reason == dependency.NEVER_SATISFIED != dependency.pending_reason(job.dependency):
+                    mail_invalid_dependency(job=job, now=now)
 
 
 def _start_accruing(cluster: SlurmCluster, now: dt.datetime) -> None:
@@ -319,6 +323,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
         usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
     mail_time_limits(cluster_pk=cluster.pk, now=now)
+    mail_due(cluster_pk=cluster.pk, now=now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
     _resolve_dependencies(cluster, now)
     _start_accruing(cluster, now)
