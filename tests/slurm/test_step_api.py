@@ -281,3 +281,66 @@ def test_scontrol_show_step_over_rest_needs_membership_and_a_valid_id(cluster, n
     assert api("mallory").get(url).status_code == 404
     bad = api("uma").get(url, {"step": "x.0"})
     assert bad.status_code == 400 and bad.json()["error"]["details"][0]["fieldViolations"][0]["field"] == "step"
+
+
+# --- fixtures/22.05/release: step resources freed per step, --overlap steps, TresPer* lines ----------
+
+RELEASE_FIXTURES = STEPS_FIXTURES.parent / "release"
+
+
+def release_recorded(text: str, job, uid: int, recorded_job: int) -> str:
+    return (text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0").replace("UserId=1001", f"UserId={uid}")
+            .replace(f"StepId={recorded_job}.", f"StepId={job.job_id}."))
+
+
+def test_overlapping_steps_take_the_lowest_gpus_and_print_as_slurm_does(cluster, now):
+    """release job 3 (-n 2 --gres=gpu:4): step 0 holds the four GPUs; --overlap steps start beside it
+    with the lowest GPUs of the job (gpu:2 -> 0,1; -n2 gpu:4 and no --gres -> all four), a step
+    without --overlap waits; scontrol show step byte for byte (Dist Block for two tasks on one
+    node, TresPerNode inherited from the job without --gres, TresPerStep only with -n and --gres)."""
+    text = (RELEASE_FIXTURES / "scontrol-step-3.txt").read_text()
+    start = recorded_start(text)
+    job = running(cluster, start, nodes=("a4-0",), num_tasks=2, gpus_per_node=4, partition="batch")
+    JobRun.objects.filter(job=job).update(batch_state=JobState.RUNNING, start_time=start)
+    overlap = {"argv": ["bash", "-c", "x"], "overlap": True, "srunHost": "vm", "time": later(start, 3).timestamp()}
+    assert srun(job, argv=["bash", "-c", "x"], tasks=1, gpusPerNode=4, srunHost="vm", srunPid=4411,
+                time=start.timestamp()).json()["stepId"] == 0
+    assert srun(job, **overlap, tasks=1, gpusPerNode=2, srunPid=5151).json()["stepId"] == 1
+    assert srun(job, **overlap, tasks=2, gpusPerNode=4, srunPid=5153).json()["stepId"] == 2
+    assert srun(job, **overlap, tasks=1, srunPid=5152).json()["stepId"] == 3
+    waiting = srun(job, argv=["bash", "-c", "x"], tasks=1, gpusPerNode=1, srunHost="vm", srunPid=5276,
+                   time=later(start, 4).timestamp())
+    assert (waiting.status_code, waiting.json()["reason"]) == (202, "Requested nodes are busy")
+    assert [(p.step.step_id, p.gpu_indices) for p in StepNode.objects.order_by("step__step_id")] == [
+        (0, [0, 1, 2, 3]), (1, [0, 1]), (2, [0, 1, 2, 3]), (3, [0, 1, 2, 3])]
+    uid = project_identity(cluster.project_id)["uid"]
+    assert reports.scontrol_steps(cluster, now=later(start, 5), step=str(job.job_id)).text == release_recorded(
+        text, job, uid, 3)
+
+
+def test_a_plain_srun_in_a_job_without_gpus_has_no_tres_per_lines(cluster, now):
+    """release out-16.txt: ``srun -n1 sleep 6`` in a job of two CPUs and no GPUs."""
+    text = (RELEASE_FIXTURES / "out-16.txt").read_text()
+    start = recorded_start(text)
+    job = running(cluster, start, nodes=("a4-0",), num_tasks=2, gpus_per_node=0, partition="batch")
+    srun(job, argv=["sleep", "6"], tasks=1, srunHost="vm", srunPid=13796, time=start.timestamp())
+    uid = project_identity(cluster.project_id)["uid"]
+    assert reports.scontrol_steps(cluster, now=start, step=f"{job.job_id}.0").text == release_recorded(
+        text, job, uid, 16)
+
+
+def test_a_steps_resources_are_freed_when_the_whole_step_ends_not_node_by_node(cluster, now):
+    """release job 1 (out-1.txt, scontrol-step-1.0.txt): step 0's task on the first node ended, yet a
+    step asking for that node waited for step 0's task on the second node; --overlap did not wait."""
+    job = running(cluster, now, num_tasks=2, gpus_per_node=0)
+    assert srun(job, tasksPerNode=1).json()["stepId"] == 0
+    first = StepNode.objects.get(step__step_id=0, job_node__node__name="a4-0")
+    step_node_finished(step_node=first, exits=[(0, 0, 0)], now=later(now, 2))
+    waiting = srun(job, nodes=1, tasks=1)
+    assert (waiting.status_code, waiting.json()["reason"]) == (202, "Requested nodes are busy")
+    shown = reports.scontrol_steps(cluster, now=later(now, 9), step=f"{job.job_id}.0").text
+    assert "NodeList=a4-[0-1]\n   Nodes=2 CPUs=2 Tasks=2" in shown
+    assert srun(job, nodes=1, tasks=1, overlap=True).json()["stepId"] == 1
+    second = StepNode.objects.get(step__step_id=0, job_node__node__name="a4-1")
+    step_node_finished(step_node=second, exits=[(1, 0, 0)], now=later(now, 15))
+    assert srun(job, nodes=1, tasks=1).json()["stepId"] == 2

@@ -552,11 +552,19 @@ class ScontrolStep:
     batch: bool = False
 
 
+def _distribution(step: ScontrolStep) -> str:
+    """srun's default task distribution: Block with more tasks than nodes, else Cyclic
+    (fixtures/22.05/release, scontrol-step-3.txt); Unknown while its step waits."""
+    if step.start is None:
+        return "Unknown"
+    return "Block" if step.tasks > step.nodes else "Cyclic"
+
+
 def scontrol_step_text(steps: Sequence[ScontrolStep], *, asked: str = "") -> str:
     """``scontrol show step [ASKED]`` in Slurm 22.05's layout (slurm:src/api/job_step_info.c;
     fixtures/22.05/steps/scontrol-step-*.txt, srun/scontrol-step-2.txt): every step a paragraph
     followed by a blank line. The batch script's step has no TRES, no Dist and no srun; a step's
-    TresPerStep / TresPerNode lines appear when srun was given -n / --gres. An srun waiting for
+    TresPerStep / TresPerNode lines as steps.tres_per says (none when empty). An srun waiting for
     its step has no step id yet (``TDB``), no name, no TRES and Dist=Unknown."""
     if not steps:
         return f"Job step {asked} not found\n" if asked else "No job steps in the system\n"
@@ -571,7 +579,7 @@ def scontrol_step_text(steps: Sequence[ScontrolStep], *, asked: str = "") -> str
         if step.batch:
             lines += ["   CPUFreqReq=Default", "   SrunHost:Pid=(null):0"]
         else:
-            lines += [f"   CPUFreqReq=Default Dist={'Unknown' if pending else 'Cyclic'}",
+            lines += [f"   CPUFreqReq=Default Dist={_distribution(step)}",
                       f"   SrunHost:Pid={step.srun_host or '(null)'}:{step.srun_pid}"]
         lines += [f"   {name}={value}" for name, value in (("TresPerStep", step.tres_per_step),
                                                            ("TresPerNode", step.tres_per_node)) if value]

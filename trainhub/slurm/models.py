@@ -438,7 +438,7 @@ class JobStep(models.Model):
     label = models.BooleanField(default=False)
     #: ``srun --overlap``: the step holds none of the allocation's CPUs and GPUs from other steps.
     overlap = models.BooleanField(default=False)
-    #: scontrol show step's SrunHost:Pid, TresPerStep (``cpu:N`` for srun -n) and TresPerNode (``gres:gpu:K``).
+    #: scontrol show step's SrunHost:Pid, TresPerStep and TresPerNode (trainhub.slurm.steps.tres_per).
     srun_host = models.CharField(max_length=255, blank=True)
     srun_pid = models.PositiveIntegerField(default=0)
     tres_per_step = models.CharField(max_length=64, blank=True)

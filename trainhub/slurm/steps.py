@@ -18,7 +18,10 @@ left waits (srun: ``step creation temporarily disabled, retrying (Requested node
   ``1.1 cpu=2`` for ``srun -n1`` in a 2-CPU job); with ``--exact`` only tasks x cpus-per-task.
 - GPUs: the lowest-numbered free ones of the job's GPUs on the node; a step without ``--gres``
   needs all of the job's GPUs free there (step 6.1 waited for 6.0's GPUs).
-- ``--overlap``: the step neither waits for nor holds anything (4.1 ran beside 4.0).
+- ``--overlap``: the step neither waits for nor holds anything (4.1 ran beside 4.0); its GPUs are the
+  lowest of the job's on the node whatever other steps hold (fixtures/22.05/release, job 3).
+- A step's CPUs and GPUs are freed when the whole step ends, not node by node as its tasks end
+  (release job 1: a step asking for the node whose tasks had ended waited for the other node's).
 - The batch script holds nothing (``scontrol show step N.batch``: CPUs=0).
 - More tasks x cpus-per-task on a node than the job has CPUs there can never fit: ``More
   processors requested than permitted``; more GPUs than the job has there: ``Invalid generic
@@ -146,3 +149,13 @@ def place(request: StepRequest, parts: list[NodeTasks], shares: list[NodeShare],
             return None
         placements.append(Placement(cpus, gpus))
     return placements
+
+
+def tres_per(request: StepRequest, *, tasks: int, cpus_per_task: int, job_gpus_per_node: int) -> tuple[str, str]:
+    """``scontrol show step``'s TresPerStep and TresPerNode ("" where 22.05 prints no line;
+    fixtures/22.05/release, scontrol-step-3.txt, out-15.txt, out-16.txt): TresPerNode is the step's
+    ``--gres`` or, without it, the job's GPUs per node (srun inherits the job's GRES); TresPerStep
+    ``cpu:N`` only for a step given both ``-n`` and ``--gres``."""
+    gpus = request.gpus_per_node if request.gpus_per_node is not None else job_gpus_per_node or None
+    per_step = f"cpu:{tasks * cpus_per_task}" if request.tasks is not None and request.gpus_per_node is not None else ""
+    return per_step, f"gres:gpu:{gpus}" if gpus is not None else ""

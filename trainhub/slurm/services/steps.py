@@ -22,7 +22,7 @@ from trainhub.inventory.wake import nodes_wake
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepLogLine,
                                    StepNode)
-from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, layout, place
+from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, layout, place, tres_per
 
 _SALT = "trainhub.slurm.step-credential"
 #: srun's reason when the job is no longer running (slurm_strerror(ESLURM_ALREADY_DONE)).
@@ -89,13 +89,13 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
         return None
     PendingStep.objects.filter(**waiting).delete()
     step_id = JobStep.objects.filter(job=job, run_index=run_index).count()
+    tres_per_step, tres_per_node = tres_per(request, tasks=num_tasks, cpus_per_task=job.cpus_per_task,
+                                            job_gpus_per_node=job.gpus_per_node)
     step = JobStep.objects.create(
         job=job, run_index=run_index, step_id=step_id, name=posixpath.basename(argv[0])[:255], argv=argv,
         environment=environment, num_tasks=num_tasks, node_list=compress(node.node.name for node in chosen),
         label=label, overlap=request.overlap, srun_host=srun_host[:255], srun_pid=srun_pid,
-        tres_per_step=f"cpu:{num_tasks * job.cpus_per_task}" if request.tasks is not None else "",
-        tres_per_node=f"gres:gpu:{request.gpus_per_node}" if request.gpus_per_node is not None else "",
-        start_time=now)
+        tres_per_step=tres_per_step, tres_per_node=tres_per_node, start_time=now)
     StepNode.objects.bulk_create([
         StepNode(step=step, job_node=node, node_index=index, task_ids=list(part.task_ids),
                  gpu_indices=list(placement.gpu_indices), cpus=placement.cpus)
