@@ -47,3 +47,29 @@ def test_srun_reaches_the_control_plane_at_the_agents_url_unless_told_another(no
     assert agents_for(_parser().parse_args(base))[0].slurm.srun_url == "http://testserver"
     told = agents_for(_parser().parse_args([*base, "--srun-url", "https://10.0.0.1:8443"]))
     assert told[0].slurm.srun_url == "https://10.0.0.1:8443"
+
+
+class OneAnswer:
+    """The control plane's answers to srun's follow: the step's lines once, then nothing new."""
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def call(self, method, path, body=None):
+        lines, self.lines = self.lines, []
+        return {"state": "COMPLETED", "lines": lines, "next": 400}
+
+
+def test_srun_writes_the_tasks_stdout_and_stderr_lines_into_a_shared_file_in_their_order(tmp_path, monkeypatch):
+    """In a batch script whose output file takes both streams, srun's stdout and stderr are one file:
+    each line reaches it before a line of the other stream, so the file keeps the step's order."""
+    import io
+    import os
+
+    fd = os.open(tmp_path / "slurm-1.out", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for name in ("stdout", "stderr"):  # both block-buffered, as a pipe or file makes them
+        monkeypatch.setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), write_through=False))
+    lines = [[0, stream, f"{stream} {i}"] for i in range(200) for stream in ("stdout", "stderr")]
+    srun.follow(OneAnswer(lines), 0, label=False, num_tasks=1, poll=0)
+    os.close(fd)
+    assert (tmp_path / "slurm-1.out").read_text().splitlines() == [text for _, _, text in lines]
