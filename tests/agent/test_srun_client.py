@@ -3,6 +3,7 @@ that it refuses to run outside a job."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,23 @@ def test_srun_writes_the_tasks_stdout_and_stderr_lines_into_a_shared_file_in_the
     srun.follow(OneAnswer(lines), 0, label=False, num_tasks=1, poll=0)
     os.close(fd)
     assert (tmp_path / "slurm-1.out").read_text().splitlines() == [text for _, _, text in lines]
+
+
+class Busy:
+    """Step creation answers: busy while ``ended`` lists how many of the job's steps had ended, then created."""
+
+    def __init__(self, ended):
+        self.ended = list(ended)
+
+    def call(self, method, path, body=None):
+        if self.ended:
+            return {"jobId": 3, "retry": True, "reason": "Requested nodes are busy", "stepsEnded": self.ended.pop(0)}
+        return {"stepId": 4, "jobId": 3, "nodeList": "a4-0", "numTasks": 1}
+
+
+def test_a_waiting_srun_says_still_disabled_each_time_another_step_ended(capsys):
+    """fixtures/22.05/release/out-3.txt: three overlapping steps ended while step 4 waited for step 0."""
+    assert srun.create(Busy([0, 0, 1, 1, 2, 3, 3]), {}, poll=0, max_poll=0)["stepId"] == 4
+    recorded = (Path(__file__).parents[1] / "slurm" / "fixtures" / "22.05" / "release" / "out-3.txt").read_text()
+    assert capsys.readouterr().err == "".join(line + "\n" for line in recorded.splitlines()
+                                              if line.startswith("srun: "))

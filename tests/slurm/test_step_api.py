@@ -75,7 +75,7 @@ def test_a_step_waits_while_running_steps_hold_what_it_needs(cluster, now):
     assert srun(job, tasks=1, gpusPerNode=8).json()["stepId"] == 0
     waiting = srun(job, tasks=1, gpusPerNode=8)
     assert (waiting.status_code, waiting.json()) == (
-        202, {"jobId": job.job_id, "retry": True, "reason": "Requested nodes are busy"})
+        202, {"jobId": job.job_id, "retry": True, "reason": "Requested nodes are busy", "stepsEnded": 0})
     assert JobStep.objects.filter(job=job).count() == 1
     finish(0, later(now, 8))
     assert srun(job, tasks=1, gpusPerNode=8).json()["stepId"] == 1
@@ -316,6 +316,8 @@ def test_overlapping_steps_take_the_lowest_gpus_and_print_as_slurm_does(cluster,
     uid = project_identity(cluster.project_id)["uid"]
     assert reports.scontrol_steps(cluster, now=later(start, 5), step=str(job.job_id)).text == release_recorded(
         text, job, uid, 3)
+    finish(1, later(start, 11))  # an overlapping step ends: srun tries again and still does not fit
+    assert srun(job, argv=["bash"], tasks=1, gpusPerNode=1).json()["stepsEnded"] == 1
 
 
 def test_a_plain_srun_in_a_job_without_gpus_has_no_tres_per_lines(cluster, now):

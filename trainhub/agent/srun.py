@@ -12,9 +12,11 @@ has its step's tasks stopped on every node and waits for them. Options: -N/--nod
 --ntasks-per-node, --gres=gpu:K, --exact, --overlap, -l/--label (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
-and srun asks again until they are free, printing Slurm 22.05's two lines once each
-(fixtures/22.05/steps/out-1.txt): ``srun: Job N step creation temporarily disabled, retrying
-(Requested nodes are busy)`` and, when it starts, ``srun: Step created for job N``. More nodes
+and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
+release/out-3.txt): ``srun: Job N step creation temporarily disabled, retrying (Requested nodes are
+busy)``, ``... step creation still disabled, retrying (...)`` each time another step of the job ended
+and it still does not fit (22.05's srun tries again when a step ends), and, when it starts,
+``srun: Step created for job N``. More nodes
 than the job has are refused here, as srun does (``srun: error: Only allocated 1 nodes asked for 2``).
 """
 
@@ -152,19 +154,20 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
 def create(client: Client, body: dict, *, poll: float = 0.2, max_poll: float = 1.0) -> dict | None:
     """Create the step, asking again while the control plane says it must wait; None when srun
     was interrupted while it waited (no step was created)."""
-    waited = False
+    ended = None
     while True:
         answer = client.call("POST", "/agent/v1/srun/steps", {**body, "time": time.time()})
         if not answer.get("retry"):
-            if waited:
+            if ended is not None:
                 print(f"srun: Step created for job {answer['jobId']}", file=sys.stderr, flush=True)
             return answer
         if _interrupted:
             return None
-        if not waited:
-            print(f"srun: Job {answer['jobId']} step creation temporarily disabled, retrying ({answer['reason']})",
+        if ended is None or answer.get("stepsEnded", ended) != ended:
+            how = "temporarily" if ended is None else "still"
+            print(f"srun: Job {answer['jobId']} step creation {how} disabled, retrying ({answer['reason']})",
                   file=sys.stderr, flush=True)
-            waited = True
+            ended = answer.get("stepsEnded", 0)
         time.sleep(poll)
         poll = min(poll * 1.5, max_poll)
 

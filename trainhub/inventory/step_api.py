@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
 from trainhub.slurm.models import JobStep, StepNode
-from trainhub.slurm.selectors import step_output
+from trainhub.slurm.selectors import step_output, steps_ended
 from trainhub.slurm.services import steps as step_services
 from trainhub.slurm.steps import NODES_BUSY, StepRefused, StepRequest
 
@@ -79,7 +79,7 @@ def _count(body: dict, name: str) -> int | None:
 class Steps(SrunView):
     """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, label?,
     srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks}; while other steps hold what it
-    needs, 202 {jobId, retry: true, reason} and srun asks again."""
+    needs, 202 {jobId, retry: true, reason, stepsEnded} and srun asks again."""
 
     def post(self, request: Request) -> Response:
         body = request.data if isinstance(request.data, dict) else {}
@@ -110,7 +110,9 @@ class Steps(SrunView):
             reason = f"Unable to create step for job {principal.job.job_id}: {exc}"
             raise ApiError(400, f"{exc.detail}\n{reason}" if exc.detail else reason, "FAILED_PRECONDITION") from None
         if step is None:
-            return Response({"jobId": principal.job.job_id, "retry": True, "reason": NODES_BUSY}, status=202)
+            return Response({"jobId": principal.job.job_id, "retry": True, "reason": NODES_BUSY,
+                             "stepsEnded": steps_ended(job=principal.job, run_index=principal.run_index)},
+                            status=202)
         return Response({"stepId": step.step_id, "jobId": principal.job.job_id, "nodeList": step.node_list,
                          "numTasks": step.num_tasks})
 

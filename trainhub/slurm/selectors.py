@@ -135,6 +135,12 @@ def job_events(*, job: SlurmJob) -> list[JobEvent]:
     return list(job.events.order_by("time", "id"))
 
 
+def steps_ended(*, job: SlurmJob, run_index: int) -> int:
+    """How many steps of a job's run have ended: a waiting srun tries again after each (22.05's
+    "step creation still disabled" line when it still does not fit)."""
+    return JobStep.objects.filter(job=job, run_index=run_index).exclude(state="RUNNING").count()
+
+
 def step_output(*, step: JobStep, after: int, limit: int) -> dict:
     """What srun reads of its step: the tasks' lines after line id ``after``, the step's state and,
     once it ended, the tasks that failed ([task, node, exit code, signal], in task order)."""
