@@ -128,10 +128,12 @@ class OutputFiles:
         opened: dict[str, int] = {}
         try:
             for stream, path in files.items():
-                if path not in opened:
+                fresh = path not in opened
+                if fresh:
                     opened[path] = open_append(path, owner)
-                    self.tails.append(_Tail(stream, opened[path]))
                 self.descriptors[stream] = opened[path]
+                if fresh:
+                    self.tails.append(_Tail(stream, opened[path]))
         except OSError:
             self.close()
             raise
