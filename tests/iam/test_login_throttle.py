@@ -1,5 +1,5 @@
 """Failed sign-ins are throttled per account and per client address, in Redis (shared by every
-process), on the web /login/ and the API's /auth/token alike; X-Forwarded-For counts only behind
+process), on the web /login/, the admin's /admin/login/ and the API's /auth/token alike; X-Forwarded-For counts only behind
 the configured number of proxies; passwords need Django's default validators (8+)."""
 
 import pytest
@@ -47,6 +47,27 @@ def test_the_web_login_counts_failures_too(cast, limits):
         assert "Please enter a correct username" in web_login(client, "alice", "wrong").content.decode()
     assert "Too many failed" in web_login(client, "alice", "alice-password").content.decode()
     assert api_login(client, "alice", "alice-password").status_code == 429
+
+
+def test_the_admin_login_counts_failures_and_is_refused_after_the_limit_too(cast, limits):
+    cast["alice"].is_staff = True
+    cast["alice"].save(update_fields=["is_staff"])
+    client = Client()
+    for _ in range(5):
+        response = client.post("/admin/login/", {"username": "alice", "password": "wrong"})
+        assert "Please enter the correct username and password" in response.content.decode()
+    response = client.post("/admin/login/", {"username": "alice", "password": "alice-password"})
+    assert "Too many failed sign-in attempts" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert api_login(client, "alice", "alice-password").status_code == 429
+
+
+def test_a_staff_member_still_signs_in_to_the_admin(cast, limits):
+    cast["alice"].is_staff = True
+    cast["alice"].save(update_fields=["is_staff"])
+    client = Client()
+    response = client.post("/admin/login/", {"username": "alice", "password": "alice-password"})
+    assert response.status_code == 302 and client.session["_auth_user_id"] == str(cast["alice"].pk)
 
 
 def test_one_address_trying_many_accounts_is_refused(cast, limits):

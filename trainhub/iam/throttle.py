@@ -1,6 +1,6 @@
 """Failed sign-ins, counted per account and per client address in Redis, shared by every web and
-API process; both logins (the web /login/ and the API's /auth/token) ask before they check a
-password and report what happened after.
+API process; every login (the web /login/, the admin's /admin/login/ and the API's /auth/token)
+asks before it checks a password and reports what happened after.
 
 An account or an address with TRAINHUB_LOGIN_FAILURES_PER_ACCOUNT / _PER_ADDRESS failures inside
 TRAINHUB_LOGIN_WINDOW_SECONDS is refused, the right password included, until the window (which
