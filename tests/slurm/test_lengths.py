@@ -24,7 +24,8 @@ def test_the_limits_agree_with_the_models():
     assert sacctmgr.TEXT_MAX_LENGTH == Account._meta.get_field("description").max_length
     assert sacctmgr.TEXT_MAX_LENGTH == Qos._meta.get_field("description").max_length
     columns = {"job_name": "name", "comment": "comment", "chdir": "work_dir", "output": "stdout_pattern",
-               "error": "stderr_pattern"}
+               "error": "stderr_pattern", "export": "export", "mail_user": "mail_user", "mail_type": "mail_type",
+               "signal": "signal"}
     assert sbatch_syntax.MAX_LENGTH == {option: SlurmJob._meta.get_field(column).max_length
                                         for option, column in columns.items()}
 
@@ -56,12 +57,27 @@ def test_an_overlong_sacctmgr_name_or_text_is_refused_before_the_database(api, a
     ["-e", LONG_PATH, "--wrap", "x"],
     ["-D", LONG_PATH, "--wrap", "x"],
     ["-D", "d/" * 510, "--wrap", "x"],  # fits as given, not under /home/uma/
+    ["--mail-user", "m" * 256, "--wrap", "x"],
+    ["--mail-type", ",".join(["END"] * 40), "--wrap", "x"],
+    ["--export", "A=" + "x" * 1030, "--wrap", "x"],
 ])
 def test_an_overlong_sbatch_name_comment_or_path_is_refused_with_slurms_message(api, accounts, args):
     response = sbatch(api, "uma", *args)
     assert response.status_code == 400, response.content
     assert response.json()["error"]["message"] == (
         "sbatch: error: Batch job submission failed: Pathname of a file, directory or other parameter too long")
+    assert not SlurmJob.objects.exists()
+
+
+@pytest.mark.parametrize("option", ["--ntasks", "--ntasks-per-node", "--cpus-per-task", "--nodes", "--mem",
+                                    "--mem-per-cpu", "--mem-per-gpu", "--gpus", "--gpus-per-node", "--gres"])
+@pytest.mark.parametrize("number, shown", [(2**31, 2**31), (10**30, 2**63 - 1)])
+def test_a_count_or_size_beyond_a_c_int_is_refused_with_slurms_message(api, accounts, option, number, shown):
+    # PostgreSQL's integer columns (and the billing's float) answered 500 to these.
+    value = f"gpu:{number}" if option == "--gres" else str(number)
+    response = sbatch(api, "uma", f"{option}={value}", "--wrap", "x")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["message"] == f"sbatch: error: Numeric argument ({shown}) to big for {option}."
     assert not SlurmJob.objects.exists()
 
 
