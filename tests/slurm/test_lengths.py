@@ -81,6 +81,40 @@ def test_a_count_or_size_beyond_a_c_int_is_refused_with_slurms_message(api, acco
     assert not SlurmJob.objects.exists()
 
 
+DIGITS_5000 = "1" * 5000  # past Python's int() guard of 4,300 digits: a bare ValueError, a 500
+
+
+@pytest.mark.parametrize("option", ["--ntasks", "--nodes", "--mem", "--gpus", "--gres=gpu:", "--time", "--nice",
+                                    "--signal=", "--begin=now+"])
+@pytest.mark.parametrize("where", ["command line", "#SBATCH"])
+def test_a_number_of_5000_digits_in_any_option_is_refused_not_a_500(api, accounts, option, where):
+    argument = (option if option.endswith((":", "=", "+")) else option + "=") + DIGITS_5000
+    response = (sbatch(api, "uma", argument, "--wrap", "x") if where == "command line"
+                else sbatch(api, "uma", script=f"#!/bin/bash\n#SBATCH {argument}\necho\n"))
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["error"]["message"].startswith("sbatch: error: ")
+    assert not SlurmJob.objects.exists()
+
+
+@pytest.mark.parametrize("array", [f"0-3%{DIGITS_5000}", f"{DIGITS_5000}-3", "0-3%3000000000", "0-3:" + DIGITS_5000])
+def test_an_array_with_a_huge_number_is_refused_not_a_500(api, accounts, array):
+    response = sbatch(api, "uma", f"--array={array}", "--wrap", "x")
+    assert response.status_code == 400, response.content[:300]
+    assert "Invalid job array specification" in response.json()["error"]["message"]
+    assert not SlurmJob.objects.exists()
+
+
+@pytest.mark.parametrize("setting, shown", [
+    (f"maxjobs={DIGITS_5000}", "Bad MaxJobs value"), (f"maxwall={DIGITS_5000}", "Bad MaxWall time format"),
+    (f"fairshare={DIGITS_5000}", "Bad FairShare value"), ("fairshare=3000000000", "Bad FairShare value"),
+    (f"grptres=cpu={DIGITS_5000}", "Bad GrpTRES value"),
+])
+def test_a_huge_sacctmgr_number_is_refused_with_sacctmgrs_message(api, accounts, setting, shown):
+    answer = run(api, f"sacctmgr -i modify user uma set {setting}")
+    assert answer.status_code == 200, answer.content[:300]
+    assert answer.json()["exitCode"] == 1 and shown in answer.json()["output"]
+
+
 def test_the_longest_sbatch_values_are_kept(api, accounts):
     response = sbatch(api, "uma", "-J", "n" * 255, "--comment", "c" * 255, "-o", "/" + "o" * 1023, "--wrap", "x")
     assert response.status_code == 200, response.content

@@ -286,7 +286,12 @@ def parse_options(argv: list[str]) -> tuple[SbatchOptions, list[str]]:
     given, rest = split_options(argv)
     values: dict = {}
     for name, value in given:
-        values.update(_PARSERS[name](value))
+        try:
+            values.update(_PARSERS[name](value))
+        except SbatchError:
+            raise
+        except ValueError as exc:  # int() of a number over 4,300 digits long: Python's guard, not a parser's
+            raise SbatchError(f"sbatch: error: Invalid numeric value \"{value}\" for --{name}.") from exc
     return SbatchOptions(**values), rest
 
 
@@ -331,10 +336,10 @@ def parse_begin(text: str, now: dt.datetime) -> dt.datetime:
     value = text.strip().lower()
     relative = re.fullmatch(r"now(?:\+(\d+)(second|minute|hour|day|week)?s?)?", value)
     if relative:
-        amount = int(relative.group(1) or 0)
         try:
+            amount = int(relative.group(1) or 0)
             return now + dt.timedelta(**{(relative.group(2) or "second") + "s": amount})
-        except OverflowError as exc:  # past year 9999
+        except (OverflowError, ValueError) as exc:  # past year 9999; int() of over 4,300 digits
             raise SbatchError(f"sbatch: error: Invalid time specification {text}") from exc
     named = {"midnight": (0, 0), "noon": (12, 0), "teatime": (16, 0)}
     clock = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", value)
