@@ -7,25 +7,21 @@ from django.contrib.auth.forms import AuthenticationForm
 from trainhub.iam.throttle import (
     blocked_message,
     client_address,
-    login_blocked_seconds,
-    login_failed,
+    login_attempt_start,
     login_succeeded,
 )
 
 
 class ThrottledSignIn:
-    """Asks iam.throttle before an authentication form checks the password, and reports the outcome."""
+    """Starts an attempt with iam.throttle before an authentication form checks the password, and
+    reports a success."""
 
     def clean(self):
         who = {"username": self.cleaned_data.get("username") or "", "address": client_address(self.request)}
-        wait = login_blocked_seconds(**who)
+        wait = login_attempt_start(**who)  # counts as a failure unless it succeeds
         if wait:
             raise forms.ValidationError(blocked_message(wait), code="throttled")
-        try:
-            cleaned = super().clean()
-        except forms.ValidationError:
-            login_failed(**who)
-            raise
+        cleaned = super().clean()
         login_succeeded(**who)
         return cleaned
 
