@@ -40,6 +40,7 @@ import json
 import math
 import multiprocessing
 import os
+import random
 import statistics
 import threading
 import time
@@ -61,7 +62,7 @@ from bench.submission import (
 )
 from bench.timing import measure
 from bench.workload import WorkloadJob
-from trainhub.agent.node import NodeSettings
+from trainhub.agent.node import NodeSettings, spread_wait
 
 CLIENT_PROCESSES = 4
 SUBMIT_PER_SECOND = 5.0
@@ -72,13 +73,15 @@ SIMULATED_RUNTIME_SECONDS = 2
 #: trainhub-agent's defaults (trainhub.agent.node.NodeSettings): a full fetch every FULL_SYNC_SECONDS
 #: (while long-polling), a heartbeat every HEARTBEAT_SECONDS while long-polling (the long poll is the
 #: node's contact), rounds every POLL_SECONDS while a replica runs, and long polls of at most
-#: LONG_POLL_SECONDS. Agents start spread over START_SECONDS (the polling heartbeat period).
+#: LONG_POLL_SECONDS (an idle one asks for a random LONG_POLL_SPREAD..1 share of it, MEAN_LONG_POLL_SECONDS
+#: on average). Agents start spread over START_SECONDS (the polling heartbeat period).
 _DEFAULTS = NodeSettings.__dataclass_fields__
 FULL_SYNC_SECONDS = _DEFAULTS["long_poll_full_sync_seconds"].default
 HEARTBEAT_SECONDS = _DEFAULTS["long_poll_heartbeat_seconds"].default
 START_SECONDS = _DEFAULTS["heartbeat_seconds"].default
 POLL_SECONDS = _DEFAULTS["poll_seconds"].default
 LONG_POLL_SECONDS = _DEFAULTS["long_poll_seconds"].default
+MEAN_LONG_POLL_SECONDS = spread_wait(LONG_POLL_SECONDS, 0.5)
 #: Agents start spread over START_SECONDS, each with a full fetch: the first WARM_UP_SECONDS
 #: (that burst and its backlog on a loaded machine) are left out.
 WARM_UP_SECONDS = START_SECONDS + 15
@@ -229,7 +232,7 @@ def _wait_for_work(watch: _Connection, agent: _Agent, record: _Record, end: floa
     if agent.running:
         wait = min(POLL_SECONDS, min(agent.running.values()) - now)
     else:
-        wait = min(LONG_POLL_SECONDS, agent.last_heartbeat + HEARTBEAT_SECONDS - now,
+        wait = min(spread_wait(LONG_POLL_SECONDS, random.random()), agent.last_heartbeat + HEARTBEAT_SECONDS - now,
                    agent.last_full + FULL_SYNC_SECONDS - now)
     wait = max(0.0, min(wait, end - now))
     full = not agent.etag or now - agent.last_full >= FULL_SYNC_SECONDS
@@ -381,19 +384,19 @@ def _starts(window_start: float, end: float) -> tuple[list[float], int]:
 
 def _nominal_requests_per_second(agents: int) -> float:
     """What the agents send when every round is on time: per idle agent a long poll every
-    LONG_POLL_SECONDS and a heartbeat every HEARTBEAT_SECONDS, and per job placed two reports, two
+    MEAN_LONG_POLL_SECONDS and a heartbeat every HEARTBEAT_SECONDS, and per job placed two reports, two
     heartbeats (its start and its end change the running set) and about three long polls (a second
     each while it runs, a full one after)."""
-    return agents / LONG_POLL_SECONDS + agents / HEARTBEAT_SECONDS + 7 * SUBMIT_PER_SECOND
+    return agents / MEAN_LONG_POLL_SECONDS + agents / HEARTBEAT_SECONDS + 7 * SUBMIT_PER_SECOND
 
 
 def nominal_cores(costs: dict[str, float], agents: int) -> float:
     """The cores the Django side of the server needs when every agent's round is on time, from the
     in-process CPU seconds per request ``costs`` (keys as ``request_costs`` names them): a long poll
-    per agent per LONG_POLL_SECONDS (one in FULL_SYNC_SECONDS in full, the rest 304; a full one after
+    per agent per MEAN_LONG_POLL_SECONDS (one in FULL_SYNC_SECONDS in full, the rest 304; a full one after
     each exit report too), a heartbeat per HEARTBEAT_SECONDS, and per job two reports and two
     heartbeats, costed as heartbeats (a write each). The HTTP servers' own work is not in it: a lower bound."""
-    polls = agents / LONG_POLL_SECONDS
+    polls = agents / MEAN_LONG_POLL_SECONDS
     full_polls = agents / FULL_SYNC_SECONDS + SUBMIT_PER_SECOND
     return ((polls - full_polls) * costs["poll 304"] + full_polls * costs["poll 200"]
             + (agents / HEARTBEAT_SECONDS + 4 * SUBMIT_PER_SECOND) * costs["heartbeat"])
@@ -616,7 +619,7 @@ def fleet_section(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSE
            f"the sampler's), whatever the number of agents: {_verdict(row['pg_connections_peak'] <= bound)}"
            if on_postgres else "not measured (SQLite)"),
         f"load: {row['requests_per_second']:.0f} requests/s of the nominal {row['nominal_requests_per_second']:.0f} "
-        f"(per agent a long poll every {LONG_POLL_SECONDS:g} s and a heartbeat every {HEARTBEAT_SECONDS:g} s; "
+        f"(per agent a long poll every {MEAN_LONG_POLL_SECONDS:g} s and a heartbeat every {HEARTBEAT_SECONDS:g} s; "
         f"long polls asked to wait "
         f"{_seconds(row['mean_wait_s'])} s on average); {row['woken']} long polls were answered by a placement or a "
         f"stop while they waited; the client processes used {row['client_cores']:.2f} cores of this machine's "

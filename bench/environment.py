@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from trainhub.longpoll_server import uvicorn_argv
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "var" / "bench"
 ALLOW_FLUSH_ENV = "TRAINHUB_BENCH_ALLOW_FLUSH"
@@ -53,9 +55,7 @@ def start_gunicorn(port: int) -> subprocess.Popen:
 
 def start_long_poll(port: int) -> subprocess.Popen:
     """The agents' long poll (uvicorn, trainhub.longpoll_asgi) on 127.0.0.1:``port``, as start_gunicorn."""
-    return _serving([sys.executable, "-m", "uvicorn", "trainhub.longpoll_asgi:application", "--host", "127.0.0.1",
-                     "--port", str(port), "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "40"],
-                    port, "the long poll")
+    return _serving(uvicorn_argv(sys.executable, host="127.0.0.1", port=port), port, "the long poll")
 
 
 def _serving(argv: list[str], port: int, what: str) -> subprocess.Popen:

@@ -26,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from trainhub.agent.main import join, without_control_plane_secrets
+from trainhub.longpoll_server import uvicorn_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 #: A service that dies is started again, but not more often than this (seconds).
@@ -57,8 +58,7 @@ def service_commands(*, python: str, manage: list[str], var_dir: Path, bind: str
     return {
         "web": manage + ["runserver", "--noreload", f"{bind}:{port}"],
         # The agents' long poll (trainhub.inventory.longpoll); web announces it to them.
-        "agent-watch": [python, "-m", "uvicorn", "trainhub.longpoll_asgi:application", "--host", bind, "--port",
-                        watch_port, "--log-level", "warning", "--no-access-log"],
+        "agent-watch": uvicorn_argv(python, host=bind, port=watch_port),
         "worker": [python, "-m", "celery", "-A", "trainhub", "worker", "--loglevel=INFO", "--concurrency=2",
                    "--pool=threads"],
         "beat": [python, "-m", "celery", "-A", "trainhub", "beat", "--loglevel=INFO",

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from tests.agent.harness import agent_for_identity, join_nodes
 from tests.inventory.test_long_poll import PROMPTLY, Served, _free_port, _place_on_both_a100s, _until
-from trainhub.agent.client import ControlPlane
-from trainhub.agent.node import NodeAgent, NodeSettings
+from trainhub.agent.client import Answer, ControlPlane
+from trainhub.agent.node import LONG_POLL_SPREAD, NodeAgent, NodeSettings
 from trainhub.inventory.models import Node
 from trainhub.jobs.models import Replica
 
@@ -68,6 +68,26 @@ def test_an_agent_polls_conditionally_without_a_long_poll_or_when_it_fails(a100_
     etag = agent.etag
     agent.tick(now=timezone.now() + dt.timedelta(seconds=2))  # the conditional poll still works
     assert agent.etag == etag
+
+
+def test_idle_agents_that_start_together_spread_their_long_polls(a100_identities, tmp_path, settings):
+    """After a control-plane restart every agent reconnects at once; each idle one asks for its own
+    share of --long-poll-seconds, so their waits do not keep ending together."""
+    settings.TRAINHUB_AGENT_LONG_POLL_URL = "http://127.0.0.1:9"
+    agent = agent_for_identity(a100_identities[0], tmp_path / "agent", tmp_path)
+    agent.tick(now=timezone.now())
+    asked = []
+
+    def long_poll(url, *, etag, wait):
+        asked.append(wait)
+        return Answer(304, None, etag)
+
+    agent.api.long_poll = long_poll
+    for _ in range(40):
+        assert agent.wait_for_work() is True
+    longest = agent.settings.long_poll_seconds
+    assert all(LONG_POLL_SPREAD * longest <= wait <= longest for wait in asked)
+    assert max(asked) - min(asked) > 0.1 * longest
 
 
 def test_agent_flags_set_the_sync_period_and_the_long_poll(tmp_path):

@@ -1,5 +1,5 @@
 """How the supervisor opens a batch script's --output/--error files (supervisor.open_append): once, never
-through a symlink, and a file it creates for a script that runs as another uid belongs to that uid."""
+through a symlink (in any component, issue 18), and a file it creates for a script that runs as another uid belongs to that uid."""
 
 import errno
 import os
@@ -44,3 +44,29 @@ def test_a_symlink_is_refused_and_its_target_left_alone(tmp_path):
         open_append(str(tmp_path / "slurm-1.out"), OWNER)
     assert caught.value.errno == errno.ELOOP
     assert target.read_text() == "precious\n" and target.stat().st_uid == os.geteuid()
+
+
+@pytest.mark.parametrize("swapped", ["dir", "dir/sub"])
+def test_a_directory_swapped_for_a_symlink_after_the_check_is_refused(tmp_path, swapped):
+    # The agent resolved and checked cluster/dir/sub/slurm-1.out; the job then made one of its
+    # directories a symlink to a host directory before the supervisor opened the file.
+    host = tmp_path / "host"
+    host.mkdir()
+    checked = tmp_path / "cluster" / "dir" / "sub"
+    checked.mkdir(parents=True)
+    (tmp_path / "cluster" / swapped).rename(tmp_path / "moved")
+    (tmp_path / "cluster" / swapped).symlink_to(host if swapped == "dir/sub" else tmp_path / "decoy")
+    if swapped == "dir":
+        (tmp_path / "decoy" / "sub").mkdir(parents=True)
+    with pytest.raises(OSError) as caught:
+        open_append(str(checked / "slurm-1.out"), OWNER)
+    assert caught.value.errno in (errno.ELOOP, errno.ENOTDIR) and caught.value.filename == str(checked / "slurm-1.out")
+    assert list(host.iterdir()) == [] and not (tmp_path / "decoy" / "sub" / "slurm-1.out").exists()
+
+
+def test_a_path_without_symlinks_opens_through_every_directory(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    fd = open_append(str(tmp_path / "a" / "b" / "out"))
+    os.write(fd, b"x\n")
+    os.close(fd)
+    assert (tmp_path / "a" / "b" / "out").read_text() == "x\n"

@@ -32,6 +32,18 @@ def test_a_lone_surrogate_in_a_job_is_refused_naming_the_field_and_nothing_is_st
     assert api("uma").get(JOBS).status_code == 200
 
 
+@pytest.mark.parametrize("path, who", [("/auth/token", None), (JOBS, "uma")])
+def test_a_lone_surrogate_in_a_key_is_refused_with_the_key_escaped_in_the_answer(api, cast, nodes, path, who):
+    # Named as it was, the key made the 400 itself unencodable: a 500, unauthenticated on /auth/token.
+    body = {**job_body(container_pool()), "labels": {"te\udc80am": "ok"}}
+    client = api(who) if who else Client(raise_request_exception=False)
+    response = client.post(path, json.dumps(body), content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    assert_in_google_error_format(400, response.json())
+    assert response.json()["error"]["details"][0]["fieldViolations"][0]["field"] == "labels.te\\udc80am"
+    assert not CustomJob.objects.exists()
+
+
 def test_a_lone_surrogate_in_a_persistent_resource_is_refused(api, nodes):
     body = {"displayName": "\udc80", "resourcePools": [{"machineSpec": {"machineType": "n1-standard-4"},
                                                           "replicaCount": 1}]}

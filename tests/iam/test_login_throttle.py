@@ -1,5 +1,5 @@
 """Failed sign-ins are throttled per account and per client address, in Redis (shared by every
-process), on the web /login/ and the API's /auth/token alike; X-Forwarded-For counts only behind
+process), on the web /login/, the admin's /admin/login/ and the API's /auth/token alike; X-Forwarded-For counts only behind
 the configured number of proxies; passwords need Django's default validators (8+)."""
 
 import pytest
@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client, RequestFactory
 
 from trainhub.common.redis import get_redis
-from trainhub.iam.throttle import PREFIX, client_address
+from trainhub.iam.throttle import PREFIX, client_address, login_attempt_start, login_succeeded
 
 
 @pytest.fixture
@@ -49,6 +49,27 @@ def test_the_web_login_counts_failures_too(cast, limits):
     assert api_login(client, "alice", "alice-password").status_code == 429
 
 
+def test_the_admin_login_counts_failures_and_is_refused_after_the_limit_too(cast, limits):
+    cast["alice"].is_staff = True
+    cast["alice"].save(update_fields=["is_staff"])
+    client = Client()
+    for _ in range(5):
+        response = client.post("/admin/login/", {"username": "alice", "password": "wrong"})
+        assert "Please enter the correct username and password" in response.content.decode()
+    response = client.post("/admin/login/", {"username": "alice", "password": "alice-password"})
+    assert "Too many failed sign-in attempts" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert api_login(client, "alice", "alice-password").status_code == 429
+
+
+def test_a_staff_member_still_signs_in_to_the_admin(cast, limits):
+    cast["alice"].is_staff = True
+    cast["alice"].save(update_fields=["is_staff"])
+    client = Client()
+    response = client.post("/admin/login/", {"username": "alice", "password": "alice-password"})
+    assert response.status_code == 302 and client.session["_auth_user_id"] == str(cast["alice"].pk)
+
+
 def test_one_address_trying_many_accounts_is_refused(cast, limits):
     client = Client()
     for attempt in range(8):
@@ -67,6 +88,23 @@ def test_a_success_clears_the_accounts_count_not_the_addresss(cast, limits):
     # The account may try again; the address has used its 8 failures.
     assert api_login(client, "uma", "uma-password").status_code == 429
     assert api_login(Client(REMOTE_ADDR="10.3.3.3"), "uma", "uma-password").status_code == 200
+
+
+def test_an_attempt_counts_from_its_start_so_concurrent_ones_cannot_all_pass(cast, limits):
+    # Checked first and counted after the password hash, 30 concurrent attempts were all checked
+    # against a limit of 10: each one now takes its place before its password is checked.
+    who = {"username": "uma", "address": "10.4.4.4"}
+    assert [login_attempt_start(**who) for _ in range(5)] == [0] * 5
+    assert login_attempt_start(**who) > 0  # none of the five has finished yet
+    assert api_login(Client(REMOTE_ADDR="10.5.5.5"), "uma", "uma-password").status_code == 429
+
+
+def test_a_success_gives_the_address_its_attempt_back(cast, limits):
+    for _ in range(7):
+        login_attempt_start(username="alice", address="10.6.6.6")
+        login_succeeded(username="alice", address="10.6.6.6")
+    assert int(get_redis().get(PREFIX + "address:10.6.6.6")) == 0
+    assert api_login(Client(REMOTE_ADDR="10.6.6.6"), "alice", "alice-password").status_code == 200
 
 
 def test_the_counts_live_in_redis_with_the_window_as_expiry(cast, limits, settings):

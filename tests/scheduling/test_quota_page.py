@@ -1,3 +1,5 @@
+import pytest
+
 from trainhub.scheduling.models import Quota
 
 METRIC = "custom_model_training_nvidia_a100_gpus"
@@ -40,6 +42,17 @@ def test_a_bad_limit_is_shown_not_a_500(client, cast):
     client.force_login(cast["alice"])
     response = client.post("/quotas/", {"project": "alpha", "location": "us-central1", "metric": "bogus", "limit": -1})
     assert response.status_code == 200
+    assert not Quota.objects.exists()
+
+
+@pytest.mark.parametrize("limit", [2**31, 10**30])
+def test_a_limit_beyond_the_column_is_shown_not_a_500(client, cast, limit):
+    cast["alice"].is_staff = True
+    cast["alice"].save()
+    client.force_login(cast["alice"])
+    response = client.post("/quotas/", {"project": "alpha", "location": "us-central1", "metric": METRIC, "limit": limit})
+    assert response.status_code == 200
+    assert "Ensure this value is less than or equal to 2147483647." in response.content.decode()
     assert not Quota.objects.exists()
 
 

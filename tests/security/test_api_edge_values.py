@@ -138,15 +138,24 @@ class Probe:
     body: bytes | None
 
 
+#: Numbers as an option's text (``--ntasks=...``, ``maxjobs=...``): past a 32-bit column, past int64,
+#: and past the 4,300 digits Python's int() converts (a bare ValueError).
+OPTION_NUMBER_EDGES = (str(2**31), str(10**30), "1" * 5_000)
+
+
 def edge_values(value: Any) -> tuple:
     """The edge values for a place holding ``value``, by its JSON type (numbers written as strings,
-    as int64 fields are, get the number edges too), and null."""
+    as int64 fields are, get the number edges too), and null. A ``name=value`` string (an sbatch
+    option, a sacctmgr setting) also gets its value replaced by the number and string edges."""
     if isinstance(value, bool):
         return BOOLEAN_EDGES
     if isinstance(value, int | float):
         return NUMBER_EDGES + (None,)
     if isinstance(value, str):
-        return STRING_EDGES + SURROGATE_EDGES[:1] + (NUMBER_EDGES if value.isdigit() else ()) + (None,)
+        name, equals, _ = value.rpartition("=")
+        options = tuple(f"{name}={edge}" for edge in OPTION_NUMBER_EDGES + STRING_EDGES[:3]) if equals else ()
+        return (STRING_EDGES + SURROGATE_EDGES[:1] + (NUMBER_EDGES if value.isdigit() else ()) + options
+                + (None,))
     if isinstance(value, list):
         return [], [value[0] if value else "x"] * HUGE_ARRAY_LENGTH, {}, None
     return OBJECT_EDGES

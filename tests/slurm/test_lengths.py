@@ -24,7 +24,8 @@ def test_the_limits_agree_with_the_models():
     assert sacctmgr.TEXT_MAX_LENGTH == Account._meta.get_field("description").max_length
     assert sacctmgr.TEXT_MAX_LENGTH == Qos._meta.get_field("description").max_length
     columns = {"job_name": "name", "comment": "comment", "chdir": "work_dir", "output": "stdout_pattern",
-               "error": "stderr_pattern"}
+               "error": "stderr_pattern", "export": "export", "mail_user": "mail_user", "mail_type": "mail_type",
+               "signal": "signal"}
     assert sbatch_syntax.MAX_LENGTH == {option: SlurmJob._meta.get_field(column).max_length
                                         for option, column in columns.items()}
 
@@ -56,6 +57,9 @@ def test_an_overlong_sacctmgr_name_or_text_is_refused_before_the_database(api, a
     ["-e", LONG_PATH, "--wrap", "x"],
     ["-D", LONG_PATH, "--wrap", "x"],
     ["-D", "d/" * 510, "--wrap", "x"],  # fits as given, not under /home/uma/
+    ["--mail-user", "m" * 256, "--wrap", "x"],
+    ["--mail-type", ",".join(["END"] * 40), "--wrap", "x"],
+    ["--export", "A=" + "x" * 1030, "--wrap", "x"],
 ])
 def test_an_overlong_sbatch_name_comment_or_path_is_refused_with_slurms_message(api, accounts, args):
     response = sbatch(api, "uma", *args)
@@ -63,6 +67,52 @@ def test_an_overlong_sbatch_name_comment_or_path_is_refused_with_slurms_message(
     assert response.json()["error"]["message"] == (
         "sbatch: error: Batch job submission failed: Pathname of a file, directory or other parameter too long")
     assert not SlurmJob.objects.exists()
+
+
+@pytest.mark.parametrize("option", ["--ntasks", "--ntasks-per-node", "--cpus-per-task", "--nodes", "--mem",
+                                    "--mem-per-cpu", "--mem-per-gpu", "--gpus", "--gpus-per-node", "--gres"])
+@pytest.mark.parametrize("number, shown", [(2**31, 2**31), (10**30, 2**63 - 1)])
+def test_a_count_or_size_beyond_a_c_int_is_refused_with_slurms_message(api, accounts, option, number, shown):
+    # PostgreSQL's integer columns (and the billing's float) answered 500 to these.
+    value = f"gpu:{number}" if option == "--gres" else str(number)
+    response = sbatch(api, "uma", f"{option}={value}", "--wrap", "x")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["message"] == f"sbatch: error: Numeric argument ({shown}) to big for {option}."
+    assert not SlurmJob.objects.exists()
+
+
+DIGITS_5000 = "1" * 5000  # past Python's int() guard of 4,300 digits: a bare ValueError, a 500
+
+
+@pytest.mark.parametrize("option", ["--ntasks", "--nodes", "--mem", "--gpus", "--gres=gpu:", "--time", "--nice",
+                                    "--signal=", "--begin=now+"])
+@pytest.mark.parametrize("where", ["command line", "#SBATCH"])
+def test_a_number_of_5000_digits_in_any_option_is_refused_not_a_500(api, accounts, option, where):
+    argument = (option if option.endswith((":", "=", "+")) else option + "=") + DIGITS_5000
+    response = (sbatch(api, "uma", argument, "--wrap", "x") if where == "command line"
+                else sbatch(api, "uma", script=f"#!/bin/bash\n#SBATCH {argument}\necho\n"))
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["error"]["message"].startswith("sbatch: error: ")
+    assert not SlurmJob.objects.exists()
+
+
+@pytest.mark.parametrize("array", [f"0-3%{DIGITS_5000}", f"{DIGITS_5000}-3", "0-3%3000000000", "0-3:" + DIGITS_5000])
+def test_an_array_with_a_huge_number_is_refused_not_a_500(api, accounts, array):
+    response = sbatch(api, "uma", f"--array={array}", "--wrap", "x")
+    assert response.status_code == 400, response.content[:300]
+    assert "Invalid job array specification" in response.json()["error"]["message"]
+    assert not SlurmJob.objects.exists()
+
+
+@pytest.mark.parametrize("setting, shown", [
+    (f"maxjobs={DIGITS_5000}", "Bad MaxJobs value"), (f"maxwall={DIGITS_5000}", "Bad MaxWall time format"),
+    (f"fairshare={DIGITS_5000}", "Bad FairShare value"), ("fairshare=3000000000", "Bad FairShare value"),
+    (f"grptres=cpu={DIGITS_5000}", "Bad GrpTRES value"),
+])
+def test_a_huge_sacctmgr_number_is_refused_with_sacctmgrs_message(api, accounts, setting, shown):
+    answer = run(api, f"sacctmgr -i modify user uma set {setting}")
+    assert answer.status_code == 200, answer.content[:300]
+    assert answer.json()["exitCode"] == 1 and shown in answer.json()["output"]
 
 
 def test_the_longest_sbatch_values_are_kept(api, accounts):

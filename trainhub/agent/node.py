@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,6 +51,17 @@ from trainhub.agent.slurm import SlurmNodeWork
 logger = logging.getLogger("trainhub.agent")
 
 SIMULATED = "simulated"
+
+
+#: An idle agent's long poll asks for a random share of ``long_poll_seconds``, at least this one, so
+#: agents that started together (a control-plane restart reconnects them all at once) do not go on
+#: ending their waits together; kube-apiserver spreads its watches' timeouts the same way.
+LONG_POLL_SPREAD = 0.8
+
+
+def spread_wait(longest: float, draw: float) -> float:
+    """The wait an idle agent asks for, given ``draw`` in [0, 1): between LONG_POLL_SPREAD x and 1 x ``longest``."""
+    return longest * (LONG_POLL_SPREAD + (1 - LONG_POLL_SPREAD) * draw)
 
 
 @dataclass
@@ -192,7 +204,7 @@ class NodeAgent:
         if self.handles or self.assignments["slurm"]:
             wait = self.settings.poll_seconds
         else:
-            wait = min(self.settings.long_poll_seconds,
+            wait = min(spread_wait(self.settings.long_poll_seconds, random.random()),
                        self.last_heartbeat + self.settings.long_poll_heartbeat_seconds - moment,
                        self.last_full_sync + self.settings.long_poll_full_sync_seconds - moment)
         etag = self._etag_to_send(moment, self.settings.long_poll_full_sync_seconds)

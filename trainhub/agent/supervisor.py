@@ -15,6 +15,7 @@ agent reports. Standard library only, and run by path, so it imports nothing of 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -44,23 +45,50 @@ def process_start_time(pid: int) -> str | None:
     return stat[stat.rindex(")") + 2:].split()[19]
 
 
-#: How output files are opened: once, before the command starts, never through a symlink as the last
-#: component (the agent resolved and checked the path; the command may replace it while it runs, and
-#: writes then keep going to the file opened).
+#: How output files are opened: once, before the command starts, never through a symlink (the last
+#: component here, the directories by _open_following_no_symlink; the agent resolved and checked the
+#: path; the command may replace it while it runs, and writes then keep going to the file opened).
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+#: How each directory on the way to an output file is opened: by its parent's descriptor, never
+#: through a symlink; O_PATH needs no read permission on it.
+_DIRECTORY = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_following_no_symlink(path: str, flags: int, mode: int) -> int:
+    """os.open of an absolute ``path`` that follows no symlink in any component (each directory is
+    opened from its parent's descriptor with O_NOFOLLOW; ``flags`` must hold O_NOFOLLOW for the
+    last). The agent resolved and checked the path just before; a job that swaps one of its
+    directories for a symlink to a host directory in between gets ELOOP or ENOTDIR here, not a file
+    the root supervisor created there (and then gave to the job's uid)."""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if not path.startswith("/") or not parts or ".." in parts:
+        raise OSError(errno.EINVAL, "not an absolute path without '..'", path)
+    directory = os.open("/", _DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _DIRECTORY, dir_fd=directory)
+            os.close(directory)
+            directory = inner
+        return os.open(parts[-1], flags, mode, dir_fd=directory)
+    except OSError as exc:  # named by the whole path, not the component (OSError picks the subclass by errno)
+        raise OSError(exc.errno, exc.strerror, path) from exc
+    finally:
+        os.close(directory)
+
+
 def open_append(path: str, owner: dict | None = None) -> int:
-    """A descriptor appending to ``path`` (created 0644), refusing a symlink as its last component.
+    """A descriptor appending to ``path`` (created 0644), refusing a symlink as any of its components.
 
     With ``owner`` ({uid, gid}: the command runs as that user, as slurmstepd opens a job's files as
     the job's user) a file this call creates is given to that user through the descriptor; a file
     that already existed keeps its owner, whoever it is (O_EXCL tells the two apart; a symlink fails
     both opens). Raises OSError."""
     try:
-        fd = os.open(path, _APPEND | os.O_EXCL, 0o644)
+        fd = _open_following_no_symlink(path, _APPEND | os.O_EXCL, 0o644)
     except FileExistsError:
-        return os.open(path, _APPEND, 0o644)
+        return _open_following_no_symlink(path, _APPEND, 0o644)
     if owner:
         try:
             os.fchown(fd, int(owner["uid"]), int(owner["gid"]))

@@ -43,14 +43,21 @@ def holds_nul(value: Any) -> bool:
     return False
 
 
+def _escaped(text: str) -> str:
+    """``text`` with each lone surrogate written as its JSON escape (``\\udc80``): a field path
+    that names a key holding one must itself be text the answer can be encoded in."""
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def lone_surrogate_field(value: Any, path: str = "") -> str | None:
     """The field path (``workerPoolSpecs[0].containerSpec.command[1]``) of the first string or key
-    of a parsed JSON value holding a lone UTF-16 surrogate, or None."""
+    of a parsed JSON value holding a lone UTF-16 surrogate, or None. A key holding one is named with
+    it escaped (``labels.\\udfff``)."""
     if isinstance(value, str):
         return path or "(body)" if _SURROGATE.search(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
+            where = f"{path}.{_escaped(key)}" if path else _escaped(key)
             if _SURROGATE.search(key):
                 return where
             found = lone_surrogate_field(item, where)
@@ -108,6 +115,6 @@ class JsonParser(JSONParser):
         if _SURROGATE_ESCAPE.search(text):
             field = lone_surrogate_field(data)
             if field:
-                raise invalid_payload(f"Invalid string at {field!r}: it holds a lone UTF-16 surrogate "
+                raise invalid_payload(f"Invalid string at '{field}': it holds a lone UTF-16 surrogate "
                                       "(\\ud800-\\udfff), which is not valid Unicode text.", field)
         return data

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from trainhub.iam.forms import ThrottledAdminAuthenticationForm
 from trainhub.iam.models import Membership, Project
 
 
@@ -12,3 +13,6 @@ class MembershipInline(admin.TabularInline):
 class ProjectAdmin(admin.ModelAdmin):
     list_display = ["project_id", "display_name", "number"]
     inlines = [MembershipInline]
+
+
+admin.site.login_form = ThrottledAdminAuthenticationForm

@@ -12,8 +12,7 @@ from trainhub.iam.services import api_token_rotate
 from trainhub.iam.throttle import (
     blocked_message,
     client_address,
-    login_blocked_seconds,
-    login_failed,
+    login_attempt_start,
     login_succeeded,
 )
 
@@ -40,12 +39,11 @@ class TokenObtain(APIView):
         if missing:
             raise invalid_argument(missing)
         who = {"username": data["username"], "address": client_address(request)}
-        wait = login_blocked_seconds(**who)
+        wait = login_attempt_start(**who)
         if wait:
             raise ApiError(429, blocked_message(wait), "RESOURCE_EXHAUSTED")
         user = authenticate(request, username=data["username"], password=data["password"])
-        if user is None:
-            login_failed(**who)
+        if user is None:  # already counted as a failure by login_attempt_start
             raise ApiError(401, "Invalid username or password.")
         login_succeeded(**who)
         return Response({"token": api_token_rotate(user=user).key, "username": user.get_username()})

@@ -1,6 +1,7 @@
 """Failed sign-ins, counted per account and per client address in Redis, shared by every web and
-API process; both logins (the web /login/ and the API's /auth/token) ask before they check a
-password and report what happened after.
+API process; every login (the web /login/, the admin's /admin/login/ and the API's /auth/token)
+starts an attempt before it checks a password (the attempt counts as a failure from then on) and
+reports a success after.
 
 An account or an address with TRAINHUB_LOGIN_FAILURES_PER_ACCOUNT / _PER_ADDRESS failures inside
 TRAINHUB_LOGIN_WINDOW_SECONDS is refused, the right password included, until the window (which
@@ -42,39 +43,46 @@ def _keys(username: str, address: str) -> tuple[str, str]:
     return PREFIX + "account:" + account, PREFIX + "address:" + address
 
 
-def login_blocked_seconds(*, username: str, address: str) -> int:
-    """0 if a sign-in may be tried now, else how many seconds until it may."""
-    account_key, address_key = _keys(username, address)
+#: Atomically: refuse (answering the seconds to wait) when the account or the address has used its
+#: failures, else count this attempt as a failure now and restart both windows (answering 0). An
+#: attempt counts before its password is checked, so concurrent attempts cannot all pass the check
+#: before any of them is counted (30 at once were all checked against a limit of 10).
+_START = """
+local account = tonumber(redis.call('GET', KEYS[1]) or '0')
+local address = tonumber(redis.call('GET', KEYS[2]) or '0')
+local wait = 0
+if account >= tonumber(ARGV[1]) then wait = math.max(wait, redis.call('TTL', KEYS[1]), 1) end
+if address >= tonumber(ARGV[2]) then wait = math.max(wait, redis.call('TTL', KEYS[2]), 1) end
+if wait > 0 then return wait end
+for _, key in ipairs(KEYS) do
+  redis.call('INCR', key)
+  redis.call('EXPIRE', key, ARGV[3])
+end
+return 0
+"""
+#: A success: the account's count is cleared; the address's loses the attempt counted at its start.
+_SUCCEEDED = """
+redis.call('DEL', KEYS[1])
+if tonumber(redis.call('GET', KEYS[2]) or '0') > 0 then redis.call('DECR', KEYS[2]) end
+"""
+
+
+def login_attempt_start(*, username: str, address: str) -> int:
+    """0 if a sign-in may be tried now (the attempt then counts as a failure until
+    login_succeeded), else how many seconds until one may."""
     try:
-        client = get_redis()
-        with client.pipeline(transaction=False) as pipe:
-            pipe.get(account_key).get(address_key).ttl(account_key).ttl(address_key)
-            account, by_address, account_ttl, address_ttl = pipe.execute()
+        return int(get_redis().eval(_START, 2, *_keys(username, address),
+                                    settings.TRAINHUB_LOGIN_FAILURES_PER_ACCOUNT,
+                                    settings.TRAINHUB_LOGIN_FAILURES_PER_ADDRESS,
+                                    settings.TRAINHUB_LOGIN_WINDOW_SECONDS))
     except (RedisError, RedisNotConfigured):
         logger.warning("Sign-in throttling is off: Redis is not reachable")
         return 0
-    waits = []
-    if account is not None and int(account) >= settings.TRAINHUB_LOGIN_FAILURES_PER_ACCOUNT:
-        waits.append(max(account_ttl, 1))
-    if by_address is not None and int(by_address) >= settings.TRAINHUB_LOGIN_FAILURES_PER_ADDRESS:
-        waits.append(max(address_ttl, 1))
-    return max(waits, default=0)
-
-
-def login_failed(*, username: str, address: str) -> None:
-    window = settings.TRAINHUB_LOGIN_WINDOW_SECONDS
-    try:
-        with get_redis().pipeline(transaction=False) as pipe:
-            for key in _keys(username, address):
-                pipe.incr(key).expire(key, window)
-            pipe.execute()
-    except (RedisError, RedisNotConfigured):
-        logger.warning("Sign-in throttling is off: Redis is not reachable")
 
 
 def login_succeeded(*, username: str, address: str) -> None:
     try:
-        get_redis().delete(_keys(username, address)[0])
+        get_redis().eval(_SUCCEEDED, 2, *_keys(username, address))
     except (RedisError, RedisNotConfigured):
         pass
 

@@ -252,6 +252,8 @@ class LongPoll:
             raise ApiError(404, f"{scope['path']} is not served here: this process serves only the agents' long poll.")
         if scope["method"] != "GET":
             raise ApiError(405, f'Method "{scope["method"]}" not allowed.')
+        # The wait counts from the request's arrival: time spent authenticating is part of it.
+        arrived = asyncio.get_running_loop().time()
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
         raw = bearer_credential(headers.get("authorization", ""))
         node = await self._database(_node_of, raw) if raw is not None else None
@@ -259,11 +261,16 @@ class LongPoll:
             raise ApiError(401, UNAUTHENTICATED_MESSAGE)
         self.asked[node.pk] = float(math.floor(time.time()))
         wait = _wait_of(scope["query_string"])
-        await self._answer(send, receive, node.pk, headers.get("if-none-match", ""), wait)
+        await self._answer(send, receive, node.pk, headers.get("if-none-match", ""), arrived + wait)
 
-    async def _answer(self, send: Send, receive: Receive, node_id: int, etag: str, wait: float) -> None:
+    async def _answer(self, send: Send, receive: Receive, node_id: int, etag: str, deadline: float) -> None:
+        """Answer when the node's counter differs from ``etag``, or 304 at ``deadline`` (loop time).
+
+        The counter is read when the request arrives and after every wake-up, never when the wait
+        simply runs out: no publication for the node came since the last read (the listener wakes
+        every waiter whenever its subscription drops or returns), so that read still holds, and a
+        thousand waits ending together cost no Redis round trips."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
         woken = self.listener.watch(node_id)
         # An agent that hangs up (killed, restarted) stops waiting - and counting as contact - at once.
         gone = loop.create_task(_hung_up(receive))
@@ -277,13 +284,14 @@ class LongPoll:
                     await _respond(send, 200, document, {"ETag": current})
                     return
                 remaining = deadline - loop.time()
-                if remaining <= 0:
+                if remaining > 0:
+                    waking = loop.create_task(woken.wait())
+                    await asyncio.wait((waking, gone), timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                    waking.cancel()
+                    if gone.done():
+                        return
+                if not woken.is_set():
                     await _respond(send, 304, None, {"ETag": current})
-                    return
-                waking = loop.create_task(woken.wait())
-                await asyncio.wait((waking, gone), timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-                waking.cancel()
-                if gone.done():
                     return
         finally:
             gone.cancel()

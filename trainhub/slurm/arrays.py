@@ -30,7 +30,10 @@ DEFAULT_MAX_ARRAY_SIZE = 1001
 #: What %a stands for in the pending record's paths (NO_VAL - 1).
 PENDING_TASK = 4294967294
 
-_PART = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+#: At most 10 digits a number (a uint32; Python's int() refuses over 4,300 with a bare ValueError).
+_PART = re.compile(r"(\d{1,10})(?:-(\d{1,10})(?::(\d{1,10}))?)?")
+#: The largest ``%`` limit (its column is a 32-bit integer).
+MAX_RUNNING_LIMIT = 2**31 - 1
 
 
 class ArrayError(ValueError):
@@ -48,7 +51,7 @@ class ArraySpec:
 def parse_array(text: str, *, max_array_size: int = DEFAULT_MAX_ARRAY_SIZE) -> ArraySpec:
     """``0-15``, ``1,3,5``, ``0-15:4``, ``1-7:2,20``, each with an optional ``%N``."""
     expression, percent, limit = text.strip().partition("%")
-    if percent and not re.fullmatch(r"\d+", limit):
+    if percent and (not re.fullmatch(r"\d{1,10}", limit) or int(limit) > MAX_RUNNING_LIMIT):
         raise ArrayError(INVALID_ARRAY)
     ids: set[int] = set()
     for part in expression.split(","):

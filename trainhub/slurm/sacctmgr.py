@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainhub.slurm.formats import PrintField, format_width, print_fields
-from trainhub.slurm.timefmt import TimeFormatError, parse_minutes, parse_seconds
-from trainhub.slurm.tres import TresFormatError, format_tres, parse_tres
+from trainhub.slurm.timefmt import parse_minutes, parse_seconds
+from trainhub.slurm.tres import format_tres, parse_tres
 
 __all__ = [
     "COMMIT_PROMPT",
@@ -130,16 +130,22 @@ def _count(key: str) -> Callable[[str], int | None]:
         value = text.strip()
         if value == "-1":
             return None
-        if not value.isdigit() or int(value) > 4_294_967_293:
+        if not value.isdigit() or len(value) > 10 or int(value) > 4_294_967_293:
             raise SacctmgrError(f" Bad {key} value: {text}")
         return int(value)
     return parse
+
+
+#: The most shares an association keeps (its column is a 32-bit integer).
+SHARES_MAX = 2**31 - 1
 
 
 def _shares(text: str) -> int | str:
     if text.strip().lower().startswith("parent"):
         return "parent"
     value = _count("FairShare")(text)
+    if value is not None and value > SHARES_MAX:
+        raise SacctmgrError(f" Bad FairShare value: {text}")
     return 1 if value is None else value
 
 
@@ -148,7 +154,7 @@ def _checked(parser: Callable[[str], Any], template: str) -> Callable[[str], Any
     def parse(text: str) -> Any:
         try:
             return parser(text)
-        except (TresFormatError, TimeFormatError) as exc:
+        except ValueError as exc:  # TresFormatError, TimeFormatError, or int() of over 4,300 digits
             raise SacctmgrError(template.format(text=text, error=exc)) from None
     return parse
 

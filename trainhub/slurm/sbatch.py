@@ -44,7 +44,8 @@ MAX_NICE = 2147483645
 PATHNAME_TOO_LONG = "Pathname of a file, directory or other parameter too long"
 #: The longest value of each text option trainhub keeps (trainhub.slurm.models.SlurmJob's columns;
 #: a test checks they agree). slurmctld's own limits are 1024 for names and comments, 4096 for paths.
-MAX_LENGTH = {"job_name": 255, "comment": 255, "chdir": 1024, "output": 1024, "error": 1024}
+MAX_LENGTH = {"job_name": 255, "comment": 255, "chdir": 1024, "output": 1024, "error": 1024, "export": 1024,
+              "mail_user": 255, "mail_type": 128, "signal": 64}
 
 
 def too_long(options: SbatchOptions) -> str | None:
@@ -107,11 +108,24 @@ class SbatchOptions:
         return replace(base, **given)
 
 
+#: The largest count or size sbatch passes on (a C int; trainhub's columns are 32-bit too).
+INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+
+
+def _int_arg(value: int, flag: str) -> int:
+    """``value`` unless above INT_MAX, refused as slurm:src/common/proc_args.c parse_int does (its
+    spelling; strtol stops at LONG_MAX). A larger number would reach the database as a 500."""
+    if value > INT_MAX:
+        raise SbatchError(f"sbatch: error: Numeric argument ({min(value, _LONG_MAX)}) to big for {flag}.")
+    return value
+
+
 def _count(name: str, minimum: int = 1):
     def parse(text: str) -> int:
         if not re.fullmatch(r"\d+", text.strip()):
             raise SbatchError(f"sbatch: error: Invalid numeric value \"{text}\" for {name}.")
-        value = int(text)
+        value = _int_arg(int(text), name)
         if value < minimum:
             raise SbatchError(f"sbatch: error: Invalid {name} value: {text}")
         return value
@@ -122,10 +136,10 @@ def _nodes(text: str) -> dict:
     match = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
     if not match or int(match.group(1)) < 1 or (match.group(2) and int(match.group(2)) < int(match.group(1))):
         raise SbatchError(f"sbatch: error: \"{text}\" is not a valid node count")
-    return {"nodes": int(match.group(1))}
+    return {"nodes": _int_arg(int(match.group(1)), "--nodes")}
 
 
-def _gres(text: str) -> dict:
+def _gres(text: str, flag: str = "--gres") -> dict:
     try:
         requests = parse_gres(text)
     except TresFormatError as exc:
@@ -137,12 +151,12 @@ def _gres(text: str) -> dict:
                           f"(this cluster has no {', '.join(others)} GRES)")
     if len(gpus) != 1:
         raise SbatchError(f"sbatch: error: Invalid generic resource (gres) specification: {text}")
-    return {"gpus_per_node": gpus[0].count, "gpu_type": gpus[0].type}
+    return {"gpus_per_node": _int_arg(gpus[0].count, flag), "gpu_type": gpus[0].type}
 
 
 def _gpus_per_node(text: str) -> dict:
     kind, _, count = text.strip().rpartition(":")
-    return _gres(f"gpu:{kind}:{count}" if kind else f"gpu:{count}")
+    return _gres(f"gpu:{kind}:{count}" if kind else f"gpu:{count}", "--gpus-per-node")
 
 
 def _time(text: str) -> dict:
@@ -170,7 +184,7 @@ def _memory(field: str, flag: str):
         match = _MEMORY.fullmatch(text.strip())
         if not match:
             raise SbatchError(f"sbatch: error: Invalid {flag} specification")
-        return {field: math.ceil(int(match.group(1)) * _MEMORY_UNITS[match.group(2).upper()])}
+        return {field: _int_arg(math.ceil(int(match.group(1)) * _MEMORY_UNITS[match.group(2).upper()]), flag)}
     return parse
 
 
@@ -186,7 +200,7 @@ def _gpu_count(field: str, flag: str):
         kind, _, count = text.strip().rpartition(":")
         if not count.isdigit() or int(count) < 1:
             raise SbatchError(f"sbatch: error: Invalid {flag} specification: {text}")
-        return {field: (kind or None, int(count))}
+        return {field: (kind or None, _int_arg(int(count), flag))}
     return parse
 
 
@@ -272,7 +286,12 @@ def parse_options(argv: list[str]) -> tuple[SbatchOptions, list[str]]:
     given, rest = split_options(argv)
     values: dict = {}
     for name, value in given:
-        values.update(_PARSERS[name](value))
+        try:
+            values.update(_PARSERS[name](value))
+        except SbatchError:
+            raise
+        except ValueError as exc:  # int() of a number over 4,300 digits long: Python's guard, not a parser's
+            raise SbatchError(f"sbatch: error: Invalid numeric value \"{value}\" for --{name}.") from exc
     return SbatchOptions(**values), rest
 
 
@@ -317,10 +336,10 @@ def parse_begin(text: str, now: dt.datetime) -> dt.datetime:
     value = text.strip().lower()
     relative = re.fullmatch(r"now(?:\+(\d+)(second|minute|hour|day|week)?s?)?", value)
     if relative:
-        amount = int(relative.group(1) or 0)
         try:
+            amount = int(relative.group(1) or 0)
             return now + dt.timedelta(**{(relative.group(2) or "second") + "s": amount})
-        except OverflowError as exc:  # past year 9999
+        except (OverflowError, ValueError) as exc:  # past year 9999; int() of over 4,300 digits
             raise SbatchError(f"sbatch: error: Invalid time specification {text}") from exc
     named = {"midnight": (0, 0), "noon": (12, 0), "teatime": (16, 0)}
     clock = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", value)
