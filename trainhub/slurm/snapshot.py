@@ -472,16 +472,19 @@ _HOLD_REASONS = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}
 
 
 def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -> scheduler.PendingJob:
+    """The job as the scheduler places it: a constraint's counts raise its node count (``a100*2``)."""
+    constraint = features.parse_constraint(job.features) if job.features else None
     return scheduler.PendingJob(
         job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
-        nodes=job.num_nodes, per_node=state.per_node_request(job), time_limit_minutes=job.time_limit,
+        nodes=constraint.node_count(job.num_nodes) if constraint else job.num_nodes,
+        per_node=state.per_node_request(job), time_limit_minutes=job.time_limit,
         user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
         hold_reason=_HOLD_REASONS.get(job.hold), blocked_reason=dependency.pending_reason(job.dependency),
         no_reserve=state.no_reserve(job.qos),
         requeue=job.requeue, restart_count=job.restart_count, limit_request=request,
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
-        constraint=features.parse_constraint(job.features) if job.features else None)
+        constraint=constraint)
 
 
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,
