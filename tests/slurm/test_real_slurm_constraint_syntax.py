@@ -65,13 +65,17 @@ def featured(harness):
     return cluster
 
 
-def _cancel(job: SlurmJob, now: dt.datetime) -> None:
-    """scancel, then the agents' reports: the batch script has gone and every node ran its epilog."""
-    job_cancel(job=job, actor=get_user_model().objects.get(username="carol"), is_admin=False, now=now)
+def script_gone(job: SlurmJob, now: dt.datetime) -> None:
+    """The agents' reports on a job being stopped: its batch script was killed and every node ran its epilog."""
     for job_node in JobNode.objects.filter(job=job, batch_host=True):
         job_batch_finished(job_node=job_node, exit_code=0, signal=15, max_rss_kb=None, now=now)
     for job_node in JobNode.objects.filter(job=job):
         job_node_epilog_finished(job_node=job_node, exit_code=0, now=now)
+
+
+def _cancel(job: SlurmJob, now: dt.datetime) -> None:
+    job_cancel(job=job, actor=get_user_model().objects.get(username="carol"), is_admin=False, now=now)
+    script_gone(job, now)
 
 
 def _scontrol_features(job: SlurmJob) -> str:

@@ -373,7 +373,7 @@ def breakdown_from_row(row: tuple, weights: tuple[float, ...]) -> priority.Prior
 
 _ASSOC_LIMITS = {f.name for f in fields(limits.AssocRecord)} - {"key", "account", "user", "partition", "parent",
                                                                  "qos", "used_tres_minutes"}
-_QOS_SETTINGS = {f.name for f in fields(limits.QosRecord)} - {"name", "flags", "preempt"}
+_QOS_SETTINGS = {f.name for f in fields(limits.QosRecord)} - {"name", "flags", "preempt", "used_tres_minutes"}
 
 
 def assoc_record(assoc: Association, used_tres_minutes: Mapping[str, int] | None = None) -> limits.AssocRecord:
@@ -407,10 +407,12 @@ def subtree_tres_minutes(associations: Iterable[Association]) -> dict[int, dict[
 
 
 def qos_record(qos: Qos) -> limits.QosRecord:
-    """Qos.settings holds QosRecord's fields by name (flags and preempt as lists)."""
+    """Qos.settings holds QosRecord's fields by name (flags and preempt as lists); its usage in whole
+    TRES-minutes (acct_policy: ``usage_tres_raw / 60``, truncated) where a GrpTRESMins holds it."""
     values = {name: value for name, value in qos.settings.items() if name in _QOS_SETTINGS}
+    used = {name: int(seconds / 60) for name, seconds in qos.tres_usage.items()} if values.get("grp_tres_mins") else {}
     return limits.QosRecord(name=qos.name, flags=frozenset(qos.settings.get("flags", ())),
-                            preempt=frozenset(qos.settings.get("preempt", ())), **values)
+                            preempt=frozenset(qos.settings.get("preempt", ())), used_tres_minutes=used, **values)
 
 
 def limit_context(state: ClusterState) -> limits.LimitContext:
