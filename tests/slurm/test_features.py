@@ -59,9 +59,11 @@ def test_an_overlong_constraint_is_slurms_too_long():
     ("a100|v100", {"v100"}, True), ("a100|v100", {"h100"}, False),
     # left to right, no precedence: (a100 & ib) | v100
     ("a100&ib|v100", {"v100"}, True), ("v100|a100&ib", {"v100"}, False),
+    # parentheses group first; a matching OR's node needs one alternative
+    ("v100|(a100&ib)", {"v100"}, True), ("(a100|v100)&ib", {"v100"}, False), ("[a100|v100]&ib", {"v100", "ib"}, True),
 ])
 def test_a_node_satisfies_the_constraint_by_its_features(text, features, satisfied):
-    assert parse_constraint(text).satisfied_by(features) is satisfied
+    assert parse_constraint(text).may_use(features) is satisfied
 
 
 #: fixtures/22.05/constraint-syntax.sh's nodes, best first as the scheduler orders idle ones (by name)

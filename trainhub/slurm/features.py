@@ -133,11 +133,6 @@ class Constraint:
         chosen += [name for name, _ in ordered if name not in chosen][:nodes - len(chosen)]
         return chosen if len(chosen) == nodes and required <= set(chosen) else None
 
-    def satisfied_by(self, features: Iterable[str]) -> bool:
-        """Whether one node with ``features`` can hold a one-node job with this constraint."""
-        have = frozenset(features)
-        return self.choose([("node", have)], self.node_count(1)) is not None
-
 
 def stored_constraint(text: str) -> str:
     """The constraint as slurmctld stores and shows it: a comma is an AND (``a100,ib`` -> ``a100&ib``)."""
