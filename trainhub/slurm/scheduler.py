@@ -38,7 +38,8 @@ the available set). With preemption on, a job that does not fit first tries to p
 ``Resources`` and the nodes it will use are kept for it.
 
 Features (``sbatch -C``; :mod:`trainhub.slurm.features`): a job only gets nodes whose active features
-satisfy its constraint (``Constraint.choose``: a matching OR's first alternative that fits, counts). When too few of those are usable (DOWN, DRAINED) the job waits with
+satisfy its constraint (``Constraint.choose``: a matching OR's first alternative that fits, counts).
+When too few of those are usable (DOWN, DRAINED) the job waits with
 ``ReqNodeNotAvail, UnavailableNodes:<those nodes>`` and, like a held job, blocks no other job of its
 partition (fixtures/22.05/constraint/squeue-run.txt, squeue-backfill.txt: job 23).
 

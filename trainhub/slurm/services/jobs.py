@@ -157,8 +157,8 @@ def _feature_error(request: SbatchOptions, members: list[snapshot.NodeInfo],
 
 def _placed_node_count(options: SbatchOptions, nodes: int) -> int:
     """The nodes a job of ``nodes`` will be given: at least the sum of its constraint's counts
-    (fixtures/22.05/constraint-syntax: ``-C a100*2`` alone runs on 2 nodes, but pends showing 1,
-    wait-count: slurmctld raises the count when it allocates, as the scheduler does here)."""
+    (fixtures/22.05/constraint-syntax/count-1: ``-C a100*2`` alone runs on 2 nodes; squeue-wait: it
+    pends showing 1, as slurmctld raises the count when it allocates, and so does trainhub's scheduler)."""
     if not options.constraint:
         return nodes
     try:
