@@ -25,14 +25,21 @@ FAILED = "sbatch: error: Batch job submission failed: "
 
 @pytest.mark.parametrize(("text", "stored"), [
     ("a100", "a100"), ("a100&ib", "a100&ib"), ("a100,ib", "a100&ib"), ("a100|v100", "a100|v100"),
-    ("a100&", "a100&"), ("", ""),
+    ("a100&", "a100&"), ("", ""), ("[a100|v100]", "[a100|v100]"), ("a100*2", "a100*2"),
+    ("[rack1*1&rack2*2]", "[rack1*1&rack2*2]"), ("(a100|v100)&ib", "(a100|v100)&ib"), ("(a100)", "(a100)"),
+    ("[(a100|v100)]", "[(a100|v100)]"), ("(a100|v100)*2", "(a100|v100)*2"), ("[a100|v100]&ib", "[a100|v100]&ib"),
+    ("a100*1|v100*1", "a100*1|v100*1"), ("[a100]", "[a100]"), ("[a100*2]", "[a100*2]"),
 ])
 def test_slurm_accepts_and_stores_these(text, stored):
     assert parse_constraint(text).text == stored
 
 
-@pytest.mark.parametrize("text", ["a100&&ib", "|a100", "&a100", "a100|&ib", "(a100", "!a100", "a100 ib",
-                                  "[a100|v100]", "a100*2"])
+@pytest.mark.parametrize("text", [
+    "a100&&ib", "|a100", "&a100", "a100|&ib", "(a100", "!a100", "a100 ib",
+    # fixtures/22.05/constraint-syntax/bad-*
+    "((a100|v100))&ib", "[a100&ib]", "[a100|v100", "a100|v100]", "[[a100|v100]]", "a100*", "a100*x", "a100*0",
+    "[a100*2|v100*2]", "(a100|v100", "a100|v100)", "[]", "[a100|v100]&[rack1|rack2]", "(a100|)",
+])
 def test_bad_syntax_is_slurms_invalid_feature_specification(text):
     with pytest.raises(FeatureError) as error:
         parse_constraint(text)
@@ -52,9 +59,43 @@ def test_an_overlong_constraint_is_slurms_too_long():
     ("a100|v100", {"v100"}, True), ("a100|v100", {"h100"}, False),
     # left to right, no precedence: (a100 & ib) | v100
     ("a100&ib|v100", {"v100"}, True), ("v100|a100&ib", {"v100"}, False),
+    # parentheses group first; a matching OR's node needs one alternative
+    ("v100|(a100&ib)", {"v100"}, True), ("(a100|v100)&ib", {"v100"}, False), ("[a100|v100]&ib", {"v100", "ib"}, True),
 ])
 def test_a_node_satisfies_the_constraint_by_its_features(text, features, satisfied):
-    assert parse_constraint(text).satisfied_by(features) is satisfied
+    assert parse_constraint(text).may_use(features) is satisfied
+
+
+#: fixtures/22.05/constraint-syntax.sh's nodes, best first as the scheduler orders idle ones (by name)
+HARNESS = [("gpu1", frozenset({"a100", "ib", "rack1"})), ("gpu2", frozenset({"a100", "rack1"})),
+           ("gpu3", frozenset({"v100", "ib", "rack2"})), ("gpu4", frozenset({"h100", "rack2"}))]
+
+
+@pytest.mark.parametrize(("text", "nodes", "placed"), [
+    # fixtures/22.05/constraint-syntax/<name>-squeue.txt
+    ("[a100|v100]", 2, ["gpu1", "gpu2"]), ("[v100|a100]", 1, ["gpu3"]), ("[a100|v100]", 3, None),
+    ("[rack2|rack1]", 2, ["gpu3", "gpu4"]), ("[a100|v100]&ib", 2, None), ("[(a100|v100)]", 1, ["gpu1"]),
+    ("a100*2", 1, ["gpu1", "gpu2"]), ("a100*2", 3, ["gpu1", "gpu2", "gpu3"]), ("a100*3", 1, None),
+    ("a100*1&ib", 2, ["gpu1", "gpu2"]), ("a100*1|v100*1", 1, None), ("(a100|v100)*2", 1, ["gpu1", "gpu2"]),
+    ("[rack1*1&rack2*2]", 1, ["gpu1", "gpu3", "gpu4"]), ("[rack1*2&rack2*2]", 4, ["gpu1", "gpu2", "gpu3", "gpu4"]),
+    ("[rack1*3&rack2*1]", 1, None), ("[a100|v100]&rack1*1", 1, ["gpu1"]),
+    ("(a100|v100)&ib", 1, ["gpu1"]), ("(a100|v100)&ib", 2, ["gpu1", "gpu3"]), ("(a100|v100)&ib", 3, None),
+    ("ib&(v100|h100)", 2, None), ("(a100&rack1)|(v100&ib)", 2, ["gpu1", "gpu2"]),
+])
+def test_the_nodes_a_constraint_picks_are_slurms(text, nodes, placed):
+    constraint = parse_constraint(text)
+    assert constraint.choose(HARNESS, constraint.node_count(nodes)) == placed
+
+
+def test_a_matching_or_takes_the_first_alternative_with_room_and_counts_raise_the_node_count():
+    # constraint-syntax/wait-mor-squeue.txt: gpu3, the only v100 node, is busy: [v100|a100] runs on gpu2
+    assert parse_constraint("[v100|a100]").choose(HARNESS[1:2] + HARNESS[3:], 1) == ["gpu2"]
+    assert (parse_constraint("a100*2").node_count(1), parse_constraint("[a*1&b*2]").node_count(5)) == (2, 5)
+    # -w nodes are placed first and count towards the counts they meet
+    assert parse_constraint("a100*1").choose(HARNESS, 2, frozenset({"gpu2"})) == ["gpu2", "gpu1"]
+    assert parse_constraint("a100*1").choose(HARNESS, 2, frozenset({"gpu4"})) == ["gpu1", "gpu4"]
+    assert parse_constraint("a100*2").choose(HARNESS, 2, frozenset({"gpu4"})) is None
+    assert parse_constraint("[a100|v100]").choose(HARNESS, 2, frozenset({"gpu3"})) is None
 
 
 def test_node_feature_lists():

@@ -196,6 +196,31 @@ def test_a_running_job_of_an_association_at_its_grp_tres_mins_is_timed_out_with_
     assert tres_minutes_exhausted(safe, job(gpus=4), {"gres/gpu": 4}) is None
 
 
+def test_qos_max_tres_mins_holds_a_job_whose_time_limit_times_its_request_is_over():
+    # fixtures/22.05/qos_tres_mins: MaxTRESMins=cpu=100,gres/gpu=10 (squeue-1, jobs 1-4)
+    ctx = context(qos=[QosRecord("normal", max_tres_mins_per_job={"cpu": 100, "gres/gpu": 10})])
+    usage = LimitUsage(ctx)
+    assert limit_reason(ctx, usage, job(gpus=1, minutes=5)) is None  # cpu 40, gres/gpu 5
+    assert limit_reason(ctx, usage, job(gpus=4, minutes=5)) == "QOSMaxGRESMinutesPerJob"
+    assert limit_reason(ctx, usage, job(gpus=1, minutes=13)) == "QOSMaxCpuMinutesPerJobLimit"  # cpu first
+    assert limit_reason(ctx, usage, job(gpus=1, minutes=None)) == "QOSMaxCpuMinutesPerJobLimit"  # never ends
+    assert limit_reason(ctx, usage, job(gpus=0, minutes=12)) is None  # no GPU asked, cpu 96
+
+
+def test_qos_grp_tres_mins_holds_and_stops_jobs_once_the_qos_usage_reached_it():
+    def qos_context(used):
+        return context(qos=[QosRecord("normal", grp_tres_mins={"gres/gpu": 2}, used_tres_minutes={"gres/gpu": used})])
+
+    under, over = qos_context(1), qos_context(7)
+    assert limit_reason(under, LimitUsage(under), job(gpus=8, minutes=5)) is None  # its request alone is over
+    assert limit_reason(over, LimitUsage(over), job(gpus=1, minutes=1)) == "QOSGrpGRESMinutes"
+    assert limit_reason(over, LimitUsage(over), job(gpus=0)) is None
+    assert tres_minutes_exhausted(over, job(gpus=8), {"cpu": 8, "gres/gpu": 8}) == (
+        "Job is at or exceeds QOS normal's group max TRES(gres/gpu) minutes of 2 with 7")
+    assert tres_minutes_exhausted(over, job(gpus=0), {"cpu": 8}) is None
+    assert tres_minutes_exhausted(under, job(gpus=8), {"gres/gpu": 8}) is None
+
+
 def test_job_count_limits_give_slurms_reasons():
     ctx = context(assocs=[AssocRecord("ml", "ml", parent="root", grp_jobs=2),
                           AssocRecord("alice@ml", "ml", user="alice", parent="ml", max_jobs=1)])

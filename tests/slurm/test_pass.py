@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from tests.slurm.conftest import run_pass, seed_spec, slurm_spec
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.conf import parse_config
-from trainhub.slurm.models import Association, GpuAllocation, JobNode, JobState, SlurmJob
+from trainhub.slurm.models import Association, GpuAllocation, JobNode, JobState, Qos, SlurmJob
 from trainhub.slurm.services.accounting import account_add, associations_modify, user_add
 from trainhub.slurm.services.clusters import cluster_create
 from trainhub.slurm.services.jobs import Submission, job_submit
@@ -184,6 +184,10 @@ def test_running_jobs_accrue_billable_usage_on_their_association(accounts, cast,
     uma.refresh_from_db()
     # 4 CPUs billed (no TRESBillingWeights) for 300 s, decayed by a 7-day half-life
     assert uma.raw_usage == pytest.approx(1200, rel=1e-3)
+    # and per TRES on the association and the job's QOS (what their GrpTRESMins hold)
+    qos = Qos.objects.get(cluster=accounts, name=reload(job).qos)
+    assert (uma.tres_usage["cpu"], qos.tres_usage["cpu"], qos.tres_usage["node"]) == (
+        pytest.approx(1200, rel=1e-3), pytest.approx(1200, rel=1e-3), pytest.approx(300, rel=1e-3))
 
 
 def test_a_run_that_ended_between_decay_runs_is_charged_up_to_its_end_at_the_next(accounts, cast, now):
@@ -315,10 +319,13 @@ def test_usage_decays_by_the_half_life_and_resets_at_the_period(accounts, now):
 
     cluster_config_set(cluster=accounts, changes={"PriorityDecayHalfLife": "1-0"}, actor="alice")
     Association.objects.filter(user="uma").update(raw_usage=1000.0)
+    Qos.objects.filter(cluster=accounts, name="normal").update(raw_usage=1000.0, tres_usage={"gres/gpu": 1000.0})
     run_pass(accounts, now)
     run_pass(accounts, at(now, days=1))
     # Slurm's per-second factor 1 - 0.693/half-life, to the power of a day: about one half
     assert Association.objects.get(user="uma").raw_usage == pytest.approx(500, rel=0.01)
+    assert Qos.objects.get(cluster=accounts, name="normal").tres_usage["gres/gpu"] == pytest.approx(500, rel=0.01)
     cluster_config_set(cluster=accounts, changes={"PriorityUsageResetPeriod": "DAILY"}, actor="alice")
     run_pass(accounts, at(now, days=2, hours=1))
     assert Association.objects.get(user="uma").raw_usage == 0
+    assert Qos.objects.get(cluster=accounts, name="normal").tres_usage == {}

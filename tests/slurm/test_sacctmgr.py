@@ -122,6 +122,13 @@ def test_names_are_lower_cased_but_partitions_are_not():
     assert command.set["Partitions"].value == ("GPU",)
 
 
+def test_qos_takes_tres_minute_limits_max_tres_mins_per_job_being_max_tres_mins():
+    command = parse_sacctmgr("sacctmgr -i add qos q GrpTRESMins=gres/gpu=2 MaxTRESMinsPerJob=cpu=100,gres/gpu=10")
+    assert (command.set["GrpTRESMins"].value, command.set["MaxTRESMins"].value) == (
+        {"gres/gpu": 2}, {"cpu": 100, "gres/gpu": 10})
+    assert parse_sacctmgr("sacctmgr modify qos q set maxtresm=cpu=-1").set["MaxTRESMins"].value == {"cpu": None}
+
+
 def test_show_takes_format_and_flags():
     command = parse_sacctmgr("sacctmgr list associations cluster=tux format=Account,Cluster,User,Fairshare tree withd")
     assert command.format == ("Account", "Cluster", "User", "Fairshare")
@@ -141,7 +148,12 @@ def test_show_takes_format_and_flags():
     ("sacctmgr delete user", " No conditions given to remove"),
     ("sacctmgr modify user x set fairshare", " Bad format on fairshare"),
     ("sacctmgr add user u account=a maxjobs=lots", " Bad MaxJobs value: lots"),
-    ("sacctmgr add user u account=a grptres=gpu=4", " Bad GrpTRES value"),
+    ("sacctmgr add user u account=a grptres=gpu=4",
+     "sacctmgr: error: slurmdb_format_tres_str: no TRES known by type gpu"),
+    ("sacctmgr add user u account=a grptres=cpu=x", " Bad GrpTRES value"),
+    ("sacctmgr modify qos q set maxtresmins=-1", "sacctmgr: error: slurmdb_format_tres_str: no TRES id found for -1"),
+    ("sacctmgr add qos q MaxTRESMinsPJ=cpu=6", " Unknown option: MaxTRESMinsPJ=cpu=6"),
+    ("sacctmgr add user u account=a maxtresmins=cpu=5", " maxtresmins is not supported"),
     ("sacctmgr add user 'bad name' account=a", " Invalid name 'bad name'"),
     ('sacctmgr add user "x', " Bad quoting"),
     ("sacctmgr -z show user", "sacctmgr: unrecognized option '-z'"),
@@ -193,7 +205,7 @@ def test_adding_an_account_prints_what_sacctmgr_prints():
                     "  Organization    = Parent/Account Name\n Associations\n  A = account0   C = micro     \n"
                     " Settings\n  Fairshare     = 100\n  Parent        = root\n")
     assert added_qos_text(["high"], {"Priority": 100}).splitlines()[:4] == [" Adding QOS(s)", "  high", " Settings",
-                                                                          "  Description    = QOS Name"]
+                                                                          "  Description    = high"]
     assert COMMIT_PROMPT.endswith("(N/y): ")
 
 

@@ -63,7 +63,16 @@ Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
   association is stopped as TIMEOUT ("Job is at or exceeds association ... group max TRES(...)
   minutes of L with U", ``acct_policy_job_time_out``; not with ``safe``, which never lets it start).
 
-Not modelled: MaxTRESMins, GrpTRESRunMins, QOS GrpTRESMins, GrpWall, accrue limits, UsageThreshold,
+- QOS GrpTRESMins (``_qos_job_runnable_post_select``, before the QOS's GrpTRES): the same against the
+  QOS's own decayed usage (its jobs' TRES-seconds, QOS usage_tres_raw): ``QOSGrpGRESMinutes``,
+  ``QOSGrpCPUMinutesLimit``, ...; its running jobs holding that TRES end TIMEOUT ("Job is at or exceeds
+  QOS Q's group max TRES(gres/gpu) minutes of L with U"). A job whose request alone is over the limit
+  still starts while usage is under it (fixtures/22.05/qos_tres_mins: job 6, 40 GPU-minutes of 2).
+- QOS MaxTRESMins (MaxTRESMinsPerJob; before MaxTRESPerJob): the job's time limit x its TRES over the
+  limit waits (``QOSMaxGRESMinutesPerJob``, ``QOSMaxCpuMinutesPerJobLimit``, ...); a job without a
+  time limit always is (job 4).
+
+Not modelled: association MaxTRESMins, GrpTRESRunMins, GrpWall, accrue limits, UsageThreshold,
 WCKeys; under ``safe``, running jobs' remaining TRES-minutes (grp_used_tres_run_secs) are not added
 to a GrpTRESMins request.
 """
@@ -129,6 +138,13 @@ _ASSOC_MAX_PER_NODE = _reasons("AssocMaxCpuPerNode", "AssocMaxMemPerNode", None,
                                "AssocMaxUnknownPerNode")
 _QOS_GRP = _reasons("QOSGrpCpuLimit", "QOSGrpMemLimit", "QOSGrpNodeLimit", "QOSGrpEnergy", "QOSGrpGRES",
                     "QOSGrpLicense", "QOSGrpBB", "QOSGrpBilling", "QOSGrpUnknown")
+_QOS_GRP_MINUTES = _reasons("QOSGrpCPUMinutesLimit", "QOSGrpMemoryMinutes", "QOSGrpNodeMinutes",
+                            "QOSGrpEnergyMinutes", "QOSGrpGRESMinutes", "QOSGrpLicenseMinutes", "QOSGrpBBMinutes",
+                            "QOSGrpBillingMinutes", "QOSGrpUnknownMinutes")
+_QOS_MAX_MINUTES_PER_JOB = _reasons("QOSMaxCpuMinutesPerJobLimit", "QOSMaxMemoryMinutesPerJob",
+                                    "QOSMaxNodeMinutesPerJob", "QOSMaxEnergyMinutesPerJob", "QOSMaxGRESMinutesPerJob",
+                                    "QOSMaxLicenseMinutesPerJob", "QOSMaxBBMinutesPerJob",
+                                    "QOSMaxBillingMinutesPerJob", "QOSMaxUnknownMinutesPerJob")
 _QOS_MAX_PER_JOB = _reasons("QOSMaxCpuPerJobLimit", "QOSMaxMemoryPerJob", "QOSMaxNodePerJobLimit",
                             "QOSMaxEnergyPerJob", "QOSMaxGRESPerJob", "QOSMaxLicensePerJob", "QOSMaxBBPerJob",
                             "QOSMaxBillingPerJob", "QOSMaxUnknownPerJob")
@@ -185,6 +201,8 @@ class QosRecord:
     grp_jobs: int | None = None
     grp_submit_jobs: int | None = None
     grp_tres: Mapping[str, int] = field(default_factory=dict)
+    grp_tres_mins: Mapping[str, int] = field(default_factory=dict)
+    max_tres_mins_per_job: Mapping[str, int] = field(default_factory=dict)
     max_jobs_per_user: int | None = None
     max_jobs_per_account: int | None = None
     max_submit_jobs_per_user: int | None = None
@@ -200,6 +218,9 @@ class QosRecord:
     preempt_exempt_time: int | None = None
     grace_time: int = 0
     usage_factor: float = 1.0
+
+    #: Not a limit: the decayed TRES-minutes the QOS's jobs have used (GrpTRESMins holds it).
+    used_tres_minutes: Mapping[str, int] = field(default_factory=dict)
 
     def has_flag(self, flag: str) -> bool:
         return flag.lower() in {f.lower() for f in self.flags}
@@ -467,7 +488,7 @@ def _over(used: int, job: int, limit: int) -> bool:
 
 
 #: Kinds of compiled checks (see _compile_checks): what the job adds and what it is compared with.
-_JOBS, _WALL, _TRES, _PER_NODE, _MIN, _MINUTES = range(6)
+_JOBS, _WALL, _TRES, _PER_NODE, _MIN, _MINUTES, _JOB_MINUTES = range(7)
 
 
 @dataclass(frozen=True)
@@ -477,7 +498,8 @@ class _Check:
     _TRES (``counter``'s running TRES ``name``, or 0 with no counter, + the job's > limit),
     _PER_NODE (the job's per-node TRES ``name`` > limit), _MIN (the job's TRES ``name`` < limit) or
     _MINUTES (a job requesting TRES ``name`` while ``used`` TRES-minutes >= limit; with ``safe`` also
-    its time limit x request > limit - used)."""
+    its time limit x request > limit - used) or _JOB_MINUTES (the job's time limit x its TRES ``name``
+    > limit; no time limit is always over)."""
 
     kind: int
     limit: int
@@ -515,9 +537,16 @@ def _compile_checks(context: LimitContext, job: JobRequest) -> tuple[_Check, ...
     if not wall and assoc_wall is not None:
         checks.append(_Check(_WALL, assoc_wall, "AssocMaxWallDurationPerJobLimit"))
 
-    # acct_policy_job_runnable_post_select: TRES, QOS then associations.
+    # acct_policy_job_runnable_post_select: TRES, QOS then associations; a QOS's GrpTRESMins before
+    # its GrpTRES, its MaxTRESMinsPerJob before its MaxTRESPerJob (_qos_job_runnable_post_select).
+    grp_minutes = qos.tres("grp_tres_mins")
+    for name in _ordered(grp_minutes):
+        record, value = grp_minutes[name]
+        checks.append(_Check(_MINUTES, value, _reason(_QOS_GRP_MINUTES, name), name,
+                             used=record.used_tres_minutes.get(name, 0)))
     for attribute, table, kind, counter_of in (
             ("grp_tres", _QOS_GRP, _TRES, lambda q: ("qos", q.name)),
+            ("max_tres_mins_per_job", _QOS_MAX_MINUTES_PER_JOB, _JOB_MINUTES, None),
             ("max_tres_per_job", _QOS_MAX_PER_JOB, _TRES, None),
             ("max_tres_per_node", _QOS_MAX_PER_NODE, _PER_NODE, None),
             ("max_tres_per_account", _QOS_MAX_PER_ACCOUNT, _TRES, lambda q: ("qos_account", (q.name, job.account))),
@@ -570,6 +599,10 @@ def _limit_reasons(context: LimitContext, job: JobRequest, usage: LimitUsage | N
         elif kind == _MINUTES:
             if _minutes_over(check, tres.get(check.name, 0), job.time_limit_minutes, context.config.enforces_safe):
                 yield check.reason
+        elif kind == _JOB_MINUTES:
+            requested = tres.get(check.name, 0)
+            if requested and (job.time_limit_minutes is None or job.time_limit_minutes * requested > check.limit):
+                yield check.reason
         elif tres.get(check.name, 0) < check.limit:
             yield check.reason
 
@@ -588,12 +621,18 @@ def _minutes_over(check: _Check, requested: int, time_limit_minutes: int | None,
 
 
 def tres_minutes_exhausted(context: LimitContext, job: JobRequest, allocated: Mapping[str, int]) -> str | None:
-    """Why a running job is stopped as TIMEOUT (``acct_policy_job_time_out``): an association above
-    the user's, not the root, whose subtree used at least its GrpTRESMins of a TRES the job holds.
+    """Why a running job is stopped as TIMEOUT (``acct_policy_job_time_out``): its QOS, or an
+    association above the user's, not the root, whose usage reached its GrpTRESMins of a TRES the job holds.
     Only with ``limits`` enforced and not ``safe`` (safe never starts a job that could reach it)."""
     config = context.config
     if not config.enforces_limits or config.enforces_safe:
         return None
+    grp_minutes = _QosLimits(tuple(context.job_qos_order(job))).tres("grp_tres_mins")
+    for name in _ordered(grp_minutes):
+        qos, limit = grp_minutes[name]
+        used = qos.used_tres_minutes.get(name, 0)
+        if allocated.get(name, 0) and used >= limit:
+            return f"Job is at or exceeds QOS {qos.name}'s group max TRES({name}) minutes of {limit} with {used}"
     for assoc in context.chain(job.assoc_key):
         if assoc.parent is None:
             break

@@ -140,6 +140,9 @@ class Qos(models.Model):
     #: Slurm name; absent = not set.
     settings = models.JSONField(default=dict)
     raw_usage = models.FloatField(default=0.0)
+    #: Its jobs' usage per TRES in TRES-seconds, decayed like raw_usage (Slurm's QOS usage_tres_raw,
+    #: what the QOS's GrpTRESMins limits).
+    tres_usage = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["cluster_id", "name"]

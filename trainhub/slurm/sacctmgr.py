@@ -26,13 +26,14 @@ starts values; anything after ``set`` is a value to set until ``where`` (so ``mo
 set fairshare=10 cluster=tux`` is refused as in Slurm: Cluster is not a value). Lists are comma
 separated; ``-1`` clears a limit; account, user, QOS and cluster names are lower-cased as sacctmgr
 does (user names: without PreserveCaseUser). Quoting follows the shell (``Description="a b"``).
-Limits: Fairshare|Shares=<n>|parent, GrpJobs, GrpSubmitJobs, GrpTRES, GrpTRESMins (associations), GrpWall,
+Limits: Fairshare|Shares=<n>|parent, GrpJobs, GrpSubmitJobs, GrpTRES, GrpTRESMins, GrpWall,
 MaxJobs, MaxSubmitJobs,
 MaxTRES(PerJob), MaxTRESPerNode, MaxWall(DurationPerJob), Priority, QOS[+-]=, DefaultQOS; QOS also
 MaxJobsPerUser/PerAccount, MaxSubmitJobsPerUser/PerAccount, MaxTRESPerUser/PerAccount, MinTRES,
-Preempt[+-]=, PreemptMode, PreemptExemptTime, GraceTime, Flags[+-]=, UsageFactor, Priority, Description.
+Preempt[+-]=, PreemptMode, PreemptExemptTime, GraceTime, Flags[+-]=, UsageFactor, Priority, Description,
+MaxTRESMins (MaxTRESMinsPerJob).
 Not supported (a clear error): coordinators, wckeys, events, federation, reservations, resources,
-the other TRES-minutes limits (MaxTRESMins, GrpTRESRunMins, QOS GrpTRESMins), --json/--yaml.
+the other TRES-minutes limits (associations' MaxTRESMins, GrpTRESRunMins), --json/--yaml.
 
 Output (print_fields; widths from slurm:src/sacctmgr/common.c): ``show`` prints sacctmgr's default
 columns per entity (or ``format=``, ``name%width`` overriding a width); confirmations print as
@@ -49,7 +50,7 @@ from typing import Any
 
 from trainhub.slurm.formats import PrintField, format_width, print_fields
 from trainhub.slurm.timefmt import parse_minutes, parse_seconds
-from trainhub.slurm.tres import format_tres, parse_tres
+from trainhub.slurm.tres import format_tres, parse_tres, tres_type_known
 
 __all__ = [
     "COMMIT_PROMPT",
@@ -160,7 +161,23 @@ def _checked(parser: Callable[[str], Any], template: str) -> Callable[[str], Any
 
 
 def _tres(key: str) -> Callable[[str], dict[str, int | None]]:
-    return _checked(lambda text: parse_tres(text, allow_unset=True), f" Bad {key} value: {{error}}")
+    checked = _checked(lambda text: parse_tres(text, allow_unset=True), f" Bad {key} value: {{error}}")
+
+    def parse(text: str) -> dict[str, int | None]:
+        """slurmdb_format_tres_str's errors first (fixtures/22.05/qos_tres_mins: add-bad, modify-clear-bad):
+        an unknown TRES type, or a bare ``-1`` (a limit is cleared per TRES, ``cpu=-1``)."""
+        for item in text.split(","):
+            name, equals, _ = item.partition("=")
+            if not equals and item.strip() == "-1":
+                raise SacctmgrError(f"{_TRES_ERROR}no TRES id found for -1")
+            if equals and name.strip() and not tres_type_known(name):
+                raise SacctmgrError(f"{_TRES_ERROR}no TRES known by type {name.strip().split('/', 1)[0]}")
+        return checked(text)
+
+    return parse
+
+
+_TRES_ERROR = "sacctmgr: error: slurmdb_format_tres_str: "
 
 
 def _minutes(key: str) -> Callable[[str], int | None]:
@@ -289,7 +306,11 @@ _QOS_VALUES = (
     _Key("GrpJobs", 4, _count("GrpJobs")),
     _Key("GrpSubmitJobs", 4, _count("GrpSubmitJobs"), (("GrpSubmit", 4),)),
     _Key("GrpTRES", 7, _tres("GrpTRES")),
+    _Key("GrpTRESMins", 8, _tres("GrpTRESMins")),
     _Key("GrpWall", 4, _minutes("GrpWall")),
+    # qos_functions.c: MaxTRESMinsPerJob, 8 letters at least (fixtures/22.05/qos_tres_mins: MaxTRESMinsPJ
+    # is an unknown option); shown and confirmed as MaxTRESMins
+    _Key("MaxTRESMins", 8, _tres("MaxTRESMins"), (("MaxTRESMinsPerJob", 8),)),
     _Key("MaxJobsPerAccount", 11, _count("MaxJobsPerAccount"), (("MaxJobsPA", 9),)),
     _Key("MaxJobsPerUser", 4, _count("MaxJobsPerUser"), (("MaxJobsPU", 9), ("MaxJobs", 4))),
     _Key("MaxSubmitJobsPerAccount", 17, _count("MaxSubmitJobsPerAccount"), (("MaxSubmitPA", 11),)),
@@ -454,11 +475,11 @@ def _parse_specs(verb: str, entity: str, args: list[str]):
         if verb == "show" and _prefix(key_text, (("format", 1),)):
             format_.extend(item for item in (value_text or "").split(",") if item)
             continue
-        if key_text.lower() in _UNSUPPORTED:
-            raise SacctmgrError(f" {key_text} is not supported by trainhub's sacctmgr")
         keys = (*_ADD_ONLY.get(entity, ()), *values, _Key("Names", 1, _names)) if verb == "add" else (
             values if mode == "set" else conditions)
         key = _find(keys, key_text)
+        if key is None and key_text.lower() in _UNSUPPORTED:
+            raise SacctmgrError(f" {key_text} is not supported by trainhub's sacctmgr")
         if key is None:
             if mode == "set":
                 raise SacctmgrError(f" Unknown option: {arg}\n Use keyword 'where' to modify condition")
@@ -516,7 +537,8 @@ def _check(verb: str, entity: str, names: tuple[str, ...], where: dict[str, Spec
 
 # --- output -------------------------------------------------------------------------------------
 
-def _limit_lines(limits: Mapping[str, Any]) -> list[str]:
+def _limit_lines(limits: Mapping[str, Any], widths: Mapping[str, int] | None = None) -> list[str]:
+    """``  Key = value`` lines, keys padded to 13 or to their own width in ``widths``."""
     lines = []
     for key, value in limits.items():
         if value is None:
@@ -525,8 +547,12 @@ def _limit_lines(limits: Mapping[str, Any]) -> list[str]:
             value = format_tres({k: v for k, v in value.items() if v is not None})
         elif isinstance(value, (list, tuple, frozenset, set)):
             value = ",".join(sorted(value))
-        lines.append(f"  {key:<13} = {value}")
+        lines.append(f"  {key:<{(widths or {}).get(key, 13)}} = {value}")
     return lines
+
+
+#: sacctmgr_print_qos_limits pads the TRES-minutes keys wider (fixtures/22.05/qos_tres_mins/add-tgrp.txt).
+_QOS_LIMIT_WIDTHS = {"GrpTRESMins": 24, "MaxTRESMins": 24}
 
 
 def added_accounts_text(names: Sequence[str], *, cluster: str, description: str | None = None,
@@ -568,10 +594,12 @@ def added_users_text(names: Sequence[str], *, default_account: str | None,
 
 
 def added_qos_text(names: Sequence[str], settings: Mapping[str, Any] | None = None) -> str:
+    """``add qos``: the description shown is the one given, else the last new QOS's own (each QOS's
+    description defaults to its name; fixtures/22.05/qos_tres_mins/add-tmax.txt)."""
     lines = [" Adding QOS(s)", *(f"  {name}" for name in names), " Settings"]
     settings = dict(settings or {})
-    lines.append(f"  {'Description':<14} = {settings.pop('Description', None) or 'QOS Name'}")
-    lines += _limit_lines(settings)
+    lines.append(f"  {'Description':<14} = {settings.pop('Description', None) or names[-1]}")
+    lines += _limit_lines(settings, _QOS_LIMIT_WIDTHS)
     return "\n".join(lines) + "\n"
 
 
@@ -605,7 +633,7 @@ _COLUMNS: dict[str, tuple[PrintField, str]] = {
     "GrpSubmit": (PrintField("GrpSubmit", 9, "uint"), "grp_submit_jobs"),
     "GrpWall": (PrintField("GrpWall", 11, "time"), "grp_wall"),
     "GrpTRESMins": (PrintField("GrpTRESMins", 13, "tres"), "grp_tres_mins"),
-    "GrpTRESRunMins": (PrintField("GrpTRESRunMin", 13, "tres"), "grp_tres_run_mins"),
+    "GrpTRESRunMins": (PrintField("GrpTRESRunMins", 13, "tres"), "grp_tres_run_mins"),
     "MaxJobs": (PrintField("MaxJobs", 7, "uint"), "max_jobs"), "MaxTRES": (PrintField("MaxTRES", 13, "tres"), "max_tres"),
     "MaxTRESPerNode": (PrintField("MaxTRESPerNode", 14, "tres"), "max_tres_per_node"),
     "MaxSubmit": (PrintField("MaxSubmit", 9, "uint"), "max_submit_jobs"),
@@ -648,7 +676,8 @@ _SHOW_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 _FORMAT_ALIASES = {"fairshare": "share", "shares": "share", "acct": "account", "defaultqos": "defaultqos",
                    "descr": "description", "org": "organization", "grpsubmitjobs": "grpsubmit",
-                   "maxsubmitjobs": "maxsubmit", "maxtresperjob": "maxtres", "qoslevel": "qos", "defqos": "defaultqos",
+                   "maxsubmitjobs": "maxsubmit", "maxtresperjob": "maxtres", "maxtresminsperjob": "maxtresmins",
+                   "qoslevel": "qos", "defqos": "defaultqos",
                    "defaultaccount": "defaultaccount", "admin": "adminlevel", "users": "user", "accounts": "account"}
 
 

@@ -38,7 +38,8 @@ the available set). With preemption on, a job that does not fit first tries to p
 ``Resources`` and the nodes it will use are kept for it.
 
 Features (``sbatch -C``; :mod:`trainhub.slurm.features`): a job only gets nodes whose active features
-satisfy its constraint. When too few of those are usable (DOWN, DRAINED) the job waits with
+satisfy its constraint (``Constraint.choose``: a matching OR's first alternative that fits, counts).
+When too few of those are usable (DOWN, DRAINED) the job waits with
 ``ReqNodeNotAvail, UnavailableNodes:<those nodes>`` and, like a held job, blocks no other job of its
 partition (fixtures/22.05/constraint/squeue-run.txt, squeue-backfill.txt: job 23).
 
@@ -371,12 +372,15 @@ class _Pass:
         if job.excluded_nodes:
             names = [name for name in names if name not in job.excluded_nodes]
         if job.constraint is not None:
-            names = [name for name in names if job.constraint.satisfied_by(self.nodes[name].state.features)]
+            names = [name for name in names if job.constraint.may_use(self.nodes[name].state.features)]
         return names
 
-    @staticmethod
-    def _choose(job: PendingJob, ordered: list[str]) -> list[str] | None:
-        """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others."""
+    def _choose(self, job: PendingJob, ordered: list[str]) -> list[str] | None:
+        """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others;
+        with a constraint, the ones it picks (a matching OR's first alternative that fits, counts)."""
+        if job.constraint is not None:
+            return job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
+                                         job.required_nodes)
         if not job.required_nodes <= set(ordered):
             return None
         chosen = [name for name in ordered if name in job.required_nodes]
@@ -411,16 +415,15 @@ class _Pass:
         return self._constraint_reason(job)
 
     def _constraint_reason(self, job: PendingJob) -> str | None:
-        """ReqNodeNotAvail when too few of the partition's nodes that satisfy the job's constraint are
-        usable, naming the unusable ones (slurmctld's ESLURM_NODE_NOT_AVAIL); BadConstraints when no
-        node satisfies it (a held job, accepted without the node test, released)."""
+        """ReqNodeNotAvail when the partition's usable nodes cannot satisfy the job's constraint, naming
+        the unusable ones it may use (slurmctld's ESLURM_NODE_NOT_AVAIL); BadConstraints when there are
+        none (a held job, accepted without the node test, released)."""
         if job.constraint is None:
             return None
-        matching = [self.nodes[name] for name in self.snapshot.partitions[job.partition]
-                    if name in self.nodes and job.constraint.satisfied_by(self.nodes[name].state.features)]
-        if sum(node.state.usable for node in matching) >= job.nodes:
+        members = [self.nodes[name].state for name in self.snapshot.partitions[job.partition] if name in self.nodes]
+        if job.constraint.choose([(node.name, node.features) for node in members if node.usable], job.nodes):
             return None
-        unusable = [node.state.name for node in matching if not node.state.usable]
+        unusable = [node.name for node in members if not node.usable and job.constraint.may_use(node.features)]
         return f"ReqNodeNotAvail, UnavailableNodes:{compress(unusable)}" if unusable else "BadConstraints"
 
     def _limit_reason(self, job: PendingJob) -> str | None:

@@ -373,7 +373,7 @@ def breakdown_from_row(row: tuple, weights: tuple[float, ...]) -> priority.Prior
 
 _ASSOC_LIMITS = {f.name for f in fields(limits.AssocRecord)} - {"key", "account", "user", "partition", "parent",
                                                                  "qos", "used_tres_minutes"}
-_QOS_SETTINGS = {f.name for f in fields(limits.QosRecord)} - {"name", "flags", "preempt"}
+_QOS_SETTINGS = {f.name for f in fields(limits.QosRecord)} - {"name", "flags", "preempt", "used_tres_minutes"}
 
 
 def assoc_record(assoc: Association, used_tres_minutes: Mapping[str, int] | None = None) -> limits.AssocRecord:
@@ -407,10 +407,12 @@ def subtree_tres_minutes(associations: Iterable[Association]) -> dict[int, dict[
 
 
 def qos_record(qos: Qos) -> limits.QosRecord:
-    """Qos.settings holds QosRecord's fields by name (flags and preempt as lists)."""
+    """Qos.settings holds QosRecord's fields by name (flags and preempt as lists); its usage in whole
+    TRES-minutes (acct_policy: ``usage_tres_raw / 60``, truncated) where a GrpTRESMins holds it."""
     values = {name: value for name, value in qos.settings.items() if name in _QOS_SETTINGS}
+    used = {name: int(seconds / 60) for name, seconds in qos.tres_usage.items()} if values.get("grp_tres_mins") else {}
     return limits.QosRecord(name=qos.name, flags=frozenset(qos.settings.get("flags", ())),
-                            preempt=frozenset(qos.settings.get("preempt", ())), **values)
+                            preempt=frozenset(qos.settings.get("preempt", ())), used_tres_minutes=used, **values)
 
 
 def limit_context(state: ClusterState) -> limits.LimitContext:
@@ -472,16 +474,19 @@ _HOLD_REASONS = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}
 
 
 def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -> scheduler.PendingJob:
+    """The job as the scheduler places it: a constraint's counts raise its node count (``a100*2``)."""
+    constraint = features.parse_constraint(job.features) if job.features else None
     return scheduler.PendingJob(
         job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
-        nodes=job.num_nodes, per_node=state.per_node_request(job), time_limit_minutes=job.time_limit,
+        nodes=constraint.node_count(job.num_nodes) if constraint else job.num_nodes,
+        per_node=state.per_node_request(job), time_limit_minutes=job.time_limit,
         user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
         hold_reason=_HOLD_REASONS.get(job.hold), blocked_reason=dependency.pending_reason(job.dependency),
         no_reserve=state.no_reserve(job.qos),
         requeue=job.requeue, restart_count=job.restart_count, limit_request=request,
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
-        constraint=features.parse_constraint(job.features) if job.features else None)
+        constraint=constraint)
 
 
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,

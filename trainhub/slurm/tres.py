@@ -36,6 +36,7 @@ from dataclasses import dataclass
 __all__ = [
     "GresRequest",
     "TresFormatError",
+    "tres_type_known",
     "billable_tres",
     "format_memory_mb",
     "format_tres",
@@ -84,6 +85,12 @@ def format_memory_mb(mb: int) -> str:
         value //= 1024
         unit += 1
     return f"{value}{_UNITS_FROM_MB[unit]}"
+
+
+def tres_type_known(name: str) -> bool:
+    """Whether ``name``'s type (``cpu``, ``fs/disk``, the ``gres`` of ``gres/gpu``) is one Slurm has."""
+    lowered = name.strip().lower()
+    return lowered in _SIMPLE_TRES or lowered.split("/", 1)[0] in _NAMED_TRES_TYPES
 
 
 def _tres_name(raw: str) -> str:

@@ -140,33 +140,46 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState) -> tuple[Sb
         features=None if options.constraint is None else features.stored_constraint(options.constraint))
 
 
-def _feature_error(request: SbatchOptions, members: list[snapshot.NodeInfo]) -> tuple[str | None, list]:
+def _feature_error(request: SbatchOptions, members: list[snapshot.NodeInfo],
+                   ) -> tuple[str | None, features.Constraint | None]:
     """-C/--constraint: slurmctld's Invalid feature specification for bad syntax or a feature no node
-    of the partition has (fixtures/22.05/constraint: ``tpu``, ``a100&&ib``); else the partition's
-    nodes whose active features satisfy it."""
+    of the partition has (fixtures/22.05/constraint: ``tpu``, ``a100&&ib``); else the parsed constraint."""
     if not request.constraint:
-        return None, members
+        return None, None
     try:
         constraint = features.parse_constraint(request.constraint)
     except features.FeatureError as exc:
-        return str(exc), []
+        return str(exc), None
     if not constraint.names <= {name for node in members for name in node.available_features}:
-        return features.INVALID_FEATURE, []
-    return None, [node for node in members if constraint.satisfied_by(node.active_features)]
+        return features.INVALID_FEATURE, None
+    return None, constraint
+
+
+def _placed_node_count(options: SbatchOptions, nodes: int) -> int:
+    """The nodes a job of ``nodes`` will be given: at least the sum of its constraint's counts
+    (fixtures/22.05/constraint-syntax/count-1: ``-C a100*2`` alone runs on 2 nodes; squeue-wait: it
+    pends showing 1, as slurmctld raises the count when it allocates, and so does trainhub's scheduler)."""
+    if not options.constraint:
+        return nodes
+    try:
+        return features.parse_constraint(options.constraint).node_count(nodes)
+    except features.FeatureError:
+        return nodes  # _node_config_error refuses it with slurmctld's message
 
 
 def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str, *,
                        held: bool) -> str | None:
     """What no node of the partition can satisfy (slurmctld refuses it at submit): too few nodes, an
     invalid constraint, a -w node outside the partition or too small, too few nodes big enough
-    (memory only where it is a consumable resource) or with the constraint's features. -x is no
+    (memory only where it is a consumable resource) or with the constraint's features (a matching OR
+    none of whose alternatives has enough nodes, counts that too few nodes meet). -x is no
     reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted), and a held job is not
     tested against the nodes (fixtures/22.05/constraint: held ``-C a100&v100`` and ``-N 3 -C a100``
     are accepted, unheld refused)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     if nodes > len(members):
         return INVALID_NODE_COUNT
-    error, members = _feature_error(request, members)
+    error, constraint = _feature_error(request, members)
     if error or held:
         return error
     required = set(_hosts(request.nodelist))
@@ -178,6 +191,10 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
                if node.gpus >= (request.gpus_per_node or 0)
                and (request.gpu_type is None or node.gpu_type == request.gpu_type)
                and node.cpus >= cpus and node.memory_mb >= memory]
+    if constraint is not None:
+        placed = constraint.choose([(node.name, frozenset(node.active_features)) for node in fitting], nodes,
+                                   frozenset(required))
+        return None if placed is not None else "Requested node configuration is not available"
     names = {node.name for node in fitting}
     return ("Requested node configuration is not available"
             if len(fitting) < nodes or not required <= names else None)
@@ -280,7 +297,8 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         raise _refuse(SUBMIT_FAILED + str(exc)) from exc
     options, placement = _placement(options, state)
     nodes = max(options.nodes or 1, len(_hosts(options.nodelist)))
-    node_error = _node_config_error(options, nodes, state, partition, held=bool(options.hold))
+    node_error = _node_config_error(options, _placed_node_count(options, nodes), state, partition,
+                                    held=bool(options.hold))
     if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),

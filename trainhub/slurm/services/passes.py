@@ -2,7 +2,7 @@
 
 1. every PriorityCalcPeriod, usage decay and accrual (the decay thread, services.usage);
 2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit, or of an
-   association whose usage reached its GrpTRESMins, are stopped (TIMEOUT);
+   association or QOS whose usage reached its GrpTRESMins, are stopped (TIMEOUT);
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
 4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
    requeued jobs' (multifactor, with fair-share from the association tree);
@@ -97,9 +97,9 @@ def _stop_timed_out(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt
 
 
 def _stop_over_tres_minutes(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime) -> int:
-    """Running jobs of an association whose usage reached its GrpTRESMins end TIMEOUT with
+    """Running jobs of an association or QOS whose usage reached its GrpTRESMins end TIMEOUT with
     slurmctld's explanation (limits.tres_minutes_exhausted)."""
-    if not any(assoc.settings.get("grp_tres_mins") for assoc in state.associations):
+    if not any(row.settings.get("grp_tres_mins") for row in (*state.associations, *state.qos.values())):
         return 0  # the usual case: no limit context built twice per pass (_schedule builds its own)
     context = snapshot.limit_context(state)
     count = 0

@@ -29,7 +29,8 @@ ASSOC_SETTINGS = {"GrpJobs": "grp_jobs", "GrpSubmitJobs": "grp_submit_jobs", "Gr
                   "Priority": "priority", "QOS": "qos", "DefaultQOS": "default_qos"}
 #: sacctmgr key -> Qos.settings name (QosRecord fields)
 QOS_SETTINGS = {"Flags": "flags", "GraceTime": "grace_time", "GrpJobs": "grp_jobs", "GrpSubmitJobs": "grp_submit_jobs",
-                "GrpTRES": "grp_tres", "GrpWall": "grp_wall", "MaxJobsPerAccount": "max_jobs_per_account",
+                "GrpTRES": "grp_tres", "GrpTRESMins": "grp_tres_mins", "GrpWall": "grp_wall",
+                "MaxJobsPerAccount": "max_jobs_per_account", "MaxTRESMins": "max_tres_mins_per_job",
                 "MaxJobsPerUser": "max_jobs_per_user", "MaxSubmitJobsPerAccount": "max_submit_jobs_per_account",
                 "MaxSubmitJobsPerUser": "max_submit_jobs_per_user", "MaxTRESPerAccount": "max_tres_per_account",
                 "MaxTRESPerNode": "max_tres_per_node", "MaxTRESPerUser": "max_tres_per_user",
@@ -37,7 +38,8 @@ QOS_SETTINGS = {"Flags": "flags", "GraceTime": "grace_time", "GrpJobs": "grp_job
                 "PreemptExemptTime": "preempt_exempt_time", "PreemptMode": "preempt_mode", "Preempt": "preempt",
                 "Priority": "priority", "UsageFactor": "usage_factor"}
 #: stored setting name -> sacctmgr show record key, where they differ
-_SHOW_KEYS = {"max_tres_per_job": "max_tres", "max_wall_minutes": "max_wall", "min_tres_per_job": "min_tres"}
+_SHOW_KEYS = {"max_tres_per_job": "max_tres", "max_wall_minutes": "max_wall", "min_tres_per_job": "min_tres",
+              "max_tres_mins_per_job": "max_tres_mins"}
 LIST_KEYS = ("QOS", "Preempt", "Flags")
 #: What slurmdbd stores for a QOS setting nobody set (sacctmgr show qos prints them).
 QOS_SHOW_DEFAULTS = {"priority": 0, "grace_time": 0, "preempt_mode": "cluster", "usage_factor": 1.0}
@@ -285,7 +287,8 @@ class _Runner:
         return syntax.changed_text("Modified", "qos", [q.name for q in rows])
 
     def _qos(self) -> list[Qos]:
-        rows = Qos.objects.filter(cluster=self.cluster)
+        """The QOS the command names, by id as slurmdbd lists them (fixtures/22.05/qos_tres_mins/show-qos.txt)."""
+        rows = Qos.objects.filter(cluster=self.cluster).order_by("pk")
         if self.command.names:
             rows = rows.filter(name__in=self.command.names)
         if "Descriptions" in self.command.where:
@@ -340,7 +343,7 @@ def show_records(cluster: SlurmCluster, command: syntax.SacctmgrCommand) -> list
         return [{"user": u.name, "default_account": u.default_account, "admin_level": u.admin_level} for u in users]
     if command.entity == "qos":
         return [{"name": q.name, "description": q.description, **QOS_SHOW_DEFAULTS, **_record_settings(q.settings)}
-                for q in sorted(runner._qos(), key=lambda q: q.name)]
+                for q in runner._qos()]
     if command.entity == "cluster":
         return [{"cluster": cluster.cluster_id, "control_host": f"{cluster.cluster_id}-controller",
                  "control_port": 6817, "rpc": 9984, "shares": 1, "qos": ["normal"]}]

@@ -2,7 +2,7 @@
 PriorityDecayHalfLife and zeroed at PriorityUsageResetPeriod boundaries (trainhub.slurm.fairshare
 holds the formulas). An association's ``raw_usage`` holds only its own jobs' usage; accounts'
 usage is the sum of their subtree, computed by fairshare.compute_fairshare. ``tres_usage`` keeps
-the same per TRES (Slurm's usage_tres_raw), which GrpTRESMins limits."""
+the same per TRES (Slurm's usage_tres_raw) for associations and QOS, which GrpTRESMins limits."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def run_tres(run: JobRun) -> dict[str, float]:
 def charge_runs(*, cluster: SlurmCluster, runs: list[tuple[SlurmJob, JobRun, float]],
                 config: SlurmConfig | None = None) -> None:
     """Add ``seconds`` of each run's billing (times its QOS UsageFactor) to its association and QOS,
-    and of each TRES it holds to its association's ``tres_usage``."""
+    and of each TRES it holds to their ``tres_usage``."""
     config = config or parse_config(cluster.config)
     qos_rows = {q.name: q for q in Qos.objects.filter(cluster=cluster)}
     assoc_keys = {(a.account.name, a.user, a.partition): a.pk
@@ -37,6 +37,7 @@ def charge_runs(*, cluster: SlurmCluster, runs: list[tuple[SlurmJob, JobRun, flo
     by_assoc: dict[int, float] = defaultdict(float)
     by_assoc_tres: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     by_qos: dict[int, float] = defaultdict(float)
+    by_qos_tres: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     half_life = config.priority_decay_half_life
     for job, run, seconds in runs:
         qos = qos_rows.get(job.qos)
@@ -46,20 +47,22 @@ def charge_runs(*, cluster: SlurmCluster, runs: list[tuple[SlurmJob, JobRun, flo
             continue
         assoc = assoc_keys.get((job.account, job.user_name, job.partition)) or assoc_keys.get(
             (job.account, job.user_name, ""))
+        tres = {name: usage_increment(count, seconds, half_life, factor) for name, count in run_tres(run).items()}
         if assoc is not None:
             by_assoc[assoc] += charge
-            for name, count in run_tres(run).items():
-                by_assoc_tres[assoc][name] += usage_increment(count, seconds, half_life, factor)
+            for name, added in tres.items():
+                by_assoc_tres[assoc][name] += added
         if qos is not None:
             by_qos[qos.pk] += charge
-    tres_usage = dict(Association.objects.filter(pk__in=by_assoc_tres).values_list("pk", "tres_usage"))
-    for pk, charge in by_assoc.items():
-        usage = dict(tres_usage.get(pk) or {})
-        for name, added in by_assoc_tres.get(pk, {}).items():
-            usage[name] = usage.get(name, 0.0) + added
-        Association.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge, tres_usage=usage)
-    for pk, charge in by_qos.items():
-        Qos.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge)
+            for name, added in tres.items():
+                by_qos_tres[qos.pk][name] += added
+    for model, charges, tres_charges in ((Association, by_assoc, by_assoc_tres), (Qos, by_qos, by_qos_tres)):
+        tres_usage = dict(model.objects.filter(pk__in=tres_charges).values_list("pk", "tres_usage"))
+        for pk, charge in charges.items():
+            usage = dict(tres_usage.get(pk) or {})
+            for name, added in tres_charges.get(pk, {}).items():
+                usage[name] = usage.get(name, 0.0) + added
+            model.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge, tres_usage=usage)
 
 
 def _decay_all(cluster: SlurmCluster, seconds: float, half_life: int) -> None:
@@ -67,9 +70,11 @@ def _decay_all(cluster: SlurmCluster, seconds: float, half_life: int) -> None:
         Association.objects.filter(pk=assoc.pk).update(
             raw_usage=decayed(assoc.raw_usage, seconds, half_life),
             tres_usage={name: decayed(used, seconds, half_life) for name, used in assoc.tres_usage.items()})
-    for qos in Qos.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage", "settings"):
+    for qos in Qos.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage", "tres_usage", "settings"):
         if "nodecay" not in {flag.lower() for flag in qos.settings.get("flags", [])}:
-            Qos.objects.filter(pk=qos.pk).update(raw_usage=decayed(qos.raw_usage, seconds, half_life))
+            Qos.objects.filter(pk=qos.pk).update(
+                raw_usage=decayed(qos.raw_usage, seconds, half_life),
+                tres_usage={name: decayed(used, seconds, half_life) for name, used in qos.tres_usage.items()})
 
 
 @transaction.atomic
@@ -84,7 +89,7 @@ def usage_pass(*, cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) 
         return 0.0
     if usage_reset_due(config.priority_usage_reset_period, cluster.last_usage_reset, now):
         Association.objects.filter(cluster=cluster).update(raw_usage=0.0, tres_usage={})
-        Qos.objects.filter(cluster=cluster).update(raw_usage=0.0)
+        Qos.objects.filter(cluster=cluster).update(raw_usage=0.0, tres_usage={})
         cluster.last_usage_reset = now
     else:
         _decay_all(cluster, seconds, config.priority_decay_half_life)
