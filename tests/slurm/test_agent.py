@@ -214,11 +214,26 @@ def test_export_decides_what_the_batch_script_inherits(cluster, real_pools, now,
 def test_output_and_error_files_follow_the_patterns(cluster, real_pools, now, tmp_path):
     job = make_job(cluster, script="#!/bin/bash\necho out; echo err >&2\n", name="named", now=now,
                    stdout_pattern="/scratch/%x-%j.log", stderr_pattern="errors/%j.err")
+    root = tmp_path / "slurm" / "c1"
+    (root / "scratch").mkdir(parents=True)
+    (root / "home" / "uma" / "errors").mkdir(parents=True)
     start_job(job, ["a4-0"], now=now)
     run_until(agent_for(tmp_path), job, now, nodes_done)
-    root = tmp_path / "slurm" / "c1"
     assert (root / "scratch" / f"named-{job.job_id}.log").read_text() == "out\n"
     assert (root / "home" / "uma" / "errors" / f"{job.job_id}.err").read_text() == "err\n"
+
+
+def test_an_output_directory_that_does_not_exist_fails_the_launch_and_is_not_created(cluster, real_pools, now,
+                                                                                     tmp_path):
+    """As slurmstepd (fixtures/22.05/output_dir): no directory is made on the way, the job fails."""
+    job = make_job(cluster, script="#!/bin/bash\necho hi\n", now=now, stdout_pattern="logs/out-%j.txt")
+    start_job(job, ["a4-0"], now=now)
+    run_until(agent_for(tmp_path), job, now, nodes_done)
+    home = tmp_path / "slurm" / "c1" / "home" / "uma"
+    assert job.state == JobState.FAILED
+    assert not (home / "logs").exists()
+    assert lines(job, "stderr") == [f"slurmstepd: error: Could not open stdout file {home}/logs/out-{job.job_id}.txt: "
+                                    "No such file or directory"]
 
 
 def test_a_restarted_agent_re_adopts_the_batch_script_its_supervisor_kept_running(cluster, real_pools, now,

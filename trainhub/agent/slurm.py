@@ -355,8 +355,8 @@ class SlurmNodeWork:
         self._working_directory(step, jobenv.cluster_file(root, job["workDir"]))  # the job's uid owns it
         paths = [jobenv.output_file(root, pattern, cwd=job["workDir"], **names)
                  for pattern in (job["stdoutPattern"], job["stderrPattern"] or job["stdoutPattern"])]
-        for path in paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        # A missing directory is not created (as slurmstepd, which fails the launch): the agent runs
+        # as root, and a directory made on the way could be one a job swapped for a symlink.
         return paths[0].resolve(), paths[1].resolve()
 
     def _launch_batch(self, step: dict, now: dt.datetime) -> None:

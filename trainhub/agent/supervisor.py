@@ -143,6 +143,14 @@ class _Tail:
             self.partial = b""
 
 
+class OutputFileError(OSError):
+    """An output file that could not be opened, and for which stream (slurmstepd names it)."""
+
+    def __init__(self, stream: str, error: OSError):
+        super().__init__(error.errno, error.strerror, error.filename)
+        self.stream = stream
+
+
 class OutputFiles:
     """A Slurm batch script's output files (``files``: stream -> path; one file may take both
     streams), handed to the command as its stdout and stderr descriptors, as slurmstepd does: one
@@ -154,17 +162,16 @@ class OutputFiles:
         self.descriptors: dict[str, int] = {}
         self.tails: list[_Tail] = []
         opened: dict[str, int] = {}
-        try:
-            for stream, path in files.items():
-                fresh = path not in opened
-                if fresh:
-                    opened[path] = open_append(path, owner)
-                self.descriptors[stream] = opened[path]
-                if fresh:
+        for stream, path in files.items():
+            try:
+                if path not in opened:
+                    # kept at once, so close() closes it should its tail fail
+                    opened[path] = self.descriptors[stream] = open_append(path, owner)
                     self.tails.append(_Tail(stream, opened[path]))
-        except OSError:
-            self.close()
-            raise
+                self.descriptors[stream] = opened[path]
+            except OSError as exc:
+                self.close()
+                raise OutputFileError(stream, exc) from exc
 
     def copy(self, log: Log, *, final: bool = False) -> None:
         for tail in self.tails:
@@ -241,8 +248,8 @@ def supervise(directory: Path) -> int:
         log = Log(handle)
         try:
             files = OutputFiles(spec["files"], spec.get("user")) if spec.get("files") else None
-        except OSError as exc:
-            message = f"slurmstepd: error: Could not open output file {exc.filename}: {exc.strerror}"
+        except OutputFileError as exc:
+            message = f"slurmstepd: error: Could not open {exc.stream} file {exc.filename}: {exc.strerror}"
             log.write("stderr", message)
             write_atomically(directory / EXIT, {"status": 1, "time": time.time(), "phase": "prepare",
                                                 "message": message})
