@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -230,7 +231,9 @@ def test_an_output_directory_that_does_not_exist_fails_the_launch_and_is_not_cre
     start_job(job, ["a4-0"], now=now)
     run_until(agent_for(tmp_path), job, now, nodes_done)
     home = tmp_path / "slurm" / "c1" / "home" / "uma"
-    assert job.state == JobState.FAILED
+    recorded = (Path(__file__).parent / "fixtures" / "22.05" / "output_dir" / "scontrol-2.txt").read_text()
+    assert "JobState=FAILED Reason=JobLaunchFailure " in recorded and " ExitCode=0:53\n" in recorded
+    assert (job.state, job.reason, f"{job.exit_code}:{job.exit_signal}") == (JobState.FAILED, "JobLaunchFailure", "0:53")
     assert not (home / "logs").exists()
     assert lines(job, "stderr") == [f"slurmstepd: error: Could not open stdout file {home}/logs/out-{job.job_id}.txt: "
                                     "No such file or directory"]

@@ -44,7 +44,7 @@ from trainhub.agent import srun
 from trainhub.agent.executors import INHERITED_ENV, FailedToStart, ReplicaProcess, SubprocessReplica
 from trainhub.agent.replicas import SIMULATED as SIMULATED_RECORD
 from trainhub.agent.replicas import ReplicaRun, ship_logs
-from trainhub.agent.supervisor import SPEC, open_append
+from trainhub.agent.supervisor import LAUNCH, SPEC, open_append
 from trainhub.slurm import jobenv
 
 logger = logging.getLogger("trainhub.agent")
@@ -532,7 +532,7 @@ class SlurmNodeWork:
 
     def _fail_launch(self, step: dict, reason: str, now: dt.datetime) -> None:
         self._log(step, "stderr", [(now, f"slurmstepd: error: {reason}")])
-        self._report(step, "batch", {"exitCode": 1, "signal": 0, "maxRssKb": None}, now)
+        self._report(step, "batch", {"launchFailed": True}, now)
         step["phase"] = REPORTED
 
     def _supervise_batch(self, step: dict, work: _Work, now: dt.datetime) -> None:
@@ -561,6 +561,8 @@ class SlurmNodeWork:
             return
         if status is None and batch.run.lost():
             self._report(step, "lost", {"reason": "the batch script's supervisor ended without an exit"}, now)
+        elif (batch.run.exit_record() or {}).get("phase") == LAUNCH:
+            self._report(step, "batch", {"launchFailed": True}, now)
         elif status is not None:
             exit_code, signal = (0, -status) if status < 0 else (status, 0)
             self._report(step, "batch", {"exitCode": exit_code, "signal": signal, "maxRssKb": batch.max_rss_kb}, now)

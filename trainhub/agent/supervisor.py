@@ -143,6 +143,10 @@ class _Tail:
             self.partial = b""
 
 
+#: The exit record's phase when the command never started because its output files could not be opened.
+LAUNCH = "launch"
+
+
 class OutputFileError(OSError):
     """An output file that could not be opened, and for which stream (slurmstepd names it)."""
 
@@ -251,7 +255,7 @@ def supervise(directory: Path) -> int:
         except OutputFileError as exc:
             message = f"slurmstepd: error: Could not open {exc.stream} file {exc.filename}: {exc.strerror}"
             log.write("stderr", message)
-            write_atomically(directory / EXIT, {"status": 1, "time": time.time(), "phase": "prepare",
+            write_atomically(directory / EXIT, {"status": 1, "time": time.time(), "phase": LAUNCH,
                                                 "message": message})
             return 0
         for argv in spec.get("prepare", []):

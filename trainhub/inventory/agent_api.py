@@ -240,7 +240,8 @@ class SlurmLogs(AgentView):
 
 
 class SlurmReport(AgentView):
-    """POST .../slurm/<id>/<event>: prolog, batch, epilog (finished with exitCode) or lost."""
+    """POST .../slurm/<id>/<event>: prolog, batch, epilog (finished with exitCode; a batch script that
+    could not be started: launchFailed) or lost."""
 
     def post(self, request: Request, job_node_id: int, event: str) -> Response:
         if event not in ("prolog", "batch", "epilog", "lost"):
@@ -250,6 +251,9 @@ class SlurmReport(AgentView):
         now = _moment(body)
         if event == "lost":
             lifecycle.job_node_lost(job_node=job_node, now=now, reason=_field(body, "reason", str)[:200])
+            return Response({})
+        if event == "batch" and _field(body, "launchFailed", bool, required=False, default=False):
+            lifecycle.job_batch_launch_failed(job_node=job_node, now=now)
             return Response({})
         exit_code = _field(body, "exitCode", int)
         if event == "prolog":

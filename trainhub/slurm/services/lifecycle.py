@@ -81,7 +81,7 @@ def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
 
 
 def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int = 0,
-         desc: str = "") -> None:
+         desc: str = "", reason: str = "None") -> None:
     _close_run(job, state, now, exit_code=exit_code, signal=signal, desc=desc)
     _leave_nodes(job)
     job.state = state
@@ -90,7 +90,7 @@ def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, 
     job.exit_signal = signal
     job.ending_state = ""
     job.state_desc = desc
-    job.reason = "None"
+    job.reason = reason
     job.expected_start = None
     job.save(update_fields=["state", "end_time", "exit_code", "exit_signal", "ending_state", "state_desc",
                             "reason", "expected_start"])
@@ -191,9 +191,21 @@ def job_node_prolog_finished(*, job_node: JobNode, exit_code: int, now: dt.datet
         job_event(job, now, "Prolog done on every node; batch script launched.")
 
 
+#: What slurmctld records for a batch script that never started (its output file could not be
+#: opened): ExitCode 0:53 and Reason JobLaunchFailure (fixtures/22.05/output_dir).
+LAUNCH_FAILURE_SIGNAL = 53
+JOB_LAUNCH_FAILURE = "JobLaunchFailure"
+
+
+def job_batch_launch_failed(*, job_node: JobNode, now: dt.datetime) -> None:
+    """The batch script could not be started on its node: the job FAILED, as slurmctld records it."""
+    job_batch_finished(job_node=job_node, exit_code=0, signal=LAUNCH_FAILURE_SIGNAL, max_rss_kb=None, now=now,
+                       reason=JOB_LAUNCH_FAILURE)
+
+
 @transaction.atomic
 def job_batch_finished(*, job_node: JobNode, exit_code: int, signal: int, max_rss_kb: int | None,
-                       now: dt.datetime) -> None:
+                       now: dt.datetime, reason: str = "None") -> None:
     """The batch script exited (``signal`` > 0: killed by it). COMPLETED on 0:0, FAILED otherwise,
     or the state the job was being stopped for."""
     job = _locked_job(job_node.job_id)
@@ -213,7 +225,8 @@ def job_batch_finished(*, job_node: JobNode, exit_code: int, signal: int, max_rs
                      JobState.CANCELLED if job.ending_state else JobState.FAILED),
         batch_exit_code=exit_code, batch_exit_signal=signal)
     state = job.ending_state or (JobState.COMPLETED if exit_code == 0 and signal == 0 else JobState.FAILED)
-    _end(job, state, now, exit_code=exit_code, signal=signal, desc=job.state_desc if job.ending_state else "")
+    _end(job, state, now, exit_code=exit_code, signal=signal, desc=job.state_desc if job.ending_state else "",
+         reason=reason)
 
 
 @transaction.atomic
