@@ -53,7 +53,7 @@ BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("admission", bench_admission, nee
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run trainhub's benchmarks.")
-    parser.add_argument("--quick", action="store_true", help="small sizes (for CI; well under a minute)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (13 minutes on a 2-core machine at load 5-10, 2026-12-05: admission and pages take half)")
     parser.add_argument("--only", action="append", metavar="NAME", choices=[b.name for b in BENCHMARKS],
                         help="run only this benchmark (repeatable): " + ", ".join(b.name for b in BENCHMARKS))
     parser.add_argument("--allow-flush", action="store_true",

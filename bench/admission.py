@@ -285,7 +285,7 @@ def admission_run(load: Load) -> dict[str, Any]:
     from bench.submission import _children, _cpu_of, _cpu_spent, _request_bytes
 
     token = _setup(load)
-    credentials = [credential for machine, count in nodes_needed(load).items()
+    credentials = [credential for machine, count in nodes_needed(load).items() if count  # a small quota may need none
                    for credential in fleet_join(count, pool_name=f"admission-{machine}", machine_type=machine)]
     fleet = fleet_agents(credentials, time.time())
     timetable = [(arrival.at_ms / 1000, _request_bytes(

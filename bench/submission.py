@@ -82,13 +82,27 @@ def _receive(connection: socket.socket) -> bytes:
     return chunk
 
 
-def _client(port: int, requests: list[bytes]) -> tuple[list[float], dict[int, int], float]:
-    """Send ``requests`` (whole HTTP requests) one after another on one kept-alive connection:
-    each latency, the count per status, CPU seconds. Plain sockets and requests encoded beforehand
-    keep the client's share of the cores, which it takes from the server, small."""
+#: Where http_run's client processes (forked after it is set) wait for the timed run to begin.
+_start_line: Any = None
+#: Seconds a party waits at the start line before the run is given up.
+START_LINE_TIMEOUT = 300
+
+
+def _client(port: int, requests: list[bytes], warm_up: int) -> tuple[list[float], dict[int, int], float]:
+    """Send the first ``warm_up`` of ``requests`` untimed, wait at the start line, then send all of
+    ``requests`` (whole HTTP requests) one after another on the same kept-alive connection: each
+    latency, the count per status, CPU seconds. The warm-up goes to the worker the timed requests
+    go to (a kept-alive connection stays with the worker that accepted it), so a worker's first
+    requests, which load what it loads lazily, are never timed. Plain sockets and requests encoded
+    beforehand keep the client's share of the cores, which it takes from the server, small."""
     connection = socket.create_connection(("127.0.0.1", port), timeout=60)
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     pending = bytearray()
+    for request in requests[:warm_up]:
+        connection.sendall(request)
+        _read_response(connection, pending)
+    _start_line.wait(START_LINE_TIMEOUT)  # warmed up
+    _start_line.wait(START_LINE_TIMEOUT)  # the server's CPU is read: go
     latencies, statuses = [], {}
     cpu = time.process_time()
     for request in requests:
@@ -261,9 +275,10 @@ class HttpRun:
 
 
 def http_run(shares: list[list[bytes]], *, warm_up: int, before_timed: Callable[[], None] = lambda: None) -> HttpRun:
-    """Start gunicorn (gunicorn.conf.py) on the benchmark's database and Redis, send each client
-    process its first ``warm_up`` requests untimed, call ``before_timed``, then time every client
-    sending its whole share over its own kept-alive connection."""
+    """Start gunicorn (gunicorn.conf.py) on the benchmark's database and Redis, have each client
+    process send its first ``warm_up`` requests untimed, call ``before_timed``, then time every client
+    sending its whole share over the same kept-alive connection."""
+    global _start_line
     from django.db import connection
 
     port = free_port()
@@ -271,17 +286,20 @@ def http_run(shares: list[list[bytes]], *, warm_up: int, before_timed: Callable[
     server = start_gunicorn(port)
     context = multiprocessing.get_context("fork")
     load_before = os.getloadavg()
+    _start_line = context.Barrier(len(shares) + 1)
     try:
         with context.Pool(len(shares)) as pool:
-            pool.starmap(_client, [(port, share[:warm_up]) for share in shares])
+            sent = pool.starmap_async(_client, [(port, share, warm_up) for share in shares])
+            _start_line.wait(START_LINE_TIMEOUT)
             before_timed()
             workers = _children(server.pid)
             server_pids = [server.pid, *workers]
             server_before, redis_before = _cpu_of(server_pids), _redis_cpu()
             database = _DatabaseCpu()
             database.start()
+            _start_line.wait(START_LINE_TIMEOUT)
             begun, clock = time.perf_counter(), CpuClock.read()
-            results = pool.starmap(_client, [(port, share) for share in shares])
+            results = sent.get()
             elapsed = time.perf_counter() - begun
             stolen = CpuClock.stolen_share_from(clock)
             server_after = _cpu_of(server_pids)

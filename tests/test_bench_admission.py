@@ -1,8 +1,13 @@
 """The admission benchmark's load is Kueue's baseline generator config (test/performance/scheduler/configs/
 baseline/generator.yaml): 5 cohorts x 6 queues of quota 20, each sent 350 small, 100 medium and 50 large
-workloads at their intervals. Pure functions; nothing here is timed."""
+workloads at their intervals. Pure functions, and one tiny run end to end; nothing here is timed."""
 
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 from bench.admission import CLASS_LABEL, KUEUE_BASELINE, arrivals, load_for, nodes_needed
 from bench.agent_fleet import replica_runtime
@@ -62,3 +67,21 @@ def test_a_simulated_replica_runs_for_its_sleep_command_else_for_the_pools_time(
     assert replica_runtime(doc(["sleep", "0.2"])) == 0.2
     assert replica_runtime(doc(["python", "train.py"], runtime=7)) == 7.0
     assert replica_runtime(doc(["sleep", "forever"], runtime=2)) == 2.0
+
+
+def test_a_tiny_load_runs_end_to_end_on_the_deployed_processes(tmp_path):
+    """Six 1-GPU jobs (one per project, each of a 1-GPU quota, so six nodes) through gunicorn, the
+    long poll, a Celery worker and beat and the simulated agents: every job is admitted and finishes. A start-up that fails (a server, an agent's
+    constructor) fails here in seconds instead of in a 15-minute benchmark run."""
+    script = ("import json; from bench.environment import setup_django; setup_django(allow_flush=False); "
+              "from dataclasses import replace; from bench.admission import admission_run, load_for; "
+              "print(json.dumps(admission_run(replace(load_for(1, 350), nominal_quota=1)), default=str))")
+    environ = {name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "REDIS_URL")}
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240,  # noqa: S603
+                         env={**environ, "TMPDIR": str(tmp_path)}, cwd=Path(__file__).resolve().parents[1],
+                         check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    row = json.loads(ran.stdout.splitlines()[-1])
+    assert (row["planned"], row["submitted"], row["statuses"], row["admitted"], row["finished"]) == (
+        6, 6, {"200": 6}, 6, 6)
+    assert not row["stopped_at_cap"] and row["quota_never_exceeded"] == "yes"

@@ -192,3 +192,15 @@ def test_a_config_change_takes_effect_in_the_next_pass(api, queue, now):
     # age 7000 * 2 days / 7 days = 2000: the new weight, as a reconfigured slurmctld applies it
     assert job.priority == 2000 + 2500
     assert api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()[1] == row(1, "a4", 4500, 0, 2000, 2500)
+
+
+def test_a_report_is_built_with_the_collector_paused_and_it_runs_again_after(api, queue, monkeypatch):
+    import gc
+
+    from trainhub.slurm import reports
+
+    seen = []
+    sprio = reports.sprio
+    monkeypatch.setattr(reports, "sprio", lambda *args, **kwargs: (seen.append(gc.isenabled()), sprio(*args, **kwargs))[1])
+    assert api("vic").get(f"{BASE}/sprio").status_code == 200
+    assert seen == [False] and gc.isenabled()

@@ -9,9 +9,9 @@ from tests.slurm.conftest import make_job, sbatch
 from trainhub.slurm.services.accounting import account_add, user_add
 
 
-def _statements(api) -> list[str]:
+def _statements(api, user: str = "uma") -> list[str]:
     with CaptureQueriesContext(connection) as captured:
-        response = sbatch(api, "uma", "-t", "10", "--wrap", "hostname")
+        response = sbatch(api, user, "-t", "10", "--wrap", "hostname")
     assert response.status_code == 200, response.content
     return [query["sql"] for query in captured.captured_queries]
 
@@ -31,6 +31,19 @@ def test_an_sbatch_costs_the_same_statements_however_big_the_cluster(api, accoun
     assert all("'uma'" in sql for sql in reads if 'FROM "slurm_association"' in sql)
     assert all("'a4'" in sql for sql in reads if 'FROM "slurm_partition" ' in sql)
     assert not any('FROM "slurm_slurmjob"' in sql for sql in reads)
+
+
+
+def test_an_administrators_sbatch_reads_the_membership_once_and_takes_its_job_id_in_one_statement(api, accounts,
+                                                                                                   admin):
+    _statements(api, "alice")
+    statements = _statements(api, "alice")  # a platform administrator: sbatch asks whether they may --nice < 0
+    assert sum('FROM "iam_membership"' in sql for sql in statements) == 1  # with the token, not again
+    assert [sql.split()[0] for sql in statements if "slurm_slurmcluster" in sql] == ["SELECT", "UPDATE"]
+    # job_submit's transaction (a savepoint inside the test's own) opens just before the job id is
+    # taken: the job's record makes no savepoint of its own inside it.
+    taken = next(index for index, sql in enumerate(statements) if sql.startswith("UPDATE"))
+    assert [sql.split()[0] for sql in statements[taken - 2:taken + 2]] == ["SELECT", "SAVEPOINT", "UPDATE", "INSERT"]
 
 
 def test_a_submit_count_limit_still_counts_other_users_jobs_under_the_account(api, accounts, now):

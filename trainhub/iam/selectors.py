@@ -112,6 +112,12 @@ def project_get_for_user(*, user: AbstractBaseUser, project_id: str, permission:
 
 
 def user_has_permission(*, user: AbstractBaseUser, project: Project, permission: str) -> bool:
+    """Whether the user's role in ``project`` grants ``permission``; the membership read with the
+    request's token (api_token_get) answers without a query."""
+    memberships_read = getattr(user, _MEMBERSHIPS_READ, {})
+    if project.project_id in memberships_read:
+        membership = memberships_read[project.project_id]
+        return membership is not None and role_grants(membership[0], permission)
     membership = Membership.objects.filter(user=user, project=project).only("role").first()
     return membership is not None and role_grants(membership.role, permission)
 

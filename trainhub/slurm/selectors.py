@@ -10,15 +10,17 @@ from __future__ import annotations
 import datetime as dt
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models import Count, Model, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from trainhub.catalog.machines import NO_ACCELERATOR
+from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
 from trainhub.dashboards.sources import CapacityReading, FairShareRow
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user, projects_for_user, user_has_permission
-from trainhub.inventory.models import Executor, Node, NodeState
+from trainhub.inventory.models import Executor, Node, NodePool, NodeState
 from trainhub.slurm import arrays, snapshot
 from trainhub.slurm.models import (ClusterAuditEntry, GpuAllocation, JobEvent, JobLogLine, JobNode, JobRun, JobStep,
                                    Partition, SlurmCluster, SlurmJob, StepLogLine, StepNode)
@@ -31,12 +33,32 @@ def cluster_get_for_user(*, user: AbstractBaseUser, project_id: str, location: s
     project = project_get_for_user(user=user, project_id=project_id, permission=permission)
     if permission in ("aiplatform.slurmClusters.create", "aiplatform.slurmClusters.delete", ADMIN_PERMISSION):
         require_platform_admin(user=user, project=project)
-    cluster = (SlurmCluster.objects.select_related("project", "login_pool")
-               .filter(project=project, location=location, cluster_id=cluster_id).first())
-    if cluster is None:
+    rows = _CLUSTER.rows(project.pk, location, cluster_id)
+    if not rows:
         raise ApiError(404, f"SlurmCluster projects/{project_id}/locations/{location}/slurmClusters/{cluster_id} "
                             "not found.")
+    columns = len(_concrete_fields(SlurmCluster))
+    cluster = _from_db(SlurmCluster, rows[0][:columns])
+    cluster.project = project
+    cluster.login_pool = _from_db(NodePool, rows[0][columns:]) if cluster.login_pool_id else None
     return cluster
+
+
+def _concrete_fields(model: type[Model]) -> tuple[str, ...]:
+    return tuple(field.attname for field in model._meta.concrete_fields)
+
+
+def _from_db(model: type[Model], values: tuple) -> Model:
+    return model.from_db(DEFAULT_DB_ALIAS, _concrete_fields(model), values)
+
+
+# Every Slurm API request and page looks its cluster up (with its login pool, which the cluster's
+# JSON names): compiled once (trainhub.common.compiled), not built by the ORM each time.
+_CLUSTER = CompiledQuery(
+    lambda project_pk, location, cluster_id: SlurmCluster.objects.filter(
+        project_id=project_pk, location=location, cluster_id=cluster_id)
+    .values_list(*_concrete_fields(SlurmCluster), *(f"login_pool__{name}" for name in _concrete_fields(NodePool)))[:1],
+    918273645, "\x00location", "\x00cluster")
 
 
 def require_platform_admin(*, user: AbstractBaseUser, project: Project) -> None:

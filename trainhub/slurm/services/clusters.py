@@ -7,8 +7,7 @@ import datetime as dt
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 from django.utils import timezone
 
 from trainhub.common.enqueue import enqueue_after_commit
@@ -41,6 +40,9 @@ DEFAULT_QOS = "normal"
 ROOT = "root"
 
 
+_CLUSTER_TABLE = f'"{SlurmCluster._meta.db_table}"'
+
+
 def request_pass(cluster: SlurmCluster) -> None:
     """Ask for a scheduler pass of the cluster once the current transaction commits."""
     enqueue_after_commit("trainhub.slurm.tasks.cluster_pass", cluster.pk)
@@ -49,10 +51,12 @@ def request_pass(cluster: SlurmCluster) -> None:
 def take_job_ids(cluster: SlurmCluster, count: int) -> int:
     """The first of ``count`` consecutive job ids, taken from the cluster's counter (call inside a
     transaction: the cluster row stays locked until it commits)."""
-    ids = SlurmCluster.objects.filter(pk=cluster.pk)
-    first = ids.select_for_update().values_list("next_job_id", flat=True).get()
-    ids.update(next_job_id=F("next_job_id") + count)
-    return first
+    # One UPDATE ... RETURNING (PostgreSQL; SQLite 3.35+) instead of SELECT ... FOR UPDATE and an
+    # UPDATE: the update locks the row just the same, with one statement less per sbatch.
+    with connection.cursor() as cursor:
+        cursor.execute(f'UPDATE {_CLUSTER_TABLE} SET "next_job_id" = "next_job_id" + %s WHERE "id" = %s '  # noqa: S608
+                       'RETURNING "next_job_id"', [count, cluster.pk])
+        return cursor.fetchone()[0] - count
 
 
 def audit(cluster: SlurmCluster, *, actor: str, subject: str, old: Any, new: Any, now: dt.datetime) -> None:

@@ -215,7 +215,7 @@ def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
     return depends
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # job_submit's transaction or its own: no savepoint to undo alone
 def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: SbatchOptions, submission: Submission,
                 script: str, now: dt.datetime, begin: dt.datetime, time_limit: int | None,
                 array: arrays.ArraySpec | None = None, **values) -> SlurmJob:

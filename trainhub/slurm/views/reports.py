@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from trainhub.common.collector import collector_paused
 from trainhub.common.pages import html_page
 from trainhub.slurm import figures, reports, selectors
 from trainhub.slurm.api.reports import REPORTS
@@ -59,7 +60,8 @@ def _report_page(page: str):
         build = REPORTS[command]
         args = (cluster_obj, request.GET, request.user.get_username(), timezone.now())
         start = _page_start(request)
-        report = build(*args, page=slice(start, start + PAGE_LINES)) if command in PAGED else build(*args)
+        with collector_paused():  # as the API's reports (trainhub/slurm/api/reports.py)
+            report = build(*args, page=slice(start, start + PAGE_LINES)) if command in PAGED else build(*args)
         context = cluster_context(request, cluster_obj, page)
         target = job_url(cluster_obj, 0, "job_priority" if command == "sprio" else "job")
         output = report.text if command in ("sshare", "sinfo") else linked_job_ids(report.text, target)
