@@ -320,7 +320,8 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "trainhub API",
-    "DESCRIPTION": "Vertex-AI-v1-compatible training API of trainhub.",
+    # Swagger UI renders it in Markdown on /api/docs/, which has no header: the link (a new tab, as Swagger UI opens links) leads home.
+    "DESCRIPTION": "Vertex-AI-v1-compatible training API of trainhub. [Open trainhub](/)",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
