@@ -7,7 +7,11 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 from trainhub import devrun
 
@@ -44,6 +48,9 @@ def test_make_run_prints_only_the_banner_and_logs_services_to_files(tmp_path):
                 break
             lines.append(line)
         time.sleep(3)  # the services start and talk (to their files)
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/no-such-page", timeout=30)
+        not_found = missing.value.read().decode()
     finally:
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=60)
@@ -51,3 +58,6 @@ def test_make_run_prints_only_the_banner_and_logs_services_to_files(tmp_path):
     assert "trainhub is running at" in output, output
     assert "celery" not in output.lower() and "Applying" not in output, output
     assert (tmp_path / "logs" / "worker.log").exists() and (tmp_path / "logs" / "setup.log").read_text()
+    # DEBUG is off: a mistyped address gets trainhub's page with a way back, not Django's URL list.
+    assert missing.value.code == 404 and "Back to your jobs" in not_found, not_found[:500]
+    assert "URLconf" not in not_found and "DEBUG = True" not in not_found

@@ -10,6 +10,7 @@ rather than taking the stack down.
 The terminal stays calm: each service writes to its own file under var/logs/ (the banner says
 where), and only the banner, and the end of a log whose service stopped, are printed.
 PORT (default 8000) and BIND (default 127.0.0.1; 0.0.0.0 for a remote box) set the address.
+DEBUG is off unless set (DEBUG=true shows Django's debug pages, for development on this machine).
 The local agent runs replicas as subprocesses on this machine (the demo's images are not pulled);
 TRAINHUB_AGENT_RUNTIME=podman (or docker, or auto) runs their images instead."""
 
@@ -88,7 +89,10 @@ def log_tail(path: Path, lines: int = 20) -> str:
 
 def main() -> int:
     env = dict(os.environ)
-    env.setdefault("DEBUG", "true")
+    # Off unless asked for (DEBUG=true make run): Django's debug pages list every URL pattern on a
+    # mistyped address and the settings on an error, to whoever reaches BIND; trainhub's own pages
+    # say what is missing and link back. The generated SECRET_KEY below is what DEBUG used to excuse.
+    env.setdefault("DEBUG", "false")
     env.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
     var_dir = Path(env.get("TRAINHUB_VAR_DIR", ROOT / "var"))
     if not env.get("SECRET_KEY"):

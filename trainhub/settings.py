@@ -46,7 +46,7 @@ if not SECRET_KEY:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. With DEBUG=false trainhub refuses to start on a public default key: "
             "set SECRET_KEY to a long random string (python -c 'import secrets; print(secrets.token_urlsafe(50))'). "
-            "`make run` (DEBUG=true) keeps a generated one under var/.")
+            "`make run` keeps a generated one under var/.")
     SECRET_KEY = "trainhub-insecure-development-key-set-SECRET_KEY-in-production"
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
@@ -320,7 +320,8 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "trainhub API",
-    "DESCRIPTION": "Vertex-AI-v1-compatible training API of trainhub.",
+    # Swagger UI renders it in Markdown on /api/docs/, which has no header: the link (a new tab, as Swagger UI opens links) leads home.
+    "DESCRIPTION": "Vertex-AI-v1-compatible training API of trainhub. [Open trainhub](/)",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

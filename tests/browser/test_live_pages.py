@@ -126,6 +126,39 @@ def test_every_page_fits_a_phone_and_a_1440_px_screen(chromium, live_server, cas
         context.close()
 
 
+#: Tables clipped inside their scroll box: the columns a reader must scroll sideways to see.
+CLIPPED_TABLES = """() => [...document.querySelectorAll('.table-scroll')]
+    .filter((box) => box.scrollWidth > box.clientWidth + 1)
+    .map((box) => `${box.closest('section').querySelector('h2').innerText}: ${box.scrollWidth} > ${box.clientWidth} px`)"""
+
+
+def test_a_jobs_tables_show_every_column_on_a_1440_px_screen(page, live_server, login, cast, accounts, nodes,
+                                                              tmp_path):  # noqa: F811
+    """A job's replicas, a Slurm job's nodes and runs, and the joined machines have eight or nine
+    columns; at 1,440 px none of them hides a column (a timestamp, the actions) behind a sideways
+    scroll. On a phone they scroll, which test_every_page_fits_a_phone_and_a_1440_px_screen allows."""
+    from tests.agent.harness import join_nodes
+    from tests.slurm.conftest import start_job
+    from trainhub.iam.services import user_ensure
+
+    custom_job = job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"],
+                            body=job_body(container_pool(machine_type="a2-highgpu-1g", replicas=1), name="wide"))
+    scheduler_pass(now=timezone.now())
+    slurm_job = make_job(accounts, user="uma", num_nodes=2, gpus_per_node=8)
+    start_job(slurm_job, ["a4-0", "a4-1"])
+    join_nodes(tmp_path)
+    user_ensure(username="root-admin", password="root-admin-password", is_staff=True)  # the machines page's
+    page.set_viewport_size({"width": 1440, "height": 900})
+    for user, path, heading in (
+            ("uma", f"/projects/alpha/locations/us-central1/jobs/{custom_job.job_id}/", "a100-"),
+            ("uma", f"{SLURM}/jobs/{slurm_job.job_id}/", "a4-1"), ("root-admin", "/nodes/machines", "a100-0")):
+        page.context.clear_cookies()
+        login(user)
+        assert page.goto(f"{live_server.url}{path}").status == 200, path
+        page.locator("main table").get_by_text(heading).first.wait_for()
+        assert page.evaluate(CLIPPED_TABLES) == [], path
+
+
 def test_the_cluster_pages_buttons_drain_and_resume_a_node_and_pause_stops_the_updates(page, live_server, login,
                                                                                     accounts):  # noqa: F811
     from trainhub.inventory.models import Node

@@ -14,3 +14,9 @@ def test_the_api_docs_load_nothing_from_outside(db):
     for asset in assets:
         assert asset.startswith("/static/"), asset
         assert finders.find(asset.removeprefix("/static/")), f"{asset} is not one of our static files"
+
+
+def test_the_api_docs_link_back_to_trainhub(db):
+    """Swagger UI's page has no trainhub header; the schema's description, which it shows at the top, links home."""
+    schema = Client().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    assert "[Open trainhub](/)" in schema["info"]["description"]

@@ -8,6 +8,7 @@ from django.urls import reverse
 from tests.agent.harness import join_nodes
 from trainhub.iam.services import user_ensure
 from trainhub.inventory.models import JoinToken, Node, NodeCredential, NodeState
+from trainhub.inventory.services import node_pool_ensure
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,3 +64,12 @@ def test_a_used_up_token_is_no_longer_listed_in_force(admin_client, nodes, tmp_p
     assert "one machine" in admin_client.get(reverse("inventory:machines")).content.decode()
     JoinToken.objects.update(uses=1)
     assert "one machine" not in admin_client.get(reverse("inventory:machines")).content.decode()
+
+
+def test_a_machine_of_a_pool_without_gpus_says_no_gpu_not_the_accelerator_enum(admin_client, nodes, tmp_path):
+    login_pool = node_pool_ensure(name="login", machine_type="n1-standard-4", node_count=1)
+    join_nodes(tmp_path, list(login_pool.nodes.all()))
+    row = re.search(r"<th scope=\"row\" class=\"mono\">login-0</th>.*?</tr>",
+                    admin_client.get(reverse("inventory:machines")).content.decode(), re.S).group(0)
+    assert "no GPU" in row
+    assert "ACCELERATOR_TYPE_UNSPECIFIED" not in row and "0 ×" not in row

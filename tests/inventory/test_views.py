@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from tests.conftest import container_pool
 from tests.jobs.test_views import place_on, submit
+from tests.slurm.conftest import admin, cluster, slurm_pools  # noqa: F401 - fixtures
 from trainhub.iam.services import user_ensure
 from trainhub.inventory.models import NodeState
 from trainhub.inventory.services import node_pool_ensure, node_set_state, nodes_dedicate
@@ -191,3 +192,20 @@ def test_the_nodes_page_runs_as_many_queries_for_a_reservation_of_many_nodes_as_
         content = client.get(reverse("inventory:list")).content.decode()
     assert content.count(f"idle, held for FLEX_START job <a") == 7
     assert gang.job_id in content
+
+
+def test_a_dedicated_node_names_its_slurm_cluster_or_persistent_resource_not_its_owner_key(
+        client, cast, nodes, cluster, now):  # noqa: F811
+    from tests.resources.conftest import running, t4_pool
+
+    resource = running(cast, now, t4_pool(), resource_id="reserved")
+    client.force_login(cast["uma"])
+    page = client.get(reverse("inventory:list"), {"occupancy": "dedicated"}).content.decode()
+    assert 'Slurm cluster <a href="/slurm/projects/alpha/locations/us-central1/clusters/c1/">c1</a>' in page
+    assert ('persistent resource <a href="/projects/alpha/locations/us-central1/persistent-resources/reserved/">'
+            'reserved</a>') in page
+    assert cluster.owner_key not in page and resource.owner not in page
+    client.force_login(cast["mallory"])  # of project beta: the owners are alpha's
+    page = client.get(reverse("inventory:list"), {"occupancy": "dedicated"}).content.decode()
+    assert "a Slurm cluster of another project" in page and "a persistent resource of another project" in page
+    assert "clusters/c1/" not in page and ">reserved<" not in page

@@ -43,6 +43,19 @@ def test_the_job_page_shows_accrued_and_estimated_cost(client, cast, now, settin
     assert "at most $2.00 if it runs to its timeout (1h 00m)" in content
 
 
+def test_the_job_page_groups_the_thousands_of_a_large_cost(client, cast, now, settings):
+    settings.TRAINHUB_GPU_PRICES = {"NVIDIA_TESLA_A100": {"onDemand": 2.0}}
+    settings.TRAINHUB_MANAGEMENT_FEE_PERCENT = 0
+    body = job_body(container_pool("a2-highgpu-1g"), scheduling={"timeout": "604800s"})  # the 7-day default
+    job = services.job_submit(project=cast["alpha"], location="us-central1", user=cast["uma"], body=body, now=now)
+    client.force_login(cast["vic"])
+    content = client.get(f"/projects/alpha/locations/us-central1/jobs/{job.job_id}/").content.decode()
+    assert "at most $336.00 if it runs" in content
+    settings.TRAINHUB_GPU_PRICES = {"NVIDIA_TESLA_A100": {"onDemand": 20.0}}
+    content = client.get(f"/projects/alpha/locations/us-central1/jobs/{job.job_id}/").content.decode()
+    assert "at most $3,360.00 if it runs to its timeout (7d 00h)" in content
+
+
 def test_a_projects_cost_is_its_finished_jobs_ledger_plus_its_running_jobs(cast, now, settings, nodes):
     settings.TRAINHUB_GPU_PRICES = {"NVIDIA_TESLA_A100": {"onDemand": 2.0}, "NVIDIA_TESLA_T4": {"spot": 1.0}}
     settings.TRAINHUB_MANAGEMENT_FEE_PERCENT = 0

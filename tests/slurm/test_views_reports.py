@@ -54,6 +54,18 @@ def test_the_job_priority_page_explains_each_factor(browser, queue):
     assert 'data-plotly-figure="priority-figure"' in body and "vendor/plotly.min.js" in body
 
 
+def test_a_started_jobs_priority_page_says_why_it_draws_no_queue(browser, queue):
+    from trainhub.slurm.models import JobState, SlurmJob
+
+    SlurmJob.objects.filter(cluster=queue["uma"].cluster).update(state=JobState.COMPLETED)
+    page = browser.get(f"{BASE}/jobs/1/priority")
+    body = page.content.decode()
+    assert page.context["breakdown"] and page.context["figure"] is None  # its last factors, no empty axes
+    assert "No job is pending on the cluster now, so there is no queue to compare with" in body
+    assert "data-plotly-figure" not in body and "plotly.min.js" not in body
+    assert "computed <time datetime=" in body
+
+
 def test_report_pages_are_for_members_only(client, cast, queue):
     client.force_login(cast["mallory"])
     for page in ("queue", "priority", "fairshare", "accounting", "jobs/1/priority"):

@@ -40,7 +40,7 @@ def trial_numbers_in_order(html):
 def test_the_detail_page_sorts_trials_by_metric_and_highlights_the_best(browser, finished):
     html = browser.get(f"{DETAIL}/{finished.job_id}/").content.decode()
     assert trial_numbers_in_order(html) == [1, 2, 3]
-    assert "trial 2 · score = <span class=\"mono\">0.9</span>" in html
+    assert "trial 2 · score = <span class=\"mono\" title=\"0.9\">0.9</span>" in html
     by_metric = browser.get(f"{DETAIL}/{finished.job_id}/?sort=metric").content.decode()
     assert trial_numbers_in_order(by_metric) == [2, 3, 1]
     assert by_metric.count('class="row--best"') == 1
@@ -64,6 +64,19 @@ def test_the_trials_table_rounds_parameter_values_and_keeps_them_in_a_tooltip(br
     trial.save(update_fields=["parameters"])
     html = browser.get(f"{DETAIL}/{job.job_id}/").content.decode()
     assert '<td class="mono" title="0.055002694790650605">0.055</td>' in html
+
+
+def test_the_best_score_is_rounded_like_the_trials_table_with_its_full_value_in_a_tooltip(browser, cast, nodes,
+                                                                                          now):
+    job = services.tuning_job_create(project=cast["alpha"], location="us-central1", user=cast["uma"], now=now,
+                                     body=tuning_body(study(integer("n", 1, 1), algorithm="GRID_SEARCH"),
+                                                      name="close", max_trials=1, parallel=1))
+    finish_job(job.trials.get().custom_job, later(now, 5),
+               reports=hypertune_reports("score", [(1, -0.23069408724396176)]))
+    services.study_advance(tuning_job=job, now=later(now, 6))
+    rounded = '<span class="mono" title="-0.23069408724396176">-0.2307</span>'
+    assert f"trial 1 · score = {rounded}" in browser.get(f"{DETAIL}/{job.job_id}/").content.decode()
+    assert f"trial 1 · {rounded}" in browser.get("/tuning/").content.decode()
 
 
 def test_a_minimizing_study_sorts_the_lowest_first(browser, cast, nodes, now):
@@ -96,7 +109,7 @@ def test_the_list_shows_each_study_with_its_best_trial_in_constant_queries(brows
                                    body=tuning_body(study(double("x", 0, 1)), name=f"other{index}"))
     with django_assert_max_num_queries(10):
         html = browser.get("/tuning/").content.decode()
-    assert "grid" in html and "trial 2 · <span class=\"mono\">0.9</span>" in html
+    assert "grid" in html and "trial 2 · <span class=\"mono\" title=\"0.9\">0.9</span>" in html
     assert '<td class="num">3 / 3</td>' in html
     assert browser.get("/tuning/rows").status_code == 200
 
@@ -122,9 +135,9 @@ def test_the_list_counts_trials_without_building_them(browser, finished, cast, n
         post_init.disconnect(count, sender=Trial)
     assert built == []
     rows = {row.split("</a>", 1)[0].rsplit(">", 1)[1]: row for row in html.split("<tr>")[1:]}
-    assert '<td class="num">3 / 3</td>' in rows["grid"] and 'trial 2 · <span class="mono">0.9</span>' in rows["grid"]
+    assert '<td class="num">3 / 3</td>' in rows["grid"] and 'trial 2 · <span class="mono" title="0.9">0.9</span>' in rows["grid"]
     assert '<td class="num">2 / 2</td>' in rows["minimizing"]
-    assert 'trial 2 · <span class="mono">0.1</span>' in rows["minimizing"]
+    assert 'trial 2 · <span class="mono" title="0.1">0.1</span>' in rows["minimizing"]
 
 
 def test_the_form_creates_a_tuning_job(browser, nodes):

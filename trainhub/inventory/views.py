@@ -3,6 +3,7 @@ for starving FLEX_START gangs, and the nodes, filtered and a page at a time, wit
 or holding each. Every part refreshes live."""
 
 import datetime as dt
+from dataclasses import dataclass
 from functools import partial
 
 from django.contrib import messages
@@ -10,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
@@ -55,12 +57,51 @@ def _nodes_context(request: HttpRequest, pools: list) -> dict:
         page = nodes_page(pool=form.selected_pool(), state=data["state"], occupancy=data["occupancy"],
                           search=data["q"], after=data["after"])
     held_for = {name: held for held in flex_reservations() for name, _ in held.nodes}
+    visible = _visible_project_ids(request)
+    owners = _dedication_owners({node.dedicated_to for node in page.nodes if node.dedicated_to}, visible)
     for node in page.nodes:
         node.held_for = held_for.get(node.name)
+        node.owner = owners.get(node.dedicated_to)
     return {
         "filter_form": form, "node_page": page, "live": not request.GET.get("after"),
-        "visible_project_ids": _visible_project_ids(request),
+        "visible_project_ids": visible,
     }
+
+
+@dataclass(frozen=True)
+class DedicationOwner:
+    """What a dedicated node serves, as the nodes page names it: "Slurm cluster demo-slurm", linked
+    to its page, or only its kind when it belongs to a project the user cannot see."""
+
+    kind: str
+    name: str = ""
+    url: str = ""
+
+
+def _dedication_owners(keys: set[str], visible_project_ids: set[int]) -> dict[str, DedicationOwner]:
+    """Node.dedicated_to holds an owner key (slurmClusters/<pk>, persistentResources/<pk>), which is
+    no name for a reader: one query per kind finds the clusters and resources behind the keys. A key
+    whose owner is gone stays as it is."""
+    from trainhub.resources.models import PersistentResource
+    from trainhub.slurm.models import SlurmCluster
+
+    pks = {int(pk) for key in keys for pk in [key.rpartition("/")[2]] if pk.isdigit()}
+    owners = {}
+    for owner in SlurmCluster.objects.filter(pk__in=pks).select_related("project"):
+        owners[owner.owner_key] = _owner(owner, "Slurm cluster", owner.cluster_id, visible_project_ids, reverse(
+            "slurm:detail", kwargs={"project": owner.project.project_id, "location": owner.location,
+                                    "cluster": owner.cluster_id}))
+    for owner in PersistentResource.objects.filter(pk__in=pks).select_related("project"):
+        owners[owner.owner] = _owner(owner, "persistent resource", owner.resource_id, visible_project_ids, reverse(
+            "resources:detail", kwargs={"project": owner.project.project_id, "location": owner.location,
+                                        "resource_id": owner.resource_id}))
+    return {key: owner for key, owner in owners.items() if key in keys}
+
+
+def _owner(owner, kind: str, name: str, visible_project_ids: set[int], url: str) -> DedicationOwner:
+    if owner.project_id not in visible_project_ids:
+        return DedicationOwner(kind=f"a {kind} of another project")
+    return DedicationOwner(kind=kind, name=name, url=url)
 
 
 @login_required

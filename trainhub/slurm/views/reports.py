@@ -93,8 +93,10 @@ def job_priority(request: HttpRequest, project: str, location: str, cluster: str
                                      job_id=slurm_job_id, permission="aiplatform.slurmJobs.get")
     now = timezone.now()
     lines, breakdown = reports.job_priority(job, now=now)
-    figure = (figures.priority_stack(reports.queue_breakdowns(job.cluster, now=now, include=job.job_id), job.job_id)
-              if breakdown else None)
+    # A job that has started keeps its last priority; the chart compares it with the pending jobs,
+    # and says so instead of drawing empty axes when none is pending.
+    queue = reports.queue_breakdowns(job.cluster, now=now, include=job.job_id) if breakdown else []
+    figure = figures.priority_stack(queue, job.job_id) if queue else None
     context = cluster_context(request, job.cluster, "priority")
     context.update(job=job, lines=lines, breakdown=breakdown, figure=figure,
                    computed=job.priority_time,
