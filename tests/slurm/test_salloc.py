@@ -218,14 +218,19 @@ def test_an_allocation_whose_salloc_went_silent_ends(api, accounts, now):
     running_id = allocate(api, "uma", "-N", "1").json()["jobId"]
     run_pass(accounts)  # the wall clock's now: the submission's
     pending_id = allocate(api, "uma", "--begin=now+1hour").json()["jobId"]
-    SlurmJob.objects.update(salloc_seen=now)
+    SlurmJob.objects.filter(job_id=pending_id).update(salloc_seen=now - dt.timedelta(minutes=10))
+    SlurmJob.objects.filter(job_id=running_id).update(salloc_seen=now)
     config = load_cluster(accounts, now=now).config
-    assert allocations_abandoned(cluster=accounts, config=config, now=now + dt.timedelta(seconds=59)) == 0
-    api("uma").post(f"{JOBS}/{running_id}:keepAlive", {}, format="json")  # stamps the wall clock's now
-    assert allocations_abandoned(cluster=accounts, config=config, now=now + dt.timedelta(seconds=61)) == 1
-    running, pending = SlurmJob.objects.get(job_id=running_id), SlurmJob.objects.get(job_id=pending_id)
+    assert allocations_abandoned(cluster=accounts, config=config, now=now + dt.timedelta(seconds=59)) == 1
+    pending = SlurmJob.objects.get(job_id=pending_id)
     assert (pending.state, pending.reason) == (JobState.CANCELLED, "InactiveLimit")
-    assert running.state == JobState.RUNNING  # its salloc called since
+    api("uma").post(f"{JOBS}/{running_id}:keepAlive", {}, format="json")  # stamps the wall clock's now
+    stamp = SlurmJob.objects.get(job_id=running_id).salloc_seen
+    assert stamp >= now
+    assert allocations_abandoned(cluster=accounts, config=config, now=stamp + dt.timedelta(seconds=59)) == 0
+    assert allocations_abandoned(cluster=accounts, config=config, now=stamp + dt.timedelta(seconds=61)) == 1
+    running = SlurmJob.objects.get(job_id=running_id)
+    assert (running.state, running.reason) == (JobState.TIMEOUT, "InactiveLimit")
 
 
 def test_a_silent_sallocs_running_allocation_times_out_after_inactive_limit(api, accounts, admin, now):
@@ -239,3 +244,80 @@ def test_a_silent_sallocs_running_allocation_times_out_after_inactive_limit(api,
     job = SlurmJob.objects.get(job_id=job_id)
     assert (job.state, job.reason, job.exit_code) == (JobState.TIMEOUT, "InactiveLimit", 0)
     assert not JobNode.objects.filter(job=job).exclude(phase=NodePhase.EPILOG).exists()
+
+
+# End to end: the CLI, a live server, real agents, srun inside salloc -----------------------------
+
+@pytest.fixture
+def salloc_as_uma(live_server, accounts, real_pools, cast, tmp_path, capfd):
+    """``trainhub slurm salloc ...`` as uma against the live server, scheduler passes and the agents
+    of a4-0 and a4-1 ticking meanwhile (real prolog, real step tasks); (exit status, stdout, stderr)
+    of the command and salloc together (the command writes to the same descriptors)."""
+    import threading
+
+    from django.utils import timezone
+
+    from tests.agent.harness import agents_on
+    from trainhub.cli.main import main
+
+    environ = {"TRAINHUB_CONFIG": str(tmp_path / "uma.json"), "TRAINHUB_PROJECT": "alpha"}
+    assert main(["auth", "login", "--url", live_server.url, "--username", "uma", "--password", "uma-password"],
+                environ=environ) == 0
+    capfd.readouterr()
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+
+    def run(*argv):
+        stop = threading.Event()
+
+        def tick():
+            rounds = 0
+            while not stop.wait(0.05):
+                if rounds % 10 == 0:
+                    run_pass(accounts)  # celery beat's passes
+                agents.tick(now=timezone.now())
+                rounds += 1
+
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+        try:
+            code = main(["slurm", "salloc", *argv], environ=environ)
+        finally:
+            stop.set()
+            ticker.join()
+        captured = capfd.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+def test_salloc_runs_the_command_here_and_srun_inside_runs_on_the_allocations_nodes(
+        salloc_as_uma, accounts, real_pools):
+    """fixtures/22.05/salloc/salloc-2 and salloc-5: ``srun`` inside runs a task on each node (the
+    test's nodes all run on this host: each task prints its SLURMD_NODENAME); the command's exit
+    code is salloc's and the job's (FAILED 3:0)."""
+    code, out, err = salloc_as_uma("-N", "2", "sh", "-c", 'echo "$SLURM_JOB_NODELIST $SLURM_NNODES"; '
+                                   'srun sh -c "echo \\$SLURMD_NODENAME" | sort; echo "srun rc=$?"; exit 3')
+    job = SlurmJob.objects.get()
+    assert out.splitlines() == ["a4-[0-1] 2", "a4-0", "a4-1", "srun rc=0"]
+    assert err.splitlines() == [f"salloc: Granted job allocation {job.job_id}",
+                                f"salloc: Relinquishing job allocation {job.job_id}"]
+    assert code == 3
+    assert (job.state, job.exit_code, job.name) == (JobState.FAILED, 3, "interactive")
+
+
+def test_sacct_shows_an_allocation_as_slurm_does_with_no_batch_step(api, accounts, now):
+    """fixtures/22.05/salloc/sacct-p.txt: ``5|interactive|FAILED|3:0|...`` and no ``5.batch`` (the
+    command ran where salloc ran)."""
+    from django.utils import timezone
+
+    from trainhub.slurm import reports
+
+    job_id = allocate(api, "uma", "-N", "1").json()["jobId"]
+    run_pass(accounts)
+    ready(SlurmJob.objects.get(job_id=job_id), now)
+    api("uma").post(f"{JOBS}/{job_id}:relinquish", {"exitCode": 3}, format="json")
+    text = reports.sacct(accounts, now=timezone.now(), viewer="uma", jobs=str(job_id), parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode"]).text
+    recorded = (SALLOC_FIXTURES / "sacct-p.txt").read_text().splitlines()
+    assert text.splitlines() == ["JobID|JobName|State|ExitCode|", f"{job_id}|interactive|FAILED|3:0|"]
+    assert recorded[6].split("|")[:4] == ["5", "interactive", "FAILED", "3:0"]

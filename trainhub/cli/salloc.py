@@ -73,7 +73,8 @@ class Allocation:
         self.client.post(f"{self.path}:relinquish", {"exitCode": exit_code, "signal": signum})
 
 
-def _wait_granted(allocation: Allocation, interrupted: list[int], *, now=time.monotonic, sleep=time.sleep) -> dict | None:
+def _wait_granted(allocation: Allocation, interrupted: list[int], *, now=time.monotonic,
+                  sleep=time.sleep) -> dict | None:
     """Wait until the allocation is ready; its last answer, or None when it was revoked (an
     interrupt cancels it)."""
     started, pending_said = now(), False
