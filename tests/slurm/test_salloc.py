@@ -321,3 +321,22 @@ def test_sacct_shows_an_allocation_as_slurm_does_with_no_batch_step(api, account
     recorded = (SALLOC_FIXTURES / "sacct-p.txt").read_text().splitlines()
     assert text.splitlines() == ["JobID|JobName|State|ExitCode|", f"{job_id}|interactive|FAILED|3:0|"]
     assert recorded[6].split("|")[:4] == ["5", "interactive", "FAILED", "3:0"]
+
+
+@pytest.mark.parametrize(("state", "reason", "recorded"), [("CANCELLED", "None", "salloc-11.err"),
+                                                           ("TIMEOUT", "None", "salloc-12.err")])
+def test_an_allocation_ended_under_the_command_revokes_it_and_hangs_it_up(monkeypatch, capsys, state, reason,
+                                                                          recorded):
+    """fixtures/22.05/salloc/salloc-11.err (scancel) and salloc-12.err (time limit): salloc's line;
+    the command is hung up (Slurm's salloc does so to an interactive shell) and nothing is relinquished."""
+    import subprocess
+    import threading
+
+    monkeypatch.setattr(salloc_cli, "POLL_SECONDS", 0.01)
+    fake = salloc_cli.Allocation(client=None, path="", job_id=int(recorded.split("-")[1].split(".")[0]))
+    fake.keep_alive = lambda: {"job": {"state": state, "reason": reason}}
+    child = subprocess.Popen(["sleep", "30"])
+    salloc_cli._watch(fake, child, threading.Event())
+    assert child.wait(timeout=10) == -signal.SIGHUP
+    assert fake.revoked
+    assert capsys.readouterr().err.splitlines() == fixture_lines(recorded)[1:]
