@@ -81,6 +81,8 @@ SEED_BODIES: dict[str, Any] = {
     "slurmJobs.create": {"sbatchArgs": ["--job-name=probe", "--nodes=1", "--gres=gpu:1", "--time=10:00", "--account=ml"],
                          "script": "#!/bin/bash\necho hi\n", "scriptArgs": ["a"]},
     "slurmJobs.update": {"nice": 50},
+    "slurmJobs.allocate": {"sallocArgs": ["--job-name=probe", "--nodes=1", "--gres=gpu:1", "--time=10:00",
+                                          "--account=ml"]},
     "slurmClusters.partitions.patch": {"config": {"PriorityTier": "3", "MaxTime": "01:00:00", "PreemptMode": "CANCEL"},
                                        "nodePoolIds": ["a4"]},
     "slurmClusters.nodes.patch": {"availableFeatures": "a100,ib", "activeFeatures": "a100"},
@@ -90,7 +92,8 @@ SEED_BODIES: dict[str, Any] = {
     **{f"{collection}.{verb}": {} for collection, verb in (
         ("customJobs", "cancel"), ("hyperparameterTuningJobs", "cancel"), ("trainingPipelines", "cancel"),
         ("persistentResources", "reboot"), ("slurmJobs", "cancel"), ("slurmJobs", "hold"), ("slurmJobs", "release"),
-        ("slurmJobs", "requeue"))},
+        ("slurmJobs", "requeue"), ("slurmJobs", "keepAlive"), ("slurmJobs", "stepCredential"),
+        ("slurmJobs", "relinquish"))},
 }
 #: Query parameters a valid request needs.
 SEED_QUERIES = {

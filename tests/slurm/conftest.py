@@ -20,6 +20,8 @@ CLUSTERS = "/v1/projects/alpha/locations/us-central1/slurmClusters"
 #: Real Slurm 22.05.8 running fixtures/22.05/srun.sh (srun inside batch scripts).
 SRUN_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun"
 STEPS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "steps"
+#: Real Slurm 22.05.8 running fixtures/22.05/salloc.sh (salloc, srun inside it).
+SALLOC_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "salloc"
 
 
 def seed_spec() -> dict:

@@ -1,6 +1,7 @@
 """`trainhub slurm ...`: Slurm's own commands against a trainhub Slurm cluster.
 
     trainhub slurm sbatch [--cluster C] [sbatch options] (--wrap CMD | SCRIPT [ARGS...])
+    trainhub slurm salloc [--cluster C] [sbatch options] [COMMAND [ARGS...]]   (trainhub.cli.salloc)
     trainhub slurm squeue|sprio|sshare|sacct --cluster C [their flags]
     trainhub slurm scancel --cluster C JOBID...
     trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | show step [N[.M]]
@@ -72,6 +73,13 @@ def sbatch(ctx: Any) -> int:
     if answer.get("notice"):
         sys.stderr.write(f"sbatch: {answer['notice']}\n")
     return 0
+
+
+def salloc(ctx: Any) -> int:
+    """Allocate nodes, run COMMAND here with srun usable inside, relinquish (trainhub.cli.salloc)."""
+    from trainhub.cli import salloc as allocation
+
+    return allocation.run(ctx.client(), _cluster_path(ctx), list(ctx.args.salloc_args))
 
 
 def _view(name: str, flags: dict[str, str]) -> Any:
@@ -164,6 +172,8 @@ def register_slurm(subparsers: Any, common: Any) -> None:
 
     command("sbatch", sbatch, "submit a batch script: sbatch's options, then --wrap CMD or SCRIPT [ARGS...]"
             ).passthrough = "sbatch_args"
+    command("salloc", salloc, "allocate nodes and run COMMAND (default $SHELL) here; srun inside runs steps on them"
+            ).passthrough = "salloc_args"
 
     squeue = command("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states",
                                                 "jobs": "jobs", "start": "start", "long": "long", "format": "format",

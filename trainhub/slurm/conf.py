@@ -417,6 +417,8 @@ CATALOGUE: dict[str, ConfigKey] = {key.name: key for key in (
          "enforce_part_limits", _choice("NO", "ALL", "ANY", "YES")),
     _key("KillWait", "integer", "30", "seconds between SIGTERM and SIGKILL at time limit", "kill_wait",
          _integer(0, 65_533)),
+    _key("InactiveLimit", "integer", "0", "seconds an salloc may stay silent before its allocation ends "
+         "(0: trainhub's keep-alive timeout)", "inactive_limit", _integer(0, 65_533)),
     _key("OverTimeLimit", "integer", "0", "minutes a job may run over its time limit", "over_time_limit",
          _integer(0, 65_533)),
     _key("PrologFlags", "flags", "", "comma list of " + ", ".join(PROLOG_FLAGS), "prolog_flags",
@@ -472,6 +474,7 @@ class SlurmConfig:
     job_requeue: int = 1
     enforce_part_limits: str = "NO"
     kill_wait: int = 30
+    inactive_limit: int = 0
     over_time_limit: int = 0
     prolog_flags: frozenset[str] = frozenset()
     prolog_epilog_timeout: int | None = None

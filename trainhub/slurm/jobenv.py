@@ -176,6 +176,33 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     return env
 
 
+def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account: str, partition: str, qos: str,
+                       hosts: list[str], cpus_per_node: list[int], num_tasks: int, submit_dir: str,
+                       submit_host: str) -> dict[str, str]:
+    """What salloc gives its command, which runs where salloc runs (fixtures/22.05/salloc/salloc-3.txt):
+    the allocation's job variables, none of a node's (no SLURM_NODEID, SLURMD_NODENAME, GPUs);
+    SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host."""
+    nodelist = compress(hosts)
+    return {
+        "SLURM_CLUSTER_NAME": cluster_name,
+        "SLURM_JOBID": str(job_id),
+        "SLURM_JOB_ACCOUNT": account,
+        "SLURM_JOB_CPUS_PER_NODE": repeat_counts(cpus_per_node),
+        "SLURM_JOB_ID": str(job_id),
+        "SLURM_JOB_NAME": job_name,
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(len(hosts)),
+        "SLURM_JOB_PARTITION": partition,
+        "SLURM_JOB_QOS": qos,
+        "SLURM_NNODES": str(len(hosts)),
+        "SLURM_NODELIST": nodelist,
+        "SLURM_NODE_ALIASES": "(null)",
+        "SLURM_SUBMIT_DIR": submit_dir,
+        "SLURM_SUBMIT_HOST": submit_host,
+        "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(num_tasks, len(hosts))),
+    }
+
+
 @dataclass(frozen=True)
 class StepContext:
     """One node's part of a job step: the step's nodes and task counts, and this node's tasks."""

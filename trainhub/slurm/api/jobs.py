@@ -1,7 +1,9 @@
-"""Slurm jobs: sbatch (POST), list, get, scancel / scontrol hold / release / requeue / update nice, log."""
+"""Slurm jobs: sbatch (POST), list, get, scancel / scontrol hold / release / requeue / update nice, log;
+salloc's allocations (create, keep alive, step credential, relinquish)."""
 
 from __future__ import annotations
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,6 +15,7 @@ from trainhub.slurm import selectors
 from trainhub.slurm.api.clusters import cluster_for
 from trainhub.slurm.api.schema import ACTION, BODY, ERRORS, NICE, SUBMISSION, responses
 from trainhub.slurm.render import render_job, render_run
+from trainhub.slurm.services import allocations
 from trainhub.slurm.services import jobs as services
 
 GET = "aiplatform.slurmJobs.get"
@@ -155,3 +158,58 @@ class SlurmJobLog(APIView):
         return Response({"entries": [{"id": line.pk, "time": format_timestamp(line.time), "node": line.node_name,
                                       "stream": line.stream, "text": line.text} for line in lines],
                          "nextAfter": lines[-1].pk if lines else after, "state": job.state})
+
+
+class SlurmAllocationCollection(APIView):
+    """salloc: {"sallocArgs": ["-N", "2", ...]} -> {jobId, job}; the job pends like any other."""
+
+    @extend_schema(operation_id="slurmJobs.allocate", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
+    def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
+        cluster_obj = cluster_for(request, project, location, cluster, CREATE)
+        body = request.data if isinstance(request.data, dict) else {}
+        unknown = [key for key in body if key != "sallocArgs"]
+        if unknown:
+            raise invalid_argument([FieldViolation(key, "unknown field; expected sallocArgs") for key in unknown])
+        job = allocations.allocation_submit(
+            cluster=cluster_obj, user=request.user, argv=_strings(body.get("sallocArgs"), "sallocArgs"),
+            is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj), now=timezone.now())
+        return Response({"jobId": job.job_id, "job": render_job(job)})
+
+
+class SlurmAllocationKeepAlive(APIView):
+    """salloc is alive (every few seconds while it waits and while its command runs) -> {job, ready}."""
+
+    @extend_schema(operation_id="slurmJobs.keepAlive", request={"application/json": ACTION}, responses=responses(BODY, ERRORS))
+    def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
+        job = allocations.allocation_keep_alive(job=_job_for(request, project, location, cluster, slurm_job_id, CREATE),
+                                                actor=request.user, now=timezone.now())
+        ready = allocations.allocation_ready(job)
+        hosts = allocations.allocation_hosts(job) if ready else []
+        return Response({"job": render_job(job), "ready": ready, "clusterName": job.cluster.cluster_id,
+                         "hosts": [name for name, _ in hosts], "cpusPerNode": [cpus for _, cpus in hosts]})
+
+
+class SlurmAllocationStepCredential(APIView):
+    """The step credential srun inside salloc's command uses -> {credential}; the owner's only."""
+
+    @extend_schema(operation_id="slurmJobs.stepCredential", request={"application/json": ACTION}, responses=responses(BODY, ERRORS))
+    def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
+        job = _job_for(request, project, location, cluster, slurm_job_id, CREATE)
+        return Response({"credential": allocations.allocation_step_credential(job=job, actor=request.user)})
+
+
+class SlurmAllocationRelinquish(APIView):
+    """salloc's command exited: {"exitCode": C, "signal": S} ends the allocation."""
+
+    @extend_schema(operation_id="slurmJobs.relinquish", request={"application/json": ACTION}, responses=responses(BODY, ERRORS))
+    def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
+        job = _job_for(request, project, location, cluster, slurm_job_id, CREATE)
+        data = request.data if isinstance(request.data, dict) else {}
+        try:
+            exit_code = parse_int(data.get("exitCode", 0), minimum=0, maximum=255)
+            signal = parse_int(data.get("signal", 0), minimum=0, maximum=64)
+        except WireError as exc:
+            raise invalid_argument([FieldViolation("exitCode/signal", str(exc))]) from exc
+        job = allocations.allocation_relinquish(job=job, actor=request.user, exit_code=exit_code, signal=signal,
+                                                now=timezone.now())
+        return Response(render_job(job))

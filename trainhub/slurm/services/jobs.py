@@ -53,11 +53,17 @@ def _refuse(message: str) -> ApiError:
 
 @dataclass(frozen=True)
 class Submission:
-    """A submission as sbatch receives it: its arguments and, unless --wrap, the script's text."""
+    """A submission as sbatch receives it: its arguments and, unless --wrap, the script's text.
+    ``allocation``: salloc's, an allocation without a batch script (its command runs where salloc runs)."""
 
     argv: tuple[str, ...] = ()
     script: str | None = None
     script_args: tuple[str, ...] = ()
+    allocation: bool = False
+
+
+#: salloc's options are sbatch's but for those that only make sense for a batch script.
+NOT_SALLOC_OPTIONS = ("array", "wrap", "output", "error", "test_only", "parsable")
 
 
 def _options(submission: Submission) -> SbatchOptions:
@@ -71,6 +77,11 @@ def _options(submission: Submission) -> SbatchOptions:
         raise _refuse(str(exc)) from exc
     if too_long(options):
         raise _refuse(SUBMIT_FAILED + PATHNAME_TOO_LONG)
+    if submission.allocation:
+        given = [name for name in NOT_SALLOC_OPTIONS if getattr(options, name) not in (None, False)]
+        if given or submission.script is not None or submission.script_args:
+            what = f"--{given[0].replace('_', '-')}" if given else "a batch script"
+            raise _refuse(f"salloc: error: salloc takes no {what}: it runs its command where salloc runs")
     return options
 
 
@@ -222,7 +233,8 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
     """The job record under the cluster's next job id; an array's one record for all its tasks."""
     job_id = take_job_ids(cluster, 1)
     username = user.get_username()
-    name = options.job_name or ("wrap" if options.wrap is not None else "sbatch")
+    name = options.job_name or ("interactive" if submission.allocation else "wrap" if options.wrap is not None
+                                else "sbatch")
     if array is not None:
         tasks = arrays.compress(array.task_ids)
         values.update(array_job_id=job_id, array_pending=tasks, array_tasks=tasks,
@@ -233,7 +245,8 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
             "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
         stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),
-        comment=options.comment or "", submit_time=now, begin_time=begin, **values)
+        comment=options.comment or "", submit_time=now, begin_time=begin, interactive=submission.allocation,
+        salloc_seen=now if submission.allocation else None, **values)
 
 
 def submitted_message(job: SlurmJob, submission: Submission) -> str:
@@ -241,7 +254,7 @@ def submitted_message(job: SlurmJob, submission: Submission) -> str:
     only the job id (``jobid[;cluster]``: the cluster only with -M, which trainhub has no need of);
     nothing for --test-only (see will_run_message)."""
     options = _options(submission)
-    if options.test_only:
+    if options.test_only or submission.allocation:
         return ""
     return str(job.job_id) if options.parsable else f"Submitted batch job {job.job_id}"
 
@@ -278,7 +291,7 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     now = now or timezone.now()
     options = _options(submission)
     try:
-        script = batch_script(script=submission.script, options=options)
+        script = "" if submission.allocation else batch_script(script=submission.script, options=options)
         begin = parse_begin(options.begin, now) if options.begin else now
     except SbatchError as exc:
         raise _refuse(str(exc)) from exc

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from trainhub.inventory.models import Node, NodeState
 from trainhub.inventory.services import node_set_state
 from trainhub.inventory.wake import nodes_wake
+from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.models import (
     GpuAllocation,
     Hold,
@@ -26,6 +27,7 @@ from trainhub.slurm.models import (
     JobRun,
     JobState,
     NodePhase,
+    SlurmCluster,
     SlurmJob,
 )
 from trainhub.slurm.hostlist import compress
@@ -37,6 +39,10 @@ from trainhub.slurm.services.steps import SIGTERM, steps_cancel
 REQUEUE_DELAY = dt.timedelta(seconds=121)
 PROLOG_ERROR = "Prolog error"
 EPILOG_ERROR = "Epilog error"
+#: How long an salloc may stay silent when InactiveLimit is 0 (trainhub's salloc calls every 10 s).
+KEEPALIVE_TIMEOUT_SECONDS = 60
+#: slurmctld's reason for an allocation whose salloc stopped answering (FAIL_INACTIVE_LIMIT).
+INACTIVE_LIMIT = "InactiveLimit"
 
 
 def job_event(job: SlurmJob, now: dt.datetime, message: str) -> None:
@@ -157,6 +163,45 @@ def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = 
 
 
 @transaction.atomic
+def job_allocation_ended(*, job: SlurmJob, exit_code: int, signal: int, now: dt.datetime) -> None:
+    """salloc's command exited and salloc relinquished the RUNNING allocation: it ends as a batch
+    script's job would, COMPLETED on 0:0, FAILED otherwise, with the command's exit code."""
+    state = JobState.COMPLETED if exit_code == 0 and signal == 0 else JobState.FAILED
+    _end(job, state, now, exit_code=exit_code, signal=signal)
+
+
+@transaction.atomic
+def job_allocation_abandoned(*, job: SlurmJob, now: dt.datetime, reason: str) -> None:
+    """The allocation's salloc went silent: a running one ends TIMEOUT with ``reason``
+    (slurmctld's job_time_limit at InactiveLimit), a pending one is cancelled."""
+    if job.state == JobState.PENDING:
+        job.state, job.end_time, job.state_desc, job.expected_start = JobState.CANCELLED, now, reason, None
+        job.reason = reason
+        job.save(update_fields=["state", "end_time", "state_desc", "expected_start", "reason"])
+        job_event(job, now, f"Cancelled while pending: its salloc went silent ({reason}).")
+        mail_job_ended(job=job, now=now)
+        return
+    _end(job, JobState.TIMEOUT, now, exit_code=0, desc=reason)
+    SlurmJob.objects.filter(pk=job.pk).update(reason=reason)
+
+
+def allocations_abandoned(*, cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> int:
+    """End the allocations whose salloc has not called for InactiveLimit seconds
+    (KEEPALIVE_TIMEOUT_SECONDS when it is 0; services.allocations); how many ended."""
+    silent = now - dt.timedelta(seconds=config.inactive_limit or KEEPALIVE_TIMEOUT_SECONDS)
+    count = 0
+    for pk in SlurmJob.objects.filter(cluster=cluster, interactive=True, state__in=[JobState.PENDING, JobState.RUNNING],
+                                      ending_state="", salloc_seen__lt=silent).values_list("pk", flat=True):
+        with transaction.atomic():
+            job = SlurmJob.objects.select_for_update().select_related("cluster").get(pk=pk)
+            if job.salloc_seen >= silent or job.ending_state or not job.is_active:
+                continue
+            job_allocation_abandoned(job=job, now=now, reason=INACTIVE_LIMIT)
+            count += 1
+    return count
+
+
+@transaction.atomic
 def job_node_prolog_finished(*, job_node: JobNode, exit_code: int, now: dt.datetime) -> None:
     """A node finished the cluster's prolog scripts (0: all succeeded).
 
@@ -187,8 +232,11 @@ def job_node_prolog_finished(*, job_node: JobNode, exit_code: int, now: dt.datet
     if current and not _current_nodes(job).exclude(phase=NodePhase.READY).exists():
         nodes_wake(_current_nodes(job).values_list("node_id", flat=True))
         _current_nodes(job).update(phase=NodePhase.RUNNING)
-        JobRun.objects.filter(job=job, index=job.restart_count).update(batch_state=JobState.RUNNING)
-        job_event(job, now, "Prolog done on every node; batch script launched.")
+        if job.interactive:  # salloc runs the command: its nodes are ready for srun's steps
+            job_event(job, now, "Prolog done on every node; the allocation is ready.")
+        else:
+            JobRun.objects.filter(job=job, index=job.restart_count).update(batch_state=JobState.RUNNING)
+            job_event(job, now, "Prolog done on every node; batch script launched.")
 
 
 #: What slurmctld records for a batch script that never started (its output file could not be
@@ -329,7 +377,8 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
                            alloc_gpus=sum(len(g.gpu_indices) for g in start.grants), billing=start.billing))
         for position, grant in enumerate(start.grants):
             job_nodes.append(JobNode(job=job, run_index=job.restart_count, node_id=grant.node_id,
-                                     gpu_indices=list(grant.gpu_indices), cpus=grant.cpus, batch_host=position == 0))
+                                     gpu_indices=list(grant.gpu_indices), cpus=grant.cpus,
+                                     batch_host=position == 0 and not job.interactive))
             gpus += [GpuAllocation(job=job, node_id=grant.node_id, gpu_index=index) for index in grant.gpu_indices]
     JobRun.objects.bulk_create(runs, batch_size=1000)
     JobNode.objects.bulk_create(job_nodes, batch_size=1000)

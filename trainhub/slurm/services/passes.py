@@ -2,7 +2,8 @@
 
 1. every PriorityCalcPeriod, usage decay and accrual (the decay thread, services.usage);
 2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit, or of an
-   association or QOS whose usage reached its GrpTRESMins, are stopped (TIMEOUT);
+   association or QOS whose usage reached its GrpTRESMins, are stopped (TIMEOUT), and allocations
+   whose salloc went silent end (services.allocations);
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
 4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
    requeued jobs' (multifactor, with fair-share from the association tree);
@@ -325,6 +326,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     mail_time_limits(cluster_pk=cluster.pk, now=now)
     mail_due(cluster_pk=cluster.pk, now=now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
+    summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
     _resolve_dependencies(cluster, now)
     _start_accruing(cluster, now)
     state = snapshot.load_cluster(cluster, now=now)

@@ -1,0 +1,210 @@
+"""`trainhub slurm salloc [sbatch's options] [COMMAND [ARGS...]]`: an allocation, and COMMAND run here.
+
+As Slurm 22.05's salloc (fixtures/22.05/salloc), on stderr:
+
+- ``salloc: Granted job allocation N`` once the job runs and its nodes finished the prolog; a job
+  still pending after GRANT_GRACE_SECONDS prints ``salloc: Pending job allocation N`` and ``salloc:
+  job N queued and waiting for resources`` first, then ``salloc: job N has been allocated resources``.
+- COMMAND (default: the user's $SHELL) runs on this machine with salloc's environment
+  (jobenv.salloc_environment: SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_NNODES, ...), and with
+  trainhub's ``srun`` first on its PATH and the allocation's step credential, so ``srun hostname``
+  runs a step on the allocation's nodes (trainhub.agent.srun, as inside a batch script).
+- When COMMAND exits: ``salloc: Relinquishing job allocation N``; the job ends COMPLETED or FAILED
+  with COMMAND's exit code, and salloc exits with it (a COMMAND killed by SIGHUP, SIGINT, SIGQUIT or
+  SIGKILL: 0, by another signal: 1, as salloc.c does).
+- SIGINT, SIGTERM or SIGHUP while pending: ``salloc: Job allocation N has been revoked.``, ``salloc:
+  Job aborted due to signal``, exit 1; the job is cancelled.
+- The allocation ends under COMMAND (scancel, time limit, its salloc silent too long): ``salloc: Job
+  allocation N has been revoked.`` (after a time limit: ``salloc: Job N has exceeded its time limit
+  and its allocation has been revoked.``) and COMMAND is hung up (SIGHUP), as salloc does to an
+  interactive shell. Slurm 22.05 leaves a command without a terminal running (salloc-11); trainhub
+  never leaves a command working on an allocation that is gone.
+
+salloc calls the control plane every POLL_SECONDS while it waits and while COMMAND runs: that
+keeps the allocation (an allocation whose salloc went silent ends: services.allocations).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from trainhub.cli.client import CliError
+
+GRANT_GRACE_SECONDS = 2.0
+POLL_SECONDS = 2.0
+#: A command killed by one of these was most likely stopped by its user: salloc exits 0 (salloc.c).
+USER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL)
+REVOKED = "salloc: Job allocation {job} has been revoked."
+TIMED_OUT = "salloc: Job {job} has exceeded its time limit and its allocation has been revoked."
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+class Allocation:
+    """One salloc job as its salloc sees it over REST."""
+
+    def __init__(self, client: Any, path: str, job_id: int) -> None:
+        self.client = client
+        self.path = path
+        self.job_id = job_id
+        #: The allocation ended under COMMAND: there is nothing left to relinquish.
+        self.revoked = False
+
+    def keep_alive(self) -> dict:
+        return self.client.post(f"{self.path}:keepAlive", {})
+
+    def step_credential(self) -> str:
+        return self.client.post(f"{self.path}:stepCredential", {})["credential"]
+
+    def relinquish(self, exit_code: int, signum: int) -> None:
+        self.client.post(f"{self.path}:relinquish", {"exitCode": exit_code, "signal": signum})
+
+
+def _wait_granted(allocation: Allocation, interrupted: list[int], *, now=time.monotonic,
+                  sleep=time.sleep) -> dict | None:
+    """Wait until the allocation is ready; its last answer, or None when it was revoked (an
+    interrupt cancels it)."""
+    started, pending_said = now(), False
+    while True:
+        if interrupted:
+            allocation.relinquish(0, 0)
+            _say(REVOKED.format(job=allocation.job_id))
+            _say("salloc: Job aborted due to signal")
+            return None
+        answer = allocation.keep_alive()
+        state = answer["job"]["state"]
+        if state not in ("PENDING", "RUNNING"):
+            _say(REVOKED.format(job=allocation.job_id))
+            return None
+        if answer["ready"]:
+            if pending_said:
+                _say(f"salloc: job {allocation.job_id} has been allocated resources")
+            _say(f"salloc: Granted job allocation {allocation.job_id}")
+            return answer
+        if not pending_said and now() - started >= GRANT_GRACE_SECONDS:
+            _say(f"salloc: Pending job allocation {allocation.job_id}")
+            _say(f"salloc: job {allocation.job_id} queued and waiting for resources")
+            pending_said = True
+        sleep(0.25 if not pending_said else POLL_SECONDS)
+
+
+def srun_directory(root: Path) -> Path:
+    """A directory holding ``srun`` (trainhub.agent.srun run by this Python), to put first on the PATH."""
+    from trainhub.agent import srun
+
+    directory = root / "bin"
+    directory.mkdir()
+    program = directory / "srun"
+    program.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(srun.__file__)} \"$@\"\n")
+    program.chmod(0o755)
+    return directory
+
+
+def command_environment(answer: dict, *, job_id: int, base_url: str, credential: str, bin_dir: Path) -> dict[str, str]:
+    """This process's environment, salloc's variables, and what srun needs."""
+    from trainhub.slurm.jobenv import salloc_environment
+
+    job = answer["job"]
+    env = dict(os.environ)
+    env.update(salloc_environment(
+        cluster_name=answer["clusterName"], job_id=job_id, job_name=job["name"], account=job["account"],
+        partition=job["partition"], qos=job["qos"], hosts=answer["hosts"], cpus_per_node=answer["cpusPerNode"],
+        num_tasks=job["tasks"], submit_dir=os.getcwd(), submit_host=socket.gethostname().split(".")[0]))
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}"
+    env["TRAINHUB_URL"] = base_url
+    env["TRAINHUB_STEP_CREDENTIAL"] = credential
+    return env
+
+
+def exit_status(returncode: int) -> tuple[int, int, int]:
+    """(job exit code, job signal, salloc's exit status) of COMMAND's Popen returncode."""
+    if returncode >= 0:
+        return returncode, 0, returncode
+    signum = -returncode
+    return 0, signum, 0 if signum in USER_SIGNALS else 1
+
+
+def _watch(allocation: Allocation, child: subprocess.Popen, stop: threading.Event) -> None:
+    """Keep the allocation alive while COMMAND runs; hang COMMAND up when the allocation ends under it."""
+    while not stop.wait(POLL_SECONDS):
+        try:
+            job = allocation.keep_alive()["job"]
+        except CliError:
+            continue  # the control plane is away for a moment; the keep-alive timeout allows for it
+        if job["state"] != "RUNNING":
+            _say((TIMED_OUT if job["state"] == "TIMEOUT" and job["reason"] != "InactiveLimit" else REVOKED)
+                 .format(job=allocation.job_id))
+            allocation.revoked = True
+            if child.poll() is None:
+                child.send_signal(signal.SIGHUP)
+            return
+
+
+def run(client: Any, cluster_path: str, argv: list[str]) -> int:
+    """salloc: allocate, run COMMAND here, relinquish; salloc's exit status."""
+    from trainhub.slurm.sbatch_argv import SbatchError, split_options
+
+    try:
+        _, command = split_options(argv)
+    except SbatchError as exc:
+        raise CliError(str(exc).replace("sbatch", "salloc")) from exc
+    options = argv[:len(argv) - len(command)]
+    if options and options[-1] == "--":
+        options = options[:-1]
+    command = command or [os.environ.get("SHELL") or "/bin/sh"]
+    job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options})["jobId"]
+    allocation = Allocation(client, f"{cluster_path}/jobs/{job_id}", job_id)
+    interrupted: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: interrupted.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        answer = _wait_granted(allocation, interrupted)
+        if answer is None:
+            return 1
+        credential = allocation.step_credential()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    with tempfile.TemporaryDirectory(prefix="salloc-") as scratch:
+        env = command_environment(answer, job_id=job_id, base_url=client.base_url, credential=credential,
+                                  bin_dir=srun_directory(Path(scratch)))
+        # The terminal's Ctrl-C and Ctrl-\ are COMMAND's; SIGTERM and SIGHUP to salloc are passed on.
+        try:
+            child = subprocess.Popen(command, env=env)
+        except OSError as exc:
+            _say(f"salloc: error: {command[0]}: {exc.strerror}")
+            child = None
+        if child is not None:
+            ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGQUIT)}
+            passed = {signum: signal.signal(signum, lambda signum, frame: child.send_signal(signum))
+                      for signum in (signal.SIGTERM, signal.SIGHUP)}
+            stop = threading.Event()
+            watcher = threading.Thread(target=_watch, args=(allocation, child, stop), daemon=True)
+            watcher.start()
+            try:
+                returncode = child.wait()
+            finally:
+                stop.set()
+                watcher.join()
+                for signum, handler in {**ignored, **passed}.items():
+                    signal.signal(signum, handler)
+        else:
+            returncode = 127
+    code, signum, status = exit_status(returncode)
+    if not allocation.revoked:
+        _say(f"salloc: Relinquishing job allocation {job_id}")
+        allocation.relinquish(code, signum)
+    return status
