@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('slurm', '0013_pending_step'),
+        ('slurm', '0014_qos_tres_usage'),
     ]
 
     operations = [
