@@ -87,13 +87,19 @@ def log_tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def main() -> int:
-    env = dict(os.environ)
+def service_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The services' environment: ``environ`` with make run's defaults."""
+    env = dict(environ)
     # Off unless asked for (DEBUG=true make run): Django's debug pages list every URL pattern on a
     # mistyped address and the settings on an error, to whoever reaches BIND; trainhub's own pages
-    # say what is missing and link back. The generated SECRET_KEY below is what DEBUG used to excuse.
+    # say what is missing and link back. The generated SECRET_KEY in main is what DEBUG used to excuse.
     env.setdefault("DEBUG", "false")
     env.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
+    return env
+
+
+def main() -> int:
+    env = service_environment(os.environ)
     var_dir = Path(env.get("TRAINHUB_VAR_DIR", ROOT / "var"))
     if not env.get("SECRET_KEY"):
         env["SECRET_KEY"] = local_secret_key(var_dir)
