@@ -183,10 +183,9 @@ class SlurmAllocationKeepAlive(APIView):
     def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
         job = allocations.allocation_keep_alive(job=_job_for(request, project, location, cluster, slurm_job_id, CREATE),
                                                 actor=request.user, now=timezone.now())
-        ready = allocations.allocation_ready(job)
-        hosts = allocations.allocation_hosts(job) if ready else []
-        return Response({"job": render_job(job), "ready": ready, "clusterName": job.cluster.cluster_id,
-                         "hosts": [name for name, _ in hosts], "cpusPerNode": [cpus for _, cpus in hosts]})
+        hosts = allocations.allocation_hosts(job)
+        return Response({"job": render_job(job), "ready": hosts is not None, "clusterName": job.cluster.cluster_id,
+                         "hosts": [name for name, _ in hosts or ()], "cpusPerNode": [cpus for _, cpus in hosts or ()]})
 
 
 class SlurmAllocationStepCredential(APIView):

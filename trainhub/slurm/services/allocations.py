@@ -56,16 +56,16 @@ def _owned(job: SlurmJob, actor: AbstractBaseUser) -> SlurmJob:
     return job
 
 
-def allocation_ready(job: SlurmJob) -> bool:
-    """Running, with the prolog done on every node: salloc may run its command."""
-    nodes = JobNode.objects.filter(job=job, run_index=job.restart_count)
-    return job.state == JobState.RUNNING and nodes.exists() and not nodes.exclude(phase=NodePhase.RUNNING).exists()
-
-
-def allocation_hosts(job: SlurmJob) -> list[tuple[str, int]]:
-    """The current run's nodes in node-list order with the job's CPUs on each."""
-    return list(JobNode.objects.filter(job=job, run_index=job.restart_count).order_by("node__name")
-                .values_list("node__name", "cpus"))
+def allocation_hosts(job: SlurmJob) -> list[tuple[str, int]] | None:
+    """The current run's nodes in node-list order with the job's CPUs on each, once salloc may run
+    its command (running, with the prolog done on every node); None before (one query)."""
+    if job.state != JobState.RUNNING:
+        return None
+    rows = list(JobNode.objects.filter(job=job, run_index=job.restart_count).order_by("node__name")
+                .values_list("node__name", "cpus", "phase"))
+    if not rows or any(phase != NodePhase.RUNNING for _, _, phase in rows):
+        return None
+    return [(name, cpus) for name, cpus, _ in rows]
 
 
 def allocation_keep_alive(*, job: SlurmJob, actor: AbstractBaseUser, now: dt.datetime) -> SlurmJob:
@@ -78,7 +78,7 @@ def allocation_keep_alive(*, job: SlurmJob, actor: AbstractBaseUser, now: dt.dat
 def allocation_step_credential(*, job: SlurmJob, actor: AbstractBaseUser) -> str:
     """The credential srun inside salloc's command uses: the current run's, once it is ready."""
     job = _owned(job, actor)
-    if not allocation_ready(job):
+    if allocation_hosts(job) is None:
         raise ApiError(400, f"srun: error: Unable to create step for job {job.job_id}: "
                             "Job/step already completing or completed" if job.state != JobState.PENDING
                        else f"Allocation {job.job_id} is not ready yet.", "FAILED_PRECONDITION")
