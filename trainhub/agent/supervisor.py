@@ -168,11 +168,12 @@ class OutputFiles:
         opened: dict[str, int] = {}
         for stream, path in files.items():
             try:
-                if path not in opened:
+                if path in opened:
+                    self.descriptors[stream] = opened[path]
+                else:
                     # kept at once, so close() closes it should its tail fail
                     opened[path] = self.descriptors[stream] = open_append(path, owner)
                     self.tails.append(_Tail(stream, opened[path]))
-                self.descriptors[stream] = opened[path]
             except OSError as exc:
                 self.close()
                 raise OutputFileError(stream, exc) from exc
