@@ -13,7 +13,8 @@ replica within 2 s (p99).
    thread plays its share of agents in turn from a timetable. Every agent does what
    ``trainhub.agent.node.NodeAgent.tick`` does each poll period (1 s; agents start staggered over
    the first period): a conditional GET of its assignments with its last ETag (a full one every
-   ``full_sync_seconds``, 30 s, also staggered, and after every exit report, as the agent does);
+   ``full_sync_seconds``, 30 s, also staggered; an exit report's answer carries the node's assignments, as
+   the agent takes them);
    ``POST .../started`` for a listed replica it has not started; ``POST .../exited`` with exit code 0
    once a replica has run its time (N s for a ``sleep N`` command, else the pool's simulated 2 s); a
    heartbeat with the replicas it runs when that set changed, else every ``long_poll_heartbeat_seconds``
@@ -175,13 +176,13 @@ class _Connection:
         return (response.status, response.getheader("ETag", ""),
                 json.loads(content) if response.status == 200 else None, self.used - begun)
 
-    def report(self, record: _Record, kind: str, path: str, agent: _Agent, body: dict) -> int | None:
+    def report(self, record: _Record, kind: str, path: str, agent: _Agent,
+               body: dict) -> tuple[int, str, Any, float] | None:
         begun = time.time()
         answer = self.request(record, kind, "POST", path, agent, body=body)
-        if answer is None:
-            return None
-        record.add(kind, begun, answer[3])
-        return answer[0]
+        if answer is not None:
+            record.add(kind, begun, answer[3])
+        return answer
 
 
 def replica_runtime(doc: dict[str, Any]) -> float:
@@ -213,14 +214,19 @@ def _agent_round(web: _Connection, agent: _Agent, record: _Record) -> None:
     agent.assignments = None
     for replica_id, exits_at in list(agent.running.items()):
         if now >= exits_at:
-            status = web.report(record, "report", f"/agent/v1/replicas/{replica_id}/exited", agent,
+            answer = web.report(record, "report", f"/agent/v1/replicas/{replica_id}/exited", agent,
                                 {"time": now, "exitCode": 0})
-            if status in (200, 404):
+            if answer is not None and answer[0] in (200, 404):
                 del agent.running[replica_id]
-                agent.etag = ""  # the agent fetches in full after a report that moved its work on
+                # The exit's answer is the node's assignments, taken as a full fetch (404: none, fetch).
+                if answer[0] == 200:
+                    agent.assignments, agent.etag, agent.last_full = answer[2], answer[1], now
+                else:
+                    agent.etag = ""
     running = sorted(agent.running)
     if running != agent.reported_running or now - agent.last_heartbeat >= HEARTBEAT_SECONDS:
-        if web.report(record, "heartbeat", "/agent/v1/heartbeat", agent, {"time": now, "running": running}) == 200:
+        answer = web.report(record, "heartbeat", "/agent/v1/heartbeat", agent, {"time": now, "running": running})
+        if answer is not None and answer[0] == 200:
             agent.reported_running, agent.last_heartbeat = running, now
 
 
@@ -385,9 +391,9 @@ def _starts(window_start: float, end: float) -> tuple[list[float], int]:
 def _nominal_requests_per_second(agents: int) -> float:
     """What the agents send when every round is on time: per idle agent a long poll every
     MEAN_LONG_POLL_SECONDS and a heartbeat every HEARTBEAT_SECONDS, and per job placed two reports, two
-    heartbeats (its start and its end change the running set) and about three long polls (a second
-    each while it runs, a full one after)."""
-    return agents / MEAN_LONG_POLL_SECONDS + agents / HEARTBEAT_SECONDS + 7 * SUBMIT_PER_SECOND
+    heartbeats (its start and its end change the running set) and about two long polls (a second
+    each while it runs; the exit report's answer brings the assignments after it)."""
+    return agents / MEAN_LONG_POLL_SECONDS + agents / HEARTBEAT_SECONDS + 6 * SUBMIT_PER_SECOND
 
 
 def nominal_cores(costs: dict[str, float], agents: int) -> float:
@@ -631,7 +637,7 @@ def fleet_section(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSE
         f"max {row['pass_max_ms']:.0f} ms" + (f"; errors: {row['control_errors']}" if row["control_errors"] else ""),
         f"agents start spread over the first {START_SECONDS:g} s, each with a full fetch, their heartbeats spread over "
         f"{HEARTBEAT_SECONDS:g} s; the first "
-        f"{WARM_UP_SECONDS:g} s are left out; agents fetch in full every {FULL_SYNC_SECONDS:g} s and after each exit report, as trainhub-agent does",
+        f"{WARM_UP_SECONDS:g} s are left out; agents fetch in full every {FULL_SYNC_SECONDS:g} s, and take the assignments an exit report answers with, as trainhub-agent does",
         *shared_redis_notes("Redis cores (INFO cpu)"),
     ]
     costs = request_costs(_idle_credential(), cost_requests)

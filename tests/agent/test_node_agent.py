@@ -119,6 +119,29 @@ def test_one_replicas_bad_output_directory_fails_that_job_alone(api, nodes, now,
     assert not Path("/etc/model").exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_after_an_exit_report_the_agent_takes_the_assignments_it_is_answered_instead_of_fetching_them(
+        api, nodes, now, tmp_path):
+    group = agents_on(tmp_path)
+    calls = []
+    for agent in group.agents:
+        def recording(method, path, body=None, *, etag="", agent=agent, send=agent.api.call):
+            calls.append((agent.name, method, path, etag))
+            return send(method, path, body, etag=etag)
+        agent.api.call = recording
+    job = submit(api, container_pool(command=["true"]))
+    moment = step(group, now, lambda: CustomJob.objects.get(pk=job.pk).state in states.TERMINAL)
+    group.tick(now=later(moment, 0.05))
+    replica = job.replicas.get()
+    assert CustomJob.objects.get(pk=job.pk).state == states.SUCCEEDED
+    served = [call for call in calls if call[0] == replica.node.name]
+    exit_at = served.index((replica.node.name, "POST", f"/agent/v1/replicas/{replica.pk}/exited", ""))
+    fetches_after = [etag for _, method, path, etag in served[exit_at + 1:] if path == "/agent/v1/assignments"]
+    assert fetches_after and all(fetches_after), "a full fetch of the assignments followed the exit report"
+    agent = next(agent for agent in group.agents if agent.name == replica.node.name)
+    assert agent.assignments["replicas"] == [] and not agent.handles
+
+
 def test_nvidia_smi_output_becomes_the_machines_gpus():
     gpus = parse_nvidia_smi((FIXTURES / "nvidia-smi-h100x2.csv").read_text())
     assert [(gpu["index"], gpu["name"], gpu["memoryMiB"]) for gpu in gpus] == [

@@ -176,6 +176,21 @@ def test_an_unchanged_assignment_answers_304_until_a_placement_wakes_the_node(ap
     assert sorted(peers) == ["0", "1"]  # both gang members, at the addresses their agents reported
 
 
+def test_an_exit_report_answers_with_the_nodes_assignments_so_the_agent_need_not_fetch_them(api, joined, now):
+    body = job_body(container_pool(machine_type="a2-highgpu-1g", command=["sleep", "60"]))
+    assert api("uma").post(JOBS, body, format="json").status_code == 200
+    scheduler_pass(now=now)
+    replica = CustomJob.objects.get().replicas.get()
+    credential = joined[replica.node.name]
+    assert post(f"/agent/v1/replicas/{replica.pk}/started", {}, credential).status_code == 200
+    exited = post(f"/agent/v1/replicas/{replica.pk}/exited", {"exitCode": 0}, credential)
+    assert exited.status_code == 200
+    assert exited.json()["replicas"] == [] and exited.json()["node"] == replica.node.name
+    assert get("/agent/v1/assignments", credential, exited.headers["ETag"]).status_code == 304
+    resent = post(f"/agent/v1/replicas/{replica.pk}/exited", {"exitCode": 0}, credential)  # after a lost answer
+    assert resent.status_code == 200 and resent.json()["replicas"] == []
+
+
 def test_a_resent_log_chunk_is_stored_once_and_a_gap_asks_for_the_missing_lines(api, joined, now):
     body = job_body(container_pool(machine_type="a2-highgpu-1g", command=["true"]))
     api("uma").post(JOBS, body, format="json")

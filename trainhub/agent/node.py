@@ -386,7 +386,10 @@ class NodeAgent:
         if answer.status in (200, 404):  # 404: the control plane forgot it (a node removed meanwhile)
             handle.run.mark_reported()
             del self.handles[replica_id]
-            self.resync()
+            if answer.status == 200 and answer.etag:
+                self._take(answer, moment)  # the answer is the node's assignments without the replica
+            else:
+                self.resync()  # a control plane older than that answer: fetch them next round
         else:
             logger.warning("node %s: exit report of replica %s refused: %s", self.name, replica_id, error_message(answer))
 

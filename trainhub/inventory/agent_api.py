@@ -147,16 +147,20 @@ def long_poll_link() -> dict[str, str]:
     return {"Link": f'<{url.rstrip("/")}/agent/v1/assignments>; rel="long-poll"'} if url else {}
 
 
+def _assignments_answer(node, if_none_match: str = "") -> Response:
+    """The node's assignments with their ETag, or 304 when ``if_none_match`` is that ETag."""
+    # Read before the database: a change committed after this read bumps the counter again.
+    headers = {"ETag": f'"{node_wake_value(get_redis(), node.pk)}"', **long_poll_link()}
+    if if_none_match == headers["ETag"]:
+        return Response(status=304, headers=headers)
+    return Response(node_assignments_of(node.pk), headers=headers)
+
+
 class Assignments(AgentView):
     """GET -> what the node must run; 304 while nothing changed since the ETag it sends."""
 
     def get(self, request: Request) -> Response:
-        node = self.node(request)
-        # Read before the database: a change committed after this read bumps the counter again.
-        headers = {"ETag": f'"{node_wake_value(get_redis(), node.pk)}"', **long_poll_link()}
-        if request.headers.get("If-None-Match") == headers["ETag"]:
-            return Response(status=304, headers=headers)
-        return Response(node_assignments_of(node.pk), headers=headers)
+        return _assignments_answer(self.node(request), request.headers.get("If-None-Match", ""))
 
 
 def _on_node(model, node, pk: int, what: str):
@@ -188,7 +192,13 @@ class ReplicaLogs(AgentView):
 
 
 class ReplicaExited(AgentView):
-    """POST {exitCode|null, lostReason?, startError?, outputs?: {hpMetrics, modelArtifacts}}."""
+    """POST {exitCode|null, lostReason?, startError?, outputs?: {hpMetrics, modelArtifacts}} -> the
+    node's assignments with their ETag, as GET /assignments answers them.
+
+    An exit always changes what the node runs (the replica leaves its list), and the agent would
+    otherwise fetch the whole list right after: at 1,000 agents those fetches were the long poll's
+    slowest answers. The answer is read after the exit committed, so it already leaves the replica out.
+    """
 
     def post(self, request: Request, replica_id: int) -> Response:
         replica = _replica_of(self.node(request), replica_id)
@@ -204,7 +214,7 @@ class ReplicaExited(AgentView):
                 model_artifacts={**artifacts, "host": replica.node.hostname} if artifacts else {})
         job_services.replica_exited(replica=replica, exit_code=exit_code, now=_moment(body), lost_reason=lost,
                                     start_error=start_error)
-        return Response({})
+        return _assignments_answer(self.node(request))
 
 
 def _append(key: str, data: Any, store) -> Response:
