@@ -85,15 +85,15 @@ def run(argv: list[str], environ: dict[str, str], *answers: requests.Response | 
 
 
 def test_it_finds_the_config_file_under_xdg_config_home() -> None:
-    assert config_path({"XDG_CONFIG_HOME": "/x", "HOME": "/h"}) == Path("/x/trainhub/config.json")
+    assert config_path({"XDG_CONFIG_HOME": "/x", "HOME": "/h"}) == "/x/trainhub/config.json"
 
 
 def test_it_falls_back_to_dot_config_in_the_home_directory() -> None:
-    assert config_path({"HOME": "/h"}) == Path("/h/.config/trainhub/config.json")
+    assert config_path({"HOME": "/h"}) == "/h/.config/trainhub/config.json"
 
 
 def test_it_lets_trainhub_config_override_the_config_path() -> None:
-    assert config_path({"TRAINHUB_CONFIG": "/c.json", "XDG_CONFIG_HOME": "/x"}) == Path("/c.json")
+    assert config_path({"TRAINHUB_CONFIG": "/c.json", "XDG_CONFIG_HOME": "/x"}) == "/c.json"
 
 
 @pytest.mark.parametrize(

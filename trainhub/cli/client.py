@@ -17,19 +17,25 @@ import json
 import os
 import re
 import sys
-from typing import Any, NamedTuple
+from collections import namedtuple
 from urllib.parse import quote, urlencode, urlsplit
 
 # STATUS_BY_HTTP also names the error when a body carries no status (e.g. a proxy's HTML page).
 from trainhub.common.status import BAD_REQUEST_TYPE, STATUS_BY_HTTP
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
 TOKEN_PATH = "/auth/token"
 API_VERSION = "v1"
 DEFAULT_TIMEOUT_SECONDS = 30.0
 
+# Patterns rather than compiled expressions: compiling one costs start-up time, and few commands
+# use them (re caches what it compiles).
 #: urllib3 starts its messages with the connection object: "HTTPConnection(host=..., port=...): ".
-_CONNECTION_PREFIX = re.compile(r"^(<[^>]*>|\w+\([^)]*\)): ")
-_RESOURCE_NAME = re.compile(
+_CONNECTION_PREFIX = r"^(<[^>]*>|\w+\([^)]*\)): "
+_RESOURCE_NAME = (
     r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/(?P<collection>[^/]+)/(?P<id>[^/]+)$"
 )
 
@@ -94,13 +100,10 @@ def resource_path(
     return "/".join(quote(part, safe="") for part in parts) + suffix
 
 
-class ResourceRef(NamedTuple):
+class ResourceRef(namedtuple("ResourceRef", "project location collection resource_id")):
     """One regional resource, e.g. a custom job: projects/P/locations/L/customJobs/ID."""
 
-    project: str
-    location: str
-    collection: str
-    resource_id: str
+    __slots__ = ()
 
     @property
     def name(self) -> str:
@@ -118,7 +121,7 @@ def parse_resource_ref(value: str, *, collection: str, project: str, location: s
     Raises ValueError with a user-facing message when the value is neither, or when a bare ID
     comes without a location.
     """
-    match = _RESOURCE_NAME.match(value)
+    match = re.match(_RESOURCE_NAME, value)
     if match:
         if match["collection"] != collection:
             raise ValueError(f"[{value}] is not a {collection} resource name")
@@ -230,7 +233,7 @@ def _reason(exc: BaseException) -> str:
     while reason.args and isinstance(reason.args[0], BaseException):
         reason = reason.args[0]
     reason = getattr(reason, "reason", reason)
-    return _CONNECTION_PREFIX.sub("", str(reason))
+    return re.sub(_CONNECTION_PREFIX, "", str(reason))
 
 
 # Sending requests with the standard library -------------------------------------------------------

@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
     import yaml
 
 WORKER_POOL_SPEC_KEYS = (
