@@ -30,6 +30,8 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.cli import _children_cpu, _cli_command, _cli_environment
@@ -103,11 +105,24 @@ def _slurmctld(environ: dict[str, str]) -> list[int]:
     return [int(pid) for name, _, pid in (line.partition(" ") for line in pids) if name == "slurmctld"]
 
 
-def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[str, float]:
+@contextmanager
+def drained(environ: dict[str, str]) -> Iterator[None]:
+    """The harness's nodes drained (every job stays pending, and eligible, so sprio lists it); on the
+    way out every job of the submitters cancelled and the nodes resumed."""
     nodes = f"gpu[1-{environ.get('SLURMH_NODES', '4')}]"
     subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=drain", "reason=trainhub-bench"], env=environ,
                    check=True, capture_output=True)
     try:
+        yield
+    finally:
+        for user in SUBMITTERS:
+            subprocess.run(["scancel", "-u", user], env=environ, check=False, capture_output=True)
+        subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=resume"], env=environ, check=False,
+                       capture_output=True)
+
+
+def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[str, float]:
+    with drained(environ):
         figures = {"sbatch, 1 submitter": submissions / _sbatch_loops(environ, {"alice": submissions})}
         half = submissions // 2
         figures["sbatch, 2 submitters"] = 2 * half / _sbatch_loops(environ, {"alice": half, "bob": half})
@@ -118,11 +133,6 @@ def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[
             figures[what], figures[f"{what} CPU"] = _median_wall([command, *(["-l"] if params else [])], environ,
                                                                  servers)
         return figures
-    finally:
-        for user in SUBMITTERS:
-            subprocess.run(["scancel", "-u", user], env=environ, check=False, capture_output=True)
-        subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=resume"], env=environ, check=False,
-                       capture_output=True)
 
 
 def _get(path: str, token: str, params: dict[str, str]) -> bytes:
