@@ -197,6 +197,13 @@ def test_it_creates_the_config_directory_when_logging_in(tmp_path: Path) -> None
     assert json.loads((tmp_path / "xdg" / "trainhub" / "config.json").read_text())["token"] == "t"
 
 
+def test_it_logs_in_with_a_config_file_named_without_a_directory(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _ = run(["auth", "login", "--token", "t"], {"TRAINHUB_CONFIG": "trainhub.json"})
+    assert code == 0
+    assert json.loads((tmp_path / "trainhub.json").read_text())["token"] == "t"
+
+
 @pytest.mark.parametrize("argv", [["auth", "login"], ["auth", "login", "--username", "u", "--token", "t"]])
 def test_it_requires_exactly_one_way_to_log_in(environ: dict[str, str], capsys: pytest.CaptureFixture[str],
                                                argv: list[str]) -> None:

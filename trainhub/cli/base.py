@@ -77,7 +77,7 @@ def read_config(path: str) -> dict[str, Any]:
 
 def write_config(path: str, values: Mapping[str, Any]) -> None:
     """Write the configuration readable by the owner only, since it holds a token."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         # O_CREAT's mode only applies to a new file; an existing one may have been wider.
