@@ -1,7 +1,7 @@
 """The CLI imports only what the command it runs uses (issue 21): never Django, Celery, Plotly,
-requests or yaml, neither typing nor pathlib on the Slurm commands' path, and for `--help` not even
-the HTTP client. Each case runs in a fresh interpreter. How long start-up takes is measured by
-`make bench` (bench/cli.py), never asserted here."""
+requests or yaml, neither typing nor pathlib, and for `--help` not even the HTTP client. Each case
+runs in a fresh interpreter. How long start-up takes is measured by `make bench` (bench/cli.py),
+never asserted here."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ NEVER = {"django", "celery", "kombu", "plotly", "requests", "urllib3", "yaml", "
 TRANSPORT = {"socket", "http", "email", "ssl", "urllib.request"}
 #: Neither does argparse's help need shutil (and its zlib, bz2, lzma) when told the terminal's width.
 HELP_NEEDS_NOT = TRANSPORT | {"shutil"}
-#: What the modules every command loads (main, base, client) and the Slurm commands do without: typing
-#: (annotations are read by type checkers only), pathlib (os.path's strings) - 5 ms of start-up together.
-SLURM_NEEDS_NOT = {"typing", "pathlib"}
+#: What no command loads: typing (annotations are read by type checkers only) and pathlib (os.path's
+#: strings) - 5 ms of start-up together.
+NO_COMMAND_NEEDS = {"typing", "pathlib"}
 
 REPORT = "import json, sys; print(json.dumps(sorted(sys.modules)))"
 #: Where this trainhub is imported from (a checkout, or site-packages).
@@ -45,7 +45,7 @@ def test_importing_the_package_loads_neither_celery_nor_django() -> None:
 
 
 def test_importing_the_cli_loads_no_heavy_module() -> None:
-    assert _modules_after("import trainhub.cli.main") & (NEVER | TRANSPORT | SLURM_NEEDS_NOT) == set()
+    assert _modules_after("import trainhub.cli.main") & (NEVER | TRANSPORT | NO_COMMAND_NEEDS) == set()
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["slurm", "sbatch", "--help"], ["ai", "custom-jobs", "create", "--help"],
@@ -53,9 +53,7 @@ def test_importing_the_cli_loads_no_heavy_module() -> None:
 def test_help_loads_no_heavy_module_and_no_http_client(argv: list[str]) -> None:
     loaded = _modules_after(f"import contextlib, io\nfrom trainhub.cli.main import main\n"
                             f"with contextlib.redirect_stdout(io.StringIO()): main({argv!r}, environ={{}})")
-    assert loaded & (NEVER | HELP_NEEDS_NOT) == set()
-    if argv[0] != "ai":  # custom jobs' and persistent resources' spec parsers read files with pathlib
-        assert loaded & SLURM_NEEDS_NOT == set()
+    assert loaded & (NEVER | HELP_NEEDS_NOT | NO_COMMAND_NEEDS) == set()
 
 
 def test_an_sbatch_that_reaches_for_the_server_loads_no_heavy_module(tmp_path) -> None:
@@ -64,7 +62,7 @@ def test_an_sbatch_that_reaches_for_the_server_loads_no_heavy_module(tmp_path) -
                   f"'--wrap', 'hostname'], environ={{'TRAINHUB_CONFIG': {str(tmp_path / 'c.json')!r}}}) == 1")
     loaded = _modules_after(statements)
     assert "trainhub.slurm.sbatch_argv" in loaded  # it did read sbatch's grammar to find the script
-    assert loaded & (NEVER | SLURM_NEEDS_NOT) == set()
+    assert loaded & (NEVER | NO_COMMAND_NEEDS) == set()
     # The server parses the options' values: not sbatch's parsers, nor the dataclasses, inspect and
     # datetime they import (a third of a call's start-up in a shell loop).
     assert loaded & {"trainhub.slurm.sbatch", "trainhub.slurm.tres", "trainhub.slurm.timefmt", "dataclasses",
@@ -80,5 +78,5 @@ def test_a_read_that_reaches_for_the_server_loads_neither_heavy_modules_nor_sbat
                   f"environ={{'TRAINHUB_CONFIG': {str(tmp_path / 'c.json')!r}}}) == 1")
     loaded = _modules_after(statements)
     assert "_socket" in loaded  # it did try to reach the server
-    not_needed = NEVER | SLURM_NEEDS_NOT | {"trainhub.slurm.sbatch_argv", "http", "socket", "dataclasses", "datetime"}
+    not_needed = NEVER | NO_COMMAND_NEEDS | {"trainhub.slurm.sbatch_argv", "http", "socket", "dataclasses", "datetime"}
     assert loaded & not_needed == set()
