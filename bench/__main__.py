@@ -15,7 +15,7 @@ from typing import Any
 from bench import timing
 from bench.admission import bench_admission
 from bench.agent_fleet import bench_agent_fleet
-from bench.cli import bench_cli_sbatch_loop, bench_cli_startup
+from bench.cli import bench_cli_array, bench_cli_sbatch_loop, bench_cli_startup
 from bench.environment import (
     RESULTS_DIR,
     BenchSetupError,
@@ -47,15 +47,20 @@ BENCHMARKS = (*SCHEDULER_BENCHMARKS, Benchmark("admission", bench_admission, nee
               Benchmark("slurm_vs_real", bench_slurm_vs_real, needs_database=True),
               Benchmark("cli_startup", bench_cli_startup, needs_database=False),
               Benchmark("cli_sbatch_loop", bench_cli_sbatch_loop, needs_database=True),
+              Benchmark("cli_array", bench_cli_array, needs_database=True),
               Benchmark("agent_fleet", bench_agent_fleet, needs_database=True),
               Benchmark("log_volume", bench_log_volume, needs_database=True))
+#: Names --only also takes, each for the benchmarks of one thing.
+GROUPS = {"cli": ("cli_startup", "cli_sbatch_loop", "cli_array")}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run trainhub's benchmarks.")
     parser.add_argument("--quick", action="store_true", help="small sizes (13 minutes on a 2-core machine at load 5-10, 2026-12-05: admission and pages take half)")
-    parser.add_argument("--only", action="append", metavar="NAME", choices=[b.name for b in BENCHMARKS],
-                        help="run only this benchmark (repeatable): " + ", ".join(b.name for b in BENCHMARKS))
+    groups = ", ".join(f"{name} ({', '.join(names)})" for name, names in GROUPS.items())
+    parser.add_argument("--only", action="append", metavar="NAME", choices=[*(b.name for b in BENCHMARKS), *GROUPS],
+                        help="run only this benchmark (repeatable): " + ", ".join(b.name for b in BENCHMARKS)
+                        + f"; or a group: {groups}")
     parser.add_argument("--allow-flush", action="store_true",
                         help="DATABASE_URL and REDIS_URL point at throwaway stores the benchmarks may migrate "
                              "and flush (FLUSHDB of that Redis database only)")
@@ -65,9 +70,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def selected_benchmarks(only: list[str] | None) -> list[Benchmark]:
+    """The benchmarks --only names, directly or by their group; all of them without --only."""
+    names = {name for chosen in only or () for name in GROUPS.get(chosen, (chosen,))}
+    return [benchmark for benchmark in BENCHMARKS if not names or benchmark.name in names]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    selected = [b for b in BENCHMARKS if not args.only or b.name in args.only]
+    selected = selected_benchmarks(args.only)
     sizes = QUICK if args.quick else FULL
     started = dt.datetime.now(dt.UTC)
     database_note = redis_note = "not used"

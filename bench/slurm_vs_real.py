@@ -15,9 +15,9 @@ sbatch over REST from 1 and 2 client processes (bench.submission.http_run agains
 ``slurm_submit`` measures), then N pending jobs with their priorities computed by a scheduler pass,
 and ``GET .../sprio``, ``.../sprio?long=true`` and ``.../squeue`` over HTTP, one kept-alive
 connection, 5 timed requests each; then ``trainhub slurm sprio|squeue`` from the CLI (its whole run,
-start-up included), median of 5. Without the harness, trainhub's side is printed alone and the notes
-say real Slurm was not available. The ratio is "how many times trainhub is faster" (> 1: trainhub
-wins). Nothing here asserts on a time.
+start-up included; the CLI as users install it, bench.cli.cli_installs), median of 5. Without the
+harness, trainhub's side is printed alone and the notes say real Slurm was not available. The ratio
+is "how many times trainhub is faster" (> 1: trainhub wins). Nothing here asserts on a time.
 """
 
 from __future__ import annotations
@@ -25,14 +25,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shlex
 import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from bench.cli import _children_cpu, _cli_command, _cli_environment
+from bench.cli import _children_cpu, cli_installs
 from bench.environment import free_port, load_average, start_gunicorn
 from bench.report import Column, Section
 from bench.scheduler_pass import QUICK, Sizes
@@ -103,11 +104,24 @@ def _slurmctld(environ: dict[str, str]) -> list[int]:
     return [int(pid) for name, _, pid in (line.partition(" ") for line in pids) if name == "slurmctld"]
 
 
-def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[str, float]:
+@contextmanager
+def drained(environ: dict[str, str]) -> Iterator[None]:
+    """The harness's nodes drained (every job stays pending, and eligible, so sprio lists it); on the
+    way out every job of the submitters cancelled and the nodes resumed."""
     nodes = f"gpu[1-{environ.get('SLURMH_NODES', '4')}]"
     subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=drain", "reason=trainhub-bench"], env=environ,
                    check=True, capture_output=True)
     try:
+        yield
+    finally:
+        for user in SUBMITTERS:
+            subprocess.run(["scancel", "-u", user], env=environ, check=False, capture_output=True)
+        subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=resume"], env=environ, check=False,
+                       capture_output=True)
+
+
+def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[str, float]:
+    with drained(environ):
         figures = {"sbatch, 1 submitter": submissions / _sbatch_loops(environ, {"alice": submissions})}
         half = submissions // 2
         figures["sbatch, 2 submitters"] = 2 * half / _sbatch_loops(environ, {"alice": half, "bob": half})
@@ -118,11 +132,6 @@ def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[
             figures[what], figures[f"{what} CPU"] = _median_wall([command, *(["-l"] if params else [])], environ,
                                                                  servers)
         return figures
-    finally:
-        for user in SUBMITTERS:
-            subprocess.run(["scancel", "-u", user], env=environ, check=False, capture_output=True)
-        subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=resume"], env=environ, check=False,
-                       capture_output=True)
 
 
 def _get(path: str, token: str, params: dict[str, str]) -> bytes:
@@ -160,24 +169,27 @@ def _trainhub_side(submissions: int, pending: int) -> tuple[dict[str, float], li
 
 
 def _cli_reads(cluster, token: str, figures: dict[str, float]) -> list[str]:
-    """``trainhub slurm sprio [-l] | squeue --cluster bench`` against gunicorn: median wall of 5."""
+    """``trainhub slurm sprio [-l] | squeue --cluster bench`` against gunicorn: median wall of 5, from
+    the CLI as users install it (bench.cli.cli_installs: a wheel, where pip can build one)."""
     port = free_port()
     server = start_gunicorn(port)
     try:
         with tempfile.TemporaryDirectory(prefix="trainhub-bench-cli-") as cache_dir:
-            environ = _cli_environment(cache_dir, TRAINHUB_URL=f"http://127.0.0.1:{port}", TRAINHUB_TOKEN=token,
-                                       TRAINHUB_PROJECT=cluster.project.project_id,
-                                       TRAINHUB_CONFIG=os.path.join(cache_dir, "no-config.json"))
+            installs, notes = cli_installs(cache_dir, TRAINHUB_URL=f"http://127.0.0.1:{port}", TRAINHUB_TOKEN=token,
+                                           TRAINHUB_PROJECT=cluster.project.project_id,
+                                           TRAINHUB_CONFIG=os.path.join(cache_dir, "no-config.json"))
+            install = installs[0]
             for what, report, params in READS:
-                argv = [*_cli_command(), "slurm", report, "--cluster", cluster.cluster_id,
+                argv = [*install.command, "slurm", report, "--cluster", cluster.cluster_id,
                         *(["-l"] if params else [])]
-                subprocess.run(argv, env=environ, stdout=subprocess.DEVNULL, check=True)  # noqa: S603 - warms .pyc
+                subprocess.run(argv, env=install.environ, stdout=subprocess.DEVNULL, check=True)  # noqa: S603 - warm-up
                 figures[f"{what} from the CLI"], figures[f"{what} from the CLI CPU"] = _median_wall(
-                    argv, environ, [server.pid, *_children(server.pid)])
+                    argv, install.environ, [server.pid, *_children(server.pid)])
     finally:
         server.terminate()
         server.wait(timeout=30)
-    return [f"CLI: {shlex.join(_cli_command())} slurm sprio|squeue --cluster {cluster.cluster_id} (start-up included)"]
+    return [f"CLI: trainhub slurm sprio|squeue --cluster {cluster.cluster_id} ({install.label} install; start-up "
+            "included)", *notes]
 
 
 def bench_slurm_vs_real(sizes: Sizes) -> Section:

@@ -85,15 +85,15 @@ def run(argv: list[str], environ: dict[str, str], *answers: requests.Response | 
 
 
 def test_it_finds_the_config_file_under_xdg_config_home() -> None:
-    assert config_path({"XDG_CONFIG_HOME": "/x", "HOME": "/h"}) == Path("/x/trainhub/config.json")
+    assert config_path({"XDG_CONFIG_HOME": "/x", "HOME": "/h"}) == "/x/trainhub/config.json"
 
 
 def test_it_falls_back_to_dot_config_in_the_home_directory() -> None:
-    assert config_path({"HOME": "/h"}) == Path("/h/.config/trainhub/config.json")
+    assert config_path({"HOME": "/h"}) == "/h/.config/trainhub/config.json"
 
 
 def test_it_lets_trainhub_config_override_the_config_path() -> None:
-    assert config_path({"TRAINHUB_CONFIG": "/c.json", "XDG_CONFIG_HOME": "/x"}) == Path("/c.json")
+    assert config_path({"TRAINHUB_CONFIG": "/c.json", "XDG_CONFIG_HOME": "/x"}) == "/c.json"
 
 
 @pytest.mark.parametrize(
@@ -195,6 +195,13 @@ def test_it_creates_the_config_directory_when_logging_in(tmp_path: Path) -> None
     code, _ = run(["auth", "login", "--token", "t"], environ)
     assert code == 0
     assert json.loads((tmp_path / "xdg" / "trainhub" / "config.json").read_text())["token"] == "t"
+
+
+def test_it_logs_in_with_a_config_file_named_without_a_directory(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _ = run(["auth", "login", "--token", "t"], {"TRAINHUB_CONFIG": "trainhub.json"})
+    assert code == 0
+    assert json.loads((tmp_path / "trainhub.json").read_text())["token"] == "t"
 
 
 @pytest.mark.parametrize("argv", [["auth", "login"], ["auth", "login", "--username", "u", "--token", "t"]])

@@ -1,11 +1,13 @@
-"""The `trainhub` parser builds a command group only when the command line names it; the help lists
-the others by the name and help text main.py gives, which must be what their own parsers say."""
+"""The `trainhub` parser builds a command group, and a Slurm command, only when the command line
+names it; the help lists the others by the name and help text main.py gives, which must be what
+their own parsers say."""
 
 from __future__ import annotations
 
 import pytest
 
 from trainhub.cli.main import AI_GROUPS, COMMAND_GROUPS, build_parser, main
+from trainhub.cli.slurm import COMMANDS
 
 
 def _subcommands(parser):
@@ -49,3 +51,14 @@ def test_an_unknown_group_is_a_usage_error_naming_the_choices(capsys: pytest.Cap
     assert main(["slurmm", "sbatch"], environ={}) == 2
     choices = ", ".join(repr(name) for name, _, _ in COMMAND_GROUPS)
     assert f"invalid choice: 'slurmm' (choose from {choices})" in capsys.readouterr().err
+
+
+def test_a_slurm_command_line_builds_the_parser_of_the_command_it_names_only() -> None:
+    top = _subcommands(build_parser())
+    top.build("slurm")
+    slurm = top.choices["slurm"]
+    args = slurm.parse_args(["squeue", "--cluster", "c", "-l"])
+    assert (args.cluster, args.long) == ("c", True)
+    commands = _subcommands(slurm)
+    assert {name for name, parser in commands.choices.items() if parser is not None} == {"squeue"}
+    assert [choice.dest for choice in commands._choices_actions] == [name for name, *_ in COMMANDS]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import getpass
-from collections.abc import Callable
-from typing import Any
 
 from trainhub.cli import base as cli
 from trainhub.cli.client import CliError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 # Module-level so tests replace it instead of reading a terminal.
 _getpass: Callable[[str], str] = getpass.getpass

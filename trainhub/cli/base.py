@@ -7,7 +7,7 @@ module, so imports run one way: main -> commands -> base -> client.
 
 Every command pays this module's imports at start-up (a shell loop of `trainhub slurm sbatch`
 pays them per job), so it imports only what every command needs; yaml is imported where YAML is
-read or printed.
+read or printed, and typing only by type checkers (`TYPE_CHECKING`, below).
 """
 
 from __future__ import annotations
@@ -19,11 +19,18 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from collections import namedtuple
 
 from trainhub.cli.client import CliError, ResourceRef, TrainhubClient, parse_resource_ref
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from typing import Any, NoReturn
+
+    Handler = Callable[["Context"], int]
+    Column = tuple[str, Callable[[dict[str, Any]], str]]
+    Register = Callable[[Any, "ArgumentParser"], None] | str
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_PROJECT = "demo"
@@ -31,33 +38,32 @@ DEFAULT_PROJECT = "demo"
 # Module-level so tests replace it instead of sleeping.
 _sleep: Callable[[float], None] = time.sleep
 
-Handler = Callable[["Context"], int]
-Column = tuple[str, Callable[[dict[str, Any]], str]]
-
 
 # Configuration ---------------------------------------------------------------------------------
 
 
-class Settings(NamedTuple):
-    """Where and as whom the CLI talks to trainhub."""
+class Settings(namedtuple("Settings", "url token project")):
+    """Where (url) and as whom (token: str | None, project) the CLI talks to trainhub."""
 
-    url: str
-    token: str | None
-    project: str
+    __slots__ = ()
 
 
-def config_path(environ: Mapping[str, str]) -> Path:
+# Paths are strings and os.path's: pathlib would add its imports to every command's start-up.
+
+
+def config_path(environ: Mapping[str, str]) -> str:
     """`$TRAINHUB_CONFIG`, else `$XDG_CONFIG_HOME/trainhub/config.json`, else `~/.config/...`."""
     if environ.get("TRAINHUB_CONFIG"):
-        return Path(environ["TRAINHUB_CONFIG"]).expanduser()
-    base = environ.get("XDG_CONFIG_HOME") or os.path.join(environ.get("HOME") or str(Path.home()), ".config")
-    return Path(base) / "trainhub" / "config.json"
+        return os.path.expanduser(environ["TRAINHUB_CONFIG"])
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".config")
+    return os.path.join(base, "trainhub", "config.json")
 
 
-def read_config(path: Path) -> dict[str, Any]:
+def read_config(path: str) -> dict[str, Any]:
     """The stored configuration, or `{}` when there is no config file yet."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except FileNotFoundError:
         return {}
     try:
@@ -69,9 +75,9 @@ def read_config(path: Path) -> dict[str, Any]:
     return stored
 
 
-def write_config(path: Path, values: Mapping[str, Any]) -> None:
+def write_config(path: str, values: Mapping[str, Any]) -> None:
     """Write the configuration readable by the owner only, since it holds a token."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         # O_CREAT's mode only applies to a new file; an existing one may have been wider.
@@ -109,16 +115,17 @@ class _ParserExit(Exception):
 
 class _SubCommands(argparse._SubParsersAction):
     """Subcommands whose parsers can be built when the command line chooses one (`add_lazy`): a
-    `trainhub` run builds and imports only the command group it runs, and lists the others in the
-    help by their name and help text."""
+    `trainhub` run builds and imports only the command group, and within it the command, it runs,
+    and lists the others in the help by their name and help text."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._lazy: dict[str, tuple[str, ArgumentParser]] = {}
+        self._lazy: dict[str, tuple[Register, ArgumentParser]] = {}
 
-    def add_lazy(self, name: str, help_text: str, register: str, common: ArgumentParser) -> None:
-        """List ``name`` with ``help_text``; when it is chosen, call ``register`` ("module:function",
-        which takes this action and `common`, as the other register functions do) to add its parser."""
+    def add_lazy(self, name: str, help_text: str, register: Register, common: ArgumentParser) -> None:
+        """List ``name`` with ``help_text``; when it is chosen, call ``register`` (a function, or
+        "module:function" to import it only then), which takes this action and `common`, as the
+        other register functions do, to add its parser."""
         self._name_parser_map[name] = None  # a valid choice; its parser comes in __call__
         self._choices_actions.append(self._ChoicesPseudoAction(name, (), help_text))
         self._lazy[name] = (register, common)
@@ -128,9 +135,11 @@ class _SubCommands(argparse._SubParsersAction):
         register, common = self._lazy.pop(name)
         del self._name_parser_map[name]
         listed = len(self._choices_actions)
-        module, function = register.split(":")
-        getattr(importlib.import_module(module), function)(self, common)
-        del self._choices_actions[listed:]  # the group is listed already, in its place
+        if isinstance(register, str):
+            module, function = register.split(":")
+            register = getattr(importlib.import_module(module), function)
+        register(self, common)
+        del self._choices_actions[listed:]  # the choice is listed already, in its place
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
         if values and values[0] in self._lazy:
@@ -252,7 +261,7 @@ class Context:
     requests.Session or a fake passed to main().
     """
 
-    def __init__(self, args: argparse.Namespace, settings: Settings, config_file: Path, session: Any = None) -> None:
+    def __init__(self, args: argparse.Namespace, settings: Settings, config_file: str, session: Any = None) -> None:
         self.args = args
         self.settings = settings
         self.config_file = config_file

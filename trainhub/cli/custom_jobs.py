@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from trainhub.cli import base as cli
 from trainhub.cli.client import ResourceRef, resource_path
 from trainhub.cli.worker_pool_spec import (
@@ -15,6 +12,11 @@ from trainhub.cli.worker_pool_spec import (
     parse_worker_pool_spec,
     split_list,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 DEFAULT_POLLING_INTERVAL_SECONDS = 2.0
 CUSTOM_JOBS = "customJobs"

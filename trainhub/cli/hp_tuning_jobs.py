@@ -8,11 +8,13 @@ file, and the trial counts default to 1 when neither gives them (gcloud's rule).
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainhub.cli import base as cli
 from trainhub.cli.client import ResourceRef, parse_resource_ref, resource_path
 from trainhub.cli.worker_pool_spec import load_job_spec_config, parse_key_values
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 COLLECTION = "hyperparameterTuningJobs"
 ALGORITHMS = {"algorithm-unspecified": "ALGORITHM_UNSPECIFIED", "grid-search": "GRID_SEARCH",

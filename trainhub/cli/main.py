@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from trainhub.cli.base import (
     ArgumentParser,
@@ -28,6 +26,11 @@ from trainhub.cli.base import (
     resolve_settings,
 )
 from trainhub.cli.client import CliError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 __all__ = ("COMMAND_GROUPS", "build_parser", "config_path", "main", "render_error")
 

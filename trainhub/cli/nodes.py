@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainhub.cli import base as cli
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 NODE_COLUMNS: tuple[cli.Column, ...] = (
     ("NAME", cli._field("name")),

@@ -9,8 +9,6 @@ trainhub.cli.main registers these groups.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainhub.cli import base as cli
 from trainhub.cli.base import ArgumentParser, Context
 from trainhub.cli.client import CliError, resource_path
@@ -21,6 +19,10 @@ from trainhub.cli.resource_pool_spec import (
     parse_resource_pool_spec,
 )
 from trainhub.cli.worker_pool_spec import SpecError, load_config_mapping, parse_key_values
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 PERSISTENT_RESOURCES = "persistentResources"
 OPERATIONS = "operations"

@@ -9,9 +9,12 @@ checked here (gcloud's own validation); the server judges the resource. Pure Pyt
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from trainhub.cli.worker_pool_spec import SpecError, positive_int, parse_key_values
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 RESOURCE_POOL_SPEC_KEYS = ("machine-type", "replica-count", "min-replica-count", "max-replica-count",
                            "accelerator-type", "accelerator-count", "disk-type", "disk-size")

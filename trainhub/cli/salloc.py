@@ -36,9 +36,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from trainhub.cli.client import CliError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 GRANT_GRACE_SECONDS = 2.0
 POLL_SECONDS = 2.0

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
 
 from trainhub.cli import base as cli
 from trainhub.cli.client import CliError, resource_path
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from trainhub.cli.base import Handler
 
 DEFAULT_REGION = "us-central1"
 #: Replaced by tests instead of reading a terminal.
@@ -62,7 +67,8 @@ def sbatch(ctx: Any) -> int:
     body: dict[str, Any] = {"sbatchArgs": argv[:len(argv) - len(rest)]}
     if rest:
         try:
-            body["script"] = Path(rest[0]).read_text(encoding="utf-8")
+            with open(rest[0], encoding="utf-8") as script:
+                body["script"] = script.read()
         except OSError as exc:
             raise CliError(f"sbatch: error: Unable to open file {rest[0]}") from exc
         body["scriptArgs"] = rest[1:]
@@ -145,103 +151,140 @@ def sacctmgr(ctx: Any) -> int:
     return int(confirmed.get("exitCode", 0))
 
 
-def register_slurm(subparsers: Any, common: Any) -> None:
-    """`trainhub slurm ...` (registered in trainhub.cli.main.COMMAND_GROUPS)."""
+class _CommandParser(cli.ArgumentParser):
+    """sbatch's and salloc's parsers hand every argument they do not know to the Slurm command's
+    own option parser, as the list `passthrough` names."""
 
-    class CommandParser(cli.ArgumentParser):
-        """sbatch's parser hands every argument it does not know to sbatch's own option parser."""
+    passthrough: str | None = None
 
-        passthrough: str | None = None
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if self.passthrough:
+            setattr(namespace, self.passthrough, extras)
+            return namespace, []
+        return namespace, extras
 
-        def parse_known_args(self, args=None, namespace=None):
-            namespace, extras = super().parse_known_args(args, namespace)
-            if self.passthrough:
-                setattr(namespace, self.passthrough, extras)
-                return namespace, []
-            return namespace, extras
 
-    help_text = "Slurm's commands on a trainhub Slurm cluster"
-    group = subparsers.add_parser("slurm", help=help_text, description=help_text, parents=[common], allow_abbrev=False)
-    commands = group.add_subparsers(title="commands", metavar="COMMAND", required=True, parser_class=CommandParser)
+def _passthrough(dest: str) -> Callable[[_CommandParser], None]:
+    def arguments(parser: _CommandParser) -> None:
+        parser.passthrough = dest
 
-    def command(name: str, handler: Any, text: str) -> Any:
-        parser = cli._add_command(commands, name, handler, text, common)
+    return arguments
+
+
+def _squeue_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("-u", "--user")
+    parser.add_argument("-p", "--partition")
+    parser.add_argument("-t", "--states")
+    parser.add_argument("-j", "--jobs")
+    parser.add_argument("--start", action="store_true", help="expected start times of pending jobs")
+    parser.add_argument("-l", "--long", action="store_true")
+    parser.add_argument("-r", "--array", action="store_true", help="an array's pending tasks one per line")
+    parser.add_argument("-s", "--steps", action="store_true", help="the running job steps (srun)")
+    parser.add_argument("-o", "--format", help="squeue's -o format string (%%i %%a %%C %%b %%y ...)")
+    parser.add_argument("-O", "--Format", dest="output_format", help="squeue's -O field list (JobID,Account,...)")
+
+
+def _sinfo_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("-N", "--Node", dest="nodes", action="store_true")
+    parser.add_argument("-l", "--long", action="store_true")
+    parser.add_argument("-s", "--summarize", action="store_true")
+    parser.add_argument("-R", "--list-reasons", dest="reasons", action="store_true")
+    parser.add_argument("-p", "--partition")
+
+
+def _sprio_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("-l", "--long", action="store_true")
+    parser.add_argument("-w", "--weights", action="store_true")
+    parser.add_argument("-n", "--norm", action="store_true")
+    parser.add_argument("-u", "--user")
+    parser.add_argument("-j", "--jobs")
+    parser.add_argument("-p", "--partition")
+
+
+def _sshare_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("-l", "--long", action="store_true")
+    parser.add_argument("-a", "--all", action="store_true")
+    parser.add_argument("-A", "--accounts")
+    parser.add_argument("-u", "--users")
+
+
+def _sacct_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("-j", "--jobs")
+    parser.add_argument("-u", "--user")
+    parser.add_argument("-a", "--allusers", action="store_true")
+    parser.add_argument("-D", "--duplicates", action="store_true")
+    parser.add_argument("-S", "--starttime")
+    parser.add_argument("-E", "--endtime")
+    parser.add_argument("-s", "--state")
+    parser.add_argument("-b", "--brief", action="store_true")
+    parser.add_argument("-X", "--allocations", action="store_true")
+    parser.add_argument("-p", "--parsable", action="store_true")
+
+
+def _scancel_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("job_ids", nargs="+", metavar="JOBID")
+
+
+def _scontrol_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("words", nargs="+", metavar="WORD")
+
+
+def _sacctmgr_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("-i", "--immediate", action="store_true", help="commit without asking")
+    parser.add_argument("-n", "--noheader", action="store_true")
+    parser.add_argument("-p", "--parsable", action="store_true")
+    parser.add_argument("-P", "--parsable2", action="store_true")
+    parser.add_argument("words", nargs=argparse.REMAINDER, metavar="COMMAND")
+
+
+#: Each command: its name, handler, help text and the function adding its own arguments (after
+#: --cluster and --region). A command line builds the parser of the command it names only: every
+#: sbatch in a shell loop would pay for building the others.
+COMMANDS: tuple[tuple[str, Handler, str, Callable[[_CommandParser], None]], ...] = (
+    ("sbatch", sbatch, "submit a batch script: sbatch's options, then --wrap CMD or SCRIPT [ARGS...]",
+     _passthrough("sbatch_args")),
+    ("salloc", salloc, "allocate nodes and run COMMAND (default $SHELL) here; srun inside runs steps on them",
+     _passthrough("salloc_args")),
+    ("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states", "jobs": "jobs",
+                                "start": "start", "long": "long", "format": "format",
+                                "output_format": "outputFormat", "array": "array", "steps": "steps"}),
+     "view the queue (squeue's columns and reasons)", _squeue_arguments),
+    ("sinfo", _view("sinfo", {"nodes": "nodes", "long": "long", "summarize": "summarize", "reasons": "reasons",
+                              "partition": "partition"}),
+     "partitions and nodes with their states (sinfo's layouts)", _sinfo_arguments),
+    ("sprio", _view("sprio", {"long": "long", "weights": "weights", "norm": "norm", "user": "user", "jobs": "jobs",
+                              "partition": "partition"}),
+     "priority factors of pending jobs", _sprio_arguments),
+    ("sshare", _view("sshare", {"long": "long", "all": "all", "accounts": "accounts", "users": "users"}),
+     "fair-share of associations", _sshare_arguments),
+    ("sacct", _view("sacct", {"jobs": "jobs", "user": "user", "allusers": "allusers", "duplicates": "duplicates",
+                              "starttime": "starttime", "endtime": "endtime", "state": "state", "brief": "brief",
+                              "allocations": "allocations", "parsable": "parsable"}),
+     "accounting records of jobs", _sacct_arguments),
+    ("scancel", scancel, "cancel jobs", _scancel_arguments),
+    ("scontrol", scontrol, "hold, release, requeue or renice jobs; show running steps", _scontrol_arguments),
+    ("sacctmgr", sacctmgr, "accounts, users, QOS: add|modify|delete|show", _sacctmgr_arguments),
+)
+
+
+def _command(name: str, handler: Handler, help_text: str,
+             add_arguments: Callable[[_CommandParser], None]) -> Callable[[Any, Any], None]:
+    """The function that adds the parser of one command (`cli._SubCommands.add_lazy`)."""
+
+    def register(commands: Any, common: Any) -> None:
+        parser = cli._add_command(commands, name, handler, help_text, common)
         parser.add_argument("--cluster", help="Slurm cluster id (default: the region's only cluster)")
         parser.add_argument("--region", default=DEFAULT_REGION, help=f"location (default {DEFAULT_REGION})")
-        return parser
+        add_arguments(parser)
 
-    command("sbatch", sbatch, "submit a batch script: sbatch's options, then --wrap CMD or SCRIPT [ARGS...]"
-            ).passthrough = "sbatch_args"
-    command("salloc", salloc, "allocate nodes and run COMMAND (default $SHELL) here; srun inside runs steps on them"
-            ).passthrough = "salloc_args"
+    return register
 
-    squeue = command("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states",
-                                                "jobs": "jobs", "start": "start", "long": "long", "format": "format",
-                                                "output_format": "outputFormat", "array": "array",
-                                                "steps": "steps"}),
-                     "view the queue (squeue's columns and reasons)")
-    squeue.add_argument("-u", "--user")
-    squeue.add_argument("-p", "--partition")
-    squeue.add_argument("-t", "--states")
-    squeue.add_argument("-j", "--jobs")
-    squeue.add_argument("--start", action="store_true", help="expected start times of pending jobs")
-    squeue.add_argument("-l", "--long", action="store_true")
-    squeue.add_argument("-r", "--array", action="store_true", help="an array's pending tasks one per line")
-    squeue.add_argument("-s", "--steps", action="store_true", help="the running job steps (srun)")
-    squeue.add_argument("-o", "--format", help="squeue's -o format string (%%i %%a %%C %%b %%y ...)")
-    squeue.add_argument("-O", "--Format", dest="output_format", help="squeue's -O field list (JobID,Account,...)")
 
-    sinfo = command("sinfo", _view("sinfo", {"nodes": "nodes", "long": "long", "summarize": "summarize",
-                                             "reasons": "reasons", "partition": "partition"}),
-                    "partitions and nodes with their states (sinfo's layouts)")
-    sinfo.add_argument("-N", "--Node", dest="nodes", action="store_true")
-    sinfo.add_argument("-l", "--long", action="store_true")
-    sinfo.add_argument("-s", "--summarize", action="store_true")
-    sinfo.add_argument("-R", "--list-reasons", dest="reasons", action="store_true")
-    sinfo.add_argument("-p", "--partition")
-
-    sprio = command("sprio", _view("sprio", {"long": "long", "weights": "weights", "norm": "norm", "user": "user",
-                                             "jobs": "jobs", "partition": "partition"}),
-                    "priority factors of pending jobs")
-    sprio.add_argument("-l", "--long", action="store_true")
-    sprio.add_argument("-w", "--weights", action="store_true")
-    sprio.add_argument("-n", "--norm", action="store_true")
-    sprio.add_argument("-u", "--user")
-    sprio.add_argument("-j", "--jobs")
-    sprio.add_argument("-p", "--partition")
-
-    sshare = command("sshare", _view("sshare", {"long": "long", "all": "all", "accounts": "accounts",
-                                                "users": "users"}), "fair-share of associations")
-    sshare.add_argument("-l", "--long", action="store_true")
-    sshare.add_argument("-a", "--all", action="store_true")
-    sshare.add_argument("-A", "--accounts")
-    sshare.add_argument("-u", "--users")
-
-    sacct = command("sacct", _view("sacct", {"jobs": "jobs", "user": "user", "allusers": "allusers",
-                                             "duplicates": "duplicates", "starttime": "starttime",
-                                             "endtime": "endtime", "state": "state", "brief": "brief",
-                                             "allocations": "allocations", "parsable": "parsable"}),
-                    "accounting records of jobs")
-    sacct.add_argument("-j", "--jobs")
-    sacct.add_argument("-u", "--user")
-    sacct.add_argument("-a", "--allusers", action="store_true")
-    sacct.add_argument("-D", "--duplicates", action="store_true")
-    sacct.add_argument("-S", "--starttime")
-    sacct.add_argument("-E", "--endtime")
-    sacct.add_argument("-s", "--state")
-    sacct.add_argument("-b", "--brief", action="store_true")
-    sacct.add_argument("-X", "--allocations", action="store_true")
-    sacct.add_argument("-p", "--parsable", action="store_true")
-
-    cancel = command("scancel", scancel, "cancel jobs")
-    cancel.add_argument("job_ids", nargs="+", metavar="JOBID")
-
-    control = command("scontrol", scontrol, "hold, release, requeue or renice jobs; show running steps")
-    control.add_argument("words", nargs="+", metavar="WORD")
-
-    manager = command("sacctmgr", sacctmgr, "accounts, users, QOS: add|modify|delete|show")
-    manager.add_argument("-i", "--immediate", action="store_true", help="commit without asking")
-    manager.add_argument("-n", "--noheader", action="store_true")
-    manager.add_argument("-p", "--parsable", action="store_true")
-    manager.add_argument("-P", "--parsable2", action="store_true")
-    manager.add_argument("words", nargs=argparse.REMAINDER, metavar="COMMAND")
+def register_slurm(subparsers: Any, common: Any) -> None:
+    """`trainhub slurm ...` (registered in trainhub.cli.main.COMMAND_GROUPS)."""
+    help_text = "Slurm's commands on a trainhub Slurm cluster"
+    group = subparsers.add_parser("slurm", help=help_text, description=help_text, parents=[common], allow_abbrev=False)
+    commands = group.add_subparsers(title="commands", metavar="COMMAND", required=True, parser_class=_CommandParser)
+    for name, handler, text, add_arguments in COMMANDS:
+        commands.add_lazy(name, text, _command(name, handler, text, add_arguments), common)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+    from typing import Any
+
     import yaml
 
 WORKER_POOL_SPEC_KEYS = (
@@ -132,7 +134,8 @@ def load_config_mapping(path: str | Path, expected: str) -> dict[str, Any]:
     `expected` names the mapping in the error for any other document.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:  # not pathlib: its imports would cost start-up time
+            text = handle.read()
     except OSError as exc:
         raise ConfigFileError(f"cannot read config file [{path}]: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
