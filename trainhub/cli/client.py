@@ -269,8 +269,7 @@ class StdlibSession:
 
     Plain `http://` - the usual way to a control plane on the cluster's own network - is one
     HTTP/1.1 exchange on a socket (`_exchange`): http.client alone, with the email package it parses
-    headers with, costs more start-up time than the rest of the CLI; even the socket module costs
-    3.5 ms, so `_connect` uses its C core. `https://`, and any URL
+    headers with, costs more start-up time than the rest of the CLI. `https://`, and any URL
     for which the environment names a proxy, go through urllib.request, which brings TLS and
     applies the proxy and no_proxy variables as requests does.
     """
@@ -314,6 +313,8 @@ def _exchange(method: str, parts: Any, body: bytes | None, headers: dict[str, st
               timeout: float | None) -> StdlibResponse:
     """Send one HTTP/1.1 request with `Connection: close` and read the answer until the server
     closes the connection."""
+    import socket
+
     head = [f"{method} {parts.path or '/'}{'?' + parts.query if parts.query else ''} HTTP/1.1",
             f"Host: {parts.netloc.rpartition('@')[2]}", "Connection: close", "Accept-Encoding: identity",
             *(f"{name}: {value}" for name, value in headers.items())]
@@ -322,34 +323,13 @@ def _exchange(method: str, parts: Any, body: bytes | None, headers: dict[str, st
     request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
     host = parts.hostname or ""
     # getaddrinfo encodes a str host with the idna codec, which costs an import (1.5 ms); ASCII needs none.
-    connection = _connect(host.encode() if host.isascii() else host, parts.port or 80, timeout)
-    try:
+    address = (host.encode() if host.isascii() else host, parts.port or 80)
+    with socket.create_connection(address, timeout) as connection:
         connection.sendall(request)
         received = []
         while chunk := connection.recv(65536):
             received.append(chunk)
-    finally:
-        connection.close()
     return _read_answer(b"".join(received))
-
-
-def _connect(host: bytes | str, port: int, timeout: float | None) -> Any:
-    """A TCP connection to the first of ``host``'s addresses that takes one, as
-    socket.create_connection makes it, but on the socket module's C core: importing `socket`
-    itself (its enums and selectors) costs 3.5 ms, a tenth of a `trainhub slurm sbatch`."""
-    import _socket
-
-    error = None
-    for family, kind, protocol, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
-        connection = _socket.socket(family, kind, protocol)
-        try:
-            connection.settimeout(timeout)
-            connection.connect(address)
-            return connection
-        except OSError as exc:
-            connection.close()
-            error = exc
-    raise error if error is not None else OSError(f"no address found for {host!r}")
 
 
 def _read_answer(data: bytes) -> StdlibResponse:
