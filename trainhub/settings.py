@@ -131,6 +131,10 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "trainhub.sqlite3",
+            # Kept open between requests, as PostgreSQL's are (60 s): opening the file, its PRAGMAs
+            # and closing it again (the last close checkpoints the WAL) were a third of the web
+            # process's CPU per REST sbatch (issue 21, py-spy).
+            "CONN_MAX_AGE": 60,
             # web, worker, beat and agent share the file: WAL and IMMEDIATE transactions
             # turn write contention into short waits instead of "database is locked".
             "OPTIONS": {

@@ -98,6 +98,25 @@ def test_squeue_shows_a_finished_job_whose_epilog_still_runs_as_completing(api, 
     assert lines[1:] == ["2", "1"]
 
 
+def test_sprio_read_again_after_a_pass_shows_the_new_factors(api, queue, accounts, now):
+    """sprio keeps the lines it laid out (reports._LINES) only for rows that have not changed since."""
+    assert api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()[1] == row(1, "a4", 2642, 0, 143, 2500)
+    run_pass(accounts, now + 2 * DAY)  # a day older: AGE 1000 * 2/7
+    assert api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()[1] == row(1, "a4", 2785, 0, 286, 2500)
+
+
+def test_squeue_read_again_moves_a_running_jobs_time_on_and_no_pending_jobs(queue, accounts, now):
+    from trainhub.slurm import reports
+
+    Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
+    started = now + DAY + dt.timedelta(seconds=1)
+    run_pass(accounts, started)
+    first = reports.squeue(accounts, now=started + dt.timedelta(seconds=5)).text.splitlines()
+    later = reports.squeue(accounts, now=started + dt.timedelta(seconds=65)).text.splitlines()
+    assert [line.split()[5] for line in first[1:]] == ["0:00", "0:00", "0:05"]
+    assert [line.split()[5] for line in later[1:]] == ["0:00", "0:00", "1:05"]
+
+
 def test_sshare_all_shows_the_tree(api, queue):
     text = api("vic").get(f"{BASE}/sshare", {"all": "true"}).json()["text"].splitlines()
     assert text[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "

@@ -6,9 +6,11 @@ import math
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.fairshare import Association, compute_fairshare
 from trainhub.slurm.formats import (
+    LineCache,
     PrintField,
     SacctJob,
     SqueueJob,
+    in_squeue_order,
     print_fields,
     sacct_rows,
     sacct_text,
@@ -163,3 +165,36 @@ def test_sacct_default_layout_and_cancelled_state():
     assert text.splitlines() == ["JobID|Elapsed|Timelimit|CPUTime", "5|1-01:01:01|01:00:00|2-02:02:02"]
     assert sacct_rows(jobs, fields=["jobid", "state"]) == [{"JobID": "17", "State": "CANCELLED by 1000"},
                                                             {"JobID": "18", "State": "COMPLETED"}]
+
+
+def test_squeue_orders_by_partition_state_descending_priority_then_job_id():
+    jobs = [SqueueJob(5, "b", "x", "u", "PENDING", priority=1), SqueueJob(4, "a", "x", "u", "RUNNING", priority=9),
+            SqueueJob(3, "a", "x", "u", "PENDING", priority=1), SqueueJob(2, "a", "x", "u", "PENDING", priority=7),
+            SqueueJob(1, "a", "x", "u", "PENDING", priority=1), SqueueJob(6, "a", "x", "u", "COMPLETING")]
+    ordered = in_squeue_order(jobs, partition=lambda job: job.partition, state=lambda job: job.state,
+                              priority=lambda job: job.priority, job_id=lambda job: job.job_id)
+    assert [job.job_id for job in ordered] == [2, 1, 3, 4, 6, 5]
+
+
+def _laying_out(calls: list[list]):
+    def lay_out(rows):
+        calls.append(list(rows))
+        return [f"line {row}" for row in rows]
+    return lay_out
+
+
+def test_a_line_cache_lays_out_only_the_rows_its_last_read_of_the_report_did_not_have():
+    cache, calls = LineCache(), []
+    assert cache.lines("sprio", [1, 2], _laying_out(calls)) == ["line 1", "line 2"]
+    assert cache.lines("sprio", [2, 3], _laying_out(calls)) == ["line 2", "line 3"]
+    assert cache.lines("sprio", [1, 3], _laying_out(calls)) == ["line 1", "line 3"]
+    assert calls == [[1, 2], [3], [1]]  # row 1 was dropped with the second read: only rows last read are kept
+
+
+def test_a_line_cache_keys_rows_by_what_is_given_and_keeps_the_last_reports_read():
+    cache, calls = LineCache(reports=1), []
+    cache.lines("squeue", [1], _laying_out(calls), keys=[(1, "12:00")])
+    assert cache.lines("squeue", [1], _laying_out(calls), keys=[(1, "12:01")]) == ["line 1"]
+    cache.lines("sprio", [1], _laying_out(calls))
+    cache.lines("squeue", [1], _laying_out(calls), keys=[(1, "12:01")])  # forgotten: one report is kept
+    assert calls == [[1], [1], [1], [1]]

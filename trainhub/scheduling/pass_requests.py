@@ -7,12 +7,14 @@ only if the flag was not already set. The pass that runs clears the flag before 
 so whatever is asked after that point sets it again; a leading pass that finds the flag set when it
 ends sends one more task. The flag expires after REQUEST_TTL_SECONDS so that a task lost with a
 killed worker or a flushed Redis does not silence requests for long; beat's periodic pass covers
-the gap meanwhile.
+the gap meanwhile. A Slurm cluster's passes coalesce the same way under a flag of their own
+(``request_coalesced``).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import redis
 from django.db import transaction
@@ -33,29 +35,35 @@ def request_pass() -> None:
 
 
 def _send() -> None:
-    best_effort(lambda pipe: pipe.set(PASS_REQUESTED, 1, nx=True, ex=REQUEST_TTL_SECONDS),
-                answered=_send_task_if_first, failed=_send_task_anyway)
+    send_coalesced(PASS_REQUESTED, SCHEDULER_PASS_TASK)
 
 
-def _send_task_if_first(replies: list) -> None:
-    (first,) = replies
-    if first:
-        _send_task()
+def request_coalesced(flag: str, task_name: str, *args: Any) -> None:
+    """Ask for task ``task_name(*args)`` once the current transaction commits, coalesced as the
+    scheduler's passes are under ``flag`` (a Slurm cluster's passes, under a flag of its own)."""
+    transaction.on_commit(lambda: send_coalesced(flag, task_name, *args), robust=True)
 
 
-def _send_task_anyway(exc: Exception) -> None:
-    logger.warning("pass request flag not set: Redis did not answer (%s); sending the task anyway", exc)
-    _send_task()
+def send_coalesced(flag: str, task_name: str, *args: Any) -> None:
+    """Send the task unless ``flag`` says one is already waiting (set it if not)."""
+
+    def send_if_first(replies: list) -> None:
+        (first,) = replies
+        if first:
+            enqueue(task_name, *args)
+
+    def send_anyway(exc: Exception) -> None:
+        logger.warning("pass request flag not set: Redis did not answer (%s); sending the task anyway", exc)
+        enqueue(task_name, *args)
+
+    best_effort(lambda pipe: pipe.set(flag, 1, nx=True, ex=REQUEST_TTL_SECONDS), answered=send_if_first,
+                failed=send_anyway)
 
 
-def _send_task() -> None:
-    enqueue(SCHEDULER_PASS_TASK)
-
-
-def claim(client: redis.Redis) -> None:
+def claim(client: redis.Redis, flag: str = PASS_REQUESTED) -> None:
     """A pass is starting: requests from now on need another pass."""
-    client.delete(PASS_REQUESTED)
+    client.delete(flag)
 
 
-def requested_meanwhile(client: redis.Redis) -> bool:
-    return bool(client.exists(PASS_REQUESTED))
+def requested_meanwhile(client: redis.Redis, flag: str = PASS_REQUESTED) -> bool:
+    return bool(client.exists(flag))

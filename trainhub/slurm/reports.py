@@ -16,10 +16,11 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from django.core.exceptions import EmptyResultSet
-from django.db import connection
-from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, When
+from django.db import connections
+from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, QuerySet, When
 from django.db.models.functions import Coalesce
 
 from trainhub.inventory.assignments import project_identity
@@ -59,6 +60,26 @@ def _states(text: str) -> set[str]:
     return {_STATE_NAMES.get(item.upper(), item.upper()) for item in _names(text)}
 
 
+def _driver_rows(rows: QuerySet, fields: Sequence[str]) -> tuple[list[tuple], Callable[[Sequence[tuple]], list[tuple]]]:
+    """``rows.values_list(*fields)`` as the database driver returns them, without Django's per-row
+    conversions (datetimes parsed, JSON decoded: over a 10,000-job queue they cost as much as the query),
+    and the conversion that turns some of those rows into what values_list would have given."""
+    compiler = rows.values_list(*fields).query.get_compiler(using=rows.db)
+    try:
+        sql, params = compiler.as_sql()
+    except EmptyResultSet:  # a filter nothing can match (jobs=abc, user=","): Django writes no SQL for it
+        return [], list
+    converters = compiler.get_converters([column for column, _, _ in compiler.select])
+    with connections[rows.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        fetched = cursor.fetchall()
+
+    def converted(chosen: Sequence[tuple]) -> list[tuple]:
+        return list(map(tuple, compiler.apply_converters(chosen, converters))) if converters else list(chosen)
+
+    return fetched, converted
+
+
 class Report:
     """A command's text and the items it printed; their JSON rows are built only for the items
     asked for (pages show just the text, the API a page of rows).
@@ -86,11 +107,16 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "array_pending", "array_max_running", "features")
 
 
+def _squeue_state(job_state: str) -> str:
+    """What squeue shows of a job it lists: pending, running, or completing (its epilog still runs)."""
+    return job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
+
+
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features) = row
-    state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
+    state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
@@ -170,9 +196,27 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
         items = _squeue_items(rows[page].values_list(*_SQUEUE_FIELDS), now, shown, array_tasks)
         return Report(formats.squeue_text(items, long=long, start=start, format=format), items,
                       formats.squeue_rows, total=rows.count())
-    items = [item for item in _squeue_items(rows.values_list(*_SQUEUE_FIELDS), now, shown, array_tasks)
-             if not wanted or item.state in wanted]
-    return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
+    if shown is not None or array_tasks or start:
+        items = [item for item in _squeue_items(rows.values_list(*_SQUEUE_FIELDS), now, shown, array_tasks)
+                 if not wanted or item.state in wanted]
+        return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
+    # One line per row: laid out once per row and kept (formats.LineCache) while the row stays the
+    # same, except a job that has started, whose TIME moves with ``now``.
+    fetched, converted = _driver_rows(rows, _SQUEUE_FIELDS)
+    selected = formats.in_squeue_order(
+        [row for row in fetched if not wanted or _squeue_state(row[4]) in wanted],
+        # A finished job squeue lists is COMPLETING: its stored state ranks after RUNNING as that does.
+        partition=itemgetter(1), state=itemgetter(4), priority=itemgetter(11), job_id=itemgetter(0))
+    format_text = formats.squeue_format(long=long, format=format)
+
+    def items(chosen: Sequence[tuple]) -> list[formats.SqueueJob]:
+        return _squeue_items(converted(chosen), now, None, False)
+
+    lines = _LINES.lines(("squeue", cluster.pk, format_text), selected,
+                         lambda chosen: formats.squeue_lines(items(chosen), format_text),
+                         keys=[row if row[5] is None else (row, now) for row in selected])
+    return Report(formats.report_text(formats.squeue_header(format_text), lines), selected,
+                  lambda chosen: formats.squeue_rows(items(chosen)))
 
 
 def _running_steps(cluster: SlurmCluster, *, user: str = "",
@@ -254,6 +298,10 @@ def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -
 
 # --- sprio --------------------------------------------------------------------------------------
 
+#: formats.SPRIO_ORDER (job id, partition) on a snapshot.breakdown_fields row.
+_SPRIO_ROW_ORDER = itemgetter(0, 1)
+
+
 def _eligible(cluster: SlurmCluster, now: dt.datetime):
     """Pending jobs past their begin time, not held, no dependency left, with a computed priority
     (what sprio lists)."""
@@ -272,26 +320,19 @@ def _sprio_rows(cluster: SlurmCluster, now: dt.datetime, user: str, jobs: str, p
     return rows
 
 
-def priority_breakdowns(cluster: SlurmCluster, *, now: dt.datetime, config: SlurmConfig, user: str = "",
-                        jobs: str = "", partition: str = "", page: slice | None = None) -> list[PriorityBreakdown]:
-    """Eligible, unheld pending jobs with the factors of their last priority computation; only
-    the ``page`` of them in sprio's order (job id, partition) when one is given."""
+def _sprio_values(cluster: SlurmCluster, *, now: dt.datetime, fields: tuple[str, ...], user: str, jobs: str,
+                  partition: str, page: slice | None) -> tuple[list[tuple], Callable[[Sequence[tuple]], list[tuple]]]:
+    """The ``fields`` (snapshot.breakdown_fields) of the eligible, unheld pending jobs as _driver_rows
+    gives them; only the ``page`` of them in sprio's order (job id, partition) when one is given."""
     rows = _sprio_rows(cluster, now, user, jobs, partition)
     if page is not None:
         rows = rows.order_by("job_id", "partition")[page]
-    weights = snapshot.priority_weights(config)
-    fields = snapshot.breakdown_fields(config)
-    if "factor_tres" in fields:
-        return [snapshot.breakdown_from_row(row, weights) for row in rows.values_list(*fields)]
-    # Numbers and names only: the driver's rows need none of Django's per-row conversions, which
-    # cost as much as the query itself over a 10,000-job queue.
-    try:
-        sql, params = rows.values_list(*fields).query.sql_with_params()
-    except EmptyResultSet:  # a filter nothing can match (jobs=abc, user=","): Django writes no SQL for it
-        return []
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [snapshot.breakdown_from_row(row, weights) for row in cursor.fetchall()]
+    return _driver_rows(rows, fields)
+
+
+#: sprio's and squeue's lines as last laid out, per process (formats.LineCache): a report read again
+#: before the next pass changes its rows lays out only what changed.
+_LINES = formats.LineCache()
 
 
 def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weights: bool = False, norm: bool = False,
@@ -301,15 +342,33 @@ def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weight
         text = (f"You are not running a supported priority plugin\n({config.priority_type}).\n"
                 "Only 'priority/multifactor' is supported.\n")
         return Report(text)
-    breakdowns = [] if weights else priority_breakdowns(cluster, now=now, config=config, user=user, jobs=jobs,
-                                                        partition=partition, page=page)
+    if weights:
+        return Report(formats.sprio_text([], config, long=long, norm=norm, with_user=bool(user), weights=True))
+    fields = snapshot.breakdown_fields(config)
+    rows, converted = _sprio_values(cluster, now=now, fields=fields, user=user, jobs=jobs, partition=partition,
+                                    page=page)
+    if "factor_tres" in fields:  # a JSON document: decoded for every row, and no key of a LineCache
+        rows = converted(rows)
     total = (_sprio_rows(cluster, now, user, jobs, partition).count()
-             if page is not None and not weights and (page.start or len(breakdowns) == page.stop) else None)
-    if jobs and not breakdowns and not weights and not total:
+             if page is not None and (page.start or len(rows) == page.stop) else None)
+    if jobs and not rows and not total:
         return Report(formats.SPRIO_NO_JOBS + "\n")
-    breakdowns.sort(key=formats.SPRIO_ORDER)
-    text = formats.sprio_text(breakdowns, config, long=long, norm=norm, with_user=bool(user), weights=weights)
-    return Report(text, breakdowns, formats.sprio_rows, total=total)
+    rows.sort(key=_SPRIO_ROW_ORDER)
+    factor_weights = snapshot.priority_weights(config)
+
+    def breakdowns(chosen: Sequence[tuple]) -> list[PriorityBreakdown]:
+        return [snapshot.breakdown_from_row(row, factor_weights) for row in chosen]
+
+    format_text = formats.sprio_format(config, long=long, norm=norm, with_user=bool(user))
+
+    def lay_out(chosen: Sequence[tuple]) -> list[str]:
+        return formats.sprio_lines(breakdowns(chosen), format_text)
+
+    # A page's few rows are laid out afresh; TRES terms are a dict (no row key).
+    kept = page is None and "factor_tres" not in fields
+    lines = _LINES.lines(("sprio", cluster.pk, format_text, factor_weights), rows, lay_out) if kept else lay_out(rows)
+    text = formats.report_text(formats.sprio_header(format_text), lines)
+    return Report(text, rows, lambda chosen: formats.sprio_rows(breakdowns(chosen)), total=total)
 
 
 # --- sshare -------------------------------------------------------------------------------------

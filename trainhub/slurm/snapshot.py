@@ -255,12 +255,17 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
     fresh_after = _fresh_after(now)
     partitions: dict[str, PartitionInfo] = {}
     nodes: dict[int, NodeInfo] = {}
+    # A partition's nodes come from a pool or two: one NodePool for each, not one per node (model
+    # instances are a tenth of an sbatch's CPU).
+    pools: dict[tuple, NodePool] = {}
     for partition_pk, position, config in _PARTITION.rows(cluster.pk, partition):
         for pk, name, state, reason, heartbeat, machine_type, accelerator, count in _PARTITION_NODES.rows(
                 partition_pk, cluster.owner_key):
-            pool = NodePool(machine_type=machine_type, accelerator_type=accelerator, accelerator_count=count)
+            facts = (machine_type, accelerator, count)
+            if facts not in pools:
+                pools[facts] = NodePool(machine_type=machine_type, accelerator_type=accelerator, accelerator_count=count)
             nodes[pk] = _node_info(Node(pk=pk, name=name, state=state, state_reason=reason, last_heartbeat=heartbeat,
-                                        pool=pool), fresh_after, cluster)
+                                        pool=pools[facts]), fresh_after, cluster)
         partitions[partition] = _partition_info(partition, position, config, tuple(nodes), nodes)
     associations = [Association(pk=pk, cluster=cluster, account=Account(name=account), user=user_name,
                                 partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage)

@@ -1,5 +1,6 @@
 """Thin Celery wrappers: one scheduler pass per cluster. Beat passes every cluster every
-TRAINHUB_SLURM_PASS_INTERVAL_SECONDS; submissions, job ends and admin edits request their own.
+TRAINHUB_SLURM_PASS_INTERVAL_SECONDS; submissions, job ends and admin edits request one more, and the
+requests made before it starts share it (services.clusters.request_pass).
 Job mail: each mail is sent after its transition commits; beat flushes what was missed every minute."""
 
 import logging
@@ -8,9 +9,11 @@ from celery import shared_task
 from django.utils import timezone
 
 from trainhub.common.redis import get_redis
+from trainhub.scheduling import pass_requests
 from trainhub.scheduling.leader import leader_lock
 from trainhub.slurm.models import SlurmCluster
 from trainhub.slurm.services import mail, passes
+from trainhub.slurm.services.clusters import pass_requested_flag
 
 logger = logging.getLogger(__name__)
 
@@ -21,11 +24,15 @@ def leader_key(cluster_pk: int) -> str:
 
 @shared_task(autoretry_for=(ConnectionError,), retry_backoff=True, max_retries=5, ignore_result=True)
 def cluster_pass(cluster_pk: int) -> None:
-    with leader_lock(get_redis(), key=leader_key(cluster_pk)) as leading:
+    client = get_redis()
+    with leader_lock(client, key=leader_key(cluster_pk)) as leading:
         if not leading:
             logger.debug("another worker runs the pass of Slurm cluster %s", cluster_pk)
             return
+        pass_requests.claim(client, pass_requested_flag(cluster_pk))
         passes.cluster_pass_recorded(cluster_pk=cluster_pk, now=timezone.now())
+    if pass_requests.requested_meanwhile(client, pass_requested_flag(cluster_pk)):
+        cluster_pass.delay(cluster_pk)
 
 
 @shared_task(ignore_result=True)

@@ -10,11 +10,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.utils import timezone
 
-from trainhub.common.enqueue import enqueue_after_commit
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodePool, NodeState
 from trainhub.inventory.services import NodesUnavailable, node_set_state, nodes_dedicate, nodes_release
+from trainhub.scheduling import pass_requests
 from trainhub.slurm import features
 from trainhub.slurm.clusterspec import (
     CLUSTER_ID,
@@ -43,9 +43,16 @@ ROOT = "root"
 _CLUSTER_TABLE = f'"{SlurmCluster._meta.db_table}"'
 
 
+def pass_requested_flag(cluster_pk: int) -> str:
+    """The Redis flag that says a pass of the cluster is asked for and not yet started."""
+    return f"trainhub:slurm:{cluster_pk}:pass-requested"
+
+
 def request_pass(cluster: SlurmCluster) -> None:
-    """Ask for a scheduler pass of the cluster once the current transaction commits."""
-    enqueue_after_commit("trainhub.slurm.tasks.cluster_pass", cluster.pk)
+    """Ask for a scheduler pass of the cluster once the current transaction commits. Requests made
+    before the pass starts share it (scheduling.pass_requests), as slurmctld's scheduler runs once
+    for the jobs submitted since its last run: a burst of sbatch queues one pass, not one each."""
+    pass_requests.request_coalesced(pass_requested_flag(cluster.pk), "trainhub.slurm.tasks.cluster_pass", cluster.pk)
 
 
 def take_job_ids(cluster: SlurmCluster, count: int) -> int:

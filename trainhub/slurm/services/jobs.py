@@ -14,7 +14,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from trainhub.common.compiled import CompiledQuery
+from trainhub.common.compiled import CompiledInsert, CompiledQuery
 from trainhub.common.errors import ApiError
 from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
 from trainhub.slurm import limits
@@ -42,6 +42,8 @@ PERMISSION_DENIED = "Access/permission denied"
 DEPENDENCY_PROBLEM = "Job dependency problem"
 
 
+#: The job's INSERT, built once per process (save() compiles its 67 columns' statement per sbatch).
+_JOB_INSERT = CompiledInsert(SlurmJob)
 #: The user's DefaultAccount (sacctmgr), compiled once per process as the submission's other reads are.
 _DEFAULT_ACCOUNT = CompiledQuery(lambda cluster_id, name: SlurmUser.objects.filter(cluster_id=cluster_id, name=name)
                                  .values_list("default_account"), 918273645, "sample-user")
@@ -239,7 +241,7 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         tasks = arrays.compress(array.task_ids)
         values.update(array_job_id=job_id, array_pending=tasks, array_tasks=tasks,
                       array_max_running=array.max_running)
-    return SlurmJob.objects.create(
+    job = SlurmJob(
         cluster=cluster, job_id=job_id, name=name, submitted_by=user, user_name=username, time_limit=time_limit,
         script=script, script_args=list(submission.script_args), work_dir=_work_dir(options, username),
         stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
@@ -247,6 +249,8 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),
         comment=options.comment or "", submit_time=now, begin_time=begin, interactive=submission.allocation,
         salloc_seen=now if submission.allocation else None, **values)
+    _JOB_INSERT.save(job)
+    return job
 
 
 def submitted_message(job: SlurmJob, submission: Submission) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from trainhub.common.compiled import CompiledInsert
 from trainhub.inventory.models import Node, NodeState
 from trainhub.inventory.services import node_set_state
 from trainhub.inventory.wake import nodes_wake
@@ -45,8 +46,12 @@ KEEPALIVE_TIMEOUT_SECONDS = 60
 INACTIVE_LIMIT = "InactiveLimit"
 
 
+#: The event's INSERT, built once per process: every sbatch writes one (common.compiled).
+_EVENT_INSERT = CompiledInsert(JobEvent)
+
+
 def job_event(job: SlurmJob, now: dt.datetime, message: str) -> None:
-    JobEvent.objects.create(job=job, time=now, message=message)
+    _EVENT_INSERT.save(JobEvent(job=job, time=now, message=message))
 
 
 def _locked_job(job_pk: int) -> SlurmJob:

@@ -1,0 +1,34 @@
+"""A Slurm cluster's pass requests coalesce as the scheduler's do (scheduling.pass_requests): a burst
+of sbatch before a pass starts sends one task, and a request made while a pass runs gets another."""
+
+import pytest
+
+from trainhub.slurm import tasks
+from trainhub.slurm.services.clusters import request_pass
+
+
+@pytest.fixture
+def sent(monkeypatch, redis_client):
+    calls = []
+    monkeypatch.setattr(tasks.cluster_pass, "delay", calls.append)
+    return calls
+
+
+def test_many_requests_before_the_pass_starts_send_one_task_per_cluster(sent, accounts,
+                                                                       django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(5):
+            request_pass(accounts)
+    assert sent == [accounts.pk]
+
+
+def test_a_request_while_the_pass_runs_sends_another_after_it(sent, accounts, monkeypatch,
+                                                             django_capture_on_commit_callbacks):
+    def pass_during_which_a_job_arrives(*, cluster_pk, now):
+        with django_capture_on_commit_callbacks(execute=True):
+            request_pass(accounts)  # the flag was cleared when this pass started: a task is sent...
+            request_pass(accounts)  # ...once
+
+    monkeypatch.setattr(tasks.passes, "cluster_pass_recorded", pass_during_which_a_job_arrives)
+    tasks.cluster_pass(accounts.pk)
+    assert sent == [accounts.pk, accounts.pk]  # the one sent during the pass, and one more: the flag is set
