@@ -7,6 +7,8 @@ from django.urls import reverse
 
 from tests.conftest import container_pool, job_body
 from trainhub.common.redis import get_redis
+from trainhub.iam.roles import USER
+from trainhub.iam.services import membership_set
 from trainhub.inventory.services import node_pool_ensure
 from trainhub.jobs import services, states
 from trainhub.jobs.models import CustomJob
@@ -238,6 +240,16 @@ def test_the_nav_link_opens_the_form_of_the_first_project_where_the_user_may_sub
     assert response.status_code == 302 and response["Location"] == create_url("alpha", "us-central1")
     client.force_login(cast["vic"])
     assert client.get(reverse("jobs:create_default")).status_code == 403
+
+
+def test_the_whole_catalog_choice_survives_the_nav_links_redirect_and_the_links_to_other_projects(client, cast):
+    membership_set(project=cast["beta"], user=cast["uma"], role=USER)
+    client.force_login(cast["uma"])
+    response = client.get(reverse("jobs:create_default") + "?catalog=1")
+    assert response.status_code == 302 and response["Location"] == create_url("alpha", "us-central1") + "?catalog=1"
+    page = client.get(response["Location"]).content.decode()
+    assert f'href="{create_url("beta", "us-central1")}?catalog=1"' in page
+    assert f'href="{create_url("beta", "us-central1")}"' in client.get(create_url()).content.decode()
 
 
 def test_a_viewer_gets_403_on_the_submit_form(client, cast):
