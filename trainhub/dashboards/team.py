@@ -26,6 +26,7 @@ from trainhub.dashboards.charts import (
     count_axis,
     draw_quotas,
     draw_waiting_jobs,
+    history_note,
     line_mode,
     read_quotas,
     read_waiting_jobs,
@@ -87,8 +88,9 @@ def draw_team_gpus(table: Table, request: ChartRequest) -> Drawing:
                             hovertemplate="%{y} GPUs running", **style))
         traces.append(trace("scatter", x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2",
                             stackgroup="waiting", showlegend=False, hovertemplate="%{y} GPUs waiting", **style))
+    first = min(r["time"] for r in records if r["running_gpus"] or r["waiting_gpus"])
     panels = _stacked(["GPUs running", "GPUs waiting"], gap=0.08)
-    panels["xaxis"].update(time_axis(request))
+    panels["xaxis"].update(time_axis(request, first))
     latest = max(r["time"] for r in records)
     totals = defaultdict(int)
     for r in records:
@@ -102,7 +104,7 @@ def draw_team_gpus(table: Table, request: ChartRequest) -> Drawing:
         panels[axis].update(count_axis(list(by_time.values()), title))
     drawn = _figure(traces, request, height=420, panels=panels)
     return Drawing(drawn, f"Now {totals['running']} GPUs running and {totals['waiting']} waiting for "
-                          f"project {request.project.project_id}.")
+                          f"project {request.project.project_id}." + history_note(request, first))
 
 
 def month_start(now: dt.datetime) -> dt.datetime:
