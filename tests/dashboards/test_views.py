@@ -315,3 +315,13 @@ def test_waiting_jobs_are_labelled_by_a_short_name_and_by_their_id_only_where_na
     labels = sorted(bars["y"])
     assert labels[0] == long_name[:23] + "…"
     assert [label.split(" · …")[0] for label in labels[1:]] == ["twin", "twin"] and labels[1] != labels[2]
+
+
+def test_queue_depth_without_a_waiting_job_says_so_instead_of_drawing_empty_axes(client, cast, nodes, now,
+                                                                                  monkeypatch):
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    samples_record(now=now)
+    client.force_login(cast["vic"])
+    content = client.get(chart_url("queue-depth")).content.decode()
+    assert "No job waited in the last 24 hours: every sample found the queue empty." in content
+    assert "chart__figure" not in content

@@ -213,12 +213,6 @@ def _pct(part: float, whole: float) -> str:
     return f"{round(100 * part / whole)}%" if whole else "–"
 
 
-def _empty_note(text: str) -> dict[str, Any]:
-    """A sentence in the middle of a plot whose axes are drawn but hold nothing."""
-    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
-            "font": {"color": "#5b6877"}}
-
-
 def _since(request: ChartRequest) -> str:
     return f"in the last {request.time_range.label}"
 
@@ -301,6 +295,8 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
         return Drawing(None, "No samples yet: the first appears within a minute of the sampler starting.")
     kinds = sorted({r["gpu_type"] for r in records if r["queued_jobs"] + r["pending_jobs"] or r["waiting_gpus"]},
                    key=accelerator_label)
+    if not kinds:  # axes without a trace would draw one empty panel of the two, under the sentence
+        return Drawing(None, f"No job waited {_since(request)}: every sample found the queue empty.")
     traces: list[Any] = []
     for kind in kinds:
         series = [r for r in records if r["gpu_type"] == kind]
@@ -317,8 +313,7 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
     panels["xaxis"].update(time_axis(request, first))
     panels["yaxis"].update(count_axis([r["queued_jobs"] + r["pending_jobs"] for r in records], "jobs"))
     panels["yaxis2"].update(count_axis([r["waiting_gpus"] for r in records], "GPUs"))
-    empty = {} if kinds else {"annotations": [_empty_note(f"No job waited {_since(request)}.")]}
-    drawn = _figure(traces, request, height=420, panels=panels, **empty)
+    drawn = _figure(traces, request, height=420, panels=panels)
     latest = max(r["time"] for r in records)
     jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
     gpus = sum(r["waiting_gpus"] for r in records if r["time"] == latest)
