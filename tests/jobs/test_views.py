@@ -99,8 +99,8 @@ def test_an_unknown_job_id_is_404_with_the_html_page(client, cast):
 # Job detail and its fragments ---------------------------------------------------------------
 
 def test_the_detail_page_shows_the_spec_replicas_timeline_and_logs(client, cast, nodes, now):
-    job = submit(cast["alpha"], cast["uma"], container_pool(command=["python3", "train.py"], args=["--lr", "0.1"]),
-                 name="detailed")
+    job = submit(cast["alpha"], cast["uma"], container_pool(command=["python3", "train.py"], args=["--lr", "0.1"],
+                                                            accelerator="NVIDIA_TESLA_T4"), name="detailed")
     node = nodes["t4"].nodes.first()
     place_on(job, node, now)
     replica = job.replicas.get()
@@ -113,7 +113,7 @@ def test_the_detail_page_shows_the_spec_replicas_timeline_and_logs(client, cast,
     assert response.status_code == 200
     for text in ("detailed", "n1-standard-4", "python:3.11", "python3 train.py", "--lr", node.name,
                  "workerpool0-0", "Every replica is running.", "epoch 1 &lt;done&gt;", "log-line--stderr",
-                 "badge--running"):
+                 "badge--running", "1 × T4 <span"):  # the GPU by its name, its API word beside it
         assert text in content, text
     assert "Cancel job" not in content  # vic is a viewer
 
