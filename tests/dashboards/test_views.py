@@ -20,7 +20,8 @@ from trainhub.common.redis import get_redis
 from trainhub.dashboards.charts import CHARTS
 from trainhub.dashboards.services import samples_record
 from trainhub.dashboards.sources import FairShareRow, _fairshare_providers, register_fairshare_provider
-from trainhub.iam.services import user_ensure
+from trainhub.iam.roles import VIEWER
+from trainhub.iam.services import membership_set, user_ensure
 from trainhub.jobs import services
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.services import quota_set
@@ -208,6 +209,10 @@ def test_quota_usage_shows_the_users_projects_against_their_limits(client, cast,
                      "in_use_gpus": "2", "limit_gpus": "8"}]
     figure = figure_of(client.get(chart_url("quota-usage")))
     assert figure["data"][1]["text"] == ["25%"]
+    assert figure["data"][0]["y"] == ["T4"]  # vic's one project goes without saying
+    membership_set(project=cast["beta"], user=cast["vic"], role=VIEWER)
+    figure = figure_of(client.get(chart_url("quota-usage")))
+    assert figure["data"][0]["y"] == ["alpha · T4", "beta · T4"]
 
 
 def test_why_jobs_wait_lists_the_users_waiting_jobs_with_the_passes_reasons(client, cast, nodes, history):

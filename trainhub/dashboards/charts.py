@@ -451,9 +451,10 @@ def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
     if not records:
         whose = f"project {request.project.project_id}" if request.project else "your projects"
         return Drawing(None, f"No quota limit is set for {whose}: every GPU type is unlimited.")
-    regions = {r["region"] for r in records}
-    labels = [f"{r['project']} · {_metric_label(r['metric'])}" + (f" · {r['region']}" if len(regions) > 1 else "")
-              for r in records]
+    # The project and region only where they tell rows apart: a phone's labels share its width with the bars.
+    regions, projects = {r["region"] for r in records}, {r["project"] for r in records}
+    labels = [(f"{r['project']} · " if len(projects) > 1 else "") + _metric_label(r["metric"])
+              + (f" · {r['region']}" if len(regions) > 1 else "") for r in records]
     used_color = ["#d64541" if r["limit_gpus"] and r["in_use_gpus"] >= r["limit_gpus"] else "#3b6fd8"
                   for r in records]
     traces = [
