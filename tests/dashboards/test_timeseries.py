@@ -85,6 +85,7 @@ def test_a_time_axis_starts_at_the_first_sample_when_the_history_is_shorter_than
     assert axis_start(day, None, now) == now - dt.timedelta(hours=24)
     assert axis_start(day, now - dt.timedelta(days=3), now) == now - dt.timedelta(hours=24)
     assert axis_start(day, now - dt.timedelta(hours=5), now) == now - dt.timedelta(hours=5, minutes=15)
+    assert axis_start(day, now - dt.timedelta(hours=13), now) == now - dt.timedelta(hours=24)  # over half: whole
     assert axis_start(day, now - dt.timedelta(minutes=2), now) == now - dt.timedelta(hours=1)  # never narrower
     assert axis_start(range_for("7d"), now - dt.timedelta(minutes=2), now) == now - dt.timedelta(hours=8)
     assert axis_start(range_for("1h"), now - dt.timedelta(minutes=2), now) == now - dt.timedelta(hours=1)

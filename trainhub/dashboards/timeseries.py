@@ -94,11 +94,12 @@ SHORTEST_AXIS = dt.timedelta(hours=1)
 
 
 def axis_start(time_range: TimeRange, first: dt.datetime | None, now: dt.datetime) -> dt.datetime:
-    """Where a chart's time axis starts: the range's start, or, when the history is shorter than
-    the range (a fresh install), the first sample's bucket, so the data fills the chart instead
-    of a sliver at its right edge; never later than SHORTEST_AXIS (or four buckets) before now."""
+    """Where a chart's time axis starts: the range's start, or, when the history covers less than
+    half the range (a fresh install), the first sample's bucket, so the data fills the chart
+    instead of a sliver at its right edge; never later than SHORTEST_AXIS (or four buckets)
+    before now. A history over half the range already reads well on the whole range."""
     range_start = now - dt.timedelta(minutes=time_range.minutes)
-    if first is None or first <= range_start:
+    if first is None or first <= range_start + dt.timedelta(minutes=time_range.minutes / 2):
         return range_start
     shortest = max(SHORTEST_AXIS, dt.timedelta(minutes=4 * time_range.bucket_minutes))
     return max(range_start, min(first - dt.timedelta(minutes=time_range.bucket_minutes), now - shortest))
