@@ -248,6 +248,9 @@
       if (!window.Plotly) return;
       root.querySelectorAll(".chart__plot").forEach((plot) => {
         const figure = JSON.parse(plot.parentElement.querySelector(".chart__figure").textContent);
+        // A plot the page's layout grows to fill its grid cell (the wall screen) takes the cell's
+        // height, not the one the server chose for a page that scrolls.
+        if (getComputedStyle(plot).flexGrow !== "0") delete figure.layout.height;
         Plotly.newPlot(plot, figure.data, figure.layout, config);
       });
     });

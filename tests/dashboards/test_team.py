@@ -11,6 +11,7 @@ from django.utils import timezone
 from tests.conftest import later
 from tests.dashboards.test_samples import run_on, t4_job
 from tests.dashboards.test_views import figure_of
+from tests.slurm.conftest import accounts, admin, cluster, make_job, slurm_pools, start_job  # noqa: F401 - fixtures
 from tests.jobs.test_views import submit
 from trainhub.scheduling.services import quota_set
 
@@ -86,3 +87,22 @@ def test_empty_charts_say_why(client, cast):
     assert "No job of project alpha is waiting" in client.get(f"{TEAM}charts/team-waiting").content.decode()
     assert "No quota limit is set for project alpha" in client.get(f"{TEAM}charts/team-quota").content.decode()
     assert "Nothing billed in" in client.get(f"{TEAM}charts/team-cost").content.decode()
+
+
+def test_the_cost_so_far_this_month_counts_the_projects_slurm_jobs_at_the_on_demand_price(
+        client, cast, accounts, now, monkeypatch):  # noqa: F811
+    from trainhub.catalog.pricing import DEFAULT_ON_DEMAND_PER_GPU_HOUR
+
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    began = max(later(now, -3600), now.replace(day=1, hour=0, minute=0, second=0, microsecond=0))
+    job = make_job(accounts, gpus_per_node=8, num_nodes=1, now=later(began, -60))
+    start_job(job, ["a4-0"], now=began)
+    client.force_login(cast["vic"])
+    [cost] = team_csv(client, "team-cost")
+    hours = (now - began).total_seconds() / 3600
+    assert (cost["gpu_type"], cost["strategy"], cost["jobs"]) == ("NVIDIA_B200", "SLURM", "1")
+    assert float(cost["gpu_hours"]) == pytest.approx(8 * hours, abs=0.01)
+    assert float(cost["cost_usd"]) >= 8 * hours * DEFAULT_ON_DEMAND_PER_GPU_HOUR["NVIDIA_B200"] - 0.01
+    figure = figure_of(client.get(f"{TEAM}charts/team-cost"))
+    assert [trace["name"] for trace in figure["data"]] == ["Slurm jobs, at the on-demand price"]
+    assert figure["data"][0]["x"] == ["B200"]

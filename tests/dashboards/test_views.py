@@ -20,7 +20,8 @@ from trainhub.common.redis import get_redis
 from trainhub.dashboards.charts import CHARTS
 from trainhub.dashboards.services import samples_record
 from trainhub.dashboards.sources import FairShareRow, _fairshare_providers, register_fairshare_provider
-from trainhub.iam.services import user_ensure
+from trainhub.iam.roles import VIEWER
+from trainhub.iam.services import membership_set, user_ensure
 from trainhub.jobs import services
 from trainhub.scheduling import working_memory
 from trainhub.scheduling.services import quota_set
@@ -208,6 +209,10 @@ def test_quota_usage_shows_the_users_projects_against_their_limits(client, cast,
                      "in_use_gpus": "2", "limit_gpus": "8"}]
     figure = figure_of(client.get(chart_url("quota-usage")))
     assert figure["data"][1]["text"] == ["25%"]
+    assert figure["data"][0]["y"] == ["T4"]  # vic's one project goes without saying
+    membership_set(project=cast["beta"], user=cast["vic"], role=VIEWER)
+    figure = figure_of(client.get(chart_url("quota-usage")))
+    assert figure["data"][0]["y"] == ["alpha · T4", "beta · T4"]
 
 
 def test_why_jobs_wait_lists_the_users_waiting_jobs_with_the_passes_reasons(client, cast, nodes, history):
@@ -250,24 +255,78 @@ def test_charts_without_samples_say_so(client, cast):
 
 # Axes and units at every range ------------------------------------------------------------------
 
-def test_with_one_sample_the_time_axis_spans_the_whole_range_and_the_sample_shows(client, cast, nodes, now,
-                                                                                 monkeypatch):
+def test_with_one_sample_the_time_axis_spans_an_hour_or_four_buckets_and_the_sample_shows(client, cast, nodes, now,
+                                                                                          monkeypatch):
     monkeypatch.setattr(timezone, "now", lambda: now)
     t4_job(cast, now, name="stuck-t4", gpus=4)
     samples_record(now=now)
     client.force_login(cast["vic"])
-    for range_key, hours in (("1h", 1), ("24h", 24), ("7d", 168)):
-        figure = figure_of(client.get(chart_url("queue-depth", range=range_key)))
+    for range_key, hours in (("1h", 1), ("24h", 1), ("7d", 8)):
+        response = client.get(chart_url("queue-depth", range=range_key))
+        figure = figure_of(response)
         start, end = (dt.datetime.fromisoformat(edge) for edge in figure["layout"]["xaxis"]["range"])
         assert end - start == dt.timedelta(hours=hours)  # not a millisecond around the one sample
         assert all("markers" in trace["mode"] for trace in figure["data"])
-        assert figure["layout"]["yaxis"]["title"]["text"] == "jobs waiting" and figure["layout"]["yaxis"]["dtick"] == 1
+        assert figure["layout"]["yaxis"]["title"]["text"] == "jobs" and figure["layout"]["yaxis"]["dtick"] == 1
+        assert ("The history starts at" in response.content.decode()) == (range_key != "1h")
+
+
+def test_a_history_shorter_than_the_range_fills_the_chart_from_its_first_sample_and_says_so(client, cast, history,
+                                                                                           now):
+    client.force_login(cast["vic"])
+    for key in ("gpu-allocation", "queue-depth", "wait-times"):
+        response = client.get(chart_url(key, range="24h"))
+        start, end = (dt.datetime.fromisoformat(edge) for edge in figure_of(response)["layout"]["xaxis"]["range"])
+        # The hour of samples in 15-minute buckets, and one bucket before them: not a sliver of a day.
+        assert dt.timedelta(minutes=60) <= end - start <= dt.timedelta(minutes=95), key
+        assert "The history starts at" in response.content.decode() and "not 24 hours ago" in response.content.decode()
+    response = client.get(chart_url("queue-depth", range="1h"))
+    start, end = (dt.datetime.fromisoformat(edge) for edge in figure_of(response)["layout"]["xaxis"]["range"])
+    assert end - start == dt.timedelta(hours=1) and "The history starts at" not in response.content.decode()
+
+
+def test_mean_wait_ticks_are_round_numbers_even_for_one_sample(client, cast, nodes, now, monkeypatch):
+    monkeypatch.setattr(timezone, "now", lambda: later(now, 120))
+    job = t4_job(cast, now, name="quick")
+    run_on(job, nodes["t4"].nodes.first(), later(now, 4.82))
+    samples_record(now=later(now, 61))
+    client.force_login(cast["vic"])
+    figure = figure_of(client.get(chart_url("wait-times", range="1h")))
+    axis = figure["layout"]["yaxis2"]
+    assert axis["title"]["text"] == "mean wait (seconds)"
+    mean = next(trace for trace in figure["data"] if trace["name"].startswith("mean wait"))
+    (wait,) = [value for value in mean["y"] if value is not None]
+    # Ticks at whole seconds, up to four of them past the one mean (Plotly's own: 4.82, 9.64, ...).
+    assert axis["range"][0] == 0 and wait <= axis["range"][1] <= wait + 2 * axis["dtick"]
+    assert axis["dtick"] in (1, 2, 5) and axis["range"][1] / axis["dtick"] <= 4 and axis["autorange"] is False
 
 
 def test_mean_wait_is_drawn_in_a_unit_that_reads_well_and_says_which(client, cast, history):
     client.force_login(cast["vic"])
     figure = figure_of(client.get(chart_url("wait-times", range="1h")))
     mean = next(trace for trace in figure["data"] if trace["name"].startswith("mean wait"))
-    assert mean["name"] == "mean wait (minutes)" and figure["layout"]["yaxis2"]["title"]["text"] == "mean wait (minutes)"
+    assert mean["name"] == "mean wait" and figure["layout"]["yaxis2"]["title"]["text"] == "mean wait (minutes)"
     assert [value for value in mean["y"] if value is not None] == [9.0]  # 540 s, not 0.15 of an hour
     assert figure["layout"]["yaxis"]["title"]["text"] == "jobs started"
+
+
+def test_waiting_jobs_are_labelled_by_a_short_name_and_by_their_id_only_where_names_repeat(client, cast, nodes,
+                                                                                          now):
+    long_name = "a-very-long-experiment-name-that-goes-on"
+    for name in ("twin", "twin", long_name):
+        t4_job(cast, now, name=name, gpus=4)  # no scheduler pass: they wait
+    client.force_login(cast["vic"])
+    (bars,) = figure_of(client.get(chart_url("waiting-jobs")))["data"]
+    labels = sorted(bars["y"])
+    assert labels[0] == long_name[:23] + "…"
+    assert [label.split(" · …")[0] for label in labels[1:]] == ["twin", "twin"] and labels[1] != labels[2]
+
+
+def test_queue_depth_without_a_waiting_job_says_so_instead_of_drawing_empty_axes(client, cast, nodes, now,
+                                                                                  monkeypatch):
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    samples_record(now=now)
+    client.force_login(cast["vic"])
+    content = client.get(chart_url("queue-depth")).content.decode()
+    assert "No job waited in the last 24 hours: every sample found the queue empty." in content
+    assert "chart__figure" not in content

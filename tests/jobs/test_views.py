@@ -7,6 +7,8 @@ from django.urls import reverse
 
 from tests.conftest import container_pool, job_body
 from trainhub.common.redis import get_redis
+from trainhub.iam.roles import USER
+from trainhub.iam.services import membership_set
 from trainhub.inventory.services import node_pool_ensure
 from trainhub.jobs import services, states
 from trainhub.jobs.models import CustomJob
@@ -97,8 +99,8 @@ def test_an_unknown_job_id_is_404_with_the_html_page(client, cast):
 # Job detail and its fragments ---------------------------------------------------------------
 
 def test_the_detail_page_shows_the_spec_replicas_timeline_and_logs(client, cast, nodes, now):
-    job = submit(cast["alpha"], cast["uma"], container_pool(command=["python3", "train.py"], args=["--lr", "0.1"]),
-                 name="detailed")
+    job = submit(cast["alpha"], cast["uma"], container_pool(command=["python3", "train.py"], args=["--lr", "0.1"],
+                                                            accelerator="NVIDIA_TESLA_T4"), name="detailed")
     node = nodes["t4"].nodes.first()
     place_on(job, node, now)
     replica = job.replicas.get()
@@ -111,7 +113,7 @@ def test_the_detail_page_shows_the_spec_replicas_timeline_and_logs(client, cast,
     assert response.status_code == 200
     for text in ("detailed", "n1-standard-4", "python:3.11", "python3 train.py", "--lr", node.name,
                  "workerpool0-0", "Every replica is running.", "epoch 1 &lt;done&gt;", "log-line--stderr",
-                 "badge--running"):
+                 "badge--running", "1 × T4 <span"):  # the GPU by its name, its API word beside it
         assert text in content, text
     assert "Cancel job" not in content  # vic is a viewer
 
@@ -238,6 +240,16 @@ def test_the_nav_link_opens_the_form_of_the_first_project_where_the_user_may_sub
     assert response.status_code == 302 and response["Location"] == create_url("alpha", "us-central1")
     client.force_login(cast["vic"])
     assert client.get(reverse("jobs:create_default")).status_code == 403
+
+
+def test_the_whole_catalog_choice_survives_the_nav_links_redirect_and_the_links_to_other_projects(client, cast):
+    membership_set(project=cast["beta"], user=cast["uma"], role=USER)
+    client.force_login(cast["uma"])
+    response = client.get(reverse("jobs:create_default") + "?catalog=1")
+    assert response.status_code == 302 and response["Location"] == create_url("alpha", "us-central1") + "?catalog=1"
+    page = client.get(response["Location"]).content.decode()
+    assert f'href="{create_url("beta", "us-central1")}?catalog=1"' in page
+    assert f'href="{create_url("beta", "us-central1")}"' in client.get(create_url()).content.decode()
 
 
 def test_a_viewer_gets_403_on_the_submit_form(client, cast):

@@ -2,7 +2,8 @@
 
 from django.test import Client
 
-from tests.slurm.conftest import make_job
+from tests.conftest import later
+from tests.slurm.conftest import make_job, start_job
 from trainhub.slurm.models import ClusterAuditEntry, JobState, SlurmCluster, SlurmJob
 
 BASE = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
@@ -121,3 +122,15 @@ def test_a_live_jobs_page_polls_its_sections_and_posts_its_buttons_to_the_action
     assert f'hx-get="{url}/status"' in page and f'hx-get="{url}/log"' in page
     assert f'action="{url}/action"' in page
     assert 'hx-get=""' not in page and 'action=""' not in page
+
+
+def test_a_started_gpu_jobs_page_shows_its_cost_so_far_at_the_on_demand_price(browser, accounts, now):
+    from trainhub.catalog.pricing import DEFAULT_ON_DEMAND_PER_GPU_HOUR
+
+    job = make_job(accounts, user="uma", gpus_per_node=8, submit_time=later(now, -7200))
+    page = browser("uma").get(f"{BASE}/jobs/{job.job_id}/").content.decode()
+    assert "Cost so far</dt><dd>—" in page and "8 × B200 at the on-demand price" in page
+    start_job(job, ["a4-0"], now=later(now, -3600))
+    page = browser("uma").get(f"{BASE}/jobs/{job.job_id}/").content.decode()
+    cost = float(page.split("Cost so far</dt><dd>$", 1)[1].split(" ", 1)[0].replace(",", ""))
+    assert cost >= 8 * DEFAULT_ON_DEMAND_PER_GPU_HOUR["NVIDIA_B200"]  # an hour of 8 B200s, and the fee

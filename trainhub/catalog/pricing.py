@@ -25,6 +25,10 @@ DEFAULT_ON_DEMAND_PER_GPU_HOUR: dict[str, float] = {
 }
 DEFAULT_FLEX_START_FACTOR = 0.5
 DEFAULT_SPOT_FACTOR = 0.35
+#: The strategy word of a Slurm job's cost. Slurm has no price of its own: a GPU-hour a Slurm job
+#: holds costs what the same GPU-hour costs an on-demand CustomJob (the catalog's on-demand price
+#: and the same fee), so a project's costs add up whichever scheduler placed its jobs.
+SLURM = "SLURM"
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Prices:
     management_fee_fraction: float
 
     def per_gpu_hour(self, accelerator_type: str, strategy: str) -> float:
+        """The price of a GPU-hour: FLEX_START's, SPOT's, or else (STANDARD, SLURM) on-demand."""
         table = {"FLEX_START": self.flex_start, "SPOT": self.spot}.get(strategy, self.on_demand)
         return table.get(accelerator_type, 0.0)
 

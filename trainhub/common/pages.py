@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import projects_with_permission
@@ -63,8 +64,11 @@ def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 def redirect_to_first_project_form(request: HttpRequest, *, permission: str, url_name: str, location: str,
                                    refusal: str) -> HttpResponse:
     """A "New ..." link without a project: the create form ``url_name`` of the first project where
-    the user holds ``permission``; 403 with ``refusal`` when there is none."""
+    the user holds ``permission``; 403 with ``refusal`` when there is none. The query string goes
+    along: it carries the form's choices (``?catalog=1``: the whole machine catalog)."""
     projects = projects_with_permission(user=request.user, permission=permission)
     if not projects:
         raise PermissionDenied(refusal)
-    return redirect(url_name, project=projects[0].project_id, location=location)
+    form_url = reverse(url_name, kwargs={"project": projects[0].project_id, "location": location})
+    query = request.GET.urlencode()
+    return redirect(f"{form_url}?{query}" if query else form_url)

@@ -19,7 +19,7 @@ from trainhub.common.plotting import figure, trace
 from trainhub.common.wire import format_timestamp
 from trainhub.dashboards import selectors
 from trainhub.dashboards.sources import capacity_visibility, fairshare_rows, job_sources
-from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange
+from trainhub.dashboards.timeseries import WAIT_BUCKETS, TimeRange, axis_start, nice_scale
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import projects_with_permission
 from trainhub.jobs import states
@@ -36,7 +36,8 @@ class ChartRequest:
     user: AbstractBaseUser
     time_range: TimeRange
     now: dt.datetime
-    #: The wall-screen mode draws on a dark background, each figure as tall as its grid cell.
+    #: The wall-screen mode draws on a dark background (where the screen is wide enough, the page
+    #: sizes each figure to its grid cell).
     wall: bool = False
     #: A team page's project: the charts then show only its jobs and quotas.
     project: Project | None = None
@@ -113,8 +114,7 @@ def _layout(request: ChartRequest, *, height: int, panels: dict[str, dict] | Non
     for name, settings in (panels or {}).items():
         layout[name] = {**layout.get(name, {**axis, "rangemode": "tozero"} if name.startswith("y") else axis),
                         **settings}
-    if not request.wall:  # on the wall the figure fills its grid cell instead
-        layout["height"] = height
+    layout["height"] = height
     layout.update(extra)
     return layout
 
@@ -159,11 +159,21 @@ def _times(records: list[dict[str, Any]]) -> list[str]:
     return [record["time"].isoformat() for record in records]
 
 
-def time_axis(request: ChartRequest) -> dict[str, Any]:
-    """The x axis of a chart over time: the whole range, ending now, however few samples there
-    are (Plotly's own range around one sample is a millisecond wide)."""
-    start = request.now - dt.timedelta(minutes=request.time_range.minutes)
+def time_axis(request: ChartRequest, first: dt.datetime | None) -> dict[str, Any]:
+    """The x axis of a chart over time, ending now: the whole range, or from the ``first`` sample
+    when the history is shorter (see axis_start); never Plotly's own range around one sample,
+    a millisecond wide."""
+    start = axis_start(request.time_range, first, request.now)
     return {"type": "date", "range": [start.isoformat(), request.now.isoformat()]}
+
+
+def history_note(request: ChartRequest, first: dt.datetime | None) -> str:
+    """What a chart over time says when its axis starts after the range does (time_axis)."""
+    start = axis_start(request.time_range, first, request.now)
+    if first is None or start <= request.now - dt.timedelta(minutes=request.time_range.minutes):
+        return ""
+    return (f" The history starts at {first:%H:%M} UTC, {compact_duration((request.now - first).total_seconds())} "
+            f"ago: the time axis starts there, not {request.time_range.label} ago.")
 
 
 def count_axis(values: list[float], title: str) -> dict[str, Any]:
@@ -189,14 +199,18 @@ def duration_unit(seconds: list[float]) -> tuple[str, float]:
     return "hours", 3600.0
 
 
+def duration_axis(seconds: list[float], title: str) -> tuple[str, float, dict[str, Any]]:
+    """(unit, divisor, axis) for durations: the unit that reads best (duration_unit), named in
+    the axis title ("mean wait (minutes)" from "mean wait ({unit})"), and round ticks from 0 to
+    past the longest (nice_scale) whatever the number of samples."""
+    unit, per_unit = duration_unit(seconds)
+    top, step = nice_scale(max(seconds, default=0) / per_unit)
+    return unit, per_unit, {"title": {"text": title.format(unit=unit)}, "range": [0, top], "dtick": step,
+                            "autorange": False, "rangemode": "tozero"}
+
+
 def _pct(part: float, whole: float) -> str:
     return f"{round(100 * part / whole)}%" if whole else "–"
-
-
-def _empty_note(text: str) -> dict[str, Any]:
-    """A sentence in the middle of a plot whose axes are drawn but hold nothing."""
-    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
-            "font": {"color": "#5b6877"}}
 
 
 def _since(request: ChartRequest) -> str:
@@ -250,14 +264,16 @@ def draw_allocation(table: Table, request: ChartRequest) -> Drawing:
                             showlegend=index == 0, hovertemplate="%{y:.0f} capacity"))
         now_allocated += sum(r["allocated_gpus"] for r in rows if r["time"] == latest)
         now_total += totals[latest][0]
+    first = min(r["time"] for r in records)
     panels = _stacked([f"{accelerator_label(kind)} GPUs" for kind in kinds], gap=0.04)
-    panels["xaxis"].update(time_axis(request))
+    panels["xaxis"].update(time_axis(request, first))
     for index, kind in enumerate(kinds):
         panels[_axis("y", index)[0]].update(count_axis([r["total_gpus"] for r in records if r["gpu_type"] == kind],
                                                        f"{accelerator_label(kind)} GPUs"))
     drawn = _figure(traces, request, height=120 + 170 * len(kinds), panels=panels)
     summary = (f"Now {now_allocated:.0f} of {now_total:.0f} GPUs allocated to jobs "
-               f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}.")
+               f"({_pct(now_allocated, now_total)}), over {len(kinds)} GPU type{'s' if len(kinds) != 1 else ''}."
+               + history_note(request, first))
     return Drawing(drawn, summary)
 
 
@@ -279,6 +295,8 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
         return Drawing(None, "No samples yet: the first appears within a minute of the sampler starting.")
     kinds = sorted({r["gpu_type"] for r in records if r["queued_jobs"] + r["pending_jobs"] or r["waiting_gpus"]},
                    key=accelerator_label)
+    if not kinds:  # axes without a trace would draw one empty panel of the two, under the sentence
+        return Drawing(None, f"No job waited {_since(request)}: every sample found the queue empty.")
     traces: list[Any] = []
     for kind in kinds:
         series = [r for r in records if r["gpu_type"] == kind]
@@ -286,21 +304,23 @@ def draw_queue(table: Table, request: ChartRequest) -> Drawing:
         style = {"mode": line_mode(len(series)), "line": {"width": 0.5, "color": type_color(kind)},
                  "legendgroup": kind, "name": accelerator_label(kind)}
         traces.append(trace("scatter", x=times, y=[r["queued_jobs"] + r["pending_jobs"] for r in series],
-                            stackgroup="jobs", hovertemplate="%{y:.0f} jobs", **style))
+                            stackgroup="jobs", hovertemplate="%{y:.0f} jobs waiting", **style))
         traces.append(trace("scatter", x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2", stackgroup="gpus",
-                            showlegend=False, hovertemplate="%{y:.0f} GPUs", **style))
-    panels = _stacked(["jobs waiting", "GPUs asked"], gap=0.08)
-    panels["xaxis"].update(time_axis(request))
-    panels["yaxis"].update(count_axis([r["queued_jobs"] + r["pending_jobs"] for r in records], "jobs waiting"))
-    panels["yaxis2"].update(count_axis([r["waiting_gpus"] for r in records], "GPUs asked"))
-    empty = {} if kinds else {"annotations": [_empty_note(f"No job waited {_since(request)}.")]}
-    drawn = _figure(traces, request, height=420, panels=panels, **empty)
+                            showlegend=False, hovertemplate="%{y:.0f} GPUs asked", **style))
+    # Short panel titles: on the wall screen each panel is a few lines of text tall.
+    first = min(r["time"] for r in records)
+    panels = _stacked(["jobs", "GPUs"], gap=0.08)
+    panels["xaxis"].update(time_axis(request, first))
+    panels["yaxis"].update(count_axis([r["queued_jobs"] + r["pending_jobs"] for r in records], "jobs"))
+    panels["yaxis2"].update(count_axis([r["waiting_gpus"] for r in records], "GPUs"))
+    drawn = _figure(traces, request, height=420, panels=panels)
     latest = max(r["time"] for r in records)
     jobs = sum(r["queued_jobs"] + r["pending_jobs"] for r in records if r["time"] == latest)
     gpus = sum(r["waiting_gpus"] for r in records if r["time"] == latest)
     oldest = max((r["oldest_wait_seconds"] for r in records if r["time"] == latest), default=0)
     summary = f"Now {jobs:.0f} jobs waiting for {gpus:.0f} GPUs"
-    return Drawing(drawn, summary + (f"; the oldest has waited {compact_duration(oldest)}." if jobs else "."))
+    summary += f"; the oldest has waited {compact_duration(oldest)}." if jobs else "."
+    return Drawing(drawn, summary + history_note(request, first))
 
 
 # --- Wait-time distribution ----------------------------------------------------------------
@@ -335,21 +355,26 @@ def draw_waits(table: Table, request: ChartRequest) -> Drawing:
               marker={"color": color, "line": {"width": 0}}, hovertemplate=f"%{{y}} waited {bucket.label}")
         for bucket, color in zip(WAIT_BUCKETS, _WAIT_COLORS)
     ]
-    unit, per_unit = duration_unit([r["mean_wait_seconds"] for r in records if r["mean_wait_seconds"] is not None])
+    unit, per_unit, mean_axis = duration_axis(
+        [r["mean_wait_seconds"] for r in records if r["mean_wait_seconds"] is not None], "mean wait ({unit})")
+    # Named without its unit (which its axis says) to keep the legend short.
     traces.append(trace("scatter", x=times, y=[None if r["mean_wait_seconds"] is None
                                                else round(r["mean_wait_seconds"] / per_unit, 2) for r in records],
-                        name=f"mean wait ({unit})", yaxis="y2", mode="lines+markers", connectgaps=True,
+                        name="mean wait", yaxis="y2", mode="lines+markers", connectgaps=True,
                         line={"color": "#1d2733" if not request.wall else "#e8edf3", "width": 2},
                         marker={"size": 4}, hovertemplate=f"mean wait %{{y:.1f}} {unit}"))
+    first = min(r["time"] for r in records)
+    # The legend in reading order, three to a line: Plotly lists stacked bars reversed and, beside
+    # a second y axis, one to a line, which leaves a wall screen's cell no room for the bars.
     layout = _layout(request, height=340, barmode="stack", bargap=0.15)
-    layout["xaxis"].update(time_axis(request))
-    layout["yaxis2"] = {**layout["yaxis"], "title": {"text": f"mean wait ({unit})"}, "overlaying": "y",
-                        "side": "right", "showgrid": False}
+    layout["legend"].update(traceorder="normal", entrywidth=1 / 3, entrywidthmode="fraction")
+    layout["xaxis"].update(time_axis(request, first))
+    layout["yaxis2"] = {**layout["yaxis"], **mean_axis, "overlaying": "y", "side": "right", "showgrid": False}
     layout["yaxis"].update(count_axis([sum(r[b.column] for b in WAIT_BUCKETS) for r in records], "jobs started"))
     drawn = figure(traces, layout)
     waited = sum((r["mean_wait_seconds"] or 0) * r["started_jobs"] for r in records)
     return Drawing(drawn, f"{started} jobs started {_since(request)}; they waited "
-                           f"{compact_duration(waited / started)} on average.")
+                           f"{compact_duration(waited / started)} on average." + history_note(request, first))
 
 
 # --- Jobs by state -------------------------------------------------------------------------
@@ -389,7 +414,8 @@ def draw_states(table: Table, request: ChartRequest) -> Drawing:
         traces.append(trace("bar", x=[s.removeprefix("JOB_STATE_").capitalize() for s in _ENDED_STATES],
                             y=[rows[s]["ended_in_range"] if s in rows else 0 for s in _ENDED_STATES],
                             xaxis="x2", yaxis="y2", showlegend=False, **style))
-    panels = _side_by_side(["active now", f"ended, last {request.time_range.label}"], [0.58, 0.42])
+    # "ended" under the right panel: the title says over which range, and a wall screen's cell is narrow.
+    panels = _side_by_side(["active now", "ended"], [0.58, 0.42])
     for axis, states_shown, column in (("yaxis", _ACTIVE_STATES, "active_jobs"),
                                        ("yaxis2", _ENDED_STATES, "ended_in_range")):
         stacked = [sum(r[column] for r in records if r["state"] == state) for state in states_shown]
@@ -425,9 +451,10 @@ def draw_quotas(table: Table, request: ChartRequest) -> Drawing:
     if not records:
         whose = f"project {request.project.project_id}" if request.project else "your projects"
         return Drawing(None, f"No quota limit is set for {whose}: every GPU type is unlimited.")
-    regions = {r["region"] for r in records}
-    labels = [f"{r['project']} · {_metric_label(r['metric'])}" + (f" · {r['region']}" if len(regions) > 1 else "")
-              for r in records]
+    # The project and region only where they tell rows apart: a phone's labels share its width with the bars.
+    regions, projects = {r["region"] for r in records}, {r["project"] for r in records}
+    labels = [(f"{r['project']} · " if len(projects) > 1 else "") + _metric_label(r["metric"])
+              + (f" · {r['region']}" if len(regions) > 1 else "") for r in records]
     used_color = ["#d64541" if r["limit_gpus"] and r["in_use_gpus"] >= r["limit_gpus"] else "#3b6fd8"
                   for r in records]
     traces = [
@@ -499,6 +526,18 @@ def read_waiting_jobs(request: ChartRequest) -> Table:
                   "queue_position", "estimated_start", "reasons", "url"), rows[:WAITING_JOBS_SHOWN])
 
 
+#: A job's name on a bar label, at most this long: the labels share a phone's width with the bars.
+LABEL_CHARACTERS = 24
+
+
+def _job_labels(records: list[dict[str, Any]]) -> list[str]:
+    """Each job's name (shortened past LABEL_CHARACTERS), and the end of its id where two jobs
+    shown share a name (Plotly draws one bar for equal labels)."""
+    names = [r["name"] if len(r["name"]) <= LABEL_CHARACTERS else r["name"][:LABEL_CHARACTERS - 1] + "…"
+             for r in records]
+    return [f"{name} · …{r['job_id'][-5:]}" if names.count(name) > 1 else name for name, r in zip(names, records)]
+
+
 def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
     """Each waiting job as a bar of how long it has waited, coloured by GPU type; hovering shows
     why it waits (the table below says it in full, with the estimated start)."""
@@ -506,16 +545,16 @@ def draw_waiting_jobs(table: Table, request: ChartRequest) -> Drawing:
     if not records:
         whose = f"project {request.project.project_id}" if request.project else "your projects"
         return Drawing(None, f"No job of {whose} is waiting: every one has started or ended.")
-    labels = [f"{r['name']} · …{r['job_id'][-5:]}" for r in records]
+    labels = _job_labels(records)
     reasons = [r["reasons"] or "No explanation yet: the next scheduler pass writes one." for r in records]
-    unit, per_unit = duration_unit([r["waited_seconds"] for r in records])
+    unit, per_unit, waited_axis = duration_axis([r["waited_seconds"] for r in records], "{unit} waited")
     bars = trace("bar", y=labels, x=[round(r["waited_seconds"] / per_unit, 2) for r in records], orientation="h",
                  customdata=reasons, marker={"color": [type_color(r["gpu_type"]) for r in records]}, cliponaxis=False,
                  text=[compact_duration(r["waited_seconds"]) for r in records], textposition="outside",
                  hovertemplate=f"waited %{{x:.1f}} {unit}<br>%{{customdata}}<extra></extra>")
     drawn = _figure([bars], request, height=90 + 26 * len(records), hovermode="closest", showlegend=False,
                     margin={**_MARGIN, "r": 56},
-                    panels={"yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": f"{unit} waited"}}})
+                    panels={"yaxis": {"autorange": "reversed"}, "xaxis": waited_axis})
     whose = f"project {request.project.project_id}" if request.project else "your projects"
     return Drawing(drawn, f"The {len(records)} longest-waiting jobs of {whose}; the oldest has waited "
                            f"{compact_duration(records[0]['waited_seconds'])}.")

@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Q
 
 from trainhub.catalog.machines import accelerator_label
-from trainhub.catalog.pricing import cost_of
+from trainhub.catalog.pricing import SLURM, cost_of
 from trainhub.common.plotting import trace
 from trainhub.dashboards.charts import (
     Chart,
@@ -26,6 +26,7 @@ from trainhub.dashboards.charts import (
     count_axis,
     draw_quotas,
     draw_waiting_jobs,
+    history_note,
     line_mode,
     read_quotas,
     read_waiting_jobs,
@@ -87,8 +88,9 @@ def draw_team_gpus(table: Table, request: ChartRequest) -> Drawing:
                             hovertemplate="%{y} GPUs running", **style))
         traces.append(trace("scatter", x=times, y=[r["waiting_gpus"] for r in series], yaxis="y2",
                             stackgroup="waiting", showlegend=False, hovertemplate="%{y} GPUs waiting", **style))
+    first = min(r["time"] for r in records if r["running_gpus"] or r["waiting_gpus"])
     panels = _stacked(["GPUs running", "GPUs waiting"], gap=0.08)
-    panels["xaxis"].update(time_axis(request))
+    panels["xaxis"].update(time_axis(request, first))
     latest = max(r["time"] for r in records)
     totals = defaultdict(int)
     for r in records:
@@ -102,7 +104,7 @@ def draw_team_gpus(table: Table, request: ChartRequest) -> Drawing:
         panels[axis].update(count_axis(list(by_time.values()), title))
     drawn = _figure(traces, request, height=420, panels=panels)
     return Drawing(drawn, f"Now {totals['running']} GPUs running and {totals['waiting']} waiting for "
-                          f"project {request.project.project_id}.")
+                          f"project {request.project.project_id}." + history_note(request, first))
 
 
 def month_start(now: dt.datetime) -> dt.datetime:
@@ -110,25 +112,42 @@ def month_start(now: dt.datetime) -> dt.datetime:
 
 
 def read_month_cost(request: ChartRequest) -> Table:
-    """What each CustomJob of the project cost from the first of this month (UTC) until now or
-    its end, per GPU type and strategy. Jobs on a persistent resource are billed with it."""
+    """What every job of the project cost from the first of this month (UTC) until now or its
+    end, per GPU type and strategy: its CustomJobs at their strategy's price (those on a
+    persistent resource are billed with it), and the job sources' (Slurm's) as SLURM, at the
+    on-demand price (catalog.pricing.SLURM)."""
     start = month_start(request.now)
     table = prices()
     totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+
+    def add(kind: str, gpus: int, began: dt.datetime, ended: dt.datetime | None, strategy: str) -> None:
+        cost = cost_of({kind: gpus}, ((ended or request.now) - max(began, start)).total_seconds(), strategy, table)
+        row = totals[(kind, strategy)]
+        row[0] += 1
+        row[1] += sum(cost.gpu_hours.values())
+        row[2] += cost.total
+
     jobs = (CustomJob.objects.filter(project=request.project, start_time__isnull=False, start_time__lt=request.now)
             .filter(Q(end_time__isnull=True) | Q(end_time__gte=start)).only("spec", "strategy", "start_time",
                                                                           "end_time"))
     for job in jobs:
-        seconds = ((job.end_time or request.now) - max(job.start_time, start)).total_seconds()
         for kind, gpus in gpus_by_type(job.spec).items():
-            cost = cost_of({kind: gpus}, seconds, job.strategy, table)
-            row = totals[(kind, job.strategy)]
-            row[0] += 1
-            row[1] += sum(cost.gpu_hours.values())
-            row[2] += cost.total
+            add(kind, gpus, job.start_time, job.end_time, job.strategy)
+    for span in (span for source in job_sources() for span in source.spans(request.project, start, request.now)):
+        if span.started is not None and span.gpus and span.started < request.now:
+            add(span.gpu_type, span.gpus, span.started, span.ended, SLURM)
     return Table(("gpu_type", "strategy", "jobs", "gpu_hours", "cost_usd"),
                  [(kind, strategy, int(jobs), round(hours, 2), round(usd, 2))
                   for (kind, strategy), (jobs, hours, usd) in sorted(totals.items())])
+
+
+#: How the cost chart's legend names a price, where its strategy's own word does not say it.
+PRICE_NAMES = {"STANDARD": "on-demand price", SLURM: "Slurm jobs, at the on-demand price"}
+
+
+def price_name(strategy: str) -> str:
+    """"FLEX_START" -> "flex-start price"; see PRICE_NAMES."""
+    return PRICE_NAMES.get(strategy, f"{strategy.replace('_', '-').lower()} price")
 
 
 def draw_month_cost(table: Table, request: ChartRequest) -> Drawing:
@@ -141,8 +160,9 @@ def draw_month_cost(table: Table, request: ChartRequest) -> Drawing:
     kinds = sorted({r["gpu_type"] for r in records}, key=accelerator_label)
     traces = [trace("bar", x=[accelerator_label(kind) for kind in kinds],
                     y=[sum(r["cost_usd"] for r in records if r["gpu_type"] == kind and r["strategy"] == strategy)
-                       for kind in kinds], name=f"{strategy.replace('_', '-').lower()} price",
-                    hovertemplate=f"{strategy}: $%{{y:,.2f}}<extra></extra>") for strategy in strategies]
+                       for kind in kinds], name=price_name(strategy),
+                    hovertemplate=f"{price_name(strategy)}: $%{{y:,.2f}}<extra></extra>")
+              for strategy in strategies]
     drawn = _figure(traces, request, height=300, barmode="stack", hovermode="closest", showlegend=True,
                     panels={"yaxis": {"title": {"text": "US dollars"}, "tickprefix": "$"},
                             "xaxis": {"title": {"text": "GPU type"}}})

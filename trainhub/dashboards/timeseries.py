@@ -86,3 +86,39 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(fraction * len(ordered)))
     return float(ordered[rank - 1])
+
+
+#: However recent the first sample, a time axis spans at least this much (and four buckets), so
+#: that a fresh install's first minutes are not drawn a few pixels wide, nor a millisecond wide.
+SHORTEST_AXIS = dt.timedelta(hours=1)
+
+
+def axis_start(time_range: TimeRange, first: dt.datetime | None, now: dt.datetime) -> dt.datetime:
+    """Where a chart's time axis starts: the range's start, or, when the history covers less than
+    half the range (a fresh install), the first sample's bucket, so the data fills the chart
+    instead of a sliver at its right edge; never later than SHORTEST_AXIS (or four buckets)
+    before now. A history over half the range already reads well on the whole range."""
+    range_start = now - dt.timedelta(minutes=time_range.minutes)
+    if first is None or first <= range_start + dt.timedelta(minutes=time_range.minutes / 2):
+        return range_start
+    shortest = max(SHORTEST_AXIS, dt.timedelta(minutes=4 * time_range.bucket_minutes))
+    return max(range_start, min(first - dt.timedelta(minutes=time_range.bucket_minutes), now - shortest))
+
+
+#: Tick steps of an axis, before their power of ten: 1, 2, 5, 10, 20, 50...
+_NICE_STEPS = (1.0, 2.0, 5.0)
+
+
+def nice_scale(largest: float, ticks: int = 4) -> tuple[float, float]:
+    """(top, step) of an axis from 0 that shows values up to ``largest`` with at most ``ticks``
+    intervals of a round step (1, 2 or 5 times a power of ten): 4.82 -> (6, 2), 9.64 -> (10, 5),
+    0.0034 -> (0.004, 0.001), 1,932 -> (2,000, 500); nothing to show: (1, 1). Plotly's own ticks
+    for a few samples are the data's values and their multiples (4.82, 9.64, ...)."""
+    if largest <= 0:
+        return 1.0, 1.0
+    magnitude = 10.0 ** math.floor(math.log10(largest / ticks))
+    for factor in (*_NICE_STEPS, 10.0):
+        step = factor * magnitude
+        if math.ceil(largest / step - 1e-9) <= ticks:
+            return round(math.ceil(largest / step - 1e-9) * step, 12), round(step, 12)
+    raise AssertionError("unreachable: a step of ten times the magnitude always fits")

@@ -11,10 +11,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, F, Min, Q, Sum
 
 from trainhub.catalog.machines import NO_ACCELERATOR
+from trainhub.catalog.pricing import SLURM, Cost, cost_of
 from trainhub.dashboards.sources import ActiveGroup, JobSource, JobSpan, WaitingRow
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import projects_for_user
 from trainhub.jobs import states
+from trainhub.jobs.costs import prices
 from trainhub.slurm.models import ACTIVE_STATES, JobState, Partition, SlurmJob
 from trainhub.slurm.selectors import job_queue_position
 from trainhub.slurm.views.common import job_url
@@ -95,6 +97,21 @@ def spans(project: Project, since: dt.datetime, until: dt.datetime) -> list[JobS
                          "end_time"))
     return [JobSpan(_kind(kinds, cluster, partition, gpus), nodes * gpus, submitted, began, ended)
             for cluster, partition, nodes, gpus, submitted, began, ended in rows]
+
+
+def job_gpus(job: SlurmJob) -> tuple[str, int]:
+    """(GPU type, GPUs) a job asks for: its partition's GPU type, nodes × GPUs per node."""
+    return _kind(partition_gpu_types(), job.cluster_id, job.partition, job.gpus_per_node), \
+        job.num_nodes * job.gpus_per_node
+
+
+def job_cost(job: SlurmJob, now: dt.datetime) -> Cost | None:
+    """What a job has cost so far: its GPUs from its start to its end (or now) at the catalog's
+    on-demand price, as the team page counts it (catalog.pricing.SLURM); None before it starts."""
+    if job.start_time is None:
+        return None
+    kind, gpus = job_gpus(job)
+    return cost_of({kind: gpus}, ((job.end_time or now) - job.start_time).total_seconds(), SLURM, prices())
 
 
 SLURM_JOBS = JobSource(active=active_groups, started=started, ended=ended, waiting=waiting, spans=spans)

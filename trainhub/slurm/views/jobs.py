@@ -8,11 +8,13 @@ from functools import partial
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from trainhub.common.errors import ApiError
 from trainhub.common.pages import html_page, render_page_or_fragment
 from trainhub.slurm import selectors
+from trainhub.slurm.dashboard import job_cost, job_gpus
 from trainhub.slurm.forms.jobs import SubmitForm
 from trainhub.slurm.models import JobState, SlurmJob
 from trainhub.slurm.services import jobs as services
@@ -59,7 +61,9 @@ def _job_for(request: HttpRequest, project: str, location: str, cluster: str, sl
 def _status_context(request: HttpRequest, job: SlurmJob) -> dict:
     admin = selectors.is_cluster_admin(user=request.user, cluster=job.cluster)
     mine = admin or job.user_name == request.user.get_username()
+    gpu_type, gpus = job_gpus(job)
     return {"job": job, "runs": selectors.job_runs(job=job), "job_nodes": selectors.job_nodes(job=job),
+            "cost": job_cost(job, timezone.now()), "gpu_type": gpu_type, "gpus": gpus,
             "position": selectors.job_queue_position(job=job),
             "events": selectors.job_events(job=job),
             "can_cancel": mine and job.is_active and not job.ending_state,
