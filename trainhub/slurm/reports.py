@@ -83,13 +83,13 @@ class Report:
 _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
                   "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
-                  "array_pending", "array_max_running", "features")
+                  "array_pending", "array_max_running", "features", "gpus_per_task")
 
 
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
-     array_job_id, array_task_id, array_pending, array_max_running, features) = row
+     array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task) = row
     state = job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     return formats.SqueueJob(
@@ -97,7 +97,9 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
         reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
-        cpus=num_tasks * cpus_per_task, gpus_per_node=gpus_per_node, nice=nice, array_job_id=array_job_id,
+        # --gpus-per-task is squeue's TRES_PER_TASK, not %b's TRES_PER_NODE (fixtures/22.05/ntasks/squeue-o)
+        cpus=num_tasks * cpus_per_task, gpus_per_node=0 if gpus_per_task else gpus_per_node, nice=nice,
+        array_job_id=array_job_id,
         array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running,
         features=features)
 
