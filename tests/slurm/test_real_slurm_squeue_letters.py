@@ -37,7 +37,7 @@ def _submissions() -> list[tuple[str, list[str]]]:
     for line in (REAL.parent / "squeue-letters.sh").read_text().splitlines():
         if line.startswith("rec sbatch-"):
             words = shlex.split(line)
-            found.append((words[3], ["-p", "batch", *words[5:]]))
+            found.append((words[3], ["-p", "batch", *(word.replace("$WORK", WORK) for word in words[5:])]))
     return found
 
 
@@ -92,3 +92,23 @@ def test_every_squeue_field_trainhub_knows_prints_what_squeue_printed(cluster, f
     # the fields were recorded after the letters: TimeUsed shows job 1 (started at 05:14:58) at 0:09
     text = reports.squeue(cluster, now=START + 10 * SECOND, format=format_).text
     assert sorted(text.splitlines()) == sorted(_recorded("fields")[fields].splitlines())
+
+
+def _scontrol(job_id: int) -> dict[str, str]:
+    """scontrol-N.txt's fields (``Comment=hello `` keeps no trailing blank)."""
+    return dict(word.split("=", 1) for word in (REAL / f"scontrol-{job_id}.txt").read_text().split() if "=" in word)
+
+
+#: scontrol show job's fields that set a batch job apart from an salloc one, as render_job names them.
+SCONTROL_FIELDS = {"BatchFlag": "batchFlag", "Command": "command", "WorkDir": "workDir", "StdIn": "stdIn",
+                   "StdOut": "stdOut", "StdErr": "stdErr", "BatchHost": "batchHost"}
+
+
+@pytest.mark.parametrize("job_id", [1, 2, 9])
+def test_a_job_shows_scontrols_batch_and_salloc_fields(cluster, api, job_id):
+    """scontrol-1 (--wrap, -o), scontrol-2 (--wrap, slurm-%j.out) and scontrol-9 (salloc: BatchFlag=0,
+    Command=(null), no StdIn/StdOut/StdErr lines, BatchHost its first node)."""
+    recorded = _scontrol(job_id)
+    shown = api("alice").get(f"/v1/projects/alpha/locations/us-central1/slurmClusters/harness/jobs/{job_id}").json()
+    assert {name: str(shown[key]) for name, key in SCONTROL_FIELDS.items() if key in shown} == (
+        {name: recorded[name] for name in SCONTROL_FIELDS if name in recorded})
