@@ -60,7 +60,8 @@ def test_modify_where_set_changes_limits_and_qos(api, cluster):
     assert answer["output"] == (" Modified user associations...\n"
                                 "  C = c1         A = ml                   U = uma      \n")
     settings = Association.objects.get(user="uma").settings
-    assert (settings["max_jobs"], settings["max_wall_minutes"], settings["qos"]) == (2, 30, ["high"])
+    # qos+= adds to the QOS the user inherited (fixtures/22.05/assoc-order/show-assoc-1.txt: high,normal)
+    assert (settings["max_jobs"], settings["max_wall_minutes"], settings["qos"]) == (2, 30, ["normal", "high"])
     high = Qos.objects.get(name="high").settings
     assert (high["priority"], high["preempt"], high["preempt_mode"].upper(), high["grace_time"]) == (
         100, ["normal"], "REQUEUE", 120)

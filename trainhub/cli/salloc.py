@@ -125,7 +125,8 @@ def command_environment(answer: dict, *, job_id: int, base_url: str, credential:
     env.update(salloc_environment(
         cluster_name=answer["clusterName"], job_id=job_id, job_name=job["name"], account=job["account"],
         partition=job["partition"], qos=job["qos"], hosts=answer["hosts"], cpus_per_node=answer["cpusPerNode"],
-        num_tasks=job["tasks"], submit_dir=os.getcwd(), submit_host=socket.gethostname().split(".")[0]))
+        num_tasks=job["tasks"], submit_dir=os.getcwd(), submit_host=socket.gethostname().split(".")[0],
+        cpus_per_task=job["cpusPerTask"]))
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}"
     env["TRAINHUB_URL"] = base_url
     env["TRAINHUB_STEP_CREDENTIAL"] = credential

@@ -507,6 +507,19 @@ class SqueueJob:
     array_max_running: int = 0
     #: -C/--constraint as stored (None: not given, squeue's ``(null)``).
     features: str | None = None
+    qos: str = ""
+    cpus_per_task: int = 1
+    comment: str = ""
+    #: scontrol's Dependency= text ("" once satisfied or never given).
+    dependency: str = ""
+    exclusive: bool = False
+    #: --mem (MB per node) or --mem-per-cpu (MB per CPU); 0: not given.
+    mem_per_node: int = 0
+    mem_per_cpu: int = 0
+    req_nodes: str = ""
+    exc_nodes: str = ""
+    submit_time: dt.datetime | None = None
+    work_dir: str = ""
 
     @property
     def display_id(self) -> str:
@@ -527,13 +540,21 @@ _SQUEUE_HEADERS = {"i": "JOBID", "P": "PARTITION", "j": "NAME", "u": "USER", "t"
                    "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)", "S": "START_TIME", "Y": "SCHEDNODES",
                    "Q": "PRIORITY", "r": "REASON", "N": "NODELIST", "a": "ACCOUNT", "C": "CPUS",
                    "b": "TRES_PER_NODE", "y": "NICE", "F": "ARRAY_JOB_ID", "K": "ARRAY_TASK_ID", "A": "JOBID",
-                   "f": "FEATURES"}
+                   "f": "FEATURES", "q": "QOS", "c": "MIN_CPUS", "d": "MIN_TMP_DISK", "e": "END_TIME",
+                   "E": "DEPENDENCY", "h": "OVER_SUBSCRIBE", "H": "SOCKETS_PER_NODE", "I": "CORES_PER_SOCKET",
+                   "J": "THREADS_PER_CORE", "k": "COMMENT", "L": "TIME_LEFT", "m": "MIN_MEMORY", "n": "REQ_NODES",
+                   "O": "CONTIGUOUS", "p": "PRIORITY", "v": "RESERVATION", "V": "SUBMIT_TIME", "w": "WCKEY",
+                   "W": "LICENSES", "x": "EXC_NODES", "X": "CORE_SPEC", "z": "S:C:T", "Z": "WORK_DIR"}
 #: squeue -O field names (case-insensitive) -> their -o letter.
-_SQUEUE_FIELD_NAMES = {"jobid": "i", "partition": "P", "name": "j", "username": "u", "statecompact": "t",
+_SQUEUE_FIELD_NAMES = {"jobid": "A", "jobarrayid": "i", "partition": "P", "name": "j", "username": "u", "statecompact": "t",
                        "state": "T", "timeused": "M", "timelimit": "l", "numnodes": "D", "reasonlist": "R",
-                       "starttime": "S", "schednodes": "Y", "priority": "Q", "reason": "r", "nodelist": "N",
+                       "starttime": "S", "schednodes": "Y", "priority": "p", "prioritylong": "Q", "reason": "r", "nodelist": "N",
                        "account": "a", "numcpus": "C", "tres-per-node": "b", "nice": "y", "arrayjobid": "F",
-                       "arraytaskid": "K", "feature": "f"}
+                       "arraytaskid": "K", "feature": "f", "qos": "q", "mincpus": "c", "mintmpdisk": "d",
+                       "endtime": "e", "dependency": "E", "oversubscribe": "h", "sockets": "H", "cores": "I",
+                       "threads": "J", "comment": "k", "timeleft": "L", "minmemory": "m", "reqnodes": "n",
+                       "contiguous": "O", "reservation": "v", "submittime": "V", "wckey": "w", "licenses": "W",
+                       "corespec": "X", "sct": "z", "workdir": "Z"}
 _O_FIELD = re.compile(r"([A-Za-z-]+)(?::(\.?)(\d*))?")
 
 
@@ -568,6 +589,49 @@ _SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
     "b": lambda job: f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "N/A", "y": lambda job: str(job.nice),
     "f": lambda job: "(null)" if job.features is None else job.features,
 }
+
+
+def _timestamp_cell(moment: dt.datetime | None) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") if moment else "N/A"
+
+
+def _end_time(job: SqueueJob) -> str:
+    """%e: start + time limit; ``NONE`` without a limit, ``N/A`` for a pending job with no expected
+    start (fixtures/22.05/squeue-letters: running, BeginTime and waiting jobs)."""
+    if job.start_time is None:
+        return "N/A"
+    if job.time_limit_minutes is None:
+        return "NONE"
+    return _timestamp_cell(job.start_time + dt.timedelta(minutes=job.time_limit_minutes))
+
+
+def _time_left(job: SqueueJob) -> str:
+    """%L: what is left of the time limit (all of it while pending)."""
+    if job.time_limit_minutes is None:
+        return "UNLIMITED"
+    return format_elapsed(max(0, job.time_limit_minutes * 60 - job.elapsed_seconds))
+
+
+def _memory(job: SqueueJob) -> str:
+    """%m: --mem or --mem-per-cpu in squeue's units (``100M``, ``2G``), ``0`` when not given."""
+    megabytes = job.mem_per_node or job.mem_per_cpu
+    if not megabytes:
+        return "0"
+    return f"{megabytes // 1024}G" if megabytes % 1024 == 0 else f"{megabytes}M"
+
+
+#: Letters with one value for every job trainhub runs: no sockets/cores/threads requests, no
+#: reservations, WCKeys, licenses, core specialisation or contiguous nodes, no --tmp.
+_SQUEUE_CONSTANTS = {"d": "0", "H": "*", "I": "*", "J": "*", "O": "0", "v": "(null)", "w": "(null)", "W": "(null)",
+                     "X": "N/A", "z": "*:*:*"}
+_SQUEUE_GETTERS.update({
+    "q": attrgetter("qos"), "c": lambda job: str(job.cpus_per_task), "e": _end_time,
+    "E": lambda job: job.dependency or "(null)", "h": lambda job: "NO" if job.exclusive else "OK",
+    "k": lambda job: job.comment or "(null)", "L": _time_left, "m": _memory, "n": attrgetter("req_nodes"),
+    "p": lambda job: f"{job.priority / 2 ** 32:.14f}", "V": lambda job: _timestamp_cell(job.submit_time),
+    "x": attrgetter("exc_nodes"), "Z": attrgetter("work_dir"),
+    **{letter: (lambda job, value=value: value) for letter, value in _SQUEUE_CONSTANTS.items()},
+})
 
 
 def _squeue_getter(letter: str) -> Callable[[SqueueJob], str]:

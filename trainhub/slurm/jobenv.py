@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import posixpath
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +60,7 @@ class JobContext:
     start_epoch: int
     #: None: no time limit.
     end_epoch: int | None
+    cpus_per_task: int = 1
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,27 @@ def repeat_counts(values: list[int]) -> str:
     return ",".join(parts)
 
 
-def tasks_per_node(num_tasks: int, num_nodes: int) -> list[int]:
-    """Block distribution, as Slurm's default: the first ``num_tasks % num_nodes`` nodes get one more."""
+def tasks_per_node(num_tasks: int, num_nodes: int, room: Sequence[int] | None = None) -> list[int]:
+    """Block distribution, as Slurm's default: the first ``num_tasks % num_nodes`` nodes get one more.
+    ``room``: how many tasks each node's allocated CPUs hold; a node takes no more, and what it cannot
+    take goes to the first nodes with room left (``-n 20`` given 16 + 4 CPUs runs 16,4:
+    fixtures/22.05/ntasks/out-2.txt). Room for fewer tasks than asked is ignored."""
     base, extra = divmod(num_tasks, num_nodes)
-    return [base + (1 if i < extra else 0) for i in range(num_nodes)]
+    counts = [base + (1 if i < extra else 0) for i in range(num_nodes)]
+    if room is None or sum(room[:num_nodes]) < num_tasks:
+        return counts
+    counts = [min(count, limit) for count, limit in zip(counts, room)]
+    left = num_tasks - sum(counts)
+    for index, limit in enumerate(room[:num_nodes]):
+        more = min(left, limit - counts[index])
+        counts[index] += more
+        left -= more
+    return counts
+
+
+def task_room(cpus_per_node: Sequence[int], cpus_per_task: int) -> list[int]:
+    """How many tasks each node's allocated CPUs hold."""
+    return [cpus // cpus_per_task for cpus in cpus_per_node]
 
 
 def _common(job: JobContext, node: NodeContext) -> dict[str, str]:
@@ -163,7 +181,8 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
         "SLURM_SUBMIT_HOST": job.submit_host,
         "SLURM_NTASKS": str(job.num_tasks),
         "SLURM_NPROCS": str(job.num_tasks),
-        "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(job.num_tasks, len(job.hosts))),
+        "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(job.num_tasks, len(job.hosts),
+                                                             task_room(job.cpus_per_node, job.cpus_per_task))),
         "SLURM_CPUS_ON_NODE": str(job.cpus_per_node[node.index]),
         "SLURM_GPUS_ON_NODE": str(len(node.gpu_indices)),
         "SLURM_NODEID": str(node.index),
@@ -178,7 +197,7 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
 
 def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account: str, partition: str, qos: str,
                        hosts: list[str], cpus_per_node: list[int], num_tasks: int, submit_dir: str,
-                       submit_host: str) -> dict[str, str]:
+                       submit_host: str, cpus_per_task: int = 1) -> dict[str, str]:
     """What salloc gives its command, which runs where salloc runs (fixtures/22.05/salloc/salloc-3.txt):
     the allocation's job variables, none of a node's (no SLURM_NODEID, SLURMD_NODENAME, GPUs);
     SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host."""
@@ -199,7 +218,8 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
         "SLURM_NODE_ALIASES": "(null)",
         "SLURM_SUBMIT_DIR": submit_dir,
         "SLURM_SUBMIT_HOST": submit_host,
-        "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(num_tasks, len(hosts))),
+        "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(num_tasks, len(hosts),
+                                                             task_room(cpus_per_node, cpus_per_task))),
     }
 
 

@@ -227,6 +227,10 @@ class SlurmJob(models.Model):
     num_tasks = models.PositiveIntegerField(default=1)
     cpus_per_task = models.PositiveIntegerField(default=1)
     gpus_per_node = models.PositiveIntegerField(default=0)
+    #: -n without -N: num_nodes is slurmctld's estimate (the fewest nodes the tasks fit on) and the
+    #: tasks fill the nodes they get in order (scheduler.TaskSpread); --gpus-per-task's count.
+    nodes_from_tasks = models.BooleanField(default=False)
+    gpus_per_task = models.PositiveIntegerField(default=0)
     #: Minutes; null = UNLIMITED.
     time_limit = models.PositiveIntegerField(null=True, blank=True)
     script = models.TextField()

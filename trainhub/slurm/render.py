@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import Node
-from trainhub.slurm import arrays
+from trainhub.slurm import arrays, jobenv
 from trainhub.slurm.models import JobRun, Partition, SlurmCluster, SlurmJob
+from trainhub.slurm.sbatch import WRAP_HEADER
 from trainhub.slurm.timefmt import format_time_limit
 
 
@@ -103,8 +105,26 @@ def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
         # -C/--constraint as scontrol's Features= (a100&ib)
         "features": job.features,
         "stateDesc": job.state_desc,
+        # scontrol's BatchFlag, Command=(null) for salloc and --wrap jobs (of a script's file trainhub keeps
+        # the text, not the path), and StdIn/StdOut/StdErr, which an salloc job has none of
+        "batchFlag": 0 if job.interactive else 1,
+        "command": "(null)" if job.interactive or job.script.startswith(WRAP_HEADER) else None,
+        **({} if job.interactive else _standard_streams(job, job.array_task_id if task_id is None else task_id)),
     }
     return {key: value for key, value in body.items() if value not in (None, "")}
+
+
+def _standard_streams(job: SlurmJob, task_id: int | None) -> dict[str, str]:
+    """scontrol's StdIn, StdOut and StdErr: the patterns resolved in the job's directory (``%N`` stays,
+    it differs per node; fixtures/22.05/squeue-letters/scontrol-1.txt, ntasks/scontrol-1.txt)."""
+    def resolved(pattern: str) -> str:
+        name = jobenv.output_path(arrays.file_pattern(pattern, array_job_id=job.array_job_id, task_id=task_id),
+                                  job_id=job.job_id, job_name=job.name, user=job.user_name, node="%N")
+        return posixpath.join(job.work_dir, name)
+
+    stdout = resolved(job.stdout_pattern)
+    return {"stdIn": "/dev/null", "stdOut": stdout,
+            "stdErr": resolved(job.stderr_pattern) if job.stderr_pattern else stdout}
 
 
 def render_run(run: JobRun) -> dict[str, Any]:

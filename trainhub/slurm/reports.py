@@ -104,7 +104,8 @@ class Report:
 _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
                   "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
-                  "array_pending", "array_max_running", "features")
+                  "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
+                  "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir")
 
 
 def _squeue_state(job_state: str) -> str:
@@ -115,7 +116,8 @@ def _squeue_state(job_state: str) -> str:
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
-     array_job_id, array_task_id, array_pending, array_max_running, features) = row
+     array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
+     exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     return formats.SqueueJob(
@@ -123,9 +125,13 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
         reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
-        cpus=num_tasks * cpus_per_task, gpus_per_node=gpus_per_node, nice=nice, array_job_id=array_job_id,
+        # --gpus-per-task is squeue's TRES_PER_TASK, not %b's TRES_PER_NODE (fixtures/22.05/ntasks/squeue-o)
+        cpus=num_tasks * cpus_per_task, gpus_per_node=0 if gpus_per_task else gpus_per_node, nice=nice,
+        array_job_id=array_job_id,
         array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running,
-        features=features)
+        features=features, qos=qos, cpus_per_task=cpus_per_task, comment=comment, dependency=depends,
+        exclusive=exclusive, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu, req_nodes=req_nodes,
+        exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir)
 
 
 def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], list[formats.SqueueJob]] | None,

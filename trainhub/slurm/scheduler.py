@@ -10,7 +10,9 @@ Public API (pure Python, no Django)::
     PendingJob(job_id, partition, priority, submit_time, nodes=1, per_node=Resources(), time_limit_minutes=None,
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
-               excluded_nodes=frozenset(), exclusive=False, constraint=None)   # constraint: features.Constraint
+               excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
+               spread=None)                                                       # spread: TaskSpread (-n without -N)
+    TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
     schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
@@ -158,6 +160,39 @@ class RunningJob:
 
 
 @dataclass(frozen=True)
+class TaskSpread:
+    """``-n`` without ``-N`` (fixtures/22.05/ntasks): slurmctld asks only for the fewest nodes the
+    tasks fit on (``min_nodes``: the CPUs, and GPUs with --gpus-per-task, of the partition's largest
+    node) and its tasks fill the nodes it gets in node order, each as many as its free CPUs (and GPUs)
+    hold, every node at least one: ``-n 20`` on idle 16-CPU nodes runs 16,4; ``-n 16 --gpus-per-task=1``
+    on 8-GPU nodes 8,8. More nodes than the partition has pend with PartitionConfig (``-n 65``)."""
+
+    tasks: int
+    cpus_per_task: int = 1
+    gpus_per_task: int = 0
+
+    @staticmethod
+    def min_nodes(tasks: int, *, cpus_per_task: int, gpus_per_task: int, largest_cpus: int, largest_gpus: int) -> int:
+        by_cpus = -(-tasks * cpus_per_task // max(largest_cpus, 1))
+        by_gpus = -(-tasks * gpus_per_task // max(largest_gpus, 1)) if gpus_per_task else 1
+        return max(by_cpus, by_gpus, 1)
+
+    def fill(self, free: Sequence[Resources], uniform: Resources) -> list[int]:
+        """Tasks per node, in order, for nodes with ``free`` resources each holding at least ``uniform``
+        (the job's even share, which the scheduler checked fits)."""
+        per_node_share = uniform.cpus // self.cpus_per_task
+        counts, left = [], self.tasks
+        for index, node in enumerate(free):
+            room = node.cpus // self.cpus_per_task
+            if self.gpus_per_task:
+                room = min(room, node.gres.get("gpu", 0) // self.gpus_per_task)
+            take = min(max(room, per_node_share), left - (len(free) - index - 1))
+            counts.append(take)
+            left -= take
+        return counts
+
+
+@dataclass(frozen=True)
 class PendingJob:
     """A pending job. ``per_node`` is what each of its ``nodes`` needs (``--gres`` is per node);
     ``hold_reason`` (JobHeldUser/JobHeldAdmin) and ``blocked_reason`` (Dependency, ...) keep it out."""
@@ -185,6 +220,8 @@ class PendingJob:
     exclusive: bool = False
     #: -C/--constraint: only nodes whose features satisfy it.
     constraint: Constraint | None = None
+    #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order.
+    spread: TaskSpread | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +379,7 @@ class _Pass:
         self.exclusive = config.select_type == "select/linear"
         self.plan = SchedulePlan()
         self.nodes = {node.name: _Node(node, node.capacity) for node in snapshot.nodes}
+        self.node_order = {name: index for index, name in enumerate(self.nodes)}
         #: (partition, request key) -> [(availability, node name)] ascending; cleared when any node changes
         self.by_availability: dict[tuple[str, object, frozenset[str], Constraint | None], list[tuple[float, str]]] = {}
         self.running = {job.job_id: job for job in snapshot.running}
@@ -409,6 +447,8 @@ class _Pass:
         if options.max_time_minutes is not None and (
                 job.time_limit_minutes is None or job.time_limit_minutes > options.max_time_minutes):
             return "PartitionTimeLimit"
+        if job.spread is not None and job.nodes > len(self.snapshot.partitions[job.partition]):
+            return "PartitionConfig"
         if job.nodes > len(self.snapshot.partitions[job.partition]) or (
                 options.max_nodes is not None and job.nodes > options.max_nodes):
             return "PartitionNodeLimit"
@@ -459,12 +499,22 @@ class _Pass:
     def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
         duration = self._duration(job)
         end = self.now_s + duration
-        allocation = {name: self._need(job, self.nodes[name]) for name in names}
+        if job.spread is not None and not self._whole_nodes(job):
+            names = sorted(names, key=self.node_order.__getitem__)
+            allocation = self._spread(job, job.spread, names)
+        else:
+            allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
         end_time = None if duration == _FOREVER else self.now + dt.timedelta(seconds=duration)
         self.plan.starts.append(Start(job.job_id, tuple(names), allocation, self.now, end_time, backfilled))
         if self.limits is not None and job.limit_request is not None:
             self.limits[1].start(job.limit_request)
+
+    def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
+        counts = spread.fill([self.nodes[name].free for name in names], job.per_node)
+        return {name: Resources(count * spread.cpus_per_task, job.per_node.memory_mb,
+                                {"gpu": count * spread.gpus_per_task} if spread.gpus_per_task else job.per_node.gres)
+                for name, count in zip(names, counts)}
 
     # -- preemption --
 

@@ -73,6 +73,8 @@ class QueuedJob:
     exc_nodes: str
     exclusive: bool
     features: str | None
+    nodes_from_tasks: bool
+    gpus_per_task: int
     factor_age: float = 0.0
     factor_assoc: float = 0.0
     factor_fairshare: float = 0.0
@@ -491,7 +493,9 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -
         requeue=job.requeue, restart_count=job.restart_count, limit_request=request,
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
-        constraint=constraint)
+        constraint=constraint,
+        spread=scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task) if job.nodes_from_tasks
+        else None)
 
 
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,

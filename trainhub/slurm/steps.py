@@ -73,8 +73,11 @@ class NodeTasks:
     gpu_indices: tuple[int, ...]
 
 
-def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_tasks: int) -> list[NodeTasks]:
-    """Lay a step out over an allocation whose nodes (in node-list order) hold ``allocation_gpus``.
+def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_tasks: int,
+           task_room: list[int] | None = None) -> list[NodeTasks]:
+    """Lay a step out over an allocation whose nodes (in node-list order) hold ``allocation_gpus``
+    and ``task_room`` tasks (their CPUs / cpus-per-task: a ``-n 20`` job's 16,4 nodes run a step's
+    tasks 16,4, fixtures/22.05/ntasks/out-2.txt).
 
     Raises StepRefused when more nodes or GPUs are asked for than the allocation has."""
     available = len(allocation_gpus)
@@ -93,7 +96,7 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
     else:
         tasks = job_tasks
     nodes = min(nodes, tasks)
-    counts = tasks_per_node(tasks, nodes)
+    counts = tasks_per_node(tasks, nodes, task_room)
     parts, first = [], 0
     for index, count in enumerate(counts):
         gpus = allocation_gpus[index]

@@ -14,6 +14,7 @@ from trainhub.common.wire import WireError, camelize, format_timestamp, parse_in
 from trainhub.slurm import selectors
 from trainhub.slurm.api.clusters import cluster_for
 from trainhub.slurm.api.schema import ACTION, BODY, ERRORS, NICE, SUBMISSION, responses
+from trainhub.slurm.models import JobState
 from trainhub.slurm.render import render_job, render_run
 from trainhub.slurm.services import allocations
 from trainhub.slurm.services import jobs as services
@@ -56,7 +57,12 @@ def _job_for(request: Request, project: str, location: str, cluster: str, slurm_
 
 
 def _detail(job, slurm_job_id: str) -> dict:
-    return {**render_job(job, task_id=selectors.pending_task(job, slurm_job_id)), "runs": [render_run(run) for run in selectors.job_runs(job=job)],
+    # scontrol's BatchHost: where the batch script runs, or an allocation's first node
+    running = job.state == JobState.RUNNING
+    batch_host = next((node.node.name for node in selectors.job_nodes(job=job)), None) if running else None
+    return {**render_job(job, task_id=selectors.pending_task(job, slurm_job_id)),
+            **({"batchHost": batch_host} if batch_host else {}),
+            "runs": [render_run(run) for run in selectors.job_runs(job=job)],
             "events": [{"time": format_timestamp(e.time), "message": e.message}
                        for e in selectors.job_events(job=job)]}
 

@@ -122,12 +122,30 @@ def _hosts(text: str | None) -> list[str]:
         raise _refuse(SUBMIT_FAILED + "Invalid node name specified") from exc
 
 
-def _placement(options: SbatchOptions, state: snapshot.ClusterState) -> tuple[SbatchOptions, dict]:
-    """The options that say where a job may run and how much of a node it takes, as the job's
-    fields; --gpus and --gpus-per-task become GPUs per node (--gpus spread evenly over the nodes,
-    --gpus-per-task times the tasks per node). Refusals are slurmctld's: a node name it does not
-    know, a --constraint over 1024 characters (before the job takes an id; its syntax and features
-    are checked with the node configuration), two memory options (sbatch's)."""
+def _node_count(options: SbatchOptions, state: snapshot.ClusterState, partition: str, required: list[str],
+                ) -> tuple[int, bool]:
+    """The job's node count, at least its -w nodes, and whether it came from its tasks: -n without -N
+    (or --ntasks-per-node) asks for the fewest of the partition's largest nodes the tasks fit on
+    (scheduler.TaskSpread)."""
+    if options.nodes is not None or options.ntasks is None or options.ntasks_per_node is not None:
+        return max(options.nodes or 1, len(required)), False
+    members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
+    nodes = scheduler.TaskSpread.min_nodes(
+        options.ntasks, cpus_per_task=options.cpus_per_task or 1,
+        gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
+        largest_cpus=max((node.cpus for node in members), default=1),
+        largest_gpus=max((node.gpus for node in members), default=1))
+    return max(nodes, len(required)), True
+
+
+def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: str,
+               ) -> tuple[SbatchOptions, int, dict]:
+    """The options that say where a job may run and how much of a node it takes, its node count
+    (_node_count) and those as the job's fields; --gpus and --gpus-per-task become GPUs per node
+    (--gpus spread evenly over the nodes, --gpus-per-task times the tasks per node). Refusals are
+    slurmctld's: a node name it does not know, a --constraint over 1024 characters (before the job
+    takes an id; its syntax and features are checked with the node configuration), two memory
+    options (sbatch's)."""
     try:
         check_memory(options)
     except SbatchError as exc:
@@ -138,15 +156,16 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState) -> tuple[Sb
     required, excluded = _hosts(options.nodelist), _hosts(options.exclude)
     if not set(required + excluded) <= known:
         raise _refuse(SUBMIT_FAILED + "Invalid node name specified")
-    nodes = max(options.nodes or 1, len(required))
+    nodes, from_tasks = _node_count(options, state, partition, required)
     if options.gpus is not None:
         options = replace(options, gpu_type=options.gpus[0], gpus_per_node=-(-options.gpus[1] // nodes))
     elif options.gpus_per_task is not None:
         tasks_per_node = -(-(options.ntasks or nodes * (options.ntasks_per_node or 1)) // nodes)
         options = replace(options, gpu_type=options.gpus_per_task[0],
                           gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
-    return options, dict(
-        mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
+    return options, nodes, dict(
+        num_nodes=nodes, nodes_from_tasks=from_tasks,
+        gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0, mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
         req_nodes=hostlist.compress(required), exc_nodes=hostlist.compress(excluded), exclusive=bool(options.exclusive),
         export=options.export or "", signal=options.signal or "", mail_type=options.mail_type or "",
         mail_user=options.mail_user or "",
@@ -181,17 +200,18 @@ def _placed_node_count(options: SbatchOptions, nodes: int) -> int:
 
 
 def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str, *,
-                       held: bool) -> str | None:
+                       held: bool, from_tasks: bool = False) -> str | None:
     """What no node of the partition can satisfy (slurmctld refuses it at submit): too few nodes, an
     invalid constraint, a -w node outside the partition or too small, too few nodes big enough
     (memory only where it is a consumable resource) or with the constraint's features (a matching OR
     none of whose alternatives has enough nodes, counts that too few nodes meet). -x is no
     reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted), and a held job is not
     tested against the nodes (fixtures/22.05/constraint: held ``-C a100&v100`` and ``-N 3 -C a100``
-    are accepted, unheld refused)."""
+    are accepted, unheld refused). A node count from -n alone (``from_tasks``) over the partition's is
+    accepted and pends with PartitionConfig (fixtures/22.05/ntasks: ``-n 65``, ``-n 5 -c 16``)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     if nodes > len(members):
-        return INVALID_NODE_COUNT
+        return None if from_tasks else INVALID_NODE_COUNT
     error, constraint = _feature_error(request, members)
     if error or held:
         return error
@@ -312,13 +332,12 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
                  if options.array is not None else None)
     except arrays.ArrayError as exc:
         raise _refuse(SUBMIT_FAILED + str(exc)) from exc
-    options, placement = _placement(options, state)
-    nodes = max(options.nodes or 1, len(_hosts(options.nodelist)))
+    options, nodes, placement = _placement(options, state, partition)
     node_error = _node_config_error(options, _placed_node_count(options, nodes), state, partition,
-                                    held=bool(options.hold))
+                                    held=bool(options.hold), from_tasks=placement["nodes_from_tasks"])
     if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
-    fields = dict(num_nodes=nodes, num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
+    fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
     context = snapshot.limit_context(state)
     active: list[SlurmJob] = []

@@ -53,6 +53,15 @@ class SacctmgrResult:
     needs_confirmation: bool = False
 
 
+def _effective_qos(assoc: Association) -> list[str]:
+    """The QOS an association gets: its own list, else its nearest ancestor's (``QOS+=high`` on a user
+    that inherits ``normal`` gives ``high,normal``: fixtures/22.05/assoc-order/show-assoc-1.txt)."""
+    found: Association | None = assoc
+    while found is not None and not found.settings.get("qos"):
+        found = found.parent
+    return list(found.settings["qos"]) if found is not None else []
+
+
 class _Refused(Exception):
     def __init__(self, message: str):
         self.message = message
@@ -222,7 +231,7 @@ class _Runner:
             rows = rows.filter(partition__in=where["Partitions"].value)
         if "Parents" in where:
             rows = rows.filter(parent__account__name__in=where["Parents"].value)
-        return list(rows.order_by("account__name", "user", "partition"))
+        return list(rows.order_by("account__name", "user", "-partition"))
 
     def _object(self, assoc: Association) -> str:
         return syntax.association_object(self.name, assoc.account.name, assoc.user or None, assoc.partition or None)
@@ -235,9 +244,10 @@ class _Runner:
             return ""
         self._check_qos_names(specs)
         for assoc in rows:
+            current = {**assoc.settings, "qos": _effective_qos(assoc)}
             accounting.associations_modify(cluster=self.cluster, associations=[assoc], actor=self.actor,
-                                           shares=_shares(specs),
-                                           settings=_settings(specs, ASSOC_SETTINGS, assoc.settings), now=self.now)
+                                           shares=_shares(specs), settings=_settings(specs, ASSOC_SETTINGS, current),
+                                           now=self.now)
         return syntax.changed_text("Modified", kind, [self._object(a) for a in rows])
 
     def modify_account(self) -> str:
@@ -322,7 +332,8 @@ class _Runner:
     def show(self) -> str:
         command = self.command
         records = show_records(self.cluster, command)
-        return syntax.show_text(command.entity, records, format=command.format, parsable=command.parsable,
+        entity = "user withassoc" if command.entity == "user" and "withassoc" in command.flags else command.entity
+        return syntax.show_text(entity, records, format=command.format, parsable=command.parsable,
                                 header=command.header, tree="tree" in command.flags)
 
 
@@ -340,7 +351,8 @@ def show_records(cluster: SlurmCluster, command: syntax.SacctmgrCommand) -> list
         users = SlurmUser.objects.filter(cluster=cluster).order_by("name")
         if command.names:
             users = users.filter(name__in=command.names)
-        return [{"user": u.name, "default_account": u.default_account, "admin_level": u.admin_level} for u in users]
+        records = [{"user": u.name, "default_account": u.default_account, "admin_level": u.admin_level} for u in users]
+        return _with_associations(cluster, command, records) if "withassoc" in command.flags else records
     if command.entity == "qos":
         return [{"name": q.name, "description": q.description, **QOS_SHOW_DEFAULTS, **_record_settings(q.settings)}
                 for q in runner._qos()]
@@ -348,6 +360,20 @@ def show_records(cluster: SlurmCluster, command: syntax.SacctmgrCommand) -> list
         return [{"cluster": cluster.cluster_id, "control_host": f"{cluster.cluster_id}-controller",
                  "control_port": 6817, "rpc": 9984, "shares": 1, "qos": ["normal"]}]
     return _association_records(cluster, command)
+
+
+def _with_associations(cluster: SlurmCluster, command: syntax.SacctmgrCommand,
+                       users: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``show user withassoc``: a row per user association, by user, each in tree order, with the
+    pre-TRES limit columns (MaxNodes, MaxCPUs: MaxTRES's node and cpu; MaxCPUMins: MaxTRESMins's cpu)."""
+    by_name = {user["user"]: user for user in users}
+    rows = []
+    for record in _association_records(cluster, command):
+        if record["user"] in by_name:
+            max_tres, max_tres_mins = record.get("max_tres") or {}, record.get("max_tres_mins") or {}
+            rows.append({**record, **by_name[record["user"]], "max_nodes": max_tres.get("node"),
+                         "max_cpus": max_tres.get("cpu"), "max_cpu_mins": max_tres_mins.get("cpu")})
+    return sorted(rows, key=lambda row: row["user"])
 
 
 def _association_records(cluster: SlurmCluster, command: syntax.SacctmgrCommand) -> list[dict[str, Any]]:
@@ -372,8 +398,10 @@ def _association_records(cluster: SlurmCluster, command: syntax.SacctmgrCommand)
                             "account": assoc.account.name, "user": assoc.user, "partition": assoc.partition,
                             "shares": "parent" if assoc.shares is None else assoc.shares, "qos": qos,
                             "parent": parent_name, "depth": depth})
-        children = sorted(by_parent.get(assoc.pk, []), key=lambda c: (bool(not c.user), c.account.name, c.user,
-                                                                       c.partition))
+        # users before sub-accounts, by account and user name; a user's partitions in reverse order
+        # (slurmdb_defs.c _sort_childern_list; fixtures/22.05/assoc-order: urgent before batch)
+        children = sorted(sorted(by_parent.get(assoc.pk, []), key=lambda c: c.partition, reverse=True),
+                          key=lambda c: (bool(not c.user), c.account.name, c.user))
         for child in children:
             visit(child, depth + 1, qos, assoc.account.name)
 

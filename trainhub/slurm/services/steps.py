@@ -20,6 +20,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 
 from trainhub.inventory.wake import nodes_wake
 from trainhub.slurm.hostlist import compress
+from trainhub.slurm.jobenv import task_room
 from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepLogLine,
                                    StepNode)
 from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, layout, place, tres_per
@@ -77,7 +78,8 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
                      .select_related("node").order_by("node__name"))
     if not job_nodes:
         raise StepRefused(ALREADY_DONE)
-    parts = layout(request, allocation_gpus=[tuple(node.gpu_indices) for node in job_nodes], job_tasks=job.num_tasks)
+    parts = layout(request, allocation_gpus=[tuple(node.gpu_indices) for node in job_nodes], job_tasks=job.num_tasks,
+                   task_room=task_room([node.cpus for node in job_nodes], job.cpus_per_task))
     placements = place(request, parts, _shares(job, run_index, job_nodes), cpus_per_task=job.cpus_per_task)
     chosen = [job_nodes[part.allocation_index] for part in parts]
     num_tasks = sum(len(part.task_ids) for part in parts)

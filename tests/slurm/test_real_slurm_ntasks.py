@@ -1,0 +1,161 @@
+"""trainhub replays fixtures/22.05/ntasks.sh (``-n N`` without ``-N``: sbatch, salloc and srun inside,
+recorded on a fresh slurm-harness cluster of 4 nodes x 16 CPUs x 8 GPUs) and prints what Slurm printed.
+
+The recording's clock: the nine sbatch submitted in the same second, jobs 1-3 started a second later,
+the squeue and scontrol recordings four seconds after that (squeue's TIME 0:04).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shlex
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from trainhub.common.errors import ApiError
+from trainhub.inventory.assignments import node_assignments
+from trainhub.slurm import jobenv, reports
+from trainhub.slurm.models import JobNode, NodePhase, SlurmJob
+from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
+from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_epilog_finished
+from trainhub.slurm.services.steps import step_create
+from trainhub.slurm.steps import StepRequest
+
+from .conftest import run_pass
+from .test_real_slurm import harness, in_any_tie_order  # noqa: F401 (a fixture)
+
+REAL = Path(__file__).parent / "fixtures" / "22.05" / "ntasks"
+START = dt.datetime(2026, 12, 5, 5, 10, 47, tzinfo=dt.UTC)
+SECOND = dt.timedelta(seconds=1)
+#: The variables job.sh prints (its first lines) that trainhub sets.
+ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "SLURM_CPUS_ON_NODE", "SLURM_GPUS_ON_NODE", "SLURM_JOB_CPUS_PER_NODE",
+             "SLURM_JOB_GPUS", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NODELIST",
+             "SLURM_NPROCS", "SLURM_NTASKS", "SLURM_TASKS_PER_NODE")
+
+
+def real(name: str) -> str:
+    return (REAL / f"{name}.txt").read_text()
+
+
+def real_err(name: str) -> str:
+    return (REAL / f"{name}.err").read_text().rsplit("rc=", 1)[0]
+
+
+def _submissions() -> list[tuple[str, list[str]]]:
+    """ntasks.sh's sbatch lines: (fixture name, the arguments after ``$SB`` but the script)."""
+    found = []
+    for line in (REAL.parent / "ntasks.sh").read_text().splitlines():
+        if line.startswith("rec sbatch-"):
+            words = shlex.split(line.split("#")[0])
+            found.append((words[1], words[5:-1]))
+    return found
+
+
+@pytest.fixture
+def replay(harness, cast):
+    cluster, _ = harness
+    alice = cast.get("alice") or get_user_model().objects.get(username="alice")
+    script = (REAL / "job.sh").read_text()
+    printed = {}
+    for name, args in _submissions():
+        argv = ("-A", "physics", "-p", "batch", *args)
+        try:
+            job = job_submit(cluster=cluster, user=alice, submission=Submission(argv=argv, script=script), now=START)
+            printed[name] = (submitted_message(job, Submission(argv=argv)) + "\n", "")
+        except ApiError as error:
+            printed[name] = ("", error.message + "\n")
+    run_pass(cluster, START + SECOND)
+    return cluster, printed, START + 5 * SECOND
+
+
+def test_sbatch_takes_n_tasks_without_n_nodes_as_slurm(replay):
+    _, printed, _ = replay
+    assert len(printed) == 9
+    for name, (out, err) in printed.items():
+        assert (out, err) == (real(name), real_err(name)), name
+
+
+def test_pending_and_running_jobs_show_slurms_node_counts_and_reasons(replay):
+    cluster, _, moment = replay
+    assert in_any_tie_order(reports.squeue(cluster, now=moment).text) == in_any_tie_order(real("squeue"))
+    text = reports.squeue(cluster, now=moment, format="%i|%j|%T|%D|%C|%b|%N|%r").text
+    assert in_any_tie_order(text) == in_any_tie_order(real("squeue-o"))
+
+
+def _recorded_environment(job_id: int) -> dict[str, str]:
+    lines = real(f"out-{job_id}").splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith(" "))
+
+
+@pytest.mark.parametrize("job_id", [1, 2, 3])
+def test_the_batch_script_sees_slurms_task_layout(replay, job_id):
+    cluster, _, _ = replay
+    recorded = _recorded_environment(job_id)
+    environment = _batch_environment(SlurmJob.objects.get(cluster=cluster, job_id=job_id))
+    assert {name: environment[name] for name in ENV_NAMES if name in recorded} == (
+        {name: recorded[name] for name in ENV_NAMES if name in recorded})
+
+
+@pytest.mark.parametrize("job_id", [1, 2])
+def test_srun_inside_lays_the_tasks_out_as_slurm(replay, job_id):
+    """out-N.txt: ``srun -l sh -c 'echo $SLURMD_NODENAME $SLURM_LOCALID $SLURM_NODEID ...'`` (16,4 for -n 20)."""
+    cluster, _, moment = replay
+    job = SlurmJob.objects.get(cluster=cluster, job_id=job_id)
+    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
+    step = step_create(job=job, run_index=0, argv=["sh"], environment={}, request=StepRequest(), label=True,
+                       now=moment)
+    placed = sorted((task, node.job_node.node.name, local, node.node_index)
+                    for node in step.step_nodes.select_related("job_node__node")
+                    for local, task in enumerate(node.task_ids))
+    recorded = [line.split(":", 1) for line in real(f"out-{job_id}").splitlines() if ": gpu" in line]
+    assert [f"{task}: {name} {local} {index}" for task, name, local, index in placed] == (
+        [f"{int(label)}: {' '.join(rest.split()[:3])}" for label, rest in recorded])
+
+
+def test_n_tasks_over_the_partition_pend_with_partitionconfig(replay):
+    cluster, _, _ = replay
+    assert dict(SlurmJob.objects.filter(cluster=cluster, job_id__in=[6, 7]).values_list("job_id", "reason")) == {
+        6: "PartitionConfig", 7: "PartitionConfig"}
+    assert dict(SlurmJob.objects.filter(cluster=cluster, job_id__in=[6, 7]).values_list("job_id", "num_nodes")) == {
+        6: 5, 7: 5}
+
+
+def _batch_environment(job: SlurmJob) -> dict[str, str]:
+    """What the job's batch script sees, from the document its batch host's agent gets."""
+    batch = JobNode.objects.select_related("node").get(job=job, batch_host=True, run_index=job.restart_count)
+    document = next(item for item in node_assignments(node=batch.node)["slurm"] if item["id"] == batch.pk)
+    context = jobenv.JobContext(
+        cluster_name="harness", job_id=job.job_id, job_name=job.name, user="alice", account="physics",
+        partition="batch", qos="normal", hosts=tuple(document["hosts"]), cpus_per_node=tuple(document["cpusPerNode"]),
+        num_tasks=document["job"]["numTasks"], restart_count=0, submit_dir="/", submit_host="gpu1", stdout_path="",
+        stderr_path="", comment="", start_epoch=0, end_epoch=None, cpus_per_task=document["job"]["cpusPerTask"])
+    return jobenv.batch_environment(context, jobenv.NodeContext(0, tuple(document["gpuIndices"])))
+
+
+def test_the_waiting_jobs_fill_the_freed_nodes_in_slurms_layout(replay):
+    """Once jobs 1-3 end, job 4 (``-n 16 --gpus-per-task=1``) runs 8,8 on gpu[1-2] and job 5
+    (``-n 24 --gres=gpu:4``) 16,8 on gpu[3-4] (out-4.txt, out-5.txt)."""
+    cluster, _, moment = replay
+    for job_node in JobNode.objects.filter(job__cluster=cluster, job__job_id__in=[1, 2, 3]):
+        job_batch_finished(job_node=job_node, exit_code=0, signal=0, max_rss_kb=None, now=moment)
+        job_node_epilog_finished(job_node=JobNode.objects.get(pk=job_node.pk), exit_code=0, now=moment)
+    run_pass(cluster, moment + SECOND)
+    for job_id in (4, 5):
+        recorded = _recorded_environment(job_id)
+        environment = _batch_environment(SlurmJob.objects.get(cluster=cluster, job_id=job_id))
+        assert {name: environment[name] for name in ENV_NAMES if name in recorded} == (
+            {name: recorded[name] for name in ENV_NAMES if name in recorded}), job_id
+
+
+def test_salloc_gives_its_command_slurms_task_layout():
+    """salloc-n20.txt: ``salloc -n 20`` granted 16 + 4 CPUs (its SLURM_NTASKS and SLURM_NPROCS, set
+    because -n was given, trainhub does not set: the job does not keep whether it was)."""
+    environment = jobenv.salloc_environment(
+        cluster_name="harness", job_id=10, job_name="interactive", account="physics", partition="batch",
+        qos="normal", hosts=["gpu1", "gpu2"], cpus_per_node=[16, 4], num_tasks=20, submit_dir="/",
+        submit_host="vm", cpus_per_task=1)
+    recorded = dict(line.split("=", 1) for line in real("salloc-n20").splitlines()
+                    if "=" in line and not line.startswith(("SLURM_NTASKS=", "SLURM_NPROCS=")))
+    assert {name: environment[name] for name in recorded} == recorded
