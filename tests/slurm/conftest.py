@@ -22,6 +22,8 @@ SRUN_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun"
 STEPS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "steps"
 #: Real Slurm 22.05.8 running fixtures/22.05/salloc.sh (salloc, srun inside it).
 SALLOC_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "salloc"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun-alone.sh (srun outside an allocation, srun --pty).
+SRUN_ALONE_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-alone"
 
 
 def seed_spec() -> dict:
@@ -199,3 +201,46 @@ def queue(accounts, cast, now):
     jobs["bob"] = make_job(accounts, user="bob", account="bio", gpus_per_node=8, now=now, accrue_time=None)
     run_pass(accounts, now + DAY)
     return jobs
+
+
+@pytest.fixture
+def slurm_cli_as_uma(live_server, accounts, real_pools, cast, tmp_path, capfd):
+    """``trainhub slurm COMMAND ...`` (salloc, srun) as uma against the live server, scheduler passes
+    and the agents of a4-0 and a4-1 ticking meanwhile (real prolog, real step tasks); (exit status,
+    stdout, stderr) of salloc's or srun's command and their own lines together (the command writes
+    to the same descriptors)."""
+    import threading
+
+    from django.utils import timezone
+
+    from tests.agent.harness import agents_on
+    from trainhub.cli.main import main
+
+    environ = {"TRAINHUB_CONFIG": str(tmp_path / "uma.json"), "TRAINHUB_PROJECT": "alpha"}
+    assert main(["auth", "login", "--url", live_server.url, "--username", "uma", "--password", "uma-password"],
+                environ=environ) == 0
+    capfd.readouterr()
+    agents = agents_on(tmp_path, srun_url=live_server.url)
+
+    def run(command, *argv):
+        stop = threading.Event()
+
+        def tick():
+            rounds = 0
+            while not stop.wait(0.05):
+                if rounds % 10 == 0:
+                    run_pass(accounts)  # celery beat's passes
+                agents.tick(now=timezone.now())
+                rounds += 1
+
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+        try:
+            code = main(["slurm", command, *argv], environ=environ)
+        finally:
+            stop.set()
+            ticker.join()
+        captured = capfd.readouterr()
+        return code, captured.out, captured.err
+
+    return run
