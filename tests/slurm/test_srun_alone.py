@@ -115,3 +115,4 @@ def test_srun_exits_with_the_failed_tasks_code_and_the_job_records_it(slurm_cli_
     assert code == 3
     job = SlurmJob.objects.get()
     assert (job.state, job.exit_code, job.name) == (JobState.FAILED, 3, "sh")
+
