@@ -49,6 +49,18 @@ def test_input_output_and_window_size_reach_task_0s_terminal(slurm_cli_as_uma):
     assert not StepInput.objects.exists()  # every input delivered and forgotten
 
 
+def test_srun_pty_inside_salloc_relays_the_same_way(slurm_cli_as_uma):
+    """``salloc -N1 srun --pty ...``: salloc's lines around the step's bytes of pty-9.txt."""
+    typist = Typist(b"echo typed\r", raw)
+    code, shown = slurm_cli_as_uma.on_terminal(
+        "salloc", "-N1", "srun", "--pty", "bash", "--norc", "-c",
+        'read line; echo "got $line"; stty size; tty -s && echo tty; exit 5', react=typist)
+    job_id = SlurmJob.objects.get().job_id
+    status, step = recorded("pty-9.txt")
+    assert (code, shown) == (status, f"salloc: Granted job allocation {job_id}\r\n".encode() + step
+                             + f"salloc: Relinquishing job allocation {job_id}\r\n".encode())
+
+
 def _sleeping(marker: str) -> bool:
     """The task's ``sleep 30`` runs (so its shell's trap is set)."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
