@@ -26,9 +26,13 @@ def wait_for(condition, patience: float = 60.0) -> None:
 def test_typed_bytes_and_a_new_window_size_reach_the_task_in_order(tmp_path):
     run = ReplicaRun.start(tmp_path / "0", argv=["bash", "--norc", "-c", "stty size; read line; stty size; exit 4"],
                            env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path, terminal={"rows": 24, "cols": 80})
-    wait_for(lambda: b"24 80" in printed(run))  # the supervisor made its FIFO before it started the task
-    assert run.write_terminal([{"rows": 30, "cols": 100}, {"data": base64.b64encode(b"hi\r").decode()}]) == 2
-    wait_for(lambda: run.exit_status(time.time()) is not None)
+    try:
+        wait_for(lambda: b"24 80" in printed(run))  # the supervisor made its FIFO before it started the task
+        assert run.write_terminal([{"rows": 30, "cols": 100}, {"data": base64.b64encode(b"hi\r").decode()}]) == 2
+        wait_for(lambda: run.exit_status(time.time()) is not None)
+    finally:
+        if run.exit_status(time.time()) is None:
+            run.kill(time.time())  # a failed test leaves no task waiting for input
     assert printed(run) == b"24 80\r\nhi\r\n30 100\r\n"
     assert run.exit_status(time.time()) == 4
 
