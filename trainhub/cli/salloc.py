@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from trainhub.cli.client import CliError
@@ -54,28 +54,18 @@ USER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL)
 ALLOCATE_FAILED = "salloc: error: Job submit/allocate failed: "
 
 
-@dataclass(frozen=True)
-class Words:
+class Words(namedtuple("Words", ["program", "allocate_failed", "pending", "allocated", "granted", "aborted",
+                                 "revoked", "timed_out", "relinquishing"])):
     """What a command that makes its own allocation prints on stderr ({job}: the job id), where it
-    prints anything: salloc's (fixtures/22.05/salloc) or srun's (fixtures/22.05/srun-alone)."""
+    prints anything: salloc's (fixtures/22.05/salloc) or srun's (fixtures/22.05/srun-alone).
+    ``allocate_failed`` comes before the reason of a refused allocation; the others are lines:
+    ``pending`` still pending after GRANT_GRACE_SECONDS, ``allocated`` granted after those,
+    ``granted`` granted (after them or at once), ``aborted`` SIGINT, SIGTERM or SIGHUP while
+    pending (the job is cancelled), ``revoked`` the job ended while pending or under COMMAND,
+    ``timed_out`` it reached its time limit under COMMAND, ``relinquishing`` COMMAND exited.
+    (A named tuple: dataclasses would cost the CLI's start-up inspect.)"""
 
-    program: str
-    #: Before the reason of a refused allocation.
-    allocate_failed: str
-    #: Still pending after GRANT_GRACE_SECONDS.
-    pending: tuple[str, ...]
-    #: Granted after the pending lines.
-    allocated: tuple[str, ...]
-    #: Granted (after the pending lines, or at once).
-    granted: tuple[str, ...]
-    #: SIGINT, SIGTERM or SIGHUP while pending: the job is cancelled.
-    aborted: tuple[str, ...]
-    #: The job ended while pending, or under COMMAND.
-    revoked: tuple[str, ...]
-    #: The job reached its time limit under COMMAND.
-    timed_out: tuple[str, ...]
-    #: COMMAND exited.
-    relinquishing: tuple[str, ...]
+    __slots__ = ()
 
 
 SALLOC = Words(

@@ -21,10 +21,13 @@ does (fixtures/22.05/srun-alone):
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from trainhub.cli.client import CliError
 from trainhub.cli.salloc import Words, allocate_and_run
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 SRUN = Words(
     program="srun", allocate_failed="srun: error: Unable to allocate resources: ",
