@@ -69,18 +69,29 @@ def test_a_pending_allocation_prints_sruns_two_lines(capsys):
     # Ctrl-C while pending: test_salloc.test_a_signal_while_pending_revokes_the_allocation
 
 
+class Refusing:
+    """The control plane refusing the allocation as it words it for salloc."""
+
+    def post(self, path, body):
+        from trainhub.slurm.services.allocations import ALLOCATE_FAILED
+
+        raise CliError(f"{ALLOCATE_FAILED}Invalid account or account/partition combination specified",
+                       "INVALID_ARGUMENT", 400)
+
+
 def test_a_refused_allocation_prints_sruns_error_and_exits_1(capsys):
     """fixtures/22.05/srun-alone/srun-6.err: ``srun -A bio true`` by a user without bio."""
     from trainhub.slurm.services.allocations import ALLOCATE_FAILED
 
-    class Refusing:
-        def post(self, path, body):
-            raise CliError(f"{ALLOCATE_FAILED}Invalid account or account/partition combination specified",
-                           "INVALID_ARGUMENT", 400)
-
     assert salloc_cli.ALLOCATE_FAILED == ALLOCATE_FAILED
     assert srun_cli.run(Refusing(), "c1", ["-A", "bio", "true"]) == 1
     assert capsys.readouterr().err.splitlines() == recorded("srun-6.err")
+
+
+def test_salloc_prints_its_own_refusal_and_exits_1(capsys):
+    assert salloc_cli.run(Refusing(), "c1", ["-A", "bio", "true"]) == 1
+    assert capsys.readouterr().err == (
+        "salloc: error: Job submit/allocate failed: Invalid account or account/partition combination specified\n")
 
 
 # End to end: the CLI, a live server, real agents ---------------------------------------------------
