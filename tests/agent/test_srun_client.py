@@ -26,9 +26,15 @@ def test_bad_options_exit_with_a_usage_error(argv, capsys):
 
 
 def test_failed_tasks_are_reported_as_slurm_words_them():
-    assert srun.task_message("gpu1", 0, 3, 0) == "srun: error: gpu1: task 0: Exited with exit code 3"
-    assert srun.task_message("gpu2", 1, 0, 15) == "srun: error: gpu2: task 1: Terminated"
-    assert srun.task_message("gpu2", 1, 0, 9) == "srun: error: gpu2: task 1: Killed"
+    assert srun.task_messages([[0, "gpu1", 3, 0], [1, "gpu2", 0, 15], [3, "gpu2", 0, 9]]) == [
+        "srun: error: gpu1: task 0: Exited with exit code 3", "srun: error: gpu2: task 1: Terminated",
+        "srun: error: gpu2: task 3: Killed"]
+
+
+def test_tasks_of_a_node_that_failed_alike_share_one_line():
+    """fixtures/22.05/srun-alone/pty-12.txt: ``srun: error: gpu1: tasks 1-2: Exited with exit code 1``."""
+    assert srun.task_messages([[2, "gpu1", 1, 0], [1, "gpu1", 1, 0], [4, "gpu1", 1, 0], [3, "gpu1", 2, 0]]) == [
+        "srun: error: gpu1: tasks 1-2,4: Exited with exit code 1", "srun: error: gpu1: task 3: Exited with exit code 2"]
 
 
 def test_outside_a_job_srun_says_why_and_fails():

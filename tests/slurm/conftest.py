@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 from pathlib import Path
@@ -22,6 +23,8 @@ SRUN_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun"
 STEPS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "steps"
 #: Real Slurm 22.05.8 running fixtures/22.05/salloc.sh (salloc, srun inside it).
 SALLOC_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "salloc"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun-alone.sh (srun outside an allocation, srun --pty).
+SRUN_ALONE_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-alone"
 
 
 def seed_spec() -> dict:
@@ -199,3 +202,104 @@ def queue(accounts, cast, now):
     jobs["bob"] = make_job(accounts, user="bob", account="bio", gpus_per_node=8, now=now, accrue_time=None)
     run_pass(accounts, now + DAY)
     return jobs
+
+
+class SlurmCli:
+    """``trainhub slurm COMMAND ...`` as uma against the live server, scheduler passes and the
+    agents of a4-0 and a4-1 ticking meanwhile (real prolog, real step tasks)."""
+
+    def __init__(self, accounts, agents, environ: dict[str, str], capfd):
+        self.accounts = accounts
+        self.agents = agents
+        self.environ = environ
+        self.capfd = capfd
+
+    @contextlib.contextmanager
+    def ticking(self):
+        import threading
+
+        from django.utils import timezone
+
+        stop = threading.Event()
+
+        def tick():
+            rounds = 0
+            while not stop.wait(0.05):
+                if rounds % 10 == 0:
+                    run_pass(self.accounts)  # celery beat's passes
+                self.agents.tick(now=timezone.now())
+                rounds += 1
+
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join()
+
+    def __call__(self, command: str, *argv: str) -> tuple[int, str, str]:
+        """Run in this process: (exit status, stdout, stderr) of salloc's or srun's command and their
+        own lines together (the command writes to the same descriptors)."""
+        from trainhub.cli.main import main
+
+        with self.ticking():
+            code = main(["slurm", command, *argv], environ=self.environ)
+        captured = self.capfd.readouterr()
+        return code, captured.out, captured.err
+
+    def on_terminal(self, command: str, *argv: str, react, environ: dict[str, str] | None = None,
+                    rows: int = 24, cols: int = 80, patience: float = 120.0) -> tuple[int, bytes]:
+        """Run as a process of its own on a new pseudo-terminal of ``rows`` x ``cols``, calling
+        ``react(terminal_fd, output_so_far)`` as its output comes (to type into it); (exit status,
+        every byte the terminal showed)."""
+        import fcntl
+        import os
+        import pty
+        import select
+        import signal
+        import struct
+        import sys
+        import termios
+        import time
+
+        pid, terminal = pty.fork()
+        if pid == 0:  # the child: the CLI, on the terminal
+            os.environ.update({**self.environ, **(environ or {})})
+            os.execv(sys.executable, [sys.executable, "-m", "trainhub.cli.main", "slurm", command, *argv])
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        shown = b""
+        give_up = time.monotonic() + patience
+        with self.ticking():
+            while True:
+                if time.monotonic() > give_up:  # a hang fails the test rather than the suite
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    os.close(terminal)
+                    raise AssertionError(f"still running after {patience} s; the terminal showed {shown!r}")
+                react(terminal, shown)
+                ready, _, _ = select.select([terminal], [], [], 0.05)
+                if ready:
+                    try:
+                        chunk = os.read(terminal, 4096)
+                    except OSError:  # EIO: the CLI and everything it started have ended
+                        break
+                    if not chunk:
+                        break
+                    shown += chunk
+            _, status = os.waitpid(pid, 0)
+        os.close(terminal)
+        return os.waitstatus_to_exitcode(status), shown
+
+
+@pytest.fixture
+def slurm_cli_as_uma(live_server, accounts, real_pools, cast, tmp_path, capfd):
+    """A SlurmCli logged in as uma; calling it runs in this process (see SlurmCli)."""
+    from tests.agent.harness import agents_on
+    from trainhub.cli.main import main
+
+    environ = {"TRAINHUB_CONFIG": str(tmp_path / "uma.json"), "TRAINHUB_PROJECT": "alpha"}
+    assert main(["auth", "login", "--url", live_server.url, "--username", "uma", "--password", "uma-password"],
+                environ=environ) == 0
+    capfd.readouterr()
+    return SlurmCli(accounts, agents_on(tmp_path, srun_url=live_server.url), environ, capfd)

@@ -3,11 +3,13 @@ salloc and relinquished with the command's exit code; Slurm 22.05's lines (fixtu
 
 import datetime as dt
 import signal
+from pathlib import Path
 
 import pytest
 
-from tests.slurm.conftest import CLUSTERS, SALLOC_FIXTURES, run_pass
+from tests.slurm.conftest import CLUSTERS, SALLOC_FIXTURES, SRUN_ALONE_FIXTURES, run_pass
 from trainhub.cli import salloc as salloc_cli
+from trainhub.cli.srun import SRUN
 from trainhub.slurm.jobenv import salloc_environment
 from trainhub.slurm.models import JobNode, JobRun, JobState, NodePhase, SlurmJob
 from trainhub.slurm.services.jobs import job_cancel
@@ -19,8 +21,9 @@ ALLOCATIONS = f"{CLUSTERS}/c1/allocations"
 JOBS = f"{CLUSTERS}/c1/jobs"
 
 
-def fixture_lines(name: str) -> list[str]:
-    """A recorded salloc's stderr, without the harness's own noise and the recorder's ``rc=`` line."""
+def fixture_lines(name: str | Path) -> list[str]:
+    """A recorded salloc's (or srun's) stderr, without the harness's own noise and the recorder's
+    ``rc=`` line; ``name`` in fixtures/22.05/salloc, or a path."""
     return [line for line in (SALLOC_FIXTURES / name).read_text().splitlines()
             if not line.startswith(("rc=", "slurmstepd-"))]
 
@@ -93,9 +96,12 @@ def test_an_allocation_granted_at_once_prints_only_granted(capsys):
     assert capsys.readouterr().err.splitlines() == fixture_lines("salloc-1.err")[:1]
 
 
-@pytest.mark.parametrize("recorded", ["salloc-9.err", "salloc-10.err"])
-def test_a_signal_while_pending_revokes_the_allocation(capsys, recorded):
-    """fixtures/22.05/salloc/salloc-9.err (SIGINT) and -10 (SIGTERM): revoked, aborted, exit 1."""
+@pytest.mark.parametrize(("words", "recorded"), [
+    (salloc_cli.SALLOC, SALLOC_FIXTURES / "salloc-9.err"), (salloc_cli.SALLOC, SALLOC_FIXTURES / "salloc-10.err"),
+    (SRUN, SRUN_ALONE_FIXTURES / "srun-8.err")])
+def test_a_signal_while_pending_revokes_the_allocation(capsys, words, recorded):
+    """fixtures/22.05/salloc/salloc-9.err (SIGINT) and -10 (SIGTERM): revoked, aborted, exit 1;
+    srun-alone/srun-8.err (srun outside an allocation, SIGINT): revoked, force terminated, exit 1."""
     clock = Clock()
     interrupted = []
     fake = FakeAllocation([answer("PENDING")])
@@ -107,8 +113,8 @@ def test_a_signal_while_pending_revokes_the_allocation(capsys, recorded):
         return original()
 
     fake.keep_alive = keep_alive
-    fake.job_id = int(recorded.split("-")[1].split(".")[0])
-    assert salloc_cli._wait_granted(fake, interrupted, now=clock, sleep=clock.sleep) is None
+    fake.job_id = int(recorded.stem.split("-")[1])
+    assert salloc_cli._wait_granted(fake, interrupted, words=words, now=clock, sleep=clock.sleep) is None
     assert capsys.readouterr().err.splitlines() == fixture_lines(recorded)
     assert fake.relinquished == [(0, 0)]
 
@@ -249,45 +255,8 @@ def test_a_silent_sallocs_running_allocation_times_out_after_inactive_limit(api,
 # End to end: the CLI, a live server, real agents, srun inside salloc -----------------------------
 
 @pytest.fixture
-def salloc_as_uma(live_server, accounts, real_pools, cast, tmp_path, capfd):
-    """``trainhub slurm salloc ...`` as uma against the live server, scheduler passes and the agents
-    of a4-0 and a4-1 ticking meanwhile (real prolog, real step tasks); (exit status, stdout, stderr)
-    of the command and salloc together (the command writes to the same descriptors)."""
-    import threading
-
-    from django.utils import timezone
-
-    from tests.agent.harness import agents_on
-    from trainhub.cli.main import main
-
-    environ = {"TRAINHUB_CONFIG": str(tmp_path / "uma.json"), "TRAINHUB_PROJECT": "alpha"}
-    assert main(["auth", "login", "--url", live_server.url, "--username", "uma", "--password", "uma-password"],
-                environ=environ) == 0
-    capfd.readouterr()
-    agents = agents_on(tmp_path, srun_url=live_server.url)
-
-    def run(*argv):
-        stop = threading.Event()
-
-        def tick():
-            rounds = 0
-            while not stop.wait(0.05):
-                if rounds % 10 == 0:
-                    run_pass(accounts)  # celery beat's passes
-                agents.tick(now=timezone.now())
-                rounds += 1
-
-        ticker = threading.Thread(target=tick, daemon=True)
-        ticker.start()
-        try:
-            code = main(["slurm", "salloc", *argv], environ=environ)
-        finally:
-            stop.set()
-            ticker.join()
-        captured = capfd.readouterr()
-        return code, captured.out, captured.err
-
-    return run
+def salloc_as_uma(slurm_cli_as_uma):
+    return lambda *argv: slurm_cli_as_uma("salloc", *argv)
 
 
 def test_salloc_runs_the_command_here_and_srun_inside_runs_on_the_allocations_nodes(

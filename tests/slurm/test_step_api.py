@@ -346,3 +346,68 @@ def test_a_steps_resources_are_freed_when_the_whole_step_ends_not_node_by_node(c
     second = StepNode.objects.get(step__step_id=0, job_node__node__name="a4-1")
     step_node_finished(step_node=second, exits=[(1, 0, 0)], now=later(now, 15))
     assert srun(job, nodes=1, tasks=1).json()["stepId"] == 2
+
+
+# srun --pty: input for task 0's terminal ----------------------------------------------------------
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def test_a_pty_steps_input_reaches_only_task_0s_node_until_it_is_delivered(cluster, now, tmp_path):
+    job = running(cluster, now, num_tasks=2)
+    assert srun(job, pty={"rows": 24, "cols": 80}).status_code == 200
+    step = JobStep.objects.get()
+    assert step.pty == {"rows": 24, "cols": 80}
+    for body in ({"data": _b64(b"ls\r")}, {"rows": 50, "cols": 132}):
+        answer = call(credential(job), "POST", "/agent/v1/srun/steps/0:input", body)
+        assert (answer.status_code, answer.json()) == (200, {"accepted": True})
+    documents = {name: node_assignments(node=Node.objects.get(name=name))["slurm"][0]["steps"][0]
+                 for name in ("a4-0", "a4-1")}
+    first, second = step.inputs.values_list("pk", flat=True)
+    assert (documents["a4-0"]["pty"], documents["a4-0"]["input"]) == (
+        {"rows": 24, "cols": 80}, [[first, _b64(b"ls\r"), None, None], [second, "", 50, 132]])
+    assert (documents["a4-1"]["pty"], documents["a4-1"]["input"]) == (None, [])
+    nodes = {identity["node"]: identity["credential"] for identity in join_nodes(tmp_path)}
+    own, theirs = (StepNode.objects.get(job_node__node__name=name) for name in ("a4-0", "a4-1"))
+    assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{theirs.pk}/input", {"through": second}
+                ).status_code == 404
+    assert call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/input", {"through": first}
+                ).status_code == 200
+    assert list(step.inputs.values_list("pk", flat=True)) == [second]
+
+
+def test_a_full_input_buffer_makes_srun_wait(cluster, now):
+    from trainhub.slurm.services.steps import MAX_PENDING_INPUT
+
+    job = running(cluster, now, num_tasks=1, nodes=("a4-0",))
+    srun(job, pty={"rows": 24, "cols": 80})
+    step = JobStep.objects.get()
+    step.inputs.bulk_create([step.inputs.model(step=step, data=_b64(b"x"))] * MAX_PENDING_INPUT)
+    answer = call(credential(job), "POST", "/agent/v1/srun/steps/0:input", {"data": _b64(b"y")})
+    assert (answer.status_code, answer.json()) == (200, {"accepted": False})
+    assert step.inputs.count() == MAX_PENDING_INPUT
+
+
+def test_input_to_a_step_without_a_terminal_is_dropped(cluster, now):
+    job = running(cluster, now, num_tasks=1, nodes=("a4-0",))
+    srun(job)
+    answer = call(credential(job), "POST", "/agent/v1/srun/steps/0:input", {"data": _b64(b"y")})
+    assert (answer.status_code, answer.json()) == (200, {"accepted": True})
+    assert not JobStep.objects.get().inputs.exists()
+
+
+@pytest.mark.parametrize("body", [{"data": "not base64!"}, {"data": ""}, {"data": _b64(b"x" * 2049)},
+                                  {"rows": -1, "cols": 80}, {"rows": 24}, {}])
+def test_bad_input_is_a_clean_400(cluster, now, body):
+    job = running(cluster, now, num_tasks=1, nodes=("a4-0",))
+    srun(job, pty={"rows": 24, "cols": 80})
+    assert call(credential(job), "POST", "/agent/v1/srun/steps/0:input", body).status_code == 400
+
+
+@pytest.mark.parametrize("pty", [{"rows": 24}, {"rows": "24", "cols": 80}, {"rows": 70000, "cols": 80}])
+def test_a_bad_window_size_is_a_clean_400(cluster, now, pty):
+    job = running(cluster, now, num_tasks=1, nodes=("a4-0",))
+    assert srun(job, pty=pty).status_code == 400

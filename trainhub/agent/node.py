@@ -46,7 +46,7 @@ from trainhub.agent.containers import GCS_MOUNT, ContainerRuntime, env_file_text
 from trainhub.agent.environment import NotRunnable, ReplicaContext, expand, replica_argv, replica_environment
 from trainhub.agent.outputs import OutputPathRefused, collect_outputs, prepare_outputs
 from trainhub.agent.replicas import ReplicaRun, ship_logs
-from trainhub.agent.slurm import SlurmNodeWork
+from trainhub.agent.slurm import TERMINAL_POLL_SECONDS, SlurmNodeWork
 
 logger = logging.getLogger("trainhub.agent")
 
@@ -195,6 +195,11 @@ class NodeAgent:
         if answer.body.get("state", self.reported_state) != self.reported_state:
             self.heartbeat_due = True
 
+    def pause_seconds(self) -> float:
+        """The pause between rounds while work runs here: shorter while a terminal's user waits."""
+        return min(self.settings.poll_seconds, TERMINAL_POLL_SECONDS) if self.slurm.interactive else \
+            self.settings.poll_seconds
+
     def wait_for_work(self) -> bool:
         """Long-poll the assignments until they change or the pause is over; False where there is no
         long poll to wait on (the caller then sleeps ``poll_seconds`` and the next round polls)."""
@@ -202,7 +207,7 @@ class NodeAgent:
         if not self._long_polling(moment):
             return False
         if self.handles or self.assignments["slurm"]:
-            wait = self.settings.poll_seconds
+            wait = self.pause_seconds()
         else:
             wait = min(spread_wait(self.settings.long_poll_seconds, random.random()),
                        self.last_heartbeat + self.settings.long_poll_heartbeat_seconds - moment,
@@ -463,4 +468,4 @@ def _serve(agent: NodeAgent, stopping: list) -> None:
         except Exception:  # noqa: BLE001 - one bad round must not kill the node's agent
             logger.exception("node %s: agent round failed; retrying", agent.name)
         if not waited:
-            time.sleep(max(0.0, agent.settings.poll_seconds - (time.monotonic() - started)))
+            time.sleep(max(0.0, agent.pause_seconds() - (time.monotonic() - started)))

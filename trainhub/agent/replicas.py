@@ -20,7 +20,7 @@ from pathlib import Path
 
 from trainhub.agent import supervisor
 from trainhub.agent.client import ControlPlane, error_message
-from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, process_start_time, write_atomically
+from trainhub.agent.supervisor import CHILD, EXIT, LOG, SPEC, TERMINAL_INPUT, process_start_time, write_atomically
 from trainhub.agent.supervisor import SUPERVISOR as SUPERVISOR_RECORD
 
 SUPERVISOR_SCRIPT = Path(supervisor.__file__)
@@ -44,16 +44,17 @@ class ReplicaRun:
     def start(cls, directory: Path, *, argv: list[str], env: dict[str, str], cwd: Path,
               user: dict | None = None, outputs: dict | None = None, prepare: list[list[str]] = (),
               prepare_env: dict[str, str] | None = None, container: dict | None = None,
-              files: dict[str, str] | None = None) -> ReplicaRun:
+              files: dict[str, str] | None = None, terminal: dict[str, int] | None = None) -> ReplicaRun:
         """Start the supervisor. With ``container`` ({name, signal: argv prefix, remove: argv}),
         signals go through the container runtime rather than to a process group; ``files``
-        ({stream: path}) also receive the output lines."""
+        ({stream: path}) also receive the output lines; ``terminal`` ({rows, cols}): the command
+        runs on a pseudo-terminal (``write_terminal``)."""
         directory.mkdir(parents=True, exist_ok=True)
         if outputs is not None:
             write_atomically(directory / OUTPUTS, outputs)
         write_atomically(directory / SPEC, {"argv": argv, "env": env, "cwd": str(cwd), "user": user,
                                             "prepare": list(prepare), "prepareEnv": prepare_env or env,
-                                            "container": container, "files": files or {}})
+                                            "container": container, "files": files or {}, "terminal": terminal})
         run = cls(directory)
         with open(directory / "supervisor.err", "ab") as errors:
             run._supervisor = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
@@ -113,6 +114,26 @@ class ReplicaRun:
             write_atomically(self.directory / EXIT, {"status": 0, "time": now})
             return 0
         return None
+
+    def write_terminal(self, documents: list[dict]) -> int:
+        """Hand the supervisor input for the command's terminal ({"data": base64} or {"rows",
+        "cols"}, in order); how many it took (none before it made its FIFO, fewer when the FIFO
+        is full: the rest are handed again later)."""
+        try:
+            fifo = os.open(self.directory / TERMINAL_INPUT, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:  # not made yet (ENOENT), or the supervisor is gone (ENXIO)
+            return 0
+        taken = 0
+        try:
+            for document in documents:
+                # One write of less than PIPE_BUF bytes is atomic: all of a document or none of it.
+                os.write(fifo, (json.dumps(document) + "\n").encode())
+                taken += 1
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(fifo)
+        return taken
 
     def lost(self) -> bool:
         """The supervisor is gone without recording an exit (the machine rebooted, it was killed)."""

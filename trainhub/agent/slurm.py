@@ -26,6 +26,12 @@ trainhub.slurm.services.lifecycle). It reads only the job-step documents of its 
   task's lines and, when all of the node's tasks have ended, their exits. When the job leaves
   its RUNNING phase (cancel, time limit, the batch script ended) or srun was interrupted, the
   tasks are stopped - SIGTERM, SIGKILL after the grace period - before the epilog runs.
+- ``srun --pty``: the node of task 0 runs it on a pseudo-terminal (its supervisor's, of the size
+  srun's terminal had), ships what it prints as raw ``pty`` chunks, and writes what srun typed
+  (and window size changes), which its assignments list, to the terminal, acknowledging each so
+  the control plane forgets it. srun's input wakes the agent as any change of its assignments
+  does; while a terminal runs here the agent's rounds come every TERMINAL_POLL_SECONDS, so what
+  the command prints reaches srun within that. Only HTTP(S) to the control plane, as ever.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ from trainhub.slurm import jobenv
 logger = logging.getLogger("trainhub.agent")
 BASH = "/bin/bash"
 PROLOG, RUNNING, EPILOG = "PROLOG", "RUNNING", "EPILOG"
+#: The pause between rounds while an srun --pty task runs here (its output's delay to srun).
+TERMINAL_POLL_SECONDS = 0.1
 #: A step this agent reported on, waiting for the control plane's next document (nothing to do).
 REPORTED = "REPORTED"
 
@@ -151,12 +159,16 @@ class _StepTasks:
     """One step's tasks on this node (each under its supervisor), keyed by SLURM_PROCID."""
 
     job_node_id: int
+    #: srun --pty: task 0, if it runs here, is on a terminal.
+    terminal: bool = False
     runs: dict[int, ReplicaRun] = field(default_factory=dict)
     stop_sent: dt.datetime | None = None
     #: Whether the job's --signal (without B:) has reached these tasks.
     signalled: bool = False
     #: Whether a preemption's SIGTERM (the start of its GraceTime) has reached these tasks.
     preempt_sent: bool = False
+    #: srun --pty: the last of srun's inputs written to task 0's terminal.
+    delivered: int = 0
 
 
 @dataclass
@@ -193,6 +205,11 @@ class SlurmNodeWork:
         self.recovered = False
         #: A report moved a step on: the node agent fetches its assignments afresh.
         self.changed = False
+
+    @property
+    def interactive(self) -> bool:
+        """An srun --pty task runs here: its user waits for what it prints."""
+        return any(0 in tasks.runs and tasks.terminal for tasks in self.tasks.values())
 
     # Reading ----------------------------------------------------------------------------------
 
@@ -453,13 +470,27 @@ class SlurmNodeWork:
                     status = -9  # its supervisor is gone (the machine rebooted): as if killed
                 if status is not None:
                     exits.append([task, status, 0] if status >= 0 else [task, 0, -status])
+            if doc.get("pty") and 0 in tasks.runs:
+                self._deliver_input(doc, tasks)
             shipped = all([ship_logs(self.api, run, f"/agent/v1/slurm/tasks/{doc['id']}/{task}/logs")
                            for task, run in tasks.runs.items()])
             if shipped and len(exits) == len(tasks.runs):
                 self._report_tasks(doc, exits, now)
 
+    def _deliver_input(self, doc: dict, tasks: _StepTasks) -> None:
+        """Write srun's new input to task 0's terminal and tell the control plane how far it got."""
+        fresh = [item for item in doc["input"] if item[0] > tasks.delivered]
+        taken = tasks.runs[0].write_terminal([{"data": data} if data else {"rows": rows, "cols": cols}
+                                              for _, data, rows, cols in fresh])
+        if not taken:
+            return
+        tasks.delivered = fresh[taken - 1][0]
+        answer = self.api.post(f"/agent/v1/slurm/tasks/{doc['id']}/input", {"through": tasks.delivered})
+        if answer.status not in (200, 404):
+            logger.warning("input of step tasks %s not acknowledged: %s", doc["id"], error_message(answer))
+
     def _start_tasks(self, step: dict, doc: dict, now: dt.datetime) -> _StepTasks:
-        tasks = _StepTasks(step["id"])
+        tasks = _StepTasks(step["id"], terminal=bool(doc.get("pty")))
         directory = self.task_dir / str(doc["id"])
         fresh = [task for task in doc["taskIds"] if not (directory / str(task)).exists()]
         for task in doc["taskIds"]:
@@ -492,7 +523,8 @@ class SlurmNodeWork:
             else:
                 tasks.runs[task] = ReplicaRun.start(directory / str(task), argv=list(doc["argv"]),
                                                     env={**doc["environment"], **env}, cwd=cwd,
-                                                    user=self.run_as(step))
+                                                    user=self.run_as(step),
+                                                    terminal=doc.get("pty") if task == 0 else None)
         return tasks
 
     @staticmethod

@@ -18,24 +18,49 @@ busy)``, ``... step creation still disabled, retrying (...)`` each time another 
 and it still does not fit (22.05's srun tries again when a step ends), and, when it starts,
 ``srun: Step created for job N``. More nodes
 than the job has are refused here, as srun does (``srun: error: Only allocated 1 nodes asked for 2``).
+
+``--pty`` (fixtures/22.05/srun-alone/pty-*.txt): task 0 runs on a pseudo-terminal on its node,
+of this terminal's size, and only its input and output are srun's (other tasks run, their output
+dropped, as srun's --input/--output/--error=0). This terminal goes into raw mode for the step
+(restored after), so every key - Ctrl-C, Ctrl-D, Ctrl-Z included - reaches task 0's terminal,
+whose own line discipline echoes it and signals the task (``^C`` and the task's SIGINT, as with
+Slurm). The relay, over HTTP(S) to the control plane only: a thread reads this terminal (at most
+MAX_INPUT_BYTES a read) and POSTs each piece (``:input``, base64), and the new size on SIGWINCH;
+the control plane keeps a bounded buffer per step (srun waits while it is full) and wakes the
+agent of task 0, which writes the input to the terminal; what the task prints comes back as the
+step's ``pty`` chunks, written here byte for byte. Without a terminal on stdin srun says so as
+Slurm does (``srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device``, ``srun: error: Not
+using a pseudo-terminal, disregarding --pty option``) and runs the step without one.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import ssl
 import sys
+import termios
+import threading
 import time
+import tty
 import urllib.error
 import urllib.request
 
 #: What srun does not pass on to its tasks: the credential and where it is used.
 PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE")
 RETRIES = 5
+#: The most bytes of this terminal's input one request carries (the control plane's limit).
+MAX_INPUT_BYTES = 2048
+#: How often srun asks for its step's output while a terminal's user waits for it (seconds).
+TERMINAL_POLL = 0.1
+NO_TERMINAL = ("srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device",
+               "srun: error: Not using a pseudo-terminal, disregarding --pty option")
 
 
 class Refused(Exception):
@@ -51,6 +76,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--exact", action="store_true")
     parser.add_argument("--overlap", action="store_true")
     parser.add_argument("-l", "--label", action="store_true")
+    parser.add_argument("--pty", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     if options.command and options.command[0] == "--":
@@ -103,15 +129,37 @@ class Client:
         raise AssertionError("unreachable")
 
 
-def task_message(node: str, task: int, code: int, signum: int) -> str:
-    """srun's line for a task that failed (slurm:src/srun/launch.c)."""
-    if signum:
-        try:
-            what = signal.strsignal(signum) or f"Signal {signum}"
-        except ValueError:
-            what = f"Signal {signum}"
-        return f"srun: error: {node}: task {task}: {what}"
-    return f"srun: error: {node}: task {task}: Exited with exit code {code}"
+def _ranges(numbers: list[int]) -> str:
+    """``1-2,5`` for 1, 2, 5."""
+    parts, start = [], None
+    for index, number in enumerate(numbers):
+        if start is None:
+            start = number
+        if index + 1 == len(numbers) or numbers[index + 1] != number + 1:
+            parts.append(str(start) if start == number else f"{start}-{number}")
+            start = None
+    return ",".join(parts)
+
+
+def task_messages(failed: list[list]) -> list[str]:
+    """srun's lines for the tasks that failed ([task, node, code, signal]), one per node and exit:
+    ``srun: error: NODE: task N: Exited with exit code C``, ``tasks 1-2: ...`` for several
+    (slurm:src/srun/launch.c, fixtures/22.05/srun-alone/pty-12.txt)."""
+    groups: dict[tuple[str, int, int], list[int]] = {}
+    for task, node, code, signum in sorted(failed):
+        groups.setdefault((node, code, signum), []).append(task)
+    lines = []
+    for (node, code, signum), tasks in groups.items():
+        who = f"task {tasks[0]}" if len(tasks) == 1 else f"tasks {_ranges(tasks)}"
+        if signum:
+            try:
+                what = signal.strsignal(signum) or f"Signal {signum}"
+            except ValueError:
+                what = f"Signal {signum}"
+        else:
+            what = f"Exited with exit code {code}"
+        lines.append(f"srun: error: {node}: {who}: {what}")
+    return lines
 
 
 #: Signals srun received (SIGINT, SIGTERM, SIGHUP): it cancels its step and waits for its tasks.
@@ -122,9 +170,83 @@ def _interrupt(signum: int, frame) -> None:
     _interrupted.append(signum)
 
 
-def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: float = 0.2) -> dict:
+def window_size(fd: int) -> dict[str, int] | None:
+    """The terminal's size on ``fd``; None when it is no terminal."""
+    try:
+        columns, lines = os.get_terminal_size(fd)
+    except OSError:
+        return None
+    return {"rows": lines, "cols": columns}
+
+
+class Terminal:
+    """This terminal in raw mode while task 0's terminal is relayed (see the module's docstring)."""
+
+    def __init__(self, client: Client, step_id: int, fd: int = 0):
+        self.client = client
+        self.path = f"/agent/v1/srun/steps/{step_id}:input"
+        self.fd = fd
+        self.wake_read, self.wake_write = os.pipe()
+        self.stopping = False
+        self.resized = False
+        self.thread = threading.Thread(target=self._relay, daemon=True)
+
+    def __enter__(self) -> Terminal:
+        self.saved = termios.tcgetattr(self.fd)
+        tty.setraw(self.fd)
+        self.previous = signal.signal(signal.SIGWINCH, self._resize)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stopping = True
+        os.write(self.wake_write, b"x")
+        self.thread.join(timeout=5)
+        signal.signal(signal.SIGWINCH, self.previous)
+        termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+        os.close(self.wake_read)
+        os.close(self.wake_write)
+
+    def _resize(self, signum, frame) -> None:
+        self.resized = True
+        os.write(self.wake_write, b"x")
+
+    def _send(self, body: dict) -> bool:
+        """Send one input, waiting while the control plane's buffer is full; False once srun stops."""
+        delay = 0.05
+        while not self.stopping:
+            if self.client.call("POST", self.path, body).get("accepted", True):
+                return True
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        return False
+
+    def _relay(self) -> None:
+        try:
+            while not self.stopping:
+                ready, _, _ = select.select([self.fd, self.wake_read], [], [])
+                if self.wake_read in ready:
+                    os.read(self.wake_read, 64)
+                    if self.resized:
+                        self.resized = False
+                        size = window_size(self.fd)
+                        if size and not self._send(size):
+                            return
+                if self.fd in ready and not self.stopping:
+                    typed = os.read(self.fd, MAX_INPUT_BYTES)
+                    if not typed or not self._send({"data": base64.b64encode(typed).decode()}):
+                        return
+        except Refused:
+            return  # the step has ended: nothing reads the input any more
+
+
+def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: float = 0.2,
+           terminal: bool = False) -> dict:
     """Print the step's output until it has ended; its last answer. Interrupted, srun has the
-    step's tasks stopped on every node and still waits for them."""
+    step's tasks stopped on every node and still waits for them. ``terminal`` (--pty): task 0's
+    terminal output, byte for byte, and nothing of the other tasks."""
+    max_poll = TERMINAL_POLL if terminal else 1.0
+    poll = min(poll, max_poll)
     width = len(str(max(num_tasks - 1, 0)))
     after = 0
     cancelled = False
@@ -135,6 +257,11 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
             cancelled = True
         answer = client.call("GET", f"/agent/v1/srun/steps/{step_id}?after={after}")
         for task, stream, text in answer["lines"]:
+            if terminal and task != 0:
+                continue
+            if stream == "pty":
+                sys.stdout.buffer.write(base64.b64decode(text))
+                continue
             out = sys.stdout if stream == "stdout" else sys.stderr
             # Both are often the job's one output file: each line is written out before one of the
             # other stream, so the file keeps the order the control plane gave.
@@ -148,7 +275,7 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
             return answer
         if not moved:
             time.sleep(poll)
-            poll = min(poll * 1.5, 1.0)
+            poll = min(poll * 1.5, max_poll)
 
 
 def create(client: Client, body: dict, *, poll: float = 0.2, max_poll: float = 1.0) -> dict | None:
@@ -184,25 +311,30 @@ def main(argv: list[str]) -> int:
     if options.nodes is not None and allocated.isdigit() and options.nodes > int(allocated):
         print(f"srun: error: Only allocated {allocated} nodes asked for {options.nodes}", file=sys.stderr)
         return 1
+    pty = window_size(0) if options.pty else None
+    if options.pty and pty is None:
+        print("\n".join(NO_TERMINAL), file=sys.stderr, flush=True)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     client = Client(url, credential, os.environ.get("TRAINHUB_CA_BUNDLE"))
     body = {"argv": options.command, "label": options.label,
             "environment": {name: value for name, value in os.environ.items() if name not in PRIVATE},
             "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
-            "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap,
+            "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:
         step = create(client, {k: v for k, v in body.items() if v is not None})
         if step is None:
             return 128 + _interrupted[0]
-        ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"])
+        with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():
+            ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"],
+                           terminal=pty is not None)
     except Refused as exc:
         for line in str(exc).splitlines():
             print(f"srun: error: {line}", file=sys.stderr)
         return 1
-    for task, node, code, signum in ended["failed"]:
-        print(task_message(node, task, code, signum), file=sys.stderr)
+    for line in task_messages(ended["failed"]):
+        print(line, file=sys.stderr)
     codes = [code for _, _, code, _ in ended["failed"]]
     signals = [signum for _, _, _, signum in ended["failed"] if signum]
     if ended["state"] == "CANCELLED" and not ended["failed"]:

@@ -8,23 +8,38 @@ each in its own process group, and appends every output line to ``DIR/log.jsonl`
 control plane stopped receiving. A command's output comes through two pipes; a Slurm batch script's
 (``files``: {stream: path}) goes straight into its output files, the descriptors handed to it as
 slurmstepd does (one file taking both streams keeps their order), and is read back from them into the
-log. It records ``DIR/child.json`` ({pid, start}) and, when the command
+log. A command given a terminal (``terminal``: {rows, cols}; srun --pty's task 0) runs on a
+pseudo-terminal of that size as its controlling terminal, stdin, stdout and stderr: what it prints
+goes to the log as ``pty`` entries, base64 of the bytes read (a terminal's output is not lines),
+and what the agent writes to the FIFO ``DIR/terminal.in`` - one JSON document a line, {"data":
+base64} typed bytes or {"rows", "cols"} a new window size (the kernel sends the command SIGWINCH)
+- goes to the terminal; the supervisor waits on both with select, holding at most
+TERMINAL_BUFFER bytes not yet taken by the terminal. It records ``DIR/child.json`` ({pid, start}) and, when the command
 ends, writes its wait status to ``DIR/exit.json`` atomically: the durable record a restarted
 agent reports. Standard library only, and run by path, so it imports nothing of trainhub.
 """
 
 from __future__ import annotations
 
+import base64
 import errno
+import fcntl
 import json
 import os
+import select
+import struct
 import subprocess
+import termios
 import sys
 import threading
 import time
 from pathlib import Path
 
 SPEC, LOG, CHILD, EXIT, SUPERVISOR = "spec.json", "log.jsonl", "child.json", "exit.json", "supervisor.json"
+#: The FIFO the agent writes a terminal's input to.
+TERMINAL_INPUT = "terminal.in"
+#: The most input bytes held for a terminal that is not reading them.
+TERMINAL_BUFFER = 1 << 16
 
 
 def write_atomically(path: Path, document: dict) -> None:
@@ -244,6 +259,73 @@ def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, f
     return status, last
 
 
+def set_window_size(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _controlling_terminal(demote):
+    """In the child (a new session, the terminal on 0-2): make it the session's controlling
+    terminal, then drop privileges."""
+    def prepare() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if demote is not None:
+            demote()
+
+    return prepare
+
+
+def _run_on_terminal(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, directory: Path,
+                     size: dict) -> int:
+    """Run the command on a new pseudo-terminal (see the module's docstring); its wait status."""
+    fifo = directory / TERMINAL_INPUT
+    if not fifo.exists():
+        os.mkfifo(fifo, 0o600)
+    # Opened read-write, the FIFO never reads end-of-file between the agent's writes.
+    inbox = os.open(fifo, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    master, slave = os.openpty()
+    set_window_size(master, size["rows"], size["cols"])
+    try:
+        child = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
+            argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+            preexec_fn=_controlling_terminal(_drop_privileges(user)))
+    except OSError as exc:
+        log.write("stderr", f"cannot start {argv[0]}: {exc}")
+        for fd in (master, slave, inbox):
+            os.close(fd)
+        return 127
+    os.close(slave)
+    write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
+    os.set_blocking(master, False)
+    pending, typed = b"", b""
+    while True:
+        readable, writable, _ = select.select([master] + ([inbox] if len(typed) < TERMINAL_BUFFER else []),
+                                              [master] if typed else [], [])
+        if master in readable:
+            try:
+                output = os.read(master, 4096)
+            except OSError:  # EIO: the command and everything it started closed the terminal
+                output = b""
+            if not output:
+                break
+            log.write("pty", base64.b64encode(output).decode())
+        if inbox in readable:
+            *documents, pending = (pending + os.read(inbox, 4096)).split(b"\n")
+            for document in documents:
+                item = json.loads(document)
+                if "data" in item:
+                    typed += base64.b64decode(item["data"])
+                else:
+                    set_window_size(master, item["rows"], item["cols"])
+        if master in writable:
+            try:
+                typed = typed[os.write(master, typed):]
+            except BlockingIOError:
+                pass
+    os.close(master)
+    os.close(inbox)
+    return child.wait()
+
+
 def supervise(directory: Path) -> int:
     """Run the spec's ``prepare`` commands (pulling an image) one after another, then its command.
     A failed preparation ends the replica with that status and its last error lines as the message."""
@@ -266,8 +348,12 @@ def supervise(directory: Path) -> int:
                 write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "prepare",
                                                     "message": " ".join(last[-3:])[:2000]})
                 return 0
-        status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log, files=files,
-                         directory=directory)
+        if spec.get("terminal"):
+            status = _run_on_terminal(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log,
+                                      directory=directory, size=spec["terminal"])
+        else:
+            status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log,
+                             files=files, directory=directory)
         if files:
             files.close()
     write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "run"})

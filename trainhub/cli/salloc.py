@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import namedtuple
 from pathlib import Path
 
 from trainhub.cli.client import CliError
@@ -47,12 +48,40 @@ GRANT_GRACE_SECONDS = 2.0
 POLL_SECONDS = 2.0
 #: A command killed by one of these was most likely stopped by its user: salloc exits 0 (salloc.c).
 USER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL)
-REVOKED = "salloc: Job allocation {job} has been revoked."
-TIMED_OUT = "salloc: Job {job} has exceeded its time limit and its allocation has been revoked."
 
 
-def _say(line: str) -> None:
-    sys.stderr.write(line + "\n")
+#: How the server words a refused allocation (trainhub.slurm.services.allocations.ALLOCATE_FAILED).
+ALLOCATE_FAILED = "salloc: error: Job submit/allocate failed: "
+
+
+class Words(namedtuple("Words", ["program", "allocate_failed", "pending", "allocated", "granted", "aborted",
+                                 "revoked", "timed_out", "relinquishing"])):
+    """What a command that makes its own allocation prints on stderr ({job}: the job id), where it
+    prints anything: salloc's (fixtures/22.05/salloc) or srun's (fixtures/22.05/srun-alone).
+    ``allocate_failed`` comes before the reason of a refused allocation; the others are lines:
+    ``pending`` still pending after GRANT_GRACE_SECONDS, ``allocated`` granted after those,
+    ``granted`` granted (after them or at once), ``aborted`` SIGINT, SIGTERM or SIGHUP while
+    pending (the job is cancelled), ``revoked`` the job ended while pending or under COMMAND,
+    ``timed_out`` it reached its time limit under COMMAND, ``relinquishing`` COMMAND exited.
+    (A named tuple: dataclasses would cost the CLI's start-up inspect.)"""
+
+    __slots__ = ()
+
+
+SALLOC = Words(
+    program="salloc", allocate_failed=ALLOCATE_FAILED,
+    pending=("salloc: Pending job allocation {job}", "salloc: job {job} queued and waiting for resources"),
+    allocated=("salloc: job {job} has been allocated resources",),
+    granted=("salloc: Granted job allocation {job}",),
+    aborted=("salloc: Job allocation {job} has been revoked.", "salloc: Job aborted due to signal"),
+    revoked=("salloc: Job allocation {job} has been revoked.",),
+    timed_out=("salloc: Job {job} has exceeded its time limit and its allocation has been revoked.",),
+    relinquishing=("salloc: Relinquishing job allocation {job}",))
+
+
+def _say(lines: tuple[str, ...], job: int) -> None:
+    for line in lines:
+        sys.stderr.write(line.format(job=job) + "\n")
     sys.stderr.flush()
 
 
@@ -76,7 +105,7 @@ class Allocation:
         self.client.post(f"{self.path}:relinquish", {"exitCode": exit_code, "signal": signum})
 
 
-def _wait_granted(allocation: Allocation, interrupted: list[int], *, now=time.monotonic,
+def _wait_granted(allocation: Allocation, interrupted: list[int], *, words: Words = SALLOC, now=time.monotonic,
                   sleep=time.sleep) -> dict | None:
     """Wait until the allocation is ready; its last answer, or None when it was revoked (an
     interrupt cancels it)."""
@@ -84,22 +113,18 @@ def _wait_granted(allocation: Allocation, interrupted: list[int], *, now=time.mo
     while True:
         if interrupted:
             allocation.relinquish(0, 0)
-            _say(REVOKED.format(job=allocation.job_id))
-            _say("salloc: Job aborted due to signal")
+            _say(words.aborted, allocation.job_id)
             return None
         answer = allocation.keep_alive()
         state = answer["job"]["state"]
         if state not in ("PENDING", "RUNNING"):
-            _say(REVOKED.format(job=allocation.job_id))
+            _say(words.revoked, allocation.job_id)
             return None
         if answer["ready"]:
-            if pending_said:
-                _say(f"salloc: job {allocation.job_id} has been allocated resources")
-            _say(f"salloc: Granted job allocation {allocation.job_id}")
+            _say((words.allocated if pending_said else ()) + words.granted, allocation.job_id)
             return answer
         if not pending_said and now() - started >= GRANT_GRACE_SECONDS:
-            _say(f"salloc: Pending job allocation {allocation.job_id}")
-            _say(f"salloc: job {allocation.job_id} queued and waiting for resources")
+            _say(words.pending, allocation.job_id)
             pending_said = True
         sleep(0.25 if not pending_said else POLL_SECONDS)
 
@@ -141,7 +166,8 @@ def exit_status(returncode: int) -> tuple[int, int, int]:
     return 0, signum, 0 if signum in USER_SIGNALS else 1
 
 
-def _watch(allocation: Allocation, child: subprocess.Popen, stop: threading.Event) -> None:
+def _watch(allocation: Allocation, child: subprocess.Popen, stop: threading.Event, *,
+           words: Words = SALLOC) -> None:
     """Keep the allocation alive while COMMAND runs; hang COMMAND up when the allocation ends under it."""
     while not stop.wait(POLL_SECONDS):
         try:
@@ -149,8 +175,8 @@ def _watch(allocation: Allocation, child: subprocess.Popen, stop: threading.Even
         except CliError:
             continue  # the control plane is away for a moment; the keep-alive timeout allows for it
         if job["state"] != "RUNNING":
-            _say((TIMED_OUT if job["state"] == "TIMEOUT" and job["reason"] != "InactiveLimit" else REVOKED)
-                 .format(job=allocation.job_id))
+            _say(words.timed_out if job["state"] == "TIMEOUT" and job["reason"] != "InactiveLimit" else words.revoked,
+                 allocation.job_id)
             allocation.revoked = True
             if child.poll() is None:
                 child.send_signal(signal.SIGHUP)
@@ -168,14 +194,30 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
     options = argv[:len(argv) - len(command)]
     if options and options[-1] == "--":
         options = options[:-1]
-    command = command or [os.environ.get("SHELL") or "/bin/sh"]
-    job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options})["jobId"]
+    return allocate_and_run(client, cluster_path, options, command or [os.environ.get("SHELL") or "/bin/sh"],
+                            words=SALLOC)
+
+
+def allocate_and_run(client: Any, cluster_path: str, options: list[str], command: list[str], *,
+                     words: Words) -> int:
+    """Allocate with sbatch's ``options``, run ``command`` here with srun usable inside (its PATH
+    finds trainhub's ``srun`` first), keep the allocation alive meanwhile, relinquish it with the
+    command's exit code; the exit status (salloc's rules)."""
+    try:
+        job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options})["jobId"]
+    except CliError as exc:
+        if exc.http_status != 400:
+            raise
+        # The job was refused: Slurm's lines and exit status, not the CLI's ERROR.
+        sys.stderr.write(exc.message.replace(ALLOCATE_FAILED, words.allocate_failed)
+                         .replace("salloc: ", f"{words.program}: ") + "\n")
+        return 1
     allocation = Allocation(client, f"{cluster_path}/jobs/{job_id}", job_id)
     interrupted: list[int] = []
     previous = {signum: signal.signal(signum, lambda signum, frame: interrupted.append(signum))
                 for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        answer = _wait_granted(allocation, interrupted)
+        answer = _wait_granted(allocation, interrupted, words=words)
         if answer is None:
             return 1
         credential = allocation.step_credential()
@@ -189,14 +231,15 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
         try:
             child = subprocess.Popen(command, env=env)
         except OSError as exc:
-            _say(f"salloc: error: {command[0]}: {exc.strerror}")
+            sys.stderr.write(f"salloc: error: {command[0]}: {exc.strerror}\n")
             child = None
         if child is not None:
             ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGQUIT)}
             passed = {signum: signal.signal(signum, lambda signum, frame: child.send_signal(signum))
                       for signum in (signal.SIGTERM, signal.SIGHUP)}
             stop = threading.Event()
-            watcher = threading.Thread(target=_watch, args=(allocation, child, stop), daemon=True)
+            watcher = threading.Thread(target=_watch, args=(allocation, child, stop), kwargs={"words": words},
+                                       daemon=True)
             watcher.start()
             try:
                 returncode = child.wait()
@@ -209,6 +252,6 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
             returncode = 127
     code, signum, status = exit_status(returncode)
     if not allocation.revoked:
-        _say(f"salloc: Relinquishing job allocation {job_id}")
+        _say(words.relinquishing, job_id)
         allocation.relinquish(code, signum)
     return status

@@ -2,6 +2,7 @@
 
     trainhub slurm sbatch [--cluster C] [sbatch options] (--wrap CMD | SCRIPT [ARGS...])
     trainhub slurm salloc [--cluster C] [sbatch options] [COMMAND [ARGS...]]   (trainhub.cli.salloc)
+    trainhub slurm srun [--cluster C] [sbatch options] [-l] [--pty] COMMAND [ARGS...]   (trainhub.cli.srun)
     trainhub slurm squeue|sprio|sshare|sacct --cluster C [their flags]
     trainhub slurm scancel --cluster C JOBID...
     trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | show step [N[.M]]
@@ -88,6 +89,13 @@ def salloc(ctx: Any) -> int:
     return allocation.run(ctx.client(), _cluster_path(ctx), list(ctx.args.salloc_args))
 
 
+def srun(ctx: Any) -> int:
+    """Allocate nodes, run COMMAND there as one step with its output here, relinquish (trainhub.cli.srun)."""
+    from trainhub.cli import srun as step
+
+    return step.run(ctx.client(), _cluster_path(ctx), list(ctx.args.srun_args))
+
+
 def _view(name: str, flags: dict[str, str]) -> Any:
     def run(ctx: Any) -> int:
         params = {param: getattr(ctx.args, attribute) for attribute, param in flags.items()}
@@ -152,7 +160,7 @@ def sacctmgr(ctx: Any) -> int:
 
 
 class _CommandParser(cli.ArgumentParser):
-    """sbatch's and salloc's parsers hand every argument they do not know to the Slurm command's
+    """sbatch's, salloc's and srun's parsers hand every argument they do not know to the Slurm command's
     own option parser, as the list `passthrough` names."""
 
     passthrough: str | None = None
@@ -246,6 +254,8 @@ COMMANDS: tuple[tuple[str, Handler, str, Callable[[_CommandParser], None]], ...]
      _passthrough("sbatch_args")),
     ("salloc", salloc, "allocate nodes and run COMMAND (default $SHELL) here; srun inside runs steps on them",
      _passthrough("salloc_args")),
+    ("srun", srun, "allocate nodes and run COMMAND there as one step (its output here), then release them",
+     _passthrough("srun_args")),
     ("squeue", _view("squeue", {"user": "user", "partition": "partition", "states": "states", "jobs": "jobs",
                                 "start": "start", "long": "long", "format": "format",
                                 "output_format": "outputFormat", "array": "array", "steps": "steps"}),

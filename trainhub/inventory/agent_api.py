@@ -38,7 +38,8 @@ POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 10.0
 MAX_LINES_PER_CHUNK = 5000
 MAX_LINE_CHARS = 65536
-_STREAMS = {"stdout", "stderr", "prolog", "epilog"}
+#: ``pty``: what srun --pty's task 0 printed on its terminal, base64 chunks (trainhub.agent.supervisor).
+_STREAMS = {"stdout", "stderr", "prolog", "epilog", "pty"}
 
 
 def _field(body: dict, name: str, kind: type | tuple[type, ...], *, required: bool = True, default: Any = None) -> Any:

@@ -80,8 +80,13 @@ def _step_documents(job_node: JobNode) -> list[dict[str, Any]]:
         step = step_node.step
         layout = list(StepNode.objects.filter(step=step).order_by("node_index")
                       .values_list("job_node__node__name", "task_ids"))
+        terminal = step.pty if 0 in step_node.task_ids else None
         documents.append({
             "id": step_node.pk, "stepId": step.step_id, "argv": list(step.argv), "environment": step.environment,
+            # srun --pty: task 0 runs on a terminal of this size; what srun typed since, for this node to deliver.
+            "pty": terminal,
+            "input": ([[item.pk, item.data, item.rows, item.cols] for item in step.inputs.all()]
+                      if terminal else []),
             "nodeIndex": step_node.node_index,
             "taskIds": list(step_node.task_ids), "gpuIndices": list(step_node.gpu_indices),
             "stopRequested": step_node.stop_requested,

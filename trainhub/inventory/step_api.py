@@ -10,6 +10,9 @@ tasks they run for it.
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,6 +26,9 @@ from trainhub.slurm.services import steps as step_services
 from trainhub.slurm.steps import NODES_BUSY, StepRefused, StepRequest
 
 MAX_ARGS = 4096
+#: The most bytes one srun --pty input carries (srun reads its terminal in pieces of this size): its
+#: document reaches the supervisor's FIFO in one write of less than PIPE_BUF (4096) bytes.
+MAX_INPUT_BYTES = 2048
 MAX_ENVIRONMENT_CHARS = 1 << 20
 OUTPUT_LINES = 1000
 
@@ -78,8 +84,8 @@ def _count(body: dict, name: str) -> int | None:
 
 class Steps(SrunView):
     """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, label?,
-    srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks}; while other steps hold what it
-    needs, 202 {jobId, retry: true, reason, stepsEnded} and srun asks again."""
+    pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks}; while other
+    steps hold what it needs, 202 {jobId, retry: true, reason, stepsEnded} and srun asks again."""
 
     def post(self, request: Request) -> Response:
         body = request.data if isinstance(request.data, dict) else {}
@@ -100,12 +106,15 @@ class Steps(SrunView):
         srun_pid = _field(body, "srunPid", int, required=False, default=0)
         if srun_pid < 0:
             raise invalid_argument([FieldViolation("srunPid", "a whole number from 0")])
+        pty = _field(body, "pty", dict, required=False)
+        if pty is not None:
+            pty = _window_size(pty, "pty")
         principal = request.user
         try:
             step = step_services.step_create(job=principal.job, run_index=principal.run_index, argv=argv,
                                              environment=environment, request=wanted,
                                              label=bool(body.get("label")), now=_moment(body),
-                                             srun_host=srun_host, srun_pid=srun_pid)
+                                             srun_host=srun_host, srun_pid=srun_pid, pty=pty)
         except StepRefused as exc:
             reason = f"Unable to create step for job {principal.job.job_id}: {exc}"
             raise ApiError(400, f"{exc.detail}\n{reason}" if exc.detail else reason, "FAILED_PRECONDITION") from None
@@ -115,6 +124,14 @@ class Steps(SrunView):
                             status=202)
         return Response({"stepId": step.step_id, "jobId": principal.job.job_id, "nodeList": step.node_list,
                          "numTasks": step.num_tasks})
+
+
+def _window_size(body: dict, name: str) -> dict[str, int]:
+    size = {key: body.get(key) for key in ("rows", "cols")}
+    if not all(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535
+               for value in size.values()):
+        raise invalid_argument([FieldViolation(name, "rows and cols, whole numbers from 0 to 65535")])
+    return size
 
 
 def _step_of(principal: StepPrincipal, step_id: int) -> JobStep:
@@ -141,6 +158,28 @@ class StepCancel(SrunView):
     def post(self, request: Request, step_id: int) -> Response:
         step_services.step_cancel(step=_step_of(request.user, step_id), now=_moment(request.data))
         return Response({})
+
+
+class StepInputView(SrunView):
+    """POST {data: base64} (bytes typed, at most MAX_INPUT_BYTES) or {rows, cols} (the window's new
+    size): srun --pty's input for task 0's terminal -> {accepted}; false while the step's input
+    buffer is full (srun sends it again)."""
+
+    def post(self, request: Request, step_id: int) -> Response:
+        step = _step_of(request.user, step_id)
+        body = request.data if isinstance(request.data, dict) else {}
+        if "data" in body:
+            data = _field(body, "data", str)
+            try:
+                size = len(base64.b64decode(data, validate=True))
+            except (binascii.Error, ValueError):
+                size = -1
+            if not 0 < size <= MAX_INPUT_BYTES:
+                raise invalid_argument([FieldViolation("data", f"base64 of 1 to {MAX_INPUT_BYTES} bytes")])
+            accepted = step_services.step_input_add(step=step, data=data)
+        else:
+            accepted = step_services.step_input_add(step=step, **_window_size(body, "rows"))
+        return Response({"accepted": accepted})
 
 
 def _step_node_of(node, step_node_id: int) -> StepNode:
@@ -175,4 +214,14 @@ class TasksExited(AgentView):
             raise invalid_argument([FieldViolation("exits", "[task, exit code, signal] for each of the node's tasks")])
         step_services.step_node_finished(step_node=step_node, exits=[tuple(item) for item in exits],
                                          now=_moment(body))
+        return Response({})
+
+
+class TaskInputDelivered(AgentView):
+    """POST {through: id}: this node wrote srun --pty's inputs up to ``through`` to task 0's terminal."""
+
+    def post(self, request: Request, step_node_id: int) -> Response:
+        step_node = _step_node_of(self.node(request), step_node_id)
+        body = request.data if isinstance(request.data, dict) else {}
+        step_services.step_input_delivered(step_node=step_node, through=_field(body, "through", int))
         return Response({})

@@ -449,6 +449,9 @@ class JobStep(models.Model):
     label = models.BooleanField(default=False)
     #: ``srun --overlap``: the step holds none of the allocation's CPUs and GPUs from other steps.
     overlap = models.BooleanField(default=False)
+    #: ``srun --pty``: task 0 runs on a pseudo-terminal of this window size ({"rows", "cols"}) and
+    #: only its input and output are srun's (srun's --input/--output/--error=0); None without.
+    pty = models.JSONField(null=True, blank=True)
     #: scontrol show step's SrunHost:Pid, TresPerStep and TresPerNode (trainhub.slurm.steps.tres_per).
     srun_host = models.CharField(max_length=255, blank=True)
     srun_pid = models.PositiveIntegerField(default=0)
@@ -520,6 +523,21 @@ class StepLogLine(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["step", "id"], name="slurm_step_log_seq")]
+
+
+class StepInput(models.Model):
+    """What srun --pty sent to task 0's terminal and its agent has not yet delivered, in ``id``
+    order: bytes typed (``data``, base64) or a new window size (``rows``, ``cols``). The agent
+    acknowledges what it wrote to the terminal and those rows go; srun waits while a step has
+    MAX_PENDING_INPUT of them (the buffer is bounded)."""
+
+    step = models.ForeignKey(JobStep, on_delete=models.CASCADE, related_name="inputs")
+    data = models.TextField(blank=True)
+    rows = models.PositiveIntegerField(null=True, blank=True)
+    cols = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
 
 
 class JobMail(models.Model):

@@ -59,13 +59,20 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "mail-user": ("", "required"),
     "constraint": ("C", "required"),
 }
-_BY_SHORT = {short: name for name, (short, _) in OPTIONS.items() if short}
+#: srun's options that shape its step, not its job (srun.1): ``trainhub slurm srun`` takes sbatch's
+#: options for the allocation it makes and these for the step it runs there.
+STEP_OPTIONS: dict[str, tuple[str, str]] = {
+    "label": ("l", "none"),
+    "pty": ("", "none"),
+    "exact": ("", "none"),
+    "overlap": ("", "none"),
+}
 
 
-def _long_name(given: str) -> str:
-    if given in OPTIONS:
+def _long_name(given: str, options: dict[str, tuple[str, str]]) -> str:
+    if given in options:
         return given
-    matches = [name for name in OPTIONS if name.startswith(given)]
+    matches = [name for name in options if name.startswith(given)]
     if len(matches) == 1:
         return matches[0]
     if matches:
@@ -74,9 +81,12 @@ def _long_name(given: str) -> str:
     raise SbatchError(f"sbatch: unrecognized option '--{given}'")
 
 
-def split_options(argv: list[str]) -> tuple[list[tuple[str, str | None]], list[str]]:
+def split_options(argv: list[str], options: dict[str, tuple[str, str]] = OPTIONS,
+                  ) -> tuple[list[tuple[str, str | None]], list[str]]:
     """The options of an argument list as (long name, value or None) in the order given, and what
-    follows them (a script file and its arguments)."""
+    follows them (a script file and its arguments). ``options``: the grammar (sbatch's, or srun's:
+    ``OPTIONS | STEP_OPTIONS``)."""
+    by_short = {short: name for name, (short, _) in options.items() if short}
     given: list[tuple[str, str | None]] = []
     index = 0
     while index < len(argv):
@@ -85,8 +95,8 @@ def split_options(argv: list[str]) -> tuple[list[tuple[str, str | None]], list[s
             return given, argv[index + 1:]
         if arg.startswith("--"):
             text, has_value, value = arg[2:].partition("=")
-            name = _long_name(text)
-            kind = OPTIONS[name][1]
+            name = _long_name(text, options)
+            kind = options[name][1]
             if kind == "none" and has_value:
                 raise SbatchError(f"sbatch: option '--{name}' doesn't allow an argument")
             if kind == "required" and not has_value:
@@ -97,10 +107,10 @@ def split_options(argv: list[str]) -> tuple[list[tuple[str, str | None]], list[s
             given.append((name, value if has_value else None))
         elif arg.startswith("-") and len(arg) > 1:
             letter = arg[1]
-            if letter not in _BY_SHORT:
+            if letter not in by_short:
                 raise SbatchError(f"sbatch: invalid option -- '{letter}'")
-            name = _BY_SHORT[letter]
-            if OPTIONS[name][1] == "none":
+            name = by_short[letter]
+            if options[name][1] == "none":
                 if len(arg) > 2:
                     raise SbatchError(f"sbatch: invalid option -- '{arg[2]}'")
                 given.append((name, None))

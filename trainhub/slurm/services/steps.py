@@ -21,14 +21,16 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from trainhub.inventory.wake import nodes_wake
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.jobenv import task_room
-from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepLogLine,
-                                   StepNode)
+from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepInput,
+                                   StepLogLine, StepNode)
 from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, layout, place, tres_per
 
 _SALT = "trainhub.slurm.step-credential"
 #: srun's reason when the job is no longer running (slurm_strerror(ESLURM_ALREADY_DONE)).
 ALREADY_DONE = "Job/step already completing or completed"
 SIGTERM = 15
+#: srun --pty's input waiting for task 0's agent, per step, before srun must wait (a bounded buffer).
+MAX_PENDING_INPUT = 256
 
 
 def step_credential(*, job_pk: int, run_index: int) -> str:
@@ -67,10 +69,11 @@ def _shares(job: SlurmJob, run_index: int, job_nodes: list[JobNode]) -> list[Nod
 @transaction.atomic
 def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: dict[str, str],
                 request: StepRequest, label: bool, now: dt.datetime, srun_host: str = "",
-                srun_pid: int = 0) -> JobStep | None:
+                srun_pid: int = 0, pty: dict[str, int] | None = None) -> JobStep | None:
     """Lay the step out over the run's nodes and hand each node its tasks; None while the CPUs or
     GPUs it needs are held by other running steps (srun retries; the wait is recorded as a
-    PendingStep for scontrol show step). Raises StepRefused."""
+    PendingStep for scontrol show step). ``pty`` ({"rows", "cols"}): srun --pty, task 0 on a
+    terminal of that size. Raises StepRefused."""
     job = SlurmJob.objects.select_for_update().get(pk=job.pk)
     if job.state != JobState.RUNNING or job.restart_count != run_index:
         raise StepRefused(ALREADY_DONE)
@@ -96,7 +99,7 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
     step = JobStep.objects.create(
         job=job, run_index=run_index, step_id=step_id, name=posixpath.basename(argv[0])[:255], argv=argv,
         environment=environment, num_tasks=num_tasks, node_list=compress(node.node.name for node in chosen),
-        label=label, overlap=request.overlap, srun_host=srun_host[:255], srun_pid=srun_pid,
+        label=label, overlap=request.overlap, pty=pty, srun_host=srun_host[:255], srun_pid=srun_pid,
         tres_per_step=tres_per_step, tres_per_node=tres_per_node, start_time=now)
     StepNode.objects.bulk_create([
         StepNode(step=step, job_node=node, node_index=index, task_ids=list(part.task_ids),
@@ -154,6 +157,24 @@ def steps_cancel(*, job: SlurmJob, run_index: int, now: dt.datetime) -> None:
     the node moves on to its epilog."""
     for step in JobStep.objects.select_for_update().filter(job=job, run_index=run_index, state=JobState.RUNNING):
         _close(step, JobState.CANCELLED, now, exit_code=0, signal=SIGTERM)
+
+
+def step_input_add(*, step: JobStep, data: str = "", rows: int | None = None, cols: int | None = None) -> bool:
+    """srun --pty sent bytes typed (``data``, base64) or a new window size to task 0's terminal:
+    kept for its agent, which is woken to deliver it. False while MAX_PENDING_INPUT inputs wait
+    (srun sends it again later); a step that has ended takes and drops it."""
+    if step.pty is None or step.state != JobState.RUNNING:
+        return True
+    if StepInput.objects.filter(step=step).count() >= MAX_PENDING_INPUT:
+        return False
+    StepInput.objects.create(step=step, data=data, rows=rows, cols=cols)
+    nodes_wake(StepNode.objects.filter(step=step, node_index=0).values_list("job_node__node_id", flat=True))
+    return True
+
+
+def step_input_delivered(*, step_node: StepNode, through: int) -> None:
+    """Task 0's agent wrote the step's inputs up to id ``through`` to its terminal."""
+    StepInput.objects.filter(step_id=step_node.step_id, id__lte=through).delete()
 
 
 def step_log_append(*, step_node: StepNode, task: int, lines: Iterable[tuple[str, dt.datetime, str]]) -> int:

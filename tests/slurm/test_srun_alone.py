@@ -1,0 +1,129 @@
+"""srun outside an allocation: it makes its own (salloc's path), runs one step there with the
+output here, exits with the step's status and releases the allocation; Slurm 22.05's lines
+(fixtures/22.05/srun-alone)."""
+
+import pytest
+
+from tests.slurm.conftest import SRUN_ALONE_FIXTURES, run_pass
+from tests.slurm.test_salloc import Clock, FakeAllocation, answer
+from trainhub.cli import salloc as salloc_cli
+from trainhub.cli import srun as srun_cli
+from trainhub.cli.client import CliError
+from trainhub.slurm.models import JobState, SlurmJob
+
+
+def recorded(name: str) -> list[str]:
+    """A recorded srun's output lines, without the recorder's ``rc=`` line."""
+    return [line for line in (SRUN_ALONE_FIXTURES / name).read_text().splitlines() if not line.startswith("rc=")]
+
+
+def on_trainhub_nodes(lines: list[str], first: int, job_id: int | None = None) -> list[str]:
+    """Lines of a job of the harness that ran on gpuFIRST and the next as the test cluster's
+    (a4-0, a4-1; ``gpu[1-2]`` -> ``a4-[0-1]``), its job id (sacct's first column) as ``job_id``."""
+    renamed = []
+    for line in lines:
+        line = line.replace(f"gpu[{first}-{first + 1}]", "a4-[0-1]")
+        line = line.replace(f"gpu{first}", "a4-0").replace(f"gpu{first + 1}", "a4-1")
+        if job_id is not None:
+            recorded_id, _, rest = line.partition("|")
+            line = f"{recorded_id.replace(recorded_id.split('.')[0], str(job_id), 1)}|{rest}"
+        renamed.append(line)
+    return renamed
+
+
+# The command line --------------------------------------------------------------------------------
+
+def test_the_job_is_named_after_the_commands_basename_and_the_step_gets_the_step_options():
+    """fixtures/22.05/srun-alone/sacct-p.txt: ``srun ... /no/such/program`` is job ``program``."""
+    job, step = srun_cli.split(["-A", "ml", "-N2", "--ntasks-per-node=2", "-l", "--gres=gpu:1", "/no/such/program", "-l"])
+    assert job == ["--job-name=program", "--account=ml", "--nodes=2", "--ntasks-per-node=2", "--gres=gpu:1"]
+    assert step == ["srun", "--nodes=2", "--ntasks-per-node=2", "--label", "--", "/no/such/program", "-l"]
+
+
+def test_a_job_name_given_is_kept():
+    assert srun_cli.split(["-J", "named", "true"])[0] == ["--job-name=named"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([], "srun: fatal: No command given to execute."),
+    (["--bogus", "true"], "srun: unrecognized option '--bogus'"),
+])
+def test_a_bad_command_line_is_refused_in_sruns_words(argv, message):
+    with pytest.raises(CliError) as refused:
+        srun_cli.split(argv)
+    assert refused.value.message == message
+
+
+# srun's lines while it waits ---------------------------------------------------------------------
+
+def test_a_pending_allocation_prints_sruns_two_lines(capsys):
+    """fixtures/22.05/srun-alone/srun-7.err: every GPU busy, then granted; nothing when granted at once."""
+    clock = Clock()
+    fake = FakeAllocation([answer("PENDING")] * 20 + [answer("RUNNING", ready=True)])
+    fake.job_id = 7
+    assert salloc_cli._wait_granted(fake, [], words=srun_cli.SRUN, now=clock, sleep=clock.sleep)["ready"]
+    assert capsys.readouterr().err.splitlines() == recorded("srun-7.err")
+    fake = FakeAllocation([answer("PENDING"), answer("RUNNING", ready=True)])
+    salloc_cli._wait_granted(fake, [], words=srun_cli.SRUN, now=clock, sleep=clock.sleep)
+    assert capsys.readouterr().err == ""
+    # Ctrl-C while pending: test_salloc.test_a_signal_while_pending_revokes_the_allocation
+
+
+class Refusing:
+    """The control plane refusing the allocation as it words it for salloc."""
+
+    def post(self, path, body):
+        from trainhub.slurm.services.allocations import ALLOCATE_FAILED
+
+        raise CliError(f"{ALLOCATE_FAILED}Invalid account or account/partition combination specified",
+                       "INVALID_ARGUMENT", 400)
+
+
+def test_a_refused_allocation_prints_sruns_error_and_exits_1(capsys):
+    """fixtures/22.05/srun-alone/srun-6.err: ``srun -A bio true`` by a user without bio."""
+    from trainhub.slurm.services.allocations import ALLOCATE_FAILED
+
+    assert salloc_cli.ALLOCATE_FAILED == ALLOCATE_FAILED
+    assert srun_cli.run(Refusing(), "c1", ["-A", "bio", "true"]) == 1
+    assert capsys.readouterr().err.splitlines() == recorded("srun-6.err")
+
+
+def test_salloc_prints_its_own_refusal_and_exits_1(capsys):
+    assert salloc_cli.run(Refusing(), "c1", ["-A", "bio", "true"]) == 1
+    assert capsys.readouterr().err == (
+        "salloc: error: Job submit/allocate failed: Invalid account or account/partition combination specified\n")
+
+
+# End to end: the CLI, a live server, real agents ---------------------------------------------------
+
+def test_srun_runs_a_labelled_step_across_its_own_allocation_and_releases_it(slurm_cli_as_uma, accounts):
+    """fixtures/22.05/srun-alone/srun-1: ``srun -N2 --ntasks-per-node=2 -l sh -c '...'`` prints
+    four labelled lines from two nodes (their order is the tasks'), exits 0; sacct shows the job
+    and its step 0 named ``sh``, no batch step (sacct-p.txt)."""
+    from django.utils import timezone
+
+    from trainhub.slurm import reports
+
+    code, out, err = slurm_cli_as_uma("srun", "-N2", "--ntasks-per-node=2", "-l", "sh", "-c",
+                                      "echo $SLURMD_NODENAME $SLURM_PROCID $SLURM_STEP_ID")
+    assert (code, err) == (0, "")
+    assert sorted(out.splitlines()) == sorted(on_trainhub_nodes(recorded("srun-1.txt"), 1))
+    job = SlurmJob.objects.get()
+    assert (job.state, job.exit_code, job.name, job.num_nodes) == (JobState.COMPLETED, 0, "sh", 2)
+    text = reports.sacct(accounts, now=timezone.now(), viewer="uma", jobs=str(job.job_id), parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
+    sacct = recorded("sacct-p.txt")
+    assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[1:3], 1, job.job_id)]
+
+
+def test_srun_exits_with_the_failed_tasks_code_and_the_job_records_it(slurm_cli_as_uma, accounts):
+    """fixtures/22.05/srun-alone/srun-2: the task on the second node exits 3: srun's error line,
+    exit 3, the job FAILED 3:0."""
+    code, out, err = slurm_cli_as_uma("srun", "-N2", "sh", "-c",
+                                      "echo on $SLURMD_NODENAME; [ $SLURM_NODEID = 1 ] && exit 3; exit 0")
+    assert sorted(out.splitlines()) == sorted(on_trainhub_nodes(recorded("srun-2.txt"), 3))
+    assert err.splitlines() == on_trainhub_nodes(recorded("srun-2.err"), 3)
+    assert code == 3
+    job = SlurmJob.objects.get()
+    assert (job.state, job.exit_code, job.name) == (JobState.FAILED, 3, "sh")
+

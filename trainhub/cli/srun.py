@@ -1,0 +1,69 @@
+"""`trainhub slurm srun [sbatch's options] [-l] [--pty] [--exact] [--overlap] COMMAND [ARGS...]`
+from a login shell: srun outside an allocation makes its own (srun.1), as Slurm 22.05's srun
+does (fixtures/22.05/srun-alone):
+
+- The job is queued as salloc's is (trainhub.cli.salloc.allocate_and_run: the same allocation,
+  keep-alive and relinquish), named after COMMAND's basename unless -J (``srun /no/such/program``:
+  JobName ``program``). A job still pending after a moment prints ``srun: job N queued and waiting
+  for resources``, then ``srun: job N has been allocated resources``; granted at once, nothing.
+  Refused: ``srun: error: Unable to allocate resources: REASON``, exit 1, no job.
+- Once granted, one step runs on it: the allocation's command is trainhub's step launcher
+  (trainhub.agent.srun, the ``srun`` a batch script or salloc's command runs) given the step's
+  options (-N, -n, --ntasks-per-node as the job was given them; -l, --pty, --exact, --overlap), so
+  the tasks' output comes to this terminal (``-l``: ``N: `` labels), failed tasks print srun's
+  ``srun: error: NODE: task N: Exited with exit code C``, and srun exits with the worst task's
+  status. The job ends with that exit code (sacct: ``N`` and ``N.0``, no ``N.batch``: nothing ran
+  as a batch script).
+- SIGINT, SIGTERM or SIGHUP while pending: ``srun: Job allocation N has been revoked``, ``srun:
+  Force Terminated JobId=N``, exit 1; the job is cancelled (sacct: ``CANCELLED by UID``, no step).
+"""
+
+from __future__ import annotations
+
+import os
+
+from trainhub.cli.client import CliError
+from trainhub.cli.salloc import Words, allocate_and_run
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
+SRUN = Words(
+    program="srun", allocate_failed="srun: error: Unable to allocate resources: ",
+    pending=("srun: job {job} queued and waiting for resources",),
+    allocated=("srun: job {job} has been allocated resources",),
+    granted=(),
+    aborted=("srun: Job allocation {job} has been revoked", "srun: Force Terminated JobId={job}"),
+    revoked=("srun: Job allocation {job} has been revoked",),
+    timed_out=("srun: Job allocation {job} has been revoked",),
+    relinquishing=())
+#: sbatch's options that also shape the step (the step asks for what the job was given).
+STEP_SHAPE = ("nodes", "ntasks", "ntasks-per-node")
+
+
+def _argument(name: str, value: str | None) -> str:
+    return f"--{name}" if value is None else f"--{name}={value}"
+
+
+def split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the allocation's sbatch options, the step launcher's arguments) of srun's command line."""
+    from trainhub.slurm.sbatch_argv import OPTIONS, STEP_OPTIONS, SbatchError, split_options
+
+    try:
+        given, command = split_options(argv, OPTIONS | STEP_OPTIONS)
+    except SbatchError as exc:
+        raise CliError(str(exc).replace("sbatch", "srun")) from exc
+    if not command:
+        raise CliError("srun: fatal: No command given to execute.")
+    job = [_argument(name, value) for name, value in given if name not in STEP_OPTIONS]
+    if not any(name == "job-name" for name, _ in given):
+        job.insert(0, f"--job-name={os.path.basename(command[0])}")
+    step = [_argument(name, value) for name, value in given if name in STEP_OPTIONS or name in STEP_SHAPE]
+    return job, ["srun", *step, "--", *command]
+
+
+def run(client: Any, cluster_path: str, argv: list[str]) -> int:
+    """srun: allocate, run one step there, relinquish; srun's exit status."""
+    job, step = split(argv)
+    return allocate_and_run(client, cluster_path, job, step, words=SRUN)
