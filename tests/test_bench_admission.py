@@ -9,10 +9,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from bench.admission import CLASS_LABEL, KUEUE_BASELINE, arrivals, load_for, nodes_needed
 from bench.agent_fleet import replica_runtime
+from tests.conftest import ONCE_ON_EMBEDDED_DEFAULTS
 from trainhub.catalog.machines import machine_type_get
 
 
@@ -71,8 +70,7 @@ def test_a_simulated_replica_runs_for_its_sleep_command_else_for_the_pools_time(
     assert replica_runtime(doc(["sleep", "forever"], runtime=2)) == 2.0
 
 
-@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
-                    reason="runs on the embedded SQLite and Redis whatever the suite's database: once, in the suite on them")
+@ONCE_ON_EMBEDDED_DEFAULTS
 def test_a_tiny_load_runs_end_to_end_on_the_deployed_processes(tmp_path):
     """Six 1-GPU jobs (one per project, each of a 1-GPU quota, so six nodes) through gunicorn, the
     long poll, a Celery worker and beat and the simulated agents: every job is admitted and finishes. A start-up that fails (a server, an agent's

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import ONCE_ON_EMBEDDED_DEFAULTS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
@@ -23,6 +25,7 @@ print("SECTION " + json.dumps({"name": section.name, **section.to_json()}, defau
 """
 
 
+@ONCE_ON_EMBEDDED_DEFAULTS
 def test_twenty_agents_sync_without_a_failed_request_while_jobs_are_placed():
     env = {key: value for key, value in os.environ.items()
            if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}

@@ -25,6 +25,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 from trainhub.agent.main import join, without_control_plane_secrets
 from trainhub.longpoll_server import uvicorn_argv
@@ -125,59 +126,70 @@ def service_environment(environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     env = service_environment(os.environ)
     var_dir = Path(env.get("TRAINHUB_VAR_DIR", ROOT / "var"))
     if not env.get("SECRET_KEY"):
         env["SECRET_KEY"] = local_secret_key(var_dir)
+    # SIGTERM stops make run as Ctrl-C does, at any moment: the finally below stops whatever was
+    # started by then (a stop during start-up, before the banner, used to leave web, the long poll
+    # and the agent running on their own).
+    signal.signal(signal.SIGTERM, _interrupt)
     redis_server = None
-    if not env.get("REDIS_URL"):
-        redis_server, env["REDIS_URL"] = _embedded_redis(var_dir)
-        print(f"embedded Redis on {env['REDIS_URL']}")
-    python = sys.executable
-    manage = [python, str(ROOT / "manage.py")]
-    log_dir = var_dir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"preparing the database and the demo cluster (log: {log_dir / 'setup.log'})", flush=True)
-    with open(log_dir / "setup.log", "a") as setup_log:
-        for step in (["migrate", "--noinput"], ["load_demo"]):
-            if subprocess.run(manage + step, env=env, cwd=ROOT, stdout=setup_log, stderr=subprocess.STDOUT).returncode:
-                print(f"{' '.join(step)} failed:\n{log_tail(log_dir / 'setup.log')}", file=sys.stderr)
-                return 1
-    port, bind = env.get("PORT", "8000"), env.get("BIND", "127.0.0.1")
-    watch_port = env.get("AGENT_WATCH_PORT", str(int(port) + 1))
-    env.setdefault("TRAINHUB_AGENT_LONG_POLL_URL", f"http://127.0.0.1:{watch_port}")
-    commands = service_commands(python=python, manage=manage, var_dir=var_dir, bind=bind, port=port,
-                                watch_port=watch_port)
-    envs = {name: without_control_plane_secrets(env) if name == "agent" else env for name in commands}
-    logs = {name: open(log_dir / f"{name}.log", "a") for name in commands}
-
-    def start(name: str) -> subprocess.Popen:
-        return subprocess.Popen(commands[name], env=envs[name], cwd=ROOT, stdout=logs[name], stderr=subprocess.STDOUT)
-
-    processes = {name: start(name) for name in commands if name != "agent"}
-    _wait_for(f"http://127.0.0.1:{port}")
-    _join_demo_nodes(manage, env, f"http://127.0.0.1:{port}", var_dir / "agent")
-    processes["agent"] = start("agent")
-    print(banner(bind=bind, port=port, log_dir=log_dir, services=list(commands)), flush=True)
-    started = {name: time.monotonic() for name in commands}
-    stopping = False
-
-    def stop(*_):
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    processes: dict[str, subprocess.Popen] = {}
+    logs: dict[str, IO[str]] = {}
     try:
-        while not stopping:
+        if not env.get("REDIS_URL"):
+            redis_server, env["REDIS_URL"] = _embedded_redis(var_dir)
+            print(f"embedded Redis on {env['REDIS_URL']}")
+        python = sys.executable
+        manage = [python, str(ROOT / "manage.py")]
+        log_dir = var_dir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        print(f"preparing the database and the demo cluster (log: {log_dir / 'setup.log'})", flush=True)
+        with open(log_dir / "setup.log", "a") as setup_log:
+            for step in (["migrate", "--noinput"], ["load_demo"]):
+                if subprocess.run(manage + step, env=env, cwd=ROOT, stdout=setup_log,
+                                  stderr=subprocess.STDOUT).returncode:
+                    print(f"{' '.join(step)} failed:\n{log_tail(log_dir / 'setup.log')}", file=sys.stderr)
+                    return 1
+        port, bind = env.get("PORT", "8000"), env.get("BIND", "127.0.0.1")
+        watch_port = env.get("AGENT_WATCH_PORT", str(int(port) + 1))
+        env.setdefault("TRAINHUB_AGENT_LONG_POLL_URL", f"http://127.0.0.1:{watch_port}")
+        commands = service_commands(python=python, manage=manage, var_dir=var_dir, bind=bind, port=port,
+                                    watch_port=watch_port)
+        envs = {name: without_control_plane_secrets(env) if name == "agent" else env for name in commands}
+        logs.update({name: open(log_dir / f"{name}.log", "a") for name in commands})
+
+        def start(name: str) -> subprocess.Popen:
+            return subprocess.Popen(commands[name], env=envs[name], cwd=ROOT, stdout=logs[name],
+                                    stderr=subprocess.STDOUT)
+
+        for name in commands:
+            if name != "agent":
+                processes[name] = start(name)
+        _wait_for(f"http://127.0.0.1:{port}")
+        _join_demo_nodes(manage, env, f"http://127.0.0.1:{port}", var_dir / "agent")
+        processes["agent"] = start("agent")
+        print(banner(bind=bind, port=port, log_dir=log_dir, services=list(commands)), flush=True)
+        started = {name: time.monotonic() for name in commands}
+        while True:
             for name, process in processes.items():
                 if process.poll() is not None and time.monotonic() - started[name] >= RESTART_PAUSE:
                     print(f"{name} exited with status {process.returncode}; starting it again. The end of "
                           f"{log_dir / (name + '.log')}:\n{log_tail(log_dir / (name + '.log'))}", file=sys.stderr)
                     processes[name], started[name] = start(name), time.monotonic()
             time.sleep(0.5)
+    except KeyboardInterrupt:
+        return 0
     finally:
+        # A second Ctrl-C does not cut the services' stop short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for process in processes.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -194,7 +206,6 @@ def main() -> int:
                 redis_server.shutdown()
             except Exception as error:  # noqa: BLE001 - e.g. its directory was removed while it ran
                 print(f"embedded Redis did not shut down cleanly: {error}", file=sys.stderr)
-    return 0
 
 
 def _wait_for(url: str, seconds: float = 120) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -53,14 +54,23 @@ class Server:
                              json.dumps(document).encode()))
 
 
-@pytest.fixture
-def server() -> Iterator[Server]:
+def _serving() -> Iterator[Server]:
     server = Server()
     thread = threading.Thread(target=server.httpd.serve_forever, daemon=True)
     thread.start()
     yield server
     server.httpd.shutdown()
     server.httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    yield from _serving()
+
+
+@pytest.fixture
+def other_server() -> Iterator[Server]:
+    yield from _serving()
 
 
 @pytest.fixture
@@ -137,6 +147,23 @@ def test_it_goes_through_the_proxy_the_environment_names(server: Server, environ
     assert json.loads(capsys.readouterr().out) == JOB
     assert main(["ai", "custom-jobs", "describe", "5", "--region", "r"], environ=environ) == 1
     assert capsys.readouterr().err == "ERROR: (trainhub.ai.custom-jobs.describe) PERMISSION_DENIED: no\n"
+
+
+def test_it_reads_the_proxy_variables_on_every_request_and_leaves_urlopen_to_others(
+        server: Server, other_server: Server, environ: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    environ["TRAINHUB_URL"] = "http://trainhub.invalid"
+    for proxy in (server, other_server):
+        monkeypatch.setenv("http_proxy", proxy.url)
+        proxy.queue(200, JOB)
+        assert main(["ai", "custom-jobs", "describe", "5", "--region", "r", "--format", "json"], environ=environ) == 0
+        assert [seen["path"] for seen in proxy.seen] == ["http://trainhub.invalid/v1/projects/demo/locations/r/customJobs/5"]
+    # The proxy named then is not urllib's for the rest of the process (make run's test fetched a page
+    # through a proxy test's long-gone server).
+    monkeypatch.delenv("http_proxy")
+    server.queue(200, {})
+    with urllib.request.urlopen(f"{server.url}/direct", timeout=10) as answer:
+        assert answer.status == 200
+    assert server.seen[-1]["path"] == "/direct"
 
 
 def test_it_reports_a_server_that_hangs_up(server: Server, environ: dict[str, str],

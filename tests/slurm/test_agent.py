@@ -148,6 +148,10 @@ def test_cancelling_a_running_job_signals_its_script(cluster, real_pools, now, t
 
 
 def test_a_simulated_pool_runs_no_script_but_prolog_and_epilog_run(cluster, slurm_pools, now, tmp_path):
+    # One simulated second, not the pool's 30: run_until steps 50 ms of agent time a round, so 30 s
+    # took 600 rounds (25 s of wall time) and said nothing more than one second does.
+    slurm_pools["a4"].simulated_runtime_seconds = 1
+    slurm_pools["a4"].save(update_fields=["simulated_runtime_seconds"])
     job = make_job(cluster, script="#!/bin/bash\ntouch /should-not-exist\n", now=now)
     start_job(job, ["a4-0"], now=now)
     run_until(agent_for(tmp_path), job, now, nodes_done, limit=10**4)

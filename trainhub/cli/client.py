@@ -379,8 +379,12 @@ def _urlopen(method: str, url: str, body: bytes | None, headers: dict[str, str],
     import urllib.request
 
     request = urllib.request.Request(url, data=body, headers=headers, method=method)
+    # An opener of its own, built now: urlopen's shared one reads the proxy variables once, on its first
+    # use in the process, and would keep sending through that proxy - for this client (unlike requests,
+    # which reads them on every request) and for any other caller of urlopen in the process.
+    opener = urllib.request.build_opener()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the configured server
+        with opener.open(request, timeout=timeout) as response:  # noqa: S310 - the configured server
             return StdlibResponse(response.status, response.reason, _lower(response.headers), response.read())
     except urllib.error.HTTPError as error:  # an answer with a 4xx/5xx status: the client reads its body
         with error:
