@@ -439,8 +439,8 @@ def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(
     page = client.get(create_url()).content.decode()
     select = page.split('name="pool0-machine_type"', 1)[1].split("</select>", 1)[0]
     assert '<optgroup label="Nodes in us-central1">' in select
-    assert "n1-standard-4 (4 vCPU, 15 GiB) — 2 of 3 nodes free, 4 × NVIDIA_TESLA_T4" in select
-    assert "a3-highgpu-8g (208 vCPU, 1872 GiB, 8 × NVIDIA_H100_80GB) — 1 of 1 node free<" in select  # GPUs said once
+    assert "n1-standard-4 (4 vCPU, 15 GiB) — 2 of 3 nodes free, 4 × T4" in select
+    assert "a3-highgpu-8g (208 vCPU, 1872 GiB, 8 × H100 80GB) — 1 of 1 node free<" in select  # GPUs said once
     assert "e2-standard-8" not in select  # the catalog waits behind a choice
     assert 'href="?catalog=1"' in page
     catalog = client.get(create_url() + "?catalog=1").content.decode()
@@ -452,7 +452,7 @@ def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(
     ({"pool0-machine_type": "e2-standard-8", "pool0-accelerator_type": "", "pool0-accelerator_count": ""},
      "machine_type", "us-central1 has no e2-standard-8 node, so this job could never start"),
     ({"pool1-machine_type": "a2-highgpu-1g", "pool1-replica_count": "3", "pool1-image_uri": "w:1"},
-     "replica_count", "us-central1 has 2 a2-highgpu-1g nodes with 1 × NVIDIA_TESLA_A100; the job asks for 3 at once"),
+     "replica_count", "us-central1 has 2 a2-highgpu-1g nodes with 1 × A100; the job asks for 3 at once"),
 ])
 def test_a_job_that_can_never_fit_is_refused_at_once_unless_the_catalog_was_chosen(client, cast, nodes, overrides,
                                                                                   field, message):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Exists, OuterRef, Q
 
-from trainhub.catalog.machines import NO_ACCELERATOR
+from trainhub.catalog.machines import NO_ACCELERATOR, accelerator_label
 from trainhub.common.errors import FieldViolation
 from trainhub.jobs.models import Replica
 from trainhub.jobs.spec import PoolRequest, ReplicaShape
@@ -30,9 +30,9 @@ class NodeKind:
     free: int
 
     def hint(self, *, gpus_named: bool = False) -> str:
-        """"2 of 3 nodes free, 4 × NVIDIA_TESLA_T4" (without the GPUs when the label names them)."""
+        """"2 of 3 nodes free, 4 × T4" (without the GPUs when the label names them)."""
         named = gpus_named or not self.accelerator_count
-        gpus = "" if named else f", {self.accelerator_count} × {self.accelerator_type}"
+        gpus = "" if named else f", {self.accelerator_count} × {accelerator_label(self.accelerator_type)}"
         return f"{self.free} of {self.total} node{'s' if self.total != 1 else ''} free{gpus}"
 
 
@@ -72,7 +72,7 @@ def never_fitting(*, pools: tuple[PoolRequest, ...], kinds: list[NodeKind], loca
         if last_of_shape[shape] != pool.index:
             continue
         total = sum(kind.total for kind in kinds_for(shape, kinds))
-        gpus = f" with {shape.accelerator_count} × {shape.accelerator_type}" if shape.accelerator_count else ""
+        gpus = f" with {shape.accelerator_count} × {accelerator_label(shape.accelerator_type)}" if shape.accelerator_count else ""
         path = f"jobSpec.workerPoolSpecs[{pool.index}]"
         if not total:
             here = sorted({kind.machine_type for kind in kinds})

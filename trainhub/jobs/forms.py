@@ -36,9 +36,9 @@ def machine_catalog() -> dict[str, dict[str, list[int]]]:
 
 
 def machine_label(name: str) -> str:
-    """A machine type with its vCPUs, memory and built-in GPUs: "a2-highgpu-1g (12 vCPU, 85 GiB, 1 × ...)"."""
+    """A machine type with its vCPUs, memory and built-in GPUs: "a2-highgpu-1g (12 vCPU, 85 GiB, 1 × A100)"."""
     machine = MACHINE_TYPES[name]
-    gpus = f", {machine.fixed_gpu[1]} × {machine.fixed_gpu[0]}" if machine.fixed_gpu else ""
+    gpus = f", {machine.fixed_gpu[1]} × {accelerator_label(machine.fixed_gpu[0])}" if machine.fixed_gpu else ""
     return f"{name} ({machine.vcpus} vCPU, {machine.memory_gib:g} GiB{gpus})"
 
 
