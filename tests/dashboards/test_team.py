@@ -13,6 +13,8 @@ from tests.dashboards.test_samples import run_on, t4_job
 from tests.dashboards.test_views import figure_of
 from tests.slurm.conftest import accounts, admin, cluster, make_job, slurm_pools, start_job  # noqa: F401 - fixtures
 from tests.jobs.test_views import submit
+from trainhub.dashboards.sources import JobSpan
+from trainhub.dashboards.team import bucket_peaks
 from trainhub.scheduling.services import quota_set
 
 TEAM = "/dashboards/team/alpha/"
@@ -106,3 +108,13 @@ def test_the_cost_so_far_this_month_counts_the_projects_slurm_jobs_at_the_on_dem
     figure = figure_of(client.get(f"{TEAM}charts/team-cost"))
     assert [trace["name"] for trace in figure["data"]] == ["Slurm jobs, at the on-demand price"]
     assert figure["data"][0]["x"] == ["B200"]
+
+
+def test_a_job_shorter_than_a_bucket_shows_at_its_peak_and_jobs_one_after_another_do_not_add_up():
+    start = dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
+    step = dt.timedelta(minutes=12)  # the 24 h range's 120 buckets
+    moments = [start + step * (index + 1) for index in range(3)]
+    at = lambda minutes: start + dt.timedelta(minutes=minutes)  # noqa: E731
+    spans = [JobSpan("NVIDIA_B200", 8, at(13), at(14), at(15)),  # waits a minute, runs a minute, in bucket 2
+             JobSpan("NVIDIA_B200", 4, at(1), at(1), at(3)), JobSpan("NVIDIA_B200", 4, at(5), at(5), at(7))]
+    assert bucket_peaks(spans, moments, step, until=at(48)) == [(4, 0), (8, 8), (0, 0)]

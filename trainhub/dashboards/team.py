@@ -50,8 +50,8 @@ def _custom_job_spans(request: ChartRequest, since: dt.datetime) -> list[JobSpan
 
 
 def read_team_gpus(request: ChartRequest) -> Table:
-    """GPUs the project's jobs (CustomJobs and Slurm jobs) ran on and waited for, per GPU type,
-    at evenly spaced moments of the range."""
+    """GPUs the project's jobs (CustomJobs and Slurm jobs) ran on and waited for, per GPU type, in
+    POINTS equal buckets of the range: the most at any instant of each bucket."""
     since = request.now - dt.timedelta(minutes=request.time_range.minutes)
     spans = _custom_job_spans(request, since) + [
         span for source in job_sources() for span in source.spans(request.project, since, request.now)]
@@ -59,17 +59,44 @@ def read_team_gpus(request: ChartRequest) -> Table:
     moments = [since + step * (index + 1) for index in range(POINTS)]
     rows = []
     for kind in sorted({span.gpu_type for span in spans if span.gpus}, key=accelerator_label):
-        mine = [span for span in spans if span.gpu_type == kind]
-        for moment in moments:
-            running = waiting = 0
-            for span in mine:
-                ended = span.ended or request.now + step
-                if span.started is not None and span.started <= moment < ended:
-                    running += span.gpus
-                elif span.submitted <= moment < min(ended, span.started or ended):
-                    waiting += span.gpus
-            rows.append((moment, kind, running, waiting))
+        peaks = bucket_peaks([span for span in spans if span.gpu_type == kind], moments, step,
+                             until=request.now + step)
+        rows.extend((moment, kind, running, waiting) for moment, (running, waiting) in zip(moments, peaks))
     return Table(("time", "gpu_type", "running_gpus", "waiting_gpus"), rows)
+
+
+def bucket_peaks(spans: list[JobSpan], moments: list[dt.datetime], step: dt.timedelta, *,
+                 until: dt.datetime) -> list[tuple[int, int]]:
+    """Per bucket ``(moment - step, moment]``: the most GPUs running and the most waiting at any
+    instant of it (a job runs from its start until its end, ``until`` while it runs; it waits from
+    its submission until it starts or ends). A peak, not a sample at the bucket's end: a job
+    shorter than a bucket (a minute's run on the 24 h range, whose buckets are 12 minutes) still
+    shows. One pass over the jobs' sorted start and end times."""
+    changes: dict[dt.datetime, list[int]] = defaultdict(lambda: [0, 0])
+    for span in spans:
+        ended = span.ended or until
+        waited_until = min(ended, span.started or ended)
+        if span.submitted < waited_until:
+            changes[span.submitted][1] += span.gpus
+            changes[waited_until][1] -= span.gpus
+        if span.started is not None and span.started < ended:
+            changes[span.started][0] += span.gpus
+            changes[ended][0] -= span.gpus
+    times = sorted(changes)
+    running = waiting = index = 0
+    peaks = []
+    for moment in moments:
+        low = moment - step
+        while index < len(times) and times[index] <= low:
+            running, waiting = running + changes[times[index]][0], waiting + changes[times[index]][1]
+            index += 1
+        most_running, most_waiting = running, waiting
+        while index < len(times) and times[index] <= moment:
+            running, waiting = running + changes[times[index]][0], waiting + changes[times[index]][1]
+            most_running, most_waiting = max(most_running, running), max(most_waiting, waiting)
+            index += 1
+        peaks.append((most_running, most_waiting))
+    return peaks
 
 
 def draw_team_gpus(table: Table, request: ChartRequest) -> Drawing:
