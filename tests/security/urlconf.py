@@ -25,7 +25,8 @@ PUBLIC = {
 #: The agent API authenticates node credentials in a header only, never a session cookie.
 AGENT_API = ("agent-join", "agent-heartbeat", "agent-assignments", "agent-replica-started", "agent-replica-logs",
              "agent-replica-exited", "agent-slurm-logs", "agent-slurm-report", "agent-srun-steps", "agent-srun-step",
-             "agent-srun-step-cancel", "agent-slurm-task-logs", "agent-slurm-tasks-exited")
+             "agent-srun-step-cancel", "agent-srun-step-input", "agent-slurm-task-input", "agent-slurm-task-logs",
+             "agent-slurm-tasks-exited")
 #: Routes refusing a session POST without a CSRF token is not needed for, and why.
 CSRF_EXEMPT = {
     "auth-token": "takes JSON credentials, not a session; a cross-site form cannot send JSON",
