@@ -1,6 +1,8 @@
 """Slurm clusters on the dashboards: their GPUs on the allocation chart and sshare's rows on the
 fair-share chart, for the members of the cluster's project only."""
 
+import datetime as dt
+
 import pytest
 from django.utils import timezone
 
@@ -112,3 +114,28 @@ def test_a_slurm_job_no_pass_has_looked_at_says_so_rather_than_reason_none(clien
     client.force_login(cast["uma"])
     [row] = csv_rows(client, "waiting-jobs")
     assert row["reasons"] == "Slurm reason: None yet (the next scheduler pass has not looked at it)"
+
+
+def test_the_quota_page_counts_each_projects_slurm_jobs_at_the_on_demand_price(client, cast, accounts):
+    """An ended 8-GPU job that ran an hour and one running for half an hour: 12 GPU-hours of B200,
+    priced as a team page prices them; the cost sits beside CustomJobs' and persistent resources'."""
+    from tests.slurm.conftest import make_job, start_job
+    from trainhub.catalog.pricing import SLURM, cost_of
+    from trainhub.jobs.costs import prices
+    from trainhub.slurm.dashboard import project_costs
+    from trainhub.slurm.models import SlurmJob
+
+    now = timezone.now()
+    ended = make_job(accounts, gpus_per_node=8, num_nodes=1, now=now - dt.timedelta(hours=3))
+    start_job(ended, ["a4-0"], now=now - dt.timedelta(hours=2))
+    SlurmJob.objects.filter(pk=ended.pk).update(state=JobState.COMPLETED, end_time=now - dt.timedelta(hours=1))
+    running = make_job(accounts, gpus_per_node=8, num_nodes=1, now=now - dt.timedelta(hours=1))
+    start_job(running, ["a4-1"], now=now - dt.timedelta(minutes=30))
+    make_job(accounts, gpus_per_node=8, num_nodes=1, now=now)  # pending: nothing yet
+    [cost] = project_costs(project_ids=[accounts.project_id], now=now)
+    assert (cost.project_id, cost.jobs) == ("alpha", 2)
+    assert cost.gpu_hours == pytest.approx(12, abs=0.001)
+    assert cost.total == pytest.approx(cost_of({"NVIDIA_B200": 12 * 3600}, 1.0, SLURM, prices()).total, abs=0.01)
+    client.force_login(cast["alice"])
+    page = client.get("/quotas/").content.decode()
+    assert "Slurm jobs per project" in page and f"{cost.total:,.2f}" in page

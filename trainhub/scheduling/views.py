@@ -12,6 +12,7 @@ from trainhub.resources.selectors import project_resource_costs
 from trainhub.scheduling.forms import QuotaForm
 from trainhub.scheduling.selectors import quota_rows_for_user
 from trainhub.scheduling.services import quota_set
+from trainhub.slurm.dashboard import project_costs as project_slurm_costs
 
 
 @login_required
@@ -35,5 +36,6 @@ def quota_list(request):
     return render(request, "scheduling/quota_list.html", {
         "rows": quota_rows_for_user(user=request.user), "form": form, "costs": costs,
         "resource_costs": project_resource_costs(project_ids=project_ids, now=timezone.now()),
+        "slurm_costs": project_slurm_costs(project_ids=project_ids, now=timezone.now()),
         "fee_percent": round(prices().management_fee_fraction * 100, 2),
     })

@@ -16,7 +16,7 @@ from trainhub.dashboards.sources import ActiveGroup, JobSource, JobSpan, Waiting
 from trainhub.iam.models import Project
 from trainhub.iam.selectors import projects_for_user
 from trainhub.jobs import states
-from trainhub.jobs.costs import prices
+from trainhub.jobs.costs import EpochSeconds, ProjectCost, prices
 from trainhub.slurm.models import ACTIVE_STATES, JobState, Partition, SlurmJob
 from trainhub.slurm.selectors import job_queue_position
 from trainhub.slurm.views.common import job_url
@@ -112,6 +112,35 @@ def job_cost(job: SlurmJob, now: dt.datetime) -> Cost | None:
         return None
     kind, gpus = job_gpus(job)
     return cost_of({kind: gpus}, ((job.end_time or now) - job.start_time).total_seconds(), SLURM, prices())
+
+
+def project_costs(*, project_ids: list[int], now: dt.datetime) -> list[ProjectCost]:
+    """Accrued cost of every Slurm job that has started, per project: its GPUs from its start to its
+    end (or ``now``) at the on-demand price (catalog.pricing.SLURM), as the team page and a job's
+    page count it. One read, summed by the database: a running job's ``now - start`` is summed as
+    GPUs × now - sum(GPUs × start)."""
+    kinds = partition_gpu_types()
+    gpus = F("num_nodes") * F("gpus_per_node")
+    ended = Q(end_time__isnull=False)
+    rows = (SlurmJob.objects.filter(cluster__project_id__in=project_ids, start_time__isnull=False, gpus_per_node__gt=0)
+            .values("cluster__project__project_id", "cluster_id", "partition")
+            .annotate(jobs=Count("pk"),
+                      ended_seconds=Sum(gpus * (EpochSeconds("end_time") - EpochSeconds("start_time")), filter=ended),
+                      running_gpus=Sum(gpus, filter=~ended), running_starts=Sum(gpus * EpochSeconds("start_time"),
+                                                                                filter=~ended))
+            .order_by())
+    table = prices()
+    totals: dict[str, list[float]] = {}
+    for row in rows:
+        seconds = ((row["ended_seconds"] or 0.0) + (row["running_gpus"] or 0) * now.timestamp()
+                   - (row["running_starts"] or 0.0))
+        kind = _kind(kinds, row["cluster_id"], row["partition"], 1)
+        cost = cost_of({kind: max(0.0, round(seconds, 3))}, 1.0, SLURM, table)  # linear: GPU-seconds as 1 s
+        total = totals.setdefault(row["cluster__project__project_id"], [0, 0.0, 0.0])
+        total[0] += row["jobs"]
+        total[1] += sum(cost.gpu_hours.values())
+        total[2] += cost.total
+    return [ProjectCost(pid, int(jobs), hours, usd, usd) for pid, (jobs, hours, usd) in sorted(totals.items())]
 
 
 SLURM_JOBS = JobSource(active=active_groups, started=started, ended=ended, waiting=waiting, spans=spans)
