@@ -105,13 +105,14 @@ def job_gpus(job: SlurmJob) -> tuple[str, int]:
         job.num_nodes * job.gpus_per_node
 
 
-def job_cost(job: SlurmJob, now: dt.datetime) -> Cost | None:
-    """What a job has cost so far: its GPUs from its start to its end (or now) at the catalog's
-    on-demand price, as the team page counts it (catalog.pricing.SLURM); None before it starts."""
+def job_cost(job: SlurmJob, gpus: tuple[str, int], now: dt.datetime) -> Cost | None:
+    """What a job has cost so far: its ``gpus`` (job_gpus: GPU type, count) from its start to its
+    end (or now) at the catalog's on-demand price, as the team page counts it
+    (catalog.pricing.SLURM); None before it starts."""
     if job.start_time is None:
         return None
-    kind, gpus = job_gpus(job)
-    return cost_of({kind: gpus}, ((job.end_time or now) - job.start_time).total_seconds(), SLURM, prices())
+    kind, count = gpus
+    return cost_of({kind: count}, ((job.end_time or now) - job.start_time).total_seconds(), SLURM, prices())
 
 
 def project_costs(*, project_ids: list[int], now: dt.datetime) -> list[ProjectCost]:

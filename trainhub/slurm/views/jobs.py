@@ -63,7 +63,7 @@ def _status_context(request: HttpRequest, job: SlurmJob) -> dict:
     mine = admin or job.user_name == request.user.get_username()
     gpu_type, gpus = job_gpus(job)
     return {"job": job, "runs": selectors.job_runs(job=job), "job_nodes": selectors.job_nodes(job=job),
-            "cost": job_cost(job, timezone.now()), "gpu_type": gpu_type, "gpus": gpus,
+            "cost": job_cost(job, (gpu_type, gpus), timezone.now()), "gpu_type": gpu_type, "gpus": gpus,
             "position": selectors.job_queue_position(job=job),
             "events": selectors.job_events(job=job),
             "can_cancel": mine and job.is_active and not job.ending_state,
