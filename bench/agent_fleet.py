@@ -230,17 +230,20 @@ def _agent_round(web: _Connection, agent: _Agent, record: _Record) -> None:
             agent.reported_running, agent.last_heartbeat = running, now
 
 
-def _wait_for_work(watch: _Connection, agent: _Agent, record: _Record, end: float) -> bool:
+def _wait_for_work(watch: _Connection, agent: _Agent, record: _Record) -> bool:
     """What NodeAgent.wait_for_work does: long-poll for ``poll_seconds`` while a replica runs, else
     until the next heartbeat (or full sync) is due; False after a failure. A replica due to exit
-    sooner than ``poll_seconds`` shortens the wait to its exit, so a sub-second run ends on time."""
+    sooner than ``poll_seconds`` shortens the wait to its exit, so a sub-second run ends on time.
+
+    The wait is never cut at the run's end: cutting every agent's last wait there would answer a
+    thousand long polls in the same instant, a herd no fleet sends, and the run would measure it."""
     now = time.time()
     if agent.running:
         wait = min(POLL_SECONDS, min(agent.running.values()) - now)
     else:
         wait = min(spread_wait(LONG_POLL_SECONDS, random.random()), agent.last_heartbeat + HEARTBEAT_SECONDS - now,
                    agent.last_full + FULL_SYNC_SECONDS - now)
-    wait = max(0.0, min(wait, end - now))
+    wait = max(0.0, wait)
     full = not agent.etag or now - agent.last_full >= FULL_SYNC_SECONDS
     answer = watch.request(record, "poll", "GET", f"/agent/v1/assignments?wait={wait:.3f}", agent,
                            etag="" if full else agent.etag)
@@ -262,13 +265,14 @@ def _wait_for_work(watch: _Connection, agent: _Agent, record: _Record, end: floa
 
 
 def _live(ports: tuple[int, int], agent: _Agent, begin: float, end: float, record: _Record) -> None:
-    """One agent from ``begin`` + its offset until ``end``: rounds and long polls, as trainhub-agent's
+    """One agent from ``begin`` + its offset until ``end`` (its last long poll
+    runs its whole wait): rounds and long polls, as trainhub-agent's
     node thread runs them (a failed long poll is followed by a pause of ``poll_seconds``)."""
     web, watch = _Connection(ports[0], idle_seconds=GUNICORN_KEEPALIVE_SECONDS - 1), _Connection(ports[1])
     time.sleep(max(0.0, begin + agent.offset - time.time()))
     while time.time() < end:
         _agent_round(web, agent, record)
-        if not _wait_for_work(watch, agent, record, end):
+        if not _wait_for_work(watch, agent, record):
             time.sleep(POLL_SECONDS)
     web.http.close()
     watch.http.close()

@@ -220,3 +220,23 @@ def test_a_node_whose_agent_reports_a_replica_it_no_longer_has_goes_down_until_c
     down = post("/agent/v1/heartbeat", {"running": [424242]}, credential).json()
     assert down["state"] == "DOWN" and down["stateReason"].startswith("stale replicas still running")
     assert post("/agent/v1/heartbeat", {"running": []}, credential).json()["state"] == "UP"
+
+
+def test_an_exit_report_of_a_one_replica_job_stops_no_other_replicas_it_does_not_have(
+        api, joined, now, django_assert_max_num_queries, monkeypatch):
+    monkeypatch.setattr("trainhub.scheduling.pass_requests.enqueue", lambda *args: None)  # the passes it asks for
+    for measured in (False, True):  # the first exit also creates the project's cost ledger
+        body = job_body(container_pool(machine_type="a2-highgpu-1g", command=["sleep", "60"]))
+        assert api("uma").post(JOBS, body, format="json").status_code == 200
+        scheduler_pass(now=now)
+        job = CustomJob.objects.latest("pk")
+        replica = job.replicas.get()
+        credential = joined[replica.node.name]
+        assert post(f"/agent/v1/replicas/{replica.pk}/started", {}, credential).status_code == 200
+        # Credential, replica; in one transaction: job and replica locked, replica and event written,
+        # other active replicas looked for, job and event written, cost ledger read and written; the
+        # assignments. No statements to stop other replicas when there are none.
+        with django_assert_max_num_queries(14 if measured else 20):
+            assert post(f"/agent/v1/replicas/{replica.pk}/exited", {"exitCode": 0}, credential).status_code == 200
+        job.refresh_from_db()
+        assert job.state == "JOB_STATE_SUCCEEDED"

@@ -164,15 +164,17 @@ class Assignments(AgentView):
         return _assignments_answer(self.node(request), request.headers.get("If-None-Match", ""))
 
 
-def _on_node(model, node, pk: int, what: str):
-    """The ``model`` row ``pk`` if it is on ``node``; 404 alike for another node's and a missing one."""
-    found = model.objects.filter(pk=pk, node_id=node.pk).select_related("job", "node").first()
+def _on_node(model, node, pk: int, what: str, *related: str):
+    """The ``model`` row ``pk`` (with its ``related`` rows) if it is on ``node``; 404 alike for
+    another node's and a missing one."""
+    found = model.objects.filter(pk=pk, node_id=node.pk).select_related(*related).first()
     if found is None:
         raise ApiError(404, f"{what} {pk} is not on node {node.name}.")
     return found
 
 
 def _replica_of(node, replica_id: int) -> Replica:
+    # The replica's row alone: the job services lock and read the job themselves (its spec is large).
     return _on_node(Replica, node, replica_id, "Replica")
 
 
@@ -235,7 +237,7 @@ def _append(key: str, data: Any, store) -> Response:
 
 
 def _job_node_of(node, job_node_id: int) -> JobNode:
-    return _on_node(JobNode, node, job_node_id, "Slurm job step")
+    return _on_node(JobNode, node, job_node_id, "Slurm job step", "job", "node")
 
 
 class SlurmLogs(AgentView):

@@ -455,7 +455,8 @@ def replica_exited(*, replica: Replica, exit_code: int | None, now: dt.datetime,
         elif exit_code != 0:
             _replica_failed(job, replica, exit_code, now)
         elif (replica.pool_index, replica.replica_index) == PRIMARY:
-            _stop_others(job, replica)
+            if others_active:
+                _stop_others(job, replica)
             if job.state == states.PENDING:
                 _transition(job, states.RUNNING, now, "Every replica is running.")
             _transition(job, states.SUCCEEDED, now, "The primary replica workerpool0-0 exited with status 0.")
