@@ -17,7 +17,8 @@ replica within 2 s (p99).
    the agent takes them);
    ``POST .../started`` for a listed replica it has not started; ``POST .../exited`` with exit code 0
    once a replica has run its time (N s for a ``sleep N`` command, else the pool's simulated 2 s); a
-   heartbeat with the replicas it runs when that set changed, else every ``long_poll_heartbeat_seconds``
+   heartbeat with the replicas it runs when that set changed other than by those two reports (which
+   stand for a heartbeat, as in trainhub-agent), else every ``long_poll_heartbeat_seconds``
    (300 s: the held long poll counts as the node's contact), spread evenly over that period as in a
    fleet that has been running a while. Every request's round trip is recorded.
 3. Meanwhile this process submits 1-replica CustomJobs for the pool (``job_submit``, SUBMIT_PER_SECOND)
@@ -209,8 +210,10 @@ def _agent_round(web: _Connection, agent: _Agent, record: _Record) -> None:
     for doc in (agent.assignments or {}).get("replicas", []):
         if doc["id"] not in agent.seen:
             agent.seen.add(doc["id"])
-            web.report(record, "report", f"/agent/v1/replicas/{doc['id']}/started", agent, {"time": now})
+            answer = web.report(record, "report", f"/agent/v1/replicas/{doc['id']}/started", agent, {"time": now})
             agent.running[doc["id"]] = now + replica_runtime(doc)
+            if answer is not None and answer[0] == 200:  # the report stands for a heartbeat, as the agent's
+                agent.reported_running = sorted({*agent.reported_running, doc["id"]})
     agent.assignments = None
     for replica_id, exits_at in list(agent.running.items()):
         if now >= exits_at:
@@ -218,6 +221,7 @@ def _agent_round(web: _Connection, agent: _Agent, record: _Record) -> None:
                                 {"time": now, "exitCode": 0})
             if answer is not None and answer[0] in (200, 404):
                 del agent.running[replica_id]
+                agent.reported_running = [known for known in agent.reported_running if known != replica_id]
                 # The exit's answer is the node's assignments, taken as a full fetch (404: none, fetch).
                 if answer[0] == 200:
                     agent.assignments, agent.etag, agent.last_full = answer[2], answer[1], now
@@ -394,22 +398,22 @@ def _starts(window_start: float, end: float) -> tuple[list[float], int]:
 
 def _nominal_requests_per_second(agents: int) -> float:
     """What the agents send when every round is on time: per idle agent a long poll every
-    MEAN_LONG_POLL_SECONDS and a heartbeat every HEARTBEAT_SECONDS, and per job placed two reports, two
-    heartbeats (its start and its end change the running set) and about two long polls (a second
+    MEAN_LONG_POLL_SECONDS and a heartbeat every HEARTBEAT_SECONDS, and per job placed two reports
+    (which stand for the heartbeats its start and end would send) and about two long polls (a second
     each while it runs; the exit report's answer brings the assignments after it)."""
-    return agents / MEAN_LONG_POLL_SECONDS + agents / HEARTBEAT_SECONDS + 6 * SUBMIT_PER_SECOND
+    return agents / MEAN_LONG_POLL_SECONDS + agents / HEARTBEAT_SECONDS + 4 * SUBMIT_PER_SECOND
 
 
 def nominal_cores(costs: dict[str, float], agents: int) -> float:
     """The cores the Django side of the server needs when every agent's round is on time, from the
     in-process CPU seconds per request ``costs`` (keys as ``request_costs`` names them): a long poll
     per agent per MEAN_LONG_POLL_SECONDS (one in FULL_SYNC_SECONDS in full, the rest 304; a full one after
-    each exit report too), a heartbeat per HEARTBEAT_SECONDS, and per job two reports and two
-    heartbeats, costed as heartbeats (a write each). The HTTP servers' own work is not in it: a lower bound."""
+    each exit report too), a heartbeat per HEARTBEAT_SECONDS, and per job two reports, costed as
+    heartbeats (a write each). The HTTP servers' own work is not in it: a lower bound."""
     polls = agents / MEAN_LONG_POLL_SECONDS
     full_polls = agents / FULL_SYNC_SECONDS + SUBMIT_PER_SECOND
     return ((polls - full_polls) * costs["poll 304"] + full_polls * costs["poll 200"]
-            + (agents / HEARTBEAT_SECONDS + 4 * SUBMIT_PER_SECOND) * costs["heartbeat"])
+            + (agents / HEARTBEAT_SECONDS + 2 * SUBMIT_PER_SECOND) * costs["heartbeat"])
 
 
 def _milliseconds(values: list[float], fraction: float | None) -> float | None:

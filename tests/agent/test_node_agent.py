@@ -142,6 +142,28 @@ def test_after_an_exit_report_the_agent_takes_the_assignments_it_is_answered_ins
     assert agent.assignments["replicas"] == [] and not agent.handles
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_replicas_start_and_exit_reports_stand_for_the_heartbeats_those_changes_would_send(api, nodes, now, tmp_path):
+    group = agents_on(tmp_path)
+    calls = []
+    for agent in group.agents:
+        def recording(method, path, body=None, *, etag="", agent=agent, send=agent.api.call):
+            calls.append((agent.name, path))
+            return send(method, path, body, etag=etag)
+        agent.api.call = recording
+    group.tick(now=now)  # every agent's first heartbeat
+    job = submit(api, container_pool(command=["python3", "-c", "import time; time.sleep(0.3)"]))
+    moment = step(group, now, lambda: CustomJob.objects.get(pk=job.pk).state in states.TERMINAL)
+    group.tick(now=later(moment, 0.05))
+    replica = job.replicas.get()
+    assert CustomJob.objects.get(pk=job.pk).state == states.SUCCEEDED
+    served = [path for name, path in calls if name == replica.node.name]
+    started = served.index(f"/agent/v1/replicas/{replica.pk}/started")
+    assert f"/agent/v1/replicas/{replica.pk}/exited" in served[started:]
+    assert "/agent/v1/heartbeat" not in served[started:], "a heartbeat repeated what a report had said"
+    assert Node.objects.get(pk=replica.node_id).state == NodeState.UP
+
+
 def test_nvidia_smi_output_becomes_the_machines_gpus():
     gpus = parse_nvidia_smi((FIXTURES / "nvidia-smi-h100x2.csv").read_text())
     assert [(gpu["index"], gpu["name"], gpu["memoryMiB"]) for gpu in gpus] == [

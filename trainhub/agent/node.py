@@ -262,9 +262,18 @@ class NodeAgent:
             run = ReplicaRun.failed(directory, reason=f"the node agent could not start the replica: {exc}", now=moment)
         self.handles[doc["id"]] = _Handle(run)
         answer = self.api.post(f"/agent/v1/replicas/{doc['id']}/started", {"time": moment})
-        if answer.status != 200:
+        if answer.status == 200 and run.running():
+            self._reported(add=doc["id"])
+        elif answer.status != 200:
             logger.warning("node %s: started report for replica %s refused: %s", self.name, doc["id"],
                            error_message(answer))
+
+    def _reported(self, *, add: int | None = None, remove: int | None = None) -> None:
+        """A start or exit report the control plane took already told it what a heartbeat would: the
+        replica now runs here, or no longer does. So that change alone sends no heartbeat (in a
+        fleet, every placement would otherwise cost a heartbeat at its start and another at its end)."""
+        if self.reported_running is not None:
+            self.reported_running = sorted((set(self.reported_running) | {add}) - {remove, None})
 
     def _context(self, doc: dict, work_dir: Path) -> ReplicaContext:
         context = doc["context"]
@@ -391,6 +400,7 @@ class NodeAgent:
         if answer.status in (200, 404):  # 404: the control plane forgot it (a node removed meanwhile)
             handle.run.mark_reported()
             del self.handles[replica_id]
+            self._reported(remove=replica_id)
             if answer.status == 200 and answer.etag:
                 self._take(answer, moment)  # the answer is the node's assignments without the replica
             else:
