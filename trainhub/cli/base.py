@@ -1,13 +1,15 @@
-"""What every `trainhub` command builds on: configuration, the argument parser and its helpers,
-the `Context` a handler receives, and output formatting.
+"""What every `trainhub` command builds on: configuration, the argument parser and its helpers
+(defined in trainhub.cli.parsing and read from here lazily), the `Context` a handler receives, and
+output formatting.
 
 The command modules (auth, custom_jobs, hp_tuning_jobs, persistent_resources, slurm) import this
 module; `trainhub.cli.main` imports them and assembles the parser. Nothing here imports a command
-module, so imports run one way: main -> commands -> base -> client.
+module, so imports run one way: main -> commands -> base -> (parsing ->) client.
 
 Every command pays this module's imports at start-up (a shell loop of `trainhub slurm sbatch`
-pays them per job), so it imports only what every command needs; yaml is imported where YAML is
-read or printed, and typing only by type checkers (`TYPE_CHECKING`, below).
+pays them per job), so it imports only what every command needs; argparse only when a parser is
+built (trainhub.cli.parsing), yaml where YAML is read or printed, and typing only by type checkers
+(`TYPE_CHECKING`, below).
 """
 
 from __future__ import annotations
