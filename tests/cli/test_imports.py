@@ -69,6 +69,10 @@ def test_an_sbatch_that_reaches_for_the_server_loads_no_heavy_module(tmp_path) -
                      "inspect", "datetime"} == set()
     assert "trainhub.cli.worker_pool_spec" not in loaded  # custom jobs' spec parsers
     assert "http" not in loaded  # plain http:// goes out on a socket
+    # The usual line is read without argparse (trainhub.cli.slurm_submit.quick_args), which brings gettext.
+    assert loaded & {"argparse", "gettext", "trainhub.cli.parsing", "trainhub.cli.slurm"} == set()
+    # Its URL is read and quoted without urllib.parse (and the ipaddress module it imports).
+    assert loaded & {"urllib", "ipaddress"} == set()
 
 
 @pytest.mark.parametrize("command", [["sprio", "-l"], ["squeue"]])

@@ -18,7 +18,6 @@ import os
 import re
 import sys
 from collections import namedtuple
-from urllib.parse import quote, urlencode, urlsplit
 
 # STATUS_BY_HTTP also names the error when a body carries no status (e.g. a proxy's HTML page).
 from trainhub.common.status import BAD_REQUEST_TYPE, STATUS_BY_HTTP
@@ -27,6 +26,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True,
 if TYPE_CHECKING:
     from typing import Any
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_PROJECT = "demo"
 TOKEN_PATH = "/auth/token"
 API_VERSION = "v1"
 DEFAULT_TIMEOUT_SECONDS = 30.0
@@ -60,6 +61,15 @@ class CliError(Exception):
     def __repr__(self) -> str:
         return (f"CliError(message={self.message!r}, status={self.status!r}, http_status={self.http_status!r}, "
                 f"violations={self.violations!r})")
+
+
+class _ParserExit(Exception):
+    """Raised instead of SystemExit (by the argument parsers, trainhub.cli.parsing) so that main() can
+    return the exit code."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def error_from_response(response: Any) -> CliError:
@@ -97,7 +107,19 @@ def resource_path(
     parts = ["", API_VERSION, "projects", project, "locations", location, collection]
     if resource_id is not None:
         parts.append(resource_id)
-    return "/".join(quote(part, safe="") for part in parts) + suffix
+    return "/".join(map(_quote, parts)) + suffix
+
+
+#: What urllib.parse.quote leaves as it is with safe="": letters, digits and "_.-~" (RFC 3986's unreserved).
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def _quote(part: str) -> str:
+    """urllib.parse.quote(part, safe=""), without importing urllib.parse (with ipaddress: ~4 ms of every
+    command's start-up, where a path segment is all it was used for)."""
+    if part.isascii() and part.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        return part
+    return "".join(chr(byte) if byte in _UNRESERVED else f"%{byte:02X}" for byte in part.encode("utf-8"))
 
 
 class ResourceRef(namedtuple("ResourceRef", "project location collection resource_id")):
@@ -140,7 +162,7 @@ class TrainhubClient:
         self,
         base_url: str,
         token: str | None = None,
-        project: str = "demo",
+        project: str = DEFAULT_PROJECT,
         *,
         session: Any = None,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
@@ -279,16 +301,18 @@ class StdlibSession:
     def request(self, method: str, url: str, *, params: dict[str, Any] | None = None, json: Any = None,
                 headers: dict[str, str] | None = None, timeout: float | None = None) -> StdlibResponse:
         if params:
+            from urllib.parse import urlencode
+
             url += ("&" if "?" in url else "?") + urlencode(params)
         headers = {"User-Agent": self.user_agent, **(headers or {})}
         body = None
         if json is not None:
             body = _json_dumps(json).encode()
             headers["Content-Type"] = "application/json"
-        parts = urlsplit(url)
         try:
-            if parts.scheme == "http" and not _proxy_named(parts.scheme):
-                return _exchange(method, parts, body, headers, timeout)
+            target = _plain_http(url)
+            if target is not None and not _proxy_named("http"):
+                return _exchange(method, target, body, headers, timeout)
             return _urlopen(method, url, body, headers, timeout)
         except TimeoutError as exc:
             raise TimedOut(str(exc)) from exc
@@ -309,21 +333,52 @@ def _proxy_named(scheme: str) -> bool:
                                                   "ALL_PROXY"))
 
 
-def _exchange(method: str, parts: Any, body: bytes | None, headers: dict[str, str],
+class _HttpTarget(namedtuple("_HttpTarget", "netloc host port path query")):
+    """Where a plain http:// request goes, as urllib.parse.urlsplit reads its URL: the netloc (for the
+    Host header), the host name (lower case), the port (None: 80), the path and the query."""
+
+    __slots__ = ()
+
+
+#: Characters that send a URL to urlsplit: user info, IPv6 literals, fragments, and what urlsplit
+#: would strip or refuse.
+_NOT_PLAIN = frozenset("@[]#\\ ")
+
+
+def _plain_http(url: str) -> _HttpTarget | None:
+    """The target of a plain `http://host[:port][/path][?query]` URL, read as urlsplit reads it; None
+    for an https:// URL, and every other URL is read by urlsplit itself (a plain one is read here so
+    that a command imports no urllib.parse, and its ipaddress, to send a request)."""
+    if url[:7] == "http://" and url.isascii() and url.isprintable() and _NOT_PLAIN.isdisjoint(url):
+        rest = url[7:]
+        cut = min((index for index in (rest.find("/"), rest.find("?")) if index >= 0), default=len(rest))
+        netloc, (path, _, query) = rest[:cut], rest[cut:].partition("?")
+        host, colon, port = netloc.partition(":")
+        if host and (not colon or (port.isdigit() and len(port) <= 5 and int(port) <= 65535)):
+            return _HttpTarget(netloc, host.lower(), int(port) if colon else None, path, query)
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme != "http":
+        return None
+    return _HttpTarget(parts.netloc, parts.hostname, parts.port, parts.path, parts.query)
+
+
+def _exchange(method: str, target: _HttpTarget, body: bytes | None, headers: dict[str, str],
               timeout: float | None) -> StdlibResponse:
     """Send one HTTP/1.1 request with `Connection: close` and read the answer until the server
     closes the connection."""
     import socket
 
-    head = [f"{method} {parts.path or '/'}{'?' + parts.query if parts.query else ''} HTTP/1.1",
-            f"Host: {parts.netloc.rpartition('@')[2]}", "Connection: close", "Accept-Encoding: identity",
+    head = [f"{method} {target.path or '/'}{'?' + target.query if target.query else ''} HTTP/1.1",
+            f"Host: {target.netloc.rpartition('@')[2]}", "Connection: close", "Accept-Encoding: identity",
             *(f"{name}: {value}" for name, value in headers.items())]
     if body is not None:
         head.append(f"Content-Length: {len(body)}")
     request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
-    host = parts.hostname or ""
+    host = target.host or ""
     # getaddrinfo encodes a str host with the idna codec, which costs an import (1.5 ms); ASCII needs none.
-    address = (host.encode() if host.isascii() else host, parts.port or 80)
+    address = (host.encode() if host.isascii() else host, target.port or 80)
     with socket.create_connection(address, timeout) as connection:
         connection.sendall(request)
         received = []

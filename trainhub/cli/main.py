@@ -15,22 +15,17 @@ from __future__ import annotations
 import os
 import sys
 
-from trainhub.cli.base import (
-    ArgumentParser,
-    Context,
-    _ParserExit,
-    _add_group,
-    _global_flags,
-    config_path,
-    read_config,
-    resolve_settings,
-)
+from trainhub.cli.base import Context, _ParserExit, config_path, read_config, resolve_settings
 from trainhub.cli.client import CliError
+from trainhub.cli.slurm_submit import COMMAND as SBATCH_COMMAND
+from trainhub.cli.slurm_submit import quick_args
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
+
+    from trainhub.cli.parsing import ArgumentParser
 
 __all__ = ("COMMAND_GROUPS", "build_parser", "config_path", "main", "render_error")
 
@@ -50,6 +45,8 @@ AI_HELP = "Vertex-AI-compatible training resources"
 
 def register_ai(subparsers: Any, common: ArgumentParser) -> None:
     """`trainhub ai ...`: the Vertex-AI-compatible resources."""
+    from trainhub.cli.parsing import _add_group
+
     ai = _add_group(subparsers, "ai", AI_HELP, common)
     for name, help_text, register in AI_GROUPS:
         ai.add_lazy(name, help_text, register, common)
@@ -65,6 +62,8 @@ COMMAND_GROUPS: tuple[tuple[str, str, str], ...] = (
 
 def build_parser() -> ArgumentParser:
     """The `trainhub` argument parser; each group's own parser is built when parsing reaches it."""
+    from trainhub.cli.parsing import ArgumentParser, _global_flags
+
     common = _global_flags()
     parser = ArgumentParser(prog="trainhub", description="Command-line client of trainhub.", parents=[common],
                             allow_abbrev=False)
@@ -128,8 +127,14 @@ def main(
     environ = os.environ if environ is None else environ
     command = "trainhub"
     try:
-        args = build_parser().parse_args(argv)
-        command = args._parser.prog.replace(" ", ".")  # trainhub.ai.custom-jobs.create
+        # `trainhub slurm sbatch`, which shell loops call once per job, without argparse where it can
+        # (trainhub.cli.slurm_submit.quick_args); every other line, and every error and help, argparse's.
+        args = quick_args(sys.argv[1:] if argv is None else argv)
+        if args is not None:
+            command = SBATCH_COMMAND
+        else:
+            args = build_parser().parse_args(argv)
+            command = args._parser.prog.replace(" ", ".")  # trainhub.ai.custom-jobs.create
         path = config_path(environ)
         ctx = Context(args, resolve_settings(args, environ, read_config(path)), path, session)
         return args._handler(ctx)

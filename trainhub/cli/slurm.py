@@ -20,7 +20,10 @@ import argparse
 import sys
 
 from trainhub.cli import base as cli
-from trainhub.cli.client import CliError, resource_path
+from trainhub.cli.client import CliError
+from trainhub.cli.slurm_submit import DEFAULT_REGION, sbatch
+from trainhub.cli.slurm_submit import cluster_path as _cluster_path
+from trainhub.cli.slurm_submit import print_text as _print
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
 if TYPE_CHECKING:
@@ -29,57 +32,8 @@ if TYPE_CHECKING:
 
     from trainhub.cli.base import Handler
 
-DEFAULT_REGION = "us-central1"
 #: Replaced by tests instead of reading a terminal.
 _input: Any = input
-CLUSTERS = "slurmClusters"
-
-
-def _cluster_path(ctx: Any, suffix: str = "") -> str:
-    """The cluster named by --cluster, or the region's only cluster."""
-    client = ctx.client()
-    cluster = ctx.args.cluster
-    if not cluster:
-        names = [item["name"].rsplit("/", 1)[-1] for item in
-                 client.get(resource_path(client.project, ctx.args.region, CLUSTERS)).get(CLUSTERS, [])]
-        if len(names) != 1:
-            raise CliError(f"{len(names)} Slurm clusters in {client.project}/{ctx.args.region}"
-                           + (f" ({', '.join(names)})" if names else "") + ": pass --cluster")
-        cluster = ctx.args.cluster = names[0]
-    return resource_path(client.project, ctx.args.region, CLUSTERS, cluster, suffix)
-
-
-def _print(text: str) -> None:
-    if text:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
-
-
-def sbatch(ctx: Any) -> int:
-    """Submit a batch job; prints `Submitted batch job N`."""
-    # sbatch's grammar only (the server parses the values), and only here: squeue/sprio need none of it.
-    from trainhub.slurm.sbatch_argv import SbatchError, split_options
-
-    argv = list(ctx.args.sbatch_args)
-    try:
-        _, rest = split_options(argv)
-    except SbatchError as exc:
-        raise CliError(str(exc)) from exc
-    body: dict[str, Any] = {"sbatchArgs": argv[:len(argv) - len(rest)]}
-    if rest:
-        try:
-            with open(rest[0], encoding="utf-8") as script:
-                body["script"] = script.read()
-        except OSError as exc:
-            raise CliError(f"sbatch: error: Unable to open file {rest[0]}") from exc
-        body["scriptArgs"] = rest[1:]
-    answer = ctx.client().post(_cluster_path(ctx, "/jobs"), body)
-    _print(answer.get("message", ""))
-    if answer.get("stderr"):
-        sys.stderr.write(answer["stderr"] + "\n")
-    if answer.get("notice"):
-        sys.stderr.write(f"sbatch: {answer['notice']}\n")
-    return 0
 
 
 def salloc(ctx: Any) -> int:

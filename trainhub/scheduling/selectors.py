@@ -27,12 +27,18 @@ QuotaKey = tuple[int, str, str]
 logger = logging.getLogger(__name__)
 
 
+# Read by every FLEX_START submission: compiled once (see trainhub.common.compiled); building it with
+# the ORM each time cost more CPU than the rest of the check.
+_LOCATION_POOL_SIZES = CompiledQuery(
+    lambda location: NodePool.objects.filter(location=location).annotate(size=Count("nodes")).order_by().values_list(
+        "name", "machine_type", "accelerator_type", "accelerator_count", "size"), "\x00location")
+
+
 def gang_beyond_inventory(*, location: str, pools: tuple[PoolRequest, ...]) -> tuple[Shortfall, list[str]] | None:
     """What a gang lacks even if every node of the location (idle, busy or down) were free - it
     could then never start there - and the names of the location's node pools of the missing
     kind; None if the whole inventory could hold it. One query, a row per node pool."""
-    rows = list(NodePool.objects.filter(location=location).annotate(size=Count("nodes")).order_by().values_list(
-        "name", "machine_type", "accelerator_type", "accelerator_count", "size"))
+    rows = _LOCATION_POOL_SIZES.rows(location)
     # No gang takes more nodes from a pool than it has replicas: the index needs no more of them.
     replicas = sum(pool.replica_count for pool in pools)
     index = CapacityIndex(FreeNode(gpus, (position, number), machine, accel, location)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection
 from django.db.models.expressions import RawSQL
 
 from trainhub.common.compiled import CompiledQuery
-from trainhub.inventory.models import Node, NodePool, NodeState
+from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import dependency, fairshare, features, hostlist, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob
@@ -246,6 +247,25 @@ _QOS = CompiledQuery(lambda cluster_id: Qos.objects.filter(cluster_id=cluster_id
                      918273645)
 
 
+class _PoolRow(NamedTuple):
+    """What _node_info reads of a node's pool."""
+
+    machine_type: str
+    accelerator_type: str
+    accelerator_count: int
+
+
+class _NodeRow(NamedTuple):
+    """What _node_info reads of a node."""
+
+    pk: int
+    name: str
+    state: str
+    state_reason: str
+    last_heartbeat: dt.datetime | None
+    pool: _PoolRow
+
+
 def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now: dt.datetime) -> ClusterState:
     """What sbatch checks a job against, and nothing else of the cluster: the named partition and
     its nodes (none if there is no such partition), the user's associations with their ancestors,
@@ -257,17 +277,14 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
     fresh_after = _fresh_after(now)
     partitions: dict[str, PartitionInfo] = {}
     nodes: dict[int, NodeInfo] = {}
-    # A partition's nodes come from a pool or two: one NodePool for each, not one per node (model
-    # instances are a tenth of an sbatch's CPU).
-    pools: dict[tuple, NodePool] = {}
+    # The nodes' rows as plain tuples with the attributes _node_info reads, not Node and NodePool model
+    # instances (building a model instance costs more than reading its row: 16 nodes were a tenth of
+    # an sbatch's CPU).
     for partition_pk, position, config in _PARTITION.rows(cluster.pk, partition):
         for pk, name, state, reason, heartbeat, machine_type, accelerator, count in _PARTITION_NODES.rows(
                 partition_pk, cluster.owner_key):
-            facts = (machine_type, accelerator, count)
-            if facts not in pools:
-                pools[facts] = NodePool(machine_type=machine_type, accelerator_type=accelerator, accelerator_count=count)
-            nodes[pk] = _node_info(Node(pk=pk, name=name, state=state, state_reason=reason, last_heartbeat=heartbeat,
-                                        pool=pools[facts]), fresh_after, cluster)
+            nodes[pk] = _node_info(_NodeRow(pk, name, state, reason, heartbeat,
+                                            _PoolRow(machine_type, accelerator, count)), fresh_after, cluster)
         partitions[partition] = _partition_info(partition, position, config, tuple(nodes), nodes)
     associations = [Association(pk=pk, cluster=cluster, account=Account(name=account), user=user_name,
                                 partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage)
