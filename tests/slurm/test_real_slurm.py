@@ -52,6 +52,11 @@ def real(name: str) -> str:
 def harness(cast, now):
     """The harness's cluster in trainhub, its accounting added with start.sh's commands; returns
     (cluster, what those commands printed)."""
+    return harness_cluster(cast, now)
+
+
+def harness_cluster(cast, now, **config: str):
+    """harness's cluster, ``config`` as start.sh's knobs change slurm.conf (PreemptExemptTime="00:00:00")."""
     pool = node_pool_ensure(name="gpu", machine_type="n1-standard-16", accelerator_type="NVIDIA_TESLA_V100",
                             accelerator_count=8, node_count=4, executor=Executor.SIMULATED)
     for index, node in enumerate(pool.nodes.order_by("pk"), start=1):
@@ -59,7 +64,7 @@ def harness(cast, now):
     node_heartbeat(node_ids=list(pool.nodes.values_list("pk", flat=True)), now=now)
     spec = SEED_SPEC["orchestratorSpec"]["slurmSpec"]
     body = {"orchestratorSpec": {"slurmSpec": {
-        "config": {**spec["config"], "PriorityCalcPeriod": "1"},
+        "config": {**spec["config"], "PriorityCalcPeriod": "1", **config},
         "partitions": [{"id": "batch", "node_pool_ids": ["gpu"], "config": {"PriorityTier": "1"}},
                        {"id": "urgent", "node_pool_ids": ["gpu"], "config": {"PriorityTier": "10"}}],
         "default_partition_id": "batch"}}}
