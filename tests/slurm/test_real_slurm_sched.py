@@ -24,6 +24,7 @@ from django.contrib.auth import get_user_model
 
 from trainhub.slurm import reports
 from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob
+from trainhub.slurm.services.allocations import allocation_relinquish, allocation_submit
 from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message
 from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_epilog_finished
 
@@ -122,3 +123,45 @@ def test_preemption_frees_only_what_the_tasks_need(replay):
     assert in_any_tie_order(squeue) == in_any_tie_order(real("b-squeue-o"))
     victims = SlurmJob.objects.filter(cluster=replay.cluster, restart_count=1).values_list("job_id", flat=True)
     assert list(victims) == [6]
+
+
+def phase_c(replay: Replay) -> None:
+    """Job 11 (fill6) started at 08:21:05 (squeue -l's TIME 0:04 at 08:21:09), jobs 12 and 13 two seconds later."""
+    phase_b(replay)
+    replay.clear(at("08:21:04"))
+    assert replay.sbatch("sbatch-11", at("08:21:05")) == real("sbatch-11")
+    run_pass(replay.cluster, at("08:21:05"))
+    for name in ("sbatch-12", "sbatch-13"):
+        assert replay.sbatch(name, at("08:21:07")) == real(name)
+    run_pass(replay.cluster, at("08:21:07"))
+
+
+def salloc(replay: Replay, moment: dt.datetime, *argv: str) -> SlurmJob:
+    """salloc's submission, then the pass it asks for."""
+    job = allocation_submit(cluster=replay.cluster, user=replay.users["alice"], is_admin=False,
+                            argv=("-A", "physics", "-p", "batch", *argv), now=moment)
+    run_pass(replay.cluster, moment)
+    job.refresh_from_db()
+    return job
+
+
+def test_salloc_starts_at_once_beside_equal_priority_jobs_that_cannot(replay):
+    phase_c(replay)
+    jobs = {job.job_id: job for job in SlurmJob.objects.filter(cluster=replay.cluster, job_id__in=[12, 13])}
+    assert jobs[12].priority == jobs[13].priority
+    allocation = salloc(replay, at("08:21:08"), "-N1", "--gres=gpu:1", "-J", "s14")
+    assert (allocation.job_id, allocation.state) == (14, JobState.RUNNING)
+    allocation_relinquish(job=allocation, actor=replay.users["alice"], exit_code=0, signal=0, now=at("08:21:08"))
+    replay.epilogs_done(at("08:21:08"))
+    assert replay.sbatch("sbatch-15", at("08:21:08")) == real("sbatch-15")  # no pass: it waits for the scheduler
+    moment = at("08:21:09")
+    assert in_any_tie_order(replay.squeue(moment, format=SQ)) == in_any_tie_order(real("c-squeue-o"))
+    assert replay.squeue(moment, long=True) == real("c-squeue-l").split("\n", 1)[1]  # the CLI prints the date
+
+
+def test_a_salloc_below_a_higher_priority_job_waits(replay):
+    """_top_priority: a pending job of its partition with a higher priority keeps salloc's job waiting."""
+    phase_c(replay)
+    SlurmJob.objects.filter(cluster=replay.cluster, job_id=13).update(nice=-100, priority=10100)  # scontrol update nice=-100
+    allocation = salloc(replay, at("08:21:08"), "-N1", "--gres=gpu:1")
+    assert (allocation.state, allocation.reason) == (JobState.PENDING, "Priority")

@@ -11,7 +11,7 @@ Public API (pure Python, no Django)::
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
-               spread=None)                                                       # spread: TaskSpread (-n without -N)
+               spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
     TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node); .fill(rooms)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
     schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
@@ -241,6 +241,8 @@ class PendingJob:
     constraint: Constraint | None = None
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order.
     spread: TaskSpread | None = None
+    #: An allocation request (salloc) this pass sees for the first time: tried at once (see schedule).
+    allocating: bool = False
 
 
 @dataclass(frozen=True)
@@ -607,6 +609,40 @@ class _Pass:
                                                 tuple(v.job_id for v in victims))
         return True
 
+    # -- allocation requests at submission --
+
+    def _top_priority(self, job: PendingJob) -> bool:
+        """No other eligible pending job of its partition has a higher priority, nor one of a partition
+        of a higher PriorityTier sharing its nodes (job_mgr.c ``_top_priority``: an equal priority
+        does not count)."""
+        tier, nodes = self._tier(job.partition), set(self.snapshot.partitions.get(job.partition, ()))
+        for other in self.snapshot.pending:
+            if other.job_id == job.job_id or self._static_reason(other):
+                continue
+            if other.partition == job.partition:
+                if other.priority > job.priority:
+                    return False
+            elif self._tier(other.partition) > tier and nodes & set(self.snapshot.partitions.get(other.partition, ())):
+                return False
+        return True
+
+    def allocate_at_submit(self, order: list[PendingJob]) -> list[PendingJob]:
+        """salloc's request is tried when slurmctld receives it, not at the next scheduler run:
+        ``job_allocate`` selects nodes at once for an allocation (``test_only = will_run || (allocate ==
+        0)``; sbatch's jobs wait for the scheduler) when it is independent and ``_top_priority`` -- so
+        beside pending jobs of the same priority that cannot start, a salloc that fits starts
+        (fixtures/22.05/sched: salloc-14, while sbatch-15 of the same shape pends). It sees the free
+        resources only, not backfill's plans. Returns the order without the jobs started."""
+        started = set()
+        for job in order:
+            if not job.allocating or self._static_reason(job) or self._limit_reason(job) or not self._top_priority(job):
+                continue
+            names = self._allocate_now(job, set())
+            if names is not None:
+                self._start(job, names, backfilled=False)
+                started.add(job.job_id)
+        return [job for job in order if job.job_id not in started] if started else order
+
     # -- main scheduler --
 
     def _tier(self, partition: str) -> int:
@@ -765,10 +801,11 @@ def backfill_due(config: SlurmConfig, last_backfill: dt.datetime | None, now: dt
 def schedule(snapshot: Snapshot, config: SlurmConfig, now: dt.datetime, *,
              limits: tuple[LimitContext, LimitUsage] | None = None,
              preempt_policy: PreemptPolicy | None = None, backfill: bool = True) -> SchedulePlan:
-    """One scheduling pass at ``now`` (see the module doc); ``backfill`` (see :func:`backfill_due`)
+    """One scheduling pass at ``now`` (see the module doc): new allocation requests first
+    (``_Pass.allocate_at_submit``), then the main scheduler; ``backfill`` (see :func:`backfill_due`)
     runs the backfill scheduler after the main one, where the configuration has it."""
     run = _Pass(snapshot, config, now, limits, preempt_policy)
-    order = queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy)
+    order = run.allocate_at_submit(queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy))
     remaining = run.main(order)
     if backfill and backfill_due(config, None, now):
         run.backfill(remaining)
