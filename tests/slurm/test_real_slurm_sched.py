@@ -145,15 +145,20 @@ def salloc(replay: Replay, moment: dt.datetime, *argv: str) -> SlurmJob:
     return job
 
 
-def test_salloc_starts_at_once_beside_equal_priority_jobs_that_cannot(replay):
-    phase_c(replay)
-    jobs = {job.job_id: job for job in SlurmJob.objects.filter(cluster=replay.cluster, job_id__in=[12, 13])}
-    assert jobs[12].priority == jobs[13].priority
+def phase_c_salloc(replay: Replay) -> None:
+    """salloc 14 (hostname) granted, run and relinquished in its second, then sbatch 15."""
     allocation = salloc(replay, at("08:21:08"), "-N1", "--gres=gpu:1", "-J", "s14")
     assert (allocation.job_id, allocation.state) == (14, JobState.RUNNING)
     allocation_relinquish(job=allocation, actor=replay.users["alice"], exit_code=0, signal=0, now=at("08:21:08"))
     replay.epilogs_done(at("08:21:08"))
     assert replay.sbatch("sbatch-15", at("08:21:08")) == real("sbatch-15")  # no pass: it waits for the scheduler
+
+
+def test_salloc_starts_at_once_beside_equal_priority_jobs_that_cannot(replay):
+    phase_c(replay)
+    jobs = {job.job_id: job for job in SlurmJob.objects.filter(cluster=replay.cluster, job_id__in=[12, 13])}
+    assert jobs[12].priority == jobs[13].priority
+    phase_c_salloc(replay)
     moment = at("08:21:09")
     assert in_any_tie_order(replay.squeue(moment, format=SQ)) == in_any_tie_order(real("c-squeue-o"))
     assert replay.squeue(moment, long=True) == real("c-squeue-l").split("\n", 1)[1]  # the CLI prints the date
@@ -165,3 +170,26 @@ def test_a_salloc_below_a_higher_priority_job_waits(replay):
     SlurmJob.objects.filter(cluster=replay.cluster, job_id=13).update(nice=-100, priority=10100)  # scontrol update nice=-100
     allocation = salloc(replay, at("08:21:08"), "-N1", "--gres=gpu:1")
     assert (allocation.state, allocation.reason) == (JobState.PENDING, "Priority")
+
+
+def phase_d(replay: Replay) -> None:
+    """Job 16 submitted at 08:21:10, 17-19 at 08:21:11, all scheduled at 08:21:13 (scontrol's LastSchedEval);
+    job 17's backfill plan at 08:21:37."""
+    phase_c(replay)
+    phase_c_salloc(replay)
+    replay.clear(at("08:21:09"))
+    assert replay.sbatch("sbatch-16", at("08:21:10")) == real("sbatch-16")
+    for name in ("sbatch-17", "sbatch-18", "sbatch-19"):
+        assert replay.sbatch(name, at("08:21:11")) == real(name)
+    run_pass(replay.cluster, at("08:21:13"))
+    run_pass(replay.cluster, at("08:21:37"))
+
+
+def test_a_job_waiting_for_its_required_node_holds_back_that_node_only(replay):
+    """job_scheduler.c: a job whose -w nodes are busy keeps lower-priority jobs off those nodes, not
+    off its partition: x18 and x19 start in the same main scheduler run (Scheduler=Main), each with
+    its own time limit in squeue -l."""
+    phase_d(replay)
+    moment = at("08:21:51")
+    assert in_any_tie_order(replay.squeue(moment, format=SQ)) == in_any_tie_order(real("d-squeue-o"))
+    assert replay.squeue(moment, long=True) == real("d-squeue-l").split("\n", 1)[1]

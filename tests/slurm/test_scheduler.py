@@ -311,3 +311,16 @@ def test_backfill_looks_again_when_a_job_ends_on_an_open_node():
     plan = schedule(snapshot(CPU_NODES, [tasks_job(5, 20, 2, minutes=10)], busy), CONFIG, NOW)
     assert plan.waiting[5].estimated_start == NOW + dt.timedelta(minutes=7)
     assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")
+
+
+def test_a_job_waiting_for_its_required_nodes_holds_back_only_those():
+    """job_scheduler.c: -w nodes as many as the job needs -> only they are withheld, later jobs of the
+    partition still start elsewhere (fixtures/22.05/sched d-squeue-o); without -w the partition waits."""
+    busy = [running(1, ["gpu1"], 30, per_node=cpus(16))]
+    jobs = [pending(2, 100, per_node=cpus(1), required_nodes=frozenset({"gpu1"})), pending(3, 90, per_node=cpus(4))]
+    plan = schedule(snapshot(CPU_NODES, jobs, busy), CONFIG, NOW, backfill=False)
+    assert plan.waiting[2].reason == "Resources" and set(started(plan)) == {3}
+    assert started(plan)[3].nodes != ("gpu1",)
+    jobs = [pending(2, 100, nodes=4, per_node=cpus(1)), pending(3, 90, per_node=cpus(4))]
+    plan = schedule(snapshot(CPU_NODES, jobs, busy), CONFIG, NOW, backfill=False)
+    assert (plan.waiting[2].reason, plan.waiting[3].reason) == ("Resources", "Priority")

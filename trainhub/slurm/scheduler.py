@@ -35,7 +35,8 @@ their reason and do not block others. The first job of a partition that does not
 ``Resources``; its partition's nodes are then withheld from every later job of the pass and later
 jobs of that partition wait with ``Priority`` ("once any job ... in a partition is left pending, no
 other jobs in that partition will be scheduled"; job_scheduler.c removes the partition's nodes from
-the available set). With preemption on, a job that does not fit first tries to preempt (see
+the available set). A job whose ``-w`` nodes are as many as it needs withholds only those
+nodes and blocks no other job of its partition (job_scheduler.c clears ``fail_by_part`` for it). With preemption on, a job that does not fit first tries to preempt (see
 :mod:`trainhub.slurm.preemption`): the victims are signalled, the job keeps waiting with
 ``Resources`` and the nodes it will use are kept for it.
 
@@ -680,9 +681,15 @@ class _Pass:
             if not self._try_preempt(job, withheld):
                 self.plan.waiting[job.job_id] = Waiting(self._waiting_reason(job, withheld_tier))
                 remaining.append(job)
-            failed_partitions.add(job.partition)
-            withheld.update(self.snapshot.partitions.get(job.partition, ()))
-            for name in self.snapshot.partitions.get(job.partition, ()):
+            # a job whose -w nodes are all it needs holds back those nodes only (job_scheduler.c: "Do
+            # not schedule more jobs on nodes required by this job, but don't block the entire
+            # queue/partition"; fixtures/22.05/sched d-squeue-l: x18, x19 start beside y17)
+            held = job.required_nodes if len(job.required_nodes) >= job.nodes else None
+            if held is None:
+                failed_partitions.add(job.partition)
+                held = self.snapshot.partitions.get(job.partition, ())
+            withheld.update(held)
+            for name in held:
                 withheld_tier[name] = max(withheld_tier.get(name, 0), self._tier(job.partition))
         return remaining
 
