@@ -124,7 +124,9 @@ def replay(harness, cast):
     one per PriorityCalcPeriod; then the sshare usage is set to what Slurm had (its RawUsage column,
     as slurmctld's decay thread left it) and the priorities recomputed, as at the "-running" recordings."""
     cluster, _ = harness
-    SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=SUBMIT, last_priority_time=SUBMIT)
+    # the decay thread's phase (PriorityCalcPeriod 1 minute): hh:mm:58, as sprio -n's AGE shows
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=SUBMIT - 2 * SECOND,
+                                                      last_priority_time=SUBMIT - 2 * SECOND)
     users = {name: cast.get(name) or get_user_model().objects.get(username=name) for name in ("alice", "bob", "carol")}
     printed = {}
     for index, (name, user, args) in enumerate(_submissions()):
@@ -138,9 +140,11 @@ def replay(harness, cast):
             run_pass(cluster, SUBMIT + SECOND)
     run_pass(cluster, SUBMIT + 2 * SECOND)
     # slurmctld's backfill runs every bf_interval (30 s) at its own phase: the recording's last
-    # iteration before the "-running" outputs came before the 17:22:01 priority recalculation
+    # iteration before the "-running" outputs came before the 17:21:58 priority recalculation (the
+    # decay thread's phase: sprio -n's AGE 0.0000926 is 56 s of the jobs submitted at 17:21:02, and
+    # a re-recording on a fresh harness recalculated at :58 too)
     run_pass(cluster, SUBMIT + 40 * SECOND)
-    run_pass(cluster, SUBMIT + 61 * SECOND)
+    run_pass(cluster, SUBMIT + 58 * SECOND)
     usage = {}
     for line in real("sshare-l-a-running").splitlines()[2:]:
         account, user = line[:20].strip(), line[21:31].strip()
@@ -150,7 +154,7 @@ def replay(harness, cast):
         assoc.raw_usage = float(usage[(assoc.account.name, assoc.user)].pop(0))
         assoc.save(update_fields=["raw_usage"])
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=None)
-    run_pass(cluster, SUBMIT + 61 * SECOND)
+    run_pass(cluster, SUBMIT + 58 * SECOND)
     return cluster, printed, SUBMIT + 72 * SECOND
 
 
@@ -175,11 +179,12 @@ def test_sprio_is_slurms(replay):
     assert reports.sprio(cluster, now=moment, long=True).text == real("sprio-l-running")
     assert reports.sprio(cluster, now=moment).text == real("sprio-running")
     assert reports.sprio(cluster, now=moment, weights=True).text == real("sprio-w-running")
+    assert reports.sprio(cluster, now=moment, norm=True).text == real("sprio-n-running")
 
 
 def test_squeue_start_is_slurms(replay):
     """Byte for byte, SCHEDNODES included: jobs 4 and 13 were planned by a backfill iteration before
-    the 17:22:01 priority recalculation, both still at priority 10000 (job id order), and kept."""
+    the 17:21:58 priority recalculation, both still at priority 10000 (job id order), and kept."""
     cluster, _, moment = replay
 
     assert reports.squeue(cluster, now=moment, start=True).text == real("squeue-start-running")
