@@ -23,7 +23,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob
+from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.services.allocations import allocation_relinquish, allocation_submit
 from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message
 from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_epilog_finished
@@ -193,3 +193,37 @@ def test_a_job_waiting_for_its_required_node_holds_back_that_node_only(replay):
     moment = at("08:21:51")
     assert in_any_tie_order(replay.squeue(moment, format=SQ)) == in_any_tie_order(real("d-squeue-o"))
     assert replay.squeue(moment, long=True) == real("d-squeue-l").split("\n", 1)[1]
+
+
+BACKFILL = REAL.parent / "backfill-nolimit"
+
+
+def test_backfill_gives_a_job_without_a_time_limit_a_year(cast, now):
+    """fixtures/22.05/backfill-nolimit.sh: job 4 (-N3 -x gpu4) blocks its partition in the main
+    scheduler; at the 08:37:41 backfill iteration job 5 (no time limit) and job 6 (-t 60) start on
+    gpu4, job 5 with TimeLimit=365-00:00:00, which squeue -l prints past its column."""
+    cluster, _ = harness_cluster(cast, now)
+    replay = Replay(cluster, cast)
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=at("08:37:11"))
+    sb = ("-A", "physics", "-p", "batch", "-o", "/dev/null")
+
+    def sbatch(moment: dt.datetime, *args: str) -> None:
+        argv = (*sb, *args, "--wrap", "sleep 900")
+        job_submit(cluster=cluster, user=replay.users["alice"], submission=Submission(argv=argv), now=moment)
+
+    for n in (1, 2):
+        sbatch(at("08:37:13"), "-w", f"gpu{n}", "-n", "16", "-t", "30", "-J", f"full{n}")
+    run_pass(cluster, at("08:37:14"))
+    sbatch(at("08:37:14"), "-w", "gpu3", "-n", "16", "-t", "30", "-J", "full3")
+    sbatch(at("08:37:16"), "-N3", "-x", "gpu4", "-J", "wide")
+    sbatch(at("08:37:16"), "-n", "4", "-J", "nolimit")
+    sbatch(at("08:37:16"), "-n", "4", "-t", "60", "-J", "limit60")
+    run_pass(cluster, at("08:37:17"))
+    text = replay.squeue(at("08:37:19"), format=SQ)
+    assert in_any_tie_order(text) == in_any_tie_order((BACKFILL / "squeue-main.txt").read_text())
+    run_pass(cluster, at("08:37:41"))
+    moment = at("08:37:54")
+    recorded = (BACKFILL / "squeue-l.txt").read_text().split("\n", 1)[1]
+    assert in_any_tie_order(replay.squeue(moment, long=True)) == in_any_tie_order(recorded)
+    text = replay.squeue(moment, format=SQ + "|%l")
+    assert in_any_tie_order(text) == in_any_tie_order((BACKFILL / "squeue-o.txt").read_text())

@@ -18,7 +18,7 @@ Public API (pure Python, no Django)::
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
         backfill: False for a pass between two backfill iterations (backfill_due)
     backfill_due(config, last_backfill, now) -> bool         # every bf_interval seconds
-    SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled)]
+    SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled, time_limit_minutes)]
     SchedulePlan.waiting: {job_id: Waiting(reason, estimated_start, planned_nodes, preempting)}
     SchedulePlan.preemptions: list[PreemptAction]
     node_config_available(per_node, nodes, node_states) -> bool   # else "Requested node configuration is not available"
@@ -96,6 +96,8 @@ __all__ = [
 _FOREVER = math.inf
 #: How long backfill plans a job without a time limit to run (MaxTime=INFINITE): a year, as slurmctld.
 _NO_LIMIT = 365 * 24 * 3600.0
+#: backfill.c's YEAR_MINUTES: the partition time limit of MaxTime=INFINITE.
+YEAR_MINUTES = 365 * 24 * 60
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,8 @@ class Start:
     start_time: dt.datetime
     end_time: dt.datetime | None
     backfilled: bool = False
+    #: The time limit a job without one gets from backfill (YEAR_MINUTES); None: it keeps its own.
+    time_limit_minutes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -552,8 +556,13 @@ class _Pass:
         else:
             allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
-        end_time = None if duration == _FOREVER else self.now + dt.timedelta(seconds=duration)
-        self.plan.starts.append(Start(job.job_id, tuple(names), allocation, self.now, end_time, backfilled))
+        # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
+        # the job keeps it (backfill.c: ``part_time_limit = YEAR_MINUTES``, ``time_limit =
+        # part_time_limit``; fixtures/22.05/backfill-nolimit: TimeLimit=365-00:00:00); the main
+        # scheduler leaves it UNLIMITED (no end)
+        given = YEAR_MINUTES if backfilled and job.time_limit_minutes is None else None
+        end_time = None if job.time_limit_minutes is None and given is None else self.now + dt.timedelta(seconds=duration)
+        self.plan.starts.append(Start(job.job_id, tuple(names), allocation, self.now, end_time, backfilled, given))
         if self.limits is not None and job.limit_request is not None:
             self.limits[1].start(job.limit_request)
 
