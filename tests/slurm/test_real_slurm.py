@@ -272,3 +272,51 @@ def test_sinfo_names_drained_and_down_nodes_as_slurm(harness):
     assert reports.sinfo(cluster, now=later, reasons=True).text == real("sinfo-R-nodes")
     assert memory_masked(reports.sinfo(cluster, now=later, node_oriented=True, long=True).text) == memory_masked(
         real("sinfo-Nl-nodes"))
+
+
+def _finish(cluster, job_ids: list[int], moment: dt.datetime) -> None:
+    """The jobs' batch scripts exit 0 and their epilogs end at ``moment`` (their prologs done first)."""
+    from trainhub.slurm.models import JobNode, NodePhase
+    from trainhub.slurm.services.lifecycle import (
+        job_batch_finished,
+        job_node_epilog_finished,
+        job_node_prolog_finished,
+    )
+
+    nodes = JobNode.objects.filter(job__cluster=cluster, job__job_id__in=job_ids)
+    for job_node in nodes.filter(phase=NodePhase.PROLOG):
+        job_node_prolog_finished(job_node=job_node, exit_code=0, now=moment)
+    for job_node in nodes.filter(batch_host=True, phase=NodePhase.RUNNING):
+        job_batch_finished(job_node=job_node, exit_code=0, signal=0, max_rss_kb=None, now=moment)
+    for job_node in nodes.filter(phase=NodePhase.EPILOG):
+        job_node_epilog_finished(job_node=job_node, exit_code=0, now=moment)
+
+
+def test_the_later_outputs_are_slurms(replay):
+    """scenario.sh's "-later" outputs (17:23:13): job 1 ended at 17:22:41 (sleep 100), u10 ran 10 s on
+    every node, jobs 2, 4, 9 and 13 started at 17:22:52 (9 and 13 ended at 17:22:57, 2 and 4 at
+    17:23:12, a second before the recording: their dependants not yet evaluated); the decay thread
+    ran at 17:22:58. Not compared: sshare-l-a-later, whose RawUsage already holds jobs 2 and 4 to
+    their end (priority_p_job_end) while NormUsage and FairShare are the 17:22:58 decay's; trainhub
+    charges a run's last period at the next decay."""
+    cluster, _, _ = replay
+
+    def clock(text: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(f"2026-12-04T{text}+00:00")
+
+    _finish(cluster, [1], clock("17:22:41"))
+    run_pass(cluster, clock("17:22:41"))
+    _finish(cluster, [10], clock("17:22:51"))
+    run_pass(cluster, clock("17:22:52"))
+    _finish(cluster, [9, 13], clock("17:22:57"))
+    run_pass(cluster, clock("17:22:57"))
+    run_pass(cluster, clock("17:22:58"))
+    _finish(cluster, [2, 4], clock("17:23:12"))
+    moment = clock("17:23:13")
+    assert reports.sprio(cluster, now=moment, long=True).text == real("sprio-l-later")
+    assert in_any_tie_order(reports.squeue(cluster, now=moment).text) == in_any_tie_order(real("squeue-later"))
+    assert reports.squeue(cluster, now=moment, start=True).text == real("squeue-start-later")
+    fields = ["JobID", "JobName", "Account", "User", "State", "ExitCode", "AllocTRES%60"]
+    assert reports.sacct(cluster, now=moment, viewer="root", all_users=True, allocations=True,
+                         fields=fields).text == real("sacct-a-later")
+    assert reports.sinfo(cluster, now=moment).text == real("sinfo-later")
