@@ -527,7 +527,9 @@ class _Pass:
     def _allocate_now(self, job: PendingJob, withheld: set[str], freed: Mapping[str, Resources] | None = None,
                       ) -> list[str] | None:
         """Best fit: the fitting nodes with the fewest free GPUs, then CPUs, then name."""
-        fitting, free_now = [], {}
+        fitting: list[tuple[int, int, str]] = []
+        #: what each fitting node has free, for a job of -n without -N (_choose); None for the others
+        free_now: dict[str, Resources] | None = {} if job.spread is not None else None
         for name in self._candidates(job):
             if name in withheld:
                 continue
@@ -544,7 +546,8 @@ class _Pass:
                     (start for start, _ in node.blocks if start >= self.now_s), default=_FOREVER):
                 continue
             fitting.append((sum(free.gres.values()), free.cpus, name))
-            free_now[name] = free
+            if free_now is not None:
+                free_now[name] = free
         return self._choose(job, [name for _, _, name in sorted(fitting)], free_now)
 
     def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
