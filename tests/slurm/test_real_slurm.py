@@ -52,6 +52,11 @@ def real(name: str) -> str:
 def harness(cast, now):
     """The harness's cluster in trainhub, its accounting added with start.sh's commands; returns
     (cluster, what those commands printed)."""
+    return harness_cluster(cast, now)
+
+
+def harness_cluster(cast, now, **config: str):
+    """harness's cluster, ``config`` as start.sh's knobs change slurm.conf (PreemptExemptTime="00:00:00")."""
     pool = node_pool_ensure(name="gpu", machine_type="n1-standard-16", accelerator_type="NVIDIA_TESLA_V100",
                             accelerator_count=8, node_count=4, executor=Executor.SIMULATED)
     for index, node in enumerate(pool.nodes.order_by("pk"), start=1):
@@ -59,7 +64,7 @@ def harness(cast, now):
     node_heartbeat(node_ids=list(pool.nodes.values_list("pk", flat=True)), now=now)
     spec = SEED_SPEC["orchestratorSpec"]["slurmSpec"]
     body = {"orchestratorSpec": {"slurmSpec": {
-        "config": {**spec["config"], "PriorityCalcPeriod": "1"},
+        "config": {**spec["config"], "PriorityCalcPeriod": "1", **config},
         "partitions": [{"id": "batch", "node_pool_ids": ["gpu"], "config": {"PriorityTier": "1"}},
                        {"id": "urgent", "node_pool_ids": ["gpu"], "config": {"PriorityTier": "10"}}],
         "default_partition_id": "batch"}}}
@@ -119,7 +124,9 @@ def replay(harness, cast):
     one per PriorityCalcPeriod; then the sshare usage is set to what Slurm had (its RawUsage column,
     as slurmctld's decay thread left it) and the priorities recomputed, as at the "-running" recordings."""
     cluster, _ = harness
-    SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=SUBMIT, last_priority_time=SUBMIT)
+    # the decay thread's phase (PriorityCalcPeriod 1 minute): hh:mm:58, as sprio -n's AGE shows
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=SUBMIT - 2 * SECOND,
+                                                      last_priority_time=SUBMIT - 2 * SECOND)
     users = {name: cast.get(name) or get_user_model().objects.get(username=name) for name in ("alice", "bob", "carol")}
     printed = {}
     for index, (name, user, args) in enumerate(_submissions()):
@@ -133,9 +140,11 @@ def replay(harness, cast):
             run_pass(cluster, SUBMIT + SECOND)
     run_pass(cluster, SUBMIT + 2 * SECOND)
     # slurmctld's backfill runs every bf_interval (30 s) at its own phase: the recording's last
-    # iteration before the "-running" outputs came before the 17:22:01 priority recalculation
+    # iteration before the "-running" outputs came before the 17:21:58 priority recalculation (the
+    # decay thread's phase: sprio -n's AGE 0.0000926 is 56 s of the jobs submitted at 17:21:02, and
+    # a re-recording on a fresh harness recalculated at :58 too)
     run_pass(cluster, SUBMIT + 40 * SECOND)
-    run_pass(cluster, SUBMIT + 61 * SECOND)
+    run_pass(cluster, SUBMIT + 58 * SECOND)
     usage = {}
     for line in real("sshare-l-a-running").splitlines()[2:]:
         account, user = line[:20].strip(), line[21:31].strip()
@@ -145,7 +154,7 @@ def replay(harness, cast):
         assoc.raw_usage = float(usage[(assoc.account.name, assoc.user)].pop(0))
         assoc.save(update_fields=["raw_usage"])
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=None)
-    run_pass(cluster, SUBMIT + 61 * SECOND)
+    run_pass(cluster, SUBMIT + 58 * SECOND)
     return cluster, printed, SUBMIT + 72 * SECOND
 
 
@@ -170,11 +179,12 @@ def test_sprio_is_slurms(replay):
     assert reports.sprio(cluster, now=moment, long=True).text == real("sprio-l-running")
     assert reports.sprio(cluster, now=moment).text == real("sprio-running")
     assert reports.sprio(cluster, now=moment, weights=True).text == real("sprio-w-running")
+    assert reports.sprio(cluster, now=moment, norm=True).text == real("sprio-n-running")
 
 
 def test_squeue_start_is_slurms(replay):
     """Byte for byte, SCHEDNODES included: jobs 4 and 13 were planned by a backfill iteration before
-    the 17:22:01 priority recalculation, both still at priority 10000 (job id order), and kept."""
+    the 17:21:58 priority recalculation, both still at priority 10000 (job id order), and kept."""
     cluster, _, moment = replay
 
     assert reports.squeue(cluster, now=moment, start=True).text == real("squeue-start-running")
@@ -262,3 +272,51 @@ def test_sinfo_names_drained_and_down_nodes_as_slurm(harness):
     assert reports.sinfo(cluster, now=later, reasons=True).text == real("sinfo-R-nodes")
     assert memory_masked(reports.sinfo(cluster, now=later, node_oriented=True, long=True).text) == memory_masked(
         real("sinfo-Nl-nodes"))
+
+
+def _finish(cluster, job_ids: list[int], moment: dt.datetime) -> None:
+    """The jobs' batch scripts exit 0 and their epilogs end at ``moment`` (their prologs done first)."""
+    from trainhub.slurm.models import JobNode, NodePhase
+    from trainhub.slurm.services.lifecycle import (
+        job_batch_finished,
+        job_node_epilog_finished,
+        job_node_prolog_finished,
+    )
+
+    nodes = JobNode.objects.filter(job__cluster=cluster, job__job_id__in=job_ids)
+    for job_node in nodes.filter(phase=NodePhase.PROLOG):
+        job_node_prolog_finished(job_node=job_node, exit_code=0, now=moment)
+    for job_node in nodes.filter(batch_host=True, phase=NodePhase.RUNNING):
+        job_batch_finished(job_node=job_node, exit_code=0, signal=0, max_rss_kb=None, now=moment)
+    for job_node in nodes.filter(phase=NodePhase.EPILOG):
+        job_node_epilog_finished(job_node=job_node, exit_code=0, now=moment)
+
+
+def test_the_later_outputs_are_slurms(replay):
+    """scenario.sh's "-later" outputs (17:23:13): job 1 ended at 17:22:41 (sleep 100), u10 ran 10 s on
+    every node, jobs 2, 4, 9 and 13 started at 17:22:52 (9 and 13 ended at 17:22:57, 2 and 4 at
+    17:23:12, a second before the recording: their dependants not yet evaluated); the decay thread
+    ran at 17:22:58. Not compared: sshare-l-a-later, whose RawUsage already holds jobs 2 and 4 to
+    their end (priority_p_job_end) while NormUsage and FairShare are the 17:22:58 decay's; trainhub
+    charges a run's last period at the next decay."""
+    cluster, _, _ = replay
+
+    def clock(text: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(f"2026-12-04T{text}+00:00")
+
+    _finish(cluster, [1], clock("17:22:41"))
+    run_pass(cluster, clock("17:22:41"))
+    _finish(cluster, [10], clock("17:22:51"))
+    run_pass(cluster, clock("17:22:52"))
+    _finish(cluster, [9, 13], clock("17:22:57"))
+    run_pass(cluster, clock("17:22:57"))
+    run_pass(cluster, clock("17:22:58"))
+    _finish(cluster, [2, 4], clock("17:23:12"))
+    moment = clock("17:23:13")
+    assert reports.sprio(cluster, now=moment, long=True).text == real("sprio-l-later")
+    assert in_any_tie_order(reports.squeue(cluster, now=moment).text) == in_any_tie_order(real("squeue-later"))
+    assert reports.squeue(cluster, now=moment, start=True).text == real("squeue-start-later")
+    fields = ["JobID", "JobName", "Account", "User", "State", "ExitCode", "AllocTRES%60"]
+    assert reports.sacct(cluster, now=moment, viewer="root", all_users=True, allocations=True,
+                         fields=fields).text == real("sacct-a-later")
+    assert reports.sinfo(cluster, now=moment).text == real("sinfo-later")

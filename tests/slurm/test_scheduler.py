@@ -16,6 +16,7 @@ from trainhub.slurm.scheduler import (
     Resources,
     RunningJob,
     Snapshot,
+    TaskSpread,
     node_config_available,
     queue_order,
     schedule,
@@ -258,3 +259,68 @@ def test_backfill_never_delays_a_higher_priority_reservation_and_never_overcommi
             continue
         alone = schedule(snapshot(node_list, order[:index + 1], run), CONFIG, NOW)
         assert alone.waiting[job.job_id].estimated_start == estimate.estimated_start
+
+
+# --- -n without -N: the tasks fill the nodes in order ------------------------------------------
+
+CPU_NODES = [NodeState(f"gpu{i}", cpus=16, memory_mb=16000, gres={"gpu": 8}) for i in range(1, 5)]
+
+
+def cpus(count):
+    return Resources(cpus=count)
+
+
+def tasks_job(job_id, tasks, nodes, **fields):
+    """-n ``tasks`` alone: ``nodes`` the fewest they fit on, per_node the even share snapshot.py gives."""
+    return pending(job_id, nodes=nodes, per_node=cpus(-(-tasks // nodes)), spread=TaskSpread(tasks), **fields)
+
+
+def test_tasks_fill_nodes_in_order_each_as_many_as_it_holds():
+    spread = TaskSpread(24)
+    assert spread.fill([8, 16]) == [8, 16]
+    assert spread.fill([16, 16]) == [16, 8]
+    assert spread.fill([16, 4, 16]) == [16, 4, 4]
+    assert spread.fill([8, 8]) is None  # 16 < 24
+    assert spread.room(cpus(8), cpus(12)) == 8
+    assert TaskSpread(16, gpus_per_task=1).room(Resources(cpus=16, gres={"gpu": 3}), cpus(8)) == 3
+
+
+def test_n_tasks_start_now_on_nodes_that_hold_them_together_not_an_even_share_each():
+    """gpu1 8 CPUs free, gpu2 16: -n 24 starts now, 8 + 16 (an even 12 does not fit gpu1)."""
+    busy = [running(1, ["gpu1"], 30, per_node=cpus(8)), running(2, ["gpu3"], 10, per_node=cpus(16)),
+            running(3, ["gpu4"], 20, per_node=cpus(16))]
+    plan = schedule(snapshot(CPU_NODES, [tasks_job(5, 24, 2, minutes=10)], busy), CONFIG, NOW)
+    start = started(plan)[5]
+    assert {name: resources.cpus for name, resources in start.allocation.items()} == {"gpu1": 8, "gpu2": 16}
+
+
+def test_backfill_plans_n_tasks_when_the_nodes_together_hold_them():
+    """fixtures/22.05/sched a-squeue-start: gpu2 frees at +5 min; with gpu1's 8 free CPUs that is
+    24 (an even share waits for gpu3 at +10)."""
+    busy = [running(1, ["gpu1"], 30, per_node=cpus(8)), running(2, ["gpu2"], 5, per_node=cpus(16)),
+            running(3, ["gpu3"], 10, per_node=cpus(16)), running(4, ["gpu4"], 20, per_node=cpus(16))]
+    plan = schedule(snapshot(CPU_NODES, [tasks_job(5, 24, 2, minutes=10)], busy), CONFIG, NOW)
+    assert plan.waiting[5].estimated_start == NOW + dt.timedelta(minutes=5)
+    assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")
+
+
+def test_backfill_looks_again_when_a_job_ends_on_an_open_node():
+    """gpu1 holds one task now and 16 once its job ends at +7: -n 20 is planned then, with gpu2 (4 free)."""
+    busy = [running(1, ["gpu1"], 7, per_node=cpus(15)), running(2, ["gpu2"], 60, per_node=cpus(12)),
+            running(3, ["gpu3"], 60, per_node=cpus(16)), running(4, ["gpu4"], 60, per_node=cpus(16))]
+    plan = schedule(snapshot(CPU_NODES, [tasks_job(5, 20, 2, minutes=10)], busy), CONFIG, NOW)
+    assert plan.waiting[5].estimated_start == NOW + dt.timedelta(minutes=7)
+    assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")
+
+
+def test_a_job_waiting_for_its_required_nodes_holds_back_only_those():
+    """job_scheduler.c: -w nodes as many as the job needs -> only they are withheld, later jobs of the
+    partition still start elsewhere (fixtures/22.05/sched d-squeue-o); without -w the partition waits."""
+    busy = [running(1, ["gpu1"], 30, per_node=cpus(16))]
+    jobs = [pending(2, 100, per_node=cpus(1), required_nodes=frozenset({"gpu1"})), pending(3, 90, per_node=cpus(4))]
+    plan = schedule(snapshot(CPU_NODES, jobs, busy), CONFIG, NOW, backfill=False)
+    assert plan.waiting[2].reason == "Resources" and set(started(plan)) == {3}
+    assert started(plan)[3].nodes != ("gpu1",)
+    jobs = [pending(2, 100, nodes=4, per_node=cpus(1)), pending(3, 90, per_node=cpus(4))]
+    plan = schedule(snapshot(CPU_NODES, jobs, busy), CONFIG, NOW, backfill=False)
+    assert (plan.waiting[2].reason, plan.waiting[3].reason) == ("Resources", "Priority")

@@ -94,6 +94,22 @@ _FORMAT_TOKEN = re.compile(r"%(\.?)(\d*)([A-Za-z])")
 
 # --- the sprio/squeue engine --------------------------------------------------------------------
 
+class _Uncut(str):
+    """A value ``_print_str`` prints whole, past its width (squeue's ``_print_secs`` passes
+    cut_output false: a 365-day TIME_LIMIT prints ``365-00:00:00`` in -l's 9-wide column,
+    fixtures/22.05/backfill-nolimit/squeue-l.txt); it is still padded to the width."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec.split(".", 1)[0])
+
+
+def _uncut_time(text: str) -> str:
+    """A squeue duration (secs2time_str) is printed whole; UNLIMITED and the like are cut as any word."""
+    return _Uncut(text) if text[:1].isdigit() else text
+
+
 def _cell(text: str, width: int, right: bool) -> str:
     """``_print_str`` with cut_output: right-justified or left, then cut/padded to ``width``."""
     if not width:
@@ -581,8 +597,8 @@ _SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
     "K": lambda job: "N/A" if job.array_job_id is None else arrays.task_text(
         pending=job.array_pending, task_id=job.array_task_id, max_running=job.array_max_running),
     "u": attrgetter("user"), "t": lambda job: _STATE_CODES.get(job.state, job.state[:2]), "T": attrgetter("state"),
-    "M": lambda job: format_elapsed(job.elapsed_seconds), "l": lambda job: format_time_limit(job.time_limit_minutes),
-    "D": lambda job: str(job.nodes), "R": lambda job: f"({job.reason})" if job.state == "PENDING" else job.nodelist,
+    "M": lambda job: _uncut_time(format_elapsed(job.elapsed_seconds)),
+    "l": lambda job: _uncut_time(format_time_limit(job.time_limit_minutes)), "D": lambda job: str(job.nodes), "R": lambda job: f"({job.reason})" if job.state == "PENDING" else job.nodelist,
     "S": lambda job: job.start_time.strftime("%Y-%m-%dT%H:%M:%S") if job.start_time else "N/A",
     "Y": lambda job: job.sched_nodes or "(null)", "Q": lambda job: str(job.priority), "r": attrgetter("reason"),
     "N": attrgetter("nodelist"), "a": attrgetter("account"), "C": lambda job: str(job.cpus),

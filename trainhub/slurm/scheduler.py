@@ -11,14 +11,14 @@ Public API (pure Python, no Django)::
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
-               spread=None)                                                       # spread: TaskSpread (-n without -N)
-    TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...)
+               spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
+    TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node); .fill(rooms)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
     schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
         backfill: False for a pass between two backfill iterations (backfill_due)
     backfill_due(config, last_backfill, now) -> bool         # every bf_interval seconds
-    SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled)]
+    SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled, time_limit_minutes)]
     SchedulePlan.waiting: {job_id: Waiting(reason, estimated_start, planned_nodes, preempting)}
     SchedulePlan.preemptions: list[PreemptAction]
     node_config_available(per_node, nodes, node_states) -> bool   # else "Requested node configuration is not available"
@@ -35,7 +35,8 @@ their reason and do not block others. The first job of a partition that does not
 ``Resources``; its partition's nodes are then withheld from every later job of the pass and later
 jobs of that partition wait with ``Priority`` ("once any job ... in a partition is left pending, no
 other jobs in that partition will be scheduled"; job_scheduler.c removes the partition's nodes from
-the available set). With preemption on, a job that does not fit first tries to preempt (see
+the available set). A job whose ``-w`` nodes are as many as it needs withholds only those
+nodes and blocks no other job of its partition (job_scheduler.c clears ``fail_by_part`` for it). With preemption on, a job that does not fit first tries to preempt (see
 :mod:`trainhub.slurm.preemption`): the victims are signalled, the job keeps waiting with
 ``Resources`` and the nodes it will use are kept for it.
 
@@ -95,6 +96,8 @@ __all__ = [
 _FOREVER = math.inf
 #: How long backfill plans a job without a time limit to run (MaxTime=INFINITE): a year, as slurmctld.
 _NO_LIMIT = 365 * 24 * 3600.0
+#: backfill.c's YEAR_MINUTES: the partition time limit of MaxTime=INFINITE.
+YEAR_MINUTES = 365 * 24 * 60
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,13 @@ class TaskSpread:
     tasks fit on (``min_nodes``: the CPUs, and GPUs with --gpus-per-task, of the partition's largest
     node) and its tasks fill the nodes it gets in node order, each as many as its free CPUs (and GPUs)
     hold, every node at least one: ``-n 20`` on idle 16-CPU nodes runs 16,4; ``-n 16 --gpus-per-task=1``
-    on 8-GPU nodes 8,8. More nodes than the partition has pend with PartitionConfig (``-n 65``)."""
+    on 8-GPU nodes 8,8. More nodes than the partition has pend with PartitionConfig (``-n 65``).
+
+    The same rule decides where it fits at all, now, in a backfill plan and once preemption victims
+    are gone: a node counts when it holds one task (``room`` >= 1) and the nodes together hold every
+    task, not when each holds an even share (cons_tres' ``_eval_nodes`` takes CPUs node by node until
+    the job's ``min_cpus`` are met; fixtures/22.05/sched: ``-n 24`` planned on gpu1's 8 free CPUs and
+    gpu2's 16, an urgent ``-n 20`` preempting only what its tasks need)."""
 
     tasks: int
     cpus_per_task: int = 1
@@ -177,16 +186,29 @@ class TaskSpread:
         by_gpus = -(-tasks * gpus_per_task // max(largest_gpus, 1)) if gpus_per_task else 1
         return max(by_cpus, by_gpus, 1)
 
-    def fill(self, free: Sequence[Resources], uniform: Resources) -> list[int]:
-        """Tasks per node, in order, for nodes with ``free`` resources each holding at least ``uniform``
-        (the job's even share, which the scheduler checked fits)."""
-        per_node_share = uniform.cpus // self.cpus_per_task
+    def one_task(self, per_node: Resources) -> Resources:
+        """What a node needs free for one task: its CPUs (and GPUs with --gpus-per-task); a per-node
+        --gres and the memory as the job asks them per node."""
+        gres = {"gpu": self.gpus_per_task} if self.gpus_per_task else per_node.gres
+        return Resources(self.cpus_per_task, per_node.memory_mb, gres)
+
+    def room(self, free: Resources, per_node: Resources) -> int:
+        """How many of the tasks a node with ``free`` resources holds (0 when not even one)."""
+        if not self.one_task(per_node).fits_in(free):
+            return 0
+        room = free.cpus // self.cpus_per_task
+        if self.gpus_per_task:
+            room = min(room, free.gres.get("gpu", 0) // self.gpus_per_task)
+        return room
+
+    def fill(self, rooms: Sequence[int]) -> list[int] | None:
+        """Tasks per node, in order, for nodes holding ``rooms`` tasks each: every node as many as it
+        holds, leaving at least one for each node after it; None when they do not hold every task."""
+        if sum(rooms) < self.tasks or any(room < 1 for room in rooms) or len(rooms) > self.tasks:
+            return None
         counts, left = [], self.tasks
-        for index, node in enumerate(free):
-            room = node.cpus // self.cpus_per_task
-            if self.gpus_per_task:
-                room = min(room, node.gres.get("gpu", 0) // self.gpus_per_task)
-            take = min(max(room, per_node_share), left - (len(free) - index - 1))
+        for index, room in enumerate(rooms):
+            take = min(room, left - (len(rooms) - index - 1))
             counts.append(take)
             left -= take
         return counts
@@ -222,6 +244,8 @@ class PendingJob:
     constraint: Constraint | None = None
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order.
     spread: TaskSpread | None = None
+    #: An allocation request (salloc) this pass sees for the first time: tried at once (see schedule).
+    allocating: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,6 +265,8 @@ class Start:
     start_time: dt.datetime
     end_time: dt.datetime | None
     backfilled: bool = False
+    #: The time limit a job without one gets from backfill (YEAR_MINUTES); None: it keeps its own.
+    time_limit_minutes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -325,6 +351,14 @@ class _Node:
         bisect.insort(self.blocks, (start, end))
         self.windows.clear()
 
+    def free_at(self, moment: float) -> Resources:
+        """What is free once the jobs ending by ``moment`` have ended."""
+        free = self.free
+        for end, released in self.releases.values():
+            if end <= moment:
+                free = free.plus(released)
+        return free
+
     def available_from(self, need: Resources, key: object, exclusive: bool, now: float) -> float:
         """Earliest time the running jobs leave enough free (the free amount only grows)."""
         cached = self.available.get(key)
@@ -402,7 +436,11 @@ class _Pass:
         return self.exclusive or job.exclusive
 
     def _need(self, job: PendingJob, node: _Node) -> Resources:
-        return node.state.capacity if self._whole_nodes(job) else job.per_node
+        """What a node must have free to count for the job: all of it (whole nodes), one task (-n
+        without -N: TaskSpread), else the job's per-node request."""
+        if self._whole_nodes(job):
+            return node.state.capacity
+        return job.spread.one_task(job.per_node) if job.spread is not None else job.per_node
 
     def _candidates(self, job: PendingJob) -> list[str]:
         """The job's partition nodes it may use (not those of its -x; only those its -C matches)."""
@@ -413,17 +451,29 @@ class _Pass:
             names = [name for name in names if job.constraint.may_use(self.nodes[name].state.features)]
         return names
 
-    def _choose(self, job: PendingJob, ordered: list[str]) -> list[str] | None:
+    def _choose(self, job: PendingJob, ordered: list[str], free: Mapping[str, Resources] | None = None,
+                ) -> list[str] | None:
         """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others;
-        with a constraint, the ones it picks (a matching OR's first alternative that fits, counts)."""
+        with a constraint, the ones it picks (a matching OR's first alternative that fits, counts).
+        A job of -n without -N (``free``: what each candidate has free then) needs nodes that hold all
+        its tasks together: the best others if they do, else the others that hold the most tasks."""
         if job.constraint is not None:
             return job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
                                          job.required_nodes)
         if not job.required_nodes <= set(ordered):
             return None
         chosen = [name for name in ordered if name in job.required_nodes]
-        chosen += [name for name in ordered if name not in job.required_nodes][:job.nodes - len(chosen)]
-        return chosen if len(chosen) >= job.nodes else None
+        others = [name for name in ordered if name not in job.required_nodes]
+        wanted = job.nodes - len(chosen)
+        if len(chosen) + len(others) < job.nodes:
+            return None
+        if job.spread is None or free is None or self._whole_nodes(job):
+            return chosen + others[:wanted]
+        rooms = {name: job.spread.room(free[name], job.per_node) for name in ordered}
+        for picked in (chosen + others[:wanted], chosen + sorted(others, key=lambda name: -rooms[name])[:wanted]):
+            if job.spread.fill([rooms[name] for name in picked]) is not None:
+                return picked
+        return None
 
     def _duration(self, job: PendingJob) -> float:
         return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _NO_LIMIT
@@ -477,7 +527,9 @@ class _Pass:
     def _allocate_now(self, job: PendingJob, withheld: set[str], freed: Mapping[str, Resources] | None = None,
                       ) -> list[str] | None:
         """Best fit: the fitting nodes with the fewest free GPUs, then CPUs, then name."""
-        fitting = []
+        fitting: list[tuple[int, int, str]] = []
+        #: what each fitting node has free, for a job of -n without -N (_choose); None for the others
+        free_now: dict[str, Resources] | None = {} if job.spread is not None else None
         for name in self._candidates(job):
             if name in withheld:
                 continue
@@ -488,13 +540,15 @@ class _Pass:
             if self._whole_nodes(job):
                 if free.cpus < node.state.cpus:  # whole nodes only (select/linear, --exclusive)
                     continue
-            elif not job.per_node.fits_in(free):
+            elif not self._need(job, node).fits_in(free):
                 continue
             if node.blocks and self._duration(job) + self.now_s > min(
                     (start for start, _ in node.blocks if start >= self.now_s), default=_FOREVER):
                 continue
             fitting.append((sum(free.gres.values()), free.cpus, name))
-        return self._choose(job, [name for _, _, name in sorted(fitting)])
+            if free_now is not None:
+                free_now[name] = free
+        return self._choose(job, [name for _, _, name in sorted(fitting)], free_now)
 
     def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
         duration = self._duration(job)
@@ -505,13 +559,19 @@ class _Pass:
         else:
             allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
-        end_time = None if duration == _FOREVER else self.now + dt.timedelta(seconds=duration)
-        self.plan.starts.append(Start(job.job_id, tuple(names), allocation, self.now, end_time, backfilled))
+        # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
+        # the job keeps it (backfill.c: ``part_time_limit = YEAR_MINUTES``, ``time_limit =
+        # part_time_limit``; fixtures/22.05/backfill-nolimit: TimeLimit=365-00:00:00); the main
+        # scheduler leaves it UNLIMITED (no end)
+        given = YEAR_MINUTES if backfilled and job.time_limit_minutes is None else None
+        end_time = None if job.time_limit_minutes is None and given is None else self.now + dt.timedelta(seconds=duration)
+        self.plan.starts.append(Start(job.job_id, tuple(names), allocation, self.now, end_time, backfilled, given))
         if self.limits is not None and job.limit_request is not None:
             self.limits[1].start(job.limit_request)
 
     def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
-        counts = spread.fill([self.nodes[name].free for name in names], job.per_node)
+        counts = spread.fill([spread.room(self.nodes[name].free, job.per_node) for name in names])
+        assert counts is not None, "_choose picked nodes that hold every task"
         return {name: Resources(count * spread.cpus_per_task, job.per_node.memory_mb,
                                 {"gpu": count * spread.gpus_per_task} if spread.gpus_per_task else job.per_node.gres)
                 for name, count in zip(names, counts)}
@@ -562,6 +622,40 @@ class _Pass:
                                                 tuple(v.job_id for v in victims))
         return True
 
+    # -- allocation requests at submission --
+
+    def _top_priority(self, job: PendingJob) -> bool:
+        """No other eligible pending job of its partition has a higher priority, nor one of a partition
+        of a higher PriorityTier sharing its nodes (job_mgr.c ``_top_priority``: an equal priority
+        does not count)."""
+        tier, nodes = self._tier(job.partition), set(self.snapshot.partitions.get(job.partition, ()))
+        for other in self.snapshot.pending:
+            if other.job_id == job.job_id or self._static_reason(other):
+                continue
+            if other.partition == job.partition:
+                if other.priority > job.priority:
+                    return False
+            elif self._tier(other.partition) > tier and nodes & set(self.snapshot.partitions.get(other.partition, ())):
+                return False
+        return True
+
+    def allocate_at_submit(self, order: list[PendingJob]) -> list[PendingJob]:
+        """salloc's request is tried when slurmctld receives it, not at the next scheduler run:
+        ``job_allocate`` selects nodes at once for an allocation (``test_only = will_run || (allocate ==
+        0)``; sbatch's jobs wait for the scheduler) when it is independent and ``_top_priority`` -- so
+        beside pending jobs of the same priority that cannot start, a salloc that fits starts
+        (fixtures/22.05/sched: salloc-14, while sbatch-15 of the same shape pends). It sees the free
+        resources only, not backfill's plans. Returns the order without the jobs started."""
+        started = set()
+        for job in order:
+            if not job.allocating or self._static_reason(job) or self._limit_reason(job) or not self._top_priority(job):
+                continue
+            names = self._allocate_now(job, set())
+            if names is not None:
+                self._start(job, names, backfilled=False)
+                started.add(job.job_id)
+        return [job for job in order if job.job_id not in started] if started else order
+
     # -- main scheduler --
 
     def _tier(self, partition: str) -> int:
@@ -599,9 +693,15 @@ class _Pass:
             if not self._try_preempt(job, withheld):
                 self.plan.waiting[job.job_id] = Waiting(self._waiting_reason(job, withheld_tier))
                 remaining.append(job)
-            failed_partitions.add(job.partition)
-            withheld.update(self.snapshot.partitions.get(job.partition, ()))
-            for name in self.snapshot.partitions.get(job.partition, ()):
+            # a job whose -w nodes are all it needs holds back those nodes only (job_scheduler.c: "Do
+            # not schedule more jobs on nodes required by this job, but don't block the entire
+            # queue/partition"; fixtures/22.05/sched d-squeue-l: x18, x19 start beside y17)
+            held = job.required_nodes if len(job.required_nodes) >= job.nodes else None
+            if held is None:
+                failed_partitions.add(job.partition)
+                held = self.snapshot.partitions.get(job.partition, ())
+            withheld.update(held)
+            for name in held:
                 withheld_tier[name] = max(withheld_tier.get(name, 0), self._tier(job.partition))
         return remaining
 
@@ -613,7 +713,8 @@ class _Pass:
 
     def _availability(self, job: PendingJob) -> list[tuple[float, str]]:
         """The job's partition nodes by when they could hold one of its node requests."""
-        key = "exclusive" if self._whole_nodes(job) else job.per_node.key
+        key = "exclusive" if self._whole_nodes(job) else (
+            ("task", job.spread.one_task(job.per_node).key) if job.spread is not None else job.per_node.key)
         cache_key = (job.partition, key, job.excluded_nodes, job.constraint)
         cached = self.by_availability.get(cache_key)
         if cached is None:
@@ -626,8 +727,11 @@ class _Pass:
     def _earliest(self, job: PendingJob, horizon: float) -> tuple[float, list[str]] | None:
         """The earliest start (not after ``horizon``) at which ``job.nodes`` nodes are free for the
         whole time limit, and those nodes. Nodes are visited in order of availability and their
-        start windows (gaps between reservations) swept as events, so a small job looks at few nodes."""
+        start windows (gaps between reservations) swept as events, so a small job looks at few nodes.
+        A job of -n without -N counts a node from when it holds one task and looks again whenever a
+        job ends on an open node, until the open nodes hold all its tasks (TaskSpread)."""
         duration = self._duration(job)
+        spread = job.spread is not None and not self._whole_nodes(job)
         ordered = self._availability(job)
         events: list[tuple[float, int, str]] = []
         open_nodes: dict[str, float] = {}
@@ -640,6 +744,10 @@ class _Pass:
                 for first, last in self.nodes[name].start_windows(next_available, duration):
                     heapq.heappush(events, (first, 0, name))
                     heapq.heappush(events, (last, 1, name))
+                    if spread:  # its room grows as its jobs end
+                        for end, _ in self.nodes[name].releases.values():
+                            if first < end <= last:
+                                heapq.heappush(events, (end, 0, name))
                 continue
             if not events or events[0][0] > horizon:
                 return None
@@ -647,9 +755,10 @@ class _Pass:
             if kind == 1:
                 open_nodes.pop(name, None)
                 continue
-            open_nodes[name] = moment
+            open_nodes.setdefault(name, moment)
             if len(open_nodes) >= job.nodes:
-                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], n)))
+                free = {n: self.nodes[n].free_at(moment) for n in open_nodes} if spread else None
+                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], n)), free)
                 if chosen is not None:
                     return moment, chosen
 
@@ -711,10 +820,11 @@ def backfill_due(config: SlurmConfig, last_backfill: dt.datetime | None, now: dt
 def schedule(snapshot: Snapshot, config: SlurmConfig, now: dt.datetime, *,
              limits: tuple[LimitContext, LimitUsage] | None = None,
              preempt_policy: PreemptPolicy | None = None, backfill: bool = True) -> SchedulePlan:
-    """One scheduling pass at ``now`` (see the module doc); ``backfill`` (see :func:`backfill_due`)
+    """One scheduling pass at ``now`` (see the module doc): new allocation requests first
+    (``_Pass.allocate_at_submit``), then the main scheduler; ``backfill`` (see :func:`backfill_due`)
     runs the backfill scheduler after the main one, where the configuration has it."""
     run = _Pass(snapshot, config, now, limits, preempt_policy)
-    order = queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy)
+    order = run.allocate_at_submit(queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy))
     remaining = run.main(order)
     if backfill and backfill_due(config, None, now):
         run.backfill(remaining)

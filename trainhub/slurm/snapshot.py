@@ -76,6 +76,7 @@ class QueuedJob:
     features: str | None
     nodes_from_tasks: bool
     gpus_per_task: int
+    interactive: bool
     factor_age: float = 0.0
     factor_assoc: float = 0.0
     factor_fairshare: float = 0.0
@@ -497,8 +498,10 @@ def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
 _HOLD_REASONS = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}
 
 
-def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -> scheduler.PendingJob:
-    """The job as the scheduler places it: a constraint's counts raise its node count (``a100*2``)."""
+def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *,
+                allocating: bool = False) -> scheduler.PendingJob:
+    """The job as the scheduler places it: a constraint's counts raise its node count (``a100*2``);
+    ``allocating``: a salloc the scheduler has not seen yet (scheduler.PendingJob.allocating)."""
     constraint = features.parse_constraint(job.features) if job.features else None
     return scheduler.PendingJob(
         job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
@@ -512,7 +515,7 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest) -
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint,
         spread=scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task) if job.nodes_from_tasks
-        else None)
+        else None, allocating=allocating)
 
 
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,

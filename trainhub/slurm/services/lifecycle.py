@@ -336,6 +336,8 @@ class JobStart:
     job_pk: int
     grants: tuple[NodeGrant, ...]
     billing: float
+    #: A time limit for a job without one (backfill's; scheduler.Start.time_limit_minutes).
+    time_limit: int | None = None
 
 
 def jobs_start(*, starts: list[JobStart], now: dt.datetime) -> set[int]:
@@ -376,6 +378,8 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
         # a constraint's counts got it more nodes than it asked for (-C a100*2): one task each at least
         job.num_nodes = max(job.num_nodes, len(start.grants))
         job.num_tasks = max(job.num_tasks, job.num_nodes)
+        if job.time_limit is None:
+            job.time_limit = start.time_limit
         runs.append(JobRun(job=job, index=job.restart_count, submit_time=job.submit_time, start_time=now,
                            node_list=job.node_list, num_nodes=len(start.grants),
                            alloc_cpus=sum(g.cpus for g in start.grants),
@@ -390,7 +394,7 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
     nodes_wake(job_node.node_id for job_node in job_nodes)
     GpuAllocation.objects.bulk_create(gpus, batch_size=1000)
     SlurmJob.objects.bulk_update(jobs, ["node_list", "state", "start_time", "reason", "expected_start", "num_nodes",
-                                        "num_tasks"], batch_size=1000)
+                                        "num_tasks", "time_limit"], batch_size=1000)
     JobEvent.objects.bulk_create([JobEvent(job=job, time=now, message=f"Allocated {job.node_list}; running the prolog.")
                                   for job in jobs], batch_size=1000)
     for job in jobs:

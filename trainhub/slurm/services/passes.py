@@ -236,16 +236,18 @@ def will_run(cluster: SlurmCluster, state: snapshot.ClusterState, probe: SlurmJo
 
 def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob],
               recomputed: list[snapshot.QueuedJob], now: dt.datetime, summary: PassSummary, *,
-              backfill: bool) -> None:
-    """Main + preemption (+ backfill when due) on the current queue; decisions written to the database."""
+              backfill: bool, new_allocations: frozenset[int] = frozenset()) -> None:
+    """Main + preemption (+ backfill when due) on the current queue; decisions written to the database.
+    ``new_allocations``: the pks of salloc jobs no pass has seen yet, tried first (scheduler.schedule)."""
     by_id = {job.job_id: job for job in jobs}
     context = snapshot.limit_context(state)
     requests = {job.pk: snapshot.limit_request(job, state) for job in jobs}
     usage = snapshot.limit_usage(state, context, jobs, requests)
     pending = [job for job in jobs if job.state == JobState.PENDING]
     running_tasks = array_service.running_tasks(cluster)
-    entries = array_service.spread(pending, [snapshot.pending_job(job, state, requests[job.pk]) for job in pending],
-                                   running_tasks, state.cluster_cpus)
+    entries = array_service.spread(pending, [snapshot.pending_job(job, state, requests[job.pk],
+                                                                  allocating=job.pk in new_allocations)
+                                             for job in pending], running_tasks, state.cluster_cpus)
     plan = scheduler.schedule(scheduler_snapshot(state, jobs, requests, entries.pending), state.config, now,
                               limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context),
                               backfill=backfill)
@@ -257,7 +259,8 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
     split = {job_id: array_service.array_split(record_pk=by_id[job_id].pk, count=count)
              for job_id, count in task_starts.items() if by_id[job_id].array_pending}
     starts = [lifecycle.JobStart(split[start.job_id].pop(0) if start.job_id in split else by_id[start.job_id].pk,
-                                 _gpu_grants(state, start, taken), snapshot.job_billing(by_id[start.job_id], state))
+                                 _gpu_grants(state, start, taken), snapshot.job_billing(by_id[start.job_id], state),
+                                 start.time_limit_minutes)
               for start in plan.starts]
     summary.started = len(lifecycle.jobs_start(starts=starts, now=now))
 
@@ -332,10 +335,13 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     state = snapshot.load_cluster(cluster, now=now)
     summary.timed_out += _stop_over_tres_minutes(cluster, state, now)
     jobs = snapshot.queued_jobs(cluster)
+    # salloc's requests no pass has seen (no priority yet): slurmctld tries them as it receives them
+    new_allocations = frozenset(job.pk for job in jobs if job.interactive and job.state == JobState.PENDING
+                                and job.priority_time is None and job.restart_count == 0)
     recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due)
     summary.priorities_computed = len(recomputed)
     backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
-    _schedule(cluster, state, jobs, recomputed, now, summary, backfill=backfill)
+    _schedule(cluster, state, jobs, recomputed, now, summary, backfill=backfill, new_allocations=new_allocations)
     if due:
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=now)
     if backfill:
