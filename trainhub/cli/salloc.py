@@ -27,21 +27,17 @@ keeps the allocation (an allocation whose salloc went silent ends: services.allo
 from __future__ import annotations
 
 import os
-import shlex
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections import namedtuple
-from pathlib import Path
 
 from trainhub.cli.client import CliError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
 if TYPE_CHECKING:
+    import subprocess
+    import threading
     from typing import Any
 
 GRANT_GRACE_SECONDS = 2.0
@@ -129,20 +125,29 @@ def _wait_granted(allocation: Allocation, interrupted: list[int], *, words: Word
         sleep(0.25 if not pending_said else POLL_SECONDS)
 
 
-def srun_directory(root: Path) -> Path:
-    """A directory holding ``srun`` (trainhub.agent.srun run by this Python), to put first on the PATH."""
-    from trainhub.agent import srun
+#: trainhub.agent.srun's file, found beside this package without importing it (argparse, ssl, urllib.request).
+SRUN_PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "agent", "srun.py")
 
-    directory = root / "bin"
-    directory.mkdir()
-    program = directory / "srun"
-    program.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(srun.__file__)} \"$@\"\n")
-    program.chmod(0o755)
+
+def srun_directory(root: str) -> str:
+    """A directory holding ``srun`` (trainhub.agent.srun run by this Python), to put first on the PATH."""
+    import shlex
+
+    directory = os.path.join(root, "bin")
+    os.mkdir(directory)
+    program = os.path.join(directory, "srun")
+    with open(program, "w") as handle:
+        handle.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(SRUN_PROGRAM)} \"$@\"\n")
+    os.chmod(program, 0o755)
     return directory
 
 
-def command_environment(answer: dict, *, job_id: int, base_url: str, credential: str, bin_dir: Path) -> dict[str, str]:
-    """This process's environment, salloc's variables, and what srun needs."""
+def command_environment(answer: dict, *, job_id: int, base_url: str, credential: str, bin_dir: str,
+                        given: list[tuple[str, str | None]], words: Words = SALLOC) -> dict[str, str]:
+    """This process's environment, salloc's variables (``given``: the sbatch options on the command
+    line, as sbatch_argv.split_options reads them), and what srun needs."""
+    import socket
+
     from trainhub.slurm.jobenv import salloc_environment
 
     job = answer["job"]
@@ -151,7 +156,9 @@ def command_environment(answer: dict, *, job_id: int, base_url: str, credential:
         cluster_name=answer["clusterName"], job_id=job_id, job_name=job["name"], account=job["account"],
         partition=job["partition"], qos=job["qos"], hosts=answer["hosts"], cpus_per_node=answer["cpusPerNode"],
         num_tasks=job["tasks"], submit_dir=os.getcwd(), submit_host=socket.gethostname().split(".")[0],
-        cpus_per_task=job["cpusPerTask"]))
+        cpus_per_task=job["cpusPerTask"], tasks_given=any(name in ("ntasks", "ntasks-per-node") for name, _ in given),
+        ntasks_per_node=next((int(value) for name, value in given if name == "ntasks-per-node" and value), None),
+        node_aliases=words.program == "salloc"))
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}"
     env["TRAINHUB_URL"] = base_url
     env["TRAINHUB_STEP_CREDENTIAL"] = credential
@@ -188,21 +195,22 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
     from trainhub.slurm.sbatch_argv import SbatchError, split_options
 
     try:
-        _, command = split_options(argv)
+        given, command = split_options(argv)
     except SbatchError as exc:
         raise CliError(str(exc).replace("sbatch", "salloc")) from exc
     options = argv[:len(argv) - len(command)]
     if options and options[-1] == "--":
         options = options[:-1]
     return allocate_and_run(client, cluster_path, options, command or [os.environ.get("SHELL") or "/bin/sh"],
-                            words=SALLOC)
+                            words=SALLOC, given=given)
 
 
 def allocate_and_run(client: Any, cluster_path: str, options: list[str], command: list[str], *,
-                     words: Words) -> int:
-    """Allocate with sbatch's ``options``, run ``command`` here with srun usable inside (its PATH
-    finds trainhub's ``srun`` first), keep the allocation alive meanwhile, relinquish it with the
-    command's exit code; the exit status (salloc's rules)."""
+                     words: Words, given: list[tuple[str, str | None]]) -> int:
+    """Allocate with sbatch's ``options`` (``given``: them as sbatch_argv.split_options reads them),
+    run ``command`` here with srun usable inside (its PATH finds trainhub's ``srun`` first), keep the
+    allocation alive meanwhile, relinquish it with the command's exit code; the exit status
+    (salloc's rules)."""
     try:
         job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options})["jobId"]
     except CliError as exc:
@@ -224,9 +232,14 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    # What runs COMMAND, loaded once the allocation is granted (a refused one needs none of it).
+    import subprocess
+    import tempfile
+    import threading
+
     with tempfile.TemporaryDirectory(prefix="salloc-") as scratch:
         env = command_environment(answer, job_id=job_id, base_url=client.base_url, credential=credential,
-                                  bin_dir=srun_directory(Path(scratch)))
+                                  bin_dir=srun_directory(scratch), given=given, words=words)
         # The terminal's Ctrl-C and Ctrl-\ are COMMAND's; SIGTERM and SIGHUP to salloc are passed on.
         try:
             child = subprocess.Popen(command, env=env)

@@ -66,4 +66,5 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
 def run(client: Any, cluster_path: str, argv: list[str]) -> int:
     """srun: allocate, run one step there, relinquish; srun's exit status."""
     job, step = split(argv)
-    return allocate_and_run(client, cluster_path, job, step, words=SRUN)
+    # The step's own variables (SLURM_NTASKS, SLURM_NTASKS_PER_NODE) are the step launcher's to set.
+    return allocate_and_run(client, cluster_path, job, step, words=SRUN, given=[])

@@ -33,9 +33,12 @@ import posixpath
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from trainhub.slurm.hostlist import compress
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: salloc's and srun's CLI import this module
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -197,12 +200,17 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
 
 def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account: str, partition: str, qos: str,
                        hosts: list[str], cpus_per_node: list[int], num_tasks: int, submit_dir: str,
-                       submit_host: str, cpus_per_task: int = 1) -> dict[str, str]:
+                       submit_host: str, cpus_per_task: int = 1, tasks_given: bool = False,
+                       ntasks_per_node: int | None = None, node_aliases: bool = True) -> dict[str, str]:
     """What salloc gives its command, which runs where salloc runs (fixtures/22.05/salloc/salloc-3.txt):
     the allocation's job variables, none of a node's (no SLURM_NODEID, SLURMD_NODENAME, GPUs);
-    SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host."""
+    SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host. SLURM_NTASKS and
+    SLURM_NPROCS only where the tasks were asked for (``tasks_given``: -n or --ntasks-per-node),
+    SLURM_NTASKS_PER_NODE only where that was given (fixtures/22.05/srun-details/salloc-9.txt,
+    salloc-10.txt). ``node_aliases``: SLURM_NODE_ALIASES, which salloc sets and srun outside an
+    allocation does not give its tasks (srun-details/env-1.txt)."""
     nodelist = compress(hosts)
-    return {
+    env = {
         "SLURM_CLUSTER_NAME": cluster_name,
         "SLURM_JOBID": str(job_id),
         "SLURM_JOB_ACCOUNT": account,
@@ -221,6 +229,13 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
         "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(num_tasks, len(hosts),
                                                              task_room(cpus_per_node, cpus_per_task))),
     }
+    if tasks_given:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(num_tasks)
+    if ntasks_per_node is not None:
+        env["SLURM_NTASKS_PER_NODE"] = str(ntasks_per_node)
+    if not node_aliases:
+        del env["SLURM_NODE_ALIASES"]
+    return env
 
 
 @dataclass(frozen=True)
