@@ -2,9 +2,11 @@
 output here, exits with the step's status and releases the allocation; Slurm 22.05's lines
 (fixtures/22.05/srun-alone)."""
 
+import os
+
 import pytest
 
-from tests.slurm.conftest import SRUN_ALONE_FIXTURES, run_pass
+from tests.slurm.conftest import SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, run_pass
 from tests.slurm.test_salloc import Clock, FakeAllocation, answer
 from trainhub.cli import salloc as salloc_cli
 from trainhub.cli import srun as srun_cli
@@ -127,3 +129,46 @@ def test_srun_exits_with_the_failed_tasks_code_and_the_job_records_it(slurm_cli_
     job = SlurmJob.objects.get()
     assert (job.state, job.exit_code, job.name) == (JobState.FAILED, 3, "sh")
 
+
+
+#: The recording's names for what the test cluster calls otherwise.
+HARNESS_NAMES = {"harness": "c1", "physics": "ml", "batch": "a4", "alice": "uma", "gpu[1-2]": "a4-[0-1]",
+                 "gpu1": "a4-0", "gpu2": "a4-1"}
+#: Values of the machine and the moment: the job's id, the tasks' uid and gid, srun's directory,
+#: host, umask and priority.
+NATURAL = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_UID", "SLURM_JOB_GID", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST",
+           "SLURM_UMASK", "SLURM_PRIO_PROCESS")
+#: What a trainhub task does not get (jobenv.step_environments says why), and the harness's own.
+NOT_GIVEN = ("SLURMH_", "SLURM_CONF=", "SLURM_WORKING_CLUSTER=", "SLURM_LAUNCH_NODE_IPADDR=", "SLURM_SRUN_COMM_",
+             "SLURM_STEP_LAUNCHER_PORT=", "SLURM_TASK_PID=")
+
+
+def task_environment(lines: list[str]) -> list[str]:
+    """A task's Slurm variables (``env | grep -e ^SLURM -e ^CUDA -e ^GPU_ | sort``), sorted, the natural
+    values masked and the harness's names as the test cluster's."""
+    kept = []
+    for line in sorted(lines):
+        name, _, value = line.partition("=")
+        if not name.startswith(("SLURM", "CUDA_", "GPU_")) or line.startswith(NOT_GIVEN):
+            continue
+        if name in NATURAL:
+            value = f"<{name}>"
+        kept.append(f"{name}={HARNESS_NAMES.get(value, value)}")
+    return kept
+
+
+def test_the_tasks_environment_is_real_sruns(slurm_cli_as_uma):
+    """fixtures/22.05/srun-details/env-1.txt, env-2.txt, env-3.txt: ``srun -N1 --gres=gpu:2``, ``srun -N2
+    --ntasks-per-node=2`` (task 3) and ``srun -n3`` (task 2) outside an allocation: the tasks get
+    srun's variables and slurmstepd's, none of a batch script's (SLURM_JOB_GPUS, SLURM_JOB_START_TIME)
+    nor salloc's (SLURM_NODE_ALIASES), no GPU variable without GPUs, srun's own SLURM_SUBMIT_DIR."""
+    show = "env | grep -e ^SLURM -e ^CUDA -e ^GPU_ | sort"
+    for recorded, argv in (("env-1.txt", ["-N1", "--gres=gpu:2", "sh", "-c", show]),
+                           ("env-2.txt", ["-N2", "--ntasks-per-node=2", "sh", "-c", f"[ $SLURM_PROCID = 3 ] && {show}; true"]),
+                           ("env-3.txt", ["-n3", "sh", "-c", f"[ $SLURM_PROCID = 2 ] && {show}; true"])):
+        code, out, err = slurm_cli_as_uma("srun", *argv)
+        assert (code, err) == (0, ""), recorded
+        assert task_environment(out.splitlines()) == task_environment(
+            (SRUN_DETAILS_FIXTURES / recorded).read_text().splitlines()), recorded
+        env = dict(line.split("=", 1) for line in out.splitlines())
+        assert env["SLURM_SUBMIT_DIR"] == os.getcwd() and env["SLURM_JOB_UID"] == str(os.getuid())

@@ -504,9 +504,11 @@ class SlurmNodeWork:
                                                      reason="the job ended before the task started")
             return tasks
         context, node = self._context(step, now)
+        user = self.run_as(step)
         envs = jobenv.step_environments(context, node, jobenv.StepContext(
             step_id=doc["stepId"], hosts=tuple(doc["hosts"]), tasks_per_node=tuple(doc["tasksPerNode"]),
-            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])))
+            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])),
+            uid=user["uid"] if user else os.getuid(), gid=user["gid"] if user else os.getgid())
         job = step["job"]
         try:
             cwd = jobenv.cluster_file(cluster_root(self.work_dir, job["clusterId"]), job["workDir"])
@@ -523,8 +525,7 @@ class SlurmNodeWork:
             else:
                 tasks.runs[task] = ReplicaRun.start(directory / str(task), argv=list(doc["argv"]),
                                                     env={**doc["environment"], **env}, cwd=cwd,
-                                                    user=self.run_as(step),
-                                                    terminal=doc.get("pty") if task == 0 else None)
+                                                    user=user, terminal=doc.get("pty") if task == 0 else None)
         return tasks
 
     @staticmethod

@@ -299,6 +299,22 @@ def create(client: Client, body: dict, *, poll: float = 0.2, max_poll: float = 1
         poll = min(poll * 1.5, max_poll)
 
 
+def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dict[str, str]:
+    """What srun passes on to its tasks: its environment but the credential, and what srun adds
+    (fixtures/22.05/srun-details/env-*.txt): SLURM_UMASK (its umask, unless set already: sbatch sets it
+    for the batch script), SLURM_PRIO_PROCESS (its scheduling priority) and, given
+    --ntasks-per-node, SLURM_NTASKS_PER_NODE."""
+    env = {name: value for name, value in environ.items() if name not in PRIVATE}
+    if "SLURM_UMASK" not in env:
+        mask = os.umask(0)
+        os.umask(mask)
+        env["SLURM_UMASK"] = f"{mask:04o}"
+    env["SLURM_PRIO_PROCESS"] = str(os.getpriority(os.PRIO_PROCESS, 0))
+    if options.ntasks_per_node is not None:
+        env["SLURM_NTASKS_PER_NODE"] = str(options.ntasks_per_node)
+    return env
+
+
 def main(argv: list[str]) -> int:
     options = parse(argv)
     credential = os.environ.get("TRAINHUB_STEP_CREDENTIAL")
@@ -318,7 +334,7 @@ def main(argv: list[str]) -> int:
         signal.signal(signum, _interrupt)
     client = Client(url, credential, os.environ.get("TRAINHUB_CA_BUNDLE"))
     body = {"argv": options.command, "label": options.label,
-            "environment": {name: value for name, value in os.environ.items() if name not in PRIVATE},
+            "environment": own_environment(options, dict(os.environ)),
             "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}

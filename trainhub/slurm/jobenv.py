@@ -252,10 +252,27 @@ class StepContext:
     gpu_indices: tuple[int, ...]
 
 
-def step_environments(job: JobContext, node: NodeContext, step: StepContext) -> list[dict[str, str]]:
-    """The environment of each of a node's tasks of a step, in SLURM_LOCALID order."""
-    env = batch_environment(job, node)
-    gpus = ",".join(str(i) for i in step.gpu_indices)
+#: What slurmd gives the batch script alone: a step's tasks have it only where srun had it in its
+#: own environment (srun inside the batch script; srun outside an allocation has none of it, and its
+#: own SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST: fixtures/22.05/srun-details/env-1.txt).
+BATCH_ONLY = ("SLURM_JOB_GPUS", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "SLURM_SUBMIT_DIR",
+              "SLURM_SUBMIT_HOST", "SLURM_RESTART_COUNT")
+#: The GPU variables: none at all on a node where neither the job nor the step has a GPU
+#: (srun-details/env-2.txt, env-3.txt).
+GPU_VARIABLES = ("SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS")
+
+
+def step_environments(job: JobContext, node: NodeContext, step: StepContext, *, uid: int,
+                      gid: int) -> list[dict[str, str]]:
+    """What slurmstepd gives each of a node's tasks of a step, in SLURM_LOCALID order, over srun's
+    own environment (which its caller adds beneath): the job's and the step's variables, the
+    node's (SLURMD_NODENAME, SLURM_TOPOLOGY_ADDR), the uid and gid the tasks run as.
+    Not given (srun-details/env-*.txt have them): SLURM_TASK_PID (the task's pid, unknown before
+    it starts), SLURM_CONF and SLURM_WORKING_CLUSTER (no slurm.conf nor slurmctld address on a
+    trainhub node), SLURM_LAUNCH_NODE_IPADDR, SLURM_SRUN_COMM_HOST/PORT and SLURM_STEP_LAUNCHER_PORT
+    (srun listens on no port: it talks to the control plane over HTTP(S) only)."""
+    env = {name: value for name, value in batch_environment(job, node).items()
+           if name not in BATCH_ONLY and name not in GPU_VARIABLES}
     nodelist = compress(step.hosts)
     tasks = str(sum(step.tasks_per_node))
     per_node = repeat_counts(list(step.tasks_per_node))
@@ -265,10 +282,14 @@ def step_environments(job: JobContext, node: NodeContext, step: StepContext) -> 
         "SLURM_STEP_NUM_NODES": str(len(step.hosts)), "SLURM_NNODES": str(len(step.hosts)),
         "SLURM_STEP_NUM_TASKS": tasks, "SLURM_NTASKS": tasks, "SLURM_NPROCS": tasks,
         "SLURM_STEP_TASKS_PER_NODE": per_node, "SLURM_TASKS_PER_NODE": per_node,
-        "SLURM_STEP_GPUS": gpus, "CUDA_VISIBLE_DEVICES": gpus, "GPU_DEVICE_ORDINAL": gpus,
-        "SLURM_GPUS_ON_NODE": str(len(step.gpu_indices)), "SLURM_NODEID": str(step.node_index),
-        "SLURM_GTIDS": ",".join(str(task) for task in step.task_ids),
+        "SLURM_NODEID": str(step.node_index), "SLURM_GTIDS": ",".join(str(task) for task in step.task_ids),
+        "SLURM_TOPOLOGY_ADDR": job.hosts[node.index], "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+        "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(gid),
     })
+    if step.gpu_indices or node.gpu_indices:
+        gpus = ",".join(str(i) for i in step.gpu_indices)
+        env.update({"SLURM_STEP_GPUS": gpus, "CUDA_VISIBLE_DEVICES": gpus, "GPU_DEVICE_ORDINAL": gpus,
+                    "SLURM_GPUS_ON_NODE": str(len(step.gpu_indices))})
     return [{**env, "SLURM_PROCID": str(task), "SLURM_LOCALID": str(local)}
             for local, task in enumerate(step.task_ids)]
 
