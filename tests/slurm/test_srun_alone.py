@@ -172,3 +172,20 @@ def test_the_tasks_environment_is_real_sruns(slurm_cli_as_uma):
             (SRUN_DETAILS_FIXTURES / recorded).read_text().splitlines()), recorded
         env = dict(line.split("=", 1) for line in out.splitlines())
         assert env["SLURM_SUBMIT_DIR"] == os.getcwd() and env["SLURM_JOB_UID"] == str(os.getuid())
+
+
+def test_a_program_that_cannot_start_fails_with_slurmstepds_line_and_errno(slurm_cli_as_uma, accounts):
+    """fixtures/22.05/srun-alone/srun-5: ``srun -N1 /no/such/program``: slurmstepd's execve() line,
+    srun's error line for the task, exit 2 (ENOENT); the job ``program`` FAILED 2:0 (sacct-p.txt)."""
+    from django.utils import timezone
+
+    from trainhub.slurm import reports
+
+    code, out, err = slurm_cli_as_uma("srun", "-N1", "/no/such/program")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == on_trainhub_nodes(recorded("srun-5.err"), 1)
+    job = SlurmJob.objects.get()
+    text = reports.sacct(accounts, now=timezone.now(), viewer="uma", jobs=str(job.job_id), parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
+    sacct = recorded("sacct-p.txt")
+    assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[9:11], 1, job.job_id)]

@@ -525,7 +525,9 @@ class SlurmNodeWork:
             else:
                 tasks.runs[task] = ReplicaRun.start(directory / str(task), argv=list(doc["argv"]),
                                                     env={**doc["environment"], **env}, cwd=cwd,
-                                                    user=user, terminal=doc.get("pty") if task == 0 else None)
+                                                    user=user, terminal=doc.get("pty") if task == 0 else None,
+                                                    exec_error=f"slurmstepd-{step['nodeName']}: error: execve(): "
+                                                               "{program}: {strerror}")
         return tasks
 
     @staticmethod

@@ -220,8 +220,17 @@ def _pump(stream, name: str, log: Log, last: list[str] | None) -> None:
 TAIL_INTERVAL = 0.1
 
 
+def _start_failure(argv: list[str], exc: OSError, exec_error: str | None) -> tuple[str, int]:
+    """(the line, the exit status) of a command that did not start: ``exec_error`` (a job step's task:
+    ``slurmstepd-NODE: error: execve(): {program}: {strerror}``, exiting with the errno, as slurmstepd's
+    task does: fixtures/22.05/srun-alone/srun-5.err), else trainhub's line and 127."""
+    if exec_error and exc.errno:
+        return exec_error.format(program=argv[0], strerror=os.strerror(exc.errno)), exc.errno
+    return f"cannot start {argv[0]}: {exc}", 127
+
+
 def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, files: OutputFiles | None,
-         directory: Path | None) -> tuple[int, list[str]]:
+         directory: Path | None, exec_error: str | None = None) -> tuple[int, list[str]]:
     """Run one command; its wait status and last stderr lines. Its output goes to ``files`` (read
     back into the log) or, without, through two pipes into the log. With ``directory``, the child's
     pid is recorded there (the replica's own command)."""
@@ -233,13 +242,13 @@ def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, f
             start_new_session=True, preexec_fn=_drop_privileges(user),
         )
     except OSError as exc:
-        message = f"cannot start {argv[0]}: {exc}"
+        message, status = _start_failure(argv, exc, exec_error)
         if files:
             files.write("stderr", message)
             files.copy(log, final=True)
         else:
             log.write("stderr", message)
-        return 127, [message]
+        return status, [message]
     if directory is not None:
         write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
     if files:
@@ -275,7 +284,7 @@ def _controlling_terminal(demote):
 
 
 def _run_on_terminal(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, directory: Path,
-                     size: dict) -> int:
+                     size: dict, exec_error: str | None = None) -> int:
     """Run the command on a new pseudo-terminal (see the module's docstring); its wait status."""
     fifo = directory / TERMINAL_INPUT
     if not fifo.exists():
@@ -289,10 +298,11 @@ def _run_on_terminal(argv: list[str], *, env: dict, cwd: str, user: dict | None,
             argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
             preexec_fn=_controlling_terminal(_drop_privileges(user)))
     except OSError as exc:
-        log.write("stderr", f"cannot start {argv[0]}: {exc}")
+        message, status = _start_failure(argv, exc, exec_error)
+        log.write("stderr", message)
         for fd in (master, slave, inbox):
             os.close(fd)
-        return 127
+        return status
     os.close(slave)
     write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
     os.set_blocking(master, False)
@@ -350,10 +360,10 @@ def supervise(directory: Path) -> int:
                 return 0
         if spec.get("terminal"):
             status = _run_on_terminal(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log,
-                                      directory=directory, size=spec["terminal"])
+                                      directory=directory, size=spec["terminal"], exec_error=spec.get("execError"))
         else:
             status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log,
-                             files=files, directory=directory)
+                             files=files, directory=directory, exec_error=spec.get("execError"))
         if files:
             files.close()
     write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "run"})
