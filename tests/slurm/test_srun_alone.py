@@ -189,3 +189,146 @@ def test_a_program_that_cannot_start_fails_with_slurmstepds_line_and_errno(slurm
                          fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
     sacct = recorded("sacct-p.txt")
     assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[9:11], 1, job.job_id)]
+
+
+# Ctrl-C and scancel while the step runs ----------------------------------------------------------
+
+def details(name: str, job_id: int) -> list[str]:
+    """A recorded srun-details line list on the test cluster (gpu1 -> a4-0, gpu2 -> a4-1), its job's
+    id as ``job_id``, without the recorder's ``rc=`` line."""
+    recorded_id = int(name.split("-")[1].split(".")[0])
+    lines = (SRUN_DETAILS_FIXTURES / name).read_text().splitlines()
+    return [line.replace(f"StepId={recorded_id}.", f"StepId={job_id}.").replace(f"STEP {recorded_id}.", f"STEP {job_id}.")
+            .replace("gpu1", "a4-0").replace("gpu2", "a4-1") for line in lines if not line.startswith("rc=")]
+
+
+def recorded_status(name: str) -> int:
+    return int((SRUN_DETAILS_FIXTURES / name).read_text().rsplit("rc=", 1)[1])
+
+
+def _running(marker: str, command: bytes) -> bool:
+    """A task's ``command`` (its /proc cmdline) runs with ``marker`` in its environment."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline, open(f"/proc/{pid}/environ", "rb") as environ:
+                if cmdline.read() == command and marker.encode() in environ.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+class CtrlC:
+    """Types Ctrl-C ``times`` times, ``gap`` seconds apart, once the task's ``command`` runs."""
+
+    def __init__(self, marker: str, command: bytes, times: int, gap: float = 0.3):
+        self.marker, self.command, self.left, self.gap = marker, command, times, gap
+        self.next = None
+
+    def __call__(self, terminal: int, shown: bytes) -> None:
+        import time
+
+        if not self.left or (self.next is None and not _running(self.marker, self.command)):
+            return
+        if self.next is None or time.monotonic() >= self.next:
+            os.write(terminal, b"\x03")
+            self.left -= 1
+            self.next = time.monotonic() + self.gap
+
+
+def terminal_lines(shown: bytes) -> list[str]:
+    """What a cooked terminal showed, as lines, without its ``^C`` echoes (the recording's srun was
+    sent SIGINT with kill, with no terminal)."""
+    return shown.replace(b"^C", b"").decode().replace("\r\n", "\n").splitlines()
+
+
+@pytest.fixture
+def kill_wait_5(accounts):
+    """The harness's KillWait (srun says it waits KillWait + 2 = 7 seconds)."""
+    from django.utils import timezone
+
+    from trainhub.slurm.services.clusters import cluster_config_set
+
+    cluster_config_set(cluster=accounts, changes={"KillWait": "5"}, actor="admin", now=timezone.now())
+
+
+def test_one_ctrl_c_says_how_the_tasks_are_and_the_step_goes_on(slurm_cli_as_uma, tmp_path):
+    """fixtures/22.05/srun-details/int-5: one SIGINT: srun's two lines, the task goes on and srun
+    exits with its status."""
+    marker = f"SRUN_TEST={tmp_path.name}"
+    code, shown = slurm_cli_as_uma.on_terminal("srun", "-N1", "sh", "-c", "sleep 3; echo done",
+                                               react=CtrlC(marker, b"sleep\x003\x00", 1),
+                                               environ={"SRUN_TEST": tmp_path.name})
+    job = SlurmJob.objects.get()
+    assert (code, terminal_lines(shown)) == (
+        recorded_status("int-5.err"), details("int-5.err", job.job_id) + details("int-5.txt", job.job_id))
+    assert (job.state, job.exit_code) == (JobState.COMPLETED, 0)
+
+
+def test_two_ctrl_c_within_a_second_send_the_tasks_sigint_and_abort_the_step(slurm_cli_as_uma, tmp_path,
+                                                                           kill_wait_5):
+    """int-7: ``srun -N1 sleep 30``, two SIGINT 0.3 s apart: srun's five lines, the task killed by
+    SIGINT (no line for it after the abort), exit 130."""
+    marker = f"SRUN_TEST={tmp_path.name}"
+    code, shown = slurm_cli_as_uma.on_terminal("srun", "-N1", "sleep", "30", react=CtrlC(marker, b"sleep\x0030\x00", 2),
+                                               environ={"SRUN_TEST": tmp_path.name})
+    job = SlurmJob.objects.get()
+    assert (code, terminal_lines(shown)) == (recorded_status("int-7.err"), details("int-7.err", job.job_id))
+
+
+def test_two_ctrl_c_reach_tasks_that_trap_sigint_on_every_node(slurm_cli_as_uma, tmp_path, kill_wait_5):
+    """int-6: ``srun -N2 sh -c 'trap "echo INT on $SLURMD_NODENAME; exit 9" INT; ...'``: both tasks
+    trap the SIGINT and exit 9: srun's lines, the tasks' exit lines (Slurm prints each as its node
+    reports it, trainhub once the step ended, in task order) and exit 9."""
+    marker = f"SRUN_TEST={tmp_path.name}"
+    code, shown = slurm_cli_as_uma.on_terminal(
+        "srun", "-N2", "sh", "-c", 'trap "echo INT on $SLURMD_NODENAME; exit 9" INT; while :; do sleep 1; done',
+        react=CtrlC(marker, b"sleep\x001\x00", 2), environ={"SRUN_TEST": tmp_path.name})
+    job = SlurmJob.objects.get()
+    lines = terminal_lines(shown)
+    expected = details("int-6.err", job.job_id) + details("int-6.txt", job.job_id)
+    errors = sorted(line for line in expected if line.startswith("srun: error:"))
+    said = [line for line in expected if line.startswith("srun: ") and line not in errors]
+    assert code == recorded_status("int-6.err")
+    assert [line for line in lines if line.startswith("srun: ")] == said + errors
+    assert sorted(line for line in lines if not line.startswith("srun: ")) == sorted(details("int-6.txt", job.job_id))
+
+
+def test_the_job_cancelled_under_its_step_prints_slurmstepds_and_sruns_lines(slurm_cli_as_uma, tmp_path,
+                                                                           kill_wait_5):
+    """scancel-8: ``scancel`` of srun's job while its step runs on two nodes: slurmstepd's CANCELLED
+    line, srun's abort line (the two come in either order from Slurm), a Terminated line per task,
+    exit 143; no "revoked" line."""
+    import re
+    import threading
+    import time
+
+    from django.utils import timezone
+
+    from trainhub.slurm.services.jobs import job_cancel
+
+    marker = f"SRUN_TEST={tmp_path.name}"
+
+    def cancel_when_running():
+        give_up = time.monotonic() + 60
+        while not _running(marker, b"sleep\x00300\x00") and time.monotonic() < give_up:
+            time.sleep(0.1)
+        from django.contrib.auth import get_user_model
+
+        job_cancel(job=SlurmJob.objects.get(), actor=get_user_model().objects.get(username="uma"), is_admin=False,
+                   now=timezone.now())
+
+    canceller = threading.Thread(target=cancel_when_running)
+    canceller.start()
+    try:
+        code, out, err = slurm_cli_as_uma("srun", "-N2", "sh", "-c", f"export {marker}; sleep 300")
+    finally:
+        canceller.join()
+    job = SlurmJob.objects.get()
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+    expected = [stamp.sub("<time>", line) for line in details("scancel-8.err", job.job_id)]
+    lines = [stamp.sub("<time>", line) for line in err.splitlines()]
+    assert (code, out) == (recorded_status("scancel-8.err"), "")
+    assert sorted(lines[:2]) == sorted(expected[:2])
+    assert sorted(lines[2:]) == sorted(expected[2:])
+    assert job.state == JobState.CANCELLED

@@ -162,12 +162,62 @@ def task_messages(failed: list[list]) -> list[str]:
     return lines
 
 
-#: Signals srun received (SIGINT, SIGTERM, SIGHUP): it cancels its step and waits for its tasks.
-_interrupted: list[int] = []
+#: Signals srun received (SIGINT, SIGTERM, SIGHUP) and when (time.monotonic()), see Interrupts.
+_interrupted: list[tuple[int, float]] = []
 
 
 def _interrupt(signum: int, frame) -> None:
-    _interrupted.append(signum)
+    _interrupted.append((signum, time.monotonic()))
+
+
+def _say(*lines: str) -> None:
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+
+
+class Interrupts:
+    """What srun does with the signals it gets while its step runs (fixtures/22.05/srun-details/int-*):
+    a SIGINT more than a second after the last one says how the tasks are (``srun: interrupt (one more
+    within 1 sec to abort)``, ``srun: StepId=J.S tasks 0-1: running``) and goes on; a second within
+    the second aborts the step: ``srun: sending Ctrl-C to StepId=J.S`` (the tasks get SIGINT),
+    ``srun: forcing job termination``, ``srun: Job step aborted: Waiting up to K seconds for job step
+    to finish.`` (KillWait + 2); SIGTERM or SIGHUP stops the tasks (SIGTERM), ``srun: forcing job
+    termination``. After an abort the tasks a signal killed get no error line."""
+
+    def __init__(self, client: Client, step: dict):
+        self.client = client
+        self.step = step
+        self.handled = 0
+        self.last_interrupt: float | None = None
+        self.aborted = False
+
+    def _status(self) -> str:
+        tasks = self.step["numTasks"]
+        who = "task 0" if tasks == 1 else f"tasks {_ranges(list(range(tasks)))}"
+        return f"srun: StepId={self.step['jobId']}.{self.step['stepId']} {who}: running"
+
+    def _cancel(self, signum: int) -> None:
+        self.client.call("POST", f"/agent/v1/srun/steps/{self.step['stepId']}:cancel",
+                         {"time": time.time(), "signal": signum})
+        self.aborted = True
+
+    def handle(self) -> None:
+        while self.handled < len(_interrupted):
+            signum, moment = _interrupted[self.handled]
+            self.handled += 1
+            if self.aborted:
+                continue
+            if signum == signal.SIGINT and (self.last_interrupt is None or moment - self.last_interrupt > 1):
+                self.last_interrupt = moment
+                _say("srun: interrupt (one more within 1 sec to abort)", self._status())
+            elif signum == signal.SIGINT:
+                _say(f"srun: sending Ctrl-C to StepId={self.step['jobId']}.{self.step['stepId']}")
+                self._cancel(signal.SIGINT)
+                _say("srun: forcing job termination", "srun: Job step aborted: Waiting up to "
+                     f"{self.step.get('killWait', 30) + 2} seconds for job step to finish.")
+            else:
+                _say("srun: forcing job termination")
+                self._cancel(signal.SIGTERM)
 
 
 def window_size(fd: int) -> dict[str, int] | None:
@@ -241,20 +291,20 @@ class Terminal:
 
 
 def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: float = 0.2,
-           terminal: bool = False) -> dict:
-    """Print the step's output until it has ended; its last answer. Interrupted, srun has the
-    step's tasks stopped on every node and still waits for them. ``terminal`` (--pty): task 0's
-    terminal output, byte for byte, and nothing of the other tasks."""
+           terminal: bool = False, interrupts: Interrupts | None = None, patience: float = 32.0) -> dict:
+    """Print the step's output until it has ended; its last answer. Interrupted (``interrupts``),
+    srun says so, or has the step's tasks stopped on every node and still waits for them.
+    ``terminal`` (--pty): task 0's terminal output, byte for byte, and nothing of the other tasks.
+    A step that ended under its tasks (the job was cancelled) is followed until every node reported
+    them stopped, at most ``patience`` seconds (KillWait + 2, as srun waits)."""
     max_poll = TERMINAL_POLL if terminal else 1.0
     poll = min(poll, max_poll)
     width = len(str(max(num_tasks - 1, 0)))
     after = 0
-    cancelled = False
+    ended_at = None
     while True:
-        if _interrupted and not cancelled:
-            print("srun: forcing job termination", file=sys.stderr, flush=True)
-            client.call("POST", f"/agent/v1/srun/steps/{step_id}:cancel", {"time": time.time()})
-            cancelled = True
+        if interrupts is not None:
+            interrupts.handle()
         answer = client.call("GET", f"/agent/v1/srun/steps/{step_id}?after={after}")
         for task, stream, text in answer["lines"]:
             if terminal and task != 0:
@@ -272,7 +322,12 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
         moved = answer["next"] != after
         after = answer["next"]
         if answer["state"] != "RUNNING" and not moved:
-            return answer
+            ended_at = time.monotonic() if ended_at is None else ended_at
+            if not answer.get("pendingNodes"):
+                return answer
+            if time.monotonic() - ended_at > patience:
+                _say("srun: error: Timed out waiting for job step to complete")
+                return answer
         if not moved:
             time.sleep(poll)
             poll = min(poll * 1.5, max_poll)
@@ -341,15 +396,24 @@ def main(argv: list[str]) -> int:
     try:
         step = create(client, {k: v for k, v in body.items() if v is not None})
         if step is None:
-            return 128 + _interrupted[0]
+            return 128 + _interrupted[0][0]
+        interrupts = Interrupts(client, step)
         with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():
             ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"],
-                           terminal=pty is not None)
+                           terminal=pty is not None, interrupts=interrupts,
+                           patience=step.get("killWait", 30) + 2)
     except Refused as exc:
         for line in str(exc).splitlines():
             print(f"srun: error: {line}", file=sys.stderr)
         return 1
-    for line in task_messages(ended["failed"]):
+    if ended["state"] == "CANCELLED" and not interrupts.aborted and ended.get("firstNode"):
+        # The job ended under the step (scancel): slurmstepd's line, srun's (srun-details/scancel-8.err).
+        node = ended["firstNode"]
+        _say(f"slurmstepd-{node}: error: *** STEP {step['jobId']}.{step['stepId']} ON {node} CANCELLED AT "
+             f"{ended['endTime']} ***",
+             f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
+    failed = [item for item in ended["failed"] if not (interrupts.aborted and item[3])]
+    for line in task_messages(failed):
         print(line, file=sys.stderr)
     codes = [code for _, _, code, _ in ended["failed"]]
     signals = [signum for _, _, _, signum in ended["failed"] if signum]

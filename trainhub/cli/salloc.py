@@ -51,14 +51,17 @@ ALLOCATE_FAILED = "salloc: error: Job submit/allocate failed: "
 
 
 class Words(namedtuple("Words", ["program", "allocate_failed", "pending", "allocated", "granted", "aborted",
-                                 "revoked", "timed_out", "relinquishing"])):
+                                 "revoked", "timed_out", "relinquishing", "hang_up"])):
     """What a command that makes its own allocation prints on stderr ({job}: the job id), where it
     prints anything: salloc's (fixtures/22.05/salloc) or srun's (fixtures/22.05/srun-alone).
     ``allocate_failed`` comes before the reason of a refused allocation; the others are lines:
     ``pending`` still pending after GRANT_GRACE_SECONDS, ``allocated`` granted after those,
     ``granted`` granted (after them or at once), ``aborted`` SIGINT, SIGTERM or SIGHUP while
     pending (the job is cancelled), ``revoked`` the job ended while pending or under COMMAND,
-    ``timed_out`` it reached its time limit under COMMAND, ``relinquishing`` COMMAND exited.
+    ``timed_out`` it reached its time limit under COMMAND, ``relinquishing`` COMMAND exited;
+    ``hang_up``: whether COMMAND is hung up (and ``revoked`` or ``timed_out`` said) when the
+    allocation ends under it (salloc's shell), or left to say it itself (srun's step launcher, whose
+    step ends with the job: fixtures/22.05/srun-details/scancel-8.err).
     (A named tuple: dataclasses would cost the CLI's start-up inspect.)"""
 
     __slots__ = ()
@@ -72,7 +75,7 @@ SALLOC = Words(
     aborted=("salloc: Job allocation {job} has been revoked.", "salloc: Job aborted due to signal"),
     revoked=("salloc: Job allocation {job} has been revoked.",),
     timed_out=("salloc: Job {job} has exceeded its time limit and its allocation has been revoked.",),
-    relinquishing=("salloc: Relinquishing job allocation {job}",))
+    relinquishing=("salloc: Relinquishing job allocation {job}",), hang_up=True)
 
 
 def _say(lines: tuple[str, ...], job: int) -> None:
@@ -182,9 +185,11 @@ def _watch(allocation: Allocation, child: subprocess.Popen, stop: threading.Even
         except CliError:
             continue  # the control plane is away for a moment; the keep-alive timeout allows for it
         if job["state"] != "RUNNING":
+            allocation.revoked = True
+            if not words.hang_up:
+                return
             _say(words.timed_out if job["state"] == "TIMEOUT" and job["reason"] != "InactiveLimit" else words.revoked,
                  allocation.job_id)
-            allocation.revoked = True
             if child.poll() is None:
                 child.send_signal(signal.SIGHUP)
             return
@@ -206,11 +211,14 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
 
 
 def allocate_and_run(client: Any, cluster_path: str, options: list[str], command: list[str], *,
-                     words: Words, given: list[tuple[str, str | None]]) -> int:
+                     words: Words, given: list[tuple[str, str | None]], pass_interrupts: bool = False) -> int:
     """Allocate with sbatch's ``options`` (``given``: them as sbatch_argv.split_options reads them),
     run ``command`` here with srun usable inside (its PATH finds trainhub's ``srun`` first), keep the
     allocation alive meanwhile, relinquish it with the command's exit code; the exit status
-    (salloc's rules)."""
+    (salloc's rules). ``pass_interrupts`` (srun without --pty, whose command is the step launcher):
+    the command runs in a process group of its own and every SIGINT this process gets, from the
+    terminal's Ctrl-C or ``kill -INT``, reaches it once (srun counts them: one says how the tasks
+    are, two within a second abort the step)."""
     try:
         job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options})["jobId"]
     except CliError as exc:
@@ -242,14 +250,15 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
                                   bin_dir=srun_directory(scratch), given=given, words=words)
         # The terminal's Ctrl-C and Ctrl-\ are COMMAND's; SIGTERM and SIGHUP to salloc are passed on.
         try:
-            child = subprocess.Popen(command, env=env)
+            child = subprocess.Popen(command, env=env, process_group=0 if pass_interrupts else None)
         except OSError as exc:
             sys.stderr.write(f"salloc: error: {command[0]}: {exc.strerror}\n")
             child = None
         if child is not None:
-            ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGQUIT)}
+            ignored = {signum: signal.signal(signum, signal.SIG_IGN)
+                       for signum in ((signal.SIGQUIT,) if pass_interrupts else (signal.SIGINT, signal.SIGQUIT))}
             passed = {signum: signal.signal(signum, lambda signum, frame: child.send_signal(signum))
-                      for signum in (signal.SIGTERM, signal.SIGHUP)}
+                      for signum in ((signal.SIGINT,) if pass_interrupts else ()) + (signal.SIGTERM, signal.SIGHUP)}
             stop = threading.Event()
             watcher = threading.Thread(target=_watch, args=(allocation, child, stop), kwargs={"words": words},
                                        daemon=True)

@@ -37,7 +37,7 @@ SRUN = Words(
     aborted=("srun: Job allocation {job} has been revoked", "srun: Force Terminated JobId={job}"),
     revoked=("srun: Job allocation {job} has been revoked",),
     timed_out=("srun: Job allocation {job} has been revoked",),
-    relinquishing=())
+    relinquishing=(), hang_up=False)
 #: sbatch's options that also shape the step (the step asks for what the job was given).
 STEP_SHAPE = ("nodes", "ntasks", "ntasks-per-node")
 
@@ -67,4 +67,5 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
     """srun: allocate, run one step there, relinquish; srun's exit status."""
     job, step = split(argv)
     # The step's own variables (SLURM_NTASKS, SLURM_NTASKS_PER_NODE) are the step launcher's to set.
-    return allocate_and_run(client, cluster_path, job, step, words=SRUN, given=[])
+    return allocate_and_run(client, cluster_path, job, step, words=SRUN, given=[],
+                            pass_interrupts="--pty" not in step[:step.index("--")])
