@@ -332,3 +332,13 @@ def test_the_job_cancelled_under_its_step_prints_slurmstepds_and_sruns_lines(slu
     assert sorted(lines[:2]) == sorted(expected[:2])
     assert sorted(lines[2:]) == sorted(expected[2:])
     assert job.state == JobState.CANCELLED
+
+
+def test_srun_v_prints_its_options_and_the_steps_launch(slurm_cli_as_uma):
+    """fixtures/22.05/srun-details/verbose-4.err: ``srun -A physics -p batch -v -N1 true``: the options
+    given, the job's nodes and CPUs, the step's launch on its node and its task's completion."""
+    code, out, err = slurm_cli_as_uma("srun", "-A", "ml", "-p", "a4", "-v", "-N1", "true")
+    job = SlurmJob.objects.get()
+    expected = [line.replace("physics", "ml").replace(": batch", ": a4") for line in details("verbose-4.err", job.job_id)]
+    expected = [line.replace("jobid 4:", f"jobid {job.job_id}:") for line in expected]
+    assert (code, out, err.splitlines()) == (0, "", expected)

@@ -77,6 +77,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--overlap", action="store_true")
     parser.add_argument("-l", "--label", action="store_true")
     parser.add_argument("--pty", action="store_true")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     if options.command and options.command[0] == "--":
@@ -370,6 +371,45 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
     return env
 
 
+def _numbers(numbers: list[int]) -> str:
+    """Task ids as Slurm's ranged hostlist prints them: ``0``, ``[0-1]``, ``[0-1,4]``."""
+    text = _ranges(numbers)
+    return text if len(numbers) == 1 else f"[{text}]"
+
+
+def _cpu_counts(text: str) -> str:
+    """SLURM_JOB_CPUS_PER_NODE (``2(x2),1``) as srun -v prints its counts (``2(x2),1(x1)``)."""
+    return ",".join(item if "(x" in item else f"{item}(x1)" for item in text.split(",") if item)
+
+
+def launch_lines(step: dict, environ: dict[str, str]) -> list[str]:
+    """srun -v's lines once its step is created (fixtures/22.05/srun-details/verbose-4.err)."""
+    name = f"StepId={step['jobId']}.{step['stepId']}"
+    lines = [f"srun: jobid {step['jobId']}: nodes({environ.get('SLURM_JOB_NUM_NODES', '')}):"
+             f"`{environ.get('SLURM_JOB_NODELIST', '')}', cpu counts: "
+             f"{_cpu_counts(environ.get('SLURM_JOB_CPUS_PER_NODE', ''))}",
+             "srun: launch/slurm: launch_p_step_launch: CpuBindType=(null type)"]
+    lines += [f"srun: launching {name} on host {node}, {len(tasks)} tasks: {_numbers(tasks)}"
+              for node, tasks in step["layout"]]
+    lines.append("srun: route/default: init: route default plugin loaded")
+    lines += [f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started" for node, tasks in step["layout"]]
+    return lines
+
+
+def completed_lines(step: dict, failed: list[list]) -> list[str]:
+    """srun -v's lines for each node's tasks that exited 0, once the step ended."""
+    name = f"StepId={step['jobId']}.{step['stepId']}"
+    lines = []
+    for node, tasks in step["layout"]:
+        done = [task for task in tasks if task not in {item[0] for item in failed}]
+        if done:
+            who = f"task {done[0]}" if len(done) == 1 else f"tasks {_ranges(done)}"
+            lines += [f"srun: launch/slurm: _task_finish: Received task exit notification for {len(done)} task"
+                      f"{'s' if len(done) > 1 else ''} of {name} (status=0x0000).",
+                      f"srun: launch/slurm: _task_finish: {node}: {who}: Completed"]
+    return lines
+
+
 def main(argv: list[str]) -> int:
     options = parse(argv)
     credential = os.environ.get("TRAINHUB_STEP_CREDENTIAL")
@@ -398,6 +438,8 @@ def main(argv: list[str]) -> int:
         if step is None:
             return 128 + _interrupted[0][0]
         interrupts = Interrupts(client, step)
+        if options.verbose:
+            _say(*launch_lines(step, dict(os.environ)))
         with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():
             ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"],
                            terminal=pty is not None, interrupts=interrupts,
@@ -413,6 +455,8 @@ def main(argv: list[str]) -> int:
              f"{ended['endTime']} ***",
              f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
     failed = [item for item in ended["failed"] if not (interrupts.aborted and item[3])]
+    if options.verbose:
+        _say(*completed_lines(step, ended["failed"]))
     for line in task_messages(failed):
         print(line, file=sys.stderr)
     codes = [code for _, _, code, _ in ended["failed"]]

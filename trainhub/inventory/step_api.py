@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
 from trainhub.slurm.models import JobStep, StepNode
-from trainhub.slurm.selectors import kill_wait, step_output, steps_ended
+from trainhub.slurm.selectors import kill_wait, step_layout, step_output, steps_ended
 from trainhub.slurm.services import steps as step_services
 from trainhub.slurm.steps import NODES_BUSY, StepRefused, StepRequest
 
@@ -87,7 +87,8 @@ def _count(body: dict, name: str) -> int | None:
 
 class Steps(SrunView):
     """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, label?,
-    pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait}; while other
+    pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
+    [[node, [task, ...]], ...]}; while other
     steps hold what it needs, 202 {jobId, retry: true, reason, stepsEnded} and srun asks again."""
 
     def post(self, request: Request) -> Response:
@@ -126,7 +127,8 @@ class Steps(SrunView):
                              "stepsEnded": steps_ended(job=principal.job, run_index=principal.run_index)},
                             status=202)
         return Response({"stepId": step.step_id, "jobId": principal.job.job_id, "nodeList": step.node_list,
-                         "numTasks": step.num_tasks, "killWait": kill_wait(job=principal.job)})
+                         "numTasks": step.num_tasks, "killWait": kill_wait(job=principal.job),
+                         "layout": step_layout(step=step)})
 
 
 def _window_size(body: dict, name: str) -> dict[str, int]:

@@ -169,6 +169,12 @@ def kill_wait(*, job: SlurmJob) -> int:
     return parse_config(job.cluster.config).kill_wait
 
 
+def step_layout(*, step: JobStep) -> list[list]:
+    """The step's nodes in SLURM_NODEID order, each with its tasks: [[node, [task, ...]], ...]."""
+    return [[name, list(tasks)] for name, tasks in StepNode.objects.filter(step=step).order_by("node_index")
+            .values_list("job_node__node__name", "task_ids")]
+
+
 def step_output(*, step: JobStep, after: int, limit: int) -> dict:
     """What srun reads of its step: the tasks' lines after line id ``after``, the step's state and,
     once it ended, the tasks that failed ([task, node, exit code, signal], in task order), how many
