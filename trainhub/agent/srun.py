@@ -7,9 +7,12 @@ then follows it (``GET /agent/v1/srun/steps/N``): every task's lines are printed
 stdout / stderr - the batch script's, so its output file - prefixed ``N: `` with ``-l``, as Slurm
 does; when the step has ended, a line for each task that failed (``srun: error: NODE: task N:
 Exited with exit code C``) and srun exits with the worst task's status (the highest exit code, or
-128 + the highest signal). Interrupted (SIGINT, SIGTERM, SIGHUP: ``timeout 60 srun ...``), srun
-has its step's tasks stopped on every node and waits for them. Options: -N/--nodes, -n/--ntasks,
---ntasks-per-node, --gres=gpu:K, --exact, --overlap, -l/--label (srun.1).
+128 + the highest signal). One SIGINT says how the tasks are; two within a second, SIGTERM or SIGHUP
+(``timeout 60 srun ...``) have the step's tasks stopped on every node (SIGINT after two SIGINT,
+else SIGTERM) and srun waits for them (Interrupts). The job ending under the step (scancel) prints
+slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
+(own_environment). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
+--overlap, -l/--label, -v/--verbose (launch_lines, completed_lines) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,

@@ -16,6 +16,13 @@ does (fixtures/22.05/srun-alone):
   as a batch script).
 - SIGINT, SIGTERM or SIGHUP while pending: ``srun: Job allocation N has been revoked``, ``srun:
   Force Terminated JobId=N``, exit 1; the job is cancelled (sacct: ``CANCELLED by UID``, no step).
+- While the step runs (without --pty) the step launcher is in a process group of its own and gets
+  each SIGINT once, from Ctrl-C or ``kill -INT``: one says how the tasks are, two within a second
+  abort the step (trainhub.agent.srun.Interrupts, fixtures/22.05/srun-details/int-*). The job
+  ending under the step (scancel) is the step launcher's to say (srun-details/scancel-8.err):
+  this process prints nothing of it and hangs nothing up.
+- ``-v``: the options given (defined_options), then the step launcher's launch lines
+  (srun-details/verbose-4.err).
 """
 
 from __future__ import annotations

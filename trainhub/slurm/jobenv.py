@@ -173,6 +173,11 @@ def signal_plan(stored: str) -> SignalPlan | None:
     return SignalPlan(signum, int(seconds or 60), "B" in flags)
 
 
+#: The GPU variables: none at all on a node where the job has no GPU (the batch script:
+#: fixtures/22.05/ntasks/out-1.txt), nor the step (its tasks: srun-details/env-2.txt, env-3.txt).
+GPU_VARIABLES = ("SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS")
+
+
 def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     """What the batch script sees (it runs on the batch host: node index 0, task 0)."""
     env = _common(job, node)
@@ -195,6 +200,9 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     })
     if job.restart_count:
         env["SLURM_RESTART_COUNT"] = str(job.restart_count)
+    if not node.gpu_indices:  # no GPU variable at all (fixtures/22.05/ntasks/out-1.txt)
+        for name in GPU_VARIABLES:
+            env.pop(name, None)
     return env
 
 
@@ -257,9 +265,6 @@ class StepContext:
 #: own SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST: fixtures/22.05/srun-details/env-1.txt).
 BATCH_ONLY = ("SLURM_JOB_GPUS", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "SLURM_SUBMIT_DIR",
               "SLURM_SUBMIT_HOST", "SLURM_RESTART_COUNT")
-#: The GPU variables: none at all on a node where neither the job nor the step has a GPU
-#: (srun-details/env-2.txt, env-3.txt).
-GPU_VARIABLES = ("SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS")
 
 
 def step_environments(job: JobContext, node: NodeContext, step: StepContext, *, uid: int,
