@@ -134,13 +134,13 @@ def test_srun_exits_with_the_failed_tasks_code_and_the_job_records_it(slurm_cli_
 #: The recording's names for what the test cluster calls otherwise.
 HARNESS_NAMES = {"harness": "c1", "physics": "ml", "batch": "a4", "alice": "uma", "gpu[1-2]": "a4-[0-1]",
                  "gpu1": "a4-0", "gpu2": "a4-1"}
-#: Values of the machine and the moment: the job's id, the tasks' uid and gid, srun's directory,
-#: host, umask and priority.
+#: Values of the machine and the moment: the job's id, the tasks' uid and gid and pid, srun's
+#: directory, host, umask and priority.
 NATURAL = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_UID", "SLURM_JOB_GID", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST",
-           "SLURM_UMASK", "SLURM_PRIO_PROCESS")
+           "SLURM_UMASK", "SLURM_PRIO_PROCESS", "SLURM_TASK_PID")
 #: What a trainhub task does not get (jobenv.step_environments says why), and the harness's own.
 NOT_GIVEN = ("SLURMH_", "SLURM_CONF=", "SLURM_WORKING_CLUSTER=", "SLURM_LAUNCH_NODE_IPADDR=", "SLURM_SRUN_COMM_",
-             "SLURM_STEP_LAUNCHER_PORT=", "SLURM_TASK_PID=")
+             "SLURM_STEP_LAUNCHER_PORT=")
 
 
 def task_environment(lines: list[str]) -> list[str]:

@@ -529,7 +529,7 @@ class SlurmNodeWork:
                                                     env={**doc["environment"], **env}, cwd=cwd,
                                                     user=user, terminal=doc.get("pty") if task == 0 else None,
                                                     exec_error=f"slurmstepd-{step['nodeName']}: error: execve(): "
-                                                               "{program}: {strerror}")
+                                                               "{program}: {strerror}", task_pid=True)
         return tasks
 
     @staticmethod

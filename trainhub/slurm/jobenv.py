@@ -272,10 +272,10 @@ def step_environments(job: JobContext, node: NodeContext, step: StepContext, *, 
     """What slurmstepd gives each of a node's tasks of a step, in SLURM_LOCALID order, over srun's
     own environment (which its caller adds beneath): the job's and the step's variables, the
     node's (SLURMD_NODENAME, SLURM_TOPOLOGY_ADDR), the uid and gid the tasks run as.
-    Not given (srun-details/env-*.txt have them): SLURM_TASK_PID (the task's pid, unknown before
-    it starts), SLURM_CONF and SLURM_WORKING_CLUSTER (no slurm.conf nor slurmctld address on a
-    trainhub node), SLURM_LAUNCH_NODE_IPADDR, SLURM_SRUN_COMM_HOST/PORT and SLURM_STEP_LAUNCHER_PORT
-    (srun listens on no port: it talks to the control plane over HTTP(S) only)."""
+    SLURM_TASK_PID is the supervisor's to add (the task's pid: supervisor._prepare_child). Not given
+    (srun-details/env-*.txt have them): SLURM_CONF and SLURM_WORKING_CLUSTER (no slurm.conf nor
+    slurmctld address on a trainhub node), SLURM_LAUNCH_NODE_IPADDR, SLURM_SRUN_COMM_HOST/PORT and
+    SLURM_STEP_LAUNCHER_PORT (srun listens on no port: it talks to the control plane over HTTP(S) only)."""
     env = {name: value for name, value in batch_environment(job, node).items()
            if name not in BATCH_ONLY and name not in GPU_VARIABLES}
     nodelist = compress(step.hosts)
