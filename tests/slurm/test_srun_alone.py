@@ -274,6 +274,8 @@ def test_two_ctrl_c_within_a_second_send_the_tasks_sigint_and_abort_the_step(slu
                                                environ={"SRUN_TEST": tmp_path.name})
     job = SlurmJob.objects.get()
     assert (code, terminal_lines(shown)) == (recorded_status("int-7.err"), details("int-7.err", job.job_id))
+    step = job.steps.get()  # sacct-p.txt: 7.0 CANCELLED 0:2
+    assert (step.state, step.exit_code, step.exit_signal) == (JobState.CANCELLED, 0, 2)
 
 
 def test_two_ctrl_c_reach_tasks_that_trap_sigint_on_every_node(slurm_cli_as_uma, tmp_path, kill_wait_5):
@@ -292,6 +294,8 @@ def test_two_ctrl_c_reach_tasks_that_trap_sigint_on_every_node(slurm_cli_as_uma,
     assert code == recorded_status("int-6.err")
     assert [line for line in lines if line.startswith("srun: ")] == said + errors
     assert sorted(line for line in lines if not line.startswith("srun: ")) == sorted(details("int-6.txt", job.job_id))
+    step = job.steps.get()  # sacct-p.txt: 6.0 FAILED 9:0, though srun stopped it
+    assert (step.state, step.exit_code, step.exit_signal) == (JobState.FAILED, 9, 0)
 
 
 def test_the_job_cancelled_under_its_step_prints_slurmstepds_and_sruns_lines(slurm_cli_as_uma, tmp_path,

@@ -186,7 +186,8 @@ class Interrupts:
     the second aborts the step: ``srun: sending Ctrl-C to StepId=J.S`` (the tasks get SIGINT),
     ``srun: forcing job termination``, ``srun: Job step aborted: Waiting up to K seconds for job step
     to finish.`` (KillWait + 2); SIGTERM or SIGHUP stops the tasks (SIGTERM), ``srun: forcing job
-    termination``. After an abort the tasks a signal killed get no error line."""
+    termination``. After the two SIGINT the tasks a signal killed get no error line (int-7); after
+    SIGTERM they do (srun/out-2.txt: ``srun: error: gpu1: task 0: Terminated``)."""
 
     def __init__(self, client: Client, step: dict):
         self.client = client
@@ -194,6 +195,8 @@ class Interrupts:
         self.handled = 0
         self.last_interrupt: float | None = None
         self.aborted = False
+        #: Aborted by two SIGINT: the tasks the SIGINT killed are not reported.
+        self.quiet = False
 
     def _status(self) -> str:
         tasks = self.step["numTasks"]
@@ -217,6 +220,7 @@ class Interrupts:
             elif signum == signal.SIGINT:
                 _say(f"srun: sending Ctrl-C to StepId={self.step['jobId']}.{self.step['stepId']}")
                 self._cancel(signal.SIGINT)
+                self.quiet = True
                 _say("srun: forcing job termination", "srun: Job step aborted: Waiting up to "
                      f"{self.step.get('killWait', 30) + 2} seconds for job step to finish.")
             else:
@@ -457,7 +461,7 @@ def main(argv: list[str]) -> int:
         _say(f"slurmstepd-{node}: error: *** STEP {step['jobId']}.{step['stepId']} ON {node} CANCELLED AT "
              f"{ended['endTime']} ***",
              f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
-    failed = [item for item in ended["failed"] if not (interrupts.aborted and item[3])]
+    failed = [item for item in ended["failed"] if not (interrupts.quiet and item[3])]
     if options.verbose:
         _say(*completed_lines(step, ended["failed"]))
     for line in task_messages(failed):
