@@ -106,6 +106,7 @@ def test_a_granted_allocation_writes_its_srun_and_environment_without_pathlib_or
                   f"env = salloc.command_environment({answer!r}, job_id=3, base_url='http://x', credential='k', "
                   f"bin_dir=bin_dir, given=[])\n"
                   f"assert env['SLURM_JOB_ID'] == '3' and env['PATH'].startswith(bin_dir)\n"
-                  f"assert os.path.exists(salloc.SRUN_PROGRAM) and salloc.SRUN_PROGRAM in open(bin_dir + '/srun').read()")
+                  f"assert os.path.exists(salloc.SRUN_PROGRAM)\n"
+                  f"assert salloc.SRUN_PROGRAM in open(bin_dir + '/srun').read()")
     loaded = _modules_after(statements)
     assert loaded & (NEVER | NO_COMMAND_NEEDS | {"trainhub.agent.srun", "argparse", "ssl", "urllib.request"}) == set()

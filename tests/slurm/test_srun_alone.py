@@ -164,7 +164,8 @@ def test_the_tasks_environment_is_real_sruns(slurm_cli_as_uma):
     nor salloc's (SLURM_NODE_ALIASES), no GPU variable without GPUs, srun's own SLURM_SUBMIT_DIR."""
     show = "env | grep -e ^SLURM -e ^CUDA -e ^GPU_ | sort"
     for recorded, argv in (("env-1.txt", ["-N1", "--gres=gpu:2", "sh", "-c", show]),
-                           ("env-2.txt", ["-N2", "--ntasks-per-node=2", "sh", "-c", f"[ $SLURM_PROCID = 3 ] && {show}; true"]),
+                           ("env-2.txt", ["-N2", "--ntasks-per-node=2", "sh", "-c",
+                                          f"[ $SLURM_PROCID = 3 ] && {show}; true"]),
                            ("env-3.txt", ["-n3", "sh", "-c", f"[ $SLURM_PROCID = 2 ] && {show}; true"])):
         code, out, err = slurm_cli_as_uma("srun", *argv)
         assert (code, err) == (0, ""), recorded
@@ -198,8 +199,9 @@ def details(name: str, job_id: int) -> list[str]:
     id as ``job_id``, without the recorder's ``rc=`` line."""
     recorded_id = int(name.split("-")[1].split(".")[0])
     lines = (SRUN_DETAILS_FIXTURES / name).read_text().splitlines()
-    return [line.replace(f"StepId={recorded_id}.", f"StepId={job_id}.").replace(f"STEP {recorded_id}.", f"STEP {job_id}.")
-            .replace("gpu1", "a4-0").replace("gpu2", "a4-1") for line in lines if not line.startswith("rc=")]
+    return [line.replace(f"StepId={recorded_id}.", f"StepId={job_id}.")
+            .replace(f"STEP {recorded_id}.", f"STEP {job_id}.").replace("gpu1", "a4-0").replace("gpu2", "a4-1")
+            for line in lines if not line.startswith("rc=")]
 
 
 def recorded_status(name: str) -> int:
@@ -343,6 +345,7 @@ def test_srun_v_prints_its_options_and_the_steps_launch(slurm_cli_as_uma):
     given, the job's nodes and CPUs, the step's launch on its node and its task's completion."""
     code, out, err = slurm_cli_as_uma("srun", "-A", "ml", "-p", "a4", "-v", "-N1", "true")
     job = SlurmJob.objects.get()
-    expected = [line.replace("physics", "ml").replace(": batch", ": a4") for line in details("verbose-4.err", job.job_id)]
+    expected = [line.replace("physics", "ml").replace(": batch", ": a4")
+                for line in details("verbose-4.err", job.job_id)]
     expected = [line.replace("jobid 4:", f"jobid {job.job_id}:") for line in expected]
     assert (code, out, err.splitlines()) == (0, "", expected)

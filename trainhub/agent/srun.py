@@ -399,7 +399,8 @@ def launch_lines(step: dict, environ: dict[str, str]) -> list[str]:
     lines += [f"srun: launching {name} on host {node}, {len(tasks)} tasks: {_numbers(tasks)}"
               for node, tasks in step["layout"]]
     lines.append("srun: route/default: init: route default plugin loaded")
-    lines += [f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started" for node, tasks in step["layout"]]
+    lines += [f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started"
+              for node, tasks in step["layout"]]
     return lines
 
 

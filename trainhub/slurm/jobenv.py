@@ -175,7 +175,8 @@ def signal_plan(stored: str) -> SignalPlan | None:
 
 #: The GPU variables: none at all on a node where the job has no GPU (the batch script:
 #: fixtures/22.05/ntasks/out-1.txt), nor the step (its tasks: srun-details/env-2.txt, env-3.txt).
-GPU_VARIABLES = ("SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS")
+GPU_VARIABLES = ("SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE",
+                 "SLURM_JOB_GPUS")
 
 
 def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
