@@ -39,3 +39,27 @@ def test_typed_bytes_and_a_new_window_size_reach_the_task_in_order(tmp_path):
 
 def test_before_its_supervisor_made_the_fifo_nothing_is_taken(tmp_path):
     assert ReplicaRun(tmp_path).write_terminal([{"data": "eA=="}]) == 0
+
+
+def logged(run: ReplicaRun, stream: str) -> list[str]:
+    log = run.directory / "log.jsonl"
+    return [text for name, _, text in map(json.loads, log.read_text().splitlines()) if name == stream]
+
+
+def test_a_step_task_gets_its_own_pid_as_slurm_task_pid_on_a_terminal_or_not(tmp_path):
+    """slurmstepd's SLURM_TASK_PID (fixtures/22.05/srun-details/env-1.txt): the task's own pid, which
+    the supervisor's child learns only after the fork; the rest of the environment is the spec's,
+    PATH included."""
+    show = 'echo "$$ $SLURM_TASK_PID $MINE"; echo "$PATH"'
+    plain = ReplicaRun.start(tmp_path / "0", argv=["sh", "-c", show], env={"PATH": "/bin", "MINE": "x"},
+                             cwd=tmp_path, task_pid=True)
+    other = ReplicaRun.start(tmp_path / "1", argv=["sh", "-c", show], env={"PATH": "/usr/bin", "MINE": "y"},
+                             cwd=tmp_path, task_pid=True, terminal={"rows": 24, "cols": 80})
+    untold = ReplicaRun.start(tmp_path / "2", argv=["sh", "-c", show], env={"PATH": "/bin"}, cwd=tmp_path)
+    for run in (plain, other, untold):
+        wait_for(lambda: run.exit_status(time.time()) is not None)
+    pid, task_pid, mine = logged(plain, "stdout")[0].split(" ")
+    assert (pid == task_pid, mine, logged(plain, "stdout")[1]) == (True, "x", "/bin")
+    pid, task_pid, mine = printed(other).decode().splitlines()[0].split(" ")
+    assert (pid == task_pid, mine, printed(other).decode().splitlines()[1]) == (True, "y", "/usr/bin")
+    assert logged(untold, "stdout")[0] == f"{logged(untold, 'stdout')[0].split()[0]}  "

@@ -84,3 +84,33 @@ def test_a_read_that_reaches_for_the_server_loads_neither_heavy_modules_nor_sbat
     assert "socket" in loaded  # it did try to reach the server
     not_needed = NEVER | NO_COMMAND_NEEDS | {"trainhub.slurm.sbatch_argv", "http", "dataclasses", "datetime"}
     assert loaded & not_needed == set()
+
+
+@pytest.mark.parametrize("command", ["srun", "salloc"])
+def test_an_allocation_that_reaches_for_the_server_loads_nothing_it_does_not_use(tmp_path, command) -> None:
+    """srun outside an allocation goes through salloc's path (trainhub.cli.salloc): until the allocation
+    is granted it needs neither the step launcher nor what runs a command."""
+    statements = (f"from trainhub.cli.main import main\n"
+                  f"assert main(['--url', 'http://127.0.0.1:9', 'slurm', {command!r}, '--cluster', 'c', 'true'], "
+                  f"environ={{'TRAINHUB_CONFIG': {str(tmp_path / 'c.json')!r}}}) == 1")
+    loaded = _modules_after(statements)
+    assert "socket" in loaded  # it did try to reach the server
+    not_needed = NEVER | NO_COMMAND_NEEDS | {"trainhub.agent.srun", "subprocess", "tempfile", "threading", "shutil",
+                                             "trainhub.slurm.jobenv", "dataclasses"}
+    assert loaded & not_needed == set()
+
+
+def test_a_granted_allocation_writes_its_srun_and_environment_without_pathlib_or_the_step_launcher(tmp_path) -> None:
+    """What salloc and srun do once granted, before COMMAND runs: srun's wrapper on the PATH (it
+    names trainhub.agent.srun's file, which the CLI does not import) and salloc's environment."""
+    answer = {"clusterName": "c1", "hosts": ["a4-0"], "cpusPerNode": [1],
+              "job": {"name": "sh", "account": "ml", "partition": "a4", "qos": "normal", "tasks": 1, "cpusPerTask": 1}}
+    statements = (f"import os\nfrom trainhub.cli import salloc\n"
+                  f"bin_dir = salloc.srun_directory({str(tmp_path)!r})\n"
+                  f"env = salloc.command_environment({answer!r}, job_id=3, base_url='http://x', credential='k', "
+                  f"bin_dir=bin_dir, given=[])\n"
+                  f"assert env['SLURM_JOB_ID'] == '3' and env['PATH'].startswith(bin_dir)\n"
+                  f"assert os.path.exists(salloc.SRUN_PROGRAM)\n"
+                  f"assert salloc.SRUN_PROGRAM in open(bin_dir + '/srun').read()")
+    loaded = _modules_after(statements)
+    assert loaded & (NEVER | NO_COMMAND_NEEDS | {"trainhub.agent.srun", "argparse", "ssl", "urllib.request"}) == set()

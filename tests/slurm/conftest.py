@@ -25,6 +25,7 @@ STEPS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "steps"
 SALLOC_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "salloc"
 #: Real Slurm 22.05.8 running fixtures/22.05/srun-alone.sh (srun outside an allocation, srun --pty).
 SRUN_ALONE_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-alone"
+SRUN_DETAILS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-details"
 
 
 def seed_spec() -> dict:

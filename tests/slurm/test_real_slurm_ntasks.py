@@ -91,10 +91,11 @@ def _recorded_environment(job_id: int) -> dict[str, str]:
 
 @pytest.mark.parametrize("job_id", [1, 2, 3])
 def test_the_batch_script_sees_slurms_task_layout(replay, job_id):
+    """Without GPUs (jobs 1, 2) the script gets no GPU variable at all, as in out-1.txt and out-2.txt."""
     cluster, _, _ = replay
     recorded = _recorded_environment(job_id)
     environment = _batch_environment(SlurmJob.objects.get(cluster=cluster, job_id=job_id))
-    assert {name: environment[name] for name in ENV_NAMES if name in recorded} == (
+    assert {name: environment[name] for name in ENV_NAMES if name in environment} == (
         {name: recorded[name] for name in ENV_NAMES if name in recorded})
 
 
@@ -150,12 +151,11 @@ def test_the_waiting_jobs_fill_the_freed_nodes_in_slurms_layout(replay):
 
 
 def test_salloc_gives_its_command_slurms_task_layout():
-    """salloc-n20.txt: ``salloc -n 20`` granted 16 + 4 CPUs (its SLURM_NTASKS and SLURM_NPROCS, set
-    because -n was given, trainhub does not set: the job does not keep whether it was)."""
+    """salloc-n20.txt: ``salloc -n 20`` granted 16 + 4 CPUs, SLURM_NTASKS and SLURM_NPROCS set because
+    -n was given (the CLI knows it was: salloc.command_environment)."""
     environment = jobenv.salloc_environment(
         cluster_name="harness", job_id=10, job_name="interactive", account="physics", partition="batch",
         qos="normal", hosts=["gpu1", "gpu2"], cpus_per_node=[16, 4], num_tasks=20, submit_dir="/",
-        submit_host="vm", cpus_per_task=1)
-    recorded = dict(line.split("=", 1) for line in real("salloc-n20").splitlines()
-                    if "=" in line and not line.startswith(("SLURM_NTASKS=", "SLURM_NPROCS=")))
+        submit_host="vm", cpus_per_task=1, tasks_given=True)
+    recorded = dict(line.split("=", 1) for line in real("salloc-n20").splitlines() if "=" in line)
     assert {name: environment[name] for name in recorded} == recorded

@@ -2,12 +2,13 @@
 salloc and relinquished with the command's exit code; Slurm 22.05's lines (fixtures/22.05/salloc)."""
 
 import datetime as dt
+import os
 import signal
 from pathlib import Path
 
 import pytest
 
-from tests.slurm.conftest import CLUSTERS, SALLOC_FIXTURES, SRUN_ALONE_FIXTURES, run_pass
+from tests.slurm.conftest import CLUSTERS, SALLOC_FIXTURES, SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, run_pass
 from trainhub.cli import salloc as salloc_cli
 from trainhub.cli.srun import SRUN
 from trainhub.slurm.jobenv import salloc_environment
@@ -39,6 +40,47 @@ def test_the_command_gets_sallocs_environment_byte_for_byte():
                              partition="batch", qos="normal", hosts=["gpu1", "gpu2"], cpus_per_node=[1, 1],
                              num_tasks=2, submit_dir="/tmp/salloc-scenario.ywadHy", submit_host="vm")
     assert [f"{name}={value}" for name, value in sorted(env.items())] == recorded
+
+
+#: What a recorded environment holds that a trainhub cluster has no value for (the harness's own
+#: variables, its slurm.conf), and values of the recording's machine.
+HARNESS_ONLY = ("SLURMH_", "SLURM_CONF=")
+MACHINE_VALUES = ("SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST")
+
+
+def slurm_variables(lines: list[str]) -> list[str]:
+    """``NAME=value`` lines of Slurm's variables, sorted, the machine's values masked."""
+    kept = []
+    for line in sorted(lines):
+        name, _, value = line.partition("=")
+        if not name.startswith(("SLURM", "CUDA_", "GPU_")) or line.startswith(HARNESS_ONLY):
+            continue
+        kept.append(f"{name}=<{name}>" if name in MACHINE_VALUES else line)
+    return kept
+
+
+@pytest.mark.parametrize(("recorded", "argv", "hosts", "cpus", "tasks"), [
+    ("salloc-9.txt", ["-n", "3"], ["gpu2"], [3], 3),
+    ("salloc-10.txt", ["-N2", "--ntasks-per-node=2"], ["gpu1", "gpu2"], [2, 2], 4),
+    ("../salloc/salloc-3.txt", ["-N2", "--gres=gpu:1", "-t", "5"], ["gpu1", "gpu2"], [1, 1], 2),
+])
+def test_sallocs_command_gets_the_tasks_asked_for_only_when_they_were(recorded, argv, hosts, cpus, tasks, tmp_path,
+                                                                    monkeypatch):
+    """fixtures/22.05/srun-details/salloc-9.txt, salloc-10.txt: ``salloc -n 3`` and ``salloc -N2
+    --ntasks-per-node=2`` set SLURM_NTASKS and SLURM_NPROCS (and SLURM_NTASKS_PER_NODE), ``salloc -N2``
+    neither (salloc/salloc-3.txt); through the CLI's own environment."""
+    from trainhub.slurm.sbatch_argv import split_options
+
+    for name in [name for name in os.environ if name.startswith("SLURM")]:
+        monkeypatch.delenv(name)
+    lines = (SRUN_DETAILS_FIXTURES / recorded).read_text().splitlines()
+    job_id = int(next(line for line in lines if line.startswith("SLURM_JOB_ID=")).split("=")[1])
+    answer = {"clusterName": "harness", "hosts": hosts, "cpusPerNode": cpus,
+              "job": {"name": "interactive", "account": "physics", "partition": "batch", "qos": "normal",
+                      "tasks": tasks, "cpusPerTask": 1}}
+    env = salloc_cli.command_environment(answer, job_id=job_id, base_url="http://x", credential="k",
+                                         bin_dir=str(tmp_path), given=split_options(argv)[0])
+    assert slurm_variables([f"{name}={value}" for name, value in env.items()]) == slurm_variables(lines)
 
 
 def test_sallocs_exit_status_is_the_commands_and_a_users_signal_is_no_failure():

@@ -2,9 +2,11 @@
 output here, exits with the step's status and releases the allocation; Slurm 22.05's lines
 (fixtures/22.05/srun-alone)."""
 
+import os
+
 import pytest
 
-from tests.slurm.conftest import SRUN_ALONE_FIXTURES, run_pass
+from tests.slurm.conftest import SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, run_pass
 from tests.slurm.test_salloc import Clock, FakeAllocation, answer
 from trainhub.cli import salloc as salloc_cli
 from trainhub.cli import srun as srun_cli
@@ -127,3 +129,223 @@ def test_srun_exits_with_the_failed_tasks_code_and_the_job_records_it(slurm_cli_
     job = SlurmJob.objects.get()
     assert (job.state, job.exit_code, job.name) == (JobState.FAILED, 3, "sh")
 
+
+
+#: The recording's names for what the test cluster calls otherwise.
+HARNESS_NAMES = {"harness": "c1", "physics": "ml", "batch": "a4", "alice": "uma", "gpu[1-2]": "a4-[0-1]",
+                 "gpu1": "a4-0", "gpu2": "a4-1"}
+#: Values of the machine and the moment: the job's id, the tasks' uid and gid and pid, srun's
+#: directory, host, umask and priority.
+NATURAL = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_UID", "SLURM_JOB_GID", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST",
+           "SLURM_UMASK", "SLURM_PRIO_PROCESS", "SLURM_TASK_PID")
+#: What a trainhub task does not get (jobenv.step_environments says why), and the harness's own.
+NOT_GIVEN = ("SLURMH_", "SLURM_CONF=", "SLURM_WORKING_CLUSTER=", "SLURM_LAUNCH_NODE_IPADDR=", "SLURM_SRUN_COMM_",
+             "SLURM_STEP_LAUNCHER_PORT=")
+
+
+def task_environment(lines: list[str]) -> list[str]:
+    """A task's Slurm variables (``env | grep -e ^SLURM -e ^CUDA -e ^GPU_ | sort``), sorted, the natural
+    values masked and the harness's names as the test cluster's."""
+    kept = []
+    for line in sorted(lines):
+        name, _, value = line.partition("=")
+        if not name.startswith(("SLURM", "CUDA_", "GPU_")) or line.startswith(NOT_GIVEN):
+            continue
+        if name in NATURAL:
+            value = f"<{name}>"
+        kept.append(f"{name}={HARNESS_NAMES.get(value, value)}")
+    return kept
+
+
+def test_the_tasks_environment_is_real_sruns(slurm_cli_as_uma):
+    """fixtures/22.05/srun-details/env-1.txt, env-2.txt, env-3.txt: ``srun -N1 --gres=gpu:2``, ``srun -N2
+    --ntasks-per-node=2`` (task 3) and ``srun -n3`` (task 2) outside an allocation: the tasks get
+    srun's variables and slurmstepd's, none of a batch script's (SLURM_JOB_GPUS, SLURM_JOB_START_TIME)
+    nor salloc's (SLURM_NODE_ALIASES), no GPU variable without GPUs, srun's own SLURM_SUBMIT_DIR."""
+    show = "env | grep -e ^SLURM -e ^CUDA -e ^GPU_ | sort"
+    for recorded, argv in (("env-1.txt", ["-N1", "--gres=gpu:2", "sh", "-c", show]),
+                           ("env-2.txt", ["-N2", "--ntasks-per-node=2", "sh", "-c",
+                                          f"[ $SLURM_PROCID = 3 ] && {show}; true"]),
+                           ("env-3.txt", ["-n3", "sh", "-c", f"[ $SLURM_PROCID = 2 ] && {show}; true"])):
+        code, out, err = slurm_cli_as_uma("srun", *argv)
+        assert (code, err) == (0, ""), recorded
+        assert task_environment(out.splitlines()) == task_environment(
+            (SRUN_DETAILS_FIXTURES / recorded).read_text().splitlines()), recorded
+        env = dict(line.split("=", 1) for line in out.splitlines())
+        assert env["SLURM_SUBMIT_DIR"] == os.getcwd() and env["SLURM_JOB_UID"] == str(os.getuid())
+
+
+def test_a_program_that_cannot_start_fails_with_slurmstepds_line_and_errno(slurm_cli_as_uma, accounts):
+    """fixtures/22.05/srun-alone/srun-5: ``srun -N1 /no/such/program``: slurmstepd's execve() line,
+    srun's error line for the task, exit 2 (ENOENT); the job ``program`` FAILED 2:0 (sacct-p.txt)."""
+    from django.utils import timezone
+
+    from trainhub.slurm import reports
+
+    code, out, err = slurm_cli_as_uma("srun", "-N1", "/no/such/program")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == on_trainhub_nodes(recorded("srun-5.err"), 1)
+    job = SlurmJob.objects.get()
+    text = reports.sacct(accounts, now=timezone.now(), viewer="uma", jobs=str(job.job_id), parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
+    sacct = recorded("sacct-p.txt")
+    assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[9:11], 1, job.job_id)]
+
+
+# Ctrl-C and scancel while the step runs ----------------------------------------------------------
+
+def details(name: str, job_id: int) -> list[str]:
+    """A recorded srun-details line list on the test cluster (gpu1 -> a4-0, gpu2 -> a4-1), its job's
+    id as ``job_id``, without the recorder's ``rc=`` line."""
+    recorded_id = int(name.split("-")[1].split(".")[0])
+    lines = (SRUN_DETAILS_FIXTURES / name).read_text().splitlines()
+    return [line.replace(f"StepId={recorded_id}.", f"StepId={job_id}.")
+            .replace(f"STEP {recorded_id}.", f"STEP {job_id}.").replace("gpu1", "a4-0").replace("gpu2", "a4-1")
+            for line in lines if not line.startswith("rc=")]
+
+
+def recorded_status(name: str) -> int:
+    return int((SRUN_DETAILS_FIXTURES / name).read_text().rsplit("rc=", 1)[1])
+
+
+def _running(marker: str, command: bytes) -> bool:
+    """A task's ``command`` (its /proc cmdline) runs with ``marker`` in its environment."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline, open(f"/proc/{pid}/environ", "rb") as environ:
+                if cmdline.read() == command and marker.encode() in environ.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+class CtrlC:
+    """Types Ctrl-C ``times`` times, ``gap`` seconds apart, once the task's ``command`` runs."""
+
+    def __init__(self, marker: str, command: bytes, times: int, gap: float = 0.3):
+        self.marker, self.command, self.left, self.gap = marker, command, times, gap
+        self.next = None
+
+    def __call__(self, terminal: int, shown: bytes) -> None:
+        import time
+
+        if not self.left or (self.next is None and not _running(self.marker, self.command)):
+            return
+        if self.next is None or time.monotonic() >= self.next:
+            os.write(terminal, b"\x03")
+            self.left -= 1
+            self.next = time.monotonic() + self.gap
+
+
+def terminal_lines(shown: bytes) -> list[str]:
+    """What a cooked terminal showed, as lines, without its ``^C`` echoes (the recording's srun was
+    sent SIGINT with kill, with no terminal)."""
+    return shown.replace(b"^C", b"").decode().replace("\r\n", "\n").splitlines()
+
+
+@pytest.fixture
+def kill_wait_5(accounts):
+    """The harness's KillWait (srun says it waits KillWait + 2 = 7 seconds)."""
+    from django.utils import timezone
+
+    from trainhub.slurm.services.clusters import cluster_config_set
+
+    cluster_config_set(cluster=accounts, changes={"KillWait": "5"}, actor="admin", now=timezone.now())
+
+
+def test_one_ctrl_c_says_how_the_tasks_are_and_the_step_goes_on(slurm_cli_as_uma, tmp_path):
+    """fixtures/22.05/srun-details/int-5: one SIGINT: srun's two lines, the task goes on and srun
+    exits with its status."""
+    marker = f"SRUN_TEST={tmp_path.name}"
+    code, shown = slurm_cli_as_uma.on_terminal("srun", "-N1", "sh", "-c", "sleep 3; echo done",
+                                               react=CtrlC(marker, b"sleep\x003\x00", 1),
+                                               environ={"SRUN_TEST": tmp_path.name})
+    job = SlurmJob.objects.get()
+    assert (code, terminal_lines(shown)) == (
+        recorded_status("int-5.err"), details("int-5.err", job.job_id) + details("int-5.txt", job.job_id))
+    assert (job.state, job.exit_code) == (JobState.COMPLETED, 0)
+
+
+def test_two_ctrl_c_within_a_second_send_the_tasks_sigint_and_abort_the_step(slurm_cli_as_uma, tmp_path,
+                                                                           kill_wait_5):
+    """int-7: ``srun -N1 sleep 30``, two SIGINT 0.3 s apart: srun's five lines, the task killed by
+    SIGINT (no line for it after the abort), exit 130."""
+    marker = f"SRUN_TEST={tmp_path.name}"
+    code, shown = slurm_cli_as_uma.on_terminal("srun", "-N1", "sleep", "30", react=CtrlC(marker, b"sleep\x0030\x00", 2),
+                                               environ={"SRUN_TEST": tmp_path.name})
+    job = SlurmJob.objects.get()
+    assert (code, terminal_lines(shown)) == (recorded_status("int-7.err"), details("int-7.err", job.job_id))
+    step = job.steps.get()  # sacct-p.txt: 7.0 CANCELLED 0:2
+    assert (step.state, step.exit_code, step.exit_signal) == (JobState.CANCELLED, 0, 2)
+
+
+def test_two_ctrl_c_reach_tasks_that_trap_sigint_on_every_node(slurm_cli_as_uma, tmp_path, kill_wait_5):
+    """int-6: ``srun -N2 sh -c 'trap "echo INT on $SLURMD_NODENAME; exit 9" INT; ...'``: both tasks
+    trap the SIGINT and exit 9: srun's lines, the tasks' exit lines (Slurm prints each as its node
+    reports it, trainhub once the step ended, in task order) and exit 9."""
+    marker = f"SRUN_TEST={tmp_path.name}"
+    code, shown = slurm_cli_as_uma.on_terminal(
+        "srun", "-N2", "sh", "-c", 'trap "echo INT on $SLURMD_NODENAME; exit 9" INT; while :; do sleep 1; done',
+        react=CtrlC(marker, b"sleep\x001\x00", 2), environ={"SRUN_TEST": tmp_path.name})
+    job = SlurmJob.objects.get()
+    lines = terminal_lines(shown)
+    expected = details("int-6.err", job.job_id) + details("int-6.txt", job.job_id)
+    errors = sorted(line for line in expected if line.startswith("srun: error:"))
+    said = [line for line in expected if line.startswith("srun: ") and line not in errors]
+    assert code == recorded_status("int-6.err")
+    assert [line for line in lines if line.startswith("srun: ")] == said + errors
+    assert sorted(line for line in lines if not line.startswith("srun: ")) == sorted(details("int-6.txt", job.job_id))
+    step = job.steps.get()  # sacct-p.txt: 6.0 FAILED 9:0, though srun stopped it
+    assert (step.state, step.exit_code, step.exit_signal) == (JobState.FAILED, 9, 0)
+
+
+def test_the_job_cancelled_under_its_step_prints_slurmstepds_and_sruns_lines(slurm_cli_as_uma, tmp_path,
+                                                                           kill_wait_5):
+    """scancel-8: ``scancel`` of srun's job while its step runs on two nodes: slurmstepd's CANCELLED
+    line, srun's abort line (the two come in either order from Slurm), a Terminated line per task,
+    exit 143; no "revoked" line."""
+    import re
+    import threading
+    import time
+
+    from django.utils import timezone
+
+    from trainhub.slurm.services.jobs import job_cancel
+
+    marker = f"SRUN_TEST={tmp_path.name}"
+
+    def cancel_when_running():
+        give_up = time.monotonic() + 60
+        while not _running(marker, b"sleep\x00300\x00") and time.monotonic() < give_up:
+            time.sleep(0.1)
+        from django.contrib.auth import get_user_model
+
+        job_cancel(job=SlurmJob.objects.get(), actor=get_user_model().objects.get(username="uma"), is_admin=False,
+                   now=timezone.now())
+
+    canceller = threading.Thread(target=cancel_when_running)
+    canceller.start()
+    try:
+        code, out, err = slurm_cli_as_uma("srun", "-N2", "sh", "-c", f"export {marker}; sleep 300")
+    finally:
+        canceller.join()
+    job = SlurmJob.objects.get()
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+    expected = [stamp.sub("<time>", line) for line in details("scancel-8.err", job.job_id)]
+    lines = [stamp.sub("<time>", line) for line in err.splitlines()]
+    assert (code, out) == (recorded_status("scancel-8.err"), "")
+    assert sorted(lines[:2]) == sorted(expected[:2])
+    assert sorted(lines[2:]) == sorted(expected[2:])
+    assert job.state == JobState.CANCELLED
+
+
+def test_srun_v_prints_its_options_and_the_steps_launch(slurm_cli_as_uma):
+    """fixtures/22.05/srun-details/verbose-4.err: ``srun -A physics -p batch -v -N1 true``: the options
+    given, the job's nodes and CPUs, the step's launch on its node and its task's completion."""
+    code, out, err = slurm_cli_as_uma("srun", "-A", "ml", "-p", "a4", "-v", "-N1", "true")
+    job = SlurmJob.objects.get()
+    expected = [line.replace("physics", "ml").replace(": batch", ": a4")
+                for line in details("verbose-4.err", job.job_id)]
+    expected = [line.replace("jobid 4:", f"jobid {job.job_id}:") for line in expected]
+    assert (code, out, err.splitlines()) == (0, "", expected)

@@ -97,3 +97,14 @@ def test_without_a_terminal_srun_says_so_and_runs_without_one():
     assert list(srun_shim.NO_TERMINAL) == lines[:2]
     with open(os.devnull) as nothing:
         assert srun_shim.window_size(nothing.fileno()) is None
+
+
+def test_the_tasks_off_the_terminal_fail_in_one_line(slurm_cli_as_uma):
+    """pty-12.txt: ``srun -n3 --pty``: only task 0 is on a terminal and shows its output; tasks 1-2's
+    ``tty -s`` fails, which srun reports in one line for the node's two tasks, and exits 1."""
+    code, shown = slurm_cli_as_uma.on_terminal("srun", "-n3", "--pty", "sh", "-c",
+                                               "echo task $SLURM_PROCID; tty -s && echo tty",
+                                               react=lambda terminal, shown: None)
+    assert (code, shown) == recorded("pty-12.txt")
+    job = SlurmJob.objects.get()
+    assert (job.state, job.exit_code, job.num_nodes) == (JobState.FAILED, 1, 1)

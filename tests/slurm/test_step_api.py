@@ -47,7 +47,8 @@ def test_srun_creates_numbered_steps_laid_out_over_the_allocation(cluster, now):
     job = running(cluster, now, num_tasks=4)
     first = srun(job, label=True)
     assert first.status_code == 200, first.content
-    assert first.json() == {"stepId": 0, "jobId": job.job_id, "nodeList": "a4-[0-1]", "numTasks": 4}
+    assert first.json() == {"stepId": 0, "jobId": job.job_id, "nodeList": "a4-[0-1]", "numTasks": 4,
+                            "killWait": 30, "layout": [["a4-0", [0, 1]], ["a4-1", [2, 3]]]}
     assert srun(job, nodes=1, tasks=1, overlap=True).json()["stepId"] == 1
     assert [(p.job_node.node.name, p.task_ids, p.gpu_indices) for p in StepNode.objects.filter(step__step_id=0)] == [
         ("a4-0", [0, 1], [0, 1]), ("a4-1", [2, 3], [0, 1])]
@@ -137,7 +138,12 @@ def test_a_credential_is_confined_to_its_own_run_of_its_own_job(cluster, now):
     another_run = f"{other.pk}.1.{credential(other).rsplit('.', 1)[1]}"
     assert call(another_run, "GET", "/agent/v1/srun/steps/0").status_code == 401
     SlurmJob.objects.filter(pk=other.pk).update(state=JobState.COMPLETED)
-    assert call(credential(other), "GET", "/agent/v1/srun/steps/0").status_code == 401  # the run has ended
+    # the run has ended: srun may still read its steps (to follow one the job's end cancelled), nothing more
+    assert call(credential(other), "GET", "/agent/v1/srun/steps/0").status_code == 200
+    assert call(credential(other), "POST", "/agent/v1/srun/steps", {"argv": ["x"]}).status_code == 401
+    assert call(credential(other), "POST", "/agent/v1/srun/steps/0:cancel", {}).status_code == 401
+    SlurmJob.objects.filter(pk=other.pk).update(restart_count=1)  # requeued: the old run's credential is done
+    assert call(credential(other), "GET", "/agent/v1/srun/steps/0").status_code == 401
 
 
 def test_node_and_step_credentials_do_not_open_each_others_endpoints(cluster, now, tmp_path):
@@ -167,7 +173,8 @@ def test_the_step_ends_with_the_worst_exit_when_every_node_has_reported(cluster,
     call(nodes["a4-0"], "POST", f"/agent/v1/slurm/tasks/{own.pk}/exited", {"exits": [[0, 0, 0]]})
     assert call(credential(job), "GET", "/agent/v1/srun/steps/0").json() == {
         "state": "RUNNING", "exitCode": None, "signal": 0, "label": False, "numTasks": 2,
-        "lines": [[0, "stdout", "hello"]], "next": own.step.log_lines.get().pk, "failed": []}
+        "lines": [[0, "stdout", "hello"]], "next": own.step.log_lines.get().pk, "failed": [], "firstNode": None,
+        "pendingNodes": 0, "endTime": None}
     call(nodes["a4-1"], "POST", f"/agent/v1/slurm/tasks/{theirs.pk}/exited", {"exits": [[1, 2, 0]]})
     answer = call(credential(job), "GET", "/agent/v1/srun/steps/0").json()
     assert (answer["state"], answer["exitCode"], answer["failed"]) == ("FAILED", 2, [[1, "a4-1", 2, 0]])
@@ -411,3 +418,15 @@ def test_bad_input_is_a_clean_400(cluster, now, body):
 def test_a_bad_window_size_is_a_clean_400(cluster, now, pty):
     job = running(cluster, now, num_tasks=1, nodes=("a4-0",))
     assert srun(job, pty=pty).status_code == 400
+
+
+def test_a_cancel_says_which_signal_the_tasks_get_first(cluster, now):
+    """srun's second Ctrl-C: the tasks get SIGINT (SIGKILL after the grace period); SIGTERM by default;
+    no other signal."""
+    job = running(cluster, now, num_tasks=2)
+    srun(job)
+    assert call(credential(job), "POST", "/agent/v1/srun/steps/0:cancel", {"signal": 9}).status_code == 400
+    assert call(credential(job), "POST", "/agent/v1/srun/steps/0:cancel", {"signal": 2}).status_code == 200
+    assert sorted(StepNode.objects.values_list("stop_requested", "stop_signal")) == [(True, 2), (True, 2)]
+    documents = [node_assignments(node=Node.objects.get(name=name))["slurm"][0] for name in ("a4-0", "a4-1")]
+    assert [document["steps"][0]["stopSignal"] for document in documents] == [2, 2]

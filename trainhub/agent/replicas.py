@@ -44,17 +44,21 @@ class ReplicaRun:
     def start(cls, directory: Path, *, argv: list[str], env: dict[str, str], cwd: Path,
               user: dict | None = None, outputs: dict | None = None, prepare: list[list[str]] = (),
               prepare_env: dict[str, str] | None = None, container: dict | None = None,
-              files: dict[str, str] | None = None, terminal: dict[str, int] | None = None) -> ReplicaRun:
+              files: dict[str, str] | None = None, terminal: dict[str, int] | None = None,
+              exec_error: str | None = None, task_pid: bool = False) -> ReplicaRun:
         """Start the supervisor. With ``container`` ({name, signal: argv prefix, remove: argv}),
         signals go through the container runtime rather than to a process group; ``files``
         ({stream: path}) also receive the output lines; ``terminal`` ({rows, cols}): the command
-        runs on a pseudo-terminal (``write_terminal``)."""
+        runs on a pseudo-terminal (``write_terminal``); ``exec_error``: the line a command that does
+        not start prints, ``{program}`` and ``{strerror}`` filled in, and it exits with the errno
+        (supervisor._start_failure); ``task_pid``: the command also gets SLURM_TASK_PID, its own pid."""
         directory.mkdir(parents=True, exist_ok=True)
         if outputs is not None:
             write_atomically(directory / OUTPUTS, outputs)
         write_atomically(directory / SPEC, {"argv": argv, "env": env, "cwd": str(cwd), "user": user,
                                             "prepare": list(prepare), "prepareEnv": prepare_env or env,
-                                            "container": container, "files": files or {}, "terminal": terminal})
+                                            "container": container, "files": files or {}, "terminal": terminal,
+                                            "execError": exec_error, "taskPid": task_pid})
         run = cls(directory)
         with open(directory / "supervisor.err", "ab") as errors:
             run._supervisor = subprocess.Popen(  # noqa: S603 - an argument list, never a shell

@@ -55,6 +55,7 @@ from trainhub.slurm import jobenv
 
 logger = logging.getLogger("trainhub.agent")
 BASH = "/bin/bash"
+SIGTERM = 15
 PROLOG, RUNNING, EPILOG = "PROLOG", "RUNNING", "EPILOG"
 #: The pause between rounds while an srun --pty task runs here (its output's delay to srun).
 TERMINAL_POLL_SECONDS = 0.1
@@ -455,7 +456,8 @@ class SlurmNodeWork:
             if tasks is None:
                 tasks = self.tasks[doc["id"]] = self._start_tasks(step, doc, now)
             if step["phase"] != RUNNING or doc["stopRequested"] or _preempted(step):
-                self._stop_tasks(tasks, now, _kill_at(step))
+                first = doc.get("stopSignal", SIGTERM) if step["phase"] == RUNNING and doc["stopRequested"] else SIGTERM
+                self._stop_tasks(tasks, now, _kill_at(step), first=first)
             else:
                 plan = self._signal_due(step, now)
                 if plan is not None and not plan.batch_only and not tasks.signalled:
@@ -504,9 +506,11 @@ class SlurmNodeWork:
                                                      reason="the job ended before the task started")
             return tasks
         context, node = self._context(step, now)
+        user = self.run_as(step)
         envs = jobenv.step_environments(context, node, jobenv.StepContext(
             step_id=doc["stepId"], hosts=tuple(doc["hosts"]), tasks_per_node=tuple(doc["tasksPerNode"]),
-            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])))
+            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])),
+            uid=user["uid"] if user else os.getuid(), gid=user["gid"] if user else os.getgid())
         job = step["job"]
         try:
             cwd = jobenv.cluster_file(cluster_root(self.work_dir, job["clusterId"]), job["workDir"])
@@ -523,8 +527,9 @@ class SlurmNodeWork:
             else:
                 tasks.runs[task] = ReplicaRun.start(directory / str(task), argv=list(doc["argv"]),
                                                     env={**doc["environment"], **env}, cwd=cwd,
-                                                    user=self.run_as(step),
-                                                    terminal=doc.get("pty") if task == 0 else None)
+                                                    user=user, terminal=doc.get("pty") if task == 0 else None,
+                                                    exec_error=f"slurmstepd-{step['nodeName']}: error: execve(): "
+                                                               "{program}: {strerror}", task_pid=True)
         return tasks
 
     @staticmethod
@@ -538,9 +543,11 @@ class SlurmNodeWork:
         due = job["startEpoch"] + job["timeLimitMinutes"] * 60 - plan.seconds
         return plan if now.timestamp() >= due else None
 
-    def _stop_tasks(self, tasks: _StepTasks, now: dt.datetime, kill_at: dt.datetime | None = None) -> None:
-        """SIGTERM, SIGKILL KillWait later. Within a preemption's GraceTime (``kill_at`` ahead) the tasks
-        get SIGTERM once at its start and the rest at its end, as 22.05 signals a victim's steps."""
+    def _stop_tasks(self, tasks: _StepTasks, now: dt.datetime, kill_at: dt.datetime | None = None, *,
+                    first: int = SIGTERM) -> None:
+        """``first`` (SIGTERM; SIGINT after srun's second Ctrl-C), SIGKILL KillWait later. Within a
+        preemption's GraceTime (``kill_at`` ahead) the tasks get SIGTERM once at its start and the rest
+        at its end, as 22.05 signals a victim's steps."""
         if kill_at is not None and now < kill_at:
             if not tasks.preempt_sent:
                 for run in tasks.runs.values():
@@ -550,7 +557,7 @@ class SlurmNodeWork:
         if tasks.stop_sent is None:
             tasks.stop_sent = now
             for run in tasks.runs.values():
-                run.terminate(now.timestamp())
+                run.signal(first, now.timestamp())
         elif now >= tasks.stop_sent + self.grace:
             for run in tasks.runs.values():
                 run.kill(now.timestamp())

@@ -7,9 +7,12 @@ then follows it (``GET /agent/v1/srun/steps/N``): every task's lines are printed
 stdout / stderr - the batch script's, so its output file - prefixed ``N: `` with ``-l``, as Slurm
 does; when the step has ended, a line for each task that failed (``srun: error: NODE: task N:
 Exited with exit code C``) and srun exits with the worst task's status (the highest exit code, or
-128 + the highest signal). Interrupted (SIGINT, SIGTERM, SIGHUP: ``timeout 60 srun ...``), srun
-has its step's tasks stopped on every node and waits for them. Options: -N/--nodes, -n/--ntasks,
---ntasks-per-node, --gres=gpu:K, --exact, --overlap, -l/--label (srun.1).
+128 + the highest signal). One SIGINT says how the tasks are; two within a second, SIGTERM or SIGHUP
+(``timeout 60 srun ...``) have the step's tasks stopped on every node (SIGINT after two SIGINT,
+else SIGTERM) and srun waits for them (Interrupts). The job ending under the step (scancel) prints
+slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
+(own_environment). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
+--overlap, -l/--label, -v/--verbose (launch_lines, completed_lines) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
@@ -77,6 +80,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--overlap", action="store_true")
     parser.add_argument("-l", "--label", action="store_true")
     parser.add_argument("--pty", action="store_true")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     if options.command and options.command[0] == "--":
@@ -162,12 +166,66 @@ def task_messages(failed: list[list]) -> list[str]:
     return lines
 
 
-#: Signals srun received (SIGINT, SIGTERM, SIGHUP): it cancels its step and waits for its tasks.
-_interrupted: list[int] = []
+#: Signals srun received (SIGINT, SIGTERM, SIGHUP) and when (time.monotonic()), see Interrupts.
+_interrupted: list[tuple[int, float]] = []
 
 
 def _interrupt(signum: int, frame) -> None:
-    _interrupted.append(signum)
+    _interrupted.append((signum, time.monotonic()))
+
+
+def _say(*lines: str) -> None:
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+
+
+class Interrupts:
+    """What srun does with the signals it gets while its step runs (fixtures/22.05/srun-details/int-*):
+    a SIGINT more than a second after the last one says how the tasks are (``srun: interrupt (one more
+    within 1 sec to abort)``, ``srun: StepId=J.S tasks 0-1: running``) and goes on; a second within
+    the second aborts the step: ``srun: sending Ctrl-C to StepId=J.S`` (the tasks get SIGINT),
+    ``srun: forcing job termination``, ``srun: Job step aborted: Waiting up to K seconds for job step
+    to finish.`` (KillWait + 2); SIGTERM or SIGHUP stops the tasks (SIGTERM), ``srun: forcing job
+    termination``. After the two SIGINT the tasks a signal killed get no error line (int-7); after
+    SIGTERM they do (srun/out-2.txt: ``srun: error: gpu1: task 0: Terminated``)."""
+
+    def __init__(self, client: Client, step: dict):
+        self.client = client
+        self.step = step
+        self.handled = 0
+        self.last_interrupt: float | None = None
+        self.aborted = False
+        #: Aborted by two SIGINT: the tasks the SIGINT killed are not reported.
+        self.quiet = False
+
+    def _status(self) -> str:
+        tasks = self.step["numTasks"]
+        who = "task 0" if tasks == 1 else f"tasks {_ranges(list(range(tasks)))}"
+        return f"srun: StepId={self.step['jobId']}.{self.step['stepId']} {who}: running"
+
+    def _cancel(self, signum: int) -> None:
+        self.client.call("POST", f"/agent/v1/srun/steps/{self.step['stepId']}:cancel",
+                         {"time": time.time(), "signal": signum})
+        self.aborted = True
+
+    def handle(self) -> None:
+        while self.handled < len(_interrupted):
+            signum, moment = _interrupted[self.handled]
+            self.handled += 1
+            if self.aborted:
+                continue
+            if signum == signal.SIGINT and (self.last_interrupt is None or moment - self.last_interrupt > 1):
+                self.last_interrupt = moment
+                _say("srun: interrupt (one more within 1 sec to abort)", self._status())
+            elif signum == signal.SIGINT:
+                _say(f"srun: sending Ctrl-C to StepId={self.step['jobId']}.{self.step['stepId']}")
+                self._cancel(signal.SIGINT)
+                self.quiet = True
+                _say("srun: forcing job termination", "srun: Job step aborted: Waiting up to "
+                     f"{self.step.get('killWait', 30) + 2} seconds for job step to finish.")
+            else:
+                _say("srun: forcing job termination")
+                self._cancel(signal.SIGTERM)
 
 
 def window_size(fd: int) -> dict[str, int] | None:
@@ -241,20 +299,20 @@ class Terminal:
 
 
 def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: float = 0.2,
-           terminal: bool = False) -> dict:
-    """Print the step's output until it has ended; its last answer. Interrupted, srun has the
-    step's tasks stopped on every node and still waits for them. ``terminal`` (--pty): task 0's
-    terminal output, byte for byte, and nothing of the other tasks."""
+           terminal: bool = False, interrupts: Interrupts | None = None, patience: float = 32.0) -> dict:
+    """Print the step's output until it has ended; its last answer. Interrupted (``interrupts``),
+    srun says so, or has the step's tasks stopped on every node and still waits for them.
+    ``terminal`` (--pty): task 0's terminal output, byte for byte, and nothing of the other tasks.
+    A step that ended under its tasks (the job was cancelled) is followed until every node reported
+    them stopped, at most ``patience`` seconds (KillWait + 2, as srun waits)."""
     max_poll = TERMINAL_POLL if terminal else 1.0
     poll = min(poll, max_poll)
     width = len(str(max(num_tasks - 1, 0)))
     after = 0
-    cancelled = False
+    ended_at = None
     while True:
-        if _interrupted and not cancelled:
-            print("srun: forcing job termination", file=sys.stderr, flush=True)
-            client.call("POST", f"/agent/v1/srun/steps/{step_id}:cancel", {"time": time.time()})
-            cancelled = True
+        if interrupts is not None:
+            interrupts.handle()
         answer = client.call("GET", f"/agent/v1/srun/steps/{step_id}?after={after}")
         for task, stream, text in answer["lines"]:
             if terminal and task != 0:
@@ -272,7 +330,12 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
         moved = answer["next"] != after
         after = answer["next"]
         if answer["state"] != "RUNNING" and not moved:
-            return answer
+            ended_at = time.monotonic() if ended_at is None else ended_at
+            if not answer.get("pendingNodes"):
+                return answer
+            if time.monotonic() - ended_at > patience:
+                _say("srun: error: Timed out waiting for job step to complete")
+                return answer
         if not moved:
             time.sleep(poll)
             poll = min(poll * 1.5, max_poll)
@@ -299,6 +362,62 @@ def create(client: Client, body: dict, *, poll: float = 0.2, max_poll: float = 1
         poll = min(poll * 1.5, max_poll)
 
 
+def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dict[str, str]:
+    """What srun passes on to its tasks: its environment but the credential, and what srun adds
+    (fixtures/22.05/srun-details/env-*.txt): SLURM_UMASK (its umask, unless set already: sbatch sets it
+    for the batch script), SLURM_PRIO_PROCESS (its scheduling priority) and, given
+    --ntasks-per-node, SLURM_NTASKS_PER_NODE."""
+    env = {name: value for name, value in environ.items() if name not in PRIVATE}
+    if "SLURM_UMASK" not in env:
+        mask = os.umask(0)
+        os.umask(mask)
+        env["SLURM_UMASK"] = f"{mask:04o}"
+    env["SLURM_PRIO_PROCESS"] = str(os.getpriority(os.PRIO_PROCESS, 0))
+    if options.ntasks_per_node is not None:
+        env["SLURM_NTASKS_PER_NODE"] = str(options.ntasks_per_node)
+    return env
+
+
+def _numbers(numbers: list[int]) -> str:
+    """Task ids as Slurm's ranged hostlist prints them: ``0``, ``[0-1]``, ``[0-1,4]``."""
+    text = _ranges(numbers)
+    return text if len(numbers) == 1 else f"[{text}]"
+
+
+def _cpu_counts(text: str) -> str:
+    """SLURM_JOB_CPUS_PER_NODE (``2(x2),1``) as srun -v prints its counts (``2(x2),1(x1)``)."""
+    return ",".join(item if "(x" in item else f"{item}(x1)" for item in text.split(",") if item)
+
+
+def launch_lines(step: dict, environ: dict[str, str]) -> list[str]:
+    """srun -v's lines once its step is created (fixtures/22.05/srun-details/verbose-4.err)."""
+    name = f"StepId={step['jobId']}.{step['stepId']}"
+    lines = [f"srun: jobid {step['jobId']}: nodes({environ.get('SLURM_JOB_NUM_NODES', '')}):"
+             f"`{environ.get('SLURM_JOB_NODELIST', '')}', cpu counts: "
+             f"{_cpu_counts(environ.get('SLURM_JOB_CPUS_PER_NODE', ''))}",
+             "srun: launch/slurm: launch_p_step_launch: CpuBindType=(null type)"]
+    lines += [f"srun: launching {name} on host {node}, {len(tasks)} tasks: {_numbers(tasks)}"
+              for node, tasks in step["layout"]]
+    lines.append("srun: route/default: init: route default plugin loaded")
+    lines += [f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started"
+              for node, tasks in step["layout"]]
+    return lines
+
+
+def completed_lines(step: dict, failed: list[list]) -> list[str]:
+    """srun -v's lines for each node's tasks that exited 0, once the step ended."""
+    name = f"StepId={step['jobId']}.{step['stepId']}"
+    lines = []
+    for node, tasks in step["layout"]:
+        done = [task for task in tasks if task not in {item[0] for item in failed}]
+        if done:
+            who = f"task {done[0]}" if len(done) == 1 else f"tasks {_ranges(done)}"
+            lines += [f"srun: launch/slurm: _task_finish: Received task exit notification for {len(done)} task"
+                      f"{'s' if len(done) > 1 else ''} of {name} (status=0x0000).",
+                      f"srun: launch/slurm: _task_finish: {node}: {who}: Completed"]
+    return lines
+
+
 def main(argv: list[str]) -> int:
     options = parse(argv)
     credential = os.environ.get("TRAINHUB_STEP_CREDENTIAL")
@@ -318,22 +437,35 @@ def main(argv: list[str]) -> int:
         signal.signal(signum, _interrupt)
     client = Client(url, credential, os.environ.get("TRAINHUB_CA_BUNDLE"))
     body = {"argv": options.command, "label": options.label,
-            "environment": {name: value for name, value in os.environ.items() if name not in PRIVATE},
+            "environment": own_environment(options, dict(os.environ)),
             "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:
         step = create(client, {k: v for k, v in body.items() if v is not None})
         if step is None:
-            return 128 + _interrupted[0]
+            return 128 + _interrupted[0][0]
+        interrupts = Interrupts(client, step)
+        if options.verbose:
+            _say(*launch_lines(step, dict(os.environ)))
         with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():
             ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"],
-                           terminal=pty is not None)
+                           terminal=pty is not None, interrupts=interrupts,
+                           patience=step.get("killWait", 30) + 2)
     except Refused as exc:
         for line in str(exc).splitlines():
             print(f"srun: error: {line}", file=sys.stderr)
         return 1
-    for line in task_messages(ended["failed"]):
+    if ended["state"] == "CANCELLED" and not interrupts.aborted and ended.get("firstNode"):
+        # The job ended under the step (scancel): slurmstepd's line, srun's (srun-details/scancel-8.err).
+        node = ended["firstNode"]
+        _say(f"slurmstepd-{node}: error: *** STEP {step['jobId']}.{step['stepId']} ON {node} CANCELLED AT "
+             f"{ended['endTime']} ***",
+             f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
+    failed = [item for item in ended["failed"] if not (interrupts.quiet and item[3])]
+    if options.verbose:
+        _say(*completed_lines(step, ended["failed"]))
+    for line in task_messages(failed):
         print(line, file=sys.stderr)
     codes = [code for _, _, code, _ in ended["failed"]]
     signals = [signum for _, _, _, signum in ended["failed"] if signum]

@@ -220,8 +220,17 @@ def _pump(stream, name: str, log: Log, last: list[str] | None) -> None:
 TAIL_INTERVAL = 0.1
 
 
-def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, files: OutputFiles | None,
-         directory: Path | None) -> tuple[int, list[str]]:
+def _start_failure(argv: list[str], exc: OSError, exec_error: str | None) -> tuple[str, int]:
+    """(the line, the exit status) of a command that did not start: ``exec_error`` (a job step's task:
+    ``slurmstepd-NODE: error: execve(): {program}: {strerror}``, exiting with the errno, as slurmstepd's
+    task does: fixtures/22.05/srun-alone/srun-5.err), else trainhub's line and 127."""
+    if exec_error and exc.errno:
+        return exec_error.format(program=argv[0], strerror=os.strerror(exc.errno)), exc.errno
+    return f"cannot start {argv[0]}: {exc}", 127
+
+
+def _run(argv: list[str], *, env: dict | None, cwd: str, user: dict | None, log: Log, files: OutputFiles | None,
+         directory: Path | None, exec_error: str | None = None, task_pid: bool = False) -> tuple[int, list[str]]:
     """Run one command; its wait status and last stderr lines. Its output goes to ``files`` (read
     back into the log) or, without, through two pipes into the log. With ``directory``, the child's
     pid is recorded there (the replica's own command)."""
@@ -230,16 +239,16 @@ def _run(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, f
     try:
         child = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, **streams,
-            start_new_session=True, preexec_fn=_drop_privileges(user),
+            start_new_session=True, preexec_fn=_prepare_child(user, task_pid),
         )
     except OSError as exc:
-        message = f"cannot start {argv[0]}: {exc}"
+        message, status = _start_failure(argv, exc, exec_error)
         if files:
             files.write("stderr", message)
             files.copy(log, final=True)
         else:
             log.write("stderr", message)
-        return 127, [message]
+        return status, [message]
     if directory is not None:
         write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
     if files:
@@ -274,8 +283,8 @@ def _controlling_terminal(demote):
     return prepare
 
 
-def _run_on_terminal(argv: list[str], *, env: dict, cwd: str, user: dict | None, log: Log, directory: Path,
-                     size: dict) -> int:
+def _run_on_terminal(argv: list[str], *, env: dict | None, cwd: str, user: dict | None, log: Log, directory: Path,
+                     size: dict, exec_error: str | None = None, task_pid: bool = False) -> int:
     """Run the command on a new pseudo-terminal (see the module's docstring); its wait status."""
     fifo = directory / TERMINAL_INPUT
     if not fifo.exists():
@@ -287,12 +296,13 @@ def _run_on_terminal(argv: list[str], *, env: dict, cwd: str, user: dict | None,
     try:
         child = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
             argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-            preexec_fn=_controlling_terminal(_drop_privileges(user)))
+            preexec_fn=_controlling_terminal(_prepare_child(user, task_pid)))
     except OSError as exc:
-        log.write("stderr", f"cannot start {argv[0]}: {exc}")
+        message, status = _start_failure(argv, exc, exec_error)
+        log.write("stderr", message)
         for fd in (master, slave, inbox):
             os.close(fd)
-        return 127
+        return status
     os.close(slave)
     write_atomically(directory / CHILD, {"pid": child.pid, "start": process_start_time(child.pid)})
     os.set_blocking(master, False)
@@ -348,16 +358,40 @@ def supervise(directory: Path) -> int:
                 write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "prepare",
                                                     "message": " ".join(last[-3:])[:2000]})
                 return 0
+        env, task_pid = spec["env"], bool(spec.get("taskPid"))
+        if task_pid:
+            # The command's environment is this process's own, which the child gets as it is plus its
+            # pid (_with_task_pid): the environment handed to Popen is fixed before the fork.
+            os.environ.clear()
+            os.environ.update(env)
+            env = None
         if spec.get("terminal"):
-            status = _run_on_terminal(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log,
-                                      directory=directory, size=spec["terminal"])
+            status = _run_on_terminal(spec["argv"], env=env, cwd=spec["cwd"], user=spec.get("user"), log=log,
+                                      directory=directory, size=spec["terminal"], exec_error=spec.get("execError"),
+                                      task_pid=task_pid)
         else:
-            status, _ = _run(spec["argv"], env=spec["env"], cwd=spec["cwd"], user=spec.get("user"), log=log,
-                             files=files, directory=directory)
+            status, _ = _run(spec["argv"], env=env, cwd=spec["cwd"], user=spec.get("user"), log=log,
+                             files=files, directory=directory, exec_error=spec.get("execError"), task_pid=task_pid)
         if files:
             files.close()
     write_atomically(directory / EXIT, {"status": status, "time": time.time(), "phase": "run"})
     return 0
+
+
+def _prepare_child(user: dict | None, task_pid: bool):
+    """What the child does before exec: with ``task_pid``, SLURM_TASK_PID in its environment, its own
+    pid (which the command keeps through exec), as slurmstepd gives each task
+    (fixtures/22.05/srun-details/env-1.txt); then drop privileges (_drop_privileges)."""
+    demote = _drop_privileges(user)
+    if not task_pid:
+        return demote
+
+    def prepare() -> None:
+        os.putenv("SLURM_TASK_PID", str(os.getpid()))
+        if demote is not None:
+            demote()
+
+    return prepare
 
 
 def _drop_privileges(user: dict | None):

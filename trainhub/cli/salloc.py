@@ -27,21 +27,17 @@ keeps the allocation (an allocation whose salloc went silent ends: services.allo
 from __future__ import annotations
 
 import os
-import shlex
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections import namedtuple
-from pathlib import Path
 
 from trainhub.cli.client import CliError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
 if TYPE_CHECKING:
+    import subprocess
+    import threading
     from typing import Any
 
 GRANT_GRACE_SECONDS = 2.0
@@ -55,14 +51,17 @@ ALLOCATE_FAILED = "salloc: error: Job submit/allocate failed: "
 
 
 class Words(namedtuple("Words", ["program", "allocate_failed", "pending", "allocated", "granted", "aborted",
-                                 "revoked", "timed_out", "relinquishing"])):
+                                 "revoked", "timed_out", "relinquishing", "hang_up"])):
     """What a command that makes its own allocation prints on stderr ({job}: the job id), where it
     prints anything: salloc's (fixtures/22.05/salloc) or srun's (fixtures/22.05/srun-alone).
     ``allocate_failed`` comes before the reason of a refused allocation; the others are lines:
     ``pending`` still pending after GRANT_GRACE_SECONDS, ``allocated`` granted after those,
     ``granted`` granted (after them or at once), ``aborted`` SIGINT, SIGTERM or SIGHUP while
     pending (the job is cancelled), ``revoked`` the job ended while pending or under COMMAND,
-    ``timed_out`` it reached its time limit under COMMAND, ``relinquishing`` COMMAND exited.
+    ``timed_out`` it reached its time limit under COMMAND, ``relinquishing`` COMMAND exited;
+    ``hang_up``: whether COMMAND is hung up (and ``revoked`` or ``timed_out`` said) when the
+    allocation ends under it (salloc's shell), or left to say it itself (srun's step launcher, whose
+    step ends with the job: fixtures/22.05/srun-details/scancel-8.err).
     (A named tuple: dataclasses would cost the CLI's start-up inspect.)"""
 
     __slots__ = ()
@@ -76,7 +75,7 @@ SALLOC = Words(
     aborted=("salloc: Job allocation {job} has been revoked.", "salloc: Job aborted due to signal"),
     revoked=("salloc: Job allocation {job} has been revoked.",),
     timed_out=("salloc: Job {job} has exceeded its time limit and its allocation has been revoked.",),
-    relinquishing=("salloc: Relinquishing job allocation {job}",))
+    relinquishing=("salloc: Relinquishing job allocation {job}",), hang_up=True)
 
 
 def _say(lines: tuple[str, ...], job: int) -> None:
@@ -129,20 +128,29 @@ def _wait_granted(allocation: Allocation, interrupted: list[int], *, words: Word
         sleep(0.25 if not pending_said else POLL_SECONDS)
 
 
-def srun_directory(root: Path) -> Path:
-    """A directory holding ``srun`` (trainhub.agent.srun run by this Python), to put first on the PATH."""
-    from trainhub.agent import srun
+#: trainhub.agent.srun's file, found beside this package without importing it (argparse, ssl, urllib.request).
+SRUN_PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "agent", "srun.py")
 
-    directory = root / "bin"
-    directory.mkdir()
-    program = directory / "srun"
-    program.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(srun.__file__)} \"$@\"\n")
-    program.chmod(0o755)
+
+def srun_directory(root: str) -> str:
+    """A directory holding ``srun`` (trainhub.agent.srun run by this Python), to put first on the PATH."""
+    import shlex
+
+    directory = os.path.join(root, "bin")
+    os.mkdir(directory)
+    program = os.path.join(directory, "srun")
+    with open(program, "w") as handle:
+        handle.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(SRUN_PROGRAM)} \"$@\"\n")
+    os.chmod(program, 0o755)
     return directory
 
 
-def command_environment(answer: dict, *, job_id: int, base_url: str, credential: str, bin_dir: Path) -> dict[str, str]:
-    """This process's environment, salloc's variables, and what srun needs."""
+def command_environment(answer: dict, *, job_id: int, base_url: str, credential: str, bin_dir: str,
+                        given: list[tuple[str, str | None]], words: Words = SALLOC) -> dict[str, str]:
+    """This process's environment, salloc's variables (``given``: the sbatch options on the command
+    line, as sbatch_argv.split_options reads them), and what srun needs."""
+    import socket
+
     from trainhub.slurm.jobenv import salloc_environment
 
     job = answer["job"]
@@ -151,7 +159,9 @@ def command_environment(answer: dict, *, job_id: int, base_url: str, credential:
         cluster_name=answer["clusterName"], job_id=job_id, job_name=job["name"], account=job["account"],
         partition=job["partition"], qos=job["qos"], hosts=answer["hosts"], cpus_per_node=answer["cpusPerNode"],
         num_tasks=job["tasks"], submit_dir=os.getcwd(), submit_host=socket.gethostname().split(".")[0],
-        cpus_per_task=job["cpusPerTask"]))
+        cpus_per_task=job["cpusPerTask"], tasks_given=any(name in ("ntasks", "ntasks-per-node") for name, _ in given),
+        ntasks_per_node=next((int(value) for name, value in given if name == "ntasks-per-node" and value), None),
+        node_aliases=words.program == "salloc"))
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}"
     env["TRAINHUB_URL"] = base_url
     env["TRAINHUB_STEP_CREDENTIAL"] = credential
@@ -175,9 +185,11 @@ def _watch(allocation: Allocation, child: subprocess.Popen, stop: threading.Even
         except CliError:
             continue  # the control plane is away for a moment; the keep-alive timeout allows for it
         if job["state"] != "RUNNING":
+            allocation.revoked = True
+            if not words.hang_up:
+                return
             _say(words.timed_out if job["state"] == "TIMEOUT" and job["reason"] != "InactiveLimit" else words.revoked,
                  allocation.job_id)
-            allocation.revoked = True
             if child.poll() is None:
                 child.send_signal(signal.SIGHUP)
             return
@@ -188,21 +200,25 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
     from trainhub.slurm.sbatch_argv import SbatchError, split_options
 
     try:
-        _, command = split_options(argv)
+        given, command = split_options(argv)
     except SbatchError as exc:
         raise CliError(str(exc).replace("sbatch", "salloc")) from exc
     options = argv[:len(argv) - len(command)]
     if options and options[-1] == "--":
         options = options[:-1]
     return allocate_and_run(client, cluster_path, options, command or [os.environ.get("SHELL") or "/bin/sh"],
-                            words=SALLOC)
+                            words=SALLOC, given=given)
 
 
 def allocate_and_run(client: Any, cluster_path: str, options: list[str], command: list[str], *,
-                     words: Words) -> int:
-    """Allocate with sbatch's ``options``, run ``command`` here with srun usable inside (its PATH
-    finds trainhub's ``srun`` first), keep the allocation alive meanwhile, relinquish it with the
-    command's exit code; the exit status (salloc's rules)."""
+                     words: Words, given: list[tuple[str, str | None]], pass_interrupts: bool = False) -> int:
+    """Allocate with sbatch's ``options`` (``given``: them as sbatch_argv.split_options reads them),
+    run ``command`` here with srun usable inside (its PATH finds trainhub's ``srun`` first), keep the
+    allocation alive meanwhile, relinquish it with the command's exit code; the exit status
+    (salloc's rules). ``pass_interrupts`` (srun without --pty, whose command is the step launcher):
+    the command runs in a process group of its own and every SIGINT this process gets, from the
+    terminal's Ctrl-C or ``kill -INT``, reaches it once (srun counts them: one says how the tasks
+    are, two within a second abort the step)."""
     try:
         job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options})["jobId"]
     except CliError as exc:
@@ -224,19 +240,25 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    # What runs COMMAND, loaded once the allocation is granted (a refused one needs none of it).
+    import subprocess
+    import tempfile
+    import threading
+
     with tempfile.TemporaryDirectory(prefix="salloc-") as scratch:
         env = command_environment(answer, job_id=job_id, base_url=client.base_url, credential=credential,
-                                  bin_dir=srun_directory(Path(scratch)))
+                                  bin_dir=srun_directory(scratch), given=given, words=words)
         # The terminal's Ctrl-C and Ctrl-\ are COMMAND's; SIGTERM and SIGHUP to salloc are passed on.
         try:
-            child = subprocess.Popen(command, env=env)
+            child = subprocess.Popen(command, env=env, process_group=0 if pass_interrupts else None)
         except OSError as exc:
             sys.stderr.write(f"salloc: error: {command[0]}: {exc.strerror}\n")
             child = None
         if child is not None:
-            ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGQUIT)}
+            ignored = {signum: signal.signal(signum, signal.SIG_IGN)
+                       for signum in ((signal.SIGQUIT,) if pass_interrupts else (signal.SIGINT, signal.SIGQUIT))}
             passed = {signum: signal.signal(signum, lambda signum, frame: child.send_signal(signum))
-                      for signum in (signal.SIGTERM, signal.SIGHUP)}
+                      for signum in ((signal.SIGINT,) if pass_interrupts else ()) + (signal.SIGTERM, signal.SIGHUP)}
             stop = threading.Event()
             watcher = threading.Thread(target=_watch, args=(allocation, child, stop), kwargs={"words": words},
                                        daemon=True)

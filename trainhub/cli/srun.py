@@ -16,11 +16,19 @@ does (fixtures/22.05/srun-alone):
   as a batch script).
 - SIGINT, SIGTERM or SIGHUP while pending: ``srun: Job allocation N has been revoked``, ``srun:
   Force Terminated JobId=N``, exit 1; the job is cancelled (sacct: ``CANCELLED by UID``, no step).
+- While the step runs (without --pty) the step launcher is in a process group of its own and gets
+  each SIGINT once, from Ctrl-C or ``kill -INT``: one says how the tasks are, two within a second
+  abort the step (trainhub.agent.srun.Interrupts, fixtures/22.05/srun-details/int-*). The job
+  ending under the step (scancel) is the step launcher's to say (srun-details/scancel-8.err):
+  this process prints nothing of it and hangs nothing up.
+- ``-v``: the options given (defined_options), then the step launcher's launch lines
+  (srun-details/verbose-4.err).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from trainhub.cli.client import CliError
 from trainhub.cli.salloc import Words, allocate_and_run
@@ -37,7 +45,7 @@ SRUN = Words(
     aborted=("srun: Job allocation {job} has been revoked", "srun: Force Terminated JobId={job}"),
     revoked=("srun: Job allocation {job} has been revoked",),
     timed_out=("srun: Job allocation {job} has been revoked",),
-    relinquishing=())
+    relinquishing=(), hang_up=False)
 #: sbatch's options that also shape the step (the step asks for what the job was given).
 STEP_SHAPE = ("nodes", "ntasks", "ntasks-per-node")
 
@@ -63,7 +71,28 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
     return job, ["srun", *step, "--", *command]
 
 
+def defined_options(argv: list[str]) -> list[str]:
+    """``srun -v``'s first lines: the options given, by name, as Slurm 22.05 lists them
+    (fixtures/22.05/srun-details/verbose-4.err: ``srun: account             : physics``); none
+    without -v. A flag's value is ``set`` (not recorded: only -A, -N, -p and -v were)."""
+    from trainhub.slurm.sbatch_argv import OPTIONS, STEP_OPTIONS, split_options
+
+    given, _ = split_options(argv, OPTIONS | STEP_OPTIONS)
+    verbose = sum(name == "verbose" for name, _ in given)
+    if not verbose:
+        return []
+    values = {name: "set" if value is None else value for name, value in given}
+    values["verbose"] = str(verbose)
+    rule = "srun: -------------------- --------------------"
+    return ["srun: defined options", rule, *(f"srun: {name:<20}: {values[name]}" for name in sorted(values)),
+            rule, "srun: end of defined options"]
+
+
 def run(client: Any, cluster_path: str, argv: list[str]) -> int:
     """srun: allocate, run one step there, relinquish; srun's exit status."""
     job, step = split(argv)
-    return allocate_and_run(client, cluster_path, job, step, words=SRUN)
+    for line in defined_options(argv):
+        sys.stderr.write(line + "\n")
+    # The step's own variables (SLURM_NTASKS, SLURM_NTASKS_PER_NODE) are the step launcher's to set.
+    return allocate_and_run(client, cluster_path, job, step, words=SRUN, given=[],
+                            pass_interrupts="--pty" not in step[:step.index("--")])

@@ -89,7 +89,7 @@ def _step_documents(job_node: JobNode) -> list[dict[str, Any]]:
                       if terminal else []),
             "nodeIndex": step_node.node_index,
             "taskIds": list(step_node.task_ids), "gpuIndices": list(step_node.gpu_indices),
-            "stopRequested": step_node.stop_requested,
+            "stopRequested": step_node.stop_requested, "stopSignal": step_node.stop_signal,
             "hosts": [name for name, _ in layout], "tasksPerNode": [len(tasks) for _, tasks in layout],
         })
     return documents

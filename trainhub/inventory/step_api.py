@@ -21,9 +21,11 @@ from rest_framework.views import APIView
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
 from trainhub.slurm.models import JobStep, StepNode
-from trainhub.slurm.selectors import step_output, steps_ended
+from trainhub.slurm.selectors import kill_wait, step_layout, step_output, steps_ended
 from trainhub.slurm.services import steps as step_services
 from trainhub.slurm.steps import NODES_BUSY, StepRefused, StepRequest
+
+SIGINT, SIGTERM = 2, 15
 
 MAX_ARGS = 4096
 #: The most bytes one srun --pty input carries (srun reads its terminal in pieces of this size): its
@@ -52,7 +54,8 @@ class StepCredentialAuthentication(authentication.BaseAuthentication):
         scheme, _, raw = header.partition(" ")
         if not header or scheme.lower() != "bearer" or not raw.strip():
             return None
-        found = step_services.step_credential_job(raw.strip())
+        # A GET reads the run's steps (srun following one its job's end cancelled); the rest needs the run.
+        found = step_services.step_credential_job(raw.strip(), ended_too=request.method == "GET")
         if found is None:
             raise exceptions.AuthenticationFailed("Invalid step credential: srun runs only inside a running "
                                                   "job's batch script.")
@@ -84,7 +87,8 @@ def _count(body: dict, name: str) -> int | None:
 
 class Steps(SrunView):
     """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, label?,
-    pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks}; while other
+    pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
+    [[node, [task, ...]], ...]}; while other
     steps hold what it needs, 202 {jobId, retry: true, reason, stepsEnded} and srun asks again."""
 
     def post(self, request: Request) -> Response:
@@ -123,7 +127,8 @@ class Steps(SrunView):
                              "stepsEnded": steps_ended(job=principal.job, run_index=principal.run_index)},
                             status=202)
         return Response({"stepId": step.step_id, "jobId": principal.job.job_id, "nodeList": step.node_list,
-                         "numTasks": step.num_tasks})
+                         "numTasks": step.num_tasks, "killWait": kill_wait(job=principal.job),
+                         "layout": step_layout(step=step)})
 
 
 def _window_size(body: dict, name: str) -> dict[str, int]:
@@ -153,10 +158,15 @@ class Step(SrunView):
 
 
 class StepCancel(SrunView):
-    """POST: srun was interrupted; the step's tasks are stopped on every node."""
+    """POST {signal?}: srun was interrupted; the step's tasks are stopped on every node, ``signal``
+    (SIGINT or SIGTERM, the default) first."""
 
     def post(self, request: Request, step_id: int) -> Response:
-        step_services.step_cancel(step=_step_of(request.user, step_id), now=_moment(request.data))
+        body = request.data if isinstance(request.data, dict) else {}
+        signum = _field(body, "signal", int, required=False, default=SIGTERM)
+        if signum not in (SIGINT, SIGTERM):
+            raise invalid_argument([FieldViolation("signal", f"{SIGINT} (SIGINT) or {SIGTERM} (SIGTERM)")])
+        step_services.step_cancel(step=_step_of(request.user, step_id), now=_moment(body), signum=signum)
         return Response({})
 
 

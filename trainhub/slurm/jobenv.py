@@ -33,9 +33,12 @@ import posixpath
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from trainhub.slurm.hostlist import compress
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: salloc's and srun's CLI import this module
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,12 @@ def signal_plan(stored: str) -> SignalPlan | None:
     return SignalPlan(signum, int(seconds or 60), "B" in flags)
 
 
+#: The GPU variables: none at all on a node where the job has no GPU (the batch script:
+#: fixtures/22.05/ntasks/out-1.txt), nor the step (its tasks: srun-details/env-2.txt, env-3.txt).
+GPU_VARIABLES = ("SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE",
+                 "SLURM_JOB_GPUS")
+
+
 def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     """What the batch script sees (it runs on the batch host: node index 0, task 0)."""
     env = _common(job, node)
@@ -192,17 +201,25 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     })
     if job.restart_count:
         env["SLURM_RESTART_COUNT"] = str(job.restart_count)
+    if not node.gpu_indices:  # no GPU variable at all (fixtures/22.05/ntasks/out-1.txt)
+        for name in GPU_VARIABLES:
+            env.pop(name, None)
     return env
 
 
 def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account: str, partition: str, qos: str,
                        hosts: list[str], cpus_per_node: list[int], num_tasks: int, submit_dir: str,
-                       submit_host: str, cpus_per_task: int = 1) -> dict[str, str]:
+                       submit_host: str, cpus_per_task: int = 1, tasks_given: bool = False,
+                       ntasks_per_node: int | None = None, node_aliases: bool = True) -> dict[str, str]:
     """What salloc gives its command, which runs where salloc runs (fixtures/22.05/salloc/salloc-3.txt):
     the allocation's job variables, none of a node's (no SLURM_NODEID, SLURMD_NODENAME, GPUs);
-    SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host."""
+    SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host. SLURM_NTASKS and
+    SLURM_NPROCS only where the tasks were asked for (``tasks_given``: -n or --ntasks-per-node),
+    SLURM_NTASKS_PER_NODE only where that was given (fixtures/22.05/srun-details/salloc-9.txt,
+    salloc-10.txt). ``node_aliases``: SLURM_NODE_ALIASES, which salloc sets and srun outside an
+    allocation does not give its tasks (srun-details/env-1.txt)."""
     nodelist = compress(hosts)
-    return {
+    env = {
         "SLURM_CLUSTER_NAME": cluster_name,
         "SLURM_JOBID": str(job_id),
         "SLURM_JOB_ACCOUNT": account,
@@ -221,6 +238,13 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
         "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(num_tasks, len(hosts),
                                                              task_room(cpus_per_node, cpus_per_task))),
     }
+    if tasks_given:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(num_tasks)
+    if ntasks_per_node is not None:
+        env["SLURM_NTASKS_PER_NODE"] = str(ntasks_per_node)
+    if not node_aliases:
+        del env["SLURM_NODE_ALIASES"]
+    return env
 
 
 @dataclass(frozen=True)
@@ -237,10 +261,24 @@ class StepContext:
     gpu_indices: tuple[int, ...]
 
 
-def step_environments(job: JobContext, node: NodeContext, step: StepContext) -> list[dict[str, str]]:
-    """The environment of each of a node's tasks of a step, in SLURM_LOCALID order."""
-    env = batch_environment(job, node)
-    gpus = ",".join(str(i) for i in step.gpu_indices)
+#: What slurmd gives the batch script alone: a step's tasks have it only where srun had it in its
+#: own environment (srun inside the batch script; srun outside an allocation has none of it, and its
+#: own SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST: fixtures/22.05/srun-details/env-1.txt).
+BATCH_ONLY = ("SLURM_JOB_GPUS", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "SLURM_SUBMIT_DIR",
+              "SLURM_SUBMIT_HOST", "SLURM_RESTART_COUNT")
+
+
+def step_environments(job: JobContext, node: NodeContext, step: StepContext, *, uid: int,
+                      gid: int) -> list[dict[str, str]]:
+    """What slurmstepd gives each of a node's tasks of a step, in SLURM_LOCALID order, over srun's
+    own environment (which its caller adds beneath): the job's and the step's variables, the
+    node's (SLURMD_NODENAME, SLURM_TOPOLOGY_ADDR), the uid and gid the tasks run as.
+    SLURM_TASK_PID is the supervisor's to add (the task's pid: supervisor._prepare_child). Not given
+    (srun-details/env-*.txt have them): SLURM_CONF and SLURM_WORKING_CLUSTER (no slurm.conf nor
+    slurmctld address on a trainhub node), SLURM_LAUNCH_NODE_IPADDR, SLURM_SRUN_COMM_HOST/PORT and
+    SLURM_STEP_LAUNCHER_PORT (srun listens on no port: it talks to the control plane over HTTP(S) only)."""
+    env = {name: value for name, value in batch_environment(job, node).items()
+           if name not in BATCH_ONLY and name not in GPU_VARIABLES}
     nodelist = compress(step.hosts)
     tasks = str(sum(step.tasks_per_node))
     per_node = repeat_counts(list(step.tasks_per_node))
@@ -250,10 +288,14 @@ def step_environments(job: JobContext, node: NodeContext, step: StepContext) -> 
         "SLURM_STEP_NUM_NODES": str(len(step.hosts)), "SLURM_NNODES": str(len(step.hosts)),
         "SLURM_STEP_NUM_TASKS": tasks, "SLURM_NTASKS": tasks, "SLURM_NPROCS": tasks,
         "SLURM_STEP_TASKS_PER_NODE": per_node, "SLURM_TASKS_PER_NODE": per_node,
-        "SLURM_STEP_GPUS": gpus, "CUDA_VISIBLE_DEVICES": gpus, "GPU_DEVICE_ORDINAL": gpus,
-        "SLURM_GPUS_ON_NODE": str(len(step.gpu_indices)), "SLURM_NODEID": str(step.node_index),
-        "SLURM_GTIDS": ",".join(str(task) for task in step.task_ids),
+        "SLURM_NODEID": str(step.node_index), "SLURM_GTIDS": ",".join(str(task) for task in step.task_ids),
+        "SLURM_TOPOLOGY_ADDR": job.hosts[node.index], "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+        "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(gid),
     })
+    if step.gpu_indices or node.gpu_indices:
+        gpus = ",".join(str(i) for i in step.gpu_indices)
+        env.update({"SLURM_STEP_GPUS": gpus, "CUDA_VISIBLE_DEVICES": gpus, "GPU_DEVICE_ORDINAL": gpus,
+                    "SLURM_GPUS_ON_NODE": str(len(step.gpu_indices))})
     return [{**env, "SLURM_PROCID": str(task), "SLURM_LOCALID": str(local)}
             for local, task in enumerate(step.task_ids)]
 

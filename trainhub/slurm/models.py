@@ -484,6 +484,9 @@ class StepNode(models.Model):
     exits = models.JSONField(null=True, blank=True)
     #: srun was interrupted (SIGINT, SIGTERM): the agent stops the tasks.
     stop_requested = models.BooleanField(default=False)
+    #: The signal the tasks get first when stopped (SIGKILL follows after the grace period): SIGTERM,
+    #: or SIGINT after srun's second Ctrl-C (``srun: sending Ctrl-C to StepId=J.S``).
+    stop_signal = models.PositiveSmallIntegerField(default=15)
 
     class Meta:
         ordering = ["step_id", "node_index"]

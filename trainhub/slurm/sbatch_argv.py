@@ -66,6 +66,7 @@ STEP_OPTIONS: dict[str, tuple[str, str]] = {
     "pty": ("", "none"),
     "exact": ("", "none"),
     "overlap": ("", "none"),
+    "verbose": ("v", "none"),
 }
 
 

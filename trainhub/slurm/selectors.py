@@ -15,6 +15,7 @@ from django.db.models import Count, Model, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from trainhub.catalog.machines import NO_ACCELERATOR
+from trainhub.slurm.conf import parse_config
 from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
 from trainhub.dashboards.sources import CapacityReading, FairShareRow
@@ -168,18 +169,36 @@ def steps_ended(*, job: SlurmJob, run_index: int) -> int:
     return JobStep.objects.filter(job=job, run_index=run_index).exclude(state="RUNNING").count()
 
 
+def kill_wait(*, job: SlurmJob) -> int:
+    """The job's cluster's KillWait (seconds): srun says it waits that and 2 more for an aborted step."""
+    return parse_config(job.cluster.config).kill_wait
+
+
+def step_layout(*, step: JobStep) -> list[list]:
+    """The step's nodes in SLURM_NODEID order, each with its tasks: [[node, [task, ...]], ...]."""
+    return [[name, list(tasks)] for name, tasks in StepNode.objects.filter(step=step).order_by("node_index")
+            .values_list("job_node__node__name", "task_ids")]
+
+
 def step_output(*, step: JobStep, after: int, limit: int) -> dict:
     """What srun reads of its step: the tasks' lines after line id ``after``, the step's state and,
-    once it ended, the tasks that failed ([task, node, exit code, signal], in task order)."""
+    once it ended, the tasks that failed ([task, node, exit code, signal], in task order), how many
+    nodes have not reported their tasks' exits yet (the job ended under the step: they are being
+    stopped), when it ended (``endTime``, as slurmstepd's ``CANCELLED AT`` prints it) and its first node."""
     lines = list(StepLogLine.objects.filter(step=step, id__gt=after).order_by("id")
                  .values_list("id", "task", "stream", "text")[:limit])
-    failed = []
+    failed, first_node, pending = [], None, 0
     if step.state != "RUNNING":
-        for name, exits in StepNode.objects.filter(step=step).values_list("job_node__node__name", "exits"):
+        for name, exits in (StepNode.objects.filter(step=step).order_by("node_index")
+                            .values_list("job_node__node__name", "exits")):
+            first_node = first_node or name
+            pending += exits is None
             failed += [[task, name, code, signal] for task, code, signal in exits or [] if code or signal]
     return {"state": step.state, "exitCode": step.exit_code, "signal": step.exit_signal, "label": step.label,
             "numTasks": step.num_tasks, "lines": [[task, stream, text] for _, task, stream, text in lines],
-            "next": lines[-1][0] if lines else after, "failed": sorted(failed)}
+            "next": lines[-1][0] if lines else after, "failed": sorted(failed), "firstNode": first_node,
+            "pendingNodes": pending,
+            "endTime": step.end_time.strftime("%Y-%m-%dT%H:%M:%S") if step.end_time else None}
 
 
 def job_log(*, job: SlurmJob, after: int = 0, limit: int = 1000) -> list[JobLogLine]:

@@ -3,7 +3,8 @@ report their exits, and the step ends when every node has (slurmctld's step reco
 
 - ``srun`` authenticates with the run's step credential (``step_credential``), which the batch
   host's agent hands the batch script; it is good for that run of that job only, as Slurm's job
-  credential is, and stops working when the run ends.
+  credential is, and stops working when the run ends - but for reading the run's steps, so that
+  srun follows a step the job's end cancelled until its nodes report its tasks stopped.
 - Step ids count from 0 within a run; the step's record (sacct's ``JOBID.N``) ends COMPLETED when
   every task exited 0, FAILED with the highest task exit code otherwise, CANCELLED 0:15 when
   the job ended (cancel, time limit, requeue) while the step ran or srun was interrupted.
@@ -39,8 +40,9 @@ def step_credential(*, job_pk: int, run_index: int) -> str:
     return f"{subject}.{salted_hmac(_SALT, subject, algorithm='sha256').hexdigest()}"
 
 
-def step_credential_job(credential: str) -> tuple[SlurmJob, int] | None:
-    """The job and run a step credential stands for, while that run is the job's running one."""
+def step_credential_job(credential: str, *, ended_too: bool = False) -> tuple[SlurmJob, int] | None:
+    """The job and run a step credential stands for, while that run is the job's running one
+    (``ended_too``: or its last one, ended: only to read its steps)."""
     job_pk, _, rest = credential.partition(".")
     run_index, _, _ = rest.partition(".")
     if not (job_pk.isdigit() and run_index.isdigit()):
@@ -48,7 +50,7 @@ def step_credential_job(credential: str) -> tuple[SlurmJob, int] | None:
     if not constant_time_compare(credential, step_credential(job_pk=int(job_pk), run_index=int(run_index))):
         return None
     job = SlurmJob.objects.select_related("cluster").filter(pk=int(job_pk)).first()
-    if job is None or job.state != JobState.RUNNING or job.restart_count != int(run_index):
+    if job is None or job.restart_count != int(run_index) or (job.state != JobState.RUNNING and not ended_too):
         return None
     return job, int(run_index)
 
@@ -120,7 +122,9 @@ def _close(step: JobStep, state: str, now: dt.datetime, *, exit_code: int, signa
 @transaction.atomic
 def step_node_finished(*, step_node: StepNode, exits: list[tuple[int, int, int]], now: dt.datetime) -> None:
     """A node's tasks of a step all ended (``exits``: task, exit code, signal). When the last node
-    of the step reports, the step ends with the worst exit: the highest code, then the highest signal."""
+    of the step reports, the step ends with the worst exit: the highest code, then the highest signal.
+    A step srun stopped ends CANCELLED unless a task exited with a code of its own (a task that traps
+    srun's SIGINT and exits 9: FAILED 9:0, fixtures/22.05/srun-details/sacct-p.txt, step 6.0)."""
     step = JobStep.objects.select_for_update().get(pk=step_node.step_id)
     node = StepNode.objects.select_for_update().get(pk=step_node.pk)
     if node.exits is not None:
@@ -134,21 +138,22 @@ def step_node_finished(*, step_node: StepNode, exits: list[tuple[int, int, int]]
     exit_code = max((code for _, code, _ in every), default=0)
     signal = max((sig for _, _, sig in every), default=0)
     state = JobState.COMPLETED if exit_code == signal == 0 else JobState.FAILED
-    if StepNode.objects.filter(step=step, stop_requested=True).exists():
+    if exit_code == 0 and StepNode.objects.filter(step=step, stop_requested=True).exists():
         state = JobState.CANCELLED
     _close(step, state, now, exit_code=exit_code, signal=signal)
 
 
 @transaction.atomic
-def step_cancel(*, step: JobStep, now: dt.datetime) -> None:
-    """srun was interrupted: every node stops the step's tasks (SIGTERM, SIGKILL after the grace
-    period); the step ends CANCELLED when they have all been reported."""
+def step_cancel(*, step: JobStep, now: dt.datetime, signum: int = SIGTERM) -> None:
+    """srun was interrupted: every node stops the step's tasks (``signum``: SIGTERM, or SIGINT after
+    srun's second Ctrl-C; SIGKILL after the grace period); the step ends CANCELLED when they have
+    all been reported."""
     step = JobStep.objects.select_for_update().get(pk=step.pk)
     if step.state != JobState.RUNNING:
         return
     parts = StepNode.objects.filter(step=step, exits__isnull=True)
     nodes_wake(parts.values_list("job_node__node_id", flat=True))
-    parts.update(stop_requested=True)
+    parts.update(stop_requested=True, stop_signal=signum)
 
 
 def steps_cancel(*, job: SlurmJob, run_index: int, now: dt.datetime) -> None:
