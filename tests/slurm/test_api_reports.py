@@ -117,6 +117,39 @@ def test_squeue_read_again_moves_a_running_jobs_time_on_and_no_pending_jobs(queu
     assert [line.split()[5] for line in later[1:]] == ["0:00", "0:00", "1:05"]
 
 
+def _job_reads(read):
+    """What ``read()`` answers, and the SQL of each query it made of the jobs table."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        answer = read()
+    return answer, [query["sql"] for query in queries.captured_queries if '"slurm_slurmjob"' in query["sql"]]
+
+
+def test_squeue_default_and_long_lines_read_only_the_columns_they_show(queue, accounts, cast, now):
+    """squeue's default and -l lines (and the API's rows) read a job's shown columns, not its other
+    seventeen; they are the lines and rows its whole row gives (squeue -j reads every column)."""
+    from trainhub.slurm import reports
+
+    job_submit(cluster=accounts, user=cast["uma"], now=now,
+               submission=Submission(argv=("--array=0-3%2", "--gres=gpu:1", "--wrap", "x")))
+    Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
+    later = now + DAY + dt.timedelta(seconds=1)
+    run_pass(accounts, later)
+    every = ",".join(str(job_id) for job_id in SlurmJob.objects.filter(cluster=accounts).values_list("job_id",
+                                                                                                     flat=True))
+    for long in (False, True):
+        shown, sql = _job_reads(lambda long=long: reports.squeue(accounts, now=later + DAY, long=long))
+        assert sql and not any('"work_dir"' in query or '"submit_time"' in query for query in sql), sql
+        whole = reports.squeue(accounts, now=later + DAY, long=long, jobs=every)
+        assert shown.text == whole.text
+        # (-j's rows come in the database's order, its text in squeue's)
+        assert shown.rows() == sorted(whole.rows(), key=lambda item: [line.split()[0] for line in shown.text.splitlines()[1:]].index(item.get("arrayName", str(item["jobId"]))))
+        assert {"R", "PD"} <= {line.split()[4][:2] for line in shown.text.splitlines()[1:]} or long
+        assert any("_[" in line for line in shown.text.splitlines())  # the array's pending tasks
+
+
 def test_sshare_all_shows_the_tree(api, queue):
     text = api("vic").get(f"{BASE}/sshare", {"all": "true"}).json()["text"].splitlines()
     assert text[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "
@@ -223,3 +256,17 @@ def test_a_report_is_built_with_the_collector_paused_and_it_runs_again_after(api
     monkeypatch.setattr(reports, "sprio", lambda *args, **kwargs: (seen.append(gc.isenabled()), sprio(*args, **kwargs))[1])
     assert api("vic").get(f"{BASE}/sprio").status_code == 200
     assert seen == [False] and gc.isenabled()
+
+
+def test_report_rows_leave_datetimes_as_stored_until_converted(queue, accounts):
+    """sqlite3 parses a datetime column as it fetches it (Django registers the converter); the
+    reports' rows take it as stored, and only the rows converted have datetimes."""
+    from django.db import connection
+
+    from trainhub.slurm import reports
+
+    fetched, converted = reports._driver_rows(SlurmJob.objects.filter(cluster=accounts, job_id=1),
+                                              ("job_id", "submit_time"))
+    if connection.vendor == "sqlite":
+        assert isinstance(fetched[0][1], str)
+    assert converted(fetched) == [(1, SlurmJob.objects.get(cluster=accounts, job_id=1).submit_time)]

@@ -53,6 +53,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -648,7 +649,10 @@ def in_squeue_order(items: Iterable[Any], *, partition: Callable[[Any], str], st
     in C where the getter is an attrgetter/itemgetter (10,000 jobs: a third of a tuple key's cost)."""
     ordered = sorted(items, key=job_id)
     ordered.sort(key=priority, reverse=True)  # reverse=True keeps equal priorities in job id order
-    ordered.sort(key=lambda item: _STATE_ORDER.get(state(item), 9))
+    # The state's rank of each item computed in C (map), then a stable sort of their positions by it:
+    # a lambda per item cost as much as the three other sorts together.
+    ranks = list(map(_STATE_ORDER.get, map(state, ordered), repeat(9)))
+    ordered = list(map(ordered.__getitem__, sorted(range(len(ordered)), key=ranks.__getitem__)))
     ordered.sort(key=partition)
     return ordered
 
