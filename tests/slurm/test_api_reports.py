@@ -150,6 +150,25 @@ def test_squeue_default_and_long_lines_read_only_the_columns_they_show(queue, ac
         assert any("_[" in line for line in shown.text.splitlines())  # the array's pending tasks
 
 
+def test_sprio_read_again_unchanged_reads_only_each_jobs_id_and_when_its_priority_was_computed(api, queue,
+                                                                                                 accounts, now):
+    """A second sprio before the next pass is the first one's text and rows, from a read of four
+    columns (reports._REPORTS); a job reniced since is no longer listed until a pass computes it."""
+    from trainhub.slurm import reports
+    from trainhub.slurm.services.jobs import job_set_nice
+
+    first = reports.sprio(accounts, now=now + DAY)
+    again, sql = _job_reads(lambda: reports.sprio(accounts, now=now + DAY))
+    assert again.text == first.text and again.rows() == first.rows()
+    assert len(sql) == 1 and '"factor_fairshare"' not in sql[0] and '"priority_time"' in sql[0]
+    job = SlurmJob.objects.get(cluster=accounts, job_id=1)
+    job_set_nice(job=job, nice=100, actor=job.submitted_by, is_admin=True, now=now + DAY)
+    assert [line.split()[0] for line in reports.sprio(accounts, now=now + DAY).text.splitlines()] == [
+        "JOBID", "2", "3"]
+    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    assert reports.sprio(accounts, now=now + DAY).text.splitlines()[1] == row(1, "a4", 2542, 0, 143, 2500)
+
+
 def test_sshare_all_shows_the_tree(api, queue):
     text = api("vic").get(f"{BASE}/sshare", {"all": "true"}).json()["text"].splitlines()
     assert text[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "

@@ -178,6 +178,10 @@ class LineCache:
         self._reports = reports
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        with self._lock:
+            self._by_report.clear()
+
     def lines(self, report: Hashable, rows: Sequence[Any], lay_out: Callable[[list[Any]], list[str]],
               keys: Sequence[Hashable] | None = None) -> list[str]:
         """The line of each row, in order: kept ones reused, the others from ``lay_out(rows)``.
@@ -199,6 +203,42 @@ class LineCache:
             while len(self._by_report) > self._reports:
                 self._by_report.popitem(last=False)
         return lines
+
+
+class ReportCache:
+    """The text of each report as last built, with the rows it was built from, under a fingerprint of
+    those rows that is cheaper to read than the rows: a report read again whose fingerprint has not
+    changed is that text, without reading its rows or looking up a line of them (issue 21).
+
+    sprio's fingerprint is each job's id and when its priority was computed (slurmctld's last
+    calculation: the pass writes a job's factors with that moment, and every other change of
+    them clears it). Only the last build of each of the last ``reports`` reports is kept; safe to
+    share between threads.
+    """
+
+    def __init__(self, reports: int = 8):
+        self._by_report: OrderedDict[Hashable, tuple[Any, str, Sequence[Any]]] = OrderedDict()
+        self._reports = reports
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_report.clear()
+
+    def get(self, report: Hashable, fingerprint: Any) -> tuple[str, Sequence[Any]] | None:
+        """The (text, rows) kept for ``report`` if they were built under ``fingerprint``, else None."""
+        with self._lock:
+            kept = self._by_report.get(report)
+        if kept is None or kept[0] != fingerprint:
+            return None
+        return kept[1], kept[2]
+
+    def put(self, report: Hashable, fingerprint: Any, text: str, rows: Sequence[Any]) -> None:
+        with self._lock:
+            self._by_report[report] = (fingerprint, text, rows)
+            self._by_report.move_to_end(report)
+            while len(self._by_report) > self._reports:
+                self._by_report.popitem(last=False)
 
 
 # --- sprio --------------------------------------------------------------------------------------

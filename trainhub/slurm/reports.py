@@ -376,6 +376,13 @@ def _sprio_values(cluster: SlurmCluster, *, now: dt.datetime, fields: tuple[str,
 #: sprio's and squeue's lines as last laid out, per process (formats.LineCache): a report read again
 #: before the next pass changes its rows lays out only what changed.
 _LINES = formats.LineCache()
+#: sprio's texts as last built, per process (formats.ReportCache), under the fingerprint _SPRIO_VERSION
+#: reads: each listed job's id and the moment its factors were computed (the pass writes both with
+#: them, and holds, releases, nice and requeues clear that moment), with its priority and nice.
+_REPORTS = formats.ReportCache()
+_SPRIO_VERSION = ("job_id", "priority", "nice", "priority_time")
+#: _SPRIO_VERSION's columns in a row of snapshot.BREAKDOWN_FIELDS followed by priority_time.
+_SPRIO_VERSION_OF_ROW = itemgetter(0, 5, 7, 14)
 
 
 def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weights: bool = False, norm: bool = False,
@@ -388,30 +395,51 @@ def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weight
     if weights:
         return Report(formats.sprio_text([], config, long=long, norm=norm, with_user=bool(user), weights=True))
     fields = snapshot.breakdown_fields(config)
+    factor_weights = snapshot.priority_weights(config)
+    format_text = formats.sprio_format(config, long=long, norm=norm, with_user=bool(user))
+
+    def breakdowns(chosen: Sequence[tuple]) -> list[PriorityBreakdown]:
+        return [snapshot.breakdown_from_row(row, factor_weights) for row in chosen]
+
+    def to_rows(chosen: Sequence[tuple]) -> list[dict]:
+        return formats.sprio_rows(breakdowns(chosen))
+
+    # The whole queue's text is kept between reads (a page's few rows are laid out afresh; TRES terms
+    # are a dict, decoded for every row, and no key of a LineCache).
+    kept = page is None and "factor_tres" not in fields
+    report_key = ("sprio", cluster.pk, format_text, factor_weights)
+    if kept:
+        versions, _ = _sprio_values(cluster, now=now, fields=_SPRIO_VERSION, user=user, jobs=jobs,
+                                    partition=partition, page=None)
+        if jobs and not versions:
+            return Report(formats.SPRIO_NO_JOBS + "\n")
+        versions.sort(key=itemgetter(0))  # job ids are unique in a cluster: sprio's order
+        last = _REPORTS.get(report_key, versions)
+        if last is not None:
+            return Report(last[0], last[1], to_rows)
+        fields = (*fields, "priority_time")
     rows, converted = _sprio_values(cluster, now=now, fields=fields, user=user, jobs=jobs, partition=partition,
                                     page=page)
-    if "factor_tres" in fields:  # a JSON document: decoded for every row, and no key of a LineCache
+    if "factor_tres" in fields:
         rows = converted(rows)
     total = (_sprio_rows(cluster, now, user, jobs, partition).count()
              if page is not None and (page.start or len(rows) == page.stop) else None)
     if jobs and not rows and not total:
         return Report(formats.SPRIO_NO_JOBS + "\n")
     rows.sort(key=_SPRIO_ROW_ORDER)
-    factor_weights = snapshot.priority_weights(config)
-
-    def breakdowns(chosen: Sequence[tuple]) -> list[PriorityBreakdown]:
-        return [snapshot.breakdown_from_row(row, factor_weights) for row in chosen]
-
-    format_text = formats.sprio_format(config, long=long, norm=norm, with_user=bool(user))
 
     def lay_out(chosen: Sequence[tuple]) -> list[str]:
         return formats.sprio_lines(breakdowns(chosen), format_text)
 
-    # A page's few rows are laid out afresh; TRES terms are a dict (no row key).
-    kept = page is None and "factor_tres" not in fields
-    lines = _LINES.lines(("sprio", cluster.pk, format_text, factor_weights), rows, lay_out) if kept else lay_out(rows)
-    text = formats.report_text(formats.sprio_header(format_text), lines)
-    return Report(text, rows, lambda chosen: formats.sprio_rows(breakdowns(chosen)), total=total)
+    if not kept:
+        return Report(formats.report_text(formats.sprio_header(format_text), lay_out(rows)), rows, to_rows,
+                      total=total)
+    # The versions these rows give, not those read before them: a pass may have ended in between.
+    versions = list(map(_SPRIO_VERSION_OF_ROW, rows))
+    rows = [row[:-1] for row in rows]  # priority_time is no breakdown field
+    text = formats.report_text(formats.sprio_header(format_text), _LINES.lines(report_key, rows, lay_out))
+    _REPORTS.put(report_key, versions, text, rows)
+    return Report(text, rows, to_rows)
 
 
 # --- sshare -------------------------------------------------------------------------------------
