@@ -169,6 +169,34 @@ def test_sprio_read_again_unchanged_reads_only_each_jobs_id_and_when_its_priorit
     assert reports.sprio(accounts, now=now + DAY).text.splitlines()[1] == row(1, "a4", 2542, 0, 143, 2500)
 
 
+def test_a_report_is_freed_before_the_collector_resumes(api, queue, monkeypatch):
+    """A 10,000-job report's objects alive when the collector resumes are scanned by the first
+    collection after; the API view drops the report inside collector_paused."""
+    import contextlib
+    import weakref
+
+    from trainhub.slurm import reports
+    from trainhub.slurm.api import reports as api_reports
+
+    built, alive_at_resume = [], []
+    build = reports.sprio
+
+    def building(*args, **kwargs):
+        report = build(*args, **kwargs)
+        built.append(weakref.ref(report))
+        return report
+
+    @contextlib.contextmanager
+    def paused():
+        yield
+        alive_at_resume.append(built[-1]() is not None)
+
+    monkeypatch.setattr(reports, "sprio", building)
+    monkeypatch.setattr(api_reports, "collector_paused", paused)
+    assert api("vic").get(f"{BASE}/sprio").status_code == 200
+    assert alive_at_resume == [False]
+
+
 def test_sshare_all_shows_the_tree(api, queue):
     text = api("vic").get(f"{BASE}/sshare", {"all": "true"}).json()["text"].splitlines()
     assert text[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "
