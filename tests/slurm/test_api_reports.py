@@ -197,6 +197,16 @@ def test_a_report_is_freed_before_the_collector_resumes(api, queue, monkeypatch)
     assert alive_at_resume == [False]
 
 
+def test_a_report_asked_for_as_text_is_the_commands_output_alone(api, queue):
+    """``Accept: text/plain`` (the CLI) gets the text without the rows and JSON; errors stay JSON."""
+    client = api("vic")
+    as_json = client.get(f"{BASE}/sprio", {"long": "true"}).json()["text"]
+    plain = client.get(f"{BASE}/sprio", {"long": "true"}, HTTP_ACCEPT="text/plain")
+    assert plain["Content-Type"] == "text/plain; charset=utf-8" and plain.content.decode() == as_json
+    refused = client.get(f"{BASE}/sacct", {"format": "JobID%99999999999"}, HTTP_ACCEPT="text/plain")
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == 400
+
+
 def test_sshare_all_shows_the_tree(api, queue):
     text = api("vic").get(f"{BASE}/sshare", {"all": "true"}).json()["text"].splitlines()
     assert text[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "
