@@ -161,6 +161,9 @@ def test_sprio_read_again_unchanged_reads_only_each_jobs_id_and_when_its_priorit
     again, sql = _job_reads(lambda: reports.sprio(accounts, now=now + DAY))
     assert again.text == first.text and again.rows() == first.rows()
     assert len(sql) == 1 and '"factor_fairshare"' not in sql[0] and '"priority_time"' in sql[0]
+    assert reports.sprio(accounts, now=now + DAY, jobs="2").text.splitlines()[1].split()[0] == "2"
+    _, sql = _job_reads(lambda: reports.sprio(accounts, now=now + DAY))
+    assert len(sql) == 1  # a read of one job in between keeps the queue's text
     job = SlurmJob.objects.get(cluster=accounts, job_id=1)
     job_set_nice(job=job, nice=100, actor=job.submitted_by, is_admin=True, now=now + DAY)
     assert [line.split()[0] for line in reports.sprio(accounts, now=now + DAY).text.splitlines()] == [

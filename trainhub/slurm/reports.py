@@ -408,13 +408,15 @@ def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weight
     # are a dict, decoded for every row, and no key of a LineCache).
     kept = page is None and "factor_tres" not in fields
     report_key = ("sprio", cluster.pk, format_text, factor_weights)
+    # Each filtered read kept apart: ``sprio -j 5`` between two reads of the queue leaves the queue's.
+    text_key = (*report_key, user, jobs, partition)
     if kept:
         versions, _ = _sprio_values(cluster, now=now, fields=_SPRIO_VERSION, user=user, jobs=jobs,
                                     partition=partition, page=None)
         if jobs and not versions:
             return Report(formats.SPRIO_NO_JOBS + "\n")
         versions.sort(key=itemgetter(0))  # job ids are unique in a cluster: sprio's order
-        last = _REPORTS.get(report_key, versions)
+        last = _REPORTS.get(text_key, versions)
         if last is not None:
             return Report(last[0], last[1], to_rows)
         fields = (*fields, "priority_time")
@@ -438,7 +440,7 @@ def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weight
     versions = list(map(_SPRIO_VERSION_OF_ROW, rows))
     rows = [row[:-1] for row in rows]  # priority_time is no breakdown field
     text = formats.report_text(formats.sprio_header(format_text), _LINES.lines(report_key, rows, lay_out))
-    _REPORTS.put(report_key, versions, text, rows)
+    _REPORTS.put(text_key, versions, text, rows)
     return Report(text, rows, to_rows)
 
 
