@@ -22,6 +22,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import Case, DateTimeField, Exists, F, Func, OuterRef, Prefetch, Q, QuerySet, When
 from django.db.models.functions import Coalesce
+from django.utils.dateparse import parse_datetime
 
 from trainhub.inventory.assignments import project_identity
 from trainhub.inventory.models import Node, NodeState
@@ -61,17 +62,28 @@ def _states(text: str) -> set[str]:
 
 
 class _Stored(Func):
-    """A datetime column as SQLite stores it (text): selected through SQLite's no-op unary ``+``, which
-    leaves the result without the column's declared type, so that the sqlite3 module does not parse
-    it on fetch (Django registers a converter for ``datetime``: 10,000 of them were a fifth of a 10k
-    squeue's CPU, for a column its default lines never show). Django's own converter still parses
-    the rows converted afterwards. Other databases select the column as is."""
+    """A datetime column as the database stores it, which the driver leaves unparsed: on SQLite through
+    its no-op unary ``+`` (the result has no declared type, which the sqlite3 module parses by: Django
+    registers a converter for ``datetime``), on PostgreSQL as text (Django's loader parses every
+    timestamptz in Python). Over 10,000 jobs either cost 10-25 ms, for columns a default squeue
+    never shows and sprio only compares. The rows converted afterwards have datetimes."""
 
     template = "%(expressions)s"
     output_field = DateTimeField()
 
     def as_sqlite(self, compiler, connection, **extra_context):
         return self.as_sql(compiler, connection, template="+%(expressions)s", **extra_context)
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, template="(%(expressions)s)::text", **extra_context)
+
+    def get_db_converters(self, connection):
+        return [*super().get_db_converters(connection), _as_datetime]
+
+
+def _as_datetime(value, expression, connection) -> dt.datetime | None:
+    """_Stored's text as a datetime (Django's own converter parses SQLite's first)."""
+    return value if value is None or isinstance(value, dt.datetime) else parse_datetime(value)
 
 
 def _driver_rows(rows: QuerySet, fields: Sequence[str]) -> tuple[list[tuple], Callable[[Sequence[tuple]], list[tuple]]]:
