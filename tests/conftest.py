@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 import tempfile
 
 import pytest
@@ -92,6 +93,17 @@ def _no_replica_outlives_its_test():
     from tests.agent.harness import kill_every_replica
 
     kill_every_replica()
+
+
+@pytest.fixture(autouse=True)
+def _no_report_outlives_its_test():
+    """The Slurm reports' per-process caches (trainhub.slurm.reports._LINES, _REPORTS) start each test
+    empty: a rolled-back test database gives the next test the same cluster and job ids, and tests
+    in the same second the same clock, which production never gives twice."""
+    reports = sys.modules.get("trainhub.slurm.reports")
+    if reports is not None:
+        reports._LINES.clear()
+        reports._REPORTS.clear()
 
 
 @pytest.fixture

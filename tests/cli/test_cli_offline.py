@@ -631,3 +631,19 @@ def test_args_take_gclouds_alternate_delimiter_so_commas_stay_in_an_argument(env
     assert code == 0
     container = session.calls[0].json["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
     assert container["args"] == ["-c", "print('a, b')", "--lr=0.1,0.2"]
+
+
+def test_a_slurm_report_asks_for_its_text_alone_and_prints_it(environ: dict[str, str],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    plain = answer(text="JOBID PARTITION\n    1 a4\n")
+    plain.headers["Content-Type"] = "text/plain; charset=utf-8"
+    code, session = run(["slurm", "sprio", "--cluster", "c1", "-l"], environ, plain)
+    assert code == 0 and capsys.readouterr().out == "JOBID PARTITION\n    1 a4\n"
+    assert session.calls[0].headers["Accept"] == "text/plain"
+    assert session.calls[0].params == {"long": "true"}
+
+
+def test_a_slurm_report_from_a_server_that_answers_json_prints_its_text(environ: dict[str, str],
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run(["slurm", "squeue", "--cluster", "c1"], environ, answer(body={"text": "JOBID\n", "rows": []}))
+    assert code == 0 and capsys.readouterr().out == "JOBID\n"

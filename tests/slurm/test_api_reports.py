@@ -117,6 +117,99 @@ def test_squeue_read_again_moves_a_running_jobs_time_on_and_no_pending_jobs(queu
     assert [line.split()[5] for line in later[1:]] == ["0:00", "0:00", "1:05"]
 
 
+def _job_reads(read):
+    """What ``read()`` answers, and the SQL of each query it made of the jobs table."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        answer = read()
+    return answer, [query["sql"] for query in queries.captured_queries if '"slurm_slurmjob"' in query["sql"]]
+
+
+def test_squeue_default_and_long_lines_read_only_the_columns_they_show(queue, accounts, cast, now):
+    """squeue's default and -l lines (and the API's rows) read a job's shown columns, not its other
+    seventeen; they are the lines and rows its whole row gives (squeue -j reads every column)."""
+    from trainhub.slurm import reports
+
+    job_submit(cluster=accounts, user=cast["uma"], now=now,
+               submission=Submission(argv=("--array=0-3%2", "--gres=gpu:1", "--wrap", "x")))
+    Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
+    later = now + DAY + dt.timedelta(seconds=1)
+    run_pass(accounts, later)
+    every = ",".join(str(job_id) for job_id in SlurmJob.objects.filter(cluster=accounts).values_list("job_id",
+                                                                                                     flat=True))
+    for long in (False, True):
+        shown, sql = _job_reads(lambda long=long: reports.squeue(accounts, now=later + DAY, long=long))
+        assert sql and not any('"work_dir"' in query or '"submit_time"' in query for query in sql), sql
+        whole = reports.squeue(accounts, now=later + DAY, long=long, jobs=every)
+        assert shown.text == whole.text
+        # (-j's rows come in the database's order, its text in squeue's)
+        assert shown.rows() == sorted(whole.rows(), key=lambda item: [line.split()[0] for line in shown.text.splitlines()[1:]].index(item.get("arrayName", str(item["jobId"]))))
+        assert {"R", "PD"} <= {line.split()[4][:2] for line in shown.text.splitlines()[1:]} or long
+        assert any("_[" in line for line in shown.text.splitlines())  # the array's pending tasks
+
+
+def test_sprio_read_again_unchanged_reads_only_each_jobs_id_and_when_its_priority_was_computed(api, queue,
+                                                                                                 accounts, now):
+    """A second sprio before the next pass is the first one's text and rows, from a read of four
+    columns (reports._REPORTS); a job reniced since is no longer listed until a pass computes it."""
+    from trainhub.slurm import reports
+    from trainhub.slurm.services.jobs import job_set_nice
+
+    first = reports.sprio(accounts, now=now + DAY)
+    again, sql = _job_reads(lambda: reports.sprio(accounts, now=now + DAY))
+    assert again.text == first.text and again.rows() == first.rows()
+    assert len(sql) == 1 and '"factor_fairshare"' not in sql[0] and '"priority_time"' in sql[0]
+    assert reports.sprio(accounts, now=now + DAY, jobs="2").text.splitlines()[1].split()[0] == "2"
+    _, sql = _job_reads(lambda: reports.sprio(accounts, now=now + DAY))
+    assert len(sql) == 1  # a read of one job in between keeps the queue's text
+    job = SlurmJob.objects.get(cluster=accounts, job_id=1)
+    job_set_nice(job=job, nice=100, actor=job.submitted_by, is_admin=True, now=now + DAY)
+    assert [line.split()[0] for line in reports.sprio(accounts, now=now + DAY).text.splitlines()] == [
+        "JOBID", "2", "3"]
+    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    assert reports.sprio(accounts, now=now + DAY).text.splitlines()[1] == row(1, "a4", 2542, 0, 143, 2500)
+
+
+def test_a_report_is_freed_before_the_collector_resumes(api, queue, monkeypatch):
+    """A 10,000-job report's objects alive when the collector resumes are scanned by the first
+    collection after; the API view drops the report inside collector_paused."""
+    import contextlib
+    import weakref
+
+    from trainhub.slurm import reports
+    from trainhub.slurm.api import reports as api_reports
+
+    built, alive_at_resume = [], []
+    build = reports.sprio
+
+    def building(*args, **kwargs):
+        report = build(*args, **kwargs)
+        built.append(weakref.ref(report))
+        return report
+
+    @contextlib.contextmanager
+    def paused():
+        yield
+        alive_at_resume.append(built[-1]() is not None)
+
+    monkeypatch.setattr(reports, "sprio", building)
+    monkeypatch.setattr(api_reports, "collector_paused", paused)
+    assert api("vic").get(f"{BASE}/sprio").status_code == 200
+    assert alive_at_resume == [False]
+
+
+def test_a_report_asked_for_as_text_is_the_commands_output_alone(api, queue):
+    """``Accept: text/plain`` (the CLI) gets the text without the rows and JSON; errors stay JSON."""
+    client = api("vic")
+    as_json = client.get(f"{BASE}/sprio", {"long": "true"}).json()["text"]
+    plain = client.get(f"{BASE}/sprio", {"long": "true"}, HTTP_ACCEPT="text/plain")
+    assert plain["Content-Type"] == "text/plain; charset=utf-8" and plain.content.decode() == as_json
+    refused = client.get(f"{BASE}/sacct", {"format": "JobID%99999999999"}, HTTP_ACCEPT="text/plain")
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == 400
+
+
 def test_sshare_all_shows_the_tree(api, queue):
     text = api("vic").get(f"{BASE}/sshare", {"all": "true"}).json()["text"].splitlines()
     assert text[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "
@@ -223,3 +316,15 @@ def test_a_report_is_built_with_the_collector_paused_and_it_runs_again_after(api
     monkeypatch.setattr(reports, "sprio", lambda *args, **kwargs: (seen.append(gc.isenabled()), sprio(*args, **kwargs))[1])
     assert api("vic").get(f"{BASE}/sprio").status_code == 200
     assert seen == [False] and gc.isenabled()
+
+
+def test_report_rows_leave_datetimes_as_stored_until_converted(queue, accounts):
+    """sqlite3 parses a datetime column as it fetches it (Django registers the converter), and Django's
+    loader every PostgreSQL timestamptz; the reports' rows take it as stored, and only the rows
+    converted have datetimes."""
+    from trainhub.slurm import reports
+
+    fetched, converted = reports._driver_rows(SlurmJob.objects.filter(cluster=accounts, job_id=1),
+                                              ("job_id", "submit_time"))
+    assert isinstance(fetched[0][1], str)
+    assert converted(fetched) == [(1, SlurmJob.objects.get(cluster=accounts, job_id=1).submit_time)]

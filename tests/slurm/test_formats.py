@@ -7,6 +7,7 @@ from trainhub.slurm.conf import parse_config
 from trainhub.slurm.fairshare import Association, compute_fairshare
 from trainhub.slurm.formats import (
     LineCache,
+    ReportCache,
     PrintField,
     SacctJob,
     SqueueJob,
@@ -198,3 +199,16 @@ def test_a_line_cache_keys_rows_by_what_is_given_and_keeps_the_last_reports_read
     cache.lines("sprio", [1], _laying_out(calls))
     cache.lines("squeue", [1], _laying_out(calls), keys=[(1, "12:01")])  # forgotten: one report is kept
     assert calls == [[1], [1], [1], [1]]
+
+
+def test_a_report_cache_gives_back_a_text_only_under_the_fingerprint_it_was_built_under():
+    cache = ReportCache(reports=1)
+    assert cache.get("sprio", [(1, "12:00")]) is None
+    cache.put("sprio", [(1, "12:00")], "text 1", ["row 1"])
+    assert cache.get("sprio", [(1, "12:00")]) == ("text 1", ["row 1"])
+    assert cache.get("sprio", [(1, "12:01")]) is None  # its priority computed again
+    assert cache.get("sprio", [(1, "12:00"), (2, "12:00")]) is None  # one more job
+    cache.put("sprio -l", [(1, "12:00")], "long 1", ["row 1"])
+    assert cache.get("sprio", [(1, "12:00")]) is None  # forgotten: one report is kept
+    cache.clear()
+    assert cache.get("sprio -l", [(1, "12:00")]) is None

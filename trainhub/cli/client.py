@@ -187,7 +187,21 @@ class TrainhubClient:
         authenticated: bool = True,
     ) -> dict[str, Any]:
         """Send one request and return the decoded JSON object; raise CliError on any failure."""
-        headers = {"Accept": "application/json"}
+        response = self._send(method, path, params=params, body=body, authenticated=authenticated)
+        return self._document(response, method, path)
+
+    def get_text(self, path: str, params: dict[str, Any] | None = None) -> str:
+        """GET a Slurm report's text: the body of the server's text/plain answer, which spares both
+        sides the JSON (and the server the rows); the JSON's ``text`` from a server that answers JSON."""
+        response = self._send("GET", path, params=params, accept="text/plain")
+        if response.headers.get("content-type", "").startswith("text/plain"):
+            return response.content.decode("utf-8")
+        return self._document(response, "GET", path).get("text", "")
+
+    def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
+              authenticated: bool = True, accept: str = "application/json") -> Any:
+        """One request's answer with a status below 300; CliError for any failure."""
+        headers = {"Accept": accept}
         if authenticated and self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         try:
@@ -210,6 +224,10 @@ class TrainhubClient:
             raise CliError(f"trainhub at {self.base_url} answered {method} {path} with HTTP {response.status_code}, "
                            f"a redirect to [{response.headers.get('location', '')}]: set --url (or TRAINHUB_URL) "
                            "to the server's own address")
+        return response
+
+    def _document(self, response: Any, method: str, path: str) -> dict[str, Any]:
+        """The JSON object an answer carries ({} for an empty body); CliError when it is none."""
         if not response.content:
             return {}
         try:

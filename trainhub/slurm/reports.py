@@ -20,8 +20,9 @@ from operator import itemgetter
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, QuerySet, When
+from django.db.models import Case, DateTimeField, Exists, F, Func, OuterRef, Prefetch, Q, QuerySet, When
 from django.db.models.functions import Coalesce
+from django.utils.dateparse import parse_datetime
 
 from trainhub.inventory.assignments import project_identity
 from trainhub.inventory.models import Node, NodeState
@@ -60,11 +61,38 @@ def _states(text: str) -> set[str]:
     return {_STATE_NAMES.get(item.upper(), item.upper()) for item in _names(text)}
 
 
+class _Stored(Func):
+    """A datetime column as the database stores it, which the driver leaves unparsed: on SQLite through
+    its no-op unary ``+`` (the result has no declared type, which the sqlite3 module parses by: Django
+    registers a converter for ``datetime``), on PostgreSQL as text (Django's loader parses every
+    timestamptz in Python). Over 10,000 jobs either cost 10-25 ms, for columns a default squeue
+    never shows and sprio only compares. The rows converted afterwards have datetimes."""
+
+    template = "%(expressions)s"
+    output_field = DateTimeField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, template="+%(expressions)s", **extra_context)
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, template="(%(expressions)s)::text", **extra_context)
+
+    def get_db_converters(self, connection):
+        return [*super().get_db_converters(connection), _as_datetime]
+
+
+def _as_datetime(value, expression, connection) -> dt.datetime | None:
+    """_Stored's text as a datetime (Django's own converter parses SQLite's first)."""
+    return value if value is None or isinstance(value, dt.datetime) else parse_datetime(value)
+
+
 def _driver_rows(rows: QuerySet, fields: Sequence[str]) -> tuple[list[tuple], Callable[[Sequence[tuple]], list[tuple]]]:
     """``rows.values_list(*fields)`` as the database driver returns them, without Django's per-row
     conversions (datetimes parsed, JSON decoded: over a 10,000-job queue they cost as much as the query),
     and the conversion that turns some of those rows into what values_list would have given."""
-    compiler = rows.values_list(*fields).query.get_compiler(using=rows.db)
+    model_fields = {field.name: field for field in rows.model._meta.concrete_fields}
+    columns = [_Stored(F(name)) if isinstance(model_fields.get(name), DateTimeField) else name for name in fields]
+    compiler = rows.values_list(*columns).query.get_compiler(using=rows.db)
     try:
         sql, params = compiler.as_sql()
     except EmptyResultSet:  # a filter nothing can match (jobs=abc, user=","): Django writes no SQL for it
@@ -106,6 +134,25 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
                   "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir")
+
+
+#: What squeue's default and -l lines (formats.SQUEUE_DEFAULT, SQUEUE_LONG: JOBID with an array's
+#: tasks, PARTITION, NAME, USER, ST/STATE, TIME, TIME_LIMIT, NODES, NODELIST(REASON)), their order
+#: and the API's rows read of a job: _SQUEUE_FIELDS' first 14 in the same places, then the array's.
+#: Reading only these takes half the columns off a 10,000-job squeue, the most of its CPU.
+_SQUEUE_SHOWN = (*_SQUEUE_FIELDS[:14], "array_job_id", "array_task_id", "array_pending", "array_max_running")
+#: The other _SQUEUE_FIELDS as SqueueJob's defaults stand for them in those lines (none is shown).
+_SQUEUE_UNSHOWN = {"account": "", "num_tasks": 1, "cpus_per_task": 1, "gpus_per_node": 0, "nice": 0, "features": None,
+                   "gpus_per_task": 0, "qos": "", "comment": "", "dependency": "", "exclusive": False,
+                   "mem_per_node": 0, "mem_per_cpu": 0, "req_nodes": "", "exc_nodes": "", "submit_time": None,
+                   "work_dir": ""}
+_SQUEUE_NARROW_FORMATS = (formats.SQUEUE_DEFAULT, formats.SQUEUE_LONG)
+
+
+def _squeue_widened(row: tuple) -> tuple:
+    """A _SQUEUE_SHOWN row as a _SQUEUE_FIELDS one."""
+    shown = dict(zip(_SQUEUE_SHOWN, row, strict=True))
+    return tuple(shown[name] if name in shown else _SQUEUE_UNSHOWN[name] for name in _SQUEUE_FIELDS)
 
 
 def _squeue_state(job_state: str) -> str:
@@ -208,15 +255,17 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
         return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
     # One line per row: laid out once per row and kept (formats.LineCache) while the row stays the
     # same, except a job that has started, whose TIME moves with ``now``.
-    fetched, converted = _driver_rows(rows, _SQUEUE_FIELDS)
+    format_text = formats.squeue_format(long=long, format=format)
+    narrow = format_text in _SQUEUE_NARROW_FORMATS
+    fetched, converted = _driver_rows(rows, _SQUEUE_SHOWN if narrow else _SQUEUE_FIELDS)
     selected = formats.in_squeue_order(
         [row for row in fetched if not wanted or _squeue_state(row[4]) in wanted],
         # A finished job squeue lists is COMPLETING: its stored state ranks after RUNNING as that does.
         partition=itemgetter(1), state=itemgetter(4), priority=itemgetter(11), job_id=itemgetter(0))
-    format_text = formats.squeue_format(long=long, format=format)
 
     def items(chosen: Sequence[tuple]) -> list[formats.SqueueJob]:
-        return _squeue_items(converted(chosen), now, None, False)
+        full = converted(chosen)
+        return _squeue_items(list(map(_squeue_widened, full)) if narrow else full, now, None, False)
 
     lines = _LINES.lines(("squeue", cluster.pk, format_text), selected,
                          lambda chosen: formats.squeue_lines(items(chosen), format_text),
@@ -339,6 +388,13 @@ def _sprio_values(cluster: SlurmCluster, *, now: dt.datetime, fields: tuple[str,
 #: sprio's and squeue's lines as last laid out, per process (formats.LineCache): a report read again
 #: before the next pass changes its rows lays out only what changed.
 _LINES = formats.LineCache()
+#: sprio's texts as last built, per process (formats.ReportCache), under the fingerprint _SPRIO_VERSION
+#: reads: each listed job's id and the moment its factors were computed (the pass writes both with
+#: them, and holds, releases, nice and requeues clear that moment), with its priority and nice.
+_REPORTS = formats.ReportCache()
+_SPRIO_VERSION = ("job_id", "priority", "nice", "priority_time")
+#: _SPRIO_VERSION's columns in a row of snapshot.BREAKDOWN_FIELDS followed by priority_time.
+_SPRIO_VERSION_OF_ROW = itemgetter(0, 5, 7, 14)
 
 
 def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weights: bool = False, norm: bool = False,
@@ -351,30 +407,53 @@ def sprio(cluster: SlurmCluster, *, now: dt.datetime, long: bool = False, weight
     if weights:
         return Report(formats.sprio_text([], config, long=long, norm=norm, with_user=bool(user), weights=True))
     fields = snapshot.breakdown_fields(config)
+    factor_weights = snapshot.priority_weights(config)
+    format_text = formats.sprio_format(config, long=long, norm=norm, with_user=bool(user))
+
+    def breakdowns(chosen: Sequence[tuple]) -> list[PriorityBreakdown]:
+        return [snapshot.breakdown_from_row(row, factor_weights) for row in chosen]
+
+    def to_rows(chosen: Sequence[tuple]) -> list[dict]:
+        return formats.sprio_rows(breakdowns(chosen))
+
+    # The whole queue's text is kept between reads (a page's few rows are laid out afresh; TRES terms
+    # are a dict, decoded for every row, and no key of a LineCache).
+    kept = page is None and "factor_tres" not in fields
+    report_key = ("sprio", cluster.pk, format_text, factor_weights)
+    # Each filtered read kept apart: ``sprio -j 5`` between two reads of the queue leaves the queue's.
+    text_key = (*report_key, user, jobs, partition)
+    if kept:
+        versions, _ = _sprio_values(cluster, now=now, fields=_SPRIO_VERSION, user=user, jobs=jobs,
+                                    partition=partition, page=None)
+        if jobs and not versions:
+            return Report(formats.SPRIO_NO_JOBS + "\n")
+        versions.sort(key=itemgetter(0))  # job ids are unique in a cluster: sprio's order
+        last = _REPORTS.get(text_key, versions)
+        if last is not None:
+            return Report(last[0], last[1], to_rows)
+        fields = (*fields, "priority_time")
     rows, converted = _sprio_values(cluster, now=now, fields=fields, user=user, jobs=jobs, partition=partition,
                                     page=page)
-    if "factor_tres" in fields:  # a JSON document: decoded for every row, and no key of a LineCache
+    if "factor_tres" in fields:
         rows = converted(rows)
     total = (_sprio_rows(cluster, now, user, jobs, partition).count()
              if page is not None and (page.start or len(rows) == page.stop) else None)
     if jobs and not rows and not total:
         return Report(formats.SPRIO_NO_JOBS + "\n")
     rows.sort(key=_SPRIO_ROW_ORDER)
-    factor_weights = snapshot.priority_weights(config)
-
-    def breakdowns(chosen: Sequence[tuple]) -> list[PriorityBreakdown]:
-        return [snapshot.breakdown_from_row(row, factor_weights) for row in chosen]
-
-    format_text = formats.sprio_format(config, long=long, norm=norm, with_user=bool(user))
 
     def lay_out(chosen: Sequence[tuple]) -> list[str]:
         return formats.sprio_lines(breakdowns(chosen), format_text)
 
-    # A page's few rows are laid out afresh; TRES terms are a dict (no row key).
-    kept = page is None and "factor_tres" not in fields
-    lines = _LINES.lines(("sprio", cluster.pk, format_text, factor_weights), rows, lay_out) if kept else lay_out(rows)
-    text = formats.report_text(formats.sprio_header(format_text), lines)
-    return Report(text, rows, lambda chosen: formats.sprio_rows(breakdowns(chosen)), total=total)
+    if not kept:
+        return Report(formats.report_text(formats.sprio_header(format_text), lay_out(rows)), rows, to_rows,
+                      total=total)
+    # The versions these rows give, not those read before them: a pass may have ended in between.
+    versions = list(map(_SPRIO_VERSION_OF_ROW, rows))
+    rows = [row[:-1] for row in rows]  # priority_time is no breakdown field
+    text = formats.report_text(formats.sprio_header(format_text), _LINES.lines(report_key, rows, lay_out))
+    _REPORTS.put(text_key, versions, text, rows)
+    return Report(text, rows, to_rows)
 
 
 # --- sshare -------------------------------------------------------------------------------------

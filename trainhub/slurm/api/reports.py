@@ -1,5 +1,6 @@
 """squeue, sprio, sshare, sacct, sinfo and scontrol show step (``steps``) as JSON: ``{"text": <the command's whole output>, "rows": [...],
-"nextPageToken"}``; rows come a page at a time (``pageSize``, default 100, at most 10,000).
+"nextPageToken"}``; rows come a page at a time (``pageSize``, default 100, at most 10,000). A request
+that accepts ``text/plain`` first (the CLI) is answered the text alone, as text/plain.
 
 Query parameters are the commands' flags by their long names (``long``, ``start``, ``weights``,
 ``norm``, ``all``, ``duplicates``, ``brief``, ``allocations`` (sacct -X), ``parsable`` (sacct -p)
@@ -11,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
+from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -137,13 +139,20 @@ def _view(name: str) -> type[APIView]:
             except WireError as exc:
                 raise invalid_argument([FieldViolation("pageSize/pageToken", str(exc))]) from exc
             # A report over a long queue makes tens of thousands of objects without a cycle; the
-            # collector would run ~70 times per 10k sprio for nothing (issue 21).
+            # collector would run ~70 times per 10k sprio for nothing (issue 21). They are freed
+            # before it resumes: alive then, the first allocation after would scan them all.
+            # ``Accept: text/plain`` (the CLI): the command's output alone, without the rows and JSON.
+            plain = request.META.get("HTTP_ACCEPT", "").startswith("text/plain")
             with collector_paused():
                 report = build(cluster_obj, params, request.user.get_username(), timezone.now())
-                body = {"text": report.text, "rows": report.rows(start, size)}
-            if start + size < len(report.items):
-                body["nextPageToken"] = str(start + size)
-            return Response(body)
+                if plain:
+                    body = report.text
+                else:
+                    body = {"text": report.text, "rows": report.rows(start, size)}
+                    if start + size < len(report.items):
+                        body["nextPageToken"] = str(start + size)
+                del report
+            return HttpResponse(body, content_type="text/plain; charset=utf-8") if plain else Response(body)
 
     ReportView.__name__ = f"{name.capitalize()}View"
     return ReportView
