@@ -158,6 +158,14 @@ class _HelpFormatter(argparse.HelpFormatter):
                          width if width is not None else _terminal_columns() - 2)
 
 
+def alloc_place() -> dict[str, Any]:
+    """Where this sbatch or salloc runs, as slurmctld records it (scontrol's AllocNode:Sid): this
+    host's short name and this process's session id."""
+    import socket
+
+    return {"allocNode": socket.gethostname().split(".")[0], "allocSid": os.getsid(0)}
+
+
 def _terminal_columns() -> int:
     """What shutil.get_terminal_size().columns answers: $COLUMNS, else the terminal's width, else 80."""
     try:

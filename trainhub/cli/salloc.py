@@ -38,6 +38,7 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
+from trainhub.cli.base import alloc_place
 from trainhub.cli.client import CliError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
@@ -204,7 +205,7 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     finds trainhub's ``srun`` first), keep the allocation alive meanwhile, relinquish it with the
     command's exit code; the exit status (salloc's rules)."""
     try:
-        job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options})["jobId"]
+        job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options, **alloc_place()})["jobId"]
     except CliError as exc:
         if exc.http_status != 400:
             raise

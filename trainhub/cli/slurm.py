@@ -65,7 +65,7 @@ def sbatch(ctx: Any) -> int:
         _, rest = split_options(argv)
     except SbatchError as exc:
         raise CliError(str(exc)) from exc
-    body: dict[str, Any] = {"sbatchArgs": argv[:len(argv) - len(rest)]}
+    body: dict[str, Any] = {"sbatchArgs": argv[:len(argv) - len(rest)], **cli.alloc_place()}
     if rest:
         try:
             with open(rest[0], encoding="utf-8") as script:

@@ -20,7 +20,7 @@ from operator import itemgetter
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, QuerySet, When
+from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 
 from trainhub.inventory.assignments import project_identity
@@ -105,7 +105,11 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
-                  "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir")
+                  "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir",
+                  "interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
+                  "exit_signal", "stdout_pattern", "stderr_pattern", "alloc_node", "alloc_sid",
+                  # the cluster's own values (_squeue_rows annotates them on every row)
+                  "squeue_cluster", "squeue_uid", "squeue_group")
 
 
 def _squeue_state(job_state: str) -> str:
@@ -117,9 +121,12 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
-     exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir) = row
+     exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, interactive, accrue_time,
+     begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern, stderr_pattern, alloc_node,
+     alloc_sid, cluster_name, uid, group) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
+    started = start_time if start_time is not None and start_time < now else None
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
@@ -131,7 +138,22 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running,
         features=features, qos=qos, cpus_per_task=cpus_per_task, comment=comment, dependency=depends,
         exclusive=exclusive, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu, req_nodes=req_nodes,
-        exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir)
+        exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir, cluster=cluster_name, uid=uid, gid=uid,
+        group=group, batch=not interactive, alloc_node=alloc_node, alloc_sid=alloc_sid, accrue_time=accrue_time,
+        # squeue's EligibleTime: none while held or waiting for a dependency (--begin's time before it comes)
+        eligible_time=None if hold or depends else begin_time, num_tasks=num_tasks, gpus_per_task=gpus_per_task,
+        requeue=requeue, restart_count=restart_count,
+        exit_status=0 if exit_code is None else (exit_code << 8) | exit_signal,
+        pending_seconds=max(0, int(((started or now) - submit_time).total_seconds())),
+        stdout_pattern=stdout_pattern, stderr_pattern=stderr_pattern)
+
+
+def _squeue_rows(cluster: SlurmCluster) -> QuerySet:
+    """The cluster's jobs, each with what squeue shows of the cluster on every line: its name, and the
+    uid/gid the project's jobs run as (as scontrol show step's UserId) and that group's name, the project's."""
+    return SlurmJob.objects.filter(cluster=cluster).annotate(
+        squeue_cluster=Value(cluster.cluster_id), squeue_uid=Value(project_identity(cluster.project_id)["uid"]),
+        squeue_group=Value(cluster.project.project_id))
 
 
 def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], list[formats.SqueueJob]] | None,
@@ -186,7 +208,7 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
                       .exclude(job__state__in=active).values("job_id"))
     # The cluster's jobs read straight off its (cluster, job id) index, not through a subquery of
     # their own ids (which cost a quarter more and a sort over 10,000 pending jobs).
-    rows = SlurmJob.objects.filter(cluster=cluster).filter(Q(state__in=active) | Q(pk__in=completing_ids))
+    rows = _squeue_rows(cluster).filter(Q(state__in=active) | Q(pk__in=completing_ids))
     if user:
         rows = rows.filter(user_name__in=_names(user))
     if partition:
@@ -214,13 +236,14 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
         # A finished job squeue lists is COMPLETING: its stored state ranks after RUNNING as that does.
         partition=itemgetter(1), state=itemgetter(4), priority=itemgetter(11), job_id=itemgetter(0))
     format_text = formats.squeue_format(long=long, format=format)
+    clocked = formats.squeue_reads_clock(format_text)
 
     def items(chosen: Sequence[tuple]) -> list[formats.SqueueJob]:
         return _squeue_items(converted(chosen), now, None, False)
 
     lines = _LINES.lines(("squeue", cluster.pk, format_text), selected,
                          lambda chosen: formats.squeue_lines(items(chosen), format_text),
-                         keys=[row if row[5] is None else (row, now) for row in selected])
+                         keys=[row if row[5] is None and not clocked else (row, now) for row in selected])
     return Report(formats.report_text(formats.squeue_header(format_text), lines), selected,
                   lambda chosen: formats.squeue_rows(items(chosen)))
 
