@@ -101,7 +101,9 @@ def _view(name: str, flags: dict[str, str]) -> Any:
         params = {param: getattr(ctx.args, attribute) for attribute, param in flags.items()}
         params = {key: ("true" if value is True else value) for key, value in params.items()
                   if value not in (None, False, "")}
-        _print(ctx.client().get(_cluster_path(ctx, f"/{name}"), params).get("text", ""))
+        answer = ctx.client().get(_cluster_path(ctx, f"/{name}"), params)
+        sys.stderr.write(answer.get("stderr", ""))
+        _print(answer.get("text", ""))
         return 0
 
     run.__doc__ = f"print {name}'s output"

@@ -546,6 +546,9 @@ class SqueueJob:
     pending_seconds: int = 0
     stdout_pattern: str = "slurm-%j.out"
     stderr_pattern: str = ""
+    #: AssocID (0: not read) and when the cluster's scheduler last ran (LastSchedEval; None: not read).
+    assoc_id: int = 0
+    last_pass: dt.datetime | None = None
 
     @property
     def display_id(self) -> str:
@@ -590,16 +593,22 @@ class SqueueFormatError(ValueError):
     """An -O field squeue does not know."""
 
 
-def squeue_long_format(fields: str) -> str:
+def squeue_long_format(fields: str, *, unknown: list[str] | None = None) -> str:
     """``squeue -O JobID,Account:10,...`` as an -o format: each field 20 wide (or ``:[.]size``), left
-    justified (``.`` right), no separator (fixtures/22.05/scenario/squeue-O-running.txt)."""
+    justified (``.`` right), no separator (fixtures/22.05/scenario/squeue-O-running.txt). A field squeue
+    does not know raises SqueueFormatError, or with ``unknown`` is left out and its error line
+    appended there, as squeue prints it and goes on (fixtures/22.05/squeue-letters/fields.txt, CPUFreq)."""
     parts = []
     for item in (part.strip() for part in fields.split(",") if part.strip()):
         match = _O_FIELD.fullmatch(item)
         name = match.group(1).lower() if match else ""
         letter = _SQUEUE_FIELD_NAMES.get(name) or (f"{{{name}}}" if name in _SQUEUE_NAMED_FIELDS else None)
         if letter is None:
-            raise SqueueFormatError(f"Invalid job format specification: {item}")
+            message = f"Invalid job format specification: {match.group(1) if match else item}"
+            if unknown is None:
+                raise SqueueFormatError(message)
+            unknown.append(f"squeue: error: {message}")
+            continue
         parts.append(f"%{match.group(2) or ''}{match.group(3) or 20}{letter}")
     return "".join(parts)
 
@@ -673,6 +682,18 @@ def _batch_host(job: SqueueJob) -> str:
     return expand_hosts(job.nodelist)[0]
 
 
+def _last_sched_eval(job: SqueueJob) -> str:
+    """LastSchedEval: a job that runs was last looked at when it started; a pending one that is eligible
+    at every scheduler pass since, one that is not (held, a dependency, --begin to come) at its
+    submission only."""
+    if job.state != "PENDING":
+        return _timestamp_cell(job.start_time)
+    last = job.last_pass
+    eligible = job.eligible_time is not None and last is not None and job.eligible_time <= last
+    return _timestamp_cell(last if eligible and job.submit_time is not None and last >= job.submit_time
+                           else job.submit_time)
+
+
 def _streams(job: SqueueJob) -> tuple[str, str, str]:
     """STDIN, STDOUT and STDERR: a batch job's files; salloc's allocation has no stdin (``(null)``) or
     stderr (``N/A``), and its STDOUT is squeue's default for a job without one, slurm-JOBID.out."""
@@ -719,6 +740,8 @@ _SQUEUE_NAMED_FIELDS: dict[str, tuple[str, Callable[[SqueueJob], str]]] = {
     "accruetime": ("ACCRUE_TIME", lambda job: _timestamp_cell(job.accrue_time)),
     "allocnodes": ("ALLOC_NODES", lambda job: job.alloc_node or "(null)"),
     "allocsid": ("ALLOC_SID", lambda job: str(job.alloc_sid)),
+    "associd": ("ASSOC_ID", lambda job: str(job.assoc_id)),
+    "lastschedeval": ("LAST_SCHED_EVAL", _last_sched_eval),
     "batchflag": ("BATCH_FLAG", lambda job: "1" if job.batch else "0"),
     "cluster": ("CLUSTER", attrgetter("cluster")),
     "cpus-per-task": ("CPUS_PER_TASK", lambda job: str(job.cpus_per_task)),
@@ -784,7 +807,8 @@ def squeue_order(jobs: Iterable[SqueueJob], *, start: bool = False) -> list[Sque
 
 def squeue_format(*, long: bool = False, start: bool = False, format: str | None = None) -> str:
     """The -o format squeue lays its lines out with: ``format`` if given, else -l's, --start's or the default."""
-    return format or (SQUEUE_START if start else SQUEUE_LONG if long else SQUEUE_DEFAULT)
+    # "" is -O with only fields squeue does not know: a blank line per job
+    return format if format is not None else (SQUEUE_START if start else SQUEUE_LONG if long else SQUEUE_DEFAULT)
 
 
 def squeue_text(jobs: Iterable[SqueueJob], *, long: bool = False, start: bool = False, header: bool = True,

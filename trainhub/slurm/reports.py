@@ -20,7 +20,8 @@ from operator import itemgetter
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import Case, Exists, F, OuterRef, Prefetch, Q, QuerySet, Value, When
+from django.db.models import (Case, DateTimeField, Exists, F, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery,
+                              Value, When)
 from django.db.models.functions import Coalesce
 
 from trainhub.inventory.assignments import project_identity
@@ -29,7 +30,7 @@ from trainhub.slurm import arrays, formats, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
 from trainhub.slurm.hostlist import compress
-from trainhub.slurm.models import (ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase, PendingStep,
+from trainhub.slurm.models import (Association, ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase, PendingStep,
                                    SlurmCluster, SlurmJob, StepNode)
 from trainhub.slurm.priority import PriorityBreakdown
 from trainhub.slurm.tres import format_tres
@@ -89,8 +90,10 @@ class Report:
     """
 
     def __init__(self, text: str, items: Sequence = (), to_rows: Callable[[Sequence], list[dict]] = list,
-                 total: int | None = None):
+                 total: int | None = None, stderr: str = ""):
         self.text = text
+        #: What the command prints on its standard error beside its output (squeue's unknown -O fields).
+        self.stderr = stderr
         self.items = items
         self._to_rows = to_rows
         self.total = len(items) if total is None else total
@@ -108,8 +111,8 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir",
                   "interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
                   "exit_signal", "stdout_pattern", "stderr_pattern", "alloc_node", "alloc_sid",
-                  # the cluster's own values (_squeue_rows annotates them on every row)
-                  "squeue_cluster", "squeue_uid", "squeue_group")
+                  # what _squeue_rows annotates on every row
+                  "squeue_cluster", "squeue_uid", "squeue_group", "squeue_assoc", "squeue_last_pass")
 
 
 def _squeue_state(job_state: str) -> str:
@@ -123,7 +126,7 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
      exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, interactive, accrue_time,
      begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern, stderr_pattern, alloc_node,
-     alloc_sid, cluster_name, uid, group) = row
+     alloc_sid, cluster_name, uid, group, assoc_id, last_pass) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     started = start_time if start_time is not None and start_time < now else None
@@ -145,15 +148,24 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         requeue=requeue, restart_count=restart_count,
         exit_status=0 if exit_code is None else (exit_code << 8) | exit_signal,
         pending_seconds=max(0, int(((started or now) - submit_time).total_seconds())),
-        stdout_pattern=stdout_pattern, stderr_pattern=stderr_pattern)
+        stdout_pattern=stdout_pattern, stderr_pattern=stderr_pattern, assoc_id=assoc_id or 0, last_pass=last_pass)
 
 
-def _squeue_rows(cluster: SlurmCluster) -> QuerySet:
+def _squeue_rows(cluster: SlurmCluster, format_text: str) -> QuerySet:
     """The cluster's jobs, each with what squeue shows of the cluster on every line: its name, and the
-    uid/gid the project's jobs run as (as scontrol show step's UserId) and that group's name, the project's."""
+    uid/gid the project's jobs run as (as scontrol show step's UserId) and that group's name, the project's;
+    and, only where ``format_text`` shows them, the job's association (its partition's, else the one for
+    every partition) and the cluster's last scheduler pass (None otherwise: no join, and a kept line is
+    not laid out again at every pass)."""
+    association = Association.objects.filter(
+        Q(partition=OuterRef("partition")) | Q(partition=""), cluster=cluster, account__name=OuterRef("account"),
+        user=OuterRef("user_name")).order_by("-partition").values("pk")[:1]
     return SlurmJob.objects.filter(cluster=cluster).annotate(
         squeue_cluster=Value(cluster.cluster_id), squeue_uid=Value(project_identity(cluster.project_id)["uid"]),
-        squeue_group=Value(cluster.project.project_id))
+        squeue_group=Value(cluster.project.project_id),
+        squeue_assoc=Subquery(association) if "{associd}" in format_text else Value(None, IntegerField()),
+        squeue_last_pass=(F("cluster__last_pass_time") if "{lastschedeval}" in format_text
+                          else Value(None, DateTimeField())))
 
 
 def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], list[formats.SqueueJob]] | None,
@@ -208,7 +220,8 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
                       .exclude(job__state__in=active).values("job_id"))
     # The cluster's jobs read straight off its (cluster, job id) index, not through a subquery of
     # their own ids (which cost a quarter more and a sort over 10,000 pending jobs).
-    rows = _squeue_rows(cluster).filter(Q(state__in=active) | Q(pk__in=completing_ids))
+    rows = _squeue_rows(cluster, formats.squeue_format(long=long, start=start, format=format)).filter(
+        Q(state__in=active) | Q(pk__in=completing_ids))
     if user:
         rows = rows.filter(user_name__in=_names(user))
     if partition:
