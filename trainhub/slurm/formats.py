@@ -700,7 +700,7 @@ def _streams(job: SqueueJob) -> tuple[str, str, str]:
     if not job.batch:
         return "(null)", f"{job.work_dir}/slurm-{job.job_id}.out", "N/A"
     return jobenv.standard_streams(stdout_pattern=job.stdout_pattern, stderr_pattern=job.stderr_pattern,
-                                   work_dir=job.work_dir, job_id=job.array_job_id or job.job_id, job_name=job.name,
+                                   work_dir=job.work_dir, job_id=int(job.job_id), job_name=job.name,
                                    user=job.user, array_job_id=job.array_job_id, task_id=job.array_task_id)
 
 
