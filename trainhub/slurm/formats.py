@@ -769,6 +769,17 @@ _SQUEUE_GETTERS.update({f"{{{name}}}": getter for name, (_, getter) in _SQUEUE_N
 SQUEUE_CLOCKED = ("{pendingtime}",)
 
 
+#: Letters that show what only they read of a job (reports._SQUEUE_MORE_FIELDS), as the -O fields
+#: without a letter (``{name}``) do.
+_SQUEUE_MORE_LETTERS = frozenset("BgGUo")
+
+
+def squeue_reads_more(format_text: str) -> bool:
+    """Whether ``format_text`` shows a letter or -O field that reads more of a job than the others."""
+    return any(token.letter in _SQUEUE_MORE_LETTERS or token.letter.startswith("{")
+               for token in _parse_format(format_text)[1])
+
+
 def squeue_reads_clock(format_text: str) -> bool:
     """Whether ``format_text`` shows a pending job something that changes with the time (PendingTime)."""
     return any(token in format_text for token in SQUEUE_CLOCKED)
