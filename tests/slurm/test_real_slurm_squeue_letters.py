@@ -84,7 +84,8 @@ def _as_trainhub(cluster, asked: str, text: str) -> str:
     """The recorded output with the harness's uids, gids and group names as trainhub's for the project,
     and its association ids as trainhub's (made in the same order, numbered from where the database is)."""
     if asked == "AssocID":
-        offset = Association.objects.get(cluster=cluster, account__name="physics", user="alice", partition="batch").pk - 5
+        alice = Association.objects.get(cluster=cluster, account__name="physics", user="alice", partition="batch")
+        offset = alice.pk - 5  # alice's in physics on batch was association 5 on the harness
         return re.sub(r"^(\d+ +)(\d+)( *)$", lambda match: f"{match[1]}{int(match[2]) + offset:<20}", text,
                       flags=re.M)
     if asked not in IDENTITY:
@@ -108,7 +109,6 @@ def test_every_squeue_letter_prints_what_squeue_printed(cluster, api, monkeypatc
     text = _squeue(api, monkeypatch, START + 6 * SECOND, format=format_)["text"]
     recorded = _as_trainhub(cluster, format_[-1], _recorded("letters")[format_])
     assert sorted(text.splitlines()) == sorted(recorded.splitlines())
-
 
 
 #: A pending job's requested TRES differ: without --mem trainhub gives a job no memory where Slurm gives

@@ -30,8 +30,8 @@ from trainhub.slurm import arrays, formats, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
 from trainhub.slurm.hostlist import compress
-from trainhub.slurm.models import (Association, ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase, PendingStep,
-                                   SlurmCluster, SlurmJob, StepNode)
+from trainhub.slurm.models import (Association, ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase,
+                                   PendingStep, SlurmCluster, SlurmJob, StepNode)
 from trainhub.slurm.priority import PriorityBreakdown
 from trainhub.slurm.tres import format_tres
 
