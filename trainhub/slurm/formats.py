@@ -20,6 +20,9 @@ Public API (pure Python, no Django)::
     squeue_text(jobs, *, long=False, start=False, header=True, format=None) -> str
     squeue_rows(jobs) -> list[dict]
     squeue_format(*, long, start, format) -> str; squeue_lines(jobs, format_text); squeue_header(format_text)
+    squeue_long_format(fields, *, unknown=None) -> str   # -O's fields as an -o format (``%20{accruetime}``
+                                                         # for a field without a letter); unknown: error lines
+    squeue_reads_more(format_text); squeue_reads_clock(format_text)   # what reports.squeue must read/refresh
     in_squeue_order(items, *, partition=, state=, priority=, job_id=)   # squeue's default order, by getters
     report_text(header, lines) -> str   # header (None: -h) and lines as the command prints them
     LineCache().lines(report, rows, lay_out, keys=None)   # lines kept between reads of a report
