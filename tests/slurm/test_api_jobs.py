@@ -18,6 +18,22 @@ def test_sbatch_wrap_queues_a_job_in_the_default_partition(api, accounts):
     assert job.state == JobState.PENDING
 
 
+def test_sbatch_and_salloc_record_where_they_ran(api, accounts):
+    body = {"sbatchArgs": ["--wrap", "x"], "allocNode": "login1", "allocSid": 4242}
+    job_id = api("uma").post(JOBS, body, format="json").json()["jobId"]
+    assert SlurmJob.objects.values_list("alloc_node", "alloc_sid").get(job_id=job_id) == ("login1", 4242)
+    body = {"sallocArgs": ["-N1"], "allocNode": "laptop", "allocSid": 7}
+    job_id = api("uma").post(JOBS.replace("/jobs", "/allocations"), body, format="json").json()["jobId"]
+    assert SlurmJob.objects.values_list("alloc_node", "alloc_sid").get(job_id=job_id) == ("laptop", 7)
+
+
+@pytest.mark.parametrize("place", [{"allocNode": 5}, {"allocSid": "1"}, {"allocSid": -1}, {"allocSid": True}])
+def test_sbatch_refuses_a_place_that_is_not_a_host_and_session(api, accounts, place):
+    answer = api("uma").post(JOBS, {"sbatchArgs": ["--wrap", "x"], **place}, format="json")
+    assert answer.status_code == 400
+    assert [v["field"] for v in answer.json()["error"]["details"][0]["fieldViolations"]] == list(place)
+
+
 def test_job_ids_increase_per_cluster(api, accounts):
     ids = [sbatch(api, "uma", "--wrap", "true").json()["jobId"] for _ in range(3)]
     assert ids == [1, 2, 3]

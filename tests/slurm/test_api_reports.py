@@ -210,6 +210,28 @@ def test_a_report_asked_for_as_text_is_the_commands_output_alone(api, queue):
     assert refused.status_code == 400 and refused.json()["error"]["code"] == 400
 
 
+def test_squeue_read_again_moves_a_pending_jobs_pending_time_on_and_last_sched_eval_after_a_pass(queue, accounts,
+                                                                                                   now):
+    """A pending job's PendingTime moves with the clock and its LastSchedEval with the passes: their lines
+    are not kept as the other lines of a pending job are."""
+    from trainhub.slurm import formats, reports
+    from trainhub.slurm.models import SlurmCluster
+
+    fields = formats.squeue_long_format("JobID:4,PendingTime:6,LastSchedEval")
+
+    def read(moment):
+        return [line.split()[1:] for line in reports.squeue(accounts, now=moment, format=fields).text.splitlines()[1:]]
+
+    submitted = SlurmJob.objects.get(cluster=accounts, job_id=1).submit_time
+    SlurmCluster.objects.filter(pk=accounts.pk).update(last_pass_time=now + DAY)
+    first = read(now + DAY + dt.timedelta(seconds=5))
+    SlurmCluster.objects.filter(pk=accounts.pk).update(last_pass_time=now + DAY + dt.timedelta(seconds=60))
+    later = read(now + DAY + dt.timedelta(seconds=65))
+    waited = int((now + DAY - submitted).total_seconds())
+    assert first[0] == [str(waited + 5), f"{now + DAY:%Y-%m-%dT%H:%M:%S}"]
+    assert later[0] == [str(waited + 65), f"{now + DAY + dt.timedelta(seconds=60):%Y-%m-%dT%H:%M:%S}"]
+
+
 def test_sshare_all_shows_the_tree(api, queue):
     text = api("vic").get(f"{BASE}/sshare", {"all": "true"}).json()["text"].splitlines()
     assert text[0] == "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare "

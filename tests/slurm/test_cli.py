@@ -1,6 +1,9 @@
 """`trainhub slurm ...` against a live server: sbatch with --wrap and with a script file, squeue,
 sprio, sshare, sacct, scancel, scontrol and sacctmgr print what the Slurm commands print."""
 
+import os
+import socket
+
 import pytest
 
 from tests.slurm.conftest import run_pass
@@ -113,6 +116,11 @@ def test_squeue_takes_o_and_O(cli, accounts):
     assert (code, out.splitlines()) == (0, ["JOBID|ACCOUNT|CPUS|TRES_PER_NODE|NICE", "1|ml|3|gres:gpu:2|5"])
     code, out, _ = uma("squeue", "-O", "JobID:6,Account")
     assert out.splitlines() == ["JOBID ACCOUNT             ", "1     ml                  "]
+    # sbatch told the server where it ran (AllocNode:Sid); a field squeue does not know is said so of
+    code, out, err = uma("squeue", "-O", "JobID:6,AllocNodes:.12,CPUFreq,AllocSID:8,BatchFlag:3")
+    host, sid = socket.gethostname().split(".")[0], os.getsid(0)
+    assert (code, err) == (0, "squeue: error: Invalid job format specification: CPUFreq\n")
+    assert out.splitlines() == [f"JOBID {'ALLOC_NODES':>12.12}ALLOC_SIBAT", f"1     {host:>12.12}{str(sid):<8.8}1  "]
 
 
 def test_sinfo_and_a_simulated_clusters_notice(cli, accounts):

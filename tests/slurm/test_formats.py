@@ -3,6 +3,8 @@
 import datetime as dt
 import math
 
+import pytest
+
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.fairshare import Association, compute_fairshare
 from trainhub.slurm.formats import (
@@ -10,6 +12,7 @@ from trainhub.slurm.formats import (
     ReportCache,
     PrintField,
     SacctJob,
+    SqueueFormatError,
     SqueueJob,
     in_squeue_order,
     print_fields,
@@ -18,6 +21,7 @@ from trainhub.slurm.formats import (
     sprio_format,
     sprio_rows,
     sprio_text,
+    squeue_long_format,
     squeue_text,
     sshare_rows,
     sshare_text,
@@ -212,3 +216,20 @@ def test_a_report_cache_gives_back_a_text_only_under_the_fingerprint_it_was_buil
     assert cache.get("sprio", [(1, "12:00")]) is None  # forgotten: one report is kept
     cache.clear()
     assert cache.get("sprio -l", [(1, "12:00")]) is None
+
+
+def test_squeue_O_fields_without_a_letter_take_widths_and_right_justify():
+    format_ = squeue_long_format("JobID:4,AllocNodes:.8,PendingTime:3,Cluster")
+    assert format_ == "%4A%.8{allocnodes}%3{pendingtime}%20{cluster}"
+    job = SqueueJob(7, "gpu", "x", "uma", "PENDING", alloc_node="login-node-1", pending_seconds=12345, cluster="c1")
+    assert squeue_text([job], format=format_).splitlines() == [
+        "JOBIALLOC_NOPENCLUSTER             ", "7   login-no123c1                  "]
+
+
+def test_squeue_O_says_so_of_a_field_it_does_not_know_and_keeps_the_others():
+    unknown: list[str] = []
+    assert squeue_long_format("JobID:4,CPUFreq:9,Nodes,StepID", unknown=unknown) == "%4A"
+    assert unknown == [f"squeue: error: Invalid job format specification: {name}"
+                       for name in ("CPUFreq", "Nodes", "StepID")]
+    with pytest.raises(SqueueFormatError):
+        squeue_long_format("JobID,Bogus")

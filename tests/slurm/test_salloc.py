@@ -4,6 +4,7 @@ salloc and relinquished with the command's exit code; Slurm 22.05's lines (fixtu
 import datetime as dt
 import os
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -314,6 +315,8 @@ def test_salloc_runs_the_command_here_and_srun_inside_runs_on_the_allocations_no
                                 f"salloc: Relinquishing job allocation {job.job_id}"]
     assert code == 3
     assert (job.state, job.exit_code, job.name) == (JobState.FAILED, 3, "interactive")
+    # salloc told the server where it ran: squeue's %B / AllocNodes of an allocation, scontrol's AllocNode:Sid
+    assert (job.alloc_node, job.alloc_sid) == (socket.gethostname().split(".")[0], os.getsid(0))
 
 
 def test_sacct_shows_an_allocation_as_slurm_does_with_no_batch_step(api, accounts, now):

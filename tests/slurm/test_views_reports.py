@@ -39,6 +39,14 @@ def test_flags_reach_the_command(browser, queue):
     assert "Weights" in text
 
 
+def test_the_queue_page_takes_squeue_o_and_O(browser, queue):
+    text = browser.get(f"{BASE}/queue", {"format": "%i|%B|%o"}).content.decode()
+    assert "JOBID|EXEC_HOST|COMMAND" in text and "|n/a|(null)" in text
+    text = browser.get(f"{BASE}/queue", {"outputFormat": "JobID:6,BatchFlag:11,CPUFreq"}).content.decode()
+    assert "JOBID BATCH_FLAG " in text
+    assert "squeue: error: Invalid job format specification: CPUFreq" in text
+
+
 def test_the_job_priority_page_explains_each_factor(browser, queue):
     page = browser.get(f"{BASE}/jobs/1/priority")
     assert page.status_code == 200

@@ -190,13 +190,15 @@ class TrainhubClient:
         response = self._send(method, path, params=params, body=body, authenticated=authenticated)
         return self._document(response, method, path)
 
-    def get_text(self, path: str, params: dict[str, Any] | None = None) -> str:
-        """GET a Slurm report's text: the body of the server's text/plain answer, which spares both
-        sides the JSON (and the server the rows); the JSON's ``text`` from a server that answers JSON."""
+    def get_text(self, path: str, params: dict[str, Any] | None = None) -> tuple[str, str]:
+        """GET a Slurm report's text and what the command writes to stderr: the body of the server's
+        text/plain answer, which spares both sides the JSON (and the server the rows); the JSON's
+        ``text`` and ``stderr`` where the server answers JSON (it does when there are error lines)."""
         response = self._send("GET", path, params=params, accept="text/plain")
         if response.headers.get("content-type", "").startswith("text/plain"):
-            return response.content.decode("utf-8")
-        return self._document(response, "GET", path).get("text", "")
+            return response.content.decode("utf-8"), ""
+        document = self._document(response, "GET", path)
+        return document.get("text", ""), document.get("stderr", "")
 
     def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
               authenticated: bool = True, accept: str = "application/json") -> Any:

@@ -33,6 +33,7 @@ import time
 from collections import namedtuple
 
 from trainhub.cli.client import CliError
+from trainhub.cli.slurm_submit import alloc_place
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
 if TYPE_CHECKING:
@@ -220,7 +221,7 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     terminal's Ctrl-C or ``kill -INT``, reaches it once (srun counts them: one says how the tasks
     are, two within a second abort the step)."""
     try:
-        job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options})["jobId"]
+        job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options, **alloc_place()})["jobId"]
     except CliError as exc:
         if exc.http_status != 400:
             raise

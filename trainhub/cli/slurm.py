@@ -55,7 +55,9 @@ def _view(name: str, flags: dict[str, str]) -> Any:
         params = {param: getattr(ctx.args, attribute) for attribute, param in flags.items()}
         params = {key: ("true" if value is True else value) for key, value in params.items()
                   if value not in (None, False, "")}
-        _print(ctx.client().get_text(_cluster_path(ctx, f"/{name}"), params))
+        text, stderr = ctx.client().get_text(_cluster_path(ctx, f"/{name}"), params)
+        sys.stderr.write(stderr)
+        _print(text)
         return 0
 
     run.__doc__ = f"print {name}'s output"

@@ -44,6 +44,15 @@ def cluster_path(ctx: Any, suffix: str = "") -> str:
     return resource_path(client.project, ctx.args.region, CLUSTERS, cluster, suffix)
 
 
+def alloc_place() -> dict[str, Any]:
+    """Where this sbatch, salloc or srun runs, as slurmctld records it (scontrol's AllocNode:Sid):
+    this host's short name and this process's session id."""
+    import os
+    import socket
+
+    return {"allocNode": socket.gethostname().split(".")[0], "allocSid": os.getsid(0)}
+
+
 def print_text(text: str) -> None:
     if text:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -60,7 +69,7 @@ def sbatch(ctx: Any) -> int:
         _, rest = split_options(argv)
     except SbatchError as exc:
         raise CliError(str(exc)) from exc
-    body: dict[str, Any] = {"sbatchArgs": argv[:len(argv) - len(rest)]}
+    body: dict[str, Any] = {"sbatchArgs": argv[:len(argv) - len(rest)], **alloc_place()}
     if rest:
         try:
             with open(rest[0], encoding="utf-8") as script:

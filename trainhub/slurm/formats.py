@@ -20,6 +20,9 @@ Public API (pure Python, no Django)::
     squeue_text(jobs, *, long=False, start=False, header=True, format=None) -> str
     squeue_rows(jobs) -> list[dict]
     squeue_format(*, long, start, format) -> str; squeue_lines(jobs, format_text); squeue_header(format_text)
+    squeue_long_format(fields, *, unknown=None) -> str   # -O's fields as an -o format (``%20{accruetime}``
+                                                         # for a field without a letter); unknown: error lines
+    squeue_reads_more(format_text); squeue_reads_clock(format_text)   # what reports.squeue must read/refresh
     in_squeue_order(items, *, partition=, state=, priority=, job_id=)   # squeue's default order, by getters
     report_text(header, lines) -> str   # header (None: -h) and lines as the command prints them
     LineCache().lines(report, rows, lay_out, keys=None)   # lines kept between reads of a report
@@ -57,9 +60,10 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
-from trainhub.slurm import arrays
+from trainhub.slurm import arrays, jobenv
 from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.fairshare import NO_VAL, ShareRow
+from trainhub.slurm.hostlist import expand as expand_hosts
 from trainhub.slurm.priority import FACTOR_NAMES, PRIORITY_MAX, PriorityBreakdown
 from trainhub.slurm.timefmt import format_elapsed, format_secs, format_time_limit
 
@@ -90,7 +94,8 @@ __all__ = [
 ]
 
 SPRIO_NO_JOBS = "Unable to find jobs matching user/id(s) specified"
-_FORMAT_TOKEN = re.compile(r"%(\.?)(\d*)([A-Za-z])")
+#: ``%[.][size]letter``, or ``%[.][size]{name}``: an -O field with no -o letter (squeue_long_format).
+_FORMAT_TOKEN = re.compile(r"%(\.?)(\d*)([A-Za-z]|\{[a-z0-9_-]+\})")
 
 
 # --- the sprio/squeue engine --------------------------------------------------------------------
@@ -577,6 +582,33 @@ class SqueueJob:
     exc_nodes: str = ""
     submit_time: dt.datetime | None = None
     work_dir: str = ""
+    #: What slurmctld keeps per job and trainhub per cluster: the cluster's name, and the uid and gid
+    #: a project's jobs run as (inventory.assignments.project_identity) and that group's name.
+    cluster: str = ""
+    uid: int = 0
+    gid: int = 0
+    group: str = ""
+    #: scontrol's BatchFlag (False: salloc's allocation) and the node salloc ran on, if known.
+    batch: bool = True
+    alloc_node: str = ""
+    alloc_sid: int = 0
+    #: None: N/A (not accruing; not eligible while held or waiting for a dependency).
+    accrue_time: dt.datetime | None = None
+    eligible_time: dt.datetime | None = None
+    num_tasks: int = 1
+    #: --gpus-per-task (TRES_PER_TASK; %b's TRES_PER_NODE is then N/A)
+    gpus_per_task: int = 0
+    requeue: bool = True
+    restart_count: int = 0
+    #: The wait status slurmctld keeps (exit code << 8 | signal), 0 while the job runs.
+    exit_status: int = 0
+    #: PendingTime: start - submit once started, else now - submit (seconds).
+    pending_seconds: int = 0
+    stdout_pattern: str = "slurm-%j.out"
+    stderr_pattern: str = ""
+    #: AssocID (0: not read) and when the cluster's scheduler last ran (LastSchedEval; None: not read).
+    assoc_id: int = 0
+    last_pass: dt.datetime | None = None
 
     @property
     def display_id(self) -> str:
@@ -601,7 +633,8 @@ _SQUEUE_HEADERS = {"i": "JOBID", "P": "PARTITION", "j": "NAME", "u": "USER", "t"
                    "E": "DEPENDENCY", "h": "OVER_SUBSCRIBE", "H": "SOCKETS_PER_NODE", "I": "CORES_PER_SOCKET",
                    "J": "THREADS_PER_CORE", "k": "COMMENT", "L": "TIME_LEFT", "m": "MIN_MEMORY", "n": "REQ_NODES",
                    "O": "CONTIGUOUS", "p": "PRIORITY", "v": "RESERVATION", "V": "SUBMIT_TIME", "w": "WCKEY",
-                   "W": "LICENSES", "x": "EXC_NODES", "X": "CORE_SPEC", "z": "S:C:T", "Z": "WORK_DIR"}
+                   "W": "LICENSES", "x": "EXC_NODES", "X": "CORE_SPEC", "z": "S:C:T", "Z": "WORK_DIR",
+                   "B": "EXEC_HOST", "g": "GROUP", "G": "GROUP", "o": "COMMAND", "U": "UID"}
 #: squeue -O field names (case-insensitive) -> their -o letter.
 _SQUEUE_FIELD_NAMES = {"jobid": "A", "jobarrayid": "i", "partition": "P", "name": "j", "username": "u", "statecompact": "t",
                        "state": "T", "timeused": "M", "timelimit": "l", "numnodes": "D", "reasonlist": "R",
@@ -611,23 +644,31 @@ _SQUEUE_FIELD_NAMES = {"jobid": "A", "jobarrayid": "i", "partition": "P", "name"
                        "endtime": "e", "dependency": "E", "oversubscribe": "h", "sockets": "H", "cores": "I",
                        "threads": "J", "comment": "k", "timeleft": "L", "minmemory": "m", "reqnodes": "n",
                        "contiguous": "O", "reservation": "v", "submittime": "V", "wckey": "w", "licenses": "W",
-                       "corespec": "X", "sct": "z", "workdir": "Z"}
-_O_FIELD = re.compile(r"([A-Za-z-]+)(?::(\.?)(\d*))?")
+                       "corespec": "X", "sct": "z", "workdir": "Z", "batchhost": "B", "groupname": "g",
+                       "groupid": "G", "command": "o", "userid": "U"}
+_O_FIELD = re.compile(r"([A-Za-z0-9_-]+)(?::(\.?)(\d*))?")
 
 
 class SqueueFormatError(ValueError):
     """An -O field squeue does not know."""
 
 
-def squeue_long_format(fields: str) -> str:
+def squeue_long_format(fields: str, *, unknown: list[str] | None = None) -> str:
     """``squeue -O JobID,Account:10,...`` as an -o format: each field 20 wide (or ``:[.]size``), left
-    justified (``.`` right), no separator (fixtures/22.05/scenario/squeue-O-running.txt)."""
+    justified (``.`` right), no separator (fixtures/22.05/scenario/squeue-O-running.txt). A field squeue
+    does not know raises SqueueFormatError, or with ``unknown`` is left out and its error line
+    appended there, as squeue prints it and goes on (fixtures/22.05/squeue-letters/fields.txt, CPUFreq)."""
     parts = []
     for item in (part.strip() for part in fields.split(",") if part.strip()):
         match = _O_FIELD.fullmatch(item)
-        letter = _SQUEUE_FIELD_NAMES.get(match.group(1).lower()) if match else None
+        name = match.group(1).lower() if match else ""
+        letter = _SQUEUE_FIELD_NAMES.get(name) or (f"{{{name}}}" if name in _SQUEUE_NAMED_FIELDS else None)
         if letter is None:
-            raise SqueueFormatError(f"Invalid job format specification: {item}")
+            message = f"Invalid job format specification: {match.group(1) if match else item}"
+            if unknown is None:
+                raise SqueueFormatError(message)
+            unknown.append(f"squeue: error: {message}")
+            continue
         parts.append(f"%{match.group(2) or ''}{match.group(3) or 20}{letter}")
     return "".join(parts)
 
@@ -691,6 +732,119 @@ _SQUEUE_GETTERS.update({
 })
 
 
+def _batch_host(job: SqueueJob) -> str:
+    """%B: the node running the batch script (the allocation's first), or for salloc's allocation the
+    node salloc runs on; ``n/a`` while there is none (slurm:src/squeue/print.c _print_job_batch_host)."""
+    if not job.batch:
+        return job.alloc_node or "n/a"
+    if job.state == "PENDING" or not job.nodelist:
+        return "n/a"
+    return expand_hosts(job.nodelist)[0]
+
+
+def _last_sched_eval(job: SqueueJob) -> str:
+    """LastSchedEval: a job that runs was last looked at when it started; a pending one that is eligible
+    at every scheduler pass since, one that is not (held, a dependency, --begin to come) at its
+    submission only."""
+    if job.state != "PENDING":
+        return _timestamp_cell(job.start_time)
+    last = job.last_pass
+    eligible = job.eligible_time is not None and last is not None and job.eligible_time <= last
+    return _timestamp_cell(last if eligible and job.submit_time is not None and last >= job.submit_time
+                           else job.submit_time)
+
+
+def _streams(job: SqueueJob) -> tuple[str, str, str]:
+    """STDIN, STDOUT and STDERR: a batch job's files; salloc's allocation has no stdin (``(null)``) or
+    stderr (``N/A``), and its STDOUT is squeue's default for a job without one, slurm-JOBID.out."""
+    if not job.batch:
+        return "(null)", f"{job.work_dir}/slurm-{job.job_id}.out", "N/A"
+    return jobenv.standard_streams(stdout_pattern=job.stdout_pattern, stderr_pattern=job.stderr_pattern,
+                                   work_dir=job.work_dir, job_id=int(job.job_id), job_name=job.name,
+                                   user=job.user, array_job_id=job.array_job_id, task_id=job.array_task_id)
+
+
+_SQUEUE_GETTERS.update({
+    "B": _batch_host, "g": lambda job: job.group or str(job.gid), "G": lambda job: str(job.gid),
+    "U": lambda job: str(job.uid),
+    # the script's path: trainhub keeps a script's text, not its file (--wrap and salloc have none)
+    "o": lambda job: "(null)",
+})
+
+#: -O fields that have no -o letter: name (lower case) -> (header, value). Constants are what 22.05
+#: prints for every job trainhub runs: no burst buffers, containers, heterogeneous or federated jobs,
+#: MCS labels, boards/sockets/cores requests, deadlines, --tres-bind/--tres-freq, reboots or switches
+#: (fixtures/22.05/squeue-letters/fields.txt).
+_SQUEUE_NAMED_CONSTANTS = {
+    "admin_comment": ("ADMIN_COMMENT", "(null)"), "boardspernode": ("BOARDS_PER_NODE", "0"),
+    "burstbuffer": ("BURST_BUFFER", "(null)"), "burstbufferstate": ("BURST_BUFFER_STATE", "(null)"),
+    "clusterfeature": ("CLUSTER_FEATURES", "(null)"), "container": ("CONTAINER", "(null)"),
+    "cpus-per-tres": ("CPUS_PER_TRES", "N/A"), "deadline": ("DEADLINE", "N/A"), "delayboot": ("DELAY_BOOT", "0:00"),
+    "derivedec": ("DERIVED_EC", "0"), "hetjobid": ("HET_JOB_ID", "N/A"), "hetjobidset": ("HET_JOB_ID_SET", "N/A"),
+    "hetjoboffset": ("HET_JOB_OFFSET", "N/A"), "mcslabel": ("MCSLABEL", "(null)"),
+    "mem-per-tres": ("MEM_PER_TRES", "N/A"), "mintime": ("TIME_MIN", "0:00"), "network": ("NETWORK", "(null)"),
+    "ntperboard": ("NTASKS_PER_BOARD", "0"), "ntpercore": ("NTASKS_PER_CORE", "N/A"),
+    "ntpernode": ("NTASKS_PER_NODE", "0"), "ntpersocket": ("NTASKS_PER_SOCKET", "N/A"), "origin": ("ORIGIN", "NA"),
+    "originraw": ("ORIGIN_RAW", "NA"), "preempttime": ("PREEMPT_TIME", "N/A"), "prefer": ("PREFER", "(null)"),
+    "profile": ("PROFILE", "NotSet"), "reboot": ("REBOOT", "0"), "reqswitch": ("REQ_SWITCH", "0"),
+    "resizetime": ("RESIZE_TIME", "N/A"), "selectjobinfo": ("", ""), "siblingsactive": ("ACTIVE_SIBLINGS", "NA"),
+    "siblingsactiveraw": ("ACTIVE_SIBLINGS_RAW", "NA"), "siblingsviable": ("VIABLE_SIBLINGS", "NA"),
+    # sic: 22.05's header
+    "siblingsviableraw": ("VIALBLE_SIBLINGS_RAW", "NA"), "sperboard": ("SOCKETS_PER_BOARD", "0"),
+    "system_comment": ("SYSTEM_COMMENT", "(null)"), "tres-bind": ("TRES_BIND", "N/A"),
+    "tres-freq": ("TRES_FREQ", "N/A"), "tres-per-socket": ("TRES_PER_SOCKET", "N/A"),
+    "wait4switch": ("WAIT4SWITCH", "0:00"),
+}
+_SQUEUE_NAMED_FIELDS: dict[str, tuple[str, Callable[[SqueueJob], str]]] = {
+    **{name: (header, lambda job, value=value: value) for name, (header, value) in _SQUEUE_NAMED_CONSTANTS.items()},
+    "accruetime": ("ACCRUE_TIME", lambda job: _timestamp_cell(job.accrue_time)),
+    "allocnodes": ("ALLOC_NODES", lambda job: job.alloc_node or "(null)"),
+    "allocsid": ("ALLOC_SID", lambda job: str(job.alloc_sid)),
+    "associd": ("ASSOC_ID", lambda job: str(job.assoc_id)),
+    "lastschedeval": ("LAST_SCHED_EVAL", _last_sched_eval),
+    "batchflag": ("BATCH_FLAG", lambda job: "1" if job.batch else "0"),
+    "cluster": ("CLUSTER", attrgetter("cluster")),
+    "cpus-per-task": ("CPUS_PER_TASK", lambda job: str(job.cpus_per_task)),
+    "eligibletime": ("ELIGIBLE_TIME", lambda job: _timestamp_cell(job.eligible_time)),
+    "exit_code": ("EXIT_CODE", lambda job: str(job.exit_status)),
+    "maxcpus": ("MAX_CPUS", lambda job: str(job.cpus)),
+    "maxnodes": ("MAX_NODES", lambda job: str(job.nodes)),
+    "numtasks": ("TASKS", lambda job: str(job.num_tasks)),
+    "pendingtime": ("PENDING_TIME", lambda job: str(job.pending_seconds)),
+    "requeue": ("REQUEUE", lambda job: "1" if job.requeue else "0"),
+    "restartcnt": ("RESTART_COUNT", lambda job: str(job.restart_count)),
+    "stdin": ("STDIN", lambda job: _streams(job)[0]),
+    "stdout": ("STDOUT", lambda job: _streams(job)[1]),
+    "stderr": ("STDERR", lambda job: _streams(job)[2]),
+    # --gpus is kept as GPUs per node (%b), not as slurmctld's TresPerJob
+    "tres-per-job": ("TRES_PER_JOB", lambda job: "N/A"),
+    "tres-per-task": ("TRES_PER_TASK", lambda job: f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "N/A"),
+}
+#: squeue's older names of the heterogeneous job fields
+_SQUEUE_NAMED_FIELDS.update({f"pack{name[3:]}": _SQUEUE_NAMED_FIELDS[name]
+                             for name in ("hetjobid", "hetjobidset", "hetjoboffset")})
+_SQUEUE_HEADERS.update({f"{{{name}}}": header for name, (header, _) in _SQUEUE_NAMED_FIELDS.items()})
+_SQUEUE_GETTERS.update({f"{{{name}}}": getter for name, (_, getter) in _SQUEUE_NAMED_FIELDS.items()})
+#: Fields whose value for a pending job moves with the clock (a pending job's line is otherwise kept).
+SQUEUE_CLOCKED = ("{pendingtime}",)
+
+
+#: Letters that show what only they read of a job (reports._SQUEUE_MORE_FIELDS), as the -O fields
+#: without a letter (``{name}``) do.
+_SQUEUE_MORE_LETTERS = frozenset("BgGUo")
+
+
+def squeue_reads_more(format_text: str) -> bool:
+    """Whether ``format_text`` shows a letter or -O field that reads more of a job than the others."""
+    return any(token.letter in _SQUEUE_MORE_LETTERS or token.letter.startswith("{")
+               for token in _parse_format(format_text)[1])
+
+
+def squeue_reads_clock(format_text: str) -> bool:
+    """Whether ``format_text`` shows a pending job something that changes with the time (PendingTime)."""
+    return any(token in format_text for token in SQUEUE_CLOCKED)
+
+
 def _squeue_getter(letter: str) -> Callable[[SqueueJob], str]:
     return _SQUEUE_GETTERS.get(letter, lambda job: "")
 
@@ -727,7 +881,8 @@ def squeue_order(jobs: Iterable[SqueueJob], *, start: bool = False) -> list[Sque
 
 def squeue_format(*, long: bool = False, start: bool = False, format: str | None = None) -> str:
     """The -o format squeue lays its lines out with: ``format`` if given, else -l's, --start's or the default."""
-    return format or (SQUEUE_START if start else SQUEUE_LONG if long else SQUEUE_DEFAULT)
+    # "" is -O with only fields squeue does not know: a blank line per job
+    return format if format is not None else (SQUEUE_START if start else SQUEUE_LONG if long else SQUEUE_DEFAULT)
 
 
 def squeue_text(jobs: Iterable[SqueueJob], *, long: bool = False, start: bool = False, header: bool = True,

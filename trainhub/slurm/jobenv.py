@@ -34,6 +34,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from trainhub.slurm.arrays import file_pattern
 from trainhub.slurm.hostlist import compress
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: salloc's and srun's CLI import this module
@@ -342,6 +343,20 @@ def output_path(pattern: str, *, job_id: int, job_name: str, user: str, node: st
             out.append(char)
             index += 1
     return "".join(out)
+
+
+def standard_streams(*, stdout_pattern: str, stderr_pattern: str, work_dir: str, job_id: int, job_name: str,
+                     user: str, array_job_id: int | None = None, task_id: int | None = None) -> tuple[str, str, str]:
+    """A batch job's stdin, stdout and stderr as scontrol and squeue print them: the patterns resolved in
+    the job's directory (``%N`` stays, it differs per node), stderr stdout's when not given
+    (fixtures/22.05/squeue-letters/scontrol-1.txt, ntasks/scontrol-1.txt)."""
+    def resolved(pattern: str) -> str:
+        name = output_path(file_pattern(pattern, array_job_id=array_job_id, task_id=task_id),
+                           job_id=job_id, job_name=job_name, user=user, node="%N")
+        return posixpath.join(work_dir, name)
+
+    stdout = resolved(stdout_pattern)
+    return "/dev/null", stdout, resolved(stderr_pattern) if stderr_pattern else stdout
 
 
 class OutsideCluster(ValueError):

@@ -311,6 +311,10 @@ class SlurmJob(models.Model):
     #: command runs where salloc runs, which proves it is alive at ``salloc_seen`` (keep-alive).
     interactive = models.BooleanField(default=False)
     salloc_seen = models.DateTimeField(null=True, blank=True)
+    #: scontrol's AllocNode:Sid, squeue's AllocNodes and AllocSID: the host and session sbatch or salloc
+    #: ran in, as the CLI reports them ("" and 0: not reported, as from a browser's form).
+    alloc_node = models.CharField(max_length=255, blank=True, default="")
+    alloc_sid = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["cluster_id", "job_id"]

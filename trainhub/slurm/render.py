@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 from trainhub.common.wire import format_timestamp
@@ -115,16 +114,11 @@ def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
 
 
 def _standard_streams(job: SlurmJob, task_id: int | None) -> dict[str, str]:
-    """scontrol's StdIn, StdOut and StdErr: the patterns resolved in the job's directory (``%N`` stays,
-    it differs per node; fixtures/22.05/squeue-letters/scontrol-1.txt, ntasks/scontrol-1.txt)."""
-    def resolved(pattern: str) -> str:
-        name = jobenv.output_path(arrays.file_pattern(pattern, array_job_id=job.array_job_id, task_id=task_id),
-                                  job_id=job.job_id, job_name=job.name, user=job.user_name, node="%N")
-        return posixpath.join(job.work_dir, name)
-
-    stdout = resolved(job.stdout_pattern)
-    return {"stdIn": "/dev/null", "stdOut": stdout,
-            "stdErr": resolved(job.stderr_pattern) if job.stderr_pattern else stdout}
+    """scontrol's StdIn, StdOut and StdErr (jobenv.standard_streams)."""
+    stdin, stdout, stderr = jobenv.standard_streams(
+        stdout_pattern=job.stdout_pattern, stderr_pattern=job.stderr_pattern, work_dir=job.work_dir,
+        job_id=job.job_id, job_name=job.name, user=job.user_name, array_job_id=job.array_job_id, task_id=task_id)
+    return {"stdIn": stdin, "stdOut": stdout, "stdErr": stderr}
 
 
 def render_run(run: JobRun) -> dict[str, Any]:

@@ -24,7 +24,8 @@ LIST = "aiplatform.slurmJobs.list"
 CREATE = "aiplatform.slurmJobs.create"
 CANCEL = "aiplatform.slurmJobs.cancel"
 UPDATE = "aiplatform.slurmJobs.update"
-SUBMIT_FIELDS = ("sbatchArgs", "script", "scriptArgs")
+SUBMIT_FIELDS = ("sbatchArgs", "script", "scriptArgs", "allocNode", "allocSid")
+ALLOCATE_FIELDS = ("sallocArgs", "allocNode", "allocSid")
 
 
 def _strings(value, field: str) -> tuple[str, ...]:
@@ -48,7 +49,18 @@ def submission_from(body) -> services.Submission:
     if script is not None and not isinstance(script, str):
         raise invalid_argument([FieldViolation("script", "must be the text of a batch script")])
     return services.Submission(argv=_strings(body.get("sbatchArgs"), "sbatchArgs"), script=script,
-                               script_args=_strings(body.get("scriptArgs"), "scriptArgs"))
+                               script_args=_strings(body.get("scriptArgs"), "scriptArgs"), **_alloc_place(body))
+
+
+def _alloc_place(body: dict) -> dict:
+    """``allocNode`` (a host name) and ``allocSid`` (a session id): where sbatch or salloc ran."""
+    node, sid = body.get("allocNode", ""), body.get("allocSid", 0)
+    violations = ([FieldViolation("allocNode", "must be a host name")] if not isinstance(node, str) else []) + (
+        [FieldViolation("allocSid", "must be a session id")]
+        if isinstance(sid, bool) or not isinstance(sid, int) or not 0 <= sid < 2**31 else [])
+    if violations:
+        raise invalid_argument(violations)
+    return {"alloc_node": node, "alloc_sid": sid}
 
 
 def _job_for(request: Request, project: str, location: str, cluster: str, slurm_job_id: str, permission: str):
@@ -173,12 +185,14 @@ class SlurmAllocationCollection(APIView):
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
         cluster_obj = cluster_for(request, project, location, cluster, CREATE)
         body = request.data if isinstance(request.data, dict) else {}
-        unknown = [key for key in body if key != "sallocArgs"]
+        unknown = [key for key in body if key not in ALLOCATE_FIELDS]
         if unknown:
-            raise invalid_argument([FieldViolation(key, "unknown field; expected sallocArgs") for key in unknown])
+            raise invalid_argument([FieldViolation(key, "unknown field; expected " + ", ".join(ALLOCATE_FIELDS))
+                                    for key in unknown])
         job = allocations.allocation_submit(
             cluster=cluster_obj, user=request.user, argv=_strings(body.get("sallocArgs"), "sallocArgs"),
-            is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj), now=timezone.now())
+            is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj), now=timezone.now(),
+            **_alloc_place(body))
         return Response({"jobId": job.job_id, "job": render_job(job)})
 
 

@@ -51,19 +51,20 @@ def moment(params, name: str, now: dt.datetime) -> dt.datetime | None:
 
 def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
                   page: slice | None = None) -> reports.Report:
-    """``format`` is squeue's -o, ``outputFormat`` its -O; ``steps`` its -s."""
+    """``format`` is squeue's -o, ``outputFormat`` its -O (a field squeue does not know is left out, its
+    error line in the answer's ``stderr``); ``steps`` its -s."""
     if flag(params, "steps"):
         return reports.squeue_steps(cluster, now=now, user=params.get("user", ""), jobs=params.get("jobs", ""))
     format_text = params.get("format") or None
+    unknown: list[str] = []
     if params.get("outputFormat"):
-        try:
-            format_text = formats.squeue_long_format(params["outputFormat"])
-        except formats.SqueueFormatError as exc:
-            raise invalid_argument([FieldViolation("outputFormat", str(exc))]) from exc
-    return reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
+        format_text = formats.squeue_long_format(params["outputFormat"], unknown=unknown)
+    report = reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
                           states=params.get("states", ""), jobs=params.get("jobs", ""), long=flag(params, "long"),
                           start=flag(params, "start"), format=format_text, page=page,
                           array_tasks=flag(params, "array"))
+    report.stderr = "".join(f"{line}\n" for line in unknown)
+    return report
 
 
 def sprio_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
@@ -145,14 +146,20 @@ def _view(name: str) -> type[APIView]:
             plain = request.META.get("HTTP_ACCEPT", "").startswith("text/plain")
             with collector_paused():
                 report = build(cluster_obj, params, request.user.get_username(), timezone.now())
-                if plain:
+                if plain and not report.stderr:
                     body = report.text
+                elif plain:  # squeue's error lines too: the text and them, still without the rows
+                    body = {"text": report.text, "stderr": report.stderr}
                 else:
                     body = {"text": report.text, "rows": report.rows(start, size)}
+                    if report.stderr:
+                        body["stderr"] = report.stderr
                     if start + size < len(report.items):
                         body["nextPageToken"] = str(start + size)
                 del report
-            return HttpResponse(body, content_type="text/plain; charset=utf-8") if plain else Response(body)
+            if isinstance(body, str):
+                return HttpResponse(body, content_type="text/plain; charset=utf-8")
+            return Response(body)
 
     ReportView.__name__ = f"{name.capitalize()}View"
     return ReportView

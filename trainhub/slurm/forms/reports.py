@@ -17,6 +17,8 @@ class SqueueForm(forms.Form):
     states = _text("-t states", "e.g. PD,R")
     long = _flag("-l long")
     start = _flag("--start")
+    format = _text("-o format", "e.g. %.7i %.8u %B %U")
+    outputFormat = _text("-O fields", "e.g. JobID:7,UserName,AllocNodes,PendingTime")  # noqa: N815 (the API's name)
 
 
 class SinfoForm(forms.Form):

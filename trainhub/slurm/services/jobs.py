@@ -62,6 +62,9 @@ class Submission:
     script: str | None = None
     script_args: tuple[str, ...] = ()
     allocation: bool = False
+    #: Where sbatch/salloc ran: its host's short name and its session id (scontrol's AllocNode:Sid).
+    alloc_node: str = ""
+    alloc_sid: int = 0
 
 
 #: salloc's options are sbatch's but for those that only make sense for a batch script.
@@ -268,7 +271,8 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
             "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
         stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),
         comment=options.comment or "", submit_time=now, begin_time=begin, interactive=submission.allocation,
-        salloc_seen=now if submission.allocation else None, **values)
+        salloc_seen=now if submission.allocation else None, alloc_node=submission.alloc_node[:255],
+        alloc_sid=submission.alloc_sid, **values)
     _JOB_INSERT.save(job)
     return job
 

@@ -66,6 +66,7 @@ def _report_page(page: str):
         target = job_url(cluster_obj, 0, "job_priority" if command == "sprio" else "job")
         output = report.text if command in ("sshare", "sinfo") else linked_job_ids(report.text, target)
         context.update(form=form_class(request.GET or None), command=command, title=title, output=output,
+                       stderr=report.stderr,
                        pager=_pager(request, start, len(report.items), report.total) if command in PAGED else None)
         return render(request, "slurm/report.html", context)
 
