@@ -208,6 +208,10 @@ def test_a_report_asked_for_as_text_is_the_commands_output_alone(api, queue):
     assert plain["Content-Type"] == "text/plain; charset=utf-8" and plain.content.decode() == as_json
     refused = client.get(f"{BASE}/sacct", {"format": "JobID%99999999999"}, HTTP_ACCEPT="text/plain")
     assert refused.status_code == 400 and refused.json()["error"]["code"] == 400
+    # squeue's error lines for -O fields it does not know come too, beside the text (still no rows)
+    warned = client.get(f"{BASE}/squeue", {"outputFormat": "JobID:6,CPUFreq"}, HTTP_ACCEPT="text/plain").json()
+    assert warned == {"text": client.get(f"{BASE}/squeue", {"outputFormat": "JobID:6"}).json()["text"],
+                      "stderr": "squeue: error: Invalid job format specification: CPUFreq\n"}
 
 
 def test_squeue_read_again_moves_a_pending_jobs_pending_time_on_and_last_sched_eval_after_a_pass(queue, accounts,
