@@ -45,7 +45,9 @@ def test_twenty_agents_sync_without_a_failed_request_while_jobs_are_placed():
     assert row["agents"] == 20 and row["client_processes"] == 2
     assert row["failed"] == 0, (row["statuses"], row["errors"])
     assert row["control_errors"] == []
-    assert set(row["statuses"]["poll"]) <= {"200", "304"} and row["statuses"]["heartbeat"]
+    assert set(row["statuses"]["poll"]) <= {"200", "304"} and set(row["statuses"]["heartbeat"]) <= {"200"}
+    # starts and exits were reported (they stand for the heartbeats those changes would send)
+    assert set(row["statuses"]["report"]) == {"200"}
     assert row["jobs_submitted"] > 0 and row["placed"] > 0 and row["started"] > 0 and row["never_started"] == 0
     assert row["statuses"]["poll"]["304"]  # idle agents waited their long polls out
     assert [cost["what"] for cost in section["request_costs"]] == ["poll 304", "poll 200", "heartbeat"]
