@@ -72,13 +72,18 @@ def scancel(ctx: Any) -> int:
 
 
 def scontrol(ctx: Any) -> int:
-    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show step [JOBID[.STEPID]]"""
+    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show job [JOBID] | show step [JOBID[.STEPID]]"""
     words = ctx.args.words
     client = ctx.client()
     if words[:2] == ["show", "step"] and len(words) <= 3:
         answer = client.get(_cluster_path(ctx, "/steps"), {"step": words[2]} if len(words) == 3 else {})
         _print(answer.get("text", ""))
         return 0 if answer.get("rows") else 1
+    if words[:2] == ["show", "job"] and len(words) <= 3:
+        text, stderr = client.get_text(_cluster_path(ctx, "/scontrolJobs"), {"job": words[2]} if len(words) == 3 else {})
+        sys.stderr.write(stderr)
+        _print(text)
+        return 1 if text.startswith("slurm_load_jobs error") else 0
     if words and words[0] in ("hold", "release", "requeue") and len(words) > 1:
         for job_id in words[1:]:
             client.post(_cluster_path(ctx, f"/jobs/{job_id}:{words[0]}"), {})
@@ -90,7 +95,7 @@ def scontrol(ctx: Any) -> int:
             client.post(_cluster_path(ctx, f"/jobs/{fields['jobid']}:update"), {"nice": fields["nice"]})
             return 0
     raise CliError("scontrol: error: trainhub supports `scontrol hold|release|requeue JOBID...`, "
-                   "`scontrol update jobid=N nice=V` and `scontrol show step [JOBID[.STEPID]]`")
+                   "`scontrol update jobid=N nice=V` `scontrol show job [JOBID]` and `scontrol show step [JOBID[.STEPID]]`")
 
 
 def sacctmgr(ctx: Any) -> int:
