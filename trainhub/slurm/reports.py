@@ -445,7 +445,10 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         eligible = max(job.begin_time, job.accrue_time or job.begin_time)
     else:
         eligible = None if waiting else job.begin_time
-    mem = (job.mem_per_node or node_memory) * job.num_nodes if pending else job.mem_per_node * job.num_nodes
+    # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
+    rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
+    asked = pending or rejected  # TRES as requested: the nodes' whole memory (MinMemoryNode=0)
+    mem = (job.mem_per_node or node_memory) * job.num_nodes if asked else job.mem_per_node * job.num_nodes
     cpus = job.num_tasks * job.cpus_per_task
     array = ""
     if job.array_job_id is not None:
@@ -460,7 +463,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         job_id=job.job_id, name=job.name, user=job.user_name, uid=uid, priority=job.priority, nice=job.nice,
         account=job.account, qos=job.qos, state=job.state, reason=job.reason, dependency=job.dependency,
         requeue=job.requeue, restarts=job.restart_count, batch=not job.interactive,
-        exit_code=f"{job.exit_code or 0}:{job.exit_signal}",
+        # its raw wait status 1 (sacct's 1:0) as scontrol decodes it, WEXITSTATUS:WTERMSIG
+        exit_code="0:1" if rejected else f"{job.exit_code or 0}:{job.exit_signal}",
         run_seconds=int(((job.end_time or now) - job.start_time).total_seconds()) if started else 0,
         time_limit=job.time_limit, submit=job.submit_time, eligible=eligible,
         accrue=job.accrue_time, start=start, end=end,
@@ -470,7 +474,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         partition=job.partition, alloc_node=job.alloc_node, alloc_sid=job.alloc_sid, req_nodes=job.req_nodes,
         exc_nodes=job.exc_nodes, node_list=job.node_list if started else "",
         sched_nodes=job.expected_nodes if pending else "", batch_host=batch_host if started and job.node_list else "",
-        num_nodes=str(job.num_nodes), num_cpus=cpus, num_tasks=str(job.num_tasks), cpus_per_task=job.cpus_per_task,
+        num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
+        num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
         tres=scontrol_job.tres_text(cpus=cpus, mem_mb=mem, nodes=job.num_nodes, billing=cpus,
                                     gpus=job.gpus_per_node * job.num_nodes),
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features or "",
