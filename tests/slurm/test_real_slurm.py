@@ -364,7 +364,8 @@ def test_scontrol_show_job_prints_what_it_printed_on_the_harness(replay, api):
     answer = api("alice").get(url, {"job": "13"}, HTTP_ACCEPT="text/plain")
     assert answer["content-type"].startswith("text/plain")
     assert "JobId=13 JobName=p13\n" in answer.content.decode()
-    assert api("alice").get(url, {"job": "99"}).json()["text"] == "slurm_load_jobs error: Invalid job id specified\n"
+    assert api("alice").get(url, {"job": "99"}).json() == {
+        "text": "", "rows": [], "stderr": "slurm_load_jobs error: Invalid job id specified\n"}
     shown = _scontrol_outputs(cluster)
     differing = sorted(name for name in SCONTROL_JOBS if scontrol_masked(shown[name]) != scontrol_masked(real(name)))
     # 20 of 21 match; the rejected --gres=gpu:9 job has the priority slurmctld gave it at submission (10000),

@@ -83,7 +83,7 @@ def scontrol(ctx: Any) -> int:
         text, stderr = client.get_text(_cluster_path(ctx, "/scontrolJobs"), {"job": words[2]} if len(words) == 3 else {})
         sys.stderr.write(stderr)
         _print(text)
-        return 1 if text.startswith("slurm_load_jobs error") else 0
+        return 1 if stderr else 0
     if words and words[0] in ("hold", "release", "requeue") and len(words) > 1:
         for job_id in words[1:]:
             client.post(_cluster_path(ctx, f"/jobs/{job_id}:{words[0]}"), {})

@@ -424,7 +424,9 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "") -> 
     items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
                            batch_host=hosts.get(row.pk, ""))
              for row in jobs]
-    return Report(scontrol_job.scontrol_job_text(items, asked=job), items, scontrol_job.scontrol_job_rows)
+    report = Report(scontrol_job.scontrol_job_text(items, asked=job), items, scontrol_job.scontrol_job_rows)
+    report.stderr = scontrol_job.NOT_FOUND if job and not items else ""
+    return report
 
 
 def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timedelta, node_memory: int,

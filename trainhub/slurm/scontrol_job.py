@@ -98,9 +98,15 @@ def _memory_line(job: ScontrolJob) -> str:
     return f"MinMemoryNode={f'{job.mem_per_node}M' if job.mem_per_node else 0}"
 
 
+#: scontrol's stderr line for a job id it does not know (exit status 1).
+NOT_FOUND = "slurm_load_jobs error: Invalid job id specified\n"
+
+
 def scontrol_job_text(jobs: Sequence[ScontrolJob], *, asked: str = "") -> str:
+    """The paragraphs; without jobs "No jobs in the system", but nothing when a job was ``asked``
+    (scontrol's error goes to stderr: NOT_FOUND)."""
     if not jobs:
-        return "slurm_load_jobs error: Invalid job id specified\n" if asked else "No jobs in the system\n"
+        return "" if asked else "No jobs in the system\n"
     return "".join(_paragraph(job) for job in jobs)
 
 
