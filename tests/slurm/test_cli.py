@@ -160,6 +160,9 @@ def test_scontrol_show_job_prints_slurms_paragraph(cli, accounts):
     assert (code, err) == (0, "")
     assert out.startswith(f"JobId={job.job_id} JobName=wrap\n") and "   NumNodes=1-1 " in out
     assert out == reports.scontrol_jobs(accounts, now=job.submit_time, job=str(job.job_id)).text
+    # -o: the same fields on one line (job_info.c's line_end a space)
+    code, line, _ = uma("scontrol", "-o", "show", "job", str(job.job_id))
+    assert line == " ".join(part.strip() for part in out.rstrip("\n ").split("\n")) + " \n"
     assert uma("scontrol", "show", "job", "999") == (1, "", "slurm_load_jobs error: Invalid job id specified\n")
 
 

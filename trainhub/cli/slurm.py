@@ -5,7 +5,7 @@
     trainhub slurm srun [--cluster C] [sbatch options] [-l] [--pty] COMMAND [ARGS...]   (trainhub.cli.srun)
     trainhub slurm squeue|sprio|sshare|sacct --cluster C [their flags]
     trainhub slurm scancel --cluster C JOBID...
-    trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | show step [N[.M]]
+    trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | [-o] show job [N] | show step [N[.M]]
     trainhub slurm sacctmgr --cluster C [-i] [-n] [-p|-P] COMMAND...
 
 Output is what the Slurm command prints; the server renders the sprio/squeue/sshare/sacct/sacctmgr
@@ -80,7 +80,10 @@ def scontrol(ctx: Any) -> int:
         _print(answer.get("text", ""))
         return 0 if answer.get("rows") else 1
     if words[:2] == ["show", "job"] and len(words) <= 3:
-        text, stderr = client.get_text(_cluster_path(ctx, "/scontrolJobs"), {"job": words[2]} if len(words) == 3 else {})
+        params = {"job": words[2]} if len(words) == 3 else {}
+        if ctx.args.oneliner:
+            params["oneliner"] = "true"
+        text, stderr = client.get_text(_cluster_path(ctx, "/scontrolJobs"), params)
         sys.stderr.write(stderr)
         _print(text)
         return 1 if stderr else 0
@@ -196,6 +199,7 @@ def _scancel_arguments(parser: _CommandParser) -> None:
 
 
 def _scontrol_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("-o", "--oneliner", action="store_true", help="show job: each job on one line")
     parser.add_argument("words", nargs="+", metavar="WORD")
 
 

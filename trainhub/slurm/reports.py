@@ -403,7 +403,7 @@ def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -
     return Report(formats.scontrol_step_text(items, asked=step), items, formats.scontrol_step_rows)
 
 
-def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "") -> Report:
+def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one_liner: bool = False) -> Report:
     """``scontrol show job [JOBID]`` (scontrol_job.py's layout). A pending job's TRES counts its
     nodes' whole memory (MinMemoryNode=0) and LastSchedEval is the last scheduler pass that looked
     at it: the last pass for an eligible job, its submission for one held or waiting on a
@@ -424,7 +424,7 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "") -> 
     items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
                            batch_host=hosts.get(row.pk, ""))
              for row in jobs]
-    report = Report(scontrol_job.scontrol_job_text(items, asked=job), items, scontrol_job.scontrol_job_rows)
+    report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items, scontrol_job.scontrol_job_rows)
     report.stderr = scontrol_job.NOT_FOUND if job and not items else ""
     return report
 

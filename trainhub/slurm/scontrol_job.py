@@ -102,15 +102,17 @@ def _memory_line(job: ScontrolJob) -> str:
 NOT_FOUND = "slurm_load_jobs error: Invalid job id specified\n"
 
 
-def scontrol_job_text(jobs: Sequence[ScontrolJob], *, asked: str = "") -> str:
+def scontrol_job_text(jobs: Sequence[ScontrolJob], *, asked: str = "", one_liner: bool = False) -> str:
     """The paragraphs; without jobs "No jobs in the system", but nothing when a job was ``asked``
     (scontrol's error goes to stderr: NOT_FOUND)."""
     if not jobs:
         return "" if asked else "No jobs in the system\n"
-    return "".join(_paragraph(job) for job in jobs)
+    return "".join(_paragraph(job, one_liner) for job in jobs)
 
 
-def _paragraph(job: ScontrolJob) -> str:
+def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
+    """Each line ends in job_info.c's line_end, "\\n   " (a space with -o, --oneliner), the record in
+    "\\n\\n" ("\\n" with -o)."""
     started = job.start is not None and job.state != "PENDING"
     lines = [f"JobId={job.job_id} {job.array}JobName={job.name}",
              f"   UserId={job.user}({job.uid}) GroupId={job.user}({job.uid}) MCS_label=N/A",
@@ -144,6 +146,8 @@ def _paragraph(job: ScontrolJob) -> str:
     lines.append("   Power=")
     if job.tres_per_node:
         lines.append(f"   TresPerNode={job.tres_per_node}")
+    if one_liner:
+        return " ".join(line.strip() for line in lines) + " \n"
     return "\n".join(lines) + "\n   \n\n"
 
 

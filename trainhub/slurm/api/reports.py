@@ -120,9 +120,10 @@ def steps_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
 
 def jobs_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
                      page: slice | None = None) -> reports.Report:
-    """scontrol show job [``job``]."""
+    """scontrol [-o] show job [``job``]: ``oneliner`` is -o."""
     try:
-        return reports.scontrol_jobs(cluster, now=now, job=params.get("job", "").strip())
+        return reports.scontrol_jobs(cluster, now=now, job=params.get("job", "").strip(),
+                                     one_liner=flag(params, "oneliner"))
     except ValueError as exc:
         raise invalid_argument([FieldViolation("job", str(exc))], str(exc)) from exc
 
