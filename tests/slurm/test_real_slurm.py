@@ -368,7 +368,5 @@ def test_scontrol_show_job_prints_what_it_printed_on_the_harness(replay, api):
         "text": "", "rows": [], "stderr": "slurm_load_jobs error: Invalid job id specified\n"}
     shown = _scontrol_outputs(cluster)
     differing = sorted(name for name in SCONTROL_JOBS if scontrol_masked(shown[name]) != scontrol_masked(real(name)))
-    # 20 of 21 match; the rejected --gres=gpu:9 job has the priority slurmctld gave it at submission (10000),
-    # trainhub none (0)
-    assert differing == ["scontrol-job-3-running"]
+    assert differing == []
     assert len(SCONTROL_JOBS) == 21  # scenario.sh: 13 "-running", 8 "-later"

@@ -35,7 +35,7 @@ from trainhub.slurm.sbatch import (
 from trainhub.slurm.services.clusters import request_pass, take_job_ids
 from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
 from trainhub.slurm.services.mail import mail_job_ended
-from trainhub.slurm.services.passes import will_run
+from trainhub.slurm.services.passes import submission_priority, will_run
 
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
 PERMISSION_DENIED = "Access/permission denied"
@@ -367,10 +367,12 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     if node_error:
         # slurmctld made the job record before its node test failed: the job id is taken and sacct
         # shows the job FAILED 1:0 (fixtures/22.05/scenario: sbatch-3-gres9, sacct-a-*).
-        _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
-                    account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
-                    time_limit=accepted.time_limit_minutes, state=JobState.FAILED, reason="BadConstraints",
-                    exit_code=1, exit_signal=0, start_time=now, end_time=now, **fields)
+        rejected = _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
+                               account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
+                               time_limit=accepted.time_limit_minutes, state=JobState.FAILED,
+                               reason="BadConstraints", exit_code=1, exit_signal=0, start_time=now, end_time=now,
+                               **fields)
+        submission_priority(cluster, rejected, now)
         raise _refuse(SUBMIT_FAILED + node_error)
     depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE
