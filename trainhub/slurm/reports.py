@@ -409,11 +409,19 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     at it: the last pass for an eligible job, its submission for one held or waiting on a
     dependency or a begin time; a started job's its start. Raises ValueError for a ``job`` that is
     not a number."""
-    if job and not job.isdigit():
+    job_id, _, task = job.partition("_")
+    if job and not (job_id.isdigit() and (task == "" or task.isdigit())):
         raise ValueError(f"Invalid job id specified: {job}")
     jobs = SlurmJob.objects.filter(cluster=cluster).order_by("job_id")
-    if job:
-        jobs = jobs.filter(job_id=int(job))
+    task_id = int(task) if task else None
+    if task:  # one task: its own record once started, else the array's record standing for it
+        jobs = jobs.filter(array_job_id=int(job_id)).filter(
+            Q(array_task_id=task_id) | Q(job_id=int(job_id), array_pending__regex=r".")).order_by("-array_task_id")
+        jobs = [next(iter(jobs))] if jobs else []
+    elif job:
+        # an array's id: its record (the tasks still pending), then its started tasks, the last first
+        jobs = sorted(jobs.filter(Q(job_id=int(job_id)) | Q(array_job_id=int(job_id))),
+                      key=lambda row: (row.job_id != int(job_id), -row.job_id))
     config = parse_config(cluster.config)
     exempt = dt.timedelta(seconds=config.preempt_exempt_time or 0)
     state = snapshot.load_cluster(cluster, now=now)
@@ -422,7 +430,7 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
                  .values_list("job_id", "node__name"))
     uid = project_identity(cluster.project_id)["uid"]
     items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
-                           batch_host=hosts.get(row.pk, ""))
+                           batch_host=hosts.get(row.pk, ""), task_id=task_id)
              for row in jobs]
     report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items, scontrol_job.scontrol_job_rows)
     report.stderr = scontrol_job.NOT_FOUND if job and not items else ""
@@ -430,7 +438,7 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
 
 
 def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timedelta, node_memory: int,
-                  batch_host: str) -> scontrol_job.ScontrolJob:
+                  batch_host: str, task_id: int | None = None) -> scontrol_job.ScontrolJob:
     pending = job.state == JobState.PENDING
     waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
     future = pending and job.begin_time > now
@@ -454,13 +462,13 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
     cpus = job.num_tasks * job.cpus_per_task
     array = ""
     if job.array_job_id is not None:
-        task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id,
+        task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id if task_id is None else task_id,
                                 max_running=job.array_max_running)
         array = f"ArrayJobId={job.array_job_id} ArrayTaskId={task} ArrayTaskThrottle={job.array_max_running} "
     streams = jobenv.standard_streams(
         stdout_pattern=job.stdout_pattern, stderr_pattern=job.stderr_pattern, work_dir=job.work_dir,
         job_id=job.job_id, job_name=job.name, user=job.user_name, array_job_id=job.array_job_id,
-        task_id=job.array_task_id)
+        task_id=job.array_task_id if task_id is None else task_id)
     return scontrol_job.ScontrolJob(
         job_id=job.job_id, name=job.name, user=job.user_name, uid=uid, priority=job.priority, nice=job.nice,
         account=job.account, qos=job.qos, state=job.state, reason=job.reason, dependency=job.dependency,
