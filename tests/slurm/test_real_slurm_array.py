@@ -146,6 +146,8 @@ def test_scontrol_show_job_of_an_array_and_its_tasks_is_slurms(replay):
 
     for fixture, job in (("scontrol-1", "1"), ("scontrol-1-4", "1_4"), ("scontrol-2", "2"), ("scontrol-3", "3")):
         assert compared(reports.scontrol_jobs(cluster, now=moment, job=job).text) == compared(real(fixture)), fixture
+    assert reports.scontrol_jobs(cluster, now=moment, job="1_9").stderr == (
+        "slurm_load_jobs error: Invalid job id specified\n")
 
 
 def test_scancel_of_a_pending_task_a_running_task_and_a_whole_array_is_slurms(replay):

@@ -415,9 +415,9 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     jobs = SlurmJob.objects.filter(cluster=cluster).order_by("job_id")
     task_id = int(task) if task else None
     if task:  # one task: its own record once started, else the array's record standing for it
-        jobs = jobs.filter(array_job_id=int(job_id)).filter(
-            Q(array_task_id=task_id) | Q(job_id=int(job_id), array_pending__regex=r".")).order_by("-array_task_id")
-        jobs = [next(iter(jobs))] if jobs else []
+        rows = list(jobs.filter(array_job_id=int(job_id)))
+        jobs = [row for row in rows if row.array_task_id == task_id] or [
+            row for row in rows if row.job_id == int(job_id) and task_id in arrays.expand(row.array_pending)]
     elif job:
         # an array's id: its record (the tasks still pending), then its started tasks, the last first
         jobs = sorted(jobs.filter(Q(job_id=int(job_id)) | Q(array_job_id=int(job_id))),
