@@ -5,7 +5,8 @@
     trainhub slurm srun [--cluster C] [sbatch options] [-l] [--pty] COMMAND [ARGS...]   (trainhub.cli.srun)
     trainhub slurm squeue|sprio|sshare|sacct --cluster C [their flags]
     trainhub slurm scancel --cluster C JOBID...
-    trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | [-o] show job [N] | show step [N[.M]]
+    trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | [-o] show job [N]
+        | show step [N[.M]]
     trainhub slurm sacctmgr --cluster C [-i] [-n] [-p|-P] COMMAND...
 
 Output is what the Slurm command prints; the server renders the sprio/squeue/sshare/sacct/sacctmgr
@@ -98,7 +99,8 @@ def scontrol(ctx: Any) -> int:
             client.post(_cluster_path(ctx, f"/jobs/{fields['jobid']}:update"), {"nice": fields["nice"]})
             return 0
     raise CliError("scontrol: error: trainhub supports `scontrol hold|release|requeue JOBID...`, "
-                   "`scontrol update jobid=N nice=V` `scontrol show job [JOBID]` and `scontrol show step [JOBID[.STEPID]]`")
+                   "`scontrol update jobid=N nice=V`, `scontrol [-o] show job [JOBID]` and "
+                   "`scontrol show step [JOBID[.STEPID]]`")
 
 
 def sacctmgr(ctx: Any) -> int:

@@ -404,11 +404,11 @@ def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -
 
 
 def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one_liner: bool = False) -> Report:
-    """``scontrol show job [JOBID]`` (scontrol_job.py's layout). A pending job's TRES counts its
-    nodes' whole memory (MinMemoryNode=0) and LastSchedEval is the last scheduler pass that looked
-    at it: the last pass for an eligible job, its submission for one held or waiting on a
-    dependency or a begin time; a started job's its start. Raises ValueError for a ``job`` that is
-    not a number."""
+    """``scontrol show job [JOBID|ARRAYID_TASK]`` (scontrol_job.py's layout). A pending job's TRES
+    counts its nodes' whole memory without --mem* (MinMemoryNode=0), and LastSchedEval is the pass
+    that last gave an eligible pending job its priority, the submission of one held or waiting on a
+    dependency or a begin time, a started job's start. Raises ValueError for a ``job`` that is
+    neither JOBID nor ARRAYID_TASK."""
     job_id, _, task = job.partition("_")
     if job and not (job_id.isdigit() and (task == "" or task.isdigit())):
         raise ValueError(f"Invalid job id specified: {job}")
@@ -432,7 +432,8 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
                            batch_host=hosts.get(row.pk, ""), task_id=task_id)
              for row in jobs]
-    report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items, scontrol_job.scontrol_job_rows)
+    report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
+                    scontrol_job.scontrol_job_rows)
     report.stderr = scontrol_job.NOT_FOUND if job and not items else ""
     return report
 
@@ -458,8 +459,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
     asked = pending or rejected  # TRES as requested: the nodes' whole memory (MinMemoryNode=0)
-    mem = (job.mem_per_node or node_memory) * job.num_nodes if asked else job.mem_per_node * job.num_nodes
     cpus = job.num_tasks * job.cpus_per_task
+    mem = job.mem_per_node * job.num_nodes or job.mem_per_cpu * cpus or (node_memory * job.num_nodes if asked else 0)
     array = ""
     if job.array_job_id is not None:
         task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id if task_id is None else task_id,
