@@ -150,6 +150,22 @@ def test_an_array_with_squeue_r_scancel_of_a_task_and_test_only(cli, accounts):
     assert err.startswith("sbatch: Job 2 to start at ") and " using 1 processors on nodes a4-" in err
 
 
+def test_scontrol_show_job_prints_slurms_paragraph(cli, accounts):
+    from trainhub.slurm import reports
+
+    uma = cli("uma")
+    uma("sbatch", "-N", "1", "--begin=now+1hours", "--wrap", "x")
+    job = SlurmJob.objects.get()
+    code, out, err = uma("scontrol", "show", "job", str(job.job_id))
+    assert (code, err) == (0, "")
+    assert out.startswith(f"JobId={job.job_id} JobName=wrap\n") and "   NumNodes=1-1 " in out
+    assert out == reports.scontrol_jobs(accounts, now=job.submit_time, job=str(job.job_id)).text
+    # -o: the same fields on one line (job_info.c's line_end a space)
+    code, line, _ = uma("scontrol", "-o", "show", "job", str(job.job_id))
+    assert line == " ".join(part.strip() for part in out.rstrip("\n ").split("\n")) + " \n"
+    assert uma("scontrol", "show", "job", "999") == (1, "", "slurm_load_jobs error: Invalid job id specified\n")
+
+
 def test_scontrol_show_step_prints_the_running_steps(cli, accounts, now):
     from tests.slurm.conftest import make_job, start_job
     from trainhub.slurm import reports

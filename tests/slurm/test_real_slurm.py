@@ -9,6 +9,7 @@ same events and a comparison leaves out only the cells that print a wall-clock t
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shlex
 from pathlib import Path
 
@@ -132,7 +133,8 @@ def replay(harness, cast):
     for index, (name, user, args) in enumerate(_submissions()):
         moment = SUBMIT if index == 0 else SUBMIT + 2 * SECOND
         try:
-            job = job_submit(cluster=cluster, user=users[user], submission=Submission(argv=tuple(args)), now=moment)
+            job = job_submit(cluster=cluster, user=users[user], submission=Submission(argv=tuple(args), alloc_node="localhost", alloc_sid=5559),
+                             now=moment)
             printed[name] = (submitted_message(job, Submission(argv=tuple(args))) + "\n", "")
         except ApiError as error:
             printed[name] = ("", error.message + "\n")
@@ -295,14 +297,8 @@ def _finish(cluster, job_ids: list[int], moment: dt.datetime) -> None:
         job_node_epilog_finished(job_node=job_node, exit_code=0, now=moment)
 
 
-def test_the_later_outputs_are_slurms(replay):
-    """scenario.sh's "-later" outputs (17:23:13): job 1 ended at 17:22:41 (sleep 100), u10 ran 10 s on
-    every node, jobs 2, 4, 9 and 13 started at 17:22:52 (9 and 13 ended at 17:22:57, 2 and 4 at
-    17:23:12, a second before the recording: their dependants not yet evaluated); the decay thread
-    ran at 17:22:58. Not compared: sshare-l-a-later, whose RawUsage already holds jobs 2 and 4 to
-    their end (priority_p_job_end) while NormUsage and FairShare are the 17:22:58 decay's; trainhub
-    charges a run's last period at the next decay."""
-    cluster, _, _ = replay
+def _later(cluster) -> dt.datetime:
+    """test_the_later_outputs_are_slurms's events after the "-running" outputs; returns 17:23:13."""
 
     def clock(text: str) -> dt.datetime:
         return dt.datetime.fromisoformat(f"2026-12-04T{text}+00:00")
@@ -315,7 +311,18 @@ def test_the_later_outputs_are_slurms(replay):
     run_pass(cluster, clock("17:22:57"))
     run_pass(cluster, clock("17:22:58"))
     _finish(cluster, [2, 4], clock("17:23:12"))
-    moment = clock("17:23:13")
+    return clock("17:23:13")
+
+
+def test_the_later_outputs_are_slurms(replay):
+    """scenario.sh's "-later" outputs (17:23:13): job 1 ended at 17:22:41 (sleep 100), u10 ran 10 s on
+    every node, jobs 2, 4, 9 and 13 started at 17:22:52 (9 and 13 ended at 17:22:57, 2 and 4 at
+    17:23:12, a second before the recording: their dependants not yet evaluated); the decay thread
+    ran at 17:22:58. Not compared: sshare-l-a-later, whose RawUsage already holds jobs 2 and 4 to
+    their end (priority_p_job_end) while NormUsage and FairShare are the 17:22:58 decay's; trainhub
+    charges a run's last period at the next decay."""
+    cluster, _, _ = replay
+    moment = _later(cluster)
     assert reports.sprio(cluster, now=moment, long=True).text == real("sprio-l-later")
     assert in_any_tie_order(reports.squeue(cluster, now=moment).text) == in_any_tie_order(real("squeue-later"))
     assert reports.squeue(cluster, now=moment, start=True).text == real("squeue-start-later")
@@ -323,3 +330,43 @@ def test_the_later_outputs_are_slurms(replay):
     assert reports.sacct(cluster, now=moment, viewer="root", all_users=True, allocations=True,
                          fields=fields).text == real("sacct-a-later")
     assert reports.sinfo(cluster, now=moment).text == real("sinfo-later")
+
+
+SCONTROL_JOBS = sorted(path.stem for path in REAL.glob("scontrol-job-*.txt"))
+
+
+def scontrol_masked(text: str) -> str:
+    """scontrol show job but UserId/GroupId's numbers (the harness's users' uids; trainhub runs a
+    project's jobs as its one uid) and a pending job's TRES mem= (the harness's nodes have
+    RealMemory=16000, trainhub's n1-standard-16 nodes 60 GiB: sinfo's memory_masked)."""
+    text = re.sub(r"(UserId|GroupId)=(\w+)\(\d+\)", r"\1=\2(?)", text)
+    return re.sub(r"TRES=cpu=(\d+),mem=[^,]+,", r"TRES=cpu=\1,mem=?,", text)
+
+
+def _scontrol_outputs(cluster) -> dict[str, str]:
+    """scontrol show job N at the "-running" moment (17:22:12) and after test_the_later_outputs_are_slurms's
+    events at 17:23:13."""
+    shown = {}
+    running = SUBMIT + 72 * SECOND
+    # scenario.sh ran sbatch in /tmp (sbatch's working directory, which the CLI sends as --chdir)
+    SlurmJob.objects.filter(cluster=cluster).update(work_dir="/tmp")
+    for job_id in range(1, 14):
+        shown[f"scontrol-job-{job_id}-running"] = reports.scontrol_jobs(cluster, now=running, job=str(job_id)).text
+    later = _later(cluster)
+    for job_id in (2, 4, 5, 6, 7, 8, 9, 10):
+        shown[f"scontrol-job-{job_id}-later"] = reports.scontrol_jobs(cluster, now=later, job=str(job_id)).text
+    return shown
+
+
+def test_scontrol_show_job_prints_what_it_printed_on_the_harness(replay, api):
+    cluster, _, _ = replay
+    url = "/v1/projects/alpha/locations/us-central1/slurmClusters/harness/scontrolJobs"
+    answer = api("alice").get(url, {"job": "13"}, HTTP_ACCEPT="text/plain")
+    assert answer["content-type"].startswith("text/plain")
+    assert "JobId=13 JobName=p13\n" in answer.content.decode()
+    assert api("alice").get(url, {"job": "99"}).json() == {
+        "text": "", "rows": [], "stderr": "slurm_load_jobs error: Invalid job id specified\n"}
+    shown = _scontrol_outputs(cluster)
+    differing = sorted(name for name in SCONTROL_JOBS if scontrol_masked(shown[name]) != scontrol_masked(real(name)))
+    assert differing == []
+    assert len(SCONTROL_JOBS) == 21  # scenario.sh: 13 "-running", 8 "-later"

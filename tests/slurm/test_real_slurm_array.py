@@ -24,7 +24,7 @@ from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_epilo
 from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message, will_run_message
 
 from .conftest import run_pass
-from .test_real_slurm import harness, in_any_tie_order  # noqa: F401 (a fixture)
+from .test_real_slurm import harness, in_any_tie_order, scontrol_masked  # noqa: F401 (a fixture)
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "array"
 START = dt.datetime(2026, 12, 4, 20, 24, 57, tzinfo=dt.UTC)
@@ -125,6 +125,29 @@ def test_scontrol_array_fields_are_slurms(replay):
     recorded = _scontrol(real("scontrol-1-4"), 1)
     assert render_job(SlurmJob.objects.get(cluster=cluster, job_id=1), task_id=4)["arrayTaskId"] == (
         recorded["ArrayTaskId"])
+
+
+def test_scontrol_show_job_of_an_array_and_its_tasks_is_slurms(replay):
+    """scontrol show job 1 (the array's record, then its started tasks, the last first), 1_4 (the record
+    standing for a pending task), 2 and 3 (started tasks), byte for byte but the lines of SubmitTime,
+    EligibleTime and AccrueTime: the replay submits job 1 at the recording's 20:24:57, not its 20:24:55,
+    and slurmctld leaves a throttled array's AccrueTime (and the record's EligibleTime) Unknown, which
+    trainhub does not model."""
+    cluster, _, _, moment = replay
+    # where the recording's sbatch ran (its working directory and AllocNode:Sid, which the CLI sends)
+    SlurmJob.objects.filter(cluster=cluster).update(work_dir="/tmp/slurmh.6T0rsj/jobs", alloc_node="localhost",
+                                                     alloc_sid=7213)
+
+    def compared(text: str) -> list[str]:
+        kept = [line for line in scontrol_masked(text).split("\n")
+                if not line.startswith(("   SubmitTime=", "   AccrueTime="))]
+        assert len(kept) > 20
+        return kept
+
+    for fixture, job in (("scontrol-1", "1"), ("scontrol-1-4", "1_4"), ("scontrol-2", "2"), ("scontrol-3", "3")):
+        assert compared(reports.scontrol_jobs(cluster, now=moment, job=job).text) == compared(real(fixture)), fixture
+    assert reports.scontrol_jobs(cluster, now=moment, job="1_9").stderr == (
+        "slurm_load_jobs error: Invalid job id specified\n")
 
 
 def test_scancel_of_a_pending_task_a_running_task_and_a_whole_array_is_slurms(replay):

@@ -5,7 +5,8 @@
     trainhub slurm srun [--cluster C] [sbatch options] [-l] [--pty] COMMAND [ARGS...]   (trainhub.cli.srun)
     trainhub slurm squeue|sprio|sshare|sacct --cluster C [their flags]
     trainhub slurm scancel --cluster C JOBID...
-    trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | show step [N[.M]]
+    trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | [-o] show job [N]
+        | show step [N[.M]]
     trainhub slurm sacctmgr --cluster C [-i] [-n] [-p|-P] COMMAND...
 
 Output is what the Slurm command prints; the server renders the sprio/squeue/sshare/sacct/sacctmgr
@@ -72,13 +73,21 @@ def scancel(ctx: Any) -> int:
 
 
 def scontrol(ctx: Any) -> int:
-    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show step [JOBID[.STEPID]]"""
+    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show job [JOBID] | show step [JOBID[.STEPID]]"""
     words = ctx.args.words
     client = ctx.client()
     if words[:2] == ["show", "step"] and len(words) <= 3:
         answer = client.get(_cluster_path(ctx, "/steps"), {"step": words[2]} if len(words) == 3 else {})
         _print(answer.get("text", ""))
         return 0 if answer.get("rows") else 1
+    if words[:2] == ["show", "job"] and len(words) <= 3:
+        params = {"job": words[2]} if len(words) == 3 else {}
+        if ctx.args.oneliner:
+            params["oneliner"] = "true"
+        text, stderr = client.get_text(_cluster_path(ctx, "/scontrolJobs"), params)
+        sys.stderr.write(stderr)
+        _print(text)
+        return 1 if stderr else 0
     if words and words[0] in ("hold", "release", "requeue") and len(words) > 1:
         for job_id in words[1:]:
             client.post(_cluster_path(ctx, f"/jobs/{job_id}:{words[0]}"), {})
@@ -90,7 +99,8 @@ def scontrol(ctx: Any) -> int:
             client.post(_cluster_path(ctx, f"/jobs/{fields['jobid']}:update"), {"nice": fields["nice"]})
             return 0
     raise CliError("scontrol: error: trainhub supports `scontrol hold|release|requeue JOBID...`, "
-                   "`scontrol update jobid=N nice=V` and `scontrol show step [JOBID[.STEPID]]`")
+                   "`scontrol update jobid=N nice=V`, `scontrol [-o] show job [JOBID]` and "
+                   "`scontrol show step [JOBID[.STEPID]]`")
 
 
 def sacctmgr(ctx: Any) -> int:
@@ -191,6 +201,7 @@ def _scancel_arguments(parser: _CommandParser) -> None:
 
 
 def _scontrol_arguments(parser: _CommandParser) -> None:
+    parser.add_argument("-o", "--oneliner", action="store_true", help="show job: each job on one line")
     parser.add_argument("words", nargs="+", metavar="WORD")
 
 

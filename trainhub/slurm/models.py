@@ -230,6 +230,9 @@ class SlurmJob(models.Model):
     #: -n without -N: num_nodes is slurmctld's estimate (the fewest nodes the tasks fit on) and the
     #: tasks fill the nodes they get in order (scheduler.TaskSpread); --gpus-per-task's count.
     nodes_from_tasks = models.BooleanField(default=False)
+    #: sbatch -N's upper bound (its count when -N gives no range); 0 without -N. scontrol shows a
+    #: pending job's NumNodes as MIN-MAX when -N was given.
+    max_nodes = models.PositiveIntegerField(default=0)
     gpus_per_task = models.PositiveIntegerField(default=0)
     #: Minutes; null = UNLIMITED.
     time_limit = models.PositiveIntegerField(null=True, blank=True)

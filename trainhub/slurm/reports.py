@@ -27,7 +27,7 @@ from django.utils.dateparse import parse_datetime
 
 from trainhub.inventory.assignments import project_identity
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import arrays, formats, snapshot
+from trainhub.slurm import arrays, formats, jobenv, scontrol_job, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
 from trainhub.slurm.hostlist import compress
@@ -401,6 +401,98 @@ def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -
                     job=job, run_index=job.restart_count,
                     seen__gte=now - dt.timedelta(seconds=PENDING_STEP_SECONDS)).order_by("id")]
     return Report(formats.scontrol_step_text(items, asked=step), items, formats.scontrol_step_rows)
+
+
+def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one_liner: bool = False) -> Report:
+    """``scontrol show job [JOBID|ARRAYID_TASK]`` (scontrol_job.py's layout). A pending job's TRES
+    counts its nodes' whole memory without --mem* (MinMemoryNode=0), and LastSchedEval is the pass
+    that last gave an eligible pending job its priority, the submission of one held or waiting on a
+    dependency or a begin time, a started job's start. Raises ValueError for a ``job`` that is
+    neither JOBID nor ARRAYID_TASK."""
+    job_id, _, task = job.partition("_")
+    if job and not (job_id.isdigit() and (task == "" or task.isdigit())):
+        raise ValueError(f"Invalid job id specified: {job}")
+    jobs = SlurmJob.objects.filter(cluster=cluster).order_by("job_id")
+    task_id = int(task) if task else None
+    if task:  # one task: its own record once started, else the array's record standing for it
+        rows = list(jobs.filter(array_job_id=int(job_id)))
+        jobs = [row for row in rows if row.array_task_id == task_id] or [
+            row for row in rows if row.job_id == int(job_id) and task_id in arrays.expand(row.array_pending)]
+    elif job:
+        # an array's id: its record (the tasks still pending), then its started tasks, the last first
+        jobs = sorted(jobs.filter(Q(job_id=int(job_id)) | Q(array_job_id=int(job_id))),
+                      key=lambda row: (row.job_id != int(job_id), -row.job_id))
+    config = parse_config(cluster.config)
+    exempt = dt.timedelta(seconds=config.preempt_exempt_time or 0)
+    state = snapshot.load_cluster(cluster, now=now)
+    node_memory = max((node.memory_mb for node in state.nodes.values()), default=0)
+    hosts = dict(JobNode.objects.filter(job__cluster=cluster, batch_host=True, run_index=F("job__restart_count"))
+                 .values_list("job_id", "node__name"))
+    uid = project_identity(cluster.project_id)["uid"]
+    items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
+                           batch_host=hosts.get(row.pk, ""), task_id=task_id)
+             for row in jobs]
+    report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
+                    scontrol_job.scontrol_job_rows)
+    report.stderr = scontrol_job.NOT_FOUND if job and not items else ""
+    return report
+
+
+def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timedelta, node_memory: int,
+                  batch_host: str, task_id: int | None = None) -> scontrol_job.ScontrolJob:
+    pending = job.state == JobState.PENDING
+    waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
+    future = pending and job.begin_time > now
+    started = not pending and job.start_time is not None
+    limit = dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None
+    if started:
+        start, end = job.start_time, job.end_time or (job.start_time + limit if limit else None)
+    elif future:
+        start, end = job.begin_time, None
+    else:
+        start = job.expected_start
+        end = start + limit if start and limit else None
+    if started:
+        eligible = max(job.begin_time, job.accrue_time or job.begin_time)
+    else:
+        eligible = None if waiting else job.begin_time
+    # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
+    rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
+    asked = pending or rejected  # TRES as requested: the nodes' whole memory (MinMemoryNode=0)
+    cpus = job.num_tasks * job.cpus_per_task
+    mem = job.mem_per_node * job.num_nodes or job.mem_per_cpu * cpus or (node_memory * job.num_nodes if asked else 0)
+    array = ""
+    if job.array_job_id is not None:
+        task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id if task_id is None else task_id,
+                                max_running=job.array_max_running)
+        array = f"ArrayJobId={job.array_job_id} ArrayTaskId={task} ArrayTaskThrottle={job.array_max_running} "
+    streams = jobenv.standard_streams(
+        stdout_pattern=job.stdout_pattern, stderr_pattern=job.stderr_pattern, work_dir=job.work_dir,
+        job_id=job.job_id, job_name=job.name, user=job.user_name, array_job_id=job.array_job_id,
+        task_id=job.array_task_id if task_id is None else task_id)
+    return scontrol_job.ScontrolJob(
+        job_id=job.job_id, name=job.name, user=job.user_name, uid=uid, priority=job.priority, nice=job.nice,
+        account=job.account, qos=job.qos, state=job.state, reason=job.reason, dependency=job.dependency,
+        requeue=job.requeue, restarts=job.restart_count, batch=not job.interactive,
+        # its raw wait status 1 (sacct's 1:0) as scontrol decodes it, WEXITSTATUS:WTERMSIG
+        exit_code="0:1" if rejected else f"{job.exit_code or 0}:{job.exit_signal}",
+        run_seconds=int(((job.end_time or now) - job.start_time).total_seconds()) if started else 0,
+        time_limit=job.time_limit, submit=job.submit_time, eligible=eligible,
+        accrue=job.accrue_time, start=start, end=end,
+        preempt_eligible=job.start_time + exempt if started else None,
+        last_sched_eval=job.start_time if started else (job.submit_time if waiting or future else
+                                                        max(job.priority_time or job.submit_time, job.submit_time)),
+        partition=job.partition, alloc_node=job.alloc_node, alloc_sid=job.alloc_sid, req_nodes=job.req_nodes,
+        exc_nodes=job.exc_nodes, node_list=job.node_list if started else "",
+        sched_nodes=job.expected_nodes if pending else "", batch_host=batch_host if started and job.node_list else "",
+        num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
+        num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
+        tres=scontrol_job.tres_text(cpus=cpus, mem_mb=mem, nodes=job.num_nodes, billing=cpus,
+                                    gpus=job.gpus_per_node * job.num_nodes),
+        mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features or "",
+        exclusive=job.exclusive,
+        work_dir=job.work_dir, stdin=streams[0], stdout=streams[1], stderr=streams[2],
+        tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "", array=array)
 
 
 # --- sprio --------------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ class SbatchOptions:
     account: str | None = None
     qos: str | None = None
     nodes: int | None = None
+    #: -N MIN[-MAX]'s MAX (MIN when no range is given); None without -N.
+    max_nodes: int | None = None
     ntasks: int | None = None
     ntasks_per_node: int | None = None
     cpus_per_task: int | None = None
@@ -136,7 +138,8 @@ def _nodes(text: str) -> dict:
     match = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
     if not match or int(match.group(1)) < 1 or (match.group(2) and int(match.group(2)) < int(match.group(1))):
         raise SbatchError(f"sbatch: error: \"{text}\" is not a valid node count")
-    return {"nodes": _int_arg(int(match.group(1)), "--nodes")}
+    low = _int_arg(int(match.group(1)), "--nodes")
+    return {"nodes": low, "max_nodes": _int_arg(int(match.group(2)), "--nodes") if match.group(2) else low}
 
 
 def _gres(text: str, flag: str = "--gres") -> dict:

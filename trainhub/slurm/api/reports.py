@@ -118,9 +118,19 @@ def steps_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
         raise invalid_argument([FieldViolation("step", str(exc))], str(exc)) from exc
 
 
+def jobs_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                     page: slice | None = None) -> reports.Report:
+    """scontrol [-o] show job [``job``]: ``oneliner`` is -o."""
+    try:
+        return reports.scontrol_jobs(cluster, now=now, job=params.get("job", "").strip(),
+                                     one_liner=flag(params, "oneliner"))
+    except ValueError as exc:
+        raise invalid_argument([FieldViolation("job", str(exc))], str(exc)) from exc
+
+
 REPORTS: dict[str, Callable[..., reports.Report]] = {
     "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report,
-    "sinfo": sinfo_report, "steps": steps_report}
+    "sinfo": sinfo_report, "steps": steps_report, "scontrolJobs": jobs_text_report}
 
 
 def _view(name: str) -> type[APIView]:
@@ -165,5 +175,5 @@ def _view(name: str) -> type[APIView]:
     return ReportView
 
 
-SqueueView, SprioView, SshareView, SacctView, SinfoView, StepsView = (
-    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo", "steps"))
+SqueueView, SprioView, SshareView, SacctView, SinfoView, StepsView, ScontrolJobsView = (
+    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo", "steps", "scontrolJobs"))

@@ -35,4 +35,5 @@ urlpatterns = [
     path(f"{CLUSTER}/sshare", reports.SshareView.as_view(), name="slurmcluster-sshare"),
     path(f"{CLUSTER}/sacct", reports.SacctView.as_view(), name="slurmcluster-sacct"),
     path(f"{CLUSTER}/steps", reports.StepsView.as_view(), name="slurmcluster-steps"),
+    path(f"{CLUSTER}/scontrolJobs", reports.ScontrolJobsView.as_view(), name="slurmcluster-scontrol-jobs"),
 ]

@@ -35,7 +35,7 @@ from trainhub.slurm.sbatch import (
 from trainhub.slurm.services.clusters import request_pass, take_job_ids
 from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
 from trainhub.slurm.services.mail import mail_job_ended
-from trainhub.slurm.services.passes import will_run
+from trainhub.slurm.services.passes import submission_priority, will_run
 
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
 PERMISSION_DENIED = "Access/permission denied"
@@ -167,7 +167,7 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         options = replace(options, gpu_type=options.gpus_per_task[0],
                           gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
     return options, nodes, dict(
-        num_nodes=nodes, nodes_from_tasks=from_tasks,
+        num_nodes=nodes, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0, mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
         req_nodes=hostlist.compress(required), exc_nodes=hostlist.compress(excluded), exclusive=bool(options.exclusive),
         export=options.export or "", signal=options.signal or "", mail_type=options.mail_type or "",
@@ -367,10 +367,12 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     if node_error:
         # slurmctld made the job record before its node test failed: the job id is taken and sacct
         # shows the job FAILED 1:0 (fixtures/22.05/scenario: sbatch-3-gres9, sacct-a-*).
-        _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
-                    account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
-                    time_limit=accepted.time_limit_minutes, state=JobState.FAILED, reason="BadConstraints",
-                    exit_code=1, exit_signal=0, start_time=now, end_time=now, **fields)
+        rejected = _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
+                               account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
+                               time_limit=accepted.time_limit_minutes, state=JobState.FAILED,
+                               reason="BadConstraints", exit_code=1, exit_signal=0, start_time=now, end_time=now,
+                               **fields)
+        submission_priority(cluster, rejected, now)
         raise _refuse(SUBMIT_FAILED + node_error)
     depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE

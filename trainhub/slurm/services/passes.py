@@ -160,13 +160,23 @@ def _recompute_priorities(state: snapshot.ClusterState, pending: list[snapshot.Q
     have none yet (new, released, reniced). The new priorities are set on the jobs (the scheduler
     orders by them) and stored with the pass's decisions (_store_queue). Returns those jobs."""
     jobs = pending if due else [job for job in pending if job.priority_time is None]
-    if not jobs:
-        return []
+    if jobs:
+        _set_priorities(state, jobs, now)
+    return jobs
+
+
+def _set_priorities(state: snapshot.ClusterState, jobs: list, now: dt.datetime) -> None:
     terms = snapshot.association_terms(state, snapshot.compute_fairshare(state))
     context = snapshot.priority_context(state)
     for job in jobs:
         snapshot.store_breakdown(job, compute_priority(snapshot.priority_job(job, state, terms), context, now), now)
-    return jobs
+
+
+def submission_priority(cluster: SlurmCluster, job: SlurmJob, now: dt.datetime) -> None:
+    """The priority slurmctld gives a job as it makes its record (_set_job_prio), which a job whose
+    node test then fails keeps (scontrol show job's Priority; fixtures/22.05/scenario/scontrol-job-3-running)."""
+    _set_priorities(snapshot.load_cluster(cluster, now=now), [job], now)
+    job.save(update_fields=["priority", "priority_time", *snapshot.FACTOR_FIELDS, "factor_tres"])
 
 
 def _gpu_grants(state: snapshot.ClusterState, start: scheduler.Start,

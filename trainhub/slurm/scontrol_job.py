@@ -1,0 +1,156 @@
+"""``scontrol show job [JOBID]`` in Slurm 22.05's layout (slurm:src/api/job_info.c,
+slurm_sprint_job_info; fixtures/22.05/scenario/scontrol-job-*.txt): every job a paragraph ending in
+a line of three spaces and a blank line. Pure: the fields come in a ScontrolJob."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+
+@dataclass(frozen=True)
+class ScontrolJob:
+    job_id: int
+    name: str
+    user: str
+    uid: int
+    priority: int
+    nice: int
+    account: str
+    qos: str
+    state: str
+    reason: str
+    dependency: str
+    requeue: bool
+    restarts: int
+    batch: bool
+    exit_code: str
+    run_seconds: int
+    time_limit: int | None
+    submit: dt.datetime
+    eligible: dt.datetime | None
+    accrue: dt.datetime | None
+    start: dt.datetime | None
+    end: dt.datetime | None
+    preempt_eligible: dt.datetime | None
+    last_sched_eval: dt.datetime | None
+    partition: str
+    alloc_node: str
+    alloc_sid: int
+    req_nodes: str
+    exc_nodes: str
+    node_list: str
+    sched_nodes: str
+    batch_host: str
+    num_nodes: str
+    num_cpus: int
+    num_tasks: str
+    cpus_per_task: int
+    tres: str
+    mem_per_node: int
+    mem_per_cpu: int
+    features: str
+    exclusive: bool
+    work_dir: str
+    stdin: str
+    stdout: str
+    stderr: str
+    tres_per_node: str
+    array: str = ""
+
+
+def _time(moment: dt.datetime | None) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") if moment else "Unknown"
+
+
+def _duration(seconds: int) -> str:
+    days, rest = divmod(max(seconds, 0), 86400)
+    text = f"{rest // 3600:02}:{rest % 3600 // 60:02}:{rest % 60:02}"
+    return f"{days}-{text}" if days else text
+
+
+def _limit(minutes: int | None) -> str:
+    return "UNLIMITED" if minutes is None else _duration(minutes * 60)
+
+
+def memory_text(mb: int) -> str:
+    """TRES's mem as scontrol prints it: ``16000M``, ``62.50G`` (a larger unit where two decimals say
+    it exactly), ``60G``."""
+    units, value, unit = "MGTP", mb, 0
+    while value >= 1024 and (value * 100) % 1024 == 0 and unit < len(units) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{value:.2f}{units[unit]}" if value != int(value) else f"{int(value)}{units[unit]}"
+
+
+def tres_text(*, cpus: int, mem_mb: int, nodes: int, billing: int, gpus: int) -> str:
+    """scontrol's TRES= in its order: cpu, mem, node, billing, gres/gpu; zero counts left out."""
+    parts = [("cpu", str(cpus)), ("mem", memory_text(mem_mb) if mem_mb else ""), ("node", str(nodes)),
+             ("billing", str(billing)), ("gres/gpu", str(gpus) if gpus else "")]
+    return ",".join(f"{name}={value}" for name, value in parts if value)
+
+
+def _memory_line(job: ScontrolJob) -> str:
+    if job.mem_per_cpu:
+        return f"MinMemoryCPU={job.mem_per_cpu}M"
+    return f"MinMemoryNode={f'{job.mem_per_node}M' if job.mem_per_node else 0}"
+
+
+#: scontrol's stderr line for a job id it does not know (exit status 1).
+NOT_FOUND = "slurm_load_jobs error: Invalid job id specified\n"
+
+
+def scontrol_job_text(jobs: Sequence[ScontrolJob], *, asked: str = "", one_liner: bool = False) -> str:
+    """The paragraphs; without jobs "No jobs in the system", but nothing when a job was ``asked``
+    (scontrol's error goes to stderr: NOT_FOUND)."""
+    if not jobs:
+        return "" if asked else "No jobs in the system\n"
+    return "".join(_paragraph(job, one_liner) for job in jobs)
+
+
+def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
+    """Each line ends in job_info.c's line_end, "\\n   " (a space with -o, --oneliner), the record in
+    "\\n\\n" ("\\n" with -o)."""
+    started = job.start is not None and job.state != "PENDING"
+    lines = [f"JobId={job.job_id} {job.array}JobName={job.name}",
+             f"   UserId={job.user}({job.uid}) GroupId={job.user}({job.uid}) MCS_label=N/A",
+             f"   Priority={job.priority} Nice={job.nice} Account={job.account} QOS={job.qos}",
+             f"   JobState={job.state} Reason={job.reason.replace(' ', '_')} Dependency={job.dependency or '(null)'}",
+             f"   Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag={int(job.batch)} Reboot=0 "
+             f"ExitCode={job.exit_code}",
+             f"   RunTime={_duration(job.run_seconds)} TimeLimit={_limit(job.time_limit)} TimeMin=N/A",
+             f"   SubmitTime={_time(job.submit)} EligibleTime={_time(job.eligible)}",
+             f"   AccrueTime={_time(job.accrue)}",
+             f"   StartTime={_time(job.start)} EndTime={_time(job.end)} Deadline=N/A"]
+    if started:
+        lines.append(f"   PreemptEligibleTime={_time(job.preempt_eligible)} PreemptTime=None")
+    lines += [f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_time(job.last_sched_eval)} Scheduler=Main",
+              f"   Partition={job.partition} AllocNode:Sid={job.alloc_node or '(null)'}:{job.alloc_sid}",
+              f"   ReqNodeList={job.req_nodes or '(null)'} ExcNodeList={job.exc_nodes or '(null)'}",
+              f"   NodeList={job.node_list}" + (f" SchedNodeList={job.sched_nodes}" if job.sched_nodes else "")]
+    if job.batch_host:
+        lines.append(f"   BatchHost={job.batch_host}")
+    lines += [f"   NumNodes={job.num_nodes} NumCPUs={job.num_cpus} NumTasks={job.num_tasks} "
+              f"CPUs/Task={job.cpus_per_task} ReqB:S:C:T=0:0:*:*",
+              f"   TRES={job.tres}",
+              "   Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
+              f"   MinCPUsNode={job.cpus_per_task} {_memory_line(job)} MinTmpDiskNode=0",
+              f"   Features={job.features or '(null)'} DelayBoot=00:00:00",
+              f"   OverSubscribe={'NO' if job.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
+              "   Command=(null)",  # of a script trainhub keeps the text, not the path,
+              f"   WorkDir={job.work_dir}"]
+    if job.batch:
+        lines += [f"   StdErr={job.stderr}", f"   StdIn={job.stdin}", f"   StdOut={job.stdout}"]
+    lines.append("   Power=")
+    if job.tres_per_node:
+        lines.append(f"   TresPerNode={job.tres_per_node}")
+    if one_liner:
+        return " ".join(line.strip() for line in lines) + " \n"
+    return "\n".join(lines) + "\n   \n\n"
+
+
+def scontrol_job_rows(jobs: Iterable[ScontrolJob]) -> list[dict[str, Any]]:
+    return [{"jobId": job.job_id, "name": job.name, "user": job.user, "state": job.state, "reason": job.reason,
+             "partition": job.partition, "nodeList": job.node_list, "tres": job.tres} for job in jobs]
