@@ -21,7 +21,7 @@ from trainhub.iam.services import membership_set, user_ensure
 from trainhub.inventory.models import Executor, Node
 from trainhub.inventory.services import node_heartbeat, node_pool_ensure
 from trainhub.slurm import formats, reports
-from trainhub.slurm.models import Association, SlurmCluster, SlurmJob
+from trainhub.slurm.models import SlurmCluster, SlurmJob
 from trainhub.slurm.render import render_job
 from trainhub.slurm.services.clusters import cluster_create
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
