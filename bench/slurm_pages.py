@@ -65,7 +65,8 @@ def slurm_cluster(now: dt.datetime):
     for index in range(USERS):
         name = f"user{index}"
         user_add(cluster=cluster, name=name, accounts=[f"acct{index % ACCOUNTS}"], actor="bench", now=now)
-        Association.objects.filter(cluster=cluster, user=name).update(raw_usage=rng.uniform(0, 1e6))
+        usage = rng.uniform(0, 1e6)
+        Association.objects.filter(cluster=cluster, user=name).update(raw_usage=usage, decay_usage=usage)
         users.append(name)
     return cluster, admin, users
 

@@ -195,7 +195,7 @@ def queue(accounts, cast, now):
 
     Node.objects.filter(name__startswith="a4").update(state=NodeState.DRAIN, state_reason="maintenance")
     for user, usage in (("uma", 100.0), ("alice", 0.0), ("bob", 50.0)):
-        Association.objects.filter(cluster=accounts, user=user).update(raw_usage=usage)
+        Association.objects.filter(cluster=accounts, user=user).update(raw_usage=usage, decay_usage=usage)
     jobs = {}
     for user in ("uma", "alice"):
         jobs[user] = job_submit(cluster=accounts, user=cast[user], now=now,

@@ -84,7 +84,7 @@ def test_sprio_sshare_and_sacct(cli, accounts):
     uma("sbatch", "--begin=now+1hours", "--wrap", "x")
     uma("sbatch", "-H", "--wrap", "x")
     uma("sbatch", "--wrap", "x")
-    Association.objects.filter(user="uma").update(raw_usage=10)
+    Association.objects.filter(user="uma").update(raw_usage=10, decay_usage=10)
     run_pass(accounts)
     code, out, _ = uma("sprio", "-w")
     assert out.splitlines()[1].split() == ["Weights", "1", "1000", "10000"]

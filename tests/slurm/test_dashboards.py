@@ -64,7 +64,7 @@ def test_a_stranger_does_not_see_another_projects_cluster(client, cast, sampled)
 
 
 def test_the_fair_share_chart_shows_sshare_rows_of_the_members_clusters(client, cast, accounts):
-    Association.objects.filter(cluster=accounts, user="uma").update(raw_usage=100.0)
+    Association.objects.filter(cluster=accounts, user="uma").update(raw_usage=100.0, decay_usage=100.0)
     Association.objects.filter(cluster=accounts, account__name="ml", user="").update(shares=3)
     client.force_login(cast["uma"])
     rows = csv_rows(client, "fair-share")

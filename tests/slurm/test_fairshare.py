@@ -108,6 +108,20 @@ def test_level_fs_is_shares_over_usage_within_the_level():
     assert rows["root"].raw_usage == 100
 
 
+def test_raw_usage_since_the_last_decay_is_printed_but_moves_no_factor():
+    """A run that ended since the last decay run is in RawUsage (up the tree); NormUsage, EffectvUsage,
+    LevelFS and FairShare stay the last decay run's."""
+    at_decay = [ROOT, acct("A", shares=3), acct("B", shares=1), user("u1", "A", 30), user("u2", "B", 70)]
+    now = at_decay[:3] + [Association(key="u1@A", account="A", user="u1", parent="A", usage=30, raw_usage=130),
+                          at_decay[4]]
+    before, after = rows_by_key(compute_fairshare(at_decay)), rows_by_key(compute_fairshare(now))
+    assert (after["u1@A"].raw_usage, after["A"].raw_usage, after["root"].raw_usage) == (130, 130, 200)
+    assert after["u2@B"].raw_usage == 70
+    for key, row in before.items():
+        assert (after[key].norm_usage, after[key].effective_usage, after[key].level_fs, after[key].fairshare) == (
+            row.norm_usage, row.effective_usage, row.level_fs, row.fairshare)
+
+
 def test_zero_shares_give_level_fs_zero_and_the_lowest_rank():
     result = compute_fairshare([ROOT, acct("A"), user("u1", "A", 50), user("u0", "A", 0, shares=0)])
     assert rows_by_key(result)["u0@A"].level_fs == 0

@@ -28,3 +28,15 @@ def test_steps_made_before_steps_held_cpus_hold_every_cpu_of_the_job_on_their_no
     finally:
         migrate(None)
     assert list(StepNode.objects.order_by("node_index").values_list("cpus", flat=True)) == [2, 2]
+
+
+def test_associations_made_before_decay_usage_start_from_their_raw_usage(cluster, now):
+    from trainhub.slurm.models import Association
+
+    Association.objects.filter(cluster=cluster, user="root").update(raw_usage=1234.5)
+    try:
+        migrate([("slurm", "0020_job_max_nodes")])
+        migrate([("slurm", "0021_association_decay_usage")])
+    finally:
+        migrate(None)
+    assert Association.objects.get(cluster=cluster, user="root").decay_usage == 1234.5

@@ -190,17 +190,34 @@ def test_running_jobs_accrue_billable_usage_on_their_association(accounts, cast,
         pytest.approx(1200, rel=1e-3), pytest.approx(1200, rel=1e-3), pytest.approx(300, rel=1e-3))
 
 
-def test_a_run_that_ended_between_decay_runs_is_charged_up_to_its_end_at_the_next(accounts, cast, now):
+def test_a_run_that_ends_between_decay_runs_is_charged_at_its_end_and_moves_fairshare_at_the_next(
+        accounts, cast, now):
+    """As slurmctld (priority_p_job_end): RawUsage and the GrpTRESMins usage hold the run to its end
+    at once; NormUsage, FairShare and so new jobs' priorities move only at the next decay run."""
+    from trainhub.slurm import reports
     from trainhub.slurm.services.jobs import job_cancel
 
     job = submit(accounts, cast["uma"], "-n", "4", "--wrap", "a", now=now)
     run_pass(accounts, now)
+    Node.objects.filter(dedicated_to=accounts.owner_key).update(state=NodeState.DRAIN, state_reason="maintenance")
     job_cancel(job=reload(job), actor=cast["uma"], is_admin=False, now=at(now, seconds=100))
     uma = Association.objects.get(cluster=accounts, account__name="ml", user="uma")
-    assert uma.raw_usage == 0
+    assert uma.raw_usage == pytest.approx(400, rel=1e-3) and uma.tres_usage["cpu"] == pytest.approx(400, rel=1e-3)
+    assert uma.decay_usage == 0
+
+    def sshare_uma(moment):
+        text = reports.sshare(accounts, now=moment, viewer="root", long=True, all_users=True).text
+        return next(line.split()[3:7] for line in text.splitlines() if line.split()[1:2] == ["uma"])
+
+    assert sshare_uma(at(now, seconds=100)) == ["0.500000", "399", "0.000000", "0.000000"]
+    jobs = [submit(accounts, cast[user], "-n", "4", "--wrap", "b", now=at(now, seconds=110)) for user in ("uma", "alice")]
+    run_pass(accounts, at(now, seconds=120))  # not a decay run: the new jobs' priorities, from the last one's usage
+    assert reload(jobs[0]).factor_fairshare == reload(jobs[1]).factor_fairshare
     run_pass(accounts, at(now, seconds=300))
     uma.refresh_from_db()
-    assert uma.raw_usage == pytest.approx(400, rel=1e-3)
+    assert uma.raw_usage == pytest.approx(400, rel=1e-3) and uma.decay_usage == uma.raw_usage  # not charged twice
+    assert sshare_uma(at(now, seconds=300)) == ["0.500000", "399", "1.000000", "1.000000"]
+    assert reload(jobs[0]).factor_fairshare < reload(jobs[1]).factor_fairshare
 
 
 def test_a_node_that_goes_down_requeues_its_jobs_as_node_fail(accounts, cast, now):

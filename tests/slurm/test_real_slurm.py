@@ -22,7 +22,7 @@ from trainhub.iam.services import membership_set, user_ensure
 from trainhub.inventory.models import Executor, Node
 from trainhub.inventory.services import node_heartbeat, node_pool_ensure
 from trainhub.slurm import formats, reports
-from trainhub.slurm.models import Association, SlurmCluster, SlurmJob
+from trainhub.slurm.models import SlurmCluster, SlurmJob
 from trainhub.slurm.render import render_job
 from trainhub.slurm.services.clusters import cluster_create
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
@@ -122,8 +122,8 @@ SECOND = dt.timedelta(seconds=1)
 @pytest.fixture
 def replay(harness, cast):
     """scenario.sh replayed on the recording's clock, a pass at each second something happened and
-    one per PriorityCalcPeriod; then the sshare usage is set to what Slurm had (its RawUsage column,
-    as slurmctld's decay thread left it) and the priorities recomputed, as at the "-running" recordings."""
+    one per PriorityCalcPeriod. The usage is the replay's own: its decay at 17:21:58 charges job 1's
+    57 s as slurmctld's did (227.985 billing-seconds, sshare's RawUsage 227)."""
     cluster, _ = harness
     # the decay thread's phase (PriorityCalcPeriod 1 minute): hh:mm:58, as sprio -n's AGE shows
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=SUBMIT - 2 * SECOND,
@@ -147,16 +147,7 @@ def replay(harness, cast):
     # a re-recording on a fresh harness recalculated at :58 too)
     run_pass(cluster, SUBMIT + 40 * SECOND)
     run_pass(cluster, SUBMIT + 58 * SECOND)
-    usage = {}
-    for line in real("sshare-l-a-running").splitlines()[2:]:
-        account, user = line[:20].strip(), line[21:31].strip()
-        usage.setdefault((account, user), []).append(int(line[56:67]))
-    for assoc in (Association.objects.filter(cluster=cluster).exclude(user="").select_related("account")
-                  .order_by("-partition")):  # sshare prints one user's partitions in reverse order
-        assoc.raw_usage = float(usage[(assoc.account.name, assoc.user)].pop(0))
-        assoc.save(update_fields=["raw_usage"])
-    SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=None)
-    run_pass(cluster, SUBMIT + 58 * SECOND)
+    cluster.refresh_from_db()  # the reports read its last decay time (TRESRunMins)
     return cluster, printed, SUBMIT + 72 * SECOND
 
 
@@ -318,9 +309,9 @@ def test_the_later_outputs_are_slurms(replay):
     """scenario.sh's "-later" outputs (17:23:13): job 1 ended at 17:22:41 (sleep 100), u10 ran 10 s on
     every node, jobs 2, 4, 9 and 13 started at 17:22:52 (9 and 13 ended at 17:22:57, 2 and 4 at
     17:23:12, a second before the recording: their dependants not yet evaluated); the decay thread
-    ran at 17:22:58. Not compared: sshare-l-a-later, whose RawUsage already holds jobs 2 and 4 to
-    their end (priority_p_job_end) while NormUsage and FairShare are the 17:22:58 decay's; trainhub
-    charges a run's last period at the next decay."""
+    ran at 17:22:58. sshare-l-a-later's RawUsage already holds jobs 2 and 4 to their end
+    (priority_p_job_end) while its NormUsage, EffectvUsage, FairShare and LevelFS are the 17:22:58
+    decay's."""
     cluster, _, _ = replay
     moment = _later(cluster)
     assert reports.sprio(cluster, now=moment, long=True).text == real("sprio-l-later")
@@ -330,6 +321,8 @@ def test_the_later_outputs_are_slurms(replay):
     assert reports.sacct(cluster, now=moment, viewer="root", all_users=True, allocations=True,
                          fields=fields).text == real("sacct-a-later")
     assert reports.sinfo(cluster, now=moment).text == real("sinfo-later")
+    assert reports.sshare(cluster, now=moment, viewer="root", long=True, all_users=True).text == real(
+        "sshare-l-a-later")
 
 
 SCONTROL_JOBS = sorted(path.stem for path in REAL.glob("scontrol-job-*.txt"))

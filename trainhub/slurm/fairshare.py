@@ -2,9 +2,11 @@
 
 Public API (pure Python, no Django)::
 
-    Association(key, account, user=None, parent=None, shares=1, usage=0.0, partition=None)
+    Association(key, account, user=None, parent=None, shares=1, usage=0.0, partition=None, raw_usage=None)
         # one association; ``shares=None`` means FairShare=parent; ``usage`` is the decayed billable
-        # TRES-seconds charged to this association ITSELF (a user's jobs); accounts' usage is the sum of
+        # TRES-seconds charged to this association ITSELF (a user's jobs) as of the last decay
+        # calculation, what every factor is computed from; ``raw_usage`` the same now (runs that
+        # ended since charged), printed as RawUsage; None = ``usage``. Accounts' usage is the sum of
         # their subtree, computed here. The root has ``parent=None`` (exactly one).
     compute_fairshare(associations, *, fair_tree=True, dampening_factor=1) -> FairShareResult
     FairShareResult.factor(key) -> float          # the job's fair-share factor (0..1) for its association
@@ -84,6 +86,7 @@ class Association:
     shares: int | None = 1
     usage: float = 0.0
     partition: str | None = None
+    raw_usage: float | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class _Node:
     parent: _Node | None = None
     depth: int = 0
     usage: float = 0.0
+    raw_usage: float = 0.0
     level_shares: int = 0
     fs_parent: _Node | None = None
     norm_shares: float = 0.0
@@ -234,6 +238,8 @@ def _sum_usage(root: _Node) -> None:
         stack.extend(node.children)
     for node in reversed(order):
         node.usage = node.assoc.usage + sum(child.usage for child in node.children)
+        own = node.assoc.usage if node.assoc.raw_usage is None else node.assoc.raw_usage
+        node.raw_usage = own + sum(child.raw_usage for child in node.children)
 
 
 def _level_members(node: _Node) -> list[_Node]:
@@ -374,7 +380,7 @@ def compute_fairshare(associations: Iterable[Association], *, fair_tree: bool = 
         key=node.assoc.key, account=node.assoc.account, user=node.assoc.user, partition=node.assoc.partition,
         parent_account=node.parent.assoc.account if node.parent else None, depth=node.depth,
         is_root=node is root, raw_shares=None if node is root else node.assoc.shares,
-        norm_shares=node.norm_shares, raw_usage=node.usage, norm_usage=node.norm_usage,
+        norm_shares=node.norm_shares, raw_usage=node.raw_usage, norm_usage=node.norm_usage,
         effective_usage=node.effective_usage,
         fairshare=(node.fs_factor if node.is_user else None) if fair_tree else node.fs_factor,
         level_fs=(None if node.uses_parent or node is root else node.level_fs) if fair_tree else None,

@@ -196,8 +196,13 @@ class Association(models.Model):
     shares = models.PositiveIntegerField(null=True, default=1)
     #: Priority, GrpTRES, MaxJobs, MaxWall, QOS, DefaultQOS, ... by Slurm name; absent = not set.
     settings = models.JSONField(default=dict)
-    #: Usage in billable TRES-seconds, decayed by PriorityDecayHalfLife.
+    #: Usage in billable TRES-seconds, decayed by PriorityDecayHalfLife: sshare's RawUsage. A run's
+    #: last period is added when it ends (slurmctld's priority_p_job_end), not at the next decay.
     raw_usage = models.FloatField(default=0.0)
+    #: raw_usage as the last decay calculation left it: what NormUsage, EffectvUsage, LevelFS,
+    #: FairShare and so every priority are computed from until the next PriorityCalcPeriod (slurmctld
+    #: sets usage_norm, usage_efctv and fs_factor only in its decay thread).
+    decay_usage = models.FloatField(default=0.0)
     #: This association's own jobs' usage per TRES (cpu, node, gres/gpu, billing) in TRES-seconds,
     #: decayed like raw_usage: Slurm's usage_tres_raw, what GrpTRESMins limits (summed over the subtree).
     tres_usage = models.JSONField(default=dict, blank=True)

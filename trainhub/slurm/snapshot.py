@@ -242,7 +242,8 @@ _PARTITION_NODES = CompiledQuery(
 _USER_ASSOCIATIONS = CompiledQuery(
     lambda cluster_id, user: Association.objects.filter(cluster_id=cluster_id,
                                                         pk__in=RawSQL(_chain_sql(), (cluster_id, user)))
-    .values_list("pk", "account__name", "user", "partition", "parent_id", "shares", "settings", "raw_usage"),
+    .values_list("pk", "account__name", "user", "partition", "parent_id", "shares", "settings", "raw_usage",
+                  "decay_usage"),
     918273645, "sample-user")
 _QOS = CompiledQuery(lambda cluster_id: Qos.objects.filter(cluster_id=cluster_id).values_list("pk", "name", "settings"),
                      918273645)
@@ -288,8 +289,9 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
                                             _PoolRow(machine_type, accelerator, count)), fresh_after, cluster)
         partitions[partition] = _partition_info(partition, position, config, tuple(nodes), nodes)
     associations = [Association(pk=pk, cluster=cluster, account=Account(name=account), user=user_name,
-                                partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage)
-                    for pk, account, user_name, part, parent, shares, values, usage
+                                partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage,
+                                decay_usage=decay)
+                    for pk, account, user_name, part, parent, shares, values, usage, decay
                     in _USER_ASSOCIATIONS.rows(cluster.pk, user)]
     qos = {name: Qos(pk=pk, cluster=cluster, name=name, settings=values) for pk, name, values in _QOS.rows(cluster.pk)}
     return ClusterState(cluster, parse_config(cluster.config), partitions, nodes, associations, qos)
@@ -298,7 +300,7 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
 def fairshare_tree(state: ClusterState) -> list[fairshare.Association]:
     return [fairshare.Association(key=str(a.pk), account=a.account.name, user=a.user or None,
                                   parent=str(a.parent_id) if a.parent_id else None, shares=a.shares,
-                                  usage=a.raw_usage, partition=a.partition or None)
+                                  usage=a.decay_usage, raw_usage=a.raw_usage, partition=a.partition or None)
             for a in state.associations]
 
 

@@ -35,6 +35,7 @@ from trainhub.slurm.hostlist import compress
 from trainhub.slurm.services.clusters import request_pass
 from trainhub.slurm.services.mail import mail_job_ended, mail_job_requeued, mail_job_started
 from trainhub.slurm.services.steps import SIGTERM, steps_cancel
+from trainhub.slurm.services.usage import run_ended_charge
 
 #: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
 REQUEUE_DELAY = dt.timedelta(seconds=121)
@@ -77,6 +78,7 @@ def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | 
     run.state_desc = desc
     run.save(update_fields=["state", "end_time", "exit_code", "exit_signal", "state_desc", "batch_state",
                             "batch_exit_code", "batch_exit_signal"])
+    run_ended_charge(job=job, run=run)
 
 
 def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:

@@ -2,7 +2,13 @@
 PriorityDecayHalfLife and zeroed at PriorityUsageResetPeriod boundaries (trainhub.slurm.fairshare
 holds the formulas). An association's ``raw_usage`` holds only its own jobs' usage; accounts'
 usage is the sum of their subtree, computed by fairshare.compute_fairshare. ``tres_usage`` keeps
-the same per TRES (Slurm's usage_tres_raw) for associations and QOS, which GrpTRESMins limits."""
+the same per TRES (Slurm's usage_tres_raw) for associations and QOS, which GrpTRESMins limits.
+
+As slurmctld's priority/multifactor: the decay thread (usage_pass, every PriorityCalcPeriod) decays
+every usage and charges the running jobs up to its run, and a run that ends is charged its last
+period at once (run_ended_charge; priority_p_job_end), so RawUsage and GrpTRESMins see it. What
+NormUsage, EffectvUsage, LevelFS, FairShare and the priorities are computed from changes only at
+the decay thread: an association's ``decay_usage`` is ``raw_usage`` as the last usage_pass left it."""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ import datetime as dt
 from collections import defaultdict
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 
 from trainhub.slurm.conf import SlurmConfig, parse_config
 from trainhub.slurm.fairshare import decayed, usage_increment, usage_reset_due
@@ -31,9 +37,10 @@ def charge_runs(*, cluster: SlurmCluster, runs: list[tuple[SlurmJob, JobRun, flo
     """Add ``seconds`` of each run's billing (times its QOS UsageFactor) to its association and QOS,
     and of each TRES it holds to their ``tres_usage``."""
     config = config or parse_config(cluster.config)
-    qos_rows = {q.name: q for q in Qos.objects.filter(cluster=cluster)}
+    qos_rows = {q.name: q for q in Qos.objects.filter(cluster=cluster, name__in={job.qos for job, _, _ in runs})}
     assoc_keys = {(a.account.name, a.user, a.partition): a.pk
-                  for a in Association.objects.filter(cluster=cluster).select_related("account")}
+                  for a in Association.objects.filter(cluster=cluster, user__in={job.user_name for job, _, _ in runs})
+                  .select_related("account")}
     by_assoc: dict[int, float] = defaultdict(float)
     by_assoc_tres: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     by_qos: dict[int, float] = defaultdict(float)
@@ -65,6 +72,19 @@ def charge_runs(*, cluster: SlurmCluster, runs: list[tuple[SlurmJob, JobRun, flo
             model.objects.filter(pk=pk).update(raw_usage=F("raw_usage") + charge, tres_usage=usage)
 
 
+def run_ended_charge(*, job: SlurmJob, run: JobRun) -> None:
+    """Charge a run that just ended (``run.end_time``) for the time since the last decay calculation
+    (or its start), as slurmctld's priority_p_job_end: into raw_usage and tres_usage, not decay_usage."""
+    cluster = job.cluster
+    # the cluster's row locked as usage_pass locks it: a run ending during a decay run is charged
+    # after it (from its new time) or before it (then not running for it), never twice
+    last = SlurmCluster.objects.select_for_update().filter(pk=cluster.pk).values_list(
+        "last_decay_time", flat=True).first()
+    seconds = (run.end_time - max(run.start_time, last or run.start_time)).total_seconds()
+    if seconds > 0:
+        charge_runs(cluster=cluster, runs=[(job, run, seconds)])
+
+
 def _decay_all(cluster: SlurmCluster, seconds: float, half_life: int) -> None:
     for assoc in Association.objects.filter(cluster=cluster, raw_usage__gt=0).only("pk", "raw_usage", "tres_usage"):
         Association.objects.filter(pk=assoc.pk).update(
@@ -79,9 +99,11 @@ def _decay_all(cluster: SlurmCluster, seconds: float, half_life: int) -> None:
 
 @transaction.atomic
 def usage_pass(*, cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> float:
-    """Decay every usage since the last run, then charge every run for the part of that time it ran,
-    ended ones up to their end (Slurm's decay thread, once per PriorityCalcPeriod: _apply_decay, then
-    _apply_new_usage over all jobs). Returns the seconds covered."""
+    """Decay every usage since the last run, then charge every running run for the part of that time
+    it ran (Slurm's decay thread, once per PriorityCalcPeriod: _apply_decay, then _apply_new_usage
+    over the running jobs; ended runs were charged when they ended, run_ended_charge), and take the
+    result as what fair-share is computed from until the next run (``decay_usage``). Returns the
+    seconds covered."""
     cluster = SlurmCluster.objects.select_for_update().get(pk=cluster.pk)
     last = cluster.last_decay_time or now
     seconds = (now - last).total_seconds()
@@ -93,11 +115,10 @@ def usage_pass(*, cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) 
         cluster.last_usage_reset = now
     else:
         _decay_all(cluster, seconds, config.priority_decay_half_life)
-    runs = (JobRun.objects.filter(job__cluster=cluster, start_time__lt=now)
-            .filter(Q(end_time__isnull=True) | Q(end_time__gt=last)).select_related("job"))
-    charges = [(run.job, run, (min(run.end_time or now, now) - max(run.start_time, last)).total_seconds())
-               for run in runs]
+    runs = JobRun.objects.filter(job__cluster=cluster, start_time__lt=now, end_time__isnull=True).select_related("job")
+    charges = [(run.job, run, (now - max(run.start_time, last)).total_seconds()) for run in runs]
     charge_runs(cluster=cluster, runs=charges, config=config)
+    Association.objects.filter(cluster=cluster).update(decay_usage=F("raw_usage"))
     cluster.last_decay_time = now
     cluster.save(update_fields=["last_decay_time", "last_usage_reset"])
     return seconds
