@@ -188,6 +188,14 @@ TRAINHUB_REPLICA_UID_BASE = envint("TRAINHUB_REPLICA_UID_BASE", 200000)
 #: burst follows in the next passes.
 TRAINHUB_FLEX_PENDING_PER_PASS = envint("TRAINHUB_FLEX_PENDING_PER_PASS", 500)
 TRAINHUB_SCHEDULER_LOCK_SECONDS = envint("TRAINHUB_SCHEDULER_LOCK_SECONDS", 60)
+#: At most this many scheduler passes start per second on a worker (Celery's rate_limit), however
+#: fast submissions ask for them: under a burst each pass places a batch instead of a pass running
+#: back to back per handful of jobs, as Slurm's sched_min_interval / batch_sched_delay bound its
+#: scheduler. A request waits at most 1/N s longer for its pass; 0 means no limit.
+TRAINHUB_SCHEDULER_PASSES_PER_SECOND = envint("TRAINHUB_SCHEDULER_PASSES_PER_SECOND", 10)
+CELERY_TASK_ANNOTATIONS = {
+    "trainhub.scheduling.tasks.scheduler_pass": {"rate_limit": TRAINHUB_SCHEDULER_PASSES_PER_SECOND or None},
+}
 
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {

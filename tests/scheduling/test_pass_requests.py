@@ -35,3 +35,17 @@ def test_a_pass_asked_for_while_one_runs_follows_it(sent, monkeypatch, db):
     monkeypatch.setattr(tasks.services, "scheduler_pass", pass_during_which_a_job_arrives)
     tasks.scheduler_pass()
     assert len(sent) == 2  # the one sent during the pass, and one more because the flag is still set
+
+
+def test_passes_start_at_most_the_configured_number_of_times_a_second():
+    """Under a burst of submissions a pass places a batch: Celery's rate_limit on the task spaces
+    passes 1/TRAINHUB_SCHEDULER_PASSES_PER_SECOND s apart on a worker (without it they ran back to
+    back, about 50 a second at 450 submissions/s, and took a quarter of a core from the web)."""
+    from celery.utils.time import rate
+    from django.conf import settings
+
+    from trainhub.celery import app
+
+    task = app.tasks[pass_requests.SCHEDULER_PASS_TASK]
+    assert settings.TRAINHUB_SCHEDULER_PASSES_PER_SECOND == 10
+    assert rate(task.rate_limit) == 10
