@@ -9,9 +9,9 @@ from tests.slurm.conftest import make_job, sbatch
 from trainhub.slurm.services.accounting import account_add, user_add
 
 
-def _statements(api, user: str = "uma") -> list[str]:
+def _statements(api, user: str = "uma", *options: str) -> list[str]:
     with CaptureQueriesContext(connection) as captured:
-        response = sbatch(api, user, "-t", "10", "--wrap", "hostname")
+        response = sbatch(api, user, *options, "-t", "10", "--wrap", "hostname")
     assert response.status_code == 200, response.content
     return [query["sql"] for query in captured.captured_queries]
 
@@ -34,16 +34,21 @@ def test_an_sbatch_costs_the_same_statements_however_big_the_cluster(api, accoun
 
 
 
-def test_an_administrators_sbatch_reads_the_membership_once_and_takes_its_job_id_in_one_statement(api, accounts,
-                                                                                                   admin):
+def test_an_administrators_sbatch_reads_the_membership_once_and_takes_its_job_id_before_writing_the_job(api, accounts,
+                                                                                                        admin):
     _statements(api, "alice")
     statements = _statements(api, "alice")  # a platform administrator: sbatch asks whether they may --nice < 0
     assert sum('FROM "iam_membership"' in sql for sql in statements) == 1  # with the token, not again
     assert [sql.split()[0] for sql in statements if "slurm_slurmcluster" in sql] == ["SELECT", "UPDATE"]
-    # job_submit's transaction (a savepoint inside the test's own) opens just before the job id is
-    # taken: the job's record makes no savepoint of its own inside it.
-    taken = next(index for index, sql in enumerate(statements) if sql.startswith("UPDATE"))
-    assert [sql.split()[0] for sql in statements[taken - 2:taken + 2]] == ["SELECT", "SAVEPOINT", "UPDATE", "INSERT"]
+    # The id is taken by one UPDATE outside the insert's transaction (the counter row is not held
+    # while the job is written), then the job and its event are written together.
+    verbs = [sql.split()[0] for sql in statements]
+    taken = verbs.index("UPDATE")
+    assert verbs[:taken].count("SAVEPOINT") == verbs[:taken].count("RELEASE")  # no transaction of sbatch's is open
+    if connection.vendor == "postgresql":
+        assert verbs[taken + 1:taken + 2] == ["WITH"] and "slurm_jobevent" in statements[taken + 1]
+    else:
+        assert verbs[taken + 1:taken + 4] == ["SAVEPOINT", "INSERT", "INSERT"]
 
 
 def test_a_submit_count_limit_still_counts_other_users_jobs_under_the_account(api, accounts, now):
@@ -55,3 +60,11 @@ def test_a_submit_count_limit_still_counts_other_users_jobs_under_the_account(ap
     refused = sbatch(api, "uma", "--wrap", "x")
     assert refused.status_code == 400
     assert "Job violates accounting/QOS policy" in refused.json()["error"]["message"]
+
+
+
+def test_the_default_account_is_read_only_when_sbatch_names_none(api, accounts):
+    _statements(api)
+    default_read = [sql for sql in _statements(api) if 'FROM "slurm_slurmuser"' in sql]
+    named = _statements(api, "uma", "-A", "ml")
+    assert len(default_read) == 1 and not any('FROM "slurm_slurmuser"' in sql for sql in named)

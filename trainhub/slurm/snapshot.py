@@ -232,13 +232,16 @@ def _chain_sql() -> str:
 
 # sbatch's reads, compiled once per process (trainhub.common.compiled): building each queryset anew
 # cost more CPU than the rest of a submission's checks together.
-_PARTITION = CompiledQuery(lambda cluster_id, name: Partition.objects.filter(cluster_id=cluster_id, name=name)
-                           .values_list("pk", "position", "config"), 918273645, "sample-partition")
+#: The partition with one row per node of its pools (a LEFT JOIN: one row of NULL nodes for a
+#: partition without any); nodes dedicated to another owner are skipped by the caller.
 _PARTITION_NODES = CompiledQuery(
-    lambda partition_id, owner: Node.objects.filter(pool__slurm_partitions=partition_id, dedicated_to=owner)
-    .order_by("name").values_list("pk", "name", "state", "state_reason", "last_heartbeat", "pool__machine_type",
-                                  "pool__accelerator_type", "pool__accelerator_count"),
-    918273645, "sample-owner")
+    lambda cluster_id, name: Partition.objects.filter(cluster_id=cluster_id, name=name)
+    .order_by("node_pools__nodes__name")
+    .values_list("pk", "position", "config", "node_pools__nodes__dedicated_to", "node_pools__nodes__pk",
+                 "node_pools__nodes__name", "node_pools__nodes__state", "node_pools__nodes__state_reason",
+                 "node_pools__nodes__last_heartbeat", "node_pools__machine_type", "node_pools__accelerator_type",
+                 "node_pools__accelerator_count"),
+    918273645, "sample-partition")
 _USER_ASSOCIATIONS = CompiledQuery(
     lambda cluster_id, user: Association.objects.filter(cluster_id=cluster_id,
                                                         pk__in=RawSQL(_chain_sql(), (cluster_id, user)))
@@ -271,7 +274,7 @@ class _NodeRow(NamedTuple):
 def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now: dt.datetime) -> ClusterState:
     """What sbatch checks a job against, and nothing else of the cluster: the named partition and
     its nodes (none if there is no such partition), the user's associations with their ancestors,
-    and the QOS. Four compiled queries however many jobs, users and associations the cluster has.
+    and the QOS. Three compiled queries however many jobs, users and associations the cluster has.
 
     Enough for limits.validate_submission except submit-count limits (GrpSubmitJobs,
     MaxSubmitJobs), which count other users' jobs under shared ancestors: see has_submit_count_limits.
@@ -282,12 +285,15 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
     # The nodes' rows as plain tuples with the attributes _node_info reads, not Node and NodePool model
     # instances (building a model instance costs more than reading its row: 16 nodes were a tenth of
     # an sbatch's CPU).
-    for partition_pk, position, config in _PARTITION.rows(cluster.pk, partition):
-        for pk, name, state, reason, heartbeat, machine_type, accelerator, count in _PARTITION_NODES.rows(
-                partition_pk, cluster.owner_key):
+    found = None
+    for position, config, owner, pk, name, state, reason, heartbeat, machine_type, accelerator, count in (
+            row[1:] for row in _PARTITION_NODES.rows(cluster.pk, partition)):
+        found = position, config
+        if pk is not None and owner == cluster.owner_key:
             nodes[pk] = _node_info(_NodeRow(pk, name, state, reason, heartbeat,
                                             _PoolRow(machine_type, accelerator, count)), fresh_after, cluster)
-        partitions[partition] = _partition_info(partition, position, config, tuple(nodes), nodes)
+    if found is not None:
+        partitions[partition] = _partition_info(partition, *found, tuple(nodes), nodes)
     associations = [Association(pk=pk, cluster=cluster, account=Account(name=account), user=user_name,
                                 partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage,
                                 decay_usage=decay)

@@ -56,8 +56,8 @@ def request_pass(cluster: SlurmCluster) -> None:
 
 
 def take_job_ids(cluster: SlurmCluster, count: int) -> int:
-    """The first of ``count`` consecutive job ids, taken from the cluster's counter (call inside a
-    transaction: the cluster row stays locked until it commits)."""
+    """The first of ``count`` consecutive job ids, taken from the cluster's counter. The UPDATE takes
+    them atomically by itself; inside a transaction the cluster row stays locked until it commits."""
     # One UPDATE ... RETURNING (PostgreSQL; SQLite 3.35+) instead of SELECT ... FOR UPDATE and an
     # UPDATE: the update locks the row just the same, with one statement less per sbatch.
     with connection.cursor() as cursor:

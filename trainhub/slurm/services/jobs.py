@@ -19,7 +19,7 @@ from trainhub.common.errors import ApiError
 from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
 from trainhub.slurm import limits
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
-from trainhub.slurm.models import Hold, JobState, SlurmCluster, SlurmJob, SlurmUser
+from trainhub.slurm.models import Hold, JobEvent, JobState, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.sbatch import (
     MAX_LENGTH,
     PATHNAME_TOO_LONG,
@@ -33,7 +33,7 @@ from trainhub.slurm.sbatch import (
     too_long,
 )
 from trainhub.slurm.services.clusters import request_pass, take_job_ids
-from trainhub.slurm.services.lifecycle import job_event, job_requeue, job_stop
+from trainhub.slurm.services.lifecycle import EVENT_INSERT, job_event, job_requeue, job_stop
 from trainhub.slurm.services.mail import mail_job_ended
 from trainhub.slurm.services.passes import submission_priority, will_run
 
@@ -251,11 +251,18 @@ def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
     return depends
 
 
-@transaction.atomic(savepoint=False)  # job_submit's transaction or its own: no savepoint to undo alone
 def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: SbatchOptions, submission: Submission,
                 script: str, now: dt.datetime, begin: dt.datetime, time_limit: int | None,
-                array: arrays.ArraySpec | None = None, **values) -> SlurmJob:
-    """The job record under the cluster's next job id; an array's one record for all its tasks."""
+                array: arrays.ArraySpec | None = None, event: str = "", **values) -> SlurmJob:
+    """The job record under the cluster's next job id, with its first event when ``event`` is given;
+    an array's one record for all its tasks.
+
+    The id is taken in a statement of its own, outside the insert's transaction, so the cluster's
+    counter row is locked only while that UPDATE runs, not while the job is written: concurrent
+    sbatch calls do not queue behind each other's inserts. A submission that fails after taking
+    its id leaves that id unused, as slurmctld does when a job it numbered is not queued; the
+    job and its event are written together (one statement on PostgreSQL, CompiledInsert.save_with).
+    """
     job_id = take_job_ids(cluster, 1)
     username = user.get_username()
     name = options.job_name or ("interactive" if submission.allocation else "wrap" if options.wrap is not None
@@ -273,7 +280,10 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         comment=options.comment or "", submit_time=now, begin_time=begin, interactive=submission.allocation,
         salloc_seen=now if submission.allocation else None, alloc_node=submission.alloc_node[:255],
         alloc_sid=submission.alloc_sid, **values)
-    _JOB_INSERT.save(job)
+    if event:
+        _JOB_INSERT.save_with(job, JobEvent(time=now, message=event), EVENT_INSERT)
+    else:
+        _JOB_INSERT.save(job)
     return job
 
 
@@ -299,8 +309,7 @@ def _test_only(cluster: SlurmCluster, state: snapshot.ClusterState, probe: Slurm
                now: dt.datetime) -> SlurmJob:
     """--test-only: the job is not queued, but its test takes a job id, as in slurmctld (the id is
     used up: the next job's is one more). Returns the unsaved job with its expected start and nodes."""
-    with transaction.atomic():
-        probe.job_id = take_job_ids(cluster, 1)
+    probe.job_id = take_job_ids(cluster, 1)
     probe.account, probe.qos, probe.time_limit = accepted.account, accepted.qos or "", accepted.time_limit_minutes
     probe.submit_time = probe.begin_time = now
     found = will_run(cluster, state, probe, now)
@@ -350,7 +359,8 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         state = snapshot.load_cluster(cluster, now=now)
         context = snapshot.limit_context(state)
         active = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
-    default_account = next(iter(_DEFAULT_ACCOUNT.rows(cluster.pk, username)), (None,))[0]
+    # -A names the account: the user's DefaultAccount would not be used.
+    default_account = None if options.account else next(iter(_DEFAULT_ACCOUNT.rows(cluster.pk, username)), (None,))[0]
     probe = SlurmJob(cluster=cluster, user_name=username, account=options.account or "", partition=partition,
                      **fields)
     try:
@@ -379,14 +389,14 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     reason = ("JobHeldUser" if hold else "BeginTime" if begin > now else dependency.pending_reason(depends)
               or accepted.pending_reason or "None")
     requeue = options.requeue if options.requeue is not None else bool(state.config.job_requeue)
-    with transaction.atomic():
-        job = _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
-                          account=accepted.account, partition=partition, qos=accepted.qos or "", begin=begin,
-                          time_limit=accepted.time_limit_minutes, requeue=requeue, nice=options.nice or 0,
-                          hold=hold, dependency=depends, reason=reason, array=array, **fields)
-        job_event(job, now, f"Submitted by {username} to partition {job.partition} (account {job.account}, "
-                            f"QOS {job.qos or 'none'}).")
-        request_pass(cluster)
+    qos = accepted.qos or ""
+    job = _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
+                      account=accepted.account, partition=partition, qos=qos, begin=begin,
+                      time_limit=accepted.time_limit_minutes, requeue=requeue, nice=options.nice or 0,
+                      hold=hold, dependency=depends, reason=reason, array=array, **fields,
+                      event=f"Submitted by {username} to partition {partition} (account {accepted.account}, "
+                            f"QOS {qos or 'none'}).")
+    request_pass(cluster)
     return job
 
 

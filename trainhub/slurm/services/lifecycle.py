@@ -48,11 +48,11 @@ INACTIVE_LIMIT = "InactiveLimit"
 
 
 #: The event's INSERT, built once per process: every sbatch writes one (common.compiled).
-_EVENT_INSERT = CompiledInsert(JobEvent)
+EVENT_INSERT = CompiledInsert(JobEvent)
 
 
 def job_event(job: SlurmJob, now: dt.datetime, message: str) -> None:
-    _EVENT_INSERT.save(JobEvent(job=job, time=now, message=message))
+    EVENT_INSERT.save(JobEvent(job=job, time=now, message=message))
 
 
 def _locked_job(job_pk: int) -> SlurmJob:
