@@ -1,7 +1,11 @@
 """bench/slurm_vs_real finds the Slurm harness through its pointer file, and goes on without it; it
-counts the CPU of the harness's slurmctld beside the commands'."""
+counts the CPU of the harness's slurmctld beside the commands', and measures trainhub only once the
+harness's daemons are idle again."""
 
-from bench.slurm_vs_real import _slurmctld, harness_environment
+import subprocess
+import sys
+
+from bench.slurm_vs_real import _slurmctld, harness_environment, harness_settled
 
 
 def test_without_a_harness_pointer_real_slurm_is_not_available(tmp_path, monkeypatch):
@@ -21,3 +25,16 @@ def test_a_pointer_to_a_harness_that_does_not_answer_is_not_available(tmp_path, 
 def test_the_slurmctld_counted_is_the_one_the_harness_started(tmp_path):
     (tmp_path / "pids").write_text("munged 11\nslurmctld 42\nslurmd.gpu1 43\n")
     assert _slurmctld({"SLURMH_STATE": str(tmp_path)}) == [42]
+
+
+def test_trainhub_is_measured_once_the_harness_daemons_are_idle_again(tmp_path):
+    """A daemon still busy (as slurmdbd recording 10,000 cancellations) is waited for; an idle one is not."""
+    busy = subprocess.Popen([sys.executable, "-c",
+                             "import time\nend = time.time() + 2\nwhile time.time() < end: pass\ntime.sleep(60)"])
+    idle = subprocess.Popen(["sleep", "60"])
+    (tmp_path / "pids").write_text(f"slurmdbd {busy.pid}\nmariadbd {idle.pid}\n")
+    try:
+        waited = harness_settled({"SLURMH_STATE": str(tmp_path)})
+    finally:
+        busy.kill(), idle.kill(), busy.wait(), idle.wait()
+    assert 1.9 <= waited < 10
