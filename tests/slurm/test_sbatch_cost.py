@@ -2,6 +2,7 @@
 association chain and the QOS - never the whole cluster - in a number of SQL statements that does
 not grow with the cluster's jobs, users or associations."""
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -34,21 +35,24 @@ def test_an_sbatch_costs_the_same_statements_however_big_the_cluster(api, accoun
 
 
 
-def test_an_administrators_sbatch_reads_the_membership_once_and_takes_its_job_id_before_writing_the_job(api, accounts,
+def test_an_administrators_sbatch_reads_the_membership_once_and_takes_its_job_id_as_it_writes_the_job(api, accounts,
                                                                                                         admin):
     _statements(api, "alice")
     statements = _statements(api, "alice")  # a platform administrator: sbatch asks whether they may --nice < 0
     assert sum('FROM "iam_membership"' in sql for sql in statements) == 1  # with the token, not again
-    assert [sql.split()[0] for sql in statements if "slurm_slurmcluster" in sql] == ["SELECT", "UPDATE"]
-    # The id is taken by one UPDATE outside the insert's transaction (the counter row is not held
-    # while the job is written), then the job and its event are written together.
     verbs = [sql.split()[0] for sql in statements]
-    taken = verbs.index("UPDATE")
-    assert verbs[:taken].count("SAVEPOINT") == verbs[:taken].count("RELEASE")  # no transaction of sbatch's is open
     if connection.vendor == "postgresql":
-        assert verbs[taken + 1:taken + 2] == ["WITH"] and "slurm_jobevent" in statements[taken + 1]
+        # The id is taken in the statement that writes the job and its event: the cluster's counter
+        # row is locked only while it runs, with no transaction of sbatch's around it.
+        assert [verb for verb, sql in zip(verbs, statements, strict=True) if "slurm_slurmcluster" in sql] == [
+            "SELECT", "WITH"]
+        written = verbs.index("WITH")
+        assert all(table in statements[written]
+                   for table in ('UPDATE "slurm_slurmcluster"', '"slurm_slurmjob"', '"slurm_jobevent"'))
+        assert verbs[:written].count("SAVEPOINT") == verbs[:written].count("RELEASE")  # no transaction around it
     else:
-        assert verbs[taken + 1:taken + 4] == ["SAVEPOINT", "INSERT", "INSERT"]
+        taken = verbs.index("UPDATE")
+        assert verbs[taken - 1:taken + 3] == ["SAVEPOINT", "UPDATE", "INSERT", "INSERT"]
 
 
 def test_a_submit_count_limit_still_counts_other_users_jobs_under_the_account(api, accounts, now):
@@ -68,3 +72,30 @@ def test_the_default_account_is_read_only_when_sbatch_names_none(api, accounts):
     default_read = [sql for sql in _statements(api) if 'FROM "slurm_slurmuser"' in sql]
     named = _statements(api, "uma", "-A", "ml")
     assert len(default_read) == 1 and not any('FROM "slurm_slurmuser"' in sql for sql in named)
+
+
+def test_a_job_written_with_its_event_takes_the_next_id_in_the_same_statement_or_none(cluster, admin, now):
+    """CompiledInsert.save_with numbered by the cluster's counter: both rows and the id, or nothing."""
+    from django.db import IntegrityError, transaction
+
+    from trainhub.common.compiled import CompiledInsert
+    from trainhub.slurm.models import JobEvent, SlurmCluster, SlurmJob
+    from trainhub.slurm.services.clusters import JOB_IDS
+    from trainhub.slurm.services.lifecycle import EVENT_INSERT
+
+    def write(message):
+        job = SlurmJob(cluster=cluster, name="wrap", submitted_by=admin, user_name="alice", partition="a4",
+                       submit_time=now, begin_time=now)
+        CompiledInsert(SlurmJob).save_with(job, JobEvent(time=now, message=message), EVENT_INSERT,
+                                           numbered_by=(JOB_IDS, cluster.pk, ("job_id", "array_job_id")))
+        return job
+
+    first = SlurmCluster.objects.get(pk=cluster.pk).next_job_id
+    job = write("queued")
+    assert (job.job_id, job.array_job_id) == (first, first)
+    assert SlurmJob.objects.filter(pk=job.pk, job_id=first, array_job_id=first).exists()
+    assert list(JobEvent.objects.filter(job=job).values_list("message", flat=True)) == ["queued"]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        write(None)  # the event's message is NOT NULL
+    assert SlurmCluster.objects.get(pk=cluster.pk).next_job_id == first + 1
+    assert write("next").job_id == first + 1

@@ -18,7 +18,8 @@ time: it keeps the statement and only prepares each field's value, as the ORM's 
 ``save_with`` inserts a row and one that points at it (a job and its creation event): on
 PostgreSQL in one statement, a data-modifying ``WITH``, which commits by itself outside a
 transaction - one round trip where two INSERTs in a transaction take four (BEGIN, INSERT,
-INSERT, COMMIT).
+INSERT, COMMIT). Given a ``Counter`` (a Slurm cluster's next job id), the same statement also
+takes the row's number from it: the counter's row is locked only while that statement runs.
 """
 
 from __future__ import annotations
@@ -40,6 +41,33 @@ class _Compiled:
     slots: tuple[tuple[int, int], ...]
     #: (column position, converters, expression), as SQLCompiler.get_converters gives them.
     converters: tuple[tuple[int, tuple[Callable, ...], Any], ...]
+
+
+@dataclass(frozen=True)
+class Counter:
+    """An integer column of ``model`` that numbers new rows elsewhere (a Slurm cluster's
+    ``next_job_id``): taking numbers adds to it and returns the first taken, in one UPDATE."""
+
+    model: type[Model]
+    column: str
+
+    def _sql(self, connection: Any) -> tuple[str, str]:
+        """The UPDATE that adds a parameter to the counter of the row whose primary key is the next
+        parameter, and the expression for the first number taken."""
+        quote, meta = connection.ops.quote_name, self.model._meta
+        column = quote(meta.get_field(self.column).column)
+        update = (f"UPDATE {quote(meta.db_table)} SET {column} = {column} + %s "  # noqa: S608
+                  f"WHERE {quote(meta.pk.column)} = %s")
+        return update, column
+
+    def take(self, pk: Any, count: int = 1, *, using: str = DEFAULT_DB_ALIAS) -> int:
+        """The first of ``count`` consecutive numbers. The UPDATE takes them atomically by itself;
+        inside a transaction the counter's row stays locked until it commits."""
+        connection = connections[using]
+        update, column = self._sql(connection)
+        with connection.cursor() as cursor:
+            cursor.execute(f"{update} RETURNING {column}", [count, pk])
+            return cursor.fetchone()[0] - count
 
 
 class CompiledQuery:
@@ -105,9 +133,9 @@ class CompiledInsert:
         self._model = model
         #: by (database alias, vendor), as for CompiledQuery: the fields and the statement.
         self._compiled: dict[tuple[str, str], tuple[list[Field], str]] = {}
-        #: save_with's statements, by (database alias, dependent model): its link, the dependent's
-        #: fields other than the link, and the WITH statement.
-        self._with_compiled: dict[tuple[str, type[Model]], tuple[ForeignKey, list[Field], str]] = {}
+        #: save_with's statements, by (database alias, dependent model, counter and the fields it
+        #: numbers): its link, the dependent's fields other than the link, and the WITH statement.
+        self._with_compiled: dict[tuple, tuple[ForeignKey, list[Field], str]] = {}
 
     def _compile(self, connection: Any) -> tuple[list[Field], str]:
         meta = self._model._meta
@@ -153,48 +181,71 @@ class CompiledInsert:
         self._saved(obj, pk, using)
 
     def save_with(self, obj: Model, dependent: Model, dependent_insert: "CompiledInsert", *,
+                  numbered_by: tuple[Counter, Any, tuple[str, ...]] | None = None,
                   using: str = DEFAULT_DB_ALIAS) -> None:
         """Insert ``obj`` and ``dependent``, whose foreign key points at it, both or neither.
 
-        On PostgreSQL it is one statement (``WITH parent AS (INSERT ... RETURNING pk) INSERT ...
-        SELECT parent.pk ...``); elsewhere two INSERTs in one transaction.
+        ``numbered_by`` = (counter, the counter row's primary key, fields of ``obj``): those fields
+        take the counter's next number, set on ``obj`` too.
+
+        On PostgreSQL it is one statement (``WITH [number AS (UPDATE ... RETURNING)] parent AS
+        (INSERT ... RETURNING pk) INSERT ... SELECT parent.pk ...``); elsewhere the number's UPDATE
+        and two INSERTs in one transaction.
         """
         connection = connections[using]
+        counter, counter_pk, numbered = numbered_by or (None, None, ())
         if connection.vendor != "postgresql":
             link = dependent_insert._link_to(self._model)
             with transaction.atomic(using=using):
+                if counter is not None:
+                    number = counter.take(counter_pk, using=using)
+                    for name in numbered:
+                        setattr(obj, name, number)
                 self.save(obj, using=using)
                 setattr(dependent, link.name, obj)
                 dependent_insert.save(dependent, using=using)
             return
         fields, _ = self._statement(connection, using)
-        key = (using, dependent_insert._model)
+        key = (using, dependent_insert._model, counter, numbered)
         compiled = self._with_compiled.get(key)
         if compiled is None:
-            compiled = self._with_compiled[key] = self._compile_with(connection, using, dependent_insert)
+            compiled = self._with_compiled[key] = self._compile_with(connection, using, dependent_insert, counter,
+                                                                     numbered)
         link, dependent_fields, statement = compiled
-        params = self._prepare(obj, fields, connection, using)
+        params = [value for field, value in zip(fields, self._prepare(obj, fields, connection, using), strict=True)
+                  if field.attname not in numbered]
         dependent_params = dependent_insert._prepare(dependent, dependent_fields, connection, using)
         with connection.cursor() as cursor:
-            cursor.execute(statement, params + dependent_params)
-            pk, dependent_pk = cursor.fetchone()
+            cursor.execute(statement, ([1, counter_pk] if counter is not None else []) + params + dependent_params)
+            pk, dependent_pk, number = cursor.fetchone()
+        for name in numbered:
+            setattr(obj, name, number)
         self._saved(obj, pk, using)
         setattr(dependent, link.name, obj)
         self._saved(dependent, dependent_pk, using)
 
-    def _compile_with(self, connection: Any, using: str,
-                      dependent_insert: "CompiledInsert") -> tuple[ForeignKey, list[Field], str]:
+    def _compile_with(self, connection: Any, using: str, dependent_insert: "CompiledInsert", counter: Counter | None,
+                      numbered: tuple[str, ...]) -> tuple[ForeignKey, list[Field], str]:
         link = dependent_insert._link_to(self._model)
-        _, sql = self._statement(connection, using)
+        fields, _ = self._statement(connection, using)
         dependent_fields, _ = dependent_insert._statement(connection, using)
         quote = connection.ops.quote_name
         meta, dependent_meta = self._model._meta, dependent_insert._model._meta
-        values = ", ".join(f"parent.{quote(meta.pk.column)}" if field is link else "%s" for field in dependent_fields)
-        statement = (f"WITH parent AS ({sql}) "
-                     f"INSERT INTO {quote(dependent_meta.db_table)} "
+        number = ""
+        if counter is not None:
+            update, column = counter._sql(connection)
+            number = f"number AS ({update} RETURNING {column} - 1 AS value), "
+        values = ", ".join("number.value" if field.attname in numbered else "%s" for field in fields)
+        dependent_values = ", ".join(f"parent.{quote(meta.pk.column)}" if field is link else "%s"
+                                     for field in dependent_fields)
+        statement = (f"WITH {number}"
+                     f"parent AS (INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+                     f"SELECT {values}{' FROM number' if number else ''} RETURNING {quote(meta.pk.column)}), "
+                     f"child AS (INSERT INTO {quote(dependent_meta.db_table)} "
                      f"({', '.join(quote(field.column) for field in dependent_fields)}) "
-                     f"SELECT {values} FROM parent "
-                     f"RETURNING {quote(link.column)}, {quote(dependent_meta.pk.column)}")
+                     f"SELECT {dependent_values} FROM parent RETURNING {quote(dependent_meta.pk.column)}) "
+                     f"SELECT parent.{quote(meta.pk.column)}, child.{quote(dependent_meta.pk.column)}, "
+                     f"{'number.value' if number else 'NULL'} FROM parent, child{', number' if number else ''}")
         return link, [field for field in dependent_fields if field is not link], statement
 
     def _link_to(self, model: type[Model]) -> ForeignKey:

@@ -7,9 +7,10 @@ import datetime as dt
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from trainhub.common.compiled import Counter
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.iam.models import Project
 from trainhub.inventory.models import Node, NodePool, NodeState
@@ -40,9 +41,6 @@ DEFAULT_QOS = "normal"
 ROOT = "root"
 
 
-_CLUSTER_TABLE = f'"{SlurmCluster._meta.db_table}"'
-
-
 def pass_requested_flag(cluster_pk: int) -> str:
     """The Redis flag that says a pass of the cluster is asked for and not yet started."""
     return f"trainhub:slurm:{cluster_pk}:pass-requested"
@@ -55,15 +53,13 @@ def request_pass(cluster: SlurmCluster) -> None:
     pass_requests.request_coalesced(pass_requested_flag(cluster.pk), "trainhub.slurm.tasks.cluster_pass", cluster.pk)
 
 
+#: A cluster's job ids: slurmctld numbers jobs from one counter per cluster.
+JOB_IDS = Counter(SlurmCluster, "next_job_id")
+
+
 def take_job_ids(cluster: SlurmCluster, count: int) -> int:
-    """The first of ``count`` consecutive job ids, taken from the cluster's counter. The UPDATE takes
-    them atomically by itself; inside a transaction the cluster row stays locked until it commits."""
-    # One UPDATE ... RETURNING (PostgreSQL; SQLite 3.35+) instead of SELECT ... FOR UPDATE and an
-    # UPDATE: the update locks the row just the same, with one statement less per sbatch.
-    with connection.cursor() as cursor:
-        cursor.execute(f'UPDATE {_CLUSTER_TABLE} SET "next_job_id" = "next_job_id" + %s WHERE "id" = %s '  # noqa: S608
-                       'RETURNING "next_job_id"', [count, cluster.pk])
-        return cursor.fetchone()[0] - count
+    """The first of ``count`` consecutive job ids, taken from the cluster's counter in one UPDATE."""
+    return JOB_IDS.take(cluster.pk, count)
 
 
 def audit(cluster: SlurmCluster, *, actor: str, subject: str, old: Any, new: Any, now: dt.datetime) -> None:

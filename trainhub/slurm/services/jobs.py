@@ -32,7 +32,7 @@ from trainhub.slurm.sbatch import (
     script_directives,
     too_long,
 )
-from trainhub.slurm.services.clusters import request_pass, take_job_ids
+from trainhub.slurm.services.clusters import JOB_IDS, request_pass, take_job_ids
 from trainhub.slurm.services.lifecycle import EVENT_INSERT, job_event, job_requeue, job_stop
 from trainhub.slurm.services.mail import mail_job_ended
 from trainhub.slurm.services.passes import submission_priority, will_run
@@ -257,22 +257,20 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
     """The job record under the cluster's next job id, with its first event when ``event`` is given;
     an array's one record for all its tasks.
 
-    The id is taken in a statement of its own, outside the insert's transaction, so the cluster's
-    counter row is locked only while that UPDATE runs, not while the job is written: concurrent
-    sbatch calls do not queue behind each other's inserts. A submission that fails after taking
-    its id leaves that id unused, as slurmctld does when a job it numbered is not queued; the
-    job and its event are written together (one statement on PostgreSQL, CompiledInsert.save_with).
+    With its event, the job takes its id in the statement that writes both (on PostgreSQL; see
+    CompiledInsert.save_with), so the cluster's counter row is locked only while that statement
+    runs, not for a transaction around it: concurrent sbatch calls do not queue behind each other.
     """
-    job_id = take_job_ids(cluster, 1)
     username = user.get_username()
     name = options.job_name or ("interactive" if submission.allocation else "wrap" if options.wrap is not None
                                 else "sbatch")
+    numbered = ("job_id",)
     if array is not None:
+        numbered += ("array_job_id",)
         tasks = arrays.compress(array.task_ids)
-        values.update(array_job_id=job_id, array_pending=tasks, array_tasks=tasks,
-                      array_max_running=array.max_running)
+        values.update(array_pending=tasks, array_tasks=tasks, array_max_running=array.max_running)
     job = SlurmJob(
-        cluster=cluster, job_id=job_id, name=name, submitted_by=user, user_name=username, time_limit=time_limit,
+        cluster=cluster, name=name, submitted_by=user, user_name=username, time_limit=time_limit,
         script=script, script_args=list(submission.script_args), work_dir=_work_dir(options, username),
         stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
             "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
@@ -281,8 +279,12 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         salloc_seen=now if submission.allocation else None, alloc_node=submission.alloc_node[:255],
         alloc_sid=submission.alloc_sid, **values)
     if event:
-        _JOB_INSERT.save_with(job, JobEvent(time=now, message=event), EVENT_INSERT)
+        _JOB_INSERT.save_with(job, JobEvent(time=now, message=event), EVENT_INSERT,
+                              numbered_by=(JOB_IDS, cluster.pk, numbered))
     else:
+        job_id = take_job_ids(cluster, 1)
+        for field in numbered:
+            setattr(job, field, job_id)
         _JOB_INSERT.save(job)
     return job
 
