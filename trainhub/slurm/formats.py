@@ -582,8 +582,7 @@ class SqueueJob:
     exc_nodes: str = ""
     submit_time: dt.datetime | None = None
     work_dir: str = ""
-    #: What slurmctld keeps per job and trainhub per cluster: the cluster's name, and the uid and gid
-    #: a project's jobs run as (inventory.assignments.project_identity) and that group's name.
+    #: The cluster's name; the submitter's uid, gid and group name (SlurmJob.uid, gid, group_name).
     cluster: str = ""
     uid: int = 0
     gid: int = 0

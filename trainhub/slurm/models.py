@@ -225,6 +225,11 @@ class SlurmJob(models.Model):
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
                                      related_name="slurm_jobs")
     user_name = models.CharField(max_length=150)
+    #: The submitter's uid, gid and group name at submission (iam.selectors.posix_account), kept as
+    #: slurmctld keeps job_ptr->user_id and group_id: squeue's %U %G %g, scontrol's UserId and GroupId.
+    uid = models.PositiveIntegerField(default=0)
+    gid = models.PositiveIntegerField(default=0)
+    group_name = models.CharField(max_length=150, blank=True, default="")
     account = models.CharField(max_length=64)
     partition = models.CharField(max_length=63)
     qos = models.CharField(max_length=64)

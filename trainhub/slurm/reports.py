@@ -25,7 +25,6 @@ from django.db.models import (Case, DateTimeField, Exists, F, Func, IntegerField
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
 
-from trainhub.inventory.assignments import project_identity
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import arrays, formats, jobenv, scontrol_job, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
@@ -141,8 +140,9 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
                        "exit_signal", "stdout_pattern", "stderr_pattern", "alloc_node", "alloc_sid",
+                       "uid", "gid", "group_name",
                        # what _squeue_rows annotates
-                       "squeue_cluster", "squeue_uid", "squeue_group", "squeue_assoc", "squeue_last_pass")
+                       "squeue_cluster", "squeue_assoc", "squeue_last_pass")
 
 
 def _squeue_fields(format_text: str) -> tuple[str, ...]:
@@ -199,10 +199,10 @@ def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt
                  now: dt.datetime) -> dict:
     """SqueueJob's values of the _SQUEUE_MORE_FIELDS read for a row."""
     (interactive, accrue_time, begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern,
-     stderr_pattern, alloc_node, alloc_sid, cluster_name, uid, group, assoc_id, last_pass) = more
+     stderr_pattern, alloc_node, alloc_sid, uid, gid, group, cluster_name, assoc_id, last_pass) = more
     started = start_time if start_time is not None and start_time < now else None
     return dict(
-        cluster=cluster_name, uid=uid, gid=uid, group=group, batch=not interactive, alloc_node=alloc_node,
+        cluster=cluster_name, uid=uid, gid=gid, group=group, batch=not interactive, alloc_node=alloc_node,
         alloc_sid=alloc_sid, accrue_time=accrue_time,
         # squeue's EligibleTime: none while held or waiting for a dependency (--begin's time before it comes)
         eligible_time=None if hold or depends else begin_time, requeue=requeue, restart_count=restart_count,
@@ -213,8 +213,7 @@ def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt
 
 def _squeue_rows(cluster: SlurmCluster, format_text: str) -> QuerySet:
     """The cluster's jobs, each with what squeue shows of the cluster on every line where ``format_text``
-    shows it (formats.squeue_reads_more): its name, and the uid/gid the project's jobs run as (as scontrol
-    show step's UserId) and that group's name, the project's; and, only where the format shows them, the
+    shows it (formats.squeue_reads_more): its name; and, only where the format shows them, the
     job's association (its partition's, else the one for every partition) and the cluster's last scheduler
     pass (None otherwise: no join, and a kept line is not laid out again at every pass)."""
     rows = SlurmJob.objects.filter(cluster=cluster)
@@ -224,8 +223,7 @@ def _squeue_rows(cluster: SlurmCluster, format_text: str) -> QuerySet:
         Q(partition=OuterRef("partition")) | Q(partition=""), cluster=cluster, account__name=OuterRef("account"),
         user=OuterRef("user_name")).order_by("-partition").values("pk")[:1]
     return rows.annotate(
-        squeue_cluster=Value(cluster.cluster_id), squeue_uid=Value(project_identity(cluster.project_id)["uid"]),
-        squeue_group=Value(cluster.project.project_id),
+        squeue_cluster=Value(cluster.cluster_id),
         squeue_assoc=Subquery(association) if "{associd}" in format_text else Value(None, IntegerField()),
         squeue_last_pass=(F("cluster__last_pass_time") if "{lastschedeval}" in format_text
                           else Value(None, DateTimeField())))
@@ -369,17 +367,16 @@ PENDING_STEP_SECONDS = 10
 def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -> Report:
     """``scontrol show step [JOBID[.STEPID]]``: the running steps, each job's batch script first
     and the sruns still waiting for theirs last (``JOBID.TDB``; fixtures/22.05/steps/scontrol-step-1.txt),
-    UserId the project's uid that the tasks run as. Raises ValueError for a ``step`` that is not
+    UserId the job's submitter's uid. Raises ValueError for a ``step`` that is not
     JOBID, JOBID.STEPID or JOBID.batch."""
     job_id, _, step_id = step.partition(".")
     if step and not (job_id.isdigit() and (step_id == "" or step_id == "batch" or step_id.isdigit())):
         raise ValueError(f"Invalid job step id: {step}")
-    uid = project_identity(cluster.project_id)["uid"]
     items = []
     for job, steps, run, batch in _running_steps(cluster, jobs=job_id):
         if batch is not None and step_id in ("", "batch"):
             items.append(formats.ScontrolStep(
-                step_id=f"{job.job_id}.batch", user_id=uid, start=run.start_time, partition=job.partition,
+                step_id=f"{job.job_id}.batch", user_id=job.uid, start=run.start_time, partition=job.partition,
                 node_list=batch.node.name, nodes=1, tasks=1, name="batch", batch=True))
         for running in steps:
             if step_id not in ("", str(running.step_id)):
@@ -387,14 +384,14 @@ def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -
             parts = list(running.step_nodes.all())
             cpus = sum(part.cpus for part in parts)
             items.append(formats.ScontrolStep(
-                step_id=f"{job.job_id}.{running.step_id}", user_id=uid, start=running.start_time,
+                step_id=f"{job.job_id}.{running.step_id}", user_id=job.uid, start=running.start_time,
                 partition=job.partition, node_list=running.node_list, nodes=len(parts), tasks=running.num_tasks,
                 name=running.name, cpus=cpus, tres=_step_tres(cpus, sum(len(p.gpu_indices) for p in parts), len(parts)),
                 srun_host=running.srun_host, srun_pid=running.srun_pid, tres_per_step=running.tres_per_step,
                 tres_per_node=running.tres_per_node))
         if step_id == "":
             items += [formats.ScontrolStep(
-                step_id=f"{job.job_id}.TDB", user_id=uid, start=None, partition=job.partition,
+                step_id=f"{job.job_id}.TDB", user_id=job.uid, start=None, partition=job.partition,
                 node_list=waiting.node_list, nodes=waiting.num_nodes, tasks=waiting.num_tasks, name="",
                 cpus=waiting.cpus, srun_host=waiting.srun_host, srun_pid=waiting.srun_pid)
                 for waiting in PendingStep.objects.filter(
@@ -428,8 +425,7 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     node_memory = max((node.memory_mb for node in state.nodes.values()), default=0)
     hosts = dict(JobNode.objects.filter(job__cluster=cluster, batch_host=True, run_index=F("job__restart_count"))
                  .values_list("job_id", "node__name"))
-    uid = project_identity(cluster.project_id)["uid"]
-    items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
+    items = [_scontrol_job(row, now=now, exempt=exempt, node_memory=node_memory,
                            batch_host=hosts.get(row.pk, ""), task_id=task_id)
              for row in jobs]
     report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
@@ -438,7 +434,7 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     return report
 
 
-def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timedelta, node_memory: int,
+def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node_memory: int,
                   batch_host: str, task_id: int | None = None) -> scontrol_job.ScontrolJob:
     pending = job.state == JobState.PENDING
     waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
@@ -471,7 +467,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         job_id=job.job_id, job_name=job.name, user=job.user_name, array_job_id=job.array_job_id,
         task_id=job.array_task_id if task_id is None else task_id)
     return scontrol_job.ScontrolJob(
-        job_id=job.job_id, name=job.name, user=job.user_name, uid=uid, priority=job.priority, nice=job.nice,
+        job_id=job.job_id, name=job.name, user=job.user_name, uid=job.uid, gid=job.gid,
+        group=job.group_name, priority=job.priority, nice=job.nice,
         account=job.account, qos=job.qos, state=job.state, reason=job.reason, dependency=job.dependency,
         requeue=job.requeue, restarts=job.restart_count, batch=not job.interactive,
         # its raw wait status 1 (sacct's 1:0) as scontrol decodes it, WEXITSTATUS:WTERMSIG

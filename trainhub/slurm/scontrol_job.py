@@ -17,6 +17,8 @@ class ScontrolJob:
     name: str
     user: str
     uid: int
+    gid: int
+    group: str
     priority: int
     nice: int
     account: str
@@ -115,7 +117,7 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
     "\\n\\n" ("\\n" with -o)."""
     started = job.start is not None and job.state != "PENDING"
     lines = [f"JobId={job.job_id} {job.array}JobName={job.name}",
-             f"   UserId={job.user}({job.uid}) GroupId={job.user}({job.uid}) MCS_label=N/A",
+             f"   UserId={job.user}({job.uid}) GroupId={job.group}({job.gid}) MCS_label=N/A",
              f"   Priority={job.priority} Nice={job.nice} Account={job.account} QOS={job.qos}",
              f"   JobState={job.state} Reason={job.reason.replace(' ', '_')} Dependency={job.dependency or '(null)'}",
              f"   Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag={int(job.batch)} Reboot=0 "

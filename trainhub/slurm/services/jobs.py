@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from trainhub.common.compiled import CompiledInsert, CompiledQuery
 from trainhub.common.errors import ApiError
+from trainhub.iam.selectors import posix_account
 from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
 from trainhub.slurm import limits
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
@@ -258,6 +259,7 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
     """The job record under the cluster's next job id; an array's one record for all its tasks."""
     job_id = take_job_ids(cluster, 1)
     username = user.get_username()
+    identity = posix_account(user=user)
     name = options.job_name or ("interactive" if submission.allocation else "wrap" if options.wrap is not None
                                 else "sbatch")
     if array is not None:
@@ -265,7 +267,8 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         values.update(array_job_id=job_id, array_pending=tasks, array_tasks=tasks,
                       array_max_running=array.max_running)
     job = SlurmJob(
-        cluster=cluster, job_id=job_id, name=name, submitted_by=user, user_name=username, time_limit=time_limit,
+        cluster=cluster, job_id=job_id, name=name, submitted_by=user, user_name=username, uid=identity.uid,
+        gid=identity.gid, group_name=identity.group, time_limit=time_limit,
         script=script, script_args=list(submission.script_args), work_dir=_work_dir(options, username),
         stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
             "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
