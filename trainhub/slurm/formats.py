@@ -608,6 +608,8 @@ class SqueueJob:
     #: AssocID (0: not read) and when the cluster's scheduler last ran (LastSchedEval; None: not read).
     assoc_id: int = 0
     last_pass: dt.datetime | None = None
+    #: tres-alloc: scontrol show job's TRES= (scontrol_job.job_tres_text; "": not read).
+    tres: str = ""
 
     @property
     def display_id(self) -> str:
@@ -818,6 +820,7 @@ _SQUEUE_NAMED_FIELDS: dict[str, tuple[str, Callable[[SqueueJob], str]]] = {
     # --gpus is kept as GPUs per node (%b), not as slurmctld's TresPerJob
     "tres-per-job": ("TRES_PER_JOB", lambda job: "N/A"),
     "tres-per-task": ("TRES_PER_TASK", lambda job: f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "N/A"),
+    "tres-alloc": ("TRES_ALLOC", attrgetter("tres")),
 }
 #: squeue's older names of the heterogeneous job fields
 _SQUEUE_NAMED_FIELDS.update({f"pack{name[3:]}": _SQUEUE_NAMED_FIELDS[name]

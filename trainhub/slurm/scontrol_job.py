@@ -94,6 +94,21 @@ def tres_text(*, cpus: int, mem_mb: int, nodes: int, billing: int, gpus: int) ->
     return ",".join(f"{name}={value}" for name, value in parts if value)
 
 
+def job_tres_text(*, requested: bool, cpus: int, nodes: int, gpus: int, mem_per_node: int, mem_per_cpu: int,
+                  node_memory_mb: int, memory_is_consumable: bool) -> str:
+    """scontrol's TRES= and squeue's tres-alloc (both slurmctld's tres_req_str while a job waits, its
+    tres_alloc_str once it has nodes). ``requested``: a pending (or rejected) job's memory is --mem x
+    nodes, --mem-per-cpu x CPUs, else the nodes' whole memory (MinMemoryNode=0); an allocation holds
+    memory only where memory is a consumable resource (CR_*_Memory: fixtures/22.05/command-tres,
+    ``-N 2 --gres=gpu:3 --mem=2000`` running under CR_CPU is ``cpu=2,node=2,billing=2,gres/gpu=6``).
+    Billing is the CPUs (no TRESBillingWeights)."""
+    if requested:
+        mem = mem_per_node * nodes or mem_per_cpu * cpus or node_memory_mb * nodes
+    else:
+        mem = mem_per_node * nodes or mem_per_cpu * cpus if memory_is_consumable else 0
+    return tres_text(cpus=cpus, mem_mb=mem, nodes=nodes, billing=cpus, gpus=gpus)
+
+
 def _memory_line(job: ScontrolJob) -> str:
     if job.mem_per_cpu:
         return f"MinMemoryCPU={job.mem_per_cpu}M"
