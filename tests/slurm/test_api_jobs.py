@@ -47,6 +47,25 @@ def test_a_job_keeps_its_submitters_uid_and_group_as_slurmctld_does(api, account
     assert "   UserId=uma(1001) GroupId=physics(500) MCS_label=N/A\n" in scontrol
 
 
+def test_sbatch_keeps_the_script_files_path_as_the_jobs_command(api, accounts):
+    body = {"sbatchArgs": ["-t", "5"], "script": "#!/bin/bash\nhostname\n", "scriptPath": "/home/uma/job.sh",
+            "scriptArgs": ["a1", "b c"]}
+    job_id = api("uma").post(JOBS, body, format="json").json()["jobId"]
+    assert api("uma").get(f"{JOBS}/{job_id}").json()["command"] == "/home/uma/job.sh a1 b c"
+    wrapped = sbatch(api, "uma", "--wrap", "hostname").json()["jobId"]
+    assert api("uma").get(f"{JOBS}/{wrapped}").json()["command"] == "(null)"
+
+
+@pytest.mark.parametrize("body", [{"sbatchArgs": ["--wrap", "x"], "scriptPath": "/home/uma/job.sh"},
+                                  {"script": "#!/bin/bash\n", "scriptPath": 7},
+                                  {"script": "#!/bin/bash\n", "scriptPath": "/" + "x" * 4096}])
+def test_sbatch_refuses_a_script_path_without_its_script_or_not_a_path(api, accounts, body):
+    answer = api("uma").post(JOBS, body, format="json")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["details"][0]["fieldViolations"] == [
+        {"field": "scriptPath", "description": "must be the path of the script file sent as script"}]
+
+
 def test_job_ids_increase_per_cluster(api, accounts):
     ids = [sbatch(api, "uma", "--wrap", "true").json()["jobId"] for _ in range(3)]
     assert ids == [1, 2, 3]

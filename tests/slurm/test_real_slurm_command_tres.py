@@ -1,6 +1,7 @@
 """trainhub replays fixtures/22.05/command-tres.sh (batch jobs of alice, bob and carol: scripts and
---wrap, running and pending, with --gres, --mem, --mem-per-cpu and -N) and prints squeue's uid, group
-and tres-alloc columns and scontrol show job's UserId, GroupId and TRES lines as Slurm printed them.
+--wrap, running and pending, with --gres, --mem, --mem-per-cpu and -N) and prints squeue's uid, group,
+command and tres-alloc columns and scontrol show job's UserId, GroupId, TRES and Command lines as Slurm
+printed them.
 
 The recording: everything submitted at 11:46:26; jobs 1-5 started at once, 6 (all four nodes' GPUs)
 waits for Resources and 7 and 8 behind it; squeue and scontrol ran three seconds later.
@@ -18,7 +19,7 @@ from django.contrib.auth import get_user_model
 
 from trainhub.slurm import reports
 from trainhub.slurm.models import SlurmCluster
-from trainhub.slurm.sbatch_argv import split_options
+from trainhub.slurm.sbatch_argv import script_path, split_options
 from trainhub.slurm.scontrol_job import job_tres_text, memory_text
 from trainhub.slurm.services.jobs import Submission, job_submit
 
@@ -32,8 +33,16 @@ SECOND = dt.timedelta(seconds=1)
 WORK = (REAL / "work.txt").read_text().strip()
 #: command-tres.sh's job.sh and sub/j2.sh.
 SCRIPT = "#!/bin/bash\nsleep 300\n"
+RECORDED_FILES = {f"{WORK}/job.sh", f"{WORK}/sub/j2.sh"}
 #: The harness's nodes' RealMemory, which a pending job without --mem asks of each node.
 HARNESS_NODE_MEMORY = "16000M"
+
+
+def sent_script_path(name: str, options: list[str]) -> str:
+    """The scriptPath the CLI sends for ``name`` run in WORK (cli.slurm_submit.submitted_script_path)."""
+    chdirs = [value for option, value in split_options(options)[0] if option == "chdir"]
+    return script_path(name, chdir=chdirs[-1] if chdirs else WORK, search="/usr/local/bin:/usr/bin:/bin",
+                       is_file=RECORDED_FILES.__contains__)
 
 
 def _submissions() -> list[tuple[str, list[str], list[str] | None]]:
@@ -61,7 +70,8 @@ def cluster(cast, now):
     for user, options, script in _submissions():
         wrapped = script is None and "--wrap" in options
         submission = Submission(argv=tuple(options), script=None if wrapped else SCRIPT,
-                                script_args=tuple(script[1:]) if script else ())
+                                script_args=tuple(script[1:]) if script else (),
+                                script_path=sent_script_path(script[0], options) if script else "")
         job_submit(cluster=cluster, user=users[user], submission=submission, now=SUBMIT)
     run_pass(cluster, SUBMIT + SECOND)
     return cluster
@@ -80,30 +90,29 @@ def node_memory_as_trainhubs(text: str, cluster) -> str:
                   lambda match: f"mem={memory}{match[1]}".ljust(len(match[0]) if match[2] else 0), text)
 
 
-def _columns(text: str, *spans: slice) -> list[str]:
-    return sorted("|".join(line[span] for span in spans) for line in text.splitlines())
-
-
-def test_squeue_prints_each_jobs_tres_as_slurm_does(cluster):
-    """tres-alloc: a pending job's requested TRES (its --mem x nodes, --mem-per-cpu x CPUs, else the
-    nodes' whole memory), a running one's allocation, which holds no memory under CR_CPU."""
-    shown = reports.squeue(cluster, now=SUBMIT + 3 * SECOND, format=reports.formats.squeue_long_format(
+def test_squeue_prints_each_jobs_ids_command_and_tres_as_slurm_does(cluster):
+    """%U %G %g: the submitter's; %o / Command: the script's file as sbatch found it and its arguments,
+    (null) for --wrap and a script read from stdin; tres-alloc: a pending job's requested TRES (its --mem
+    x nodes, --mem-per-cpu x CPUs, else the nodes' whole memory), a running one's allocation, which holds
+    no memory under CR_CPU."""
+    moment = SUBMIT + 3 * SECOND
+    shown = reports.squeue(cluster, now=moment, format="%i|%u|%U|%G|%g|%T|%o").text
+    assert sorted(shown.splitlines()) == sorted(recorded("squeue-o").splitlines())
+    shown = reports.squeue(cluster, now=moment, format=reports.formats.squeue_long_format(
         "JobID:6,State,Command:50,tres-alloc:60")).text
-    job_state_tres = (slice(0, 26), slice(76, None))
-    assert _columns(shown, *job_state_tres) == _columns(
-        node_memory_as_trainhubs(recorded("squeue-O-wide"), cluster), *job_state_tres)
+    assert sorted(shown.splitlines()) == sorted(node_memory_as_trainhubs(recorded("squeue-O-wide"),
+                                                                         cluster).splitlines())
     # the default width cuts job 7's mem=16000M,nod (trainhub's nodes' memory is another)
-    shown = reports.squeue(cluster, now=SUBMIT + 3 * SECOND, format=reports.formats.squeue_long_format(
+    shown = reports.squeue(cluster, now=moment, format=reports.formats.squeue_long_format(
         "JobID:6,UserID,GroupID,GroupName,Command,tres-alloc")).text
-    ids_and_tres = (slice(0, 66), slice(86, None))
-    assert [line for line in _columns(shown, *ids_and_tres) if not line.startswith("7 ")] == [
-        line for line in _columns(recorded("squeue-O"), *ids_and_tres) if not line.startswith("7 ")]
+    assert [line for line in sorted(shown.splitlines()) if not line.startswith("7 ")] == [
+        line for line in sorted(recorded("squeue-O").splitlines()) if not line.startswith("7 ")]
 
 
 @pytest.mark.parametrize("job_id", range(1, 9))
-def test_scontrol_prints_each_jobs_ids_and_tres_as_slurm_does(cluster, job_id):
+def test_scontrol_prints_each_jobs_ids_tres_and_command_as_slurm_does(cluster, job_id):
     shown = reports.scontrol_jobs(cluster, now=SUBMIT + 3 * SECOND, job=str(job_id)).text.splitlines()
-    wanted = ("   UserId=", "   TRES=")
+    wanted = ("   UserId=", "   TRES=", "   Command=")
     real = node_memory_as_trainhubs(recorded(f"scontrol-{job_id}"), cluster).splitlines()
     assert [line for line in shown if line.startswith(wanted)] == [line for line in real if line.startswith(wanted)]
 

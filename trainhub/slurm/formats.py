@@ -587,6 +587,8 @@ class SqueueJob:
     uid: int = 0
     gid: int = 0
     group: str = ""
+    #: %o: scontrol_job.command_text's.
+    command: str = "(null)"
     #: scontrol's BatchFlag (False: salloc's allocation) and the node salloc ran on, if known.
     batch: bool = True
     alloc_node: str = ""
@@ -768,8 +770,7 @@ def _streams(job: SqueueJob) -> tuple[str, str, str]:
 _SQUEUE_GETTERS.update({
     "B": _batch_host, "g": lambda job: job.group or str(job.gid), "G": lambda job: str(job.gid),
     "U": lambda job: str(job.uid),
-    # the script's path: trainhub keeps a script's text, not its file (--wrap and salloc have none)
-    "o": lambda job: "(null)",
+    "o": attrgetter("command"),
 })
 
 #: -O fields that have no -o letter: name (lower case) -> (header, value). Constants are what 22.05

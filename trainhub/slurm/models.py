@@ -249,6 +249,9 @@ class SlurmJob(models.Model):
     script = models.TextField()
     #: Arguments after the script on sbatch's command line, passed to the script.
     script_args = models.JSONField(default=list, blank=True)
+    #: The script's file as sbatch resolved it (sbatch_argv.script_path; "": --wrap, stdin, salloc):
+    #: with script_args the job's Command (scontrol_job.command_text).
+    script_path = models.CharField(max_length=4096, blank=True, default="")
     work_dir = models.CharField(max_length=1024)
     stdout_pattern = models.CharField(max_length=1024, default="slurm-%j.out")
     stderr_pattern = models.CharField(max_length=1024, blank=True)

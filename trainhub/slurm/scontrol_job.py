@@ -56,6 +56,8 @@ class ScontrolJob:
     mem_per_cpu: int
     features: str
     exclusive: bool
+    #: command_text's
+    command: str
     work_dir: str
     stdin: str
     stdout: str
@@ -76,6 +78,13 @@ def _duration(seconds: int) -> str:
 
 def _limit(minutes: int | None) -> str:
     return "UNLIMITED" if minutes is None else _duration(minutes * 60)
+
+
+def command_text(script_path: str, script_args: Sequence[str]) -> str:
+    """The job's command (scontrol's Command=, squeue's %o): the script's path as sbatch resolved it and
+    its arguments, blank-separated (print_commandline; fixtures/22.05/command-tres ``./sub/j2.sh a1 b c``);
+    ``(null)`` without a file (--wrap, a script on stdin, salloc)."""
+    return " ".join([script_path, *script_args]) if script_path else "(null)"
 
 
 def memory_text(mb: int) -> str:
@@ -156,7 +165,7 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
               f"   MinCPUsNode={job.cpus_per_task} {_memory_line(job)} MinTmpDiskNode=0",
               f"   Features={job.features or '(null)'} DelayBoot=00:00:00",
               f"   OverSubscribe={'NO' if job.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
-              "   Command=(null)",  # of a script trainhub keeps the text, not the path,
+              f"   Command={job.command}",
               f"   WorkDir={job.work_dir}"]
     if job.batch:
         lines += [f"   StdErr={job.stderr}", f"   StdIn={job.stdin}", f"   StdOut={job.stdout}"]

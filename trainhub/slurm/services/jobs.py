@@ -62,6 +62,8 @@ class Submission:
     argv: tuple[str, ...] = ()
     script: str | None = None
     script_args: tuple[str, ...] = ()
+    #: The script's file as sbatch resolved it (the job's Command with script_args); "": none.
+    script_path: str = ""
     allocation: bool = False
     #: Where sbatch/salloc ran: its host's short name and its session id (scontrol's AllocNode:Sid).
     alloc_node: str = ""
@@ -269,7 +271,8 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
     job = SlurmJob(
         cluster=cluster, job_id=job_id, name=name, submitted_by=user, user_name=username, uid=identity.uid,
         gid=identity.gid, group_name=identity.group, time_limit=time_limit,
-        script=script, script_args=list(submission.script_args), work_dir=_work_dir(options, username),
+        script=script, script_args=list(submission.script_args), script_path=submission.script_path,
+        work_dir=_work_dir(options, username),
         stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
             "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
         stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),
