@@ -183,6 +183,9 @@ TRAINHUB_LONG_POLL_DB_THREADS = envint("TRAINHUB_LONG_POLL_DB_THREADS", 2)
 TRAINHUB_CANCEL_GRACE_SECONDS = envint("TRAINHUB_CANCEL_GRACE_SECONDS", 10)
 #: Replicas of project N run as uid/gid TRAINHUB_REPLICA_UID_BASE + N on nodes whose agent isolates them.
 TRAINHUB_REPLICA_UID_BASE = envint("TRAINHUB_REPLICA_UID_BASE", 200000)
+#: A user without an administrator's POSIX identity (iam.PosixIdentity) is uid and gid
+#: TRAINHUB_USER_UID_BASE + their number on the Slurm clusters; administrators set uids below it.
+TRAINHUB_USER_UID_BASE = envint("TRAINHUB_USER_UID_BASE", 100000)
 #: How long the scheduler leader lock outlives a worker that died mid-pass (no pass runs meanwhile).
 #: FLEX_START jobs moved QUEUED -> PENDING (state and timeline event) per pass; the rest of a
 #: burst follows in the next passes.

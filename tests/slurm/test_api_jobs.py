@@ -4,6 +4,7 @@ scancel and scontrol hold / release / nice, with Slurm's permissions."""
 import pytest
 
 from tests.slurm.conftest import JOBS, run_pass, sbatch
+from trainhub.iam.services import posix_identity_set
 from trainhub.slurm.models import Hold, JobState, SlurmJob
 
 
@@ -32,6 +33,37 @@ def test_sbatch_refuses_a_place_that_is_not_a_host_and_session(api, accounts, pl
     answer = api("uma").post(JOBS, {"sbatchArgs": ["--wrap", "x"], **place}, format="json")
     assert answer.status_code == 400
     assert [v["field"] for v in answer.json()["error"]["details"][0]["fieldViolations"]] == list(place)
+
+
+def test_a_job_keeps_its_submitters_uid_and_group_as_slurmctld_does(api, accounts, cast):
+    """squeue %U %G %g and scontrol's UserId/GroupId show the submitter's ids when they submitted."""
+    posix_identity_set(user=cast["uma"], uid=1001, gid=500, group="physics")
+    job_id = sbatch(api, "uma", "--wrap", "true").json()["jobId"]
+    posix_identity_set(user=cast["uma"], uid=1002)
+    assert sbatch(api, "uma", "--wrap", "true").json()["jobId"] == job_id + 1
+    squeue = api("uma").get(JOBS.replace("/jobs", "/squeue"), {"format": "%i %u %U %G %g"}).json()["text"]
+    assert squeue.splitlines()[1:] == [f"{job_id} uma 1001 500 physics", f"{job_id + 1} uma 1002 1002 uma"]
+    scontrol = api("uma").get(JOBS.replace("/jobs", "/scontrolJobs"), {"job": str(job_id)}).json()["text"]
+    assert "   UserId=uma(1001) GroupId=physics(500) MCS_label=N/A\n" in scontrol
+
+
+def test_sbatch_keeps_the_script_files_path_as_the_jobs_command(api, accounts):
+    body = {"sbatchArgs": ["-t", "5"], "script": "#!/bin/bash\nhostname\n", "scriptPath": "/home/uma/job.sh",
+            "scriptArgs": ["a1", "b c"]}
+    job_id = api("uma").post(JOBS, body, format="json").json()["jobId"]
+    assert api("uma").get(f"{JOBS}/{job_id}").json()["command"] == "/home/uma/job.sh a1 b c"
+    wrapped = sbatch(api, "uma", "--wrap", "hostname").json()["jobId"]
+    assert api("uma").get(f"{JOBS}/{wrapped}").json()["command"] == "(null)"
+
+
+@pytest.mark.parametrize("body", [{"sbatchArgs": ["--wrap", "x"], "scriptPath": "/home/uma/job.sh"},
+                                  {"script": "#!/bin/bash\n", "scriptPath": 7},
+                                  {"script": "#!/bin/bash\n", "scriptPath": "/" + "x" * 4096}])
+def test_sbatch_refuses_a_script_path_without_its_script_or_not_a_path(api, accounts, body):
+    answer = api("uma").post(JOBS, body, format="json")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["details"][0]["fieldViolations"] == [
+        {"field": "scriptPath", "description": "must be the path of the script file sent as script"}]
 
 
 def test_job_ids_increase_per_cluster(api, accounts):

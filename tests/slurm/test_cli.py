@@ -2,7 +2,9 @@
 sprio, sshare, sacct, scancel, scontrol and sacctmgr print what the Slurm commands print."""
 
 import os
+import shlex
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +55,33 @@ def test_a_script_file_with_sbatch_lines_and_arguments(cli, accounts, tmp_path):
     assert code == 0, err
     job = SlurmJob.objects.get()
     assert (job.name, job.gpus_per_node, job.time_limit, job.script_args) == ("train", 4, 5, ["epoch-1"])
+
+
+COMMAND_PATH = Path(__file__).parent / "fixtures" / "22.05" / "command-path"
+
+
+def test_sbatch_sends_the_script_file_as_sbatch_finds_it(cli, accounts, tmp_path, monkeypatch):
+    """fixtures/22.05/command-path.sh in a directory of this machine: a name without a slash is looked
+    for in --chdir (relative to here) or here before PATH, and the path found is the job's Command."""
+    recorded_work = (COMMAND_PATH / "work.txt").read_text().strip()
+    work = tmp_path / "work"
+    (work / "d").mkdir(parents=True)
+    for script in (work / "ls", work / "d" / "job2.sh"):
+        script.write_text("#!/bin/bash\nsleep 300\n")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # where /usr/bin/ls is, which sbatch ls does not submit
+    uma = cli("uma")
+    for line in (COMMAND_PATH.parent / "command-path.sh").read_text().splitlines():
+        if line.startswith("rec sbatch-"):
+            number, argv = line.split()[1], shlex.split(line.replace("$WORK", str(work)))[7:]
+            code, out, err = uma("sbatch", *argv)
+            error, exit_status = (COMMAND_PATH / f"{number}.err").read_text().rsplit("rc=", 1)
+            assert (code, out) == (int(exit_status), (COMMAND_PATH / f"{number}.txt").read_text()), number
+            assert error in err  # besides trainhub's notice that the cluster's nodes are simulated
+    code, out, _ = uma("squeue", "-o", "%i|%o")
+    recorded = [line.rsplit("|", 1)[0].replace(recorded_work, str(work))
+                for line in (COMMAND_PATH / "squeue-o.txt").read_text().splitlines()]
+    assert out.splitlines() == recorded
 
 
 def test_sbatch_errors_are_slurms(cli, accounts):

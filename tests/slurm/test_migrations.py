@@ -40,3 +40,26 @@ def test_associations_made_before_decay_usage_start_from_their_raw_usage(cluster
     finally:
         migrate(None)
     assert Association.objects.get(cluster=cluster, user="root").decay_usage == 1234.5
+
+
+def test_jobs_made_before_jobs_kept_their_submitters_ids_take_them(cluster, cast, now):
+    """A job of a user with an identity takes it; one without, the default; one whose submitter is
+    gone keeps the project's replica uid and name it showed before."""
+    from django.conf import settings
+
+    from trainhub.iam.services import posix_identity_set
+    from trainhub.slurm.models import SlurmJob
+
+    posix_identity_set(user=cast["uma"], uid=1001)
+    jobs = [make_job(cluster, user="uma", submitted_by=cast["uma"], now=now),
+            make_job(cluster, user="vic", submitted_by=cast["vic"], now=now),
+            make_job(cluster, user="gone", submitted_by=None, now=now)]
+    try:
+        migrate([("slurm", "0021_association_decay_usage")])
+        migrate([("slurm", "0022_job_posix_identity")])
+    finally:
+        migrate(None)
+    vic = settings.TRAINHUB_USER_UID_BASE + cast["vic"].pk
+    project = settings.TRAINHUB_REPLICA_UID_BASE + cluster.project_id
+    assert [SlurmJob.objects.values_list("uid", "gid", "group_name").get(pk=job.pk) for job in jobs] == [
+        (1001, 1001, "uma"), (vic, vic, "vic"), (project, project, "alpha")]

@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 
 from trainhub.common.errors import ApiError
 from trainhub.iam.roles import USER
-from trainhub.iam.services import membership_set, user_ensure
+from trainhub.iam.services import membership_set, posix_identity_set, user_ensure
 from trainhub.inventory.models import Executor, Node
 from trainhub.inventory.services import node_heartbeat, node_pool_ensure
 from trainhub.slurm import formats, reports
@@ -31,6 +31,10 @@ from trainhub.slurm.services.sacctmgr import sacctmgr_run
 from .conftest import SEED_SPEC, run_pass
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "scenario"
+
+#: The uids start.sh's useradd -M gave the harness's users (each a group of its own of that number and
+#: name): scontrol show job's UserId=alice(1001) GroupId=alice(1001).
+HARNESS_UIDS = {"alice": 1001, "bob": 1002, "carol": 1003}
 
 #: start.sh's accounting, in its order (sacctmgr-setup.txt is what these printed).
 SETUP = (
@@ -57,7 +61,8 @@ def harness(cast, now):
 
 
 def harness_cluster(cast, now, **config: str):
-    """harness's cluster, ``config`` as start.sh's knobs change slurm.conf (PreemptExemptTime="00:00:00")."""
+    """harness's cluster, ``config`` as start.sh's knobs change slurm.conf (PreemptExemptTime="00:00:00");
+    alice, bob and carol are members with the harness's uids."""
     pool = node_pool_ensure(name="gpu", machine_type="n1-standard-16", accelerator_type="NVIDIA_TESLA_V100",
                             accelerator_count=8, node_count=4, executor=Executor.SIMULATED)
     for index, node in enumerate(pool.nodes.order_by("pk"), start=1):
@@ -74,6 +79,8 @@ def harness_cluster(cast, now, **config: str):
     for name in ("bob", "carol"):
         membership_set(project=cast["alpha"], user=user_ensure(username=name, password=f"{name}-password"),
                        role=USER)
+    for user in get_user_model().objects.filter(username__in=HARNESS_UIDS):
+        posix_identity_set(user=user, uid=HARNESS_UIDS[user.username])
     printed = "".join(sacctmgr_run(cluster=cluster, line=line, actor="root", is_admin=True, now=now).output
                       for line in SETUP)
     return cluster, printed
@@ -329,10 +336,8 @@ SCONTROL_JOBS = sorted(path.stem for path in REAL.glob("scontrol-job-*.txt"))
 
 
 def scontrol_masked(text: str) -> str:
-    """scontrol show job but UserId/GroupId's numbers (the harness's users' uids; trainhub runs a
-    project's jobs as its one uid) and a pending job's TRES mem= (the harness's nodes have
-    RealMemory=16000, trainhub's n1-standard-16 nodes 60 GiB: sinfo's memory_masked)."""
-    text = re.sub(r"(UserId|GroupId)=(\w+)\(\d+\)", r"\1=\2(?)", text)
+    """scontrol show job but a pending job's TRES mem= (the harness's nodes have RealMemory=16000,
+    trainhub's n1-standard-16 nodes 60 GiB: sinfo's memory_masked)."""
     return re.sub(r"TRES=cpu=(\d+),mem=[^,]+,", r"TRES=cpu=\1,mem=?,", text)
 
 

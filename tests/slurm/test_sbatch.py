@@ -14,6 +14,7 @@ from trainhub.slurm.sbatch import (
     parse_options,
     script_directives,
 )
+from trainhub.slurm.sbatch_argv import script_path
 
 
 def test_it_reads_the_issue_command_line():
@@ -122,3 +123,13 @@ def test_the_grammar_alone_finds_the_script_without_judging_the_values():
     given, rest = split_options(["-t", "soon", "--nice", "--gres=gpu:2", "-H", "-pa4", "job.sh", "-t", "5"])
     assert given == [("time", "soon"), ("nice", None), ("gres", "gpu:2"), ("hold", None), ("partition", "a4")]
     assert rest == ["job.sh", "-t", "5"]
+
+
+@pytest.mark.parametrize("search, files, found", [
+    ("/opt/bin:./tools", {"/work/./tools/job.sh"}, "/work/./tools/job.sh"),  # "." entries are under --chdir
+    ("/opt/bin::/usr/bin", {"/opt/bin/job.sh", "/usr/bin/job.sh"}, "/opt/bin/job.sh"),  # PATH's order
+    ("/opt/bin", {"/work/job.sh", "/opt/bin/job.sh"}, "/work/job.sh"),  # the directory first
+    (None, {"/work/job.sh"}, "job.sh"),  # no PATH: sbatch looks nowhere
+])
+def test_a_script_named_without_a_slash_is_looked_for_as_sbatch_does(search, files, found):
+    assert script_path("job.sh", chdir="/work", search=search, is_file=files.__contains__) == found

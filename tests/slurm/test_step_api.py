@@ -13,15 +13,18 @@ from trainhub.slurm import reports
 from trainhub.inventory.models import Node
 from trainhub.inventory.assignments import node_assignments
 from trainhub.slurm.models import JobNode, JobRun, JobState, JobStep, NodePhase, SlurmJob, StepNode
-from trainhub.inventory.assignments import project_identity
 from trainhub.slurm.services.steps import step_credential, step_node_finished
 
 pytestmark = pytest.mark.django_db
 
 
+#: The uid of the recordings' submitter, the harness's alice (scontrol show step's UserId=1001).
+RECORDED_UID = 1001
+
+
 def running(cluster, now, nodes=("a4-0", "a4-1"), **fields) -> SlurmJob:
-    """A job whose batch script runs (every node past its prolog)."""
-    job = make_job(cluster, num_nodes=len(nodes), now=now, **{"gpus_per_node": 2, **fields})
+    """A job whose batch script runs (every node past its prolog), submitted by a user of the recordings' uid."""
+    job = make_job(cluster, num_nodes=len(nodes), now=now, **{"gpus_per_node": 2, "uid": RECORDED_UID, **fields})
     start_job(job, list(nodes), now=now)
     JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
     return job
@@ -206,10 +209,9 @@ def test_the_accounting_page_lists_steps_below_their_job_unless_asked_for_alloca
 
 # --- scontrol show step (fixtures/22.05/steps/scontrol-step-*.txt, srun/scontrol-step-2.txt) ----
 
-def as_recorded(text: str, job, uid: int) -> str:
-    """A recording with this cluster's values where they differ by nature: node names, the job id,
-    the uid the tasks run as (Slurm: alice's 1001)."""
-    return (text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0").replace("UserId=1001", f"UserId={uid}")
+def as_recorded(text: str, job) -> str:
+    """A recording with this cluster's values where they differ by nature: node names, the job id."""
+    return (text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0")
             .replace("StepId=1.", f"StepId={job.job_id}.").replace("StepId=2.", f"StepId={job.job_id}."))
 
 
@@ -237,18 +239,16 @@ def gpu_job_with_a_step(cluster):
 
 def test_scontrol_show_step_prints_a_running_step_as_slurm_does(cluster, now):
     job, text, moment = gpu_job_with_a_step(cluster)
-    uid = project_identity(cluster.project_id)["uid"]
-    assert reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
+    assert reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.0").text == as_recorded(text, job)
 
 
 def test_scontrol_show_step_of_a_job_lists_its_batch_script_first_and_a_waiting_srun_last(cluster, now):
     """scontrol-step-1.txt and scontrol-step-all.txt, byte for byte but for names, ids and times."""
     job, _, moment = gpu_job_with_a_step(cluster)
-    uid = project_identity(cluster.project_id)["uid"]
-    expected = as_recorded((STEPS_FIXTURES / "scontrol-step-1.txt").read_text(), job, uid)
+    expected = as_recorded((STEPS_FIXTURES / "scontrol-step-1.txt").read_text(), job)
     assert reports.scontrol_steps(cluster, now=moment, step=str(job.job_id)).text == expected
     assert reports.scontrol_steps(cluster, now=moment).text == as_recorded(
-        (STEPS_FIXTURES / "scontrol-step-all.txt").read_text(), job, uid)
+        (STEPS_FIXTURES / "scontrol-step-all.txt").read_text(), job)
     assert reports.scontrol_steps(cluster, now=moment, step=f"{job.job_id}.batch").text == (
         expected.split("\n\n")[0] + "\n\n")
     # an srun that stopped asking is no longer waiting; one whose step was created neither
@@ -264,8 +264,7 @@ def test_scontrol_show_step_without_srun_options_has_no_tres_per_lines(cluster, 
     start = recorded_start(text)
     job = running(cluster, start, num_tasks=2, gpus_per_node=0, partition="batch")
     srun(job, argv=["sleep", "300"], srunHost="vm", srunPid=14151, time=start.timestamp())
-    uid = project_identity(cluster.project_id)["uid"]
-    assert reports.scontrol_steps(cluster, now=start, step=f"{job.job_id}.0").text == as_recorded(text, job, uid)
+    assert reports.scontrol_steps(cluster, now=start, step=f"{job.job_id}.0").text == as_recorded(text, job)
 
 
 def test_scontrol_show_step_of_a_missing_step_says_so(cluster, now):
@@ -295,8 +294,8 @@ def test_scontrol_show_step_over_rest_needs_membership_and_a_valid_id(cluster, n
 RELEASE_FIXTURES = STEPS_FIXTURES.parent / "release"
 
 
-def release_recorded(text: str, job, uid: int, recorded_job: int) -> str:
-    return (text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0").replace("UserId=1001", f"UserId={uid}")
+def release_recorded(text: str, job, recorded_job: int) -> str:
+    return (text.replace("gpu[1-2]", "a4-[0-1]").replace("gpu1", "a4-0")
             .replace(f"StepId={recorded_job}.", f"StepId={job.job_id}."))
 
 
@@ -320,9 +319,8 @@ def test_overlapping_steps_take_the_lowest_gpus_and_print_as_slurm_does(cluster,
     assert (waiting.status_code, waiting.json()["reason"]) == (202, "Requested nodes are busy")
     assert [(p.step.step_id, p.gpu_indices) for p in StepNode.objects.order_by("step__step_id")] == [
         (0, [0, 1, 2, 3]), (1, [0, 1]), (2, [0, 1, 2, 3]), (3, [0, 1, 2, 3])]
-    uid = project_identity(cluster.project_id)["uid"]
     assert reports.scontrol_steps(cluster, now=later(start, 5), step=str(job.job_id)).text == release_recorded(
-        text, job, uid, 3)
+        text, job, 3)
     finish(1, later(start, 11))  # an overlapping step ends: srun tries again and still does not fit
     assert srun(job, argv=["bash"], tasks=1, gpusPerNode=1).json()["stepsEnded"] == 1
 
@@ -333,9 +331,8 @@ def test_a_plain_srun_in_a_job_without_gpus_has_no_tres_per_lines(cluster, now):
     start = recorded_start(text)
     job = running(cluster, start, nodes=("a4-0",), num_tasks=2, gpus_per_node=0, partition="batch")
     srun(job, argv=["sleep", "6"], tasks=1, srunHost="vm", srunPid=13796, time=start.timestamp())
-    uid = project_identity(cluster.project_id)["uid"]
     assert reports.scontrol_steps(cluster, now=start, step=f"{job.job_id}.0").text == release_recorded(
-        text, job, uid, 16)
+        text, job, 16)
 
 
 def test_a_steps_resources_are_freed_when_the_whole_step_ends_not_node_by_node(cluster, now):

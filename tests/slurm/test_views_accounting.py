@@ -2,6 +2,7 @@
 
 from django.test import Client
 
+from trainhub.iam.services import posix_identity_set
 from trainhub.slurm.models import Account, Association, Qos
 
 BASE = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
@@ -46,6 +47,15 @@ def test_the_accounts_page_adds_and_edits_through_sacctmgr(browser, cluster):
     assert Qos.objects.get(name="high").settings["flags"] == ["DenyOnLimit"]
     tree = browser("alice").get(f"{BASE}/accounts").content.decode()
     assert "gres/gpu=8" in tree and "DenyOnLimit" in tree
+
+
+def test_the_accounts_page_shows_each_users_uid_and_group(browser, accounts, cast):
+    """uma's ids as an administrator set them; bob, who has no trainhub login, has none."""
+    posix_identity_set(user=cast["uma"], uid=1001, gid=500, group="ml")
+    rows = {row["user"]: row["posix"] for row in browser("alice").get(f"{BASE}/accounts").context["tree"]}
+    assert (rows["uma"].uid, rows["bob"]) == (1001, None)
+    page = browser("alice").get(f"{BASE}/accounts").content.decode()
+    assert '<td class="num">1001</td><td class="num">500 (ml)</td>' in page
 
 
 def test_a_bad_value_is_sacctmgrs_error_message(browser, accounts):

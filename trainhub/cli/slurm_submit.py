@@ -59,6 +59,18 @@ def print_text(text: str) -> None:
         sys.stdout.flush()
 
 
+def submitted_script_path(name: str, given: list[tuple[str, str | None]]) -> str:
+    """The script file sbatch reads and names as the job's Command: ``name`` looked for in the last
+    --chdir (relative to here) or here, then on PATH (sbatch_argv.script_path)."""
+    import os
+
+    from trainhub.slurm.sbatch_argv import script_path
+
+    chdirs = [value for option, value in given if option == "chdir" and value]
+    return script_path(name, chdir=os.path.join(os.getcwd(), chdirs[-1]) if chdirs else os.getcwd(),
+                       search=os.environ.get("PATH"), is_file=os.path.isfile)
+
+
 def sbatch(ctx: Any) -> int:
     """Submit a batch job; prints `Submitted batch job N`."""
     # sbatch's grammar only (the server parses the values), and only here: squeue/sprio need none of it.
@@ -66,17 +78,18 @@ def sbatch(ctx: Any) -> int:
 
     argv = list(ctx.args.sbatch_args)
     try:
-        _, rest = split_options(argv)
+        given, rest = split_options(argv)
     except SbatchError as exc:
         raise CliError(str(exc)) from exc
     body: dict[str, Any] = {"sbatchArgs": argv[:len(argv) - len(rest)], **alloc_place()}
     if rest:
+        path = submitted_script_path(rest[0], given)
         try:
-            with open(rest[0], encoding="utf-8") as script:
+            with open(path, encoding="utf-8") as script:
                 body["script"] = script.read()
         except OSError as exc:
-            raise CliError(f"sbatch: error: Unable to open file {rest[0]}") from exc
-        body["scriptArgs"] = rest[1:]
+            raise CliError(f"sbatch: error: Unable to open file {path}") from exc
+        body["scriptPath"], body["scriptArgs"] = path, rest[1:]
     answer = ctx.client().post(cluster_path(ctx, "/jobs"), body)
     print_text(answer.get("message", ""))
     if answer.get("stderr"):

@@ -1,5 +1,6 @@
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from trainhub.iam.roles import ROLE_CHOICES, VIEWER
@@ -72,3 +73,33 @@ class RegistryCredential(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "registry"], name="one_credential_per_registry")]
+
+
+#: The largest id PostgreSQL's integer column holds (Linux's uid_t goes to 2**32 - 2).
+POSIX_ID_MAX = 2**31 - 1
+
+
+class PosixIdentity(models.Model):
+    """The Unix user a person is on every cluster, as NSS (LDAP, /etc/passwd) tells slurmctld a
+    submitter's uid and gid: a Slurm job keeps its submitter's, shown as squeue's %U %G %g and
+    scontrol show job's UserId=alice(1001) GroupId=alice(1001). Set by administrators; a user
+    without one has selectors.posix_account's default. Explicit uids stay below
+    TRAINHUB_USER_UID_BASE, where no default is, so two users never share one."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
+                                related_name="posix_identity")
+    uid = models.PositiveIntegerField(unique=True, validators=[MinValueValidator(1), MaxValueValidator(POSIX_ID_MAX)],
+                                      error_messages={"unique": "Another user has this uid."})
+    gid = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(POSIX_ID_MAX)])
+    #: The group's name (squeue's %g); empty: the user's name (useradd's user private group).
+    group = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        verbose_name = "POSIX identity"
+        verbose_name_plural = "POSIX identity"
+
+    def clean(self) -> None:
+        base = settings.TRAINHUB_USER_UID_BASE
+        if self.uid is not None and self.uid >= base:
+            raise ValidationError({"uid": f"Set a uid below {base}: from {base} on, uids are trainhub's "
+                                          f"defaults ({base} + the user's number)."})

@@ -4,8 +4,10 @@ A project the user is not a member of does not exist for them (404); a member wi
 permission gets 403 naming the permission, as Google APIs do.
 """
 
+from dataclasses import dataclass
 from functools import cache
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DEFAULT_DB_ALIAS
@@ -14,7 +16,7 @@ from django.db.models import Model, QuerySet
 from trainhub.common.compiled import CompiledQuery
 from trainhub.common.errors import ApiError
 from trainhub.common.sealing import unseal
-from trainhub.iam.models import ApiToken, Membership, Project, RegistryCredential
+from trainhub.iam.models import ApiToken, Membership, PosixIdentity, Project, RegistryCredential
 from trainhub.iam.roles import role_grants
 from trainhub.iam.tokens import token_digest
 
@@ -37,6 +39,9 @@ def _field_names(model: type[Model]) -> tuple[str, ...]:
     return tuple(field.attname for field in model._meta.concrete_fields)
 
 
+#: A user's POSIX identity columns, read with their token (posix_account needs no query of its own).
+_POSIX_COLUMNS = ("user__posix_identity__uid", "user__posix_identity__gid", "user__posix_identity__group")
+
 # Every API request runs these lookups: compiled once (see trainhub.common.compiled).
 _MEMBERSHIP = CompiledQuery(
     lambda user_pk, project_id: Membership.objects.filter(user_id=user_pk, project__project_id=project_id)
@@ -44,19 +49,22 @@ _MEMBERSHIP = CompiledQuery(
     -1, "\x00project")
 _TOKEN = CompiledQuery(
     lambda key: ApiToken.objects.filter(digest=key)
-    .values_list(*_field_names(ApiToken), *(f"user__{name}" for name in _field_names(get_user_model())))[:1],
+    .values_list(*_field_names(ApiToken), *(f"user__{name}" for name in _field_names(get_user_model())),
+                 *_POSIX_COLUMNS)[:1],
     "\x00key")
 _TOKEN_WITH_MEMBERSHIP = CompiledQuery(
     lambda key, project_id: Membership.objects.filter(user__api_token__digest=key, project__project_id=project_id)
     .values_list("role", *(f"project__{name}" for name in _field_names(Project)),
                  *(f"user__api_token__{name}" for name in _field_names(ApiToken)),
-                 *(f"user__{name}" for name in _field_names(get_user_model())))[:1],
+                 *(f"user__{name}" for name in _field_names(get_user_model())), *_POSIX_COLUMNS)[:1],
     "\x00key", "\x00project")
 
 #: The attribute of a user object that holds the memberships read with its token, by project id:
 #: (role, project), or None for a project the user is not a member of. A user object lives for one
 #: request, as Django's ModelBackend relies on for its ``_perm_cache``.
 _MEMBERSHIPS_READ = "_trainhub_memberships_read"
+#: The attribute of a user object that holds their PosixAccount read with their token.
+_POSIX_ACCOUNT_READ = "_trainhub_posix_account_read"
 
 
 def _instances(row: tuple, *models: type[Model]) -> list[Model]:
@@ -76,7 +84,8 @@ def api_token_get(*, key: str, project_id: str = "") -> ApiToken | None:
     With ``project_id`` - the project the request's path names - the user's membership of that
     project comes in the same query and stays on the user for ``project_get_for_user``: a request
     reads its token and its project in one statement. A key that is unknown, or whose user is
-    not a member, takes a second query to tell the two apart (401 or 404).
+    not a member, takes a second query to tell the two apart (401 or 404). The user's POSIX identity
+    comes in the same query too, for posix_account.
     """
     key = token_digest(key)
     if project_id:
@@ -84,11 +93,13 @@ def api_token_get(*, key: str, project_id: str = "") -> ApiToken | None:
         if rows:
             project, token, token.user = _instances(rows[0][1:], Project, ApiToken, get_user_model())
             setattr(token.user, _MEMBERSHIPS_READ, {project_id: (rows[0][0], project)})
+            setattr(token.user, _POSIX_ACCOUNT_READ, _posix_account(token.user, *rows[0][-len(_POSIX_COLUMNS):]))
             return token
     rows = _TOKEN.rows(key)
     if not rows:
         return None
     token, token.user = _instances(rows[0], ApiToken, get_user_model())
+    setattr(token.user, _POSIX_ACCOUNT_READ, _posix_account(token.user, *rows[0][-len(_POSIX_COLUMNS):]))
     if project_id:
         setattr(token.user, _MEMBERSHIPS_READ, {project_id: None})
     return token
@@ -145,3 +156,39 @@ def registry_login_for(*, project_pk: int, image: str) -> dict[str, str] | None:
     if credential is None:
         return None
     return {"registry": registry, "username": credential.username, "password": unseal(credential.sealed_password)}
+
+
+@dataclass(frozen=True)
+class PosixAccount:
+    """A user's uid, gid and group name on the clusters (iam.PosixIdentity)."""
+
+    uid: int
+    gid: int
+    group: str
+
+
+def _posix_account(user: AbstractBaseUser, uid: int | None, gid: int | None, group: str | None) -> PosixAccount:
+    """A PosixIdentity's ids (``uid`` None: the user has none), else the default: uid and gid
+    TRAINHUB_USER_UID_BASE + the user's number, the group named after the user (useradd's user
+    private group); an identity's empty group name is the user's too."""
+    if uid is None or gid is None:
+        uid = gid = settings.TRAINHUB_USER_UID_BASE + user.pk
+    return PosixAccount(uid=uid, gid=gid, group=group or user.get_username())
+
+
+def posix_account(*, user: AbstractBaseUser) -> PosixAccount:
+    """The uid, gid and group a user's Slurm jobs show (as slurmctld keeps its submitter's); no
+    query for a user read with their token (api_token_get) or with select_related("posix_identity")."""
+    read = getattr(user, _POSIX_ACCOUNT_READ, None)
+    if read is not None:
+        return read
+    identity: PosixIdentity | None = getattr(user, "posix_identity", None)
+    if identity is None:
+        return _posix_account(user, None, None, None)
+    return _posix_account(user, identity.uid, identity.gid, identity.group)
+
+
+def posix_accounts_by_username(*, usernames: list[str]) -> dict[str, PosixAccount]:
+    """posix_account of each of these users that exists, by name."""
+    users = get_user_model().objects.filter(username__in=usernames).select_related("posix_identity")
+    return {user.get_username(): posix_account(user=user) for user in users}

@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from trainhub.common.sealing import seal
-from trainhub.iam.models import ApiToken, Membership, Project, RegistryCredential
+from trainhub.iam.models import ApiToken, Membership, PosixIdentity, Project, RegistryCredential
 from trainhub.iam.roles import PERMISSIONS_BY_ROLE
 from trainhub.iam.tokens import token_new
 
@@ -65,6 +65,18 @@ def user_ensure(*, username: str, password: str, is_staff: bool = False) -> Abst
         user.set_password(password)
         user.save()
     return user
+
+
+@transaction.atomic
+def posix_identity_set(*, user: AbstractBaseUser, uid: int, gid: int | None = None, group: str = "") -> PosixIdentity:
+    """Set or change the user's uid on the clusters, their group ``gid`` (default: ``uid``) named ``group``
+    (default: theirs); raises django's ValidationError for a uid another user has or one of the defaults'.
+    Jobs already submitted keep the ids they were submitted with."""
+    identity = PosixIdentity.objects.filter(user=user).first() or PosixIdentity(user=user)
+    identity.uid, identity.gid, identity.group = uid, uid if gid is None else gid, group
+    identity.full_clean()
+    identity.save()
+    return identity
 
 
 def registry_credential_set(*, project: Project, registry: str, username: str, password: str, actor: str,

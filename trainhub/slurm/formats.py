@@ -582,12 +582,13 @@ class SqueueJob:
     exc_nodes: str = ""
     submit_time: dt.datetime | None = None
     work_dir: str = ""
-    #: What slurmctld keeps per job and trainhub per cluster: the cluster's name, and the uid and gid
-    #: a project's jobs run as (inventory.assignments.project_identity) and that group's name.
+    #: The cluster's name; the submitter's uid, gid and group name (SlurmJob.uid, gid, group_name).
     cluster: str = ""
     uid: int = 0
     gid: int = 0
     group: str = ""
+    #: %o: scontrol_job.command_text's.
+    command: str = "(null)"
     #: scontrol's BatchFlag (False: salloc's allocation) and the node salloc ran on, if known.
     batch: bool = True
     alloc_node: str = ""
@@ -609,6 +610,8 @@ class SqueueJob:
     #: AssocID (0: not read) and when the cluster's scheduler last ran (LastSchedEval; None: not read).
     assoc_id: int = 0
     last_pass: dt.datetime | None = None
+    #: tres-alloc: scontrol show job's TRES= (scontrol_job.job_tres_text; "": not read).
+    tres: str = ""
 
     @property
     def display_id(self) -> str:
@@ -767,8 +770,7 @@ def _streams(job: SqueueJob) -> tuple[str, str, str]:
 _SQUEUE_GETTERS.update({
     "B": _batch_host, "g": lambda job: job.group or str(job.gid), "G": lambda job: str(job.gid),
     "U": lambda job: str(job.uid),
-    # the script's path: trainhub keeps a script's text, not its file (--wrap and salloc have none)
-    "o": lambda job: "(null)",
+    "o": attrgetter("command"),
 })
 
 #: -O fields that have no -o letter: name (lower case) -> (header, value). Constants are what 22.05
@@ -819,6 +821,7 @@ _SQUEUE_NAMED_FIELDS: dict[str, tuple[str, Callable[[SqueueJob], str]]] = {
     # --gpus is kept as GPUs per node (%b), not as slurmctld's TresPerJob
     "tres-per-job": ("TRES_PER_JOB", lambda job: "N/A"),
     "tres-per-task": ("TRES_PER_TASK", lambda job: f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "N/A"),
+    "tres-alloc": ("TRES_ALLOC", attrgetter("tres")),
 }
 #: squeue's older names of the heterogeneous job fields
 _SQUEUE_NAMED_FIELDS.update({f"pack{name[3:]}": _SQUEUE_NAMED_FIELDS[name]

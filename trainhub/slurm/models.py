@@ -225,6 +225,11 @@ class SlurmJob(models.Model):
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
                                      related_name="slurm_jobs")
     user_name = models.CharField(max_length=150)
+    #: The submitter's uid, gid and group name at submission (iam.selectors.posix_account), kept as
+    #: slurmctld keeps job_ptr->user_id and group_id: squeue's %U %G %g, scontrol's UserId and GroupId.
+    uid = models.PositiveIntegerField(default=0)
+    gid = models.PositiveIntegerField(default=0)
+    group_name = models.CharField(max_length=150, blank=True, default="")
     account = models.CharField(max_length=64)
     partition = models.CharField(max_length=63)
     qos = models.CharField(max_length=64)
@@ -244,6 +249,9 @@ class SlurmJob(models.Model):
     script = models.TextField()
     #: Arguments after the script on sbatch's command line, passed to the script.
     script_args = models.JSONField(default=list, blank=True)
+    #: The script's file as sbatch resolved it (sbatch_argv.script_path; "": --wrap, stdin, salloc):
+    #: with script_args the job's Command (scontrol_job.command_text).
+    script_path = models.CharField(max_length=4096, blank=True, default="")
     work_dir = models.CharField(max_length=1024)
     stdout_pattern = models.CharField(max_length=1024, default="slurm-%j.out")
     stderr_pattern = models.CharField(max_length=1024, blank=True)

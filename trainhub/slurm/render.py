@@ -6,9 +6,8 @@ from typing import Any
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import Node
-from trainhub.slurm import arrays, jobenv
+from trainhub.slurm import arrays, jobenv, scontrol_job
 from trainhub.slurm.models import JobRun, Partition, SlurmCluster, SlurmJob
-from trainhub.slurm.sbatch import WRAP_HEADER
 from trainhub.slurm.timefmt import format_time_limit
 
 
@@ -104,10 +103,10 @@ def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
         # -C/--constraint as scontrol's Features= (a100&ib)
         "features": job.features,
         "stateDesc": job.state_desc,
-        # scontrol's BatchFlag, Command=(null) for salloc and --wrap jobs (of a script's file trainhub keeps
-        # the text, not the path), and StdIn/StdOut/StdErr, which an salloc job has none of
+        # scontrol's BatchFlag, Command (the script's file and arguments, (null) for salloc, --wrap and a
+        # script without a file) and StdIn/StdOut/StdErr, which an salloc job has none of
         "batchFlag": 0 if job.interactive else 1,
-        "command": "(null)" if job.interactive or job.script.startswith(WRAP_HEADER) else None,
+        "command": scontrol_job.command_text(job.script_path, job.script_args),
         **({} if job.interactive else _standard_streams(job, job.array_task_id if task_id is None else task_id)),
     }
     return {key: value for key, value in body.items() if value not in (None, "")}

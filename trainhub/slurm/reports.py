@@ -16,6 +16,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 
 from django.core.exceptions import EmptyResultSet
@@ -25,7 +26,6 @@ from django.db.models import (Case, DateTimeField, Exists, F, Func, IntegerField
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
 
-from trainhub.inventory.assignments import project_identity
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import arrays, formats, jobenv, scontrol_job, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
@@ -141,8 +141,10 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
                        "exit_signal", "stdout_pattern", "stderr_pattern", "alloc_node", "alloc_sid",
+                       "uid", "gid", "group_name", "script_path", "script_args",
                        # what _squeue_rows annotates
-                       "squeue_cluster", "squeue_uid", "squeue_group", "squeue_assoc", "squeue_last_pass")
+                       "squeue_cluster", "squeue_assoc", "squeue_last_pass", "squeue_node_memory",
+                       "squeue_memory_consumable")
 
 
 def _squeue_fields(format_text: str) -> tuple[str, ...]:
@@ -180,6 +182,8 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
      exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, *more) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
+    tres = partial(scontrol_job.job_tres_text, requested=state == JobState.PENDING, cpus=num_tasks * cpus_per_task,
+                   nodes=num_nodes, gpus=gpus_per_node * num_nodes, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu)
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
@@ -192,17 +196,23 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         features=features, qos=qos, cpus_per_task=cpus_per_task, comment=comment, dependency=depends,
         exclusive=exclusive, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu, req_nodes=req_nodes,
         exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir, num_tasks=num_tasks,
-        gpus_per_task=gpus_per_task, **(_squeue_more(more, start_time, submit_time, depends, now) if more else {}))
+        gpus_per_task=gpus_per_task,
+        **(_squeue_more(more, start_time, submit_time, depends, now, tres) if more else {}))
 
 
 def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt.datetime, depends: str,
-                 now: dt.datetime) -> dict:
-    """SqueueJob's values of the _SQUEUE_MORE_FIELDS read for a row."""
+                 now: dt.datetime, tres: Callable[..., str]) -> dict:
+    """SqueueJob's values of the _SQUEUE_MORE_FIELDS read for a row; ``tres``: scontrol_job.job_tres_text
+    of the row's job, given what tres-alloc reads of the cluster (its nodes' memory, None when not read)."""
     (interactive, accrue_time, begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern,
-     stderr_pattern, alloc_node, alloc_sid, cluster_name, uid, group, assoc_id, last_pass) = more
+     stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, cluster_name, assoc_id,
+     last_pass, node_memory, memory_is_consumable) = more
     started = start_time if start_time is not None and start_time < now else None
     return dict(
-        cluster=cluster_name, uid=uid, gid=uid, group=group, batch=not interactive, alloc_node=alloc_node,
+        tres=tres(node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable) if node_memory is not None
+        else "",
+        cluster=cluster_name, uid=uid, gid=gid, group=group,
+        command=scontrol_job.command_text(script_path, script_args), batch=not interactive, alloc_node=alloc_node,
         alloc_sid=alloc_sid, accrue_time=accrue_time,
         # squeue's EligibleTime: none while held or waiting for a dependency (--begin's time before it comes)
         eligible_time=None if hold or depends else begin_time, requeue=requeue, restart_count=restart_count,
@@ -211,12 +221,12 @@ def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt
         stdout_pattern=stdout_pattern, stderr_pattern=stderr_pattern, assoc_id=assoc_id or 0, last_pass=last_pass)
 
 
-def _squeue_rows(cluster: SlurmCluster, format_text: str) -> QuerySet:
+def _squeue_rows(cluster: SlurmCluster, format_text: str, now: dt.datetime) -> QuerySet:
     """The cluster's jobs, each with what squeue shows of the cluster on every line where ``format_text``
-    shows it (formats.squeue_reads_more): its name, and the uid/gid the project's jobs run as (as scontrol
-    show step's UserId) and that group's name, the project's; and, only where the format shows them, the
-    job's association (its partition's, else the one for every partition) and the cluster's last scheduler
-    pass (None otherwise: no join, and a kept line is not laid out again at every pass)."""
+    shows it (formats.squeue_reads_more): its name; and, only where the format shows them, the
+    job's association (its partition's, else the one for every partition), the cluster's last scheduler
+    pass, and for tres-alloc its nodes' largest memory and whether memory is consumable (None otherwise:
+    no join, and a kept line is not laid out again at every pass)."""
     rows = SlurmJob.objects.filter(cluster=cluster)
     if not formats.squeue_reads_more(format_text):
         return rows
@@ -224,11 +234,20 @@ def _squeue_rows(cluster: SlurmCluster, format_text: str) -> QuerySet:
         Q(partition=OuterRef("partition")) | Q(partition=""), cluster=cluster, account__name=OuterRef("account"),
         user=OuterRef("user_name")).order_by("-partition").values("pk")[:1]
     return rows.annotate(
-        squeue_cluster=Value(cluster.cluster_id), squeue_uid=Value(project_identity(cluster.project_id)["uid"]),
-        squeue_group=Value(cluster.project.project_id),
+        squeue_cluster=Value(cluster.cluster_id),
         squeue_assoc=Subquery(association) if "{associd}" in format_text else Value(None, IntegerField()),
         squeue_last_pass=(F("cluster__last_pass_time") if "{lastschedeval}" in format_text
-                          else Value(None, DateTimeField())))
+                          else Value(None, DateTimeField())),
+        **_squeue_tres_context(cluster, format_text, now))
+
+
+def _squeue_tres_context(cluster: SlurmCluster, format_text: str, now: dt.datetime) -> dict[str, Value]:
+    """squeue_node_memory and squeue_memory_consumable: what tres-alloc needs of the cluster, read
+    only for a format that shows it."""
+    if "{tres-alloc}" not in format_text:
+        return {"squeue_node_memory": Value(None, IntegerField()), "squeue_memory_consumable": Value(False)}
+    return {"squeue_node_memory": Value(_node_memory_mb(cluster, now)),
+            "squeue_memory_consumable": Value(parse_config(cluster.config).memory_is_consumable)}
 
 
 def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], list[formats.SqueueJob]] | None,
@@ -285,7 +304,7 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     fields = _squeue_fields(format_text)
     # The cluster's jobs read straight off its (cluster, job id) index, not through a subquery of
     # their own ids (which cost a quarter more and a sort over 10,000 pending jobs).
-    rows = _squeue_rows(cluster, format_text).filter(Q(state__in=active) | Q(pk__in=completing_ids))
+    rows = _squeue_rows(cluster, format_text, now).filter(Q(state__in=active) | Q(pk__in=completing_ids))
     if user:
         rows = rows.filter(user_name__in=_names(user))
     if partition:
@@ -369,17 +388,16 @@ PENDING_STEP_SECONDS = 10
 def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -> Report:
     """``scontrol show step [JOBID[.STEPID]]``: the running steps, each job's batch script first
     and the sruns still waiting for theirs last (``JOBID.TDB``; fixtures/22.05/steps/scontrol-step-1.txt),
-    UserId the project's uid that the tasks run as. Raises ValueError for a ``step`` that is not
+    UserId the job's submitter's uid. Raises ValueError for a ``step`` that is not
     JOBID, JOBID.STEPID or JOBID.batch."""
     job_id, _, step_id = step.partition(".")
     if step and not (job_id.isdigit() and (step_id == "" or step_id == "batch" or step_id.isdigit())):
         raise ValueError(f"Invalid job step id: {step}")
-    uid = project_identity(cluster.project_id)["uid"]
     items = []
     for job, steps, run, batch in _running_steps(cluster, jobs=job_id):
         if batch is not None and step_id in ("", "batch"):
             items.append(formats.ScontrolStep(
-                step_id=f"{job.job_id}.batch", user_id=uid, start=run.start_time, partition=job.partition,
+                step_id=f"{job.job_id}.batch", user_id=job.uid, start=run.start_time, partition=job.partition,
                 node_list=batch.node.name, nodes=1, tasks=1, name="batch", batch=True))
         for running in steps:
             if step_id not in ("", str(running.step_id)):
@@ -387,14 +405,14 @@ def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -
             parts = list(running.step_nodes.all())
             cpus = sum(part.cpus for part in parts)
             items.append(formats.ScontrolStep(
-                step_id=f"{job.job_id}.{running.step_id}", user_id=uid, start=running.start_time,
+                step_id=f"{job.job_id}.{running.step_id}", user_id=job.uid, start=running.start_time,
                 partition=job.partition, node_list=running.node_list, nodes=len(parts), tasks=running.num_tasks,
                 name=running.name, cpus=cpus, tres=_step_tres(cpus, sum(len(p.gpu_indices) for p in parts), len(parts)),
                 srun_host=running.srun_host, srun_pid=running.srun_pid, tres_per_step=running.tres_per_step,
                 tres_per_node=running.tres_per_node))
         if step_id == "":
             items += [formats.ScontrolStep(
-                step_id=f"{job.job_id}.TDB", user_id=uid, start=None, partition=job.partition,
+                step_id=f"{job.job_id}.TDB", user_id=job.uid, start=None, partition=job.partition,
                 node_list=waiting.node_list, nodes=waiting.num_nodes, tasks=waiting.num_tasks, name="",
                 cpus=waiting.cpus, srun_host=waiting.srun_host, srun_pid=waiting.srun_pid)
                 for waiting in PendingStep.objects.filter(
@@ -424,13 +442,12 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
                       key=lambda row: (row.job_id != int(job_id), -row.job_id))
     config = parse_config(cluster.config)
     exempt = dt.timedelta(seconds=config.preempt_exempt_time or 0)
-    state = snapshot.load_cluster(cluster, now=now)
-    node_memory = max((node.memory_mb for node in state.nodes.values()), default=0)
+    node_memory = _node_memory_mb(cluster, now)
     hosts = dict(JobNode.objects.filter(job__cluster=cluster, batch_host=True, run_index=F("job__restart_count"))
                  .values_list("job_id", "node__name"))
-    uid = project_identity(cluster.project_id)["uid"]
-    items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
-                           batch_host=hosts.get(row.pk, ""), task_id=task_id)
+    items = [_scontrol_job(row, now=now, exempt=exempt, node_memory=node_memory,
+                           memory_is_consumable=config.memory_is_consumable, batch_host=hosts.get(row.pk, ""),
+                           task_id=task_id)
              for row in jobs]
     report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
                     scontrol_job.scontrol_job_rows)
@@ -438,8 +455,13 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     return report
 
 
-def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timedelta, node_memory: int,
-                  batch_host: str, task_id: int | None = None) -> scontrol_job.ScontrolJob:
+def _node_memory_mb(cluster: SlurmCluster, now: dt.datetime) -> int:
+    """The largest RealMemory of the cluster's nodes: what a pending job without --mem asks of each."""
+    return max((node.memory_mb for node in snapshot.load_cluster(cluster, now=now).nodes.values()), default=0)
+
+
+def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node_memory: int,
+                  memory_is_consumable: bool, batch_host: str, task_id: int | None = None) -> scontrol_job.ScontrolJob:
     pending = job.state == JobState.PENDING
     waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
     future = pending and job.begin_time > now
@@ -458,9 +480,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         eligible = None if waiting else job.begin_time
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
-    asked = pending or rejected  # TRES as requested: the nodes' whole memory (MinMemoryNode=0)
     cpus = job.num_tasks * job.cpus_per_task
-    mem = job.mem_per_node * job.num_nodes or job.mem_per_cpu * cpus or (node_memory * job.num_nodes if asked else 0)
     array = ""
     if job.array_job_id is not None:
         task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id if task_id is None else task_id,
@@ -471,7 +491,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         job_id=job.job_id, job_name=job.name, user=job.user_name, array_job_id=job.array_job_id,
         task_id=job.array_task_id if task_id is None else task_id)
     return scontrol_job.ScontrolJob(
-        job_id=job.job_id, name=job.name, user=job.user_name, uid=uid, priority=job.priority, nice=job.nice,
+        job_id=job.job_id, name=job.name, user=job.user_name, uid=job.uid, gid=job.gid,
+        group=job.group_name, priority=job.priority, nice=job.nice,
         account=job.account, qos=job.qos, state=job.state, reason=job.reason, dependency=job.dependency,
         requeue=job.requeue, restarts=job.restart_count, batch=not job.interactive,
         # its raw wait status 1 (sacct's 1:0) as scontrol decodes it, WEXITSTATUS:WTERMSIG
@@ -487,10 +508,12 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         sched_nodes=job.expected_nodes if pending else "", batch_host=batch_host if started and job.node_list else "",
         num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
         num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
-        tres=scontrol_job.tres_text(cpus=cpus, mem_mb=mem, nodes=job.num_nodes, billing=cpus,
-                                    gpus=job.gpus_per_node * job.num_nodes),
+        tres=scontrol_job.job_tres_text(
+            requested=pending or rejected, cpus=cpus, nodes=job.num_nodes, gpus=job.gpus_per_node * job.num_nodes,
+            mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory,
+            memory_is_consumable=memory_is_consumable),
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features or "",
-        exclusive=job.exclusive,
+        exclusive=job.exclusive, command=scontrol_job.command_text(job.script_path, job.script_args),
         work_dir=job.work_dir, stdin=streams[0], stdout=streams[1], stderr=streams[2],
         tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "", array=array)
 

@@ -12,6 +12,8 @@ getopt_long's rules, as sbatch.1 follows them:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class SbatchError(ValueError):
     """An option sbatch would refuse; the message is sbatch's."""
@@ -127,3 +129,20 @@ def split_options(argv: list[str], options: dict[str, tuple[str, str]] = OPTIONS
             return given, argv[index:]
         index += 1
     return given, []
+
+
+def script_path(name: str, *, chdir: str, search: str | None, is_file: Callable[[str], bool]) -> str:
+    """The script file sbatch reads for ``name`` and gives the job as its Command (squeue's %o), as
+    sbatch resolves it (slurm: search_path(opt.chdir, name, false, R_OK, false)): a name starting
+    with ``.`` or ``/`` as given; otherwise the first file of ``chdir``/name (--chdir made absolute,
+    else the submit directory), then each directory of ``search`` (PATH; one starting with ``.`` is
+    under ``chdir``), else as given - and without a PATH as given (fixtures/22.05/command-path:
+    ``sbatch ls`` submits the directory's ls, ``--chdir=d job2.sh`` d's; command-tres: ``job.sh`` is
+    /tmp/command-tres.8jqENq/job.sh, ``./sub/j2.sh`` and ``sub/j2.sh`` stay so)."""
+    if name.startswith((".", "/")) or search is None:
+        return name
+    for directory in [chdir, *(entry for entry in search.split(":") if entry)]:
+        candidate = f"{chdir}/{directory}/{name}" if directory.startswith(".") else f"{directory}/{name}"
+        if is_file(candidate):
+            return candidate
+    return name

@@ -17,6 +17,8 @@ class ScontrolJob:
     name: str
     user: str
     uid: int
+    gid: int
+    group: str
     priority: int
     nice: int
     account: str
@@ -54,6 +56,8 @@ class ScontrolJob:
     mem_per_cpu: int
     features: str
     exclusive: bool
+    #: command_text's
+    command: str
     work_dir: str
     stdin: str
     stdout: str
@@ -76,6 +80,13 @@ def _limit(minutes: int | None) -> str:
     return "UNLIMITED" if minutes is None else _duration(minutes * 60)
 
 
+def command_text(script_path: str, script_args: Sequence[str]) -> str:
+    """The job's command (scontrol's Command=, squeue's %o): the script's path as sbatch resolved it and
+    its arguments, blank-separated (print_commandline; fixtures/22.05/command-tres ``./sub/j2.sh a1 b c``);
+    ``(null)`` without a file (--wrap, a script on stdin, salloc)."""
+    return " ".join([script_path, *script_args]) if script_path else "(null)"
+
+
 def memory_text(mb: int) -> str:
     """TRES's mem as scontrol prints it: ``16000M``, ``62.50G`` (a larger unit where two decimals say
     it exactly), ``60G``."""
@@ -90,6 +101,21 @@ def tres_text(*, cpus: int, mem_mb: int, nodes: int, billing: int, gpus: int) ->
     parts = [("cpu", str(cpus)), ("mem", memory_text(mem_mb) if mem_mb else ""), ("node", str(nodes)),
              ("billing", str(billing)), ("gres/gpu", str(gpus) if gpus else "")]
     return ",".join(f"{name}={value}" for name, value in parts if value)
+
+
+def job_tres_text(*, requested: bool, cpus: int, nodes: int, gpus: int, mem_per_node: int, mem_per_cpu: int,
+                  node_memory_mb: int, memory_is_consumable: bool) -> str:
+    """scontrol's TRES= and squeue's tres-alloc (both slurmctld's tres_req_str while a job waits, its
+    tres_alloc_str once it has nodes). ``requested``: a pending (or rejected) job's memory is --mem x
+    nodes, --mem-per-cpu x CPUs, else the nodes' whole memory (MinMemoryNode=0); an allocation holds
+    memory only where memory is a consumable resource (CR_*_Memory: fixtures/22.05/command-tres,
+    ``-N 2 --gres=gpu:3 --mem=2000`` running under CR_CPU is ``cpu=2,node=2,billing=2,gres/gpu=6``).
+    Billing is the CPUs (no TRESBillingWeights)."""
+    if requested:
+        mem = mem_per_node * nodes or mem_per_cpu * cpus or node_memory_mb * nodes
+    else:
+        mem = mem_per_node * nodes or mem_per_cpu * cpus if memory_is_consumable else 0
+    return tres_text(cpus=cpus, mem_mb=mem, nodes=nodes, billing=cpus, gpus=gpus)
 
 
 def _memory_line(job: ScontrolJob) -> str:
@@ -115,7 +141,7 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
     "\\n\\n" ("\\n" with -o)."""
     started = job.start is not None and job.state != "PENDING"
     lines = [f"JobId={job.job_id} {job.array}JobName={job.name}",
-             f"   UserId={job.user}({job.uid}) GroupId={job.user}({job.uid}) MCS_label=N/A",
+             f"   UserId={job.user}({job.uid}) GroupId={job.group}({job.gid}) MCS_label=N/A",
              f"   Priority={job.priority} Nice={job.nice} Account={job.account} QOS={job.qos}",
              f"   JobState={job.state} Reason={job.reason.replace(' ', '_')} Dependency={job.dependency or '(null)'}",
              f"   Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag={int(job.batch)} Reboot=0 "
@@ -139,7 +165,7 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
               f"   MinCPUsNode={job.cpus_per_task} {_memory_line(job)} MinTmpDiskNode=0",
               f"   Features={job.features or '(null)'} DelayBoot=00:00:00",
               f"   OverSubscribe={'NO' if job.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
-              "   Command=(null)",  # of a script trainhub keeps the text, not the path,
+              f"   Command={job.command}",
               f"   WorkDir={job.work_dir}"]
     if job.batch:
         lines += [f"   StdErr={job.stderr}", f"   StdIn={job.stdin}", f"   StdOut={job.stdout}"]

@@ -14,7 +14,7 @@ from trainhub.common.wire import WireError, camelize, format_timestamp, parse_in
 from trainhub.slurm import selectors
 from trainhub.slurm.api.clusters import cluster_for
 from trainhub.slurm.api.schema import ACTION, BODY, ERRORS, NICE, SUBMISSION, responses
-from trainhub.slurm.models import JobState
+from trainhub.slurm.models import JobState, SlurmJob
 from trainhub.slurm.render import render_job, render_run
 from trainhub.slurm.services import allocations
 from trainhub.slurm.services import jobs as services
@@ -24,7 +24,7 @@ LIST = "aiplatform.slurmJobs.list"
 CREATE = "aiplatform.slurmJobs.create"
 CANCEL = "aiplatform.slurmJobs.cancel"
 UPDATE = "aiplatform.slurmJobs.update"
-SUBMIT_FIELDS = ("sbatchArgs", "script", "scriptArgs", "allocNode", "allocSid")
+SUBMIT_FIELDS = ("sbatchArgs", "script", "scriptPath", "scriptArgs", "allocNode", "allocSid")
 ALLOCATE_FIELDS = ("sallocArgs", "allocNode", "allocSid")
 
 
@@ -37,7 +37,8 @@ def _strings(value, field: str) -> tuple[str, ...]:
 
 
 def submission_from(body) -> services.Submission:
-    """{"sbatchArgs": ["-p", "a4", ...], "script": "#!/bin/bash ...", "scriptArgs": [...]} (or snake_case)."""
+    """{"sbatchArgs": ["-p", "a4", ...], "script": "#!/bin/bash ...", "scriptPath": "/home/me/job.sh",
+    "scriptArgs": [...]} (or snake_case); scriptPath, the script's file as sbatch found it, only with script."""
     if not isinstance(body, dict):
         raise invalid_argument([FieldViolation("body", "must be a JSON object")])
     body = camelize(body)
@@ -48,8 +49,13 @@ def submission_from(body) -> services.Submission:
     script = body.get("script")
     if script is not None and not isinstance(script, str):
         raise invalid_argument([FieldViolation("script", "must be the text of a batch script")])
+    path = body.get("scriptPath", "")
+    if not isinstance(path, str) or len(path) > SlurmJob._meta.get_field("script_path").max_length or (
+            path and script is None):
+        raise invalid_argument([FieldViolation("scriptPath", "must be the path of the script file sent as script")])
     return services.Submission(argv=_strings(body.get("sbatchArgs"), "sbatchArgs"), script=script,
-                               script_args=_strings(body.get("scriptArgs"), "scriptArgs"), **_alloc_place(body))
+                               script_args=_strings(body.get("scriptArgs"), "scriptArgs"), script_path=path,
+                               **_alloc_place(body))
 
 
 def _alloc_place(body: dict) -> dict:

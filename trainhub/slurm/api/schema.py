@@ -42,6 +42,7 @@ SACCTMGR = obj({"command": {"anyOf": [{"type": "string", "example": "sacctmgr sh
                required=("command",))
 SUBMISSION = obj({"sbatchArgs": {**STRINGS, "example": ["--gres=gpu:8", "-p", "a4"]},
                   "script": {"type": "string", "example": "#!/bin/bash\nsrun python train.py\n"},
+                  "scriptPath": {"type": "string", "example": "/home/me/train.sh"},
                   "scriptArgs": STRINGS}, extra=True)
 NICE = obj({"nice": int64()}, required=("nice",))
 #: A job action (scancel, scontrol hold/release/requeue) takes no fields.

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from trainhub.common.compiled import CompiledInsert, CompiledQuery
 from trainhub.common.errors import ApiError
+from trainhub.iam.selectors import posix_account
 from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
 from trainhub.slurm import limits
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
@@ -61,6 +62,8 @@ class Submission:
     argv: tuple[str, ...] = ()
     script: str | None = None
     script_args: tuple[str, ...] = ()
+    #: The script's file as sbatch resolved it (the job's Command with script_args); "": none.
+    script_path: str = ""
     allocation: bool = False
     #: Where sbatch/salloc ran: its host's short name and its session id (scontrol's AllocNode:Sid).
     alloc_node: str = ""
@@ -262,6 +265,7 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
     runs, not for a transaction around it: concurrent sbatch calls do not queue behind each other.
     """
     username = user.get_username()
+    identity = posix_account(user=user)
     name = options.job_name or ("interactive" if submission.allocation else "wrap" if options.wrap is not None
                                 else "sbatch")
     numbered = ("job_id",)
@@ -270,8 +274,10 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         tasks = arrays.compress(array.task_ids)
         values.update(array_pending=tasks, array_tasks=tasks, array_max_running=array.max_running)
     job = SlurmJob(
-        cluster=cluster, name=name, submitted_by=user, user_name=username, time_limit=time_limit,
-        script=script, script_args=list(submission.script_args), work_dir=_work_dir(options, username),
+        cluster=cluster, name=name, submitted_by=user, user_name=username, uid=identity.uid,
+        gid=identity.gid, group_name=identity.group, time_limit=time_limit,
+        script=script, script_args=list(submission.script_args), script_path=submission.script_path,
+        work_dir=_work_dir(options, username),
         stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
             "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
         stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from trainhub.common.errors import ApiError
 from trainhub.common.pages import html_page
+from trainhub.iam.selectors import posix_accounts_by_username
 from trainhub.slurm import selectors
 from trainhub.slurm import sacctmgr as syntax
 from trainhub.slurm.forms.accounting import (
@@ -50,12 +51,15 @@ def _run(request: HttpRequest, cluster, words: list[str]) -> bool:
 
 
 def _tree(cluster) -> list[dict]:
+    """The association tree's rows, a user's with the uid and gid their jobs show (``posix``)."""
     rows = show_records(cluster, syntax.parse_sacctmgr(["show", "association", "tree"]))
     pks = {(a.account.name, a.user, a.partition): a.pk
            for a in Association.objects.filter(cluster=cluster).select_related("account")}
+    posix = posix_accounts_by_username(usernames=[row["user"] for row in rows if row["user"]])
     for row in rows:
         row["pk"] = pks[(row["account"], row["user"], row["partition"])]
         row["indent"] = "\u2003" * row["depth"]
+        row["posix"] = posix.get(row["user"])
     return rows
 
 
