@@ -277,12 +277,29 @@ def tasks_job(job_id, tasks, nodes, **fields):
 
 def test_tasks_fill_nodes_in_order_each_as_many_as_it_holds():
     spread = TaskSpread(24)
-    assert spread.fill([8, 16]) == [8, 16]
-    assert spread.fill([16, 16]) == [16, 8]
-    assert spread.fill([16, 4, 16]) == [16, 4, 4]
-    assert spread.fill([8, 8]) is None  # 16 < 24
+    assert spread.take([8, 16], 2) == [8, 16]
+    assert spread.take([16, 16], 2) == [16, 8]
+    assert spread.take([16, 4, 16], 2) == [16, 4, 4]
+    assert spread.take([23, 16], 2) == [23, 1]
+    assert spread.take([23, 16, 16], 3) == [22, 1, 1]  # one left for each node still needed
+    assert spread.take([8, 8], 2) is None  # 16 < 24
     assert spread.room(cpus(8), cpus(12)) == 8
     assert TaskSpread(16, gpus_per_task=1).room(Resources(cpus=16, gres={"gpu": 3}), cpus(8)) == 3
+
+
+def test_tasks_take_the_best_set_of_nodes_in_a_row():
+    """cons_tres ``_eval_nodes`` (fixtures/22.05/spread): nodes with free CPUs in a row form a set; the
+    set that holds the tasks with the fewest to spare, else the largest; a single node when one is
+    still needed and one holds them; else the set's nodes from its first."""
+    def rooms(*free):
+        return [(f"gpu{index}", room) for index, room in enumerate(free, start=1)]
+
+    assert TaskSpread(24).place(rooms(10, 10, 10, 0), 2) == ["gpu1", "gpu2", "gpu3"]
+    assert TaskSpread(20).place(rooms(2, 12, 5, 9), 2) == ["gpu1", "gpu2", "gpu3", "gpu4"]
+    assert TaskSpread(5).place(rooms(10, 0, 3, 3), 1) == ["gpu3", "gpu4"]
+    assert TaskSpread(5).place(rooms(10, 0, 3, 6), 1) == ["gpu4"]
+    assert TaskSpread(12).place(rooms(3, 0, 10, 0), 1) == ["gpu3", "gpu1"]  # no set holds them: largest first
+    assert TaskSpread(24).place(rooms(10, 0, 10, 0), 2) is None
 
 
 def test_n_tasks_start_now_on_nodes_that_hold_them_together_not_an_even_share_each():

@@ -12,7 +12,8 @@ Public API (pure Python, no Django)::
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
                spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
-    TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node); .fill(rooms)
+    TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
+        .take(rooms, min_nodes); .place(rooms by node, min_nodes)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
     schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
@@ -164,17 +165,17 @@ class RunningJob:
 
 @dataclass(frozen=True)
 class TaskSpread:
-    """``-n`` without ``-N`` (fixtures/22.05/ntasks): slurmctld asks only for the fewest nodes the
+    """``-n`` without ``-N`` (fixtures/22.05/ntasks): slurmctld asks for at least the fewest nodes the
     tasks fit on (``min_nodes``: the CPUs, and GPUs with --gpus-per-task, of the partition's largest
-    node) and its tasks fill the nodes it gets in node order, each as many as its free CPUs (and GPUs)
-    hold, every node at least one: ``-n 20`` on idle 16-CPU nodes runs 16,4; ``-n 16 --gpus-per-task=1``
-    on 8-GPU nodes 8,8. More nodes than the partition has pend with PartitionConfig (``-n 65``).
+    node) and takes as many more as fragmented free CPUs need (``place``). Its tasks fill the nodes it
+    gets, each as many as its free CPUs (and GPUs) hold, leaving one for each node still needed for
+    ``min_nodes`` (``take``): ``-n 20`` on idle 16-CPU nodes runs 16,4; ``-n 16 --gpus-per-task=1`` on
+    8-GPU nodes 8,8. More nodes than the partition has pend with PartitionConfig (``-n 65``).
 
     The same rule decides where it fits at all, now, in a backfill plan and once preemption victims
-    are gone: a node counts when it holds one task (``room`` >= 1) and the nodes together hold every
-    task, not when each holds an even share (cons_tres' ``_eval_nodes`` takes CPUs node by node until
-    the job's ``min_cpus`` are met; fixtures/22.05/sched: ``-n 24`` planned on gpu1's 8 free CPUs and
-    gpu2's 16, an urgent ``-n 20`` preempting only what its tasks need)."""
+    are gone: a node counts when it holds one task (``room`` >= 1), not when it holds an even share
+    (fixtures/22.05/sched: ``-n 24`` planned on gpu1's 8 free CPUs and gpu2's 16, an urgent ``-n 20``
+    preempting only what its tasks need)."""
 
     tasks: int
     cpus_per_task: int = 1
@@ -201,17 +202,58 @@ class TaskSpread:
             room = min(room, free.gres.get("gpu", 0) // self.gpus_per_task)
         return room
 
-    def fill(self, rooms: Sequence[int]) -> list[int] | None:
-        """Tasks per node, in order, for nodes holding ``rooms`` tasks each: every node as many as it
-        holds, leaving at least one for each node after it; None when they do not hold every task."""
-        if sum(rooms) < self.tasks or any(room < 1 for room in rooms) or len(rooms) > self.tasks:
-            return None
+    def take(self, rooms: Sequence[int], min_nodes: int) -> list[int] | None:
+        """Tasks per node for nodes taken in order holding ``rooms`` tasks each: every node as many as
+        it holds, leaving one for each node still needed for ``min_nodes`` (cons_tres ``_cpus_to_use``:
+        ``avail_cpus = MIN(avail_cpus, rem_max_cpus - (rem_nodes - 1))``); None when they do not hold
+        every task or a node would get none."""
         counts, left = [], self.tasks
         for index, room in enumerate(rooms):
-            take = min(room, left - (len(rooms) - index - 1))
-            counts.append(take)
-            left -= take
-        return counts
+            count = min(room, left - max(min_nodes - index - 1, 0))
+            if count < 1:
+                return None
+            counts.append(count)
+            left -= count
+        return counts if left == 0 else None
+
+    def place(self, rooms: Sequence[tuple[str, int]], min_nodes: int) -> list[str] | None:
+        """The nodes cons_tres gives the tasks (job_test.c ``_eval_nodes``, equal node weights), in the
+        order it takes them; ``rooms``: every node in node order with the tasks it holds (0: not
+        available to the job). Available nodes in a row form a set; until the tasks and ``min_nodes``
+        are met, the best set is taken: one that holds what is left with the fewest tasks, else the
+        largest. In it the smallest single node that holds every task left is taken when at most one
+        node is still needed, else its nodes from the first, each what it holds (``take``), until
+        enough. fixtures/22.05/spread: ``-n 20`` with 2, 12, 5 and 9 CPUs free runs on all four
+        nodes (2, 12, 5, 1); ``-n 5`` with 10, 0, 3 and 3 free on gpu[3-4] (3, 2), not on gpu1."""
+        sets: list[list[tuple[str, int]]] = [[]]
+        for name, room in rooms:
+            if room > 0:
+                sets[-1].append((name, room))
+            elif sets[-1]:
+                sets.append([])
+        sets = [one for one in sets if one]
+        taken: list[str] = []
+        tasks_left, nodes_left = self.tasks, min_nodes
+        while sets and (tasks_left > 0 or nodes_left > 0):
+            best, best_total, best_sufficient = sets[0], -1, False
+            for one in sets:
+                total = sum(room for _, room in one)
+                sufficient = total >= tasks_left and len(one) >= nodes_left
+                if best_total < 0 or (sufficient and (not best_sufficient or total < best_total)) or (
+                        not sufficient and total > best_total):
+                    best, best_total, best_sufficient = one, total, sufficient
+            sets.remove(best)
+            if nodes_left <= 1:
+                single = [(room, index) for index, (_, room) in enumerate(best) if room >= tasks_left]
+                if single:
+                    best = [best[min(single)[1]]]
+            for name, room in best:
+                if tasks_left <= 0 and nodes_left <= 0:
+                    break
+                taken.append(name)
+                tasks_left -= min(room, tasks_left - max(nodes_left - 1, 0))
+                nodes_left -= 1
+        return taken if tasks_left <= 0 and nodes_left <= 0 else None
 
 
 @dataclass(frozen=True)
@@ -456,10 +498,15 @@ class _Pass:
         """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others;
         with a constraint, the ones it picks (a matching OR's first alternative that fits, counts).
         A job of -n without -N (``free``: what each candidate has free then) needs nodes that hold all
-        its tasks together: the best others if they do, else the others that hold the most tasks."""
+        its tasks together: those TaskSpread.place takes, as many as they are; with -w nodes, the best
+        others if they do, else the others that hold the most tasks (in node order)."""
         if job.constraint is not None:
             return job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
                                          job.required_nodes)
+        spread = job.spread if free is not None and not self._whole_nodes(job) else None
+        if spread is not None and not job.required_nodes:
+            return spread.place([(name, spread.room(free[name], job.per_node) if name in free else 0)
+                                 for name in self.nodes], job.nodes)
         if not job.required_nodes <= set(ordered):
             return None
         chosen = [name for name in ordered if name in job.required_nodes]
@@ -467,11 +514,12 @@ class _Pass:
         wanted = job.nodes - len(chosen)
         if len(chosen) + len(others) < job.nodes:
             return None
-        if job.spread is None or free is None or self._whole_nodes(job):
+        if spread is None:
             return chosen + others[:wanted]
-        rooms = {name: job.spread.room(free[name], job.per_node) for name in ordered}
+        rooms = {name: spread.room(free[name], job.per_node) for name in ordered}
         for picked in (chosen + others[:wanted], chosen + sorted(others, key=lambda name: -rooms[name])[:wanted]):
-            if job.spread.fill([rooms[name] for name in picked]) is not None:
+            picked.sort(key=self.node_order.__getitem__)
+            if spread.take([rooms[name] for name in picked], job.nodes) is not None:
                 return picked
         return None
 
@@ -554,8 +602,8 @@ class _Pass:
         duration = self._duration(job)
         end = self.now_s + duration
         if job.spread is not None and not self._whole_nodes(job):
-            names = sorted(names, key=self.node_order.__getitem__)
             allocation = self._spread(job, job.spread, names)
+            names = sorted(names, key=self.node_order.__getitem__)
         else:
             allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
@@ -570,7 +618,8 @@ class _Pass:
             self.limits[1].start(job.limit_request)
 
     def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
-        counts = spread.fill([spread.room(self.nodes[name].free, job.per_node) for name in names])
+        """The tasks on ``names`` (in the order _choose took them)."""
+        counts = spread.take([spread.room(self.nodes[name].free, job.per_node) for name in names], job.nodes)
         assert counts is not None, "_choose picked nodes that hold every task"
         return {name: Resources(count * spread.cpus_per_task, job.per_node.memory_mb,
                                 {"gpu": count * spread.gpus_per_task} if spread.gpus_per_task else job.per_node.gres)
