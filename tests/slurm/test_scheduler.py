@@ -1,6 +1,7 @@
 """The scheduling pass: priority order, atomic multi-node starts, Slurm's reasons, backfill that never
 delays a reservation, squeue --start estimates, preemption."""
 
+import dataclasses
 import datetime as dt
 
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from trainhub.slurm.scheduler import (
     RunningJob,
     Snapshot,
     TaskSpread,
+    Waiting,
     node_config_available,
     queue_order,
     schedule,
@@ -159,11 +161,20 @@ def test_a_job_without_time_limit_cannot_backfill_before_a_reservation():
     assert 2 not in started(plan)
 
 
-def test_no_reservation_beyond_bf_window():
+def test_beyond_bf_window_a_job_keeps_its_start_but_reserves_nothing():
+    """backfill.c: "Starts too far in the future to worry about": job 2 is planned as if job 1 were not."""
     config = parse_config({"SchedulerParameters": "bf_window=60"})
     run = [running(9, ["n0"], 120)]
-    plan = schedule(snapshot(nodes(1), [pending(1)], run), config, NOW)
-    assert plan.waiting[1].estimated_start is None
+    plan = schedule(snapshot(nodes(1), [pending(1), pending(2, 50)], run), config, NOW)
+    assert plan.waiting[1] == Waiting("Resources", NOW + dt.timedelta(minutes=120))
+    assert plan.waiting[2] == Waiting("Priority", NOW + dt.timedelta(minutes=120))
+
+
+def test_a_running_job_without_a_time_limit_ends_a_year_after_its_start():
+    """job_mgr.c job_end_time_reset (fixtures/22.05/order a-squeue-start: job 9 a year after 5-8 started)."""
+    run = [dataclasses.replace(running(9, ["n0"], 0), end_time=None)]
+    plan = schedule(snapshot(nodes(1), [pending(1)], run), CONFIG, NOW)
+    assert plan.waiting[1].estimated_start == NOW - dt.timedelta(minutes=30) + dt.timedelta(days=365)
 
 
 def test_reservations_are_rounded_to_bf_resolution():

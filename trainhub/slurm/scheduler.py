@@ -55,8 +55,9 @@ that is now, it starts (``backfilled``); otherwise it reserves whole nodes from
 ``floor(start)`` to ``floor(start + limit + bf_resolution - 1)`` (times floored to bf_resolution,
 ``_set_slot_time``), so a lower-priority job starts only where it ends before every reservation on
 its nodes: it delays no higher-priority job's reservation. Reservations give ``squeue --start``
-estimates; none is made beyond bf_window, for QOS Flags=NoReserve jobs, or for jobs below
-bf_min_prio_reserve. Jobs without a time limit run "forever" and only fit where nothing is reserved later.
+estimates; a job found to start beyond bf_window keeps that start without a reservation; none is made
+for QOS Flags=NoReserve jobs or jobs below bf_min_prio_reserve. A pending job without a time limit runs
+a year and only fits where nothing is reserved later; a running one ends a year after its start.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ import datetime as dt
 import functools
 import heapq
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -95,6 +97,8 @@ __all__ = [
 ]
 
 _FOREVER = math.inf
+#: The latest start backfill looks for: any time short of never.
+_ANY_TIME = sys.float_info.max
 #: How long backfill plans a job without a time limit to run (MaxTime=INFINITE): a year, as slurmctld.
 _NO_LIMIT = 365 * 24 * 3600.0
 #: backfill.c's YEAR_MINUTES: the partition time limit of MaxTime=INFINITE.
@@ -460,7 +464,10 @@ class _Pass:
         self.by_availability: dict[tuple[str, object, frozenset[str], Constraint | None], list[tuple[float, str]]] = {}
         self.running = {job.job_id: job for job in snapshot.running}
         for job in snapshot.running:
-            self._occupy(job.job_id, job.allocation, _seconds(job.end_time) if job.end_time else _FOREVER)
+            # a running job without a time limit ends a year after its start (job_mgr.c
+            # ``job_end_time_reset``: INFINITE gives ``start_time + YEAR_SECONDS``)
+            end = _seconds(job.end_time) if job.end_time else _seconds(job.start_time) + _NO_LIMIT
+            self._occupy(job.job_id, job.allocation, end)
         self.partition_nodes = {name: [n for n in names if n in self.nodes and self.nodes[n].state.usable]
                                 for name, names in snapshot.partitions.items()}
 
@@ -834,7 +841,7 @@ class _Pass:
                 self.plan.waiting[job.job_id] = Waiting(reason)
                 continue
             reserves = not job.no_reserve and job.priority >= params.bf_min_prio_reserve
-            found = self._earliest(job, window_end if reserves else self.now_s)
+            found = self._earliest(job, _ANY_TIME if reserves else self.now_s)
             if found is None:
                 continue
             moment, names = found
@@ -846,13 +853,33 @@ class _Pass:
                 self.plan.waiting.pop(job.job_id, None)
                 started += 1
                 continue
+            current = self.plan.waiting.get(job.job_id, Waiting("Priority"))
+            if moment > window_end:
+                # "Starts too far in the future to worry about": the start is kept, nothing reserved
+                # (backfill.c; fixtures/22.05/order a-squeue-start: job 9 a year on, SCHEDNODES (null))
+                estimate = dt.datetime.fromtimestamp(self._will_run_start(job, moment), self.now.tzinfo)
+                self.plan.waiting[job.job_id] = Waiting(current.reason, estimate)
+                continue
             start = self._slot(moment)
             end = self._slot(moment + self._duration(job))
             for name in names:
                 self.nodes[name].reserve(start, end)
-            current = self.plan.waiting.get(job.job_id, Waiting("Priority"))
             self.plan.waiting[job.job_id] = Waiting(current.reason, dt.datetime.fromtimestamp(moment, self.now.tzinfo),
                                                     tuple(names))
+
+    def _will_run_start(self, job: PendingJob, moment: float) -> float:
+        """The start select's will-run test gives a job that first fits at ``moment`` (cons_common
+        job_test.c ``_will_run_test``): it ends the running jobs on the job's nodes in batches, the
+        first up to 30 s past the first end rounded up to 30 s, each later one with the window doubled,
+        and answers the end of the last job of the batch after which the job fits (fixtures/22.05/order
+        a-squeue-start: job 9 at 11:50:24 a year on, when jobs 5-8 end, not at 11:50:21 with 1-4)."""
+        ends = sorted(end for name in self._candidates(job) for end, _ in self.nodes[name].releases.values())
+        if not ends:
+            return moment
+        barrier, window = ends[0] + 30 - ends[0] % 30, 30
+        while barrier + window < moment:
+            window *= 2
+        return max(end for end in ends if end <= max(barrier + window, moment))
 
 
 def backfill_due(config: SlurmConfig, last_backfill: dt.datetime | None, now: dt.datetime) -> bool:
