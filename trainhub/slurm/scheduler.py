@@ -27,7 +27,8 @@ Public API (pure Python, no Django)::
 
 Order (slurm:src/slurmctld/job_scheduler.c ``sort_job_queue2``; reference 1.5, 7.1): a job that can
 preempt the other first, then partition PriorityTier (higher first), priority (higher first), submit
-time (earlier first), job id.
+time (earlier first), job id (fixtures/22.05/order: equal-priority jobs released together start in job
+id order, those of the urgent partition first).
 
 Main scheduler (reference 7.1): jobs in that order start where they fit (multi-node jobs get all
 their nodes or none). Held jobs, jobs before their BeginTime, jobs with a dependency, jobs of a down
