@@ -172,13 +172,14 @@ def test_sacct_default_layout_and_cancelled_state():
                                                             {"JobID": "18", "State": "COMPLETED"}]
 
 
-def test_squeue_orders_by_partition_state_descending_priority_then_job_id():
+def test_squeue_orders_by_partition_state_descending_priority_then_the_first_sorts_order():
+    """Equal jobs (3 and 1) stay in the order given: that of squeue's first sort (reports.squeue_first_sort)."""
     jobs = [SqueueJob(5, "b", "x", "u", "PENDING", priority=1), SqueueJob(4, "a", "x", "u", "RUNNING", priority=9),
             SqueueJob(3, "a", "x", "u", "PENDING", priority=1), SqueueJob(2, "a", "x", "u", "PENDING", priority=7),
             SqueueJob(1, "a", "x", "u", "PENDING", priority=1), SqueueJob(6, "a", "x", "u", "COMPLETING")]
     ordered = in_squeue_order(jobs, partition=lambda job: job.partition, state=lambda job: job.state,
-                              priority=lambda job: job.priority, job_id=lambda job: job.job_id)
-    assert [job.job_id for job in ordered] == [2, 1, 3, 4, 6, 5]
+                              priority=lambda job: job.priority)
+    assert [job.job_id for job in ordered] == [2, 3, 1, 4, 6, 5]
 
 
 def _laying_out(calls: list[list]):

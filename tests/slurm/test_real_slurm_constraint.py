@@ -25,7 +25,7 @@ from trainhub.slurm.services.clusters import node_features_set, node_state_set
 from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message
 
 from .conftest import run_pass
-from .test_real_slurm import harness, in_any_tie_order, memory_masked  # noqa: F401 (a fixture)
+from .test_real_slurm import harness, memory_masked  # noqa: F401 (a fixture)
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "constraint"
 START = dt.datetime(2026, 12, 4, 23, 13, 0, tzinfo=dt.UTC)
@@ -105,7 +105,7 @@ def test_held_constraints_print_what_sbatch_printed(featured):
         recorded = dict(word.split("=", 1) for word in real(f"scontrol-{job.job_id}").split() if "=" in word)
         assert render_job(job).get("features", "(null)" if job.features is None else "") == recorded["Features"]
     text = reports.squeue(cluster, now=START + 2 * SECOND, format="%i|%f|%r").text
-    assert in_any_tie_order(text) == in_any_tie_order(real("squeue-held"))
+    assert text == real("squeue-held")
 
 
 def test_jobs_wait_for_nodes_with_their_features_as_in_slurm(featured):
@@ -122,10 +122,10 @@ def test_jobs_wait_for_nodes_with_their_features_as_in_slurm(featured):
     for name, args in running[1:]:
         assert _submit(cluster, base + args, START + 6 * SECOND) == (real(name), real_err(name)), name
     run_pass(cluster, START + 14 * SECOND)  # the main scheduler only: backfill runs every 30 s
-    assert in_any_tie_order(reports.squeue(cluster, now=START + 14 * SECOND, format="%i|%f|%T|%r|%N").text) == (
-        in_any_tie_order(real("squeue-run")))
+    assert reports.squeue(cluster, now=START + 14 * SECOND, format="%i|%f|%T|%r|%N").text == (
+        real("squeue-run"))
     masked = memory_masked(reports.sinfo(cluster, now=START, node_oriented=True, long=True).text)
     assert masked[1:] == memory_masked(real("sinfo-N-l-run"))[1:]
     run_pass(cluster, START + 49 * SECOND)
-    assert in_any_tie_order(reports.squeue(cluster, now=START + 49 * SECOND, format="%i|%f|%T|%r|%N").text) == (
-        in_any_tie_order(real("squeue-backfill")))
+    assert reports.squeue(cluster, now=START + 49 * SECOND, format="%i|%f|%T|%r|%N").text == (
+        real("squeue-backfill"))

@@ -24,7 +24,7 @@ from trainhub.slurm.services.steps import step_create
 from trainhub.slurm.steps import StepRequest
 
 from .conftest import run_pass
-from .test_real_slurm import harness, in_any_tie_order  # noqa: F401 (a fixture)
+from .test_real_slurm import harness  # noqa: F401 (a fixture)
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "ntasks"
 START = dt.datetime(2026, 12, 5, 5, 10, 47, tzinfo=dt.UTC)
@@ -79,9 +79,9 @@ def test_sbatch_takes_n_tasks_without_n_nodes_as_slurm(replay):
 
 def test_pending_and_running_jobs_show_slurms_node_counts_and_reasons(replay):
     cluster, _, moment = replay
-    assert in_any_tie_order(reports.squeue(cluster, now=moment).text) == in_any_tie_order(real("squeue"))
+    assert reports.squeue(cluster, now=moment).text == real("squeue")
     text = reports.squeue(cluster, now=moment, format="%i|%j|%T|%D|%C|%b|%N|%r").text
-    assert in_any_tie_order(text) == in_any_tie_order(real("squeue-o"))
+    assert text == real("squeue-o")
 
 
 def _recorded_environment(job_id: int) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The scheduling pass: priority order, atomic multi-node starts, Slurm's reasons, backfill that never
 delays a reservation, squeue --start estimates, preemption."""
 
+import dataclasses
 import datetime as dt
 
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from trainhub.slurm.scheduler import (
     RunningJob,
     Snapshot,
     TaskSpread,
+    Waiting,
     node_config_available,
     queue_order,
     schedule,
@@ -159,11 +161,20 @@ def test_a_job_without_time_limit_cannot_backfill_before_a_reservation():
     assert 2 not in started(plan)
 
 
-def test_no_reservation_beyond_bf_window():
+def test_beyond_bf_window_a_job_keeps_its_start_but_reserves_nothing():
+    """backfill.c: "Starts too far in the future to worry about": job 2 is planned as if job 1 were not."""
     config = parse_config({"SchedulerParameters": "bf_window=60"})
     run = [running(9, ["n0"], 120)]
-    plan = schedule(snapshot(nodes(1), [pending(1)], run), config, NOW)
-    assert plan.waiting[1].estimated_start is None
+    plan = schedule(snapshot(nodes(1), [pending(1), pending(2, 50)], run), config, NOW)
+    assert plan.waiting[1] == Waiting("Resources", NOW + dt.timedelta(minutes=120))
+    assert plan.waiting[2] == Waiting("Priority", NOW + dt.timedelta(minutes=120))
+
+
+def test_a_running_job_without_a_time_limit_ends_a_year_after_its_start():
+    """job_mgr.c job_end_time_reset (fixtures/22.05/order a-squeue-start: job 9 a year after 5-8 started)."""
+    run = [dataclasses.replace(running(9, ["n0"], 0), end_time=None)]
+    plan = schedule(snapshot(nodes(1), [pending(1)], run), CONFIG, NOW)
+    assert plan.waiting[1].estimated_start == NOW - dt.timedelta(minutes=30) + dt.timedelta(days=365)
 
 
 def test_reservations_are_rounded_to_bf_resolution():
@@ -277,12 +288,29 @@ def tasks_job(job_id, tasks, nodes, **fields):
 
 def test_tasks_fill_nodes_in_order_each_as_many_as_it_holds():
     spread = TaskSpread(24)
-    assert spread.fill([8, 16]) == [8, 16]
-    assert spread.fill([16, 16]) == [16, 8]
-    assert spread.fill([16, 4, 16]) == [16, 4, 4]
-    assert spread.fill([8, 8]) is None  # 16 < 24
+    assert spread.take([8, 16], 2) == [8, 16]
+    assert spread.take([16, 16], 2) == [16, 8]
+    assert spread.take([16, 4, 16], 2) == [16, 4, 4]
+    assert spread.take([23, 16], 2) == [23, 1]
+    assert spread.take([23, 16, 16], 3) == [22, 1, 1]  # one left for each node still needed
+    assert spread.take([8, 8], 2) is None  # 16 < 24
     assert spread.room(cpus(8), cpus(12)) == 8
     assert TaskSpread(16, gpus_per_task=1).room(Resources(cpus=16, gres={"gpu": 3}), cpus(8)) == 3
+
+
+def test_tasks_take_the_best_set_of_nodes_in_a_row():
+    """cons_tres ``_eval_nodes`` (fixtures/22.05/spread): nodes with free CPUs in a row form a set; the
+    set that holds the tasks with the fewest to spare, else the largest; a single node when one is
+    still needed and one holds them; else the set's nodes from its first."""
+    def rooms(*free):
+        return [(f"gpu{index}", room) for index, room in enumerate(free, start=1)]
+
+    assert TaskSpread(24).place(rooms(10, 10, 10, 0), 2) == ["gpu1", "gpu2", "gpu3"]
+    assert TaskSpread(20).place(rooms(2, 12, 5, 9), 2) == ["gpu1", "gpu2", "gpu3", "gpu4"]
+    assert TaskSpread(5).place(rooms(10, 0, 3, 3), 1) == ["gpu3", "gpu4"]
+    assert TaskSpread(5).place(rooms(10, 0, 3, 6), 1) == ["gpu4"]
+    assert TaskSpread(12).place(rooms(3, 0, 10, 0), 1) == ["gpu3", "gpu1"]  # no set holds them: largest first
+    assert TaskSpread(24).place(rooms(10, 0, 10, 0), 2) is None
 
 
 def test_n_tasks_start_now_on_nodes_that_hold_them_together_not_an_even_share_each():

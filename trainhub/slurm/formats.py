@@ -23,7 +23,7 @@ Public API (pure Python, no Django)::
     squeue_long_format(fields, *, unknown=None) -> str   # -O's fields as an -o format (``%20{accruetime}``
                                                          # for a field without a letter); unknown: error lines
     squeue_reads_more(format_text); squeue_reads_clock(format_text)   # what reports.squeue must read/refresh
-    in_squeue_order(items, *, partition=, state=, priority=, job_id=)   # squeue's default order, by getters
+    in_squeue_order(items, *, partition=, state=, priority=)   # squeue's default order, by getters
     report_text(header, lines) -> str   # header (None: -h) and lines as the command prints them
     LineCache().lines(report, rows, lay_out, keys=None)   # lines kept between reads of a report
     # sacct (reference 6.2)
@@ -856,12 +856,13 @@ _STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "SUSPENDED": 2, "COMPLETING": 3}
 
 
 def in_squeue_order(items: Iterable[Any], *, partition: Callable[[Any], str], state: Callable[[Any], str],
-                    priority: Callable[[Any], int], job_id: Callable[[Any], int | str]) -> list[Any]:
-    """``items`` in squeue's default order, ``-S P,t,-p``: partition, state (pending, running, the
-    rest), descending priority, then job id. Four stable sorts, last key first, each reading its key
-    in C where the getter is an attrgetter/itemgetter (10,000 jobs: a third of a tuple key's cost)."""
-    ordered = sorted(items, key=job_id)
-    ordered.sort(key=priority, reverse=True)  # reverse=True keeps equal priorities in job id order
+                    priority: Callable[[Any], int]) -> list[Any]:
+    """``items``, given in the order of squeue's first sort (reports.squeue_first_sort), in squeue's
+    default order ``-S P,t,-p``: partition, state (pending, running, the rest), descending priority; equal
+    ones stay in the order given (src/squeue/sort.c ``sort_job_list``: one stable sort per key, last key
+    first). Three stable sorts, each reading its key in C where the getter is an attrgetter/itemgetter
+    (10,000 jobs: a third of a tuple key's cost)."""
+    ordered = sorted(items, key=priority, reverse=True)  # reverse=True keeps equal priorities in their order
     # The state's rank of each item computed in C (map), then a stable sort of their positions by it:
     # a lambda per item cost as much as the three other sorts together.
     ranks = list(map(_STATE_ORDER.get, map(state, ordered), repeat(9)))
@@ -871,15 +872,16 @@ def in_squeue_order(items: Iterable[Any], *, partition: Callable[[Any], str], st
 
 
 def squeue_order(jobs: Iterable[SqueueJob], *, start: bool = False) -> list[SqueueJob]:
-    """The jobs squeue prints, in its order: ``-S P,t,-p`` (partition, state, descending priority),
-    or with ``--start`` the pending jobs by expected start, unknown last, equal starts by job id
-    (fixtures/22.05/scenario/squeue-start-running.txt)."""
+    """The jobs squeue prints, in its order: ``-S P,t,-p`` (partition, state, descending priority; see
+    in_squeue_order: ``jobs`` come in squeue's first sort's order), or with ``--start`` the pending jobs
+    by expected start, unknown last, equal starts by job id (fixtures/22.05/scenario/squeue-start-running.txt,
+    fixtures/22.05/order/b-squeue-start.txt)."""
     if start:
         return sorted((job for job in jobs if job.state == "PENDING"),
                       key=lambda job: (job.start_time is None, job.start_time or dt.datetime.max.replace(
                           tzinfo=dt.UTC), job.job_id))
     return in_squeue_order(jobs, partition=attrgetter("partition"), state=attrgetter("state"),
-                           priority=attrgetter("priority"), job_id=attrgetter("job_id"))
+                           priority=attrgetter("priority"))
 
 
 def squeue_format(*, long: bool = False, start: bool = False, format: str | None = None) -> str:

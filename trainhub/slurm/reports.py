@@ -21,8 +21,8 @@ from operator import itemgetter
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import (Case, DateTimeField, Exists, F, Func, IntegerField, OuterRef, Prefetch, Q, QuerySet,
-                              Subquery, Value, When)
+from django.db.models import (BigIntegerField, Case, DateTimeField, Exists, F, Func, IntegerField, OuterRef, Prefetch,
+                              Q, QuerySet, Subquery, Value, When)
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
 
@@ -258,7 +258,23 @@ def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], l
     return [one for item in items for one in item.one_per_task()] if array_tasks else items
 
 
-def _squeue_in_order(rows, *, wanted: set[str], start: bool):
+def squeue_first_sort(now: dt.datetime) -> tuple:
+    """The order squeue sorts the jobs in before its -S keys (src/squeue/sort.c ``sort_jobs_by_start_time``,
+    which formats.in_squeue_order's stable sorts keep among jobs equal in those): the later start first
+    (a pending job's expected start, ``now`` when that has passed: ``_get_start_time``), equal starts in
+    slurmctld's job list order (by job id); pending jobs without an estimate (start_time 0) last, in
+    reverse: ``_sort_job_by_time_start`` puts the first of two such jobs after the second, and glibc's
+    merge sort thereby reverses them (fixtures/22.05/order: b-squeue-o lists the urgent jobs started at
+    11:51:02 before those of 11:50:59, and pending 19 before 17)."""
+    pending = Q(state=JobState.PENDING)
+    start = Case(When(pending & Q(expected_start__lt=now), then=Value(now)), When(pending, then=F("expected_start")),
+                 default=F("start_time"), output_field=DateTimeField())
+    unknown_reversed = Case(When(pending & Q(expected_start__isnull=True), then=-F("job_id")), default=F("job_id"),
+                            output_field=BigIntegerField())
+    return start.desc(nulls_last=True), unknown_reversed
+
+
+def _squeue_in_order(rows, *, wanted: set[str], start: bool, now: dt.datetime):
     """squeue's selection and order (formats.squeue_order) in SQL, so that a page reads only its jobs."""
     active = [JobState.PENDING, JobState.RUNNING]
     if wanted:
@@ -269,7 +285,7 @@ def _squeue_in_order(rows, *, wanted: set[str], start: bool):
     if start:
         return rows.filter(state=JobState.PENDING).order_by(F("expected_start").asc(nulls_last=True), "job_id")
     state_order = Case(When(state=JobState.PENDING, then=0), When(state=JobState.RUNNING, then=1), default=3)
-    return rows.order_by("partition", state_order, "-priority", "job_id")
+    return rows.order_by("partition", state_order, "-priority", *squeue_first_sort(now))
 
 
 def _job_selection(text: str) -> tuple[Q, Callable[[formats.SqueueJob], list[formats.SqueueJob]]]:
@@ -315,11 +331,12 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
         rows = rows.filter(selection)
     wanted = _states(states)
     if page is not None:
-        rows = _squeue_in_order(rows, wanted=wanted, start=start)
+        rows = _squeue_in_order(rows, wanted=wanted, start=start, now=now)
         # Tuples, not model instances, and only the page's: the queue page refreshes every 5 s.
         items = _squeue_items(rows[page].values_list(*fields), now, shown, array_tasks)
         return Report(formats.squeue_text(items, long=long, start=start, format=format), items,
                       formats.squeue_rows, total=rows.count())
+    rows = rows.order_by(*squeue_first_sort(now))
     if shown is not None or array_tasks or start:
         items = [item for item in _squeue_items(rows.values_list(*fields), now, shown, array_tasks)
                  if not wanted or item.state in wanted]
@@ -331,7 +348,7 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     selected = formats.in_squeue_order(
         [row for row in fetched if not wanted or _squeue_state(row[4]) in wanted],
         # A finished job squeue lists is COMPLETING: its stored state ranks after RUNNING as that does.
-        partition=itemgetter(1), state=itemgetter(4), priority=itemgetter(11), job_id=itemgetter(0))
+        partition=itemgetter(1), state=itemgetter(4), priority=itemgetter(11))
     clocked = formats.squeue_reads_clock(format_text)
 
     def items(chosen: Sequence[tuple]) -> list[formats.SqueueJob]:

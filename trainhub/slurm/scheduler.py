@@ -12,7 +12,8 @@ Public API (pure Python, no Django)::
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
                spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
-    TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node); .fill(rooms)
+    TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
+        .take(rooms, min_nodes); .place(rooms by node, min_nodes)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
     schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
@@ -26,7 +27,8 @@ Public API (pure Python, no Django)::
 
 Order (slurm:src/slurmctld/job_scheduler.c ``sort_job_queue2``; reference 1.5, 7.1): a job that can
 preempt the other first, then partition PriorityTier (higher first), priority (higher first), submit
-time (earlier first), job id.
+time (earlier first), job id (fixtures/22.05/order: equal-priority jobs released together start in job
+id order, those of the urgent partition first).
 
 Main scheduler (reference 7.1): jobs in that order start where they fit (multi-node jobs get all
 their nodes or none). Held jobs, jobs before their BeginTime, jobs with a dependency, jobs of a down
@@ -54,8 +56,9 @@ that is now, it starts (``backfilled``); otherwise it reserves whole nodes from
 ``floor(start)`` to ``floor(start + limit + bf_resolution - 1)`` (times floored to bf_resolution,
 ``_set_slot_time``), so a lower-priority job starts only where it ends before every reservation on
 its nodes: it delays no higher-priority job's reservation. Reservations give ``squeue --start``
-estimates; none is made beyond bf_window, for QOS Flags=NoReserve jobs, or for jobs below
-bf_min_prio_reserve. Jobs without a time limit run "forever" and only fit where nothing is reserved later.
+estimates; a job found to start beyond bf_window keeps that start without a reservation; none is made
+for QOS Flags=NoReserve jobs or jobs below bf_min_prio_reserve. A pending job without a time limit runs
+a year and only fits where nothing is reserved later; a running one ends a year after its start.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ import datetime as dt
 import functools
 import heapq
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -94,6 +98,8 @@ __all__ = [
 ]
 
 _FOREVER = math.inf
+#: The latest start backfill looks for: any time short of never.
+_ANY_TIME = sys.float_info.max
 #: How long backfill plans a job without a time limit to run (MaxTime=INFINITE): a year, as slurmctld.
 _NO_LIMIT = 365 * 24 * 3600.0
 #: backfill.c's YEAR_MINUTES: the partition time limit of MaxTime=INFINITE.
@@ -164,17 +170,17 @@ class RunningJob:
 
 @dataclass(frozen=True)
 class TaskSpread:
-    """``-n`` without ``-N`` (fixtures/22.05/ntasks): slurmctld asks only for the fewest nodes the
+    """``-n`` without ``-N`` (fixtures/22.05/ntasks): slurmctld asks for at least the fewest nodes the
     tasks fit on (``min_nodes``: the CPUs, and GPUs with --gpus-per-task, of the partition's largest
-    node) and its tasks fill the nodes it gets in node order, each as many as its free CPUs (and GPUs)
-    hold, every node at least one: ``-n 20`` on idle 16-CPU nodes runs 16,4; ``-n 16 --gpus-per-task=1``
-    on 8-GPU nodes 8,8. More nodes than the partition has pend with PartitionConfig (``-n 65``).
+    node) and takes as many more as fragmented free CPUs need (``place``). Its tasks fill the nodes it
+    gets, each as many as its free CPUs (and GPUs) hold, leaving one for each node still needed for
+    ``min_nodes`` (``take``): ``-n 20`` on idle 16-CPU nodes runs 16,4; ``-n 16 --gpus-per-task=1`` on
+    8-GPU nodes 8,8. More nodes than the partition has pend with PartitionConfig (``-n 65``).
 
     The same rule decides where it fits at all, now, in a backfill plan and once preemption victims
-    are gone: a node counts when it holds one task (``room`` >= 1) and the nodes together hold every
-    task, not when each holds an even share (cons_tres' ``_eval_nodes`` takes CPUs node by node until
-    the job's ``min_cpus`` are met; fixtures/22.05/sched: ``-n 24`` planned on gpu1's 8 free CPUs and
-    gpu2's 16, an urgent ``-n 20`` preempting only what its tasks need)."""
+    are gone: a node counts when it holds one task (``room`` >= 1), not when it holds an even share
+    (fixtures/22.05/sched: ``-n 24`` planned on gpu1's 8 free CPUs and gpu2's 16, an urgent ``-n 20``
+    preempting only what its tasks need)."""
 
     tasks: int
     cpus_per_task: int = 1
@@ -201,17 +207,58 @@ class TaskSpread:
             room = min(room, free.gres.get("gpu", 0) // self.gpus_per_task)
         return room
 
-    def fill(self, rooms: Sequence[int]) -> list[int] | None:
-        """Tasks per node, in order, for nodes holding ``rooms`` tasks each: every node as many as it
-        holds, leaving at least one for each node after it; None when they do not hold every task."""
-        if sum(rooms) < self.tasks or any(room < 1 for room in rooms) or len(rooms) > self.tasks:
-            return None
+    def take(self, rooms: Sequence[int], min_nodes: int) -> list[int] | None:
+        """Tasks per node for nodes taken in order holding ``rooms`` tasks each: every node as many as
+        it holds, leaving one for each node still needed for ``min_nodes`` (cons_tres ``_cpus_to_use``:
+        ``avail_cpus = MIN(avail_cpus, rem_max_cpus - (rem_nodes - 1))``); None when they do not hold
+        every task or a node would get none."""
         counts, left = [], self.tasks
         for index, room in enumerate(rooms):
-            take = min(room, left - (len(rooms) - index - 1))
-            counts.append(take)
-            left -= take
-        return counts
+            count = min(room, left - max(min_nodes - index - 1, 0))
+            if count < 1:
+                return None
+            counts.append(count)
+            left -= count
+        return counts if left == 0 else None
+
+    def place(self, rooms: Sequence[tuple[str, int]], min_nodes: int) -> list[str] | None:
+        """The nodes cons_tres gives the tasks (job_test.c ``_eval_nodes``, equal node weights), in the
+        order it takes them; ``rooms``: every node in node order with the tasks it holds (0: not
+        available to the job). Available nodes in a row form a set; until the tasks and ``min_nodes``
+        are met, the best set is taken: one that holds what is left with the fewest tasks, else the
+        largest. In it the smallest single node that holds every task left is taken when at most one
+        node is still needed, else its nodes from the first, each what it holds (``take``), until
+        enough. fixtures/22.05/spread: ``-n 20`` with 2, 12, 5 and 9 CPUs free runs on all four
+        nodes (2, 12, 5, 1); ``-n 5`` with 10, 0, 3 and 3 free on gpu[3-4] (3, 2), not on gpu1."""
+        sets: list[list[tuple[str, int]]] = [[]]
+        for name, room in rooms:
+            if room > 0:
+                sets[-1].append((name, room))
+            elif sets[-1]:
+                sets.append([])
+        sets = [one for one in sets if one]
+        taken: list[str] = []
+        tasks_left, nodes_left = self.tasks, min_nodes
+        while sets and (tasks_left > 0 or nodes_left > 0):
+            best, best_total, best_sufficient = sets[0], -1, False
+            for one in sets:
+                total = sum(room for _, room in one)
+                sufficient = total >= tasks_left and len(one) >= nodes_left
+                if best_total < 0 or (sufficient and (not best_sufficient or total < best_total)) or (
+                        not sufficient and total > best_total):
+                    best, best_total, best_sufficient = one, total, sufficient
+            sets.remove(best)
+            if nodes_left <= 1:
+                single = [(room, index) for index, (_, room) in enumerate(best) if room >= tasks_left]
+                if single:
+                    best = [best[min(single)[1]]]
+            for name, room in best:
+                if tasks_left <= 0 and nodes_left <= 0:
+                    break
+                taken.append(name)
+                tasks_left -= min(room, tasks_left - max(nodes_left - 1, 0))
+                nodes_left -= 1
+        return taken if tasks_left <= 0 and nodes_left <= 0 else None
 
 
 @dataclass(frozen=True)
@@ -418,7 +465,10 @@ class _Pass:
         self.by_availability: dict[tuple[str, object, frozenset[str], Constraint | None], list[tuple[float, str]]] = {}
         self.running = {job.job_id: job for job in snapshot.running}
         for job in snapshot.running:
-            self._occupy(job.job_id, job.allocation, _seconds(job.end_time) if job.end_time else _FOREVER)
+            # a running job without a time limit ends a year after its start (job_mgr.c
+            # ``job_end_time_reset``: INFINITE gives ``start_time + YEAR_SECONDS``)
+            end = _seconds(job.end_time) if job.end_time else _seconds(job.start_time) + _NO_LIMIT
+            self._occupy(job.job_id, job.allocation, end)
         self.partition_nodes = {name: [n for n in names if n in self.nodes and self.nodes[n].state.usable]
                                 for name, names in snapshot.partitions.items()}
 
@@ -456,10 +506,15 @@ class _Pass:
         """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others;
         with a constraint, the ones it picks (a matching OR's first alternative that fits, counts).
         A job of -n without -N (``free``: what each candidate has free then) needs nodes that hold all
-        its tasks together: the best others if they do, else the others that hold the most tasks."""
+        its tasks together: those TaskSpread.place takes, as many as they are; with -w nodes, the best
+        others if they do, else the others that hold the most tasks (in node order)."""
         if job.constraint is not None:
             return job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
                                          job.required_nodes)
+        spread = job.spread if free is not None and not self._whole_nodes(job) else None
+        if spread is not None and not job.required_nodes:
+            return spread.place([(name, spread.room(free[name], job.per_node) if name in free else 0)
+                                 for name in self.nodes], job.nodes)
         if not job.required_nodes <= set(ordered):
             return None
         chosen = [name for name in ordered if name in job.required_nodes]
@@ -467,11 +522,12 @@ class _Pass:
         wanted = job.nodes - len(chosen)
         if len(chosen) + len(others) < job.nodes:
             return None
-        if job.spread is None or free is None or self._whole_nodes(job):
+        if spread is None:
             return chosen + others[:wanted]
-        rooms = {name: job.spread.room(free[name], job.per_node) for name in ordered}
+        rooms = {name: spread.room(free[name], job.per_node) for name in ordered}
         for picked in (chosen + others[:wanted], chosen + sorted(others, key=lambda name: -rooms[name])[:wanted]):
-            if job.spread.fill([rooms[name] for name in picked]) is not None:
+            picked.sort(key=self.node_order.__getitem__)
+            if spread.take([rooms[name] for name in picked], job.nodes) is not None:
                 return picked
         return None
 
@@ -554,8 +610,8 @@ class _Pass:
         duration = self._duration(job)
         end = self.now_s + duration
         if job.spread is not None and not self._whole_nodes(job):
-            names = sorted(names, key=self.node_order.__getitem__)
             allocation = self._spread(job, job.spread, names)
+            names = sorted(names, key=self.node_order.__getitem__)
         else:
             allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
@@ -570,7 +626,8 @@ class _Pass:
             self.limits[1].start(job.limit_request)
 
     def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
-        counts = spread.fill([spread.room(self.nodes[name].free, job.per_node) for name in names])
+        """The tasks on ``names`` (in the order _choose took them)."""
+        counts = spread.take([spread.room(self.nodes[name].free, job.per_node) for name in names], job.nodes)
         assert counts is not None, "_choose picked nodes that hold every task"
         return {name: Resources(count * spread.cpus_per_task, job.per_node.memory_mb,
                                 {"gpu": count * spread.gpus_per_task} if spread.gpus_per_task else job.per_node.gres)
@@ -785,7 +842,7 @@ class _Pass:
                 self.plan.waiting[job.job_id] = Waiting(reason)
                 continue
             reserves = not job.no_reserve and job.priority >= params.bf_min_prio_reserve
-            found = self._earliest(job, window_end if reserves else self.now_s)
+            found = self._earliest(job, _ANY_TIME if reserves else self.now_s)
             if found is None:
                 continue
             moment, names = found
@@ -797,13 +854,33 @@ class _Pass:
                 self.plan.waiting.pop(job.job_id, None)
                 started += 1
                 continue
+            current = self.plan.waiting.get(job.job_id, Waiting("Priority"))
+            if moment > window_end:
+                # "Starts too far in the future to worry about": the start is kept, nothing reserved
+                # (backfill.c; fixtures/22.05/order a-squeue-start: job 9 a year on, SCHEDNODES (null))
+                estimate = dt.datetime.fromtimestamp(self._will_run_start(job, moment), self.now.tzinfo)
+                self.plan.waiting[job.job_id] = Waiting(current.reason, estimate)
+                continue
             start = self._slot(moment)
             end = self._slot(moment + self._duration(job))
             for name in names:
                 self.nodes[name].reserve(start, end)
-            current = self.plan.waiting.get(job.job_id, Waiting("Priority"))
             self.plan.waiting[job.job_id] = Waiting(current.reason, dt.datetime.fromtimestamp(moment, self.now.tzinfo),
                                                     tuple(names))
+
+    def _will_run_start(self, job: PendingJob, moment: float) -> float:
+        """The start select's will-run test gives a job that first fits at ``moment`` (cons_common
+        job_test.c ``_will_run_test``): it ends the running jobs on the job's nodes in batches, the
+        first up to 30 s past the first end rounded up to 30 s, each later one with the window doubled,
+        and answers the end of the last job of the batch after which the job fits (fixtures/22.05/order
+        a-squeue-start: job 9 at 11:50:24 a year on, when jobs 5-8 end, not at 11:50:21 with 1-4)."""
+        ends = sorted(end for name in self._candidates(job) for end, _ in self.nodes[name].releases.values())
+        if not ends:
+            return moment
+        barrier, window = ends[0] + 30 - ends[0] % 30, 30
+        while barrier + window < moment:
+            window *= 2
+        return max(end for end in ends if end <= max(barrier + window, moment))
 
 
 def backfill_due(config: SlurmConfig, last_backfill: dt.datetime | None, now: dt.datetime) -> bool:
