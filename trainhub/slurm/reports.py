@@ -428,9 +428,11 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     node_memory = max((node.memory_mb for node in state.nodes.values()), default=0)
     hosts = dict(JobNode.objects.filter(job__cluster=cluster, batch_host=True, run_index=F("job__restart_count"))
                  .values_list("job_id", "node__name"))
+    allocated = {job_pk: (cpus, gpus) for job_pk, cpus, gpus in JobRun.objects.filter(
+        job__cluster=cluster, index=F("job__restart_count")).values_list("job_id", "alloc_cpus", "alloc_gpus")}
     uid = project_identity(cluster.project_id)["uid"]
     items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
-                           batch_host=hosts.get(row.pk, ""), task_id=task_id)
+                           batch_host=hosts.get(row.pk, ""), allocated=allocated.get(row.pk), task_id=task_id)
              for row in jobs]
     report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
                     scontrol_job.scontrol_job_rows)
@@ -439,7 +441,10 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
 
 
 def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timedelta, node_memory: int,
-                  batch_host: str, task_id: int | None = None) -> scontrol_job.ScontrolJob:
+                  batch_host: str, allocated: tuple[int, int] | None,
+                  task_id: int | None = None) -> scontrol_job.ScontrolJob:
+    """``allocated``: its run's CPUs and GPUs (an --exclusive job gets its nodes' all: constraint/scontrol-19),
+    which NumCPUs and TRES show once it started."""
     pending = job.state == JobState.PENDING
     waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
     future = pending and job.begin_time > now
@@ -459,8 +464,12 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
     asked = pending or rejected  # TRES as requested: the nodes' whole memory (MinMemoryNode=0)
-    cpus = job.num_tasks * job.cpus_per_task
-    mem = job.mem_per_node * job.num_nodes or job.mem_per_cpu * cpus or (node_memory * job.num_nodes if asked else 0)
+    nodes = job.num_nodes
+    if started and allocated:
+        cpus, gpus = allocated
+    else:
+        cpus, gpus = job.num_tasks * job.cpus_per_task, job.gpus_per_node * nodes
+    mem = job.mem_per_node * nodes or job.mem_per_cpu * cpus or (node_memory * nodes if asked else 0)
     array = ""
     if job.array_job_id is not None:
         task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id if task_id is None else task_id,
@@ -487,9 +496,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         sched_nodes=job.expected_nodes if pending else "", batch_host=batch_host if started and job.node_list else "",
         num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
         num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
-        tres=scontrol_job.tres_text(cpus=cpus, mem_mb=mem, nodes=job.num_nodes, billing=cpus,
-                                    gpus=job.gpus_per_node * job.num_nodes),
-        mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features or "",
+        tres=scontrol_job.tres_text(cpus=cpus, mem_mb=mem, nodes=nodes, billing=cpus, gpus=gpus),
+        mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive,
         work_dir=job.work_dir, stdin=streams[0], stdout=streams[1], stderr=streams[2],
         tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "", array=array)

@@ -52,7 +52,8 @@ class ScontrolJob:
     tres: str
     mem_per_node: int
     mem_per_cpu: int
-    features: str
+    #: -C as given; None without it (Features=(null)), "" for ``--constraint=`` (constraint/scontrol-14).
+    features: str | None
     exclusive: bool
     work_dir: str
     stdin: str
@@ -137,7 +138,7 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
               f"   TRES={job.tres}",
               "   Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
               f"   MinCPUsNode={job.cpus_per_task} {_memory_line(job)} MinTmpDiskNode=0",
-              f"   Features={job.features or '(null)'} DelayBoot=00:00:00",
+              f"   Features={'(null)' if job.features is None else job.features} DelayBoot=00:00:00",
               f"   OverSubscribe={'NO' if job.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
               "   Command=(null)",  # of a script trainhub keeps the text, not the path,
               f"   WorkDir={job.work_dir}"]
