@@ -464,11 +464,14 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
     asked = pending or rejected  # TRES as requested: the nodes' whole memory (MinMemoryNode=0)
-    nodes = job.num_nodes
+    # as requested, -n without -N asks for one node (NumNodes= is slurmctld's estimate) and
+    # --gpus-per-task for its count of every task (fixtures/22.05/ntasks/scontrol-4..9)
+    nodes = 1 if asked and job.nodes_from_tasks else job.num_nodes
     if started and allocated:
         cpus, gpus = allocated
     else:
-        cpus, gpus = job.num_tasks * job.cpus_per_task, job.gpus_per_node * nodes
+        cpus = job.num_tasks * job.cpus_per_task
+        gpus = job.gpus_per_task * job.num_tasks if job.gpus_per_task else job.gpus_per_node * nodes
     mem = job.mem_per_node * nodes or job.mem_per_cpu * cpus or (node_memory * nodes if asked else 0)
     array = ""
     if job.array_job_id is not None:
@@ -500,7 +503,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive,
         work_dir=job.work_dir, stdin=streams[0], stdout=streams[1], stderr=streams[2],
-        tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "", array=array)
+        tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node and not job.gpus_per_task else "",
+        tres_per_task=f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "", array=array)
 
 
 # --- sprio --------------------------------------------------------------------------------------

@@ -60,6 +60,8 @@ class ScontrolJob:
     stdout: str
     stderr: str
     tres_per_node: str
+    #: --gpus-per-task's request, which slurmctld keeps instead of a TresPerNode.
+    tres_per_task: str = ""
     array: str = ""
 
 
@@ -147,6 +149,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
     lines.append("   Power=")
     if job.tres_per_node:
         lines.append(f"   TresPerNode={job.tres_per_node}")
+    if job.tres_per_task:
+        lines.append(f"   TresPerTask={job.tres_per_task}")
     if one_liner:
         return " ".join(line.strip() for line in lines) + " \n"
     return "\n".join(lines) + "\n   \n\n"
