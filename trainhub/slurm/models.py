@@ -305,6 +305,8 @@ class SlurmJob(models.Model):
     #: Age counts from here; null while not accruing (held, not yet eligible).
     accrue_time = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField(null=True, blank=True)
+    #: Started by a backfill iteration, not the main scheduler (scontrol's Scheduler=Backfill).
+    started_by_backfill = models.BooleanField(default=False)
     end_time = models.DateTimeField(null=True, blank=True)
     #: squeue --start: when the scheduler expects the job to start (null: unknown).
     expected_start = models.DateTimeField(null=True, blank=True)

@@ -37,6 +37,8 @@ class ScontrolJob:
     end: dt.datetime | None
     preempt_eligible: dt.datetime | None
     last_sched_eval: dt.datetime | None
+    #: Main, Backfill (it started the job) or Backfill:* (a pending job's last look was backfill's).
+    scheduler: str
     partition: str
     alloc_node: str
     alloc_sid: int
@@ -129,7 +131,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
              f"   StartTime={_time(job.start)} EndTime={_time(job.end)} Deadline=N/A"]
     if started:
         lines.append(f"   PreemptEligibleTime={_time(job.preempt_eligible)} PreemptTime=None")
-    lines += [f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_time(job.last_sched_eval)} Scheduler=Main",
+    lines += [f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_time(job.last_sched_eval)} "
+              f"Scheduler={job.scheduler}",
               f"   Partition={job.partition} AllocNode:Sid={job.alloc_node or '(null)'}:{job.alloc_sid}",
               f"   ReqNodeList={job.req_nodes or '(null)'} ExcNodeList={job.exc_nodes or '(null)'}",
               f"   NodeList={job.node_list}" + (f" SchedNodeList={job.sched_nodes}" if job.sched_nodes else "")]
