@@ -51,10 +51,10 @@ def _submissions(marker: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _submit(cluster, argv: list[str], now: dt.datetime) -> tuple[str, str]:
-    """carol's sbatch, run in /tmp as on the harness."""
+def _submit(cluster, argv: list[str], now: dt.datetime, work_dir: str = "/tmp") -> tuple[str, str]:
+    """carol's sbatch, run in ``work_dir`` on the harness's host."""
     carol = get_user_model().objects.get(username="carol")
-    submission = Submission(argv=("--chdir", "/tmp", *argv), alloc_node="localhost")
+    submission = Submission(argv=("--chdir", work_dir, *argv), alloc_node="localhost")
     try:
         out = submitted_message(job_submit(cluster=cluster, user=carol, submission=submission, now=now), submission)
     except ApiError as error:
