@@ -59,7 +59,8 @@ def harness(cast, now):
 
 
 def harness_cluster(cast, now, **config: str):
-    """harness's cluster, ``config`` as start.sh's knobs change slurm.conf (PreemptExemptTime="00:00:00")."""
+    """harness's cluster (start.sh's slurm.conf: CR_CPU, memory not a consumable resource), ``config`` as
+    start.sh's knobs change slurm.conf (PreemptExemptTime="00:00:00")."""
     pool = node_pool_ensure(name="gpu", machine_type="n1-standard-16", accelerator_type="NVIDIA_TESLA_V100",
                             accelerator_count=8, node_count=4, executor=Executor.SIMULATED)
     for index, node in enumerate(pool.nodes.order_by("pk"), start=1):
@@ -67,7 +68,7 @@ def harness_cluster(cast, now, **config: str):
     node_heartbeat(node_ids=list(pool.nodes.values_list("pk", flat=True)), now=now)
     spec = SEED_SPEC["orchestratorSpec"]["slurmSpec"]
     body = {"orchestratorSpec": {"slurmSpec": {
-        "config": {**spec["config"], "PriorityCalcPeriod": "1", **config},
+        "config": {**spec["config"], "PriorityCalcPeriod": "1", "SelectTypeParameters": "CR_CPU", **config},
         "partitions": [{"id": "batch", "node_pool_ids": ["gpu"], "config": {"PriorityTier": "1"}},
                        {"id": "urgent", "node_pool_ids": ["gpu"], "config": {"PriorityTier": "10"}}],
         "default_partition_id": "batch"}}}

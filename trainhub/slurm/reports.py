@@ -434,7 +434,8 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     uid = project_identity(cluster.project_id)["uid"]
     items = [_scontrol_job(row, now=now, uid=uid, exempt=exempt, node_memory=node_memory,
                            batch_host=hosts.get(row.pk, ""), last_run=runs.get(row.pk),
-                           last_backfill=cluster.last_backfill_time, task_id=task_id)
+                           last_backfill=cluster.last_backfill_time, memory_tracked=config.memory_is_consumable,
+                           task_id=task_id)
              for row in jobs]
     report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
                     scontrol_job.scontrol_job_rows)
@@ -444,10 +445,11 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
 
 def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timedelta, node_memory: int,
                   batch_host: str, last_run: tuple[int, dt.datetime, int, int] | None,
-                  last_backfill: dt.datetime | None, task_id: int | None = None) -> scontrol_job.ScontrolJob:
+                  last_backfill: dt.datetime | None, memory_tracked: bool,
+                  task_id: int | None = None) -> scontrol_job.ScontrolJob:
     """``last_run``: its last run's index, start, CPUs and GPUs (an --exclusive job gets its nodes' all:
     constraint/scontrol-19), which NumCPUs and TRES show while it is that run. ``last_backfill``: the
-    cluster's last backfill iteration."""
+    cluster's last backfill iteration. ``memory_tracked``: memory is a consumable resource."""
     allocated = last_run[2:] if last_run and last_run[0] == job.restart_count else None
     pending = job.state == JobState.PENDING
     waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
@@ -488,7 +490,12 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
     else:
         cpus = job.num_tasks * job.cpus_per_task
         gpus = job.gpus_per_task * job.num_tasks if job.gpus_per_task else job.gpus_per_node * nodes
-    mem = job.mem_per_node * nodes or job.mem_per_cpu * cpus or (node_memory * nodes if asked else 0)
+    # an allocation holds memory only where it is a consumable resource (SelectTypeParameters=*_Memory:
+    # squeue-letters/scontrol-2's --mem=100 job runs with TRES=cpu=1,node=1,billing=1 under CR_CPU)
+    if asked:
+        mem = job.mem_per_node * nodes or job.mem_per_cpu * cpus or node_memory * nodes
+    else:
+        mem = (job.mem_per_node * nodes or job.mem_per_cpu * cpus) if memory_tracked else 0
     array = ""
     if job.array_job_id is not None:
         task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id if task_id is None else task_id,
@@ -519,7 +526,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         tres=scontrol_job.tres_text(cpus=cpus, mem_mb=mem, nodes=nodes, billing=cpus, gpus=gpus),
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive,
-        work_dir=job.work_dir, stdin=streams[0], stdout=streams[1], stderr=streams[2],
+        work_dir=job.work_dir, comment=job.comment, stdin=streams[0], stdout=streams[1], stderr=streams[2],
         tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node and not job.gpus_per_task else "",
         tres_per_task=f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "", array=array)
 

@@ -58,6 +58,7 @@ class ScontrolJob:
     features: str | None
     exclusive: bool
     work_dir: str
+    comment: str
     stdin: str
     stdout: str
     stderr: str
@@ -147,6 +148,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
               f"   OverSubscribe={'NO' if job.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
               "   Command=(null)",  # of a script trainhub keeps the text, not the path,
               f"   WorkDir={job.work_dir}"]
+    if job.comment:  # job_info.c prints it with a blank after (squeue-letters/scontrol-1)
+        lines.append(f"   Comment={job.comment} ")
     if job.batch:
         lines += [f"   StdErr={job.stderr}", f"   StdIn={job.stdin}", f"   StdOut={job.stdout}"]
     lines.append("   Power=")
