@@ -239,6 +239,8 @@ class SlurmJob(models.Model):
     #: pending job's NumNodes as MIN-MAX when -N was given.
     max_nodes = models.PositiveIntegerField(default=0)
     gpus_per_task = models.PositiveIntegerField(default=0)
+    #: --gpus's count for the whole job (gpus_per_node is its share of each node); 0 without --gpus.
+    gpus_per_job = models.PositiveIntegerField(default=0)
     #: Minutes; null = UNLIMITED.
     time_limit = models.PositiveIntegerField(null=True, blank=True)
     script = models.TextField()

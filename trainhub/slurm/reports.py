@@ -527,8 +527,11 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, uid: int, exempt: dt.timed
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive,
         work_dir=job.work_dir, comment=job.comment, stdin=streams[0], stdout=streams[1], stderr=streams[2],
-        tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node and not job.gpus_per_task else "",
-        tres_per_task=f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "", array=array)
+        tres_per_job=f"gres:gpu:{job.gpus_per_job}" if job.gpus_per_job else "",
+        tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node and not (
+            job.gpus_per_task or job.gpus_per_job) else "",
+        tres_per_task=f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "", mem_per_gpu=job.mem_per_gpu,
+        mail_type=job.mail_type, mail_user=job.mail_user or job.user_name, array=array)
 
 
 # --- sprio --------------------------------------------------------------------------------------

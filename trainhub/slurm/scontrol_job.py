@@ -63,8 +63,15 @@ class ScontrolJob:
     stdout: str
     stderr: str
     tres_per_node: str
+    #: --gpus's request, which slurmctld keeps instead of a TresPerNode (options/scontrol-10).
+    tres_per_job: str = ""
     #: --gpus-per-task's request, which slurmctld keeps instead of a TresPerNode.
     tres_per_task: str = ""
+    #: --mem-per-gpu's MB (MemPerTres=gres:gpu:MB); 0 without it.
+    mem_per_gpu: int = 0
+    #: --mail-type and the address it mails (--mail-user, else the job's user); "" without --mail-type.
+    mail_type: str = ""
+    mail_user: str = ""
     array: str = ""
 
 
@@ -99,9 +106,10 @@ def tres_text(*, cpus: int, mem_mb: int, nodes: int, billing: int, gpus: int) ->
 
 
 def _memory_line(job: ScontrolJob) -> str:
+    """--mem-per-cpu's or --mem's MB as TRES's mem prints them (options/scontrol-1: MinMemoryNode=2G)."""
     if job.mem_per_cpu:
-        return f"MinMemoryCPU={job.mem_per_cpu}M"
-    return f"MinMemoryNode={f'{job.mem_per_node}M' if job.mem_per_node else 0}"
+        return f"MinMemoryCPU={memory_text(job.mem_per_cpu)}"
+    return f"MinMemoryNode={memory_text(job.mem_per_node) if job.mem_per_node else 0}"
 
 
 #: scontrol's stderr line for a job id it does not know (exit status 1).
@@ -153,10 +161,16 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
     if job.batch:
         lines += [f"   StdErr={job.stderr}", f"   StdIn={job.stdin}", f"   StdOut={job.stdout}"]
     lines.append("   Power=")
+    if job.mem_per_gpu:
+        lines.append(f"   MemPerTres=gres:gpu:{job.mem_per_gpu}")
+    if job.tres_per_job:
+        lines.append(f"   TresPerJob={job.tres_per_job}")
     if job.tres_per_node:
         lines.append(f"   TresPerNode={job.tres_per_node}")
     if job.tres_per_task:
         lines.append(f"   TresPerTask={job.tres_per_task}")
+    if job.mail_type:
+        lines.append(f"   MailUser={job.mail_user} MailType={job.mail_type}")
     if one_liner:
         return " ".join(line.strip() for line in lines) + " \n"
     return "\n".join(lines) + "\n   \n\n"
