@@ -25,10 +25,10 @@ from trainhub.slurm.services.clusters import node_features_set, node_state_set
 from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message
 
 from .conftest import run_pass
-from .test_real_slurm import harness, memory_masked  # noqa: F401 (a fixture)
+from .test_real_slurm import harness, memory_masked, scontrol_differences  # noqa: F401 (a fixture)
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "constraint"
-START = dt.datetime(2026, 12, 4, 23, 13, 0, tzinfo=dt.UTC)
+START = dt.datetime(2026, 12, 4, 23, 14, 51, tzinfo=dt.UTC)  # the recording's clock (scontrol-*.txt)
 SECOND = dt.timedelta(seconds=1)
 
 
@@ -51,9 +51,10 @@ def _submissions(marker: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _submit(cluster, argv: list[str], now: dt.datetime) -> tuple[str, str]:
+def _submit(cluster, argv: list[str], now: dt.datetime, work_dir: str = "/tmp") -> tuple[str, str]:
+    """carol's sbatch, run in ``work_dir`` on the harness's host."""
     carol = get_user_model().objects.get(username="carol")
-    submission = Submission(argv=tuple(argv))
+    submission = Submission(argv=("--chdir", work_dir, *argv), alloc_node="localhost")
     try:
         out = submitted_message(job_submit(cluster=cluster, user=carol, submission=submission, now=now), submission)
     except ApiError as error:
@@ -106,6 +107,15 @@ def test_held_constraints_print_what_sbatch_printed(featured):
         assert render_job(job).get("features", "(null)" if job.features is None else "") == recorded["Features"]
     text = reports.squeue(cluster, now=START + 2 * SECOND, format="%i|%f|%r").text
     assert text == real("squeue-held")
+    assert _scontrol_differences(cluster, START + SECOND) == {}
+
+
+def _scontrol_differences(cluster, moment: dt.datetime) -> dict[str, list[str]]:
+    """constraint.sh's ``scontrol show job`` of each job squeue lists (scontrol-N.txt)."""
+    listed = SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING])
+    shown = {f"scontrol-{job_id}": reports.scontrol_jobs(cluster, now=moment, job=str(job_id)).text
+             for job_id in listed.values_list("job_id", flat=True)}
+    return scontrol_differences(shown, REAL)
 
 
 def test_jobs_wait_for_nodes_with_their_features_as_in_slurm(featured):
@@ -121,9 +131,9 @@ def test_jobs_wait_for_nodes_with_their_features_as_in_slurm(featured):
     run_pass(cluster, START + 5 * SECOND)  # slurmctld starts it at once (and its backfill runs then)
     for name, args in running[1:]:
         assert _submit(cluster, base + args, START + 6 * SECOND) == (real(name), real_err(name)), name
-    run_pass(cluster, START + 14 * SECOND)  # the main scheduler only: backfill runs every 30 s
-    assert reports.squeue(cluster, now=START + 14 * SECOND, format="%i|%f|%T|%r|%N").text == (
-        real("squeue-run"))
+    run_pass(cluster, START + 8 * SECOND)  # the main scheduler only (LastSchedEval): backfill runs every 30 s
+    assert reports.squeue(cluster, now=START + 14 * SECOND, format="%i|%f|%T|%r|%N").text == real("squeue-run")
+    assert _scontrol_differences(cluster, START + 14 * SECOND) == {}
     masked = memory_masked(reports.sinfo(cluster, now=START, node_oriented=True, long=True).text)
     assert masked[1:] == memory_masked(real("sinfo-N-l-run"))[1:]
     run_pass(cluster, START + 49 * SECOND)

@@ -17,19 +17,21 @@ from django.contrib.auth import get_user_model
 
 from trainhub.inventory.models import Node
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobNode, SlurmJob
+from trainhub.slurm.models import JobNode, SlurmCluster, SlurmJob
 from trainhub.slurm.render import render_job
 from trainhub.slurm.services.clusters import node_features_set
 from trainhub.slurm.services.jobs import job_cancel
 from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_epilog_finished
 
 from .conftest import run_pass
-from .test_real_slurm import harness, in_any_tie_order  # noqa: F401 (a fixture)
+from .test_real_slurm import harness, in_any_tie_order, scontrol_differences  # noqa: F401 (a fixture)
 from .test_real_slurm_constraint import REAL as CONSTRAINT, _submit
 
 REAL = CONSTRAINT.parent / "constraint-syntax"
-START = dt.datetime(2026, 12, 5, 2, 20, 0, tzinfo=dt.UTC)
+START = dt.datetime(2026, 12, 5, 2, 13, 0, tzinfo=dt.UTC)
 SECOND = dt.timedelta(seconds=1)
+#: Where constraint-syntax.sh's sbatch ran ($JOBS).
+WORK = "/tmp/constraint-slurm/jobs"
 SQUEUE = "%i|%f|%D|%T|%r|%N"
 FEATURES = {"gpu1": "a100,ib,rack1", "gpu2": "a100,rack1", "gpu3": "v100,ib,rack2", "gpu4": "h100,rack2"}
 
@@ -57,7 +59,12 @@ def _lines(marker: str) -> list[tuple[str, list[str]]]:
 
 @pytest.fixture
 def featured(harness):
+    """The recording's nodes and clock: its decay thread (PriorityCalcPeriod 1 minute) ran at hh:mm:05,
+    after mor-and-count's submission (02:14:03, Priority=10000) and before wait-mor's (02:14:08,
+    carol's fair-share charged: 1428)."""
     cluster, _ = harness
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=START + 5 * SECOND,
+                                                      last_priority_time=START + 5 * SECOND)
     for name, features in FEATURES.items():
         cluster = node_features_set(cluster=cluster, node=Node.objects.get(name=name), available=features,
                                     active=features, actor="root", now=START)
@@ -82,31 +89,44 @@ def _scontrol_features(job: SlurmJob) -> str:
     return render_job(job).get("features", "(null)" if job.features is None else "")
 
 
-def _replay_forms(cluster) -> dt.datetime:
-    """Every ``form`` but the waiting one, as recorded: sbatch's answer, the job's squeue line,
-    scontrol's Features= and NumNodes=, then scancel. Returns the time it ended."""
+def _clock(name: str) -> tuple[dt.datetime, dt.datetime, dt.datetime]:
+    """The recording's clock of an accepted form (NAME-scontrol.txt): when it was submitted, started
+    (slurmctld's scheduler ran in the same second or the next) and shown (its RunTime later)."""
+    fields = dict(word.split("=", 1) for word in real(f"{name}-scontrol").split() if "=" in word)
+    submitted, started = (dt.datetime.fromisoformat(f"{fields[key]}+00:00") for key in ("SubmitTime", "StartTime"))
+    hours, minutes, seconds = map(int, fields["RunTime"].split(":"))
+    return submitted, started, started + dt.timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+def _replay_forms(cluster) -> tuple[dt.datetime, dict[str, str]]:
+    """Every ``form`` but the waiting one, as recorded: sbatch's answer, the job's squeue line and
+    scontrol show job (on the recording's clock: _clock), then scancel; a refused form 3 s after the
+    last. Returns the time it ended and scontrol's outputs."""
     base = ["-A", "bio", "-p", "batch"]
     now = START
     forms = [(name, args) for name, args in _lines("form ") if not name.startswith("wait-")]
     assert len(forms) == 38
+    shown = {}
     for name, args in forms:
-        now += 3 * SECOND
-        assert _submit(cluster, [*base, *args, "--wrap", "sleep 600"], now) == (real(name), real_err(name)), name
+        submitted, started, now = _clock(name) if real(name) else (now + 3 * SECOND,) * 3
+        argv = [*base, *args, "--wrap", "sleep 600"]
+        assert _submit(cluster, argv, submitted, WORK) == (real(name), real_err(name)), name
         job = SlurmJob.objects.filter(cluster=cluster).order_by("-job_id").first()
         if not real(name):
             continue
-        run_pass(cluster, now)
+        run_pass(cluster, started)
         text = reports.squeue(cluster, now=now, jobs=str(job.job_id), format=SQUEUE).text
         assert text == real(f"{name}-squeue"), name
-        recorded = dict(word.split("=", 1) for word in real(f"{name}-scontrol").split() if "=" in word)
-        job.refresh_from_db()
-        assert (_scontrol_features(job), job.num_nodes) == (recorded["Features"], int(recorded["NumNodes"])), name
+        shown[f"{name}-scontrol"] = reports.scontrol_jobs(cluster, now=now, job=str(job.job_id)).text
         _cancel(job, now)
-    return now
+    return now, shown
 
 
 def test_every_form_is_accepted_refused_and_placed_as_in_slurm(featured):
-    _replay_forms(featured)
+    """scontrol show job byte for byte too, its Features= as given (NAME-scontrol.txt)."""
+    _, shown = _replay_forms(featured)
+    assert len(shown) == 17
+    assert scontrol_differences(shown, REAL) == {}
 
 
 def test_a_matching_or_takes_the_first_alternative_that_fits_now(featured):
@@ -115,20 +135,23 @@ def test_a_matching_or_takes_the_first_alternative_that_fits_now(featured):
     allocates), and the later jobs of the partition wait with Priority."""
     cluster = featured
     base = ["-A", "bio", "-p", "batch"]
-    now = _replay_forms(cluster) + SECOND
-    submitted = dict(_lines("rec "))
-    for name in ("fill-3-run", "fill-1-run"):
-        assert _submit(cluster, [*base, *submitted[name], "--wrap", "sleep 600"], now) == (real(name), ""), name
-    run_pass(cluster, now)
+    _replay_forms(cluster)
     (name, args), = [(name, args) for name, args in _lines("form ") if name.startswith("wait-")]
-    now += 2 * SECOND
-    assert _submit(cluster, [*base, *args, "--wrap", "sleep 600"], now) == (real(name), "")
-    run_pass(cluster, now)
+    submitted, started, now = _clock(name)
+    lines = dict(_lines("rec "))
+    for fill in ("fill-3-run", "fill-1-run"):
+        argv = [*base, *lines[fill], "--wrap", "sleep 600"]
+        assert _submit(cluster, argv, submitted - 2 * SECOND, WORK) == (real(fill), ""), fill
+    run_pass(cluster, submitted - 2 * SECOND)
+    assert _submit(cluster, [*base, *args, "--wrap", "sleep 600"], submitted, WORK) == (real(name), "")
+    run_pass(cluster, started)
     job = SlurmJob.objects.get(cluster=cluster, job_id=41)
     assert reports.squeue(cluster, now=now, jobs="41", format=SQUEUE).text == real(f"{name}-squeue")
+    shown = {f"{name}-scontrol": reports.scontrol_jobs(cluster, now=now, job="41").text}
+    assert scontrol_differences(shown, REAL) == {}
     _cancel(job, now)
     for name in ("wait-count", "wait-mor-2", "wait-paren"):
-        assert _submit(cluster, [*base, *submitted[name], "--wrap", "sleep 600"], now) == (real(name), ""), name
+        assert _submit(cluster, [*base, *lines[name], "--wrap", "sleep 600"], now) == (real(name), ""), name
     now += 3 * SECOND
     run_pass(cluster, now)
     assert in_any_tie_order(reports.squeue(cluster, now=now, format="%i|%j|%f|%D|%T|%r|%N").text) == (

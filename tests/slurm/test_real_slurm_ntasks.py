@@ -1,7 +1,7 @@
 """trainhub replays fixtures/22.05/ntasks.sh (``-n N`` without ``-N``: sbatch, salloc and srun inside,
 recorded on a fresh slurm-harness cluster of 4 nodes x 16 CPUs x 8 GPUs) and prints what Slurm printed.
 
-The recording's clock: the nine sbatch submitted in the same second, jobs 1-3 started a second later,
+The recording's clock: job 1 submitted, the other eight sbatch a second later, when jobs 1-3 started,
 the squeue and scontrol recordings four seconds after that (squeue's TIME 0:04).
 """
 
@@ -24,11 +24,13 @@ from trainhub.slurm.services.steps import step_create
 from trainhub.slurm.steps import StepRequest
 
 from .conftest import run_pass
-from .test_real_slurm import harness  # noqa: F401 (a fixture)
+from .test_real_slurm import harness, scontrol_differences  # noqa: F401 (a fixture)
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "ntasks"
 START = dt.datetime(2026, 12, 5, 5, 10, 47, tzinfo=dt.UTC)
 SECOND = dt.timedelta(seconds=1)
+#: The recording's $WORK (its sbatch's working directory, -o $WORK/out-%j.txt).
+WORK = "/tmp/ntasks-scenario.Fjxi4L"
 #: The variables job.sh prints (its first lines) that trainhub sets.
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "SLURM_CPUS_ON_NODE", "SLURM_GPUS_ON_NODE", "SLURM_JOB_CPUS_PER_NODE",
              "SLURM_JOB_GPUS", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NODELIST",
@@ -59,10 +61,12 @@ def replay(harness, cast):
     alice = cast.get("alice") or get_user_model().objects.get(username="alice")
     script = (REAL / "job.sh").read_text()
     printed = {}
-    for name, args in _submissions():
-        argv = ("-A", "physics", "-p", "batch", *args)
+    for index, (name, args) in enumerate(_submissions()):
+        argv = ("-A", "physics", "-p", "batch", "-o", f"{WORK}/out-%j.txt", "--chdir", WORK, *args)
+        submission = Submission(argv=argv, script=script, script_path=f"{WORK}/job.sh", alloc_node="localhost")
         try:
-            job = job_submit(cluster=cluster, user=alice, submission=Submission(argv=argv, script=script), now=START)
+            job = job_submit(cluster=cluster, user=alice, submission=submission,
+                             now=START if index == 0 else START + SECOND)
             printed[name] = (submitted_message(job, Submission(argv=argv)) + "\n", "")
         except ApiError as error:
             printed[name] = ("", error.message + "\n")
@@ -159,3 +163,21 @@ def test_salloc_gives_its_command_slurms_task_layout():
         submit_host="vm", cpus_per_task=1, tasks_given=True)
     recorded = dict(line.split("=", 1) for line in real("salloc-n20").splitlines() if "=" in line)
     assert {name: environment[name] for name in recorded} == recorded
+
+
+#: scontrol-N.txt that still differ: slurmctld's backfill, not its main scheduler, started jobs 2 and 3
+#: (Scheduler=Backfill, a year's time limit, so jobs 4 and 5 expect to start a year later), its main
+#: scheduler looked at jobs 4, 5 and 9 again at 05:10:51 (LastSchedEval), and trainhub does not keep
+#: job 8's --ntasks-per-node (NtasksPerN:B:S:C=8, MinCPUsNode=8, NumNodes=5).
+STILL_DIFFERING = {"scontrol-2", "scontrol-3", "scontrol-4", "scontrol-5", "scontrol-8", "scontrol-9"}
+
+
+def test_scontrol_show_job_prints_what_it_printed(replay):
+    """A pending job's TRES counts the nodes and GPUs asked for: one node for -n without -N, and
+    --gpus-per-task's GPUs of every task (shown as TresPerTask), as in scontrol-4, -5, -6 and -7."""
+    cluster, _, moment = replay
+    shown = {f"scontrol-{job_id}": reports.scontrol_jobs(cluster, now=moment, job=str(job_id)).text
+             for job_id in range(1, 10)}
+    assert set(scontrol_differences(shown, REAL)) == STILL_DIFFERING
+    assert ",node=1,billing=16,gres/gpu=16\n" in shown["scontrol-4"]
+    assert "\n   TresPerTask=gres:gpu:1\n" in shown["scontrol-4"]

@@ -16,12 +16,16 @@ from trainhub.slurm.services.jobs import Submission, job_submit
 from trainhub.slurm.services.sacctmgr import sacctmgr_run
 
 from .conftest import run_pass
-from .test_real_slurm import harness, in_any_tie_order  # noqa: F401 - the harness-shaped cluster fixture
+from .test_real_slurm import harness, in_any_tie_order, scontrol_differences  # noqa: F401 (a fixture)
 from .test_real_slurm_constraint_syntax import script_gone
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "qos_tres_mins"
-START = dt.datetime(2026, 12, 5, 2, 19, 0, tzinfo=dt.UTC)
+#: The recording's clock (scontrol-N.txt): job 1 submitted at 02:30:32 and started a second later,
+#: jobs 2-8 submitted then, 6-8 started by the next main scheduler run (02:30:36), scontrol at 02:30:37.
+START = dt.datetime(2026, 12, 5, 2, 30, 31, tzinfo=dt.UTC)
 SECOND = dt.timedelta(seconds=1)
+#: Where the recording's sbatch ran ($JOBS).
+WORK = "/tmp/constraint-slurm/jobs.FIb0Xw"
 #: the recorded squeue -o "%i|%j|%q|%T|%r|%l" without its %q (QOS) column, which trainhub's squeue lacks
 SQUEUE = "%i|%j|%T|%r|%l"
 
@@ -71,19 +75,24 @@ def test_jobs_wait_and_time_out_under_qos_tres_minute_limits_as_in_slurm(harness
     alice = cast["alice"]
 
     def sbatch(name: str, line: str, at: dt.datetime) -> None:
-        args = ["-A", "physics", "-p", "batch", *shlex.split(line)[1:], "--wrap", "sleep 300"]
-        job = job_submit(cluster=cluster, user=alice, submission=Submission(argv=tuple(args)), now=at)
+        args = ["-A", "physics", "-p", "batch", "--chdir", WORK, *shlex.split(line)[1:], "--wrap", "sleep 300"]
+        submission = Submission(argv=tuple(args), alloc_node="localhost")
+        job = job_submit(cluster=cluster, user=alice, submission=submission, now=at)
         assert f"Submitted batch job {job.job_id}\n" == real(name), name
 
-    *first, (last_name, last_line) = _recorded("S")
-    for name, line in first:
-        sbatch(name, line, START + SECOND)
-    run_pass(cluster, START + SECOND)
+    (first_name, first_line), *more, (last_name, last_line) = _recorded("S")
+    sbatch(first_name, first_line, START + SECOND)
+    run_pass(cluster, START + 2 * SECOND)
+    for name, line in more:
+        sbatch(name, line, START + 2 * SECOND)
     moment = START + 5 * SECOND
     run_pass(cluster, moment)
     assert in_any_tie_order(reports.squeue(cluster, now=moment, format=SQUEUE).text) == (
         in_any_tie_order(real_squeue("squeue-1")))
-    stop = START + 61 * SECOND
+    shown = {f"scontrol-{job_id}": reports.scontrol_jobs(cluster, now=moment + SECOND, job=str(job_id)).text
+             for job_id in range(1, 9)}
+    assert scontrol_differences(shown, REAL) == {}
+    stop = START + 65 * SECOND
     run_pass(cluster, stop)  # the decay thread: job 6's 8 GPUs charged, over gres/gpu=2: jobs 6 and 7 stopped
     for job in SlurmJob.objects.filter(cluster=cluster, job_id__in=(6, 7)):
         script_gone(job, stop)

@@ -29,11 +29,13 @@ from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, sub
 from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_epilog_finished
 
 from .conftest import run_pass
-from .test_real_slurm import harness_cluster
+from .test_real_slurm import harness_cluster, scontrol_differences
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "sched"
 SECOND = dt.timedelta(seconds=1)
 SQ = "%i|%j|%T|%D|%C|%N|%r"
+#: Where the recording's sbatch and salloc ran (scontrol's WorkDir).
+WORK = "/tmp/sched-scenario.yNbxEI"
 
 
 def real(name: str) -> str:
@@ -65,9 +67,16 @@ class Replay:
 
     def sbatch(self, name: str, moment: dt.datetime) -> str:
         user, args = self.lines[name]
-        job = job_submit(cluster=self.cluster, user=self.users[user], submission=Submission(argv=tuple(args)),
-                         now=moment)
+        submission = Submission(argv=("--chdir", WORK, *args), alloc_node="localhost")
+        job = job_submit(cluster=self.cluster, user=self.users[user], submission=submission, now=moment)
         return submitted_message(job, Submission(argv=tuple(args))) + "\n"
+
+    def scontrol_differences(self, moment: dt.datetime, prefix: str, job_ids: range) -> dict[str, list[str]]:
+        """The recorded ``scontrol show job`` outputs PREFIX-scontrol-N.txt that trainhub's differ from."""
+        self.cluster.refresh_from_db()  # its last backfill iteration (LastSchedEval)
+        shown = {f"{prefix}-scontrol-{job_id}": reports.scontrol_jobs(self.cluster, now=moment, job=str(job_id)).text
+                 for job_id in job_ids}
+        return scontrol_differences(shown, REAL)
 
     def clear(self, moment: dt.datetime) -> None:
         """scancel -u alice; scancel -u carol, and every job's end."""
@@ -87,14 +96,23 @@ class Replay:
 
 @pytest.fixture
 def replay(cast, now):
+    """The harness's cluster on the recording's clock: its decay thread (PriorityCalcPeriod 1 minute)
+    ran at hh:mm:05 (between b-scontrol's 08:21:03, priorities still 10000, and job 12's submission
+    at 08:21:07 with alice's fair-share charged, 1428), its backfill at hh:mm:07 and :37 (bf_interval
+    30 s; a-scontrol-5's LastSchedEval 08:20:37)."""
     cluster, _ = harness_cluster(cast, now, PreemptExemptTime="00:00:00")
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=at("08:20:05"),
+                                                      last_priority_time=at("08:20:05"),
+                                                      last_backfill_time=at("08:20:07"))
+    cluster.refresh_from_db()
     return Replay(cluster, cast)
 
 
 def phase_a(replay: Replay) -> None:
     for name in ("sbatch-1", "sbatch-2", "sbatch-3", "sbatch-4", "sbatch-5"):
         assert replay.sbatch(name, at("08:20:09")) == real(name)
-    run_pass(replay.cluster, at("08:20:10"))  # jobs 1-4 start; a backfill iteration plans job 5
+    run_pass(replay.cluster, at("08:20:10"))  # jobs 1-4 start
+    run_pass(replay.cluster, at("08:20:37"))  # a backfill iteration plans job 5
 
 
 def test_backfill_plans_n_tasks_where_they_fill_the_nodes_in_order(replay):
@@ -102,6 +120,7 @@ def test_backfill_plans_n_tasks_where_they_fill_the_nodes_in_order(replay):
     moment = at("08:20:49")
     assert replay.squeue(moment, start=True) == real("a-squeue-start")
     assert replay.squeue(moment, format=SQ) == real("a-squeue-o")
+    assert replay.scontrol_differences(moment, "a", range(1, 6)) == {}
 
 
 def phase_b(replay: Replay) -> None:
@@ -112,7 +131,7 @@ def phase_b(replay: Replay) -> None:
     run_pass(replay.cluster, at("08:20:51"))
     assert replay.squeue(at("08:20:53"), format=SQ) == real("b-squeue-before")
     assert replay.sbatch("sbatch-10", at("08:20:53")) == real("sbatch-10")
-    run_pass(replay.cluster, at("08:20:53"))  # u10 preempts (GraceTime 0: its victims end at once)
+    run_pass(replay.cluster, at("08:20:54"))  # u10 preempts (GraceTime 0: its victims end at once)
     run_pass(replay.cluster, at("08:20:54"))
 
 
@@ -122,6 +141,7 @@ def test_preemption_frees_only_what_the_tasks_need(replay):
     assert squeue == real("b-squeue-o")
     victims = SlurmJob.objects.filter(cluster=replay.cluster, restart_count=1).values_list("job_id", flat=True)
     assert list(victims) == [6]
+    assert replay.scontrol_differences(at("08:21:03"), "b", range(6, 11)) == {}
 
 
 def phase_c(replay: Replay) -> None:
@@ -141,7 +161,8 @@ def phase_c(replay: Replay) -> None:
 def salloc(replay: Replay, moment: dt.datetime, *argv: str) -> SlurmJob:
     """salloc's submission, then the pass it asks for."""
     job = allocation_submit(cluster=replay.cluster, user=replay.users["alice"], is_admin=False,
-                            argv=("-A", "physics", "-p", "batch", *argv), now=moment)
+                            argv=("-A", "physics", "-p", "batch", "--chdir", WORK, *argv), now=moment,
+                            alloc_node="localhost")
     run_pass(replay.cluster, moment)
     job.refresh_from_db()
     return job
@@ -164,6 +185,9 @@ def test_salloc_starts_at_once_beside_equal_priority_jobs_that_cannot(replay):
     moment = at("08:21:09")
     assert replay.squeue(moment, format=SQ) == real("c-squeue-o")
     assert replay.squeue(moment, long=True) == real("c-squeue-l").split("\n", 1)[1]  # the CLI prints the date
+    # job 15's Priority=1428: slurmctld gives a job its priority as it makes the record, trainhub at the
+    # next pass (none yet)
+    assert set(replay.scontrol_differences(moment, "c", range(14, 16))) == {"c-scontrol-15"}
 
 
 def test_a_salloc_below_a_higher_priority_job_waits(replay):
@@ -195,6 +219,7 @@ def test_a_job_waiting_for_its_required_node_holds_back_that_node_only(replay):
     moment = at("08:21:51")
     assert replay.squeue(moment, format=SQ) == real("d-squeue-o")
     assert replay.squeue(moment, long=True) == real("d-squeue-l").split("\n", 1)[1]
+    assert replay.scontrol_differences(moment, "d", range(16, 20)) == {}
 
 
 BACKFILL = REAL.parent / "backfill-nolimit"
@@ -207,11 +232,12 @@ def test_backfill_gives_a_job_without_a_time_limit_a_year(cast, now):
     cluster, _ = harness_cluster(cast, now)
     replay = Replay(cluster, cast)
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=at("08:37:11"))
-    sb = ("-A", "physics", "-p", "batch", "-o", "/dev/null")
+    sb = ("-A", "physics", "-p", "batch", "-o", "/dev/null", "--chdir", "/tmp/backfill-scenario.gr1fzi")
 
     def sbatch(moment: dt.datetime, *args: str) -> None:
         argv = (*sb, *args, "--wrap", "sleep 900")
-        job_submit(cluster=cluster, user=replay.users["alice"], submission=Submission(argv=argv), now=moment)
+        submission = Submission(argv=argv, alloc_node="localhost")
+        job_submit(cluster=cluster, user=replay.users["alice"], submission=submission, now=moment)
 
     for n in (1, 2):
         sbatch(at("08:37:13"), "-w", f"gpu{n}", "-n", "16", "-t", "30", "-J", f"full{n}")
@@ -229,3 +255,7 @@ def test_backfill_gives_a_job_without_a_time_limit_a_year(cast, now):
     assert replay.squeue(moment, long=True) == recorded
     text = replay.squeue(moment, format=SQ + "|%l")
     assert text == (BACKFILL / "squeue-o.txt").read_text()
+    cluster.refresh_from_db()  # its last backfill iteration (LastSchedEval)
+    shown = {f"scontrol-{job_id}": reports.scontrol_jobs(cluster, now=moment, job=str(job_id)).text
+             for job_id in (4, 5, 6)}
+    assert scontrol_differences(shown, BACKFILL) == {}

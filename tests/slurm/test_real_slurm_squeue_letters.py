@@ -17,11 +17,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from trainhub.slurm import reports
 from trainhub.slurm.models import Association, SlurmCluster, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit
 
 from .conftest import run_pass
-from .test_real_slurm import harness  # noqa: F401 (a fixture)
+from .test_real_slurm import harness, scontrol_differences  # noqa: F401 (a fixture)
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "squeue-letters"
 START = dt.datetime(2026, 12, 5, 5, 14, 57, tzinfo=dt.UTC)
@@ -66,8 +67,8 @@ def cluster(harness):
     run_pass(cluster, START + SECOND)
     # as beat's pass (passes.cluster_pass_recorded) records it: LastSchedEval of the jobs it looked at
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_pass_time=START + SECOND)
-    # granted at once by slurmctld, job 9 never waited, so never accrued age (AccrueTime N/A)
-    SlurmJob.objects.filter(cluster=cluster, job_id=9).update(start_time=START, accrue_time=None)
+    # granted by slurmctld in its submission's second
+    SlurmJob.objects.filter(cluster=cluster, job_id=9).update(start_time=START)
     waiting.update(expected_start=None, expected_nodes="")
     SlurmJob.objects.filter(cluster=cluster).update(work_dir=WORK, alloc_node=ALLOC_NODE, alloc_sid=ALLOC_SID)
     return cluster
@@ -140,3 +141,11 @@ def test_a_job_shows_scontrols_batch_and_salloc_fields(cluster, api, job_id):
     shown = api("alice").get(f"/v1/projects/alpha/locations/us-central1/slurmClusters/harness/jobs/{job_id}").json()
     assert {name: str(shown[key]) for name, key in SCONTROL_FIELDS.items() if key in shown} == (
         {name: recorded[name] for name in SCONTROL_FIELDS if name in recorded})
+
+
+def test_scontrol_show_job_prints_what_it_printed(cluster):
+    """scontrol-N.txt, recorded after the letters and fields (job 1's RunTime 00:00:09)."""
+    moment = START + 10 * SECOND
+    shown = {f"scontrol-{job_id}": reports.scontrol_jobs(cluster, now=moment, job=str(job_id)).text
+             for job_id in range(1, 10)}
+    assert scontrol_differences(shown, REAL) == {}

@@ -3,6 +3,7 @@ their messages as recorded on Slurm 22.05.8 (fixtures/22.05/options.sh), and wha
 
 from __future__ import annotations
 
+import datetime as dt
 import shlex
 from pathlib import Path
 
@@ -11,10 +12,11 @@ from django.contrib.auth import get_user_model
 
 from tests.slurm.conftest import JOBS, run_pass, sbatch
 from trainhub.common.errors import ApiError
+from trainhub.slurm import reports
 from trainhub.slurm.models import JobState, SlurmCluster, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
 
-from .test_real_slurm import harness  # noqa: F401 (a fixture)
+from .test_real_slurm import harness, scontrol_differences  # noqa: F401 (a fixture)
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "options"
 #: Recorded, but not replayed: Slurm takes ``--gpus=x`` for one GPU of type "x", and it holds jobs asking
@@ -31,19 +33,29 @@ def _recorded() -> list[tuple[str, list[str]]]:
     return found
 
 
+def _submitted_at(job_id: int) -> dt.datetime:
+    """The recording's clock: job N's SubmitTime (scontrol-N.txt)."""
+    return dt.datetime.fromisoformat(f"{_scontrol(job_id)['SubmitTime']}+00:00")
+
+
 def test_sbatch_prints_what_it_printed_on_the_harness(harness, cast):
+    """And scontrol show job of each held job it made (scontrol-N.txt), byte for byte."""
     cluster, _ = harness
     carol = get_user_model().objects.get(username="carol")
     base = ["-A", "bio", "-p", "batch", "-H", "--wrap", "true"]
-    replayed = 0
+    replayed, made, now = 0, [], _submitted_at(1)
     for name, args in _recorded():
         if name in NOT_REPLAYED:
             SlurmCluster.objects.filter(pk=cluster.pk).update(next_job_id=cluster.next_job_id + 1)  # its job id
             cluster.next_job_id += 1
             continue
-        submission = Submission(argv=(*base, *args))
+        if (REAL / f"scontrol-{cluster.next_job_id}.txt").exists():
+            now = _submitted_at(cluster.next_job_id)
+        submission = Submission(argv=("--chdir", "/tmp", *base, *args), alloc_node="localhost")
         try:
-            out, err = submitted_message(job_submit(cluster=cluster, user=carol, submission=submission), submission), ""
+            job = job_submit(cluster=cluster, user=carol, submission=submission, now=now)
+            out, err = submitted_message(job, submission), ""
+            made.append(job.job_id)
             cluster.refresh_from_db()
         except ApiError as error:
             out, err = "", error.message
@@ -52,6 +64,9 @@ def test_sbatch_prints_what_it_printed_on_the_harness(harness, cast):
                                                                          recorded_err), name
         replayed += 1
     assert replayed == 21
+    shown = {f"scontrol-{job_id}": reports.scontrol_jobs(cluster, now=now, job=str(job_id)).text for job_id in made}
+    assert len(shown) == 15  # gpus-typed's and gpus-bad's jobs are not replayed
+    assert scontrol_differences(shown, REAL) == {}
 
 
 def _scontrol(job_id: int) -> dict[str, str]:

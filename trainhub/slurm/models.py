@@ -244,6 +244,8 @@ class SlurmJob(models.Model):
     #: pending job's NumNodes as MIN-MAX when -N was given.
     max_nodes = models.PositiveIntegerField(default=0)
     gpus_per_task = models.PositiveIntegerField(default=0)
+    #: --gpus's count for the whole job (gpus_per_node is its share of each node); 0 without --gpus.
+    gpus_per_job = models.PositiveIntegerField(default=0)
     #: Minutes; null = UNLIMITED.
     time_limit = models.PositiveIntegerField(null=True, blank=True)
     script = models.TextField()
@@ -313,6 +315,8 @@ class SlurmJob(models.Model):
     #: Age counts from here; null while not accruing (held, not yet eligible).
     accrue_time = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField(null=True, blank=True)
+    #: Started by a backfill iteration, not the main scheduler (scontrol's Scheduler=Backfill).
+    started_by_backfill = models.BooleanField(default=False)
     end_time = models.DateTimeField(null=True, blank=True)
     #: squeue --start: when the scheduler expects the job to start (null: unknown).
     expected_start = models.DateTimeField(null=True, blank=True)

@@ -30,7 +30,7 @@ from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import arrays, formats, jobenv, scontrol_job, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import SlurmConfig, parse_config
-from trainhub.slurm.hostlist import compress
+from trainhub.slurm.hostlist import compress, expand
 from trainhub.slurm.models import (Association, ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase,
                                    PendingStep, SlurmCluster, SlurmJob, StepNode)
 from trainhub.slurm.priority import PriorityBreakdown
@@ -462,8 +462,12 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     node_memory = _node_memory_mb(cluster, now)
     hosts = dict(JobNode.objects.filter(job__cluster=cluster, batch_host=True, run_index=F("job__restart_count"))
                  .values_list("job_id", "node__name"))
+    runs = {job_pk: (index, start, cpus, gpus) for job_pk, index, start, cpus, gpus in (
+        JobRun.objects.filter(job__cluster=cluster).order_by("index")
+        .values_list("job_id", "index", "start_time", "alloc_cpus", "alloc_gpus"))}
     items = [_scontrol_job(row, now=now, exempt=exempt, node_memory=node_memory,
                            memory_is_consumable=config.memory_is_consumable, batch_host=hosts.get(row.pk, ""),
+                           last_run=runs.get(row.pk), last_backfill=cluster.last_backfill_time,
                            task_id=task_id)
              for row in jobs]
     report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
@@ -478,7 +482,12 @@ def _node_memory_mb(cluster: SlurmCluster, now: dt.datetime) -> int:
 
 
 def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node_memory: int,
-                  memory_is_consumable: bool, batch_host: str, task_id: int | None = None) -> scontrol_job.ScontrolJob:
+                  memory_is_consumable: bool, batch_host: str, last_run: tuple[int, dt.datetime, int, int] | None,
+                  last_backfill: dt.datetime | None, task_id: int | None = None) -> scontrol_job.ScontrolJob:
+    """``last_run``: its last run's index, start, CPUs and GPUs (an --exclusive job gets its nodes' all:
+    constraint/scontrol-19), which NumCPUs and TRES show while it is that run. ``last_backfill``: the
+    cluster's last backfill iteration. ``memory_is_consumable``: SelectTypeParameters=CR_*_Memory."""
+    allocated = last_run[2:] if last_run and last_run[0] == job.restart_count else None
     pending = job.state == JobState.PENDING
     waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
     future = pending and job.begin_time > now
@@ -495,9 +504,29 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         eligible = max(job.begin_time, job.accrue_time or job.begin_time)
     else:
         eligible = None if waiting else job.begin_time
+    # LastSchedEval and Scheduler=: slurmctld's last look at the job, the one that started it (by the
+    # main scheduler or a backfill iteration), a held or waiting job's submission (a requeued one's
+    # last start: sched/b-scontrol-6), else the last main scheduler pass (its priority's) or a later
+    # backfill iteration, "Backfill:*" (sched/a-scontrol-5)
+    if started:
+        evaluated, scheduler = job.start_time, "Backfill" if job.started_by_backfill else "Main"
+    elif waiting or future:
+        evaluated, scheduler = last_run[1] if last_run and job.restart_count else job.submit_time, "Main"
+    else:
+        evaluated, scheduler = max(job.priority_time or job.submit_time, job.submit_time), "Main"
+        if pending and last_backfill is not None and last_backfill > evaluated:
+            evaluated, scheduler = last_backfill, "Backfill:*"
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
-    cpus = job.num_tasks * job.cpus_per_task
+    asked = pending or rejected  # TRES as requested (scontrol_job.job_tres_text)
+    # as requested, -n without -N asks for one node (NumNodes= is slurmctld's estimate) and
+    # --gpus-per-task for its count of every task (fixtures/22.05/ntasks/scontrol-4..9)
+    nodes = 1 if asked and job.nodes_from_tasks else job.num_nodes
+    if started and allocated:
+        cpus, gpus = allocated
+    else:
+        cpus = job.num_tasks * job.cpus_per_task
+        gpus = job.gpus_per_task * job.num_tasks if job.gpus_per_task else job.gpus_per_node * nodes
     array = ""
     if job.array_job_id is not None:
         task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id if task_id is None else task_id,
@@ -518,21 +547,25 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         time_limit=job.time_limit, submit=job.submit_time, eligible=eligible,
         accrue=job.accrue_time, start=start, end=end,
         preempt_eligible=job.start_time + exempt if started else None,
-        last_sched_eval=job.start_time if started else (job.submit_time if waiting or future else
-                                                        max(job.priority_time or job.submit_time, job.submit_time)),
+        last_sched_eval=evaluated, scheduler=scheduler,
         partition=job.partition, alloc_node=job.alloc_node, alloc_sid=job.alloc_sid, req_nodes=job.req_nodes,
         exc_nodes=job.exc_nodes, node_list=job.node_list if started else "",
-        sched_nodes=job.expected_nodes if pending else "", batch_host=batch_host if started and job.node_list else "",
+        sched_nodes=job.expected_nodes if pending else "",
+        # an allocation's too: the first of its nodes (salloc/scontrol-6, sched/c-scontrol-14)
+        batch_host=(batch_host or expand(job.node_list)[0]) if started and job.node_list else "",
         num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
         num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
         tres=scontrol_job.job_tres_text(
-            requested=pending or rejected, cpus=cpus, nodes=job.num_nodes, gpus=job.gpus_per_node * job.num_nodes,
-            mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory,
-            memory_is_consumable=memory_is_consumable),
-        mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features or "",
+            requested=asked, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=job.mem_per_node,
+            mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable),
+        mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive, command=scontrol_job.command_text(job.script_path, job.script_args),
-        work_dir=job.work_dir, stdin=streams[0], stdout=streams[1], stderr=streams[2],
-        tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "", array=array)
+        work_dir=job.work_dir, comment=job.comment, stdin=streams[0], stdout=streams[1], stderr=streams[2],
+        tres_per_job=f"gres:gpu:{job.gpus_per_job}" if job.gpus_per_job else "",
+        tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node and not (
+            job.gpus_per_task or job.gpus_per_job) else "",
+        tres_per_task=f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "", mem_per_gpu=job.mem_per_gpu,
+        mail_type=job.mail_type, mail_user=job.mail_user or job.user_name, array=array)
 
 
 # --- sprio --------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ class ScontrolJob:
     end: dt.datetime | None
     preempt_eligible: dt.datetime | None
     last_sched_eval: dt.datetime | None
+    #: Main, Backfill (it started the job) or Backfill:* (a pending job's last look was backfill's).
+    scheduler: str
     partition: str
     alloc_node: str
     alloc_sid: int
@@ -54,15 +56,26 @@ class ScontrolJob:
     tres: str
     mem_per_node: int
     mem_per_cpu: int
-    features: str
+    #: -C as given; None without it (Features=(null)), "" for ``--constraint=`` (constraint/scontrol-14).
+    features: str | None
     exclusive: bool
     #: command_text's
     command: str
     work_dir: str
+    comment: str
     stdin: str
     stdout: str
     stderr: str
     tres_per_node: str
+    #: --gpus's request, which slurmctld keeps instead of a TresPerNode (options/scontrol-10).
+    tres_per_job: str = ""
+    #: --gpus-per-task's request, which slurmctld keeps instead of a TresPerNode.
+    tres_per_task: str = ""
+    #: --mem-per-gpu's MB (MemPerTres=gres:gpu:MB); 0 without it.
+    mem_per_gpu: int = 0
+    #: --mail-type and the address it mails (--mail-user, else the job's user); "" without --mail-type.
+    mail_type: str = ""
+    mail_user: str = ""
     array: str = ""
 
 
@@ -119,9 +132,10 @@ def job_tres_text(*, requested: bool, cpus: int, nodes: int, gpus: int, mem_per_
 
 
 def _memory_line(job: ScontrolJob) -> str:
+    """--mem-per-cpu's or --mem's MB as TRES's mem prints them (options/scontrol-1: MinMemoryNode=2G)."""
     if job.mem_per_cpu:
-        return f"MinMemoryCPU={job.mem_per_cpu}M"
-    return f"MinMemoryNode={f'{job.mem_per_node}M' if job.mem_per_node else 0}"
+        return f"MinMemoryCPU={memory_text(job.mem_per_cpu)}"
+    return f"MinMemoryNode={memory_text(job.mem_per_node) if job.mem_per_node else 0}"
 
 
 #: scontrol's stderr line for a job id it does not know (exit status 1).
@@ -152,7 +166,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
              f"   StartTime={_time(job.start)} EndTime={_time(job.end)} Deadline=N/A"]
     if started:
         lines.append(f"   PreemptEligibleTime={_time(job.preempt_eligible)} PreemptTime=None")
-    lines += [f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_time(job.last_sched_eval)} Scheduler=Main",
+    lines += [f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_time(job.last_sched_eval)} "
+              f"Scheduler={job.scheduler}",
               f"   Partition={job.partition} AllocNode:Sid={job.alloc_node or '(null)'}:{job.alloc_sid}",
               f"   ReqNodeList={job.req_nodes or '(null)'} ExcNodeList={job.exc_nodes or '(null)'}",
               f"   NodeList={job.node_list}" + (f" SchedNodeList={job.sched_nodes}" if job.sched_nodes else "")]
@@ -163,15 +178,25 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
               f"   TRES={job.tres}",
               "   Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
               f"   MinCPUsNode={job.cpus_per_task} {_memory_line(job)} MinTmpDiskNode=0",
-              f"   Features={job.features or '(null)'} DelayBoot=00:00:00",
+              f"   Features={'(null)' if job.features is None else job.features} DelayBoot=00:00:00",
               f"   OverSubscribe={'NO' if job.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
               f"   Command={job.command}",
               f"   WorkDir={job.work_dir}"]
+    if job.comment:  # job_info.c prints it with a blank after (squeue-letters/scontrol-1)
+        lines.append(f"   Comment={job.comment} ")
     if job.batch:
         lines += [f"   StdErr={job.stderr}", f"   StdIn={job.stdin}", f"   StdOut={job.stdout}"]
     lines.append("   Power=")
+    if job.mem_per_gpu:
+        lines.append(f"   MemPerTres=gres:gpu:{job.mem_per_gpu}")
+    if job.tres_per_job:
+        lines.append(f"   TresPerJob={job.tres_per_job}")
     if job.tres_per_node:
         lines.append(f"   TresPerNode={job.tres_per_node}")
+    if job.tres_per_task:
+        lines.append(f"   TresPerTask={job.tres_per_task}")
+    if job.mail_type:
+        lines.append(f"   MailUser={job.mail_user} MailType={job.mail_type}")
     if one_liner:
         return " ".join(line.strip() for line in lines) + " \n"
     return "\n".join(lines) + "\n   \n\n"

@@ -171,6 +171,7 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
                           gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
     return options, nodes, dict(
         num_nodes=nodes, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
+        gpus_per_job=options.gpus[1] if options.gpus else 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0, mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
         req_nodes=hostlist.compress(required), exc_nodes=hostlist.compress(excluded), exclusive=bool(options.exclusive),
         export=options.export or "", signal=options.signal or "", mail_type=options.mail_type or "",

@@ -140,11 +140,13 @@ def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
                     mail_invalid_dependency(job=job, now=now)
 
 
-def _start_accruing(cluster: SlurmCluster, now: dt.datetime) -> None:
+def _start_accruing(cluster: SlurmCluster, now: dt.datetime, new_allocations: frozenset[int]) -> None:
     """A pending job accrues age from the moment it is eligible: not held, no dependency left, begin
-    time reached."""
+    time reached. salloc's request is tried as slurmctld receives it (job_allocate), before it accrues:
+    one granted at once never does (AccrueTime=Unknown: salloc/scontrol-6, sched/c-scontrol-14)."""
     SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, dependency="",
-                            accrue_time__isnull=True, begin_time__lte=now).update(accrue_time=F("begin_time"))
+                            accrue_time__isnull=True, begin_time__lte=now).exclude(
+        pk__in=new_allocations).update(accrue_time=F("begin_time"))
 
 
 def _decay_due(cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> bool:
@@ -270,7 +272,7 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
              for job_id, count in task_starts.items() if by_id[job_id].array_pending}
     starts = [lifecycle.JobStart(split[start.job_id].pop(0) if start.job_id in split else by_id[start.job_id].pk,
                                  _gpu_grants(state, start, taken), snapshot.job_billing(by_id[start.job_id], state),
-                                 start.time_limit_minutes)
+                                 start.time_limit_minutes, start.backfilled)
               for start in plan.starts]
     summary.started = len(lifecycle.jobs_start(starts=starts, now=now))
 
@@ -341,13 +343,14 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary.timed_out = _stop_timed_out(cluster, state, now)
     summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
     _resolve_dependencies(cluster, now)
-    _start_accruing(cluster, now)
+    # salloc's requests no pass has seen (no priority yet): slurmctld tries them as it receives them
+    new_allocations = frozenset(SlurmJob.objects.filter(
+        cluster=cluster, state=JobState.PENDING, interactive=True, priority_time__isnull=True, restart_count=0,
+    ).values_list("pk", flat=True))
+    _start_accruing(cluster, now, new_allocations)
     state = snapshot.load_cluster(cluster, now=now)
     summary.timed_out += _stop_over_tres_minutes(cluster, state, now)
     jobs = snapshot.queued_jobs(cluster)
-    # salloc's requests no pass has seen (no priority yet): slurmctld tries them as it receives them
-    new_allocations = frozenset(job.pk for job in jobs if job.interactive and job.state == JobState.PENDING
-                                and job.priority_time is None and job.restart_count == 0)
     recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due)
     summary.priorities_computed = len(recomputed)
     backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
