@@ -42,7 +42,8 @@ def test_a_job_keeps_its_submitters_uid_and_group_as_slurmctld_does(api, account
     posix_identity_set(user=cast["uma"], uid=1002)
     assert sbatch(api, "uma", "--wrap", "true").json()["jobId"] == job_id + 1
     squeue = api("uma").get(JOBS.replace("/jobs", "/squeue"), {"format": "%i %u %U %G %g"}).json()["text"]
-    assert squeue.splitlines()[1:] == [f"{job_id} uma 1001 500 physics", f"{job_id + 1} uma 1002 1002 uma"]
+    # (pending jobs without an expected start come in reverse job id order, as squeue lists them)
+    assert squeue.splitlines()[1:] == [f"{job_id + 1} uma 1002 1002 uma", f"{job_id} uma 1001 500 physics"]
     scontrol = api("uma").get(JOBS.replace("/jobs", "/scontrolJobs"), {"job": str(job_id)}).json()["text"]
     assert "   UserId=uma(1001) GroupId=physics(500) MCS_label=N/A\n" in scontrol
 
