@@ -26,6 +26,8 @@ SALLOC_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "salloc"
 #: Real Slurm 22.05.8 running fixtures/22.05/srun-alone.sh (srun outside an allocation, srun --pty).
 SRUN_ALONE_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-alone"
 SRUN_DETAILS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-details"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun-abort.sh (two Ctrl-C to srun: alone, in sbatch, in salloc).
+SRUN_ABORT_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-abort"
 
 
 def seed_spec() -> dict:

@@ -55,8 +55,11 @@ import tty
 import urllib.error
 import urllib.request
 
-#: What srun does not pass on to its tasks: the credential and where it is used.
-PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE")
+#: Where srun outside an allocation (trainhub.cli.srun) wants to learn that two Ctrl-C aborted the
+#: step: a path this srun creates then, so that its job ends cancelled.
+ABORTED_MARK = "TRAINHUB_SRUN_ABORTED_MARK"
+#: What srun does not pass on to its tasks: the credential, where it is used, the abort's mark.
+PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE", ABORTED_MARK)
 RETRIES = 5
 #: The most bytes of this terminal's input one request carries (the control plane's limit).
 MAX_INPUT_BYTES = 2048
@@ -195,8 +198,9 @@ class Interrupts:
         self.handled = 0
         self.last_interrupt: float | None = None
         self.aborted = False
-        #: Aborted by two SIGINT: the tasks the SIGINT killed are not reported.
-        self.quiet = False
+        #: Aborted by two SIGINT: the tasks the SIGINT killed are not reported, and srun's own
+        #: allocation ends cancelled (srun.c's SRUN_JOB_CANCELLED: slurm_complete_job with NO_VAL).
+        self.ctrl_c_aborted = False
 
     def _status(self) -> str:
         tasks = self.step["numTasks"]
@@ -220,7 +224,7 @@ class Interrupts:
             elif signum == signal.SIGINT:
                 _say(f"srun: sending Ctrl-C to StepId={self.step['jobId']}.{self.step['stepId']}")
                 self._cancel(signal.SIGINT)
-                self.quiet = True
+                self.ctrl_c_aborted = True
                 _say("srun: forcing job termination", "srun: Job step aborted: Waiting up to "
                      f"{self.step.get('killWait', 30) + 2} seconds for job step to finish.")
             else:
@@ -462,7 +466,9 @@ def main(argv: list[str]) -> int:
         _say(f"slurmstepd-{node}: error: *** STEP {step['jobId']}.{step['stepId']} ON {node} CANCELLED AT "
              f"{ended['endTime']} ***",
              f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
-    failed = [item for item in ended["failed"] if not (interrupts.quiet and item[3])]
+    if interrupts.ctrl_c_aborted and os.environ.get(ABORTED_MARK):
+        open(os.environ[ABORTED_MARK], "w").close()
+    failed = [item for item in ended["failed"] if not (interrupts.ctrl_c_aborted and item[3])]
     if options.verbose:
         _say(*completed_lines(step, ended["failed"]))
     for line in task_messages(failed):

@@ -101,8 +101,11 @@ class Allocation:
     def step_credential(self) -> str:
         return self.client.post(f"{self.path}:stepCredential", {})["credential"]
 
-    def relinquish(self, exit_code: int, signum: int) -> None:
-        self.client.post(f"{self.path}:relinquish", {"exitCode": exit_code, "signal": signum})
+    def relinquish(self, exit_code: int, signum: int, *, cancelled: bool = False) -> None:
+        """End the allocation with COMMAND's exit; ``cancelled``: CANCELLED by its user instead (srun
+        whose step two Ctrl-C aborted)."""
+        body = {"exitCode": exit_code, "signal": signum}
+        self.client.post(f"{self.path}:relinquish", {**body, "cancelled": True} if cancelled else body)
 
 
 def _wait_granted(allocation: Allocation, interrupted: list[int], *, words: Words = SALLOC, now=time.monotonic,
@@ -219,7 +222,8 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     (salloc's rules). ``pass_interrupts`` (srun without --pty, whose command is the step launcher):
     the command runs in a process group of its own and every SIGINT this process gets, from the
     terminal's Ctrl-C or ``kill -INT``, reaches it once (srun counts them: one says how the tasks
-    are, two within a second abort the step)."""
+    are, two within a second abort the step, and then the job ends CANCELLED by its user, exit code
+    0:0, whatever the step launcher's exit status: fixtures/22.05/srun-abort/sacct-p.txt, job 1)."""
     try:
         job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options, **alloc_place()})["jobId"]
     except CliError as exc:
@@ -249,6 +253,9 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     with tempfile.TemporaryDirectory(prefix="salloc-") as scratch:
         env = command_environment(answer, job_id=job_id, base_url=client.base_url, credential=credential,
                                   bin_dir=srun_directory(scratch), given=given, words=words)
+        aborted_mark = os.path.join(scratch, "aborted")
+        if pass_interrupts:
+            env["TRAINHUB_SRUN_ABORTED_MARK"] = aborted_mark  # trainhub.agent.srun.ABORTED_MARK
         # The terminal's Ctrl-C and Ctrl-\ are COMMAND's; SIGTERM and SIGHUP to salloc are passed on.
         try:
             child = subprocess.Popen(command, env=env, process_group=0 if pass_interrupts else None)
@@ -273,8 +280,9 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
                     signal.signal(signum, handler)
         else:
             returncode = 127
+        aborted = os.path.exists(aborted_mark)
     code, signum, status = exit_status(returncode)
     if not allocation.revoked:
         _say(words.relinquishing, job_id)
-        allocation.relinquish(code, signum)
+        allocation.relinquish(code, signum, cancelled=aborted)
     return status

@@ -18,7 +18,10 @@ does (fixtures/22.05/srun-alone):
   Force Terminated JobId=N``, exit 1; the job is cancelled (sacct: ``CANCELLED by UID``, no step).
 - While the step runs (without --pty) the step launcher is in a process group of its own and gets
   each SIGINT once, from Ctrl-C or ``kill -INT``: one says how the tasks are, two within a second
-  abort the step (trainhub.agent.srun.Interrupts, fixtures/22.05/srun-details/int-*). The job
+  abort the step (trainhub.agent.srun.Interrupts, fixtures/22.05/srun-details/int-*); the job then
+  ends CANCELLED by its user, ExitCode 0:0, and the step CANCELLED by its user too, while srun exits
+  with the step's status (fixtures/22.05/srun-abort, job 1; srun inside a batch script or salloc's
+  command leaves the job running: jobs 2 and 3). The job
   ending under the step (scancel) is the step launcher's to say (srun-details/scancel-8.err):
   this process prints nothing of it and hangs nothing up.
 - ``-v``: the options given (defined_options), then the step launcher's launch lines

@@ -170,9 +170,15 @@ def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = 
 
 
 @transaction.atomic
-def job_allocation_ended(*, job: SlurmJob, exit_code: int, signal: int, now: dt.datetime) -> None:
+def job_allocation_ended(*, job: SlurmJob, exit_code: int, signal: int, now: dt.datetime,
+                         cancelled_by: str = "") -> None:
     """salloc's command exited and salloc relinquished the RUNNING allocation: it ends as a batch
-    script's job would, COMPLETED on 0:0, FAILED otherwise, with the command's exit code."""
+    script's job would, COMPLETED on 0:0, FAILED otherwise, with the command's exit code;
+    ``cancelled_by``: CANCELLED by that user, 0:0, whatever the exit code (srun's job completed with
+    NO_VAL after two Ctrl-C)."""
+    if cancelled_by:
+        _end(job, JobState.CANCELLED, now, exit_code=0, signal=0, desc=f"by {cancelled_by}")
+        return
     state = JobState.COMPLETED if exit_code == 0 and signal == 0 else JobState.FAILED
     _end(job, state, now, exit_code=exit_code, signal=signal)
 
