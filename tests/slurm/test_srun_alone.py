@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from tests.slurm.conftest import SRUN_ABORT_FIXTURES, SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, run_pass
+from tests.slurm.conftest import (SRUN_ABORT_FIXTURES, SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, SRUN_TIMEOUT_FIXTURES,
+                                  run_pass)
 from tests.slurm.test_salloc import Clock, FakeAllocation, answer
 from trainhub.cli import salloc as salloc_cli
 from trainhub.cli import srun as srun_cli
@@ -423,3 +424,50 @@ def test_two_ctrl_c_to_srun_in_sallocs_command_abort_its_step_only(slurm_cli_as_
            for line in aborted("salloc-3.err")]
     assert (code, terminal_lines(shown)) == (0, err[:-1] + aborted("salloc-3.txt") + err[-1:])
     assert_recorded_records(accounts, job, sacct_rows=slice(7, 10), scontrol="scontrol-3.txt")
+
+
+# The time limit under the running step ------------------------------------------------------------
+
+def test_the_time_limit_under_the_step_prints_slurmstepds_time_limit_line(slurm_cli_as_uma, tmp_path, accounts,
+                                                                        kill_wait_5, monkeypatch):
+    """fixtures/22.05/srun-timeout, job 2: ``srun -t 1 sleep 300`` reaching its time limit:
+    slurmstepd's ``*** STEP N.0 ON NODE CANCELLED AT T DUE TO TIME LIMIT ***``, srun's abort line, the
+    task Terminated, exit 143; sacct's job TIMEOUT 0:0 and its step CANCELLED 0:15, scontrol's
+    ``JobState=TIMEOUT Reason=TimeLimit`` and ``ExitCode=0:15``. (The time limit is reached by a
+    scheduler pass a minute after the start, run once the task runs.)"""
+    import datetime as dt
+    import re
+    import threading
+    import time
+
+    from django.utils import timezone
+
+    from trainhub.slurm import reports
+
+    marker = f"SRUN_TEST={tmp_path.name}"
+    monkeypatch.setenv("SRUN_TEST", tmp_path.name)  # srun's, so its task's
+
+    def time_out_when_running():
+        give_up = time.monotonic() + 60
+        while not _running(marker, b"sleep\x00300\x00") and time.monotonic() < give_up:
+            time.sleep(0.1)
+        run_pass(accounts, SlurmJob.objects.get().start_time + dt.timedelta(minutes=1))
+
+    stopper = threading.Thread(target=time_out_when_running)
+    stopper.start()
+    try:
+        code, out, err = slurm_cli_as_uma("srun", "-t", "1", "sleep", "300")
+    finally:
+        stopper.join()
+    job = SlurmJob.objects.get()
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+    recorded = [stamp.sub("<time>", line).replace("STEP 2.", f"STEP {job.job_id}.").replace("gpu1", "a4-0")
+                for line in (SRUN_TIMEOUT_FIXTURES / "srun-2.err").read_text().splitlines()]
+    assert (code, out, [stamp.sub("<time>", line) for line in err.splitlines()]) == (
+        int(recorded[-1].removeprefix("rc=")), "", recorded[:-1])
+    text = reports.sacct(accounts, now=timezone.now(), viewer="uma", jobs=str(job.job_id), parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
+    sacct = (SRUN_TIMEOUT_FIXTURES / "sacct-p.txt").read_text().splitlines()
+    assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[4:6], 1, job.job_id)]
+    shown = reports.scontrol_jobs(accounts, now=timezone.now(), job=str(job.job_id)).text.splitlines()
+    assert shown[3:5] == (SRUN_TIMEOUT_FIXTURES / "scontrol-2.txt").read_text().splitlines()[3:5]

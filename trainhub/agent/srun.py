@@ -55,11 +55,12 @@ import tty
 import urllib.error
 import urllib.request
 
-#: Where srun outside an allocation (trainhub.cli.srun) wants to learn that two Ctrl-C aborted the
-#: step: a path this srun creates then, so that its job ends cancelled.
-ABORTED_MARK = "TRAINHUB_SRUN_ABORTED_MARK"
-#: What srun does not pass on to its tasks: the credential, where it is used, the abort's mark.
-PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE", ABORTED_MARK)
+#: Where srun outside an allocation (trainhub.cli.srun) learns how its job is to end: a path this
+#: srun writes ``{"exitCode", "signal", "cancelled"}`` to once its step ended, as srun.c's fini_srun
+#: completes its own job with the tasks' worst status, or cancelled (NO_VAL) after two Ctrl-C.
+COMPLETION = "TRAINHUB_SRUN_COMPLETION"
+#: What srun does not pass on to its tasks: the credential, where it is used, the completion's path.
+PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE", COMPLETION)
 RETRIES = 5
 #: The most bytes of this terminal's input one request carries (the control plane's limit).
 MAX_INPUT_BYTES = 2048
@@ -461,23 +462,28 @@ def main(argv: list[str]) -> int:
             print(f"srun: error: {line}", file=sys.stderr)
         return 1
     if ended["state"] == "CANCELLED" and not interrupts.aborted and ended.get("firstNode"):
-        # The job ended under the step (scancel): slurmstepd's line, srun's (srun-details/scancel-8.err).
+        # The job ended under the step (scancel, time limit): slurmstepd's line, srun's
+        # (srun-details/scancel-8.err).
         node = ended["firstNode"]
+        # After a time limit: ``CANCELLED AT T DUE TO TIME LIMIT`` (srun-timeout/srun-2.err).
+        cause = f" {ended['cause']}" if ended.get("cause") else ""
         _say(f"slurmstepd-{node}: error: *** STEP {step['jobId']}.{step['stepId']} ON {node} CANCELLED AT "
-             f"{ended['endTime']} ***",
+             f"{ended['endTime']}{cause} ***",
              f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
-    if interrupts.ctrl_c_aborted and os.environ.get(ABORTED_MARK):
-        open(os.environ[ABORTED_MARK], "w").close()
     failed = [item for item in ended["failed"] if not (interrupts.ctrl_c_aborted and item[3])]
     if options.verbose:
         _say(*completed_lines(step, ended["failed"]))
     for line in task_messages(failed):
         print(line, file=sys.stderr)
-    codes = [code for _, _, code, _ in ended["failed"]]
+    code = max((code for _, _, code, _ in ended["failed"]), default=0)
     signals = [signum for _, _, _, signum in ended["failed"] if signum]
     if ended["state"] == "CANCELLED" and not ended["failed"]:
-        return 128 + signal.SIGTERM
-    return max(codes, default=0) or (128 + max(signals) if signals else 0)
+        signals = [signal.SIGTERM]
+    worst_signal = 0 if code else max(signals, default=0)
+    if os.environ.get(COMPLETION):
+        with open(os.environ[COMPLETION], "w") as completion:
+            json.dump({"exitCode": code, "signal": worst_signal, "cancelled": interrupts.ctrl_c_aborted}, completion)
+    return code or (128 + worst_signal if worst_signal else 0)
 
 
 if __name__ == "__main__":

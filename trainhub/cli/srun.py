@@ -98,4 +98,4 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
         sys.stderr.write(line + "\n")
     # The step's own variables (SLURM_NTASKS, SLURM_NTASKS_PER_NODE) are the step launcher's to set.
     return allocate_and_run(client, cluster_path, job, step, words=SRUN, given=[],
-                            pass_interrupts="--pty" not in step[:step.index("--")])
+                            pass_interrupts="--pty" not in step[:step.index("--")], completes_job=True)

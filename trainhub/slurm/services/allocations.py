@@ -98,4 +98,10 @@ def allocation_relinquish(*, job: SlurmJob, actor: AbstractBaseUser, exit_code: 
         if job.state == JobState.RUNNING and not job.ending_state:
             lifecycle.job_allocation_ended(job=job, exit_code=exit_code, signal=signal, now=now,
                                            cancelled_by=actor.get_username() if cancelled else "")
+        elif job.state != JobState.RUNNING and not (job.exit_code or job.exit_signal):
+            # srun completing its job that ended under the step (time limit): slurmctld's job_complete
+            # keeps the code of a finished job whose own is 0 for scontrol show job, not for accounting
+            # (fixtures/22.05/srun-timeout: scontrol's ExitCode=0:15, sacct's 0:0).
+            job.exit_code, job.exit_signal = exit_code, signal
+            job.save(update_fields=["exit_code", "exit_signal"])
     return job
