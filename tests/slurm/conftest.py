@@ -30,6 +30,8 @@ SRUN_DETAILS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-det
 SRUN_ABORT_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-abort"
 #: Real Slurm 22.05.8 running fixtures/22.05/srun-timeout.sh (the time limit under a running srun step).
 SRUN_TIMEOUT_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-timeout"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun-vv.sh (srun -vv and -vvv, alone and in salloc).
+SRUN_VV_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-vv"
 
 
 def seed_spec() -> dict:

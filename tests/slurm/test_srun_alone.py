@@ -3,11 +3,12 @@ output here, exits with the step's status and releases the allocation; Slurm 22.
 (fixtures/22.05/srun-alone)."""
 
 import os
+import socket
 
 import pytest
 
 from tests.slurm.conftest import (SRUN_ABORT_FIXTURES, SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, SRUN_TIMEOUT_FIXTURES,
-                                  run_pass)
+                                  SRUN_VV_FIXTURES, run_pass)
 from tests.slurm.test_salloc import Clock, FakeAllocation, answer
 from trainhub.cli import salloc as salloc_cli
 from trainhub.cli import srun as srun_cli
@@ -41,6 +42,13 @@ def test_the_job_is_named_after_the_commands_basename_and_the_step_gets_the_step
     job, step = srun_cli.split(["-A", "ml", "-N2", "--ntasks-per-node=2", "-l", "--gres=gpu:1", "/no/such/program", "-l"])
     assert job == ["--job-name=program", "--account=ml", "--nodes=2", "--ntasks-per-node=2", "--gres=gpu:1"]
     assert step == ["srun", "--nodes=2", "--ntasks-per-node=2", "--label", "--", "/no/such/program", "-l"]
+
+
+def test_short_flags_may_be_grouped_as_getopt_reads_them():
+    """``srun -vv`` (srun-vv.sh), and a group ending in an option that takes the rest as its value."""
+    assert srun_cli.split(["-vv", "hostname"])[1] == ["srun", "--verbose", "--verbose", "--", "hostname"]
+    assert srun_cli.split(["-lvN2", "hostname"]) == (["--job-name=hostname", "--nodes=2"],
+                                                     ["srun", "--label", "--verbose", "--nodes=2", "--", "hostname"])
 
 
 def test_a_job_name_given_is_kept():
@@ -471,3 +479,44 @@ def test_the_time_limit_under_the_step_prints_slurmstepds_time_limit_line(slurm_
     assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[4:6], 1, job.job_id)]
     shown = reports.scontrol_jobs(accounts, now=timezone.now(), job=str(job.job_id)).text.splitlines()
     assert shown[3:5] == (SRUN_TIMEOUT_FIXTURES / "scontrol-2.txt").read_text().splitlines()[3:5]
+
+
+# srun -vv ----------------------------------------------------------------------------------------
+
+def debug_masked(lines: list[str], job_id: int) -> list[str]:
+    """srun -vv's lines with the values of the machine and the moment masked: resource limits,
+    priority, umask, ports, thread and user ids; the harness's names as the test cluster's and
+    ``job_id`` for the recorded job's id."""
+    import re
+
+    masked = []
+    for line in lines:
+        line = re.sub(r"(propagating \w+=)\d+", r"\1<n>", line)
+        line = re.sub(r"(net_stream_listen is |socket, port |user |thread \()\d+", r"\1<n>", line)
+        line = re.sub(r"(jobid |jobid {15}: |requesting job |StepId=|allocation )\d+", rf"\g<1>{job_id}", line)
+        masked.append(line.replace("physics", "ml").replace(": batch", ": a4").replace("gpu1", "a4-0"))
+    return masked
+
+
+def test_srun_vv_alone_prints_22_05s_debug_lines(slurm_cli_as_uma):
+    """fixtures/22.05/srun-vv/vv-1.err: ``srun -A physics -p batch -vv -N1 hostname``: -v's lines and
+    the debug ones between them: the limits, priority and umask passed on, the allocation's message
+    thread, the plugins, the step's request, launch and IO thread, each task done."""
+    code, out, err = slurm_cli_as_uma("srun", "-A", "ml", "-p", "a4", "-vv", "-N1", "hostname")
+    job = SlurmJob.objects.get()
+    recorded = (SRUN_VV_FIXTURES / "vv-1.err").read_text().splitlines()
+    assert (code, out) == (0, f"{socket.gethostname()}\n")
+    assert debug_masked(err.splitlines(), job.job_id) == debug_masked(recorded[:-1], job.job_id)
+
+
+def test_srun_vv_inside_an_allocation_says_the_allocations_options_too(slurm_cli_as_uma):
+    """srun-vv/salloc-3.err: ``srun -vv -N1 hostname`` inside salloc's command: the options it takes
+    from the allocation (its node list as ``(null)``, its job id and name), then the same debug
+    lines but the allocation's message thread."""
+    code, out, err = slurm_cli_as_uma("salloc", "-N1", "srun", "-vv", "-N1", "hostname")
+    job = SlurmJob.objects.get()
+    recorded = (SRUN_VV_FIXTURES / "salloc-3.err").read_text().splitlines()
+    first_srun = recorded[:recorded.index("srun: debug:  IO thread exiting") + 1]
+    assert (code, out) == (0, f"{socket.gethostname()}\n")
+    assert debug_masked(err.splitlines(), job.job_id) == debug_masked(
+        first_srun + ["salloc: Relinquishing job allocation 3"], job.job_id)

@@ -25,7 +25,8 @@ does (fixtures/22.05/srun-alone):
   ending under the step (scancel) is the step launcher's to say (srun-details/scancel-8.err):
   this process prints nothing of it and hangs nothing up.
 - ``-v``: the options given (defined_options), then the step launcher's launch lines
-  (srun-details/verbose-4.err).
+  (srun-details/verbose-4.err); ``-vv`` adds 22.05's debug lines, the step launcher's
+  (fixtures/22.05/srun-vv/vv-1.err).
 """
 
 from __future__ import annotations
@@ -84,11 +85,12 @@ def defined_options(argv: list[str]) -> list[str]:
     verbose = sum(name == "verbose" for name, _ in given)
     if not verbose:
         return []
+    # The step launcher's lines (its imports are paid for with -v only).
+    from trainhub.agent.srun import defined_options as option_lines
+
     values = {name: "set" if value is None else value for name, value in given}
     values["verbose"] = str(verbose)
-    rule = "srun: -------------------- --------------------"
-    return ["srun: defined options", rule, *(f"srun: {name:<20}: {values[name]}" for name in sorted(values)),
-            rule, "srun: end of defined options"]
+    return option_lines(sorted(values.items()))
 
 
 def run(client: Any, cluster_path: str, argv: list[str]) -> int:
