@@ -425,7 +425,7 @@ def test_two_ctrl_c_to_srun_in_sallocs_command_abort_its_step_only(slurm_cli_as_
             interrupted.append(pid)
             interrupt_twice(pid)
 
-    code, shown = slurm_cli_as_uma.on_terminal("salloc", "-N1", "sh", "-c", f"export {marker}; sleep 1; {AFTER}",
+    code, shown = slurm_cli_as_uma.on_terminal("salloc", "-N1", "sh", "-c", f"export {marker}; {AFTER}",
                                                react=interrupt_when_running)
     job = SlurmJob.objects.get()
     err = [line.replace("allocation 3", f"allocation {job.job_id}").replace("StepId=3.", f"StepId={job.job_id}.")

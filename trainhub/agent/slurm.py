@@ -583,7 +583,7 @@ class SlurmNodeWork:
         batch = work.batch
         moment = now.timestamp()
         kill_at = _kill_at(step)
-        if step["stopCause"] and not batch.stop_said and batch.error_file is not None:
+        if step.get("stopCause") and not batch.stop_said and batch.error_file is not None:
             # slurmstepd's line for the job stopped at its time limit (fixtures/22.05/srun-timeout/out-1.txt)
             node = step["nodeName"]
             with os.fdopen(open_append(str(batch.error_file), self.run_as(step)), "a", encoding="utf-8") as handle:
