@@ -26,6 +26,12 @@ SALLOC_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "salloc"
 #: Real Slurm 22.05.8 running fixtures/22.05/srun-alone.sh (srun outside an allocation, srun --pty).
 SRUN_ALONE_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-alone"
 SRUN_DETAILS_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-details"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun-abort.sh (two Ctrl-C to srun: alone, in sbatch, in salloc).
+SRUN_ABORT_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-abort"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun-timeout.sh (the time limit under a running srun step).
+SRUN_TIMEOUT_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-timeout"
+#: Real Slurm 22.05.8 running fixtures/22.05/srun-vv.sh (srun -vv and -vvv, alone and in salloc).
+SRUN_VV_FIXTURES = Path(__file__).parent / "fixtures" / "22.05" / "srun-vv"
 
 
 def seed_spec() -> dict:

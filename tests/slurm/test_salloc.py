@@ -104,8 +104,8 @@ class FakeAllocation:
     def keep_alive(self):
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
-    def relinquish(self, exit_code, signum):
-        self.relinquished.append((exit_code, signum))
+    def relinquish(self, exit_code, signum, *, cancelled=False):
+        self.relinquished.append((exit_code, signum, cancelled) if cancelled else (exit_code, signum))
 
 
 def answer(state, ready=False):
@@ -241,6 +241,22 @@ def test_relinquishing_ends_the_job_with_the_commands_exit_code(api, accounts, n
     assert [(job.state, job.exit_code) for job in SlurmJob.objects.order_by("job_id")] == [
         (JobState.FAILED, 3), (JobState.COMPLETED, 0)]
     assert not JobNode.objects.exclude(phase=NodePhase.EPILOG).exists()
+
+
+def test_relinquishing_as_cancelled_ends_the_job_cancelled_by_its_user_whatever_the_exit_code(api, accounts, now):
+    """fixtures/22.05/srun-abort/scontrol-1.txt: srun alone whose step two Ctrl-C aborted exits 130,
+    its job ends ``JobState=CANCELLED Reason=None`` ``ExitCode=0:0``; a cancelled that is no boolean
+    is refused."""
+    job_id = allocate(api, "uma", "-N", "1").json()["jobId"]
+    run_pass(accounts)  # the wall clock's now: the submission's
+    ready(SlurmJob.objects.get(job_id=job_id), now)
+    refused = api("uma").post(f"{JOBS}/{job_id}:relinquish", {"exitCode": 130, "cancelled": "yes"}, format="json")
+    assert refused.status_code == 400
+    response = api("uma").post(f"{JOBS}/{job_id}:relinquish", {"exitCode": 130, "cancelled": True}, format="json")
+    assert response.status_code == 200, response.content
+    job = SlurmJob.objects.get(job_id=job_id)
+    assert (job.state, job.state_desc, job.reason, job.exit_code, job.exit_signal) == (
+        JobState.CANCELLED, "by uma", "None", 0, 0)
 
 
 def test_relinquishing_a_pending_allocation_cancels_it(api, accounts, now):

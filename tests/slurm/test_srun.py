@@ -252,3 +252,70 @@ def test_a_preempted_jobs_steps_get_sigterm_at_once_and_its_batch_shell_only_whe
     run_until(agents, job, grace_end, lambda job: (home / "batch-term").exists())
     run_until(agents, job, grace_end, nodes_done)  # SIGKILL a grace (KillWait) later ends what trapped TERM
     assert tasks_alive(agents) == []
+
+
+def test_two_ctrl_c_to_srun_in_a_batch_script_abort_its_step_and_the_script_goes_on(cluster, real_pools, now,
+                                                                                     tmp_path, live_server):
+    """fixtures/22.05/srun-abort, job 2: two SIGINT to ``srun sleep 30`` in a batch script: srun's five
+    lines in the output file, exit 130, the script goes on and its next step runs; the job and its
+    batch step COMPLETED, the aborted step ``CANCELLED by 1001`` 0:2 (trainhub names the user)."""
+    from tests.slurm.conftest import SRUN_ABORT_FIXTURES
+    from tests.slurm.test_srun_alone import AFTER, interrupt_twice, srun_pid
+    from trainhub.slurm.services.clusters import cluster_config_set
+
+    cluster_config_set(cluster=cluster, changes={"KillWait": "5"}, actor="admin", now=now)  # the harness's
+    marker = f"SRUN_TEST={tmp_path.name}"
+    job = make_job(cluster, job_id=2, script=f"#!/bin/bash\nexport {marker}\n{AFTER}\n", name="wrap",
+                   account="physics", partition="batch", now=now)
+    start_job(job, ["a4-0"], now=now)
+    interrupted = []
+
+    def interrupted_then_done(job):
+        if not interrupted and (pid := srun_pid(marker)) is not None:
+            interrupted.append(pid)
+            interrupt_twice(pid)
+        return bool(interrupted) and nodes_done(job)
+
+    run_until(agents_on(tmp_path, srun_url=live_server.url), job, now, interrupted_then_done)
+    assert output(tmp_path, job) == (SRUN_ABORT_FIXTURES / "out-2.txt").read_text().splitlines()
+    text = reports.sacct(cluster, now=timezone.now(), viewer="uma", jobs="2", parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
+    recorded = (SRUN_ABORT_FIXTURES / "sacct-p.txt").read_text().replace("by 1001", "by uma").replace("gpu1", "a4-0")
+    assert text.splitlines() == [recorded.splitlines()[0], *recorded.splitlines()[3:7]]
+
+
+def test_the_time_limit_under_a_step_cancels_the_step_and_leaves_the_script_to_finish(cluster, real_pools, now,
+                                                                                      tmp_path, live_server):
+    """fixtures/22.05/srun-timeout, job 1: ``sbatch -t 1 --wrap 'srun sleep 300; echo "srun exit $?"'``
+    reaching its time limit: slurmstepd's JOB and STEP lines ``... CANCELLED AT T DUE TO TIME LIMIT ***``,
+    srun's abort line, the task Terminated, srun exits 143 and the script goes on; the job TIMEOUT 0:0
+    (``Reason=TimeLimit``), its batch step COMPLETED 0:0, the step CANCELLED 0:15. (The time limit is
+    reached by a scheduler pass a minute after the start, run once the task runs.)"""
+    import re
+
+    from tests.slurm.conftest import SRUN_TIMEOUT_FIXTURES
+    from tests.slurm.test_srun_alone import _running
+    from trainhub.slurm.services.clusters import cluster_config_set
+
+    cluster_config_set(cluster=cluster, changes={"KillWait": "5"}, actor="admin", now=now)  # the harness's
+    marker = f"SRUN_TEST={tmp_path.name}"
+    job = make_job(cluster, job_id=1, script=f'#!/bin/bash\nexport {marker}\nsrun sleep 300; echo "srun exit $?"\n',
+                   name="wrap", account="physics", partition="batch", time_limit=1, now=now)
+    start_job(job, ["a4-0"], now=now)
+    stopped = []
+
+    def timed_out_then_done(job):
+        if not stopped and _running(marker, b"sleep\x00300\x00"):
+            stopped.append(cluster_pass(cluster=cluster, now=job.start_time + dt.timedelta(minutes=1)))
+        return bool(stopped) and nodes_done(job)
+
+    run_until(agents_on(tmp_path, srun_url=live_server.url), job, now, timed_out_then_done)
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+    recorded = (SRUN_TIMEOUT_FIXTURES / "out-1.txt").read_text().replace("gpu1", "a4-0")
+    assert [stamp.sub("<time>", line) for line in output(tmp_path, job)] == stamp.sub("<time>", recorded).splitlines()
+    text = reports.sacct(cluster, now=timezone.now(), viewer="uma", jobs="1", parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
+    sacct = (SRUN_TIMEOUT_FIXTURES / "sacct-p.txt").read_text().replace("gpu1", "a4-0").splitlines()
+    assert text.splitlines() == sacct[:4]
+    shown = reports.scontrol_jobs(cluster, now=timezone.now(), job="1").text.splitlines()
+    assert shown[3:5] == (SRUN_TIMEOUT_FIXTURES / "scontrol-1.txt").read_text().splitlines()[3:5]

@@ -3,10 +3,12 @@ output here, exits with the step's status and releases the allocation; Slurm 22.
 (fixtures/22.05/srun-alone)."""
 
 import os
+import socket
 
 import pytest
 
-from tests.slurm.conftest import SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, run_pass
+from tests.slurm.conftest import (SRUN_ABORT_FIXTURES, SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, SRUN_TIMEOUT_FIXTURES,
+                                  SRUN_VV_FIXTURES, run_pass)
 from tests.slurm.test_salloc import Clock, FakeAllocation, answer
 from trainhub.cli import salloc as salloc_cli
 from trainhub.cli import srun as srun_cli
@@ -40,6 +42,13 @@ def test_the_job_is_named_after_the_commands_basename_and_the_step_gets_the_step
     job, step = srun_cli.split(["-A", "ml", "-N2", "--ntasks-per-node=2", "-l", "--gres=gpu:1", "/no/such/program", "-l"])
     assert job == ["--job-name=program", "--account=ml", "--nodes=2", "--ntasks-per-node=2", "--gres=gpu:1"]
     assert step == ["srun", "--nodes=2", "--ntasks-per-node=2", "--label", "--", "/no/such/program", "-l"]
+
+
+def test_short_flags_may_be_grouped_as_getopt_reads_them():
+    """``srun -vv`` (srun-vv.sh), and a group ending in an option that takes the rest as its value."""
+    assert srun_cli.split(["-vv", "hostname"])[1] == ["srun", "--verbose", "--verbose", "--", "hostname"]
+    assert srun_cli.split(["-lvN2", "hostname"]) == (["--job-name=hostname", "--nodes=2"],
+                                                     ["srun", "--label", "--verbose", "--nodes=2", "--", "hostname"])
 
 
 def test_a_job_name_given_is_kept():
@@ -267,17 +276,39 @@ def test_one_ctrl_c_says_how_the_tasks_are_and_the_step_goes_on(slurm_cli_as_uma
     assert (job.state, job.exit_code) == (JobState.COMPLETED, 0)
 
 
-def test_two_ctrl_c_within_a_second_send_the_tasks_sigint_and_abort_the_step(slurm_cli_as_uma, tmp_path,
-                                                                           kill_wait_5):
+def test_two_ctrl_c_within_a_second_send_the_tasks_sigint_abort_the_step_and_cancel_the_job(
+        slurm_cli_as_uma, tmp_path, accounts, kill_wait_5):
     """int-7: ``srun -N1 sleep 30``, two SIGINT 0.3 s apart: srun's five lines, the task killed by
-    SIGINT (no line for it after the abort), exit 130."""
+    SIGINT (no line for it after the abort), exit 130; srun-abort, job 1, the same: then srun
+    completes its job as cancelled: sacct's job and step ``CANCELLED by 1001`` (trainhub names the
+    user), 0:0 and 0:2, scontrol's ``JobState=CANCELLED Reason=None`` and ``ExitCode=0:0``."""
     marker = f"SRUN_TEST={tmp_path.name}"
     code, shown = slurm_cli_as_uma.on_terminal("srun", "-N1", "sleep", "30", react=CtrlC(marker, b"sleep\x0030\x00", 2),
                                                environ={"SRUN_TEST": tmp_path.name})
     job = SlurmJob.objects.get()
     assert (code, terminal_lines(shown)) == (recorded_status("int-7.err"), details("int-7.err", job.job_id))
-    step = job.steps.get()  # sacct-p.txt: 7.0 CANCELLED 0:2
-    assert (step.state, step.exit_code, step.exit_signal) == (JobState.CANCELLED, 0, 2)
+    assert details("int-7.err", 1) == aborted("abort-1.err")
+    assert_recorded_records(accounts, job, sacct_rows=slice(1, 3), scontrol="scontrol-1.txt")
+
+
+def aborted(name: str) -> list[str]:
+    """A recorded srun-abort output's lines, without the recorder's ``rc=`` line."""
+    return [line for line in (SRUN_ABORT_FIXTURES / name).read_text().splitlines() if not line.startswith("rc=")]
+
+
+def assert_recorded_records(accounts, job: SlurmJob, *, sacct_rows: slice, scontrol: str) -> None:
+    """The job's sacct -p rows are srun-abort/sacct-p.txt's ``sacct_rows`` (trainhub names the user who
+    cancelled where Slurm prints the uid), scontrol show job's state and exit code lines ``scontrol``'s."""
+    from django.utils import timezone
+
+    from trainhub.slurm import reports
+
+    text = reports.sacct(accounts, now=timezone.now(), viewer="uma", jobs=str(job.job_id), parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
+    sacct = [line.replace("by 1001", "by uma") for line in aborted("sacct-p.txt")]
+    assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[sacct_rows], 1, job.job_id)]
+    shown = reports.scontrol_jobs(accounts, now=timezone.now(), job=str(job.job_id)).text.splitlines()
+    assert shown[3:5] == aborted(scontrol)[3:5]
 
 
 def test_two_ctrl_c_reach_tasks_that_trap_sigint_on_every_node(slurm_cli_as_uma, tmp_path, kill_wait_5):
@@ -349,3 +380,143 @@ def test_srun_v_prints_its_options_and_the_steps_launch(slurm_cli_as_uma):
                 for line in details("verbose-4.err", job.job_id)]
     expected = [line.replace("jobid 4:", f"jobid {job.job_id}:") for line in expected]
     assert (code, out, err.splitlines()) == (0, "", expected)
+
+
+def srun_pid(marker: str) -> int | None:
+    """The step launcher (trainhub's ``srun sleep 30``) running with ``marker`` in its environment,
+    once its task runs."""
+    if not _running(marker, b"sleep\x0030\x00"):
+        return None
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline, open(f"/proc/{pid}/environ", "rb") as environ:
+                if cmdline.read().endswith(b"srun.py\x00sleep\x0030\x00") and marker.encode() in environ.read():
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def interrupt_twice(pid: int) -> None:
+    """Two SIGINT 0.3 s apart, as srun-abort.sh sends them."""
+    import signal
+    import time
+
+    os.kill(pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.kill(pid, signal.SIGINT)
+
+
+#: The command of srun-abort's batch script (job 2) and salloc (job 3).
+AFTER = 'srun sleep 30; echo "srun exit $?"; srun true; echo "second srun exit $?"'
+
+
+def test_two_ctrl_c_to_srun_in_sallocs_command_abort_its_step_only(slurm_cli_as_uma, tmp_path, accounts,
+                                                                   kill_wait_5):
+    """srun-abort, job 3: ``salloc -N1 sh -c 'srun sleep 30; echo "srun exit $?"; srun true; ...'``,
+    two SIGINT to srun: srun's five lines and exit 130, the command goes on (a second step runs),
+    salloc relinquishes the job COMPLETED 0:0; the aborted step ``CANCELLED by 1001`` 0:2. (salloc
+    runs as a process of its own: one in this process would ignore SIGINT here, in the agents' tasks too.)"""
+    marker = f"SRUN_TEST={tmp_path.name}"
+    interrupted = []
+
+    def interrupt_when_running(terminal, shown):
+        if not interrupted and (pid := srun_pid(marker)) is not None:
+            interrupted.append(pid)
+            interrupt_twice(pid)
+
+    code, shown = slurm_cli_as_uma.on_terminal("salloc", "-N1", "sh", "-c", f"export {marker}; {AFTER}",
+                                               react=interrupt_when_running)
+    job = SlurmJob.objects.get()
+    err = [line.replace("allocation 3", f"allocation {job.job_id}").replace("StepId=3.", f"StepId={job.job_id}.")
+           for line in aborted("salloc-3.err")]
+    assert (code, terminal_lines(shown)) == (0, err[:-1] + aborted("salloc-3.txt") + err[-1:])
+    assert_recorded_records(accounts, job, sacct_rows=slice(7, 10), scontrol="scontrol-3.txt")
+
+
+# The time limit under the running step ------------------------------------------------------------
+
+def test_the_time_limit_under_the_step_prints_slurmstepds_time_limit_line(slurm_cli_as_uma, tmp_path, accounts,
+                                                                        kill_wait_5, monkeypatch):
+    """fixtures/22.05/srun-timeout, job 2: ``srun -t 1 sleep 300`` reaching its time limit:
+    slurmstepd's ``*** STEP N.0 ON NODE CANCELLED AT T DUE TO TIME LIMIT ***``, srun's abort line, the
+    task Terminated, exit 143; sacct's job TIMEOUT 0:0 and its step CANCELLED 0:15, scontrol's
+    ``JobState=TIMEOUT Reason=TimeLimit`` and ``ExitCode=0:15``. (The time limit is reached by a
+    scheduler pass a minute after the start, run once the task runs.)"""
+    import datetime as dt
+    import re
+    import threading
+    import time
+
+    from django.utils import timezone
+
+    from trainhub.slurm import reports
+
+    marker = f"SRUN_TEST={tmp_path.name}"
+    monkeypatch.setenv("SRUN_TEST", tmp_path.name)  # srun's, so its task's
+
+    def time_out_when_running():
+        give_up = time.monotonic() + 60
+        while not _running(marker, b"sleep\x00300\x00") and time.monotonic() < give_up:
+            time.sleep(0.1)
+        run_pass(accounts, SlurmJob.objects.get().start_time + dt.timedelta(minutes=1))
+
+    stopper = threading.Thread(target=time_out_when_running)
+    stopper.start()
+    try:
+        code, out, err = slurm_cli_as_uma("srun", "-t", "1", "sleep", "300")
+    finally:
+        stopper.join()
+    job = SlurmJob.objects.get()
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+    recorded = [stamp.sub("<time>", line).replace("STEP 2.", f"STEP {job.job_id}.").replace("gpu1", "a4-0")
+                for line in (SRUN_TIMEOUT_FIXTURES / "srun-2.err").read_text().splitlines()]
+    assert (code, out, [stamp.sub("<time>", line) for line in err.splitlines()]) == (
+        int(recorded[-1].removeprefix("rc=")), "", recorded[:-1])
+    text = reports.sacct(accounts, now=timezone.now(), viewer="uma", jobs=str(job.job_id), parsable=True,
+                         fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
+    sacct = (SRUN_TIMEOUT_FIXTURES / "sacct-p.txt").read_text().splitlines()
+    assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[4:6], 1, job.job_id)]
+    shown = reports.scontrol_jobs(accounts, now=timezone.now(), job=str(job.job_id)).text.splitlines()
+    assert shown[3:5] == (SRUN_TIMEOUT_FIXTURES / "scontrol-2.txt").read_text().splitlines()[3:5]
+
+
+# srun -vv ----------------------------------------------------------------------------------------
+
+def debug_masked(lines: list[str], job_id: int) -> list[str]:
+    """srun -vv's lines with the values of the machine and the moment masked: resource limits,
+    priority, umask, ports, thread and user ids; the harness's names as the test cluster's and
+    ``job_id`` for the recorded job's id."""
+    import re
+
+    masked = []
+    for line in lines:
+        line = re.sub(r"(propagating \w+=)\d+", r"\1<n>", line)
+        line = re.sub(r"(net_stream_listen is |socket, port |user |thread \()\d+", r"\1<n>", line)
+        line = re.sub(r"(jobid |jobid {15}: |requesting job |StepId=|allocation )\d+", rf"\g<1>{job_id}", line)
+        masked.append(line.replace("physics", "ml").replace(": batch", ": a4").replace("gpu1", "a4-0"))
+    return masked
+
+
+def test_srun_vv_alone_prints_22_05s_debug_lines(slurm_cli_as_uma):
+    """fixtures/22.05/srun-vv/vv-1.err: ``srun -A physics -p batch -vv -N1 hostname``: -v's lines and
+    the debug ones between them: the limits, priority and umask passed on, the allocation's message
+    thread, the plugins, the step's request, launch and IO thread, each task done."""
+    code, out, err = slurm_cli_as_uma("srun", "-A", "ml", "-p", "a4", "-vv", "-N1", "hostname")
+    job = SlurmJob.objects.get()
+    recorded = (SRUN_VV_FIXTURES / "vv-1.err").read_text().splitlines()
+    assert (code, out) == (0, f"{socket.gethostname()}\n")
+    assert debug_masked(err.splitlines(), job.job_id) == debug_masked(recorded[:-1], job.job_id)
+
+
+def test_srun_vv_inside_an_allocation_says_the_allocations_options_too(slurm_cli_as_uma):
+    """srun-vv/salloc-3.err: ``srun -vv -N1 hostname`` inside salloc's command: the options it takes
+    from the allocation (its node list as ``(null)``, its job id and name), then the same debug
+    lines but the allocation's message thread."""
+    code, out, err = slurm_cli_as_uma("salloc", "-N1", "srun", "-vv", "-N1", "hostname")
+    job = SlurmJob.objects.get()
+    recorded = (SRUN_VV_FIXTURES / "salloc-3.err").read_text().splitlines()
+    first_srun = recorded[:recorded.index("srun: debug:  IO thread exiting") + 1]
+    assert (code, out) == (0, f"{socket.gethostname()}\n")
+    assert debug_masked(err.splitlines(), job.job_id) == debug_masked(
+        first_srun + ["salloc: Relinquishing job allocation 3"], job.job_id)

@@ -177,7 +177,7 @@ def test_the_step_ends_with_the_worst_exit_when_every_node_has_reported(cluster,
     assert call(credential(job), "GET", "/agent/v1/srun/steps/0").json() == {
         "state": "RUNNING", "exitCode": None, "signal": 0, "label": False, "numTasks": 2,
         "lines": [[0, "stdout", "hello"]], "next": own.step.log_lines.get().pk, "failed": [], "firstNode": None,
-        "pendingNodes": 0, "endTime": None}
+        "pendingNodes": 0, "endTime": None, "cause": None}
     call(nodes["a4-1"], "POST", f"/agent/v1/slurm/tasks/{theirs.pk}/exited", {"exits": [[1, 2, 0]]})
     answer = call(credential(job), "GET", "/agent/v1/srun/steps/0").json()
     assert (answer["state"], answer["exitCode"], answer["failed"]) == ("FAILED", 2, [[1, "a4-1", 2, 0]])

@@ -149,7 +149,11 @@ class _Batch:
     """The batch script, under its supervisor (which writes its output files)."""
 
     run: ReplicaRun
+    #: Its --error file (its --output one without --error); unknown to an agent that re-adopted it.
+    error_file: Path | None = None
     stop_sent: dt.datetime | None = None
+    #: slurmstepd's line saying why the job is stopped is in the error file.
+    stop_said: bool = False
     max_rss_kb: int | None = None
     #: When the job's --signal was sent (once, its TIME before the time limit).
     signalled: bool = False
@@ -410,7 +414,7 @@ class SlurmNodeWork:
             run = ReplicaRun.start(directory, argv=[BASH, str(script), *job["scriptArgs"]], env={**inherited, **env},
                                    cwd=submit_dir, user=self.run_as(step),
                                    files={"stdout": str(stdout), "stderr": str(stderr)})
-        self.work[step["id"]] = _Work("batch", batch=_Batch(run))
+        self.work[step["id"]] = _Work("batch", batch=_Batch(run, error_file=stderr))
 
     def _working_directory(self, step: dict, path: Path) -> None:
         """The job's working directory, created (owned by the job's uid) where it does not exist yet."""
@@ -579,8 +583,17 @@ class SlurmNodeWork:
         batch = work.batch
         moment = now.timestamp()
         kill_at = _kill_at(step)
+        if step.get("stopCause") and not batch.stop_said and batch.error_file is not None:
+            # slurmstepd's line for the job stopped at its time limit (fixtures/22.05/srun-timeout/out-1.txt)
+            node = step["nodeName"]
+            with os.fdopen(open_append(str(batch.error_file), self.run_as(step)), "a", encoding="utf-8") as handle:
+                handle.write(f"slurmstepd-{node}: error: *** JOB {step['job']['jobId']} ON {node} CANCELLED AT "
+                             f"{now:%Y-%m-%dT%H:%M:%S} {step['stopCause']} ***\n")
+            batch.stop_said = True
         if kill_at is not None and now < kill_at:
-            pass  # a preemption's GraceTime: the batch shell is left alone (its steps got SIGTERM)
+            # a preemption's GraceTime, KillWait after a time limit: the batch shell is left alone
+            # (its steps got SIGTERM) and may end on its own (srun-timeout/sacct-p.txt: 1.batch COMPLETED)
+            pass
         elif step["stopRequested"] and batch.stop_sent is None:
             batch.run.terminate(moment)
             batch.stop_sent = now

@@ -12,7 +12,8 @@ Exited with exit code C``) and srun exits with the worst task's status (the high
 else SIGTERM) and srun waits for them (Interrupts). The job ending under the step (scancel) prints
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
 (own_environment). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
---overlap, -l/--label, -v/--verbose (launch_lines, completed_lines) (srun.1).
+--overlap, -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's
+debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
@@ -43,6 +44,7 @@ import base64
 import contextlib
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -55,8 +57,12 @@ import tty
 import urllib.error
 import urllib.request
 
-#: What srun does not pass on to its tasks: the credential and where it is used.
-PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE")
+#: Where srun outside an allocation (trainhub.cli.srun) learns how its job is to end: a path this
+#: srun writes ``{"exitCode", "signal", "cancelled"}`` to once its step ended, as srun.c's fini_srun
+#: completes its own job with the tasks' worst status, or cancelled (NO_VAL) after two Ctrl-C.
+COMPLETION = "TRAINHUB_SRUN_COMPLETION"
+#: What srun does not pass on to its tasks: the credential, where it is used, the completion's path.
+PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE", COMPLETION)
 RETRIES = 5
 #: The most bytes of this terminal's input one request carries (the control plane's limit).
 MAX_INPUT_BYTES = 2048
@@ -64,6 +70,17 @@ MAX_INPUT_BYTES = 2048
 TERMINAL_POLL = 0.1
 NO_TERMINAL = ("srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device",
                "srun: error: Not using a pseudo-terminal, disregarding --pty option")
+
+
+#: srun -vv's lines while it makes its own allocation (srun-vv/vv-1.err): trainhub's srun listens on no
+#: port (``0``).
+ALLOCATION_THREAD = ("srun: debug:  Entering slurm_allocation_msg_thr_create()",
+                     "srun: debug:  port from net_stream_listen is 0", "srun: debug:  Entering _msg_thr_internal")
+#: srun -vv's lines as it loads the plugins it talks to slurmd with.
+PLUGINS = ("srun: debug:  auth/munge: init: Munge authentication plugin loaded",
+           "srun: debug:  hash/k12: init: init: KangarooTwelve hash plugin loaded")
+#: The resource limits srun passes on to its tasks, in the order srun -vv lists them.
+RLIMITS = ("CPU", "FSIZE", "DATA", "STACK", "CORE", "RSS", "NPROC", "NOFILE", "MEMLOCK", "AS")
 
 
 class Refused(Exception):
@@ -195,8 +212,9 @@ class Interrupts:
         self.handled = 0
         self.last_interrupt: float | None = None
         self.aborted = False
-        #: Aborted by two SIGINT: the tasks the SIGINT killed are not reported.
-        self.quiet = False
+        #: Aborted by two SIGINT: the tasks the SIGINT killed are not reported, and srun's own
+        #: allocation ends cancelled (srun.c's SRUN_JOB_CANCELLED: slurm_complete_job with NO_VAL).
+        self.ctrl_c_aborted = False
 
     def _status(self) -> str:
         tasks = self.step["numTasks"]
@@ -220,7 +238,7 @@ class Interrupts:
             elif signum == signal.SIGINT:
                 _say(f"srun: sending Ctrl-C to StepId={self.step['jobId']}.{self.step['stepId']}")
                 self._cancel(signal.SIGINT)
-                self.quiet = True
+                self.ctrl_c_aborted = True
                 _say("srun: forcing job termination", "srun: Job step aborted: Waiting up to "
                      f"{self.step.get('killWait', 30) + 2} seconds for job step to finish.")
             else:
@@ -378,6 +396,40 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
     return env
 
 
+def defined_options(values: list[tuple[str, str]]) -> list[str]:
+    """srun -v's first lines: its options by name and value, between two rules
+    (fixtures/22.05/srun-details/verbose-4.err, srun-vv/salloc-3.err)."""
+    rule = "srun: -------------------- --------------------"
+    return ["srun: defined options", rule, *(f"srun: {name:<20}: {value}" for name, value in values), rule,
+            "srun: end of defined options"]
+
+
+def allocation_options(options: argparse.Namespace, environ: dict[str, str]) -> list[tuple[str, str]]:
+    """srun -v's options inside an allocation (srun-vv/salloc-3.err): what it takes from the
+    allocation's variables first (its node list under the name ``(null)``, as Slurm 22.05 prints
+    it, its job id and name), then those given (a flag's value is ``set``)."""
+    given = {"nodes": options.nodes, "ntasks": options.ntasks, "ntasks-per-node": options.ntasks_per_node,
+             "gres": None if options.gres is None else f"gpu:{options.gres}", "exact": options.exact or None,
+             "overlap": options.overlap or None, "label": options.label or None, "pty": options.pty or None,
+             "verbose": options.verbose}
+    inherited = [("(null)", environ.get("SLURM_JOB_NODELIST")), ("jobid", environ.get("SLURM_JOB_ID")),
+                 ("job-name", environ.get("SLURM_JOB_NAME"))]
+    return [(name, value) for name, value in inherited if value] + [
+        (name, "set" if value is True else str(value)) for name, value in sorted(given.items()) if value]
+
+
+def propagated_lines(env: dict[str, str]) -> list[str]:
+    """srun -vv's lines for what it passes on to its tasks: its resource limits (the soft ones,
+    unlimited as 2**64 - 1), scheduling priority and umask (``env``: own_environment's;
+    srun-vv/vv-1.err)."""
+    lines = []
+    for name in RLIMITS:
+        soft, _ = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))
+        lines.append(f"srun: debug:  propagating RLIMIT_{name}={2 ** 64 - 1 if soft == resource.RLIM_INFINITY else soft}")
+    return lines + [f"srun: debug:  propagating SLURM_PRIO_PROCESS={env['SLURM_PRIO_PROCESS']}",
+                    f"srun: debug:  propagating UMASK={env['SLURM_UMASK']}"]
+
+
 def _numbers(numbers: list[int]) -> str:
     """Task ids as Slurm's ranged hostlist prints them: ``0``, ``[0-1]``, ``[0-1,4]``."""
     text = _ranges(numbers)
@@ -389,16 +441,31 @@ def _cpu_counts(text: str) -> str:
     return ",".join(item if "(x" in item else f"{item}(x1)" for item in text.split(",") if item)
 
 
-def launch_lines(step: dict, environ: dict[str, str]) -> list[str]:
-    """srun -v's lines once its step is created (fixtures/22.05/srun-details/verbose-4.err)."""
+def launch_lines(step: dict, environ: dict[str, str], *, command: str, debug: bool = False) -> list[str]:
+    """srun -v's lines once its step is created (fixtures/22.05/srun-details/verbose-4.err); ``debug``
+    (-vv): 22.05's debug lines among them (srun-vv/vv-1.err; trainhub's srun listens on no port:
+    ``0``, its IO thread is its main thread)."""
     name = f"StepId={step['jobId']}.{step['stepId']}"
     lines = [f"srun: jobid {step['jobId']}: nodes({environ.get('SLURM_JOB_NUM_NODES', '')}):"
              f"`{environ.get('SLURM_JOB_NODELIST', '')}', cpu counts: "
-             f"{_cpu_counts(environ.get('SLURM_JOB_CPUS_PER_NODE', ''))}",
-             "srun: launch/slurm: launch_p_step_launch: CpuBindType=(null type)"]
+             f"{_cpu_counts(environ.get('SLURM_JOB_CPUS_PER_NODE', ''))}"]
+    if debug:
+        cpus = step["numTasks"] * int(environ.get("SLURM_CPUS_PER_TASK", "1"))
+        lines += [f"srun: debug:  requesting job {step['jobId']}, user {os.getuid()}, nodes {len(step['layout'])} "
+                  "including ((null))",
+                  f"srun: debug:  cpus {cpus}, tasks {step['numTasks']}, name {os.path.basename(command)}, "
+                  "relative 65534"]
+    lines.append("srun: launch/slurm: launch_p_step_launch: CpuBindType=(null type)")
+    if debug:
+        lines += ["srun: debug:  Entering slurm_step_launch", "srun: debug:  mpi/none: mpi_p_client_prelaunch: "
+                  "Using mpi/none", "srun: debug:  Entering _msg_thr_create()",
+                  "srun: debug:  initialized stdio listening socket, port 0",
+                  f"srun: debug:  Started IO server thread ({threading.get_ident()})", "srun: debug:  Entering _launch_tasks"]
     lines += [f"srun: launching {name} on host {node}, {len(tasks)} tasks: {_numbers(tasks)}"
               for node, tasks in step["layout"]]
     lines.append("srun: route/default: init: route default plugin loaded")
+    if debug:
+        lines += ["srun: debug:  launch returned msg_rc=0 err=0 type=8001"] * len(step["layout"])
     lines += [f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started"
               for node, tasks in step["layout"]]
     return lines
@@ -416,6 +483,14 @@ def completed_lines(step: dict, failed: list[list]) -> list[str]:
                       f"{'s' if len(done) > 1 else ''} of {name} (status=0x0000).",
                       f"srun: launch/slurm: _task_finish: {node}: {who}: Completed"]
     return lines
+
+
+def finished_lines(step: dict, *, alone: bool) -> list[str]:
+    """srun -vv's last lines, once its tasks' exits are said: each task done, its IO thread's end and,
+    for srun that made its own allocation (``alone``), its allocation thread's (srun-vv/vv-1.err)."""
+    tasks = [task for _, numbers in step["layout"] for task in numbers]
+    return ([f"srun: debug:  task {task} done" for task in sorted(tasks)] + ["srun: debug:  IO thread exiting"]
+            + (["srun: debug:  Leaving _msg_thr_internal"] if alone else []))
 
 
 def main(argv: list[str]) -> int:
@@ -436,8 +511,14 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     client = Client(url, credential, os.environ.get("TRAINHUB_CA_BUNDLE"))
-    body = {"argv": options.command, "label": options.label,
-            "environment": own_environment(options, dict(os.environ)),
+    environment = own_environment(options, dict(os.environ))
+    # srun that made its own allocation (trainhub.cli.srun) said its options itself.
+    alone = bool(os.environ.get(COMPLETION))
+    if options.verbose and not alone:
+        _say(*defined_options(allocation_options(options, dict(os.environ))))
+    if options.verbose >= 2:
+        _say(*propagated_lines(environment), *(ALLOCATION_THREAD if alone else ()), *PLUGINS)
+    body = {"argv": options.command, "label": options.label, "environment": environment,
             "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
@@ -447,7 +528,7 @@ def main(argv: list[str]) -> int:
             return 128 + _interrupted[0][0]
         interrupts = Interrupts(client, step)
         if options.verbose:
-            _say(*launch_lines(step, dict(os.environ)))
+            _say(*launch_lines(step, dict(os.environ), command=options.command[0], debug=options.verbose >= 2))
         with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():
             ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"],
                            terminal=pty is not None, interrupts=interrupts,
@@ -457,21 +538,30 @@ def main(argv: list[str]) -> int:
             print(f"srun: error: {line}", file=sys.stderr)
         return 1
     if ended["state"] == "CANCELLED" and not interrupts.aborted and ended.get("firstNode"):
-        # The job ended under the step (scancel): slurmstepd's line, srun's (srun-details/scancel-8.err).
+        # The job ended under the step (scancel, time limit): slurmstepd's line, srun's
+        # (srun-details/scancel-8.err).
         node = ended["firstNode"]
+        # After a time limit: ``CANCELLED AT T DUE TO TIME LIMIT`` (srun-timeout/srun-2.err).
+        cause = f" {ended['cause']}" if ended.get("cause") else ""
         _say(f"slurmstepd-{node}: error: *** STEP {step['jobId']}.{step['stepId']} ON {node} CANCELLED AT "
-             f"{ended['endTime']} ***",
+             f"{ended['endTime']}{cause} ***",
              f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
-    failed = [item for item in ended["failed"] if not (interrupts.quiet and item[3])]
+    failed = [item for item in ended["failed"] if not (interrupts.ctrl_c_aborted and item[3])]
     if options.verbose:
         _say(*completed_lines(step, ended["failed"]))
     for line in task_messages(failed):
         print(line, file=sys.stderr)
-    codes = [code for _, _, code, _ in ended["failed"]]
+    if options.verbose >= 2:
+        _say(*finished_lines(step, alone=alone))
+    code = max((code for _, _, code, _ in ended["failed"]), default=0)
     signals = [signum for _, _, _, signum in ended["failed"] if signum]
     if ended["state"] == "CANCELLED" and not ended["failed"]:
-        return 128 + signal.SIGTERM
-    return max(codes, default=0) or (128 + max(signals) if signals else 0)
+        signals = [signal.SIGTERM]
+    worst_signal = 0 if code else max(signals, default=0)
+    if os.environ.get(COMPLETION):
+        with open(os.environ[COMPLETION], "w") as completion:
+            json.dump({"exitCode": code, "signal": worst_signal, "cancelled": interrupts.ctrl_c_aborted}, completion)
+    return code or (128 + worst_signal if worst_signal else 0)
 
 
 if __name__ == "__main__":

@@ -101,8 +101,11 @@ class Allocation:
     def step_credential(self) -> str:
         return self.client.post(f"{self.path}:stepCredential", {})["credential"]
 
-    def relinquish(self, exit_code: int, signum: int) -> None:
-        self.client.post(f"{self.path}:relinquish", {"exitCode": exit_code, "signal": signum})
+    def relinquish(self, exit_code: int, signum: int, *, cancelled: bool = False) -> None:
+        """End the allocation with COMMAND's exit; ``cancelled``: CANCELLED by its user instead (srun
+        whose step two Ctrl-C aborted)."""
+        body = {"exitCode": exit_code, "signal": signum}
+        self.client.post(f"{self.path}:relinquish", {**body, "cancelled": True} if cancelled else body)
 
 
 def _wait_granted(allocation: Allocation, interrupted: list[int], *, words: Words = SALLOC, now=time.monotonic,
@@ -212,14 +215,18 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
 
 
 def allocate_and_run(client: Any, cluster_path: str, options: list[str], command: list[str], *,
-                     words: Words, given: list[tuple[str, str | None]], pass_interrupts: bool = False) -> int:
+                     words: Words, given: list[tuple[str, str | None]], pass_interrupts: bool = False,
+                     completes_job: bool = False) -> int:
     """Allocate with sbatch's ``options`` (``given``: them as sbatch_argv.split_options reads them),
     run ``command`` here with srun usable inside (its PATH finds trainhub's ``srun`` first), keep the
     allocation alive meanwhile, relinquish it with the command's exit code; the exit status
     (salloc's rules). ``pass_interrupts`` (srun without --pty, whose command is the step launcher):
     the command runs in a process group of its own and every SIGINT this process gets, from the
     terminal's Ctrl-C or ``kill -INT``, reaches it once (srun counts them: one says how the tasks
-    are, two within a second abort the step)."""
+    are, two within a second abort the step). ``completes_job`` (srun outside an allocation, whose
+    command is the step launcher): the job ends as the step launcher says, with its tasks' worst
+    exit code or signal, or CANCELLED by its user after two Ctrl-C (fixtures/22.05/srun-abort/sacct-p.txt,
+    job 1), and is completed so even when it ended under the step."""
     try:
         job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options, **alloc_place()})["jobId"]
     except CliError as exc:
@@ -249,6 +256,9 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     with tempfile.TemporaryDirectory(prefix="salloc-") as scratch:
         env = command_environment(answer, job_id=job_id, base_url=client.base_url, credential=credential,
                                   bin_dir=srun_directory(scratch), given=given, words=words)
+        completion_path = os.path.join(scratch, "completion")
+        if completes_job:
+            env["TRAINHUB_SRUN_COMPLETION"] = completion_path  # trainhub.agent.srun.COMPLETION
         # The terminal's Ctrl-C and Ctrl-\ are COMMAND's; SIGTERM and SIGHUP to salloc are passed on.
         try:
             child = subprocess.Popen(command, env=env, process_group=0 if pass_interrupts else None)
@@ -273,8 +283,26 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
                     signal.signal(signum, handler)
         else:
             returncode = 127
+        completion = _completion(completion_path)
     code, signum, status = exit_status(returncode)
+    if completion is not None:
+        code, signum = completion["exitCode"], completion["signal"]
     if not allocation.revoked:
         _say(words.relinquishing, job_id)
-        allocation.relinquish(code, signum)
+    if not allocation.revoked or completion is not None:
+        # srun completes its job even when it ended under the step: slurmctld keeps the exit code
+        # for scontrol show job (fixtures/22.05/srun-timeout/scontrol-2.txt: ExitCode=0:15).
+        allocation.relinquish(code, signum, cancelled=bool(completion and completion["cancelled"]))
     return status
+
+
+def _completion(path: str) -> dict | None:
+    """How the step launcher says srun's job is to end (trainhub.agent.srun.COMPLETION); None
+    when it wrote nothing (it was refused or interrupted before its step ran)."""
+    import json
+
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None

@@ -18,11 +18,15 @@ does (fixtures/22.05/srun-alone):
   Force Terminated JobId=N``, exit 1; the job is cancelled (sacct: ``CANCELLED by UID``, no step).
 - While the step runs (without --pty) the step launcher is in a process group of its own and gets
   each SIGINT once, from Ctrl-C or ``kill -INT``: one says how the tasks are, two within a second
-  abort the step (trainhub.agent.srun.Interrupts, fixtures/22.05/srun-details/int-*). The job
+  abort the step (trainhub.agent.srun.Interrupts, fixtures/22.05/srun-details/int-*); the job then
+  ends CANCELLED by its user, ExitCode 0:0, and the step CANCELLED by its user too, while srun exits
+  with the step's status (fixtures/22.05/srun-abort, job 1; srun inside a batch script or salloc's
+  command leaves the job running: jobs 2 and 3). The job
   ending under the step (scancel) is the step launcher's to say (srun-details/scancel-8.err):
   this process prints nothing of it and hangs nothing up.
 - ``-v``: the options given (defined_options), then the step launcher's launch lines
-  (srun-details/verbose-4.err).
+  (srun-details/verbose-4.err); ``-vv`` adds 22.05's debug lines, the step launcher's
+  (fixtures/22.05/srun-vv/vv-1.err).
 """
 
 from __future__ import annotations
@@ -81,11 +85,12 @@ def defined_options(argv: list[str]) -> list[str]:
     verbose = sum(name == "verbose" for name, _ in given)
     if not verbose:
         return []
+    # The step launcher's lines (its imports are paid for with -v only).
+    from trainhub.agent.srun import defined_options as option_lines
+
     values = {name: "set" if value is None else value for name, value in given}
     values["verbose"] = str(verbose)
-    rule = "srun: -------------------- --------------------"
-    return ["srun: defined options", rule, *(f"srun: {name:<20}: {values[name]}" for name in sorted(values)),
-            rule, "srun: end of defined options"]
+    return option_lines(sorted(values.items()))
 
 
 def run(client: Any, cluster_path: str, argv: list[str]) -> int:
@@ -95,4 +100,4 @@ def run(client: Any, cluster_path: str, argv: list[str]) -> int:
         sys.stderr.write(line + "\n")
     # The step's own variables (SLURM_NTASKS, SLURM_NTASKS_PER_NODE) are the step launcher's to set.
     return allocate_and_run(client, cluster_path, job, step, words=SRUN, given=[],
-                            pass_interrupts="--pty" not in step[:step.index("--")])
+                            pass_interrupts="--pty" not in step[:step.index("--")], completes_job=True)

@@ -18,8 +18,9 @@ from trainhub.iam.selectors import registry_login_for
 from trainhub.inventory.models import Executor, Node
 from trainhub.jobs.models import Replica
 from trainhub.slurm import arrays
-from trainhub.slurm.models import JobNode, NodePhase, StepNode
+from trainhub.slurm.models import JobNode, JobState, NodePhase, StepNode
 from trainhub.slurm.services.steps import step_credential
+from trainhub.slurm.steps import TIME_LIMIT
 
 
 def _epoch(moment: dt.datetime | None) -> float | None:
@@ -103,6 +104,8 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
     return {
         "id": job_node.pk, "runIndex": job_node.run_index, "phase": job_node.phase, "batchHost": job_node.batch_host,
         "stopRequested": job_node.stop_requested, "killAt": _epoch(job_node.kill_at),
+        # Why the batch script's slurmstepd says its job was cancelled (fixtures/22.05/srun-timeout/out-1.txt).
+        "stopCause": TIME_LIMIT if job_node.stop_requested and job.ending_state == JobState.TIMEOUT else None,
         "gpuIndices": list(job_node.gpu_indices), "nodeName": job_node.node.name,
         "simulated": job_node.node.pool.executor == Executor.SIMULATED,
         "simulatedRuntimeSeconds": job_node.node.pool.simulated_runtime_seconds,

@@ -827,7 +827,11 @@ def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.
     for step in JobStep.objects.filter(job=job, run_index=run.index).prefetch_related(
             Prefetch("step_nodes", queryset=StepNode.objects.order_by("node_index"))):
         parts = list(step.step_nodes.all())
-        records.append(record(f"{job.job_id}.{step.step_id}", step.name, step.state, step.exit_code, step.exit_signal,
+        # A step its srun stopped was cancelled by the job's user (srun-abort/sacct-p.txt: ``CANCELLED
+        # by 1001``); one the job's end cancelled by nobody (srun/sacct-p.txt: ``CANCELLED``).
+        stopped = step.state == JobState.CANCELLED and any(part.stop_requested for part in parts)
+        state = f"CANCELLED by {job.user_name}" if stopped else step.state
+        records.append(record(f"{job.job_id}.{step.step_id}", step.name, state, step.exit_code, step.exit_signal,
                               step.start_time, step.end_time, [part.job_node_id for part in parts], step.num_tasks,
                               sum(part.cpus for part in parts), sum(len(part.gpu_indices) for part in parts)))
     return records

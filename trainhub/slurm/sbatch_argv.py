@@ -109,22 +109,24 @@ def split_options(argv: list[str], options: dict[str, tuple[str, str]] = OPTIONS
                 value, has_value = argv[index], "="
             given.append((name, value if has_value else None))
         elif arg.startswith("-") and len(arg) > 1:
-            letter = arg[1]
-            if letter not in by_short:
-                raise SbatchError(f"sbatch: invalid option -- '{letter}'")
-            name = by_short[letter]
-            if options[name][1] == "none":
-                if len(arg) > 2:
-                    raise SbatchError(f"sbatch: invalid option -- '{arg[2]}'")
-                given.append((name, None))
-            else:
-                value = arg[2:]
+            # getopt's short options: flags may be grouped (``-vv``, ``-lv``), the last one may take
+            # the rest as its value (``-vN1``).
+            for position in range(1, len(arg)):
+                letter = arg[position]
+                if letter not in by_short:
+                    raise SbatchError(f"sbatch: invalid option -- '{letter}'")
+                name = by_short[letter]
+                if options[name][1] == "none":
+                    given.append((name, None))
+                    continue
+                value = arg[position + 1:]
                 if not value:
                     if index + 1 >= len(argv):
                         raise SbatchError(f"sbatch: option requires an argument -- '{letter}'")
                     index += 1
                     value = argv[index]
                 given.append((name, value))
+                break
         else:
             return given, argv[index:]
         index += 1

@@ -23,8 +23,9 @@ from trainhub.iam.models import Project
 from trainhub.iam.selectors import project_get_for_user, projects_for_user, user_has_permission
 from trainhub.inventory.models import Executor, Node, NodePool, NodeState
 from trainhub.slurm import arrays, snapshot
-from trainhub.slurm.models import (ClusterAuditEntry, GpuAllocation, JobEvent, JobLogLine, JobNode, JobRun, JobStep,
-                                   Partition, SlurmCluster, SlurmJob, StepLogLine, StepNode)
+from trainhub.slurm.models import (ClusterAuditEntry, GpuAllocation, JobEvent, JobLogLine, JobNode, JobRun, JobState,
+                                   JobStep, Partition, SlurmCluster, SlurmJob, StepLogLine, StepNode)
+from trainhub.slurm.steps import TIME_LIMIT
 
 ADMIN_PERMISSION = "aiplatform.slurmClusters.update"
 
@@ -184,11 +185,15 @@ def step_output(*, step: JobStep, after: int, limit: int) -> dict:
     """What srun reads of its step: the tasks' lines after line id ``after``, the step's state and,
     once it ended, the tasks that failed ([task, node, exit code, signal], in task order), how many
     nodes have not reported their tasks' exits yet (the job ended under the step: they are being
-    stopped), when it ended (``endTime``, as slurmstepd's ``CANCELLED AT`` prints it) and its first node."""
+    stopped), when it ended (``endTime``, as slurmstepd's ``CANCELLED AT`` prints it), its first node,
+    and ``cause``: slurmstepd's words after the time for a step its job's time limit ended
+    (``DUE TO TIME LIMIT``, fixtures/22.05/srun-timeout/srun-2.err), else none."""
     lines = list(StepLogLine.objects.filter(step=step, id__gt=after).order_by("id")
                  .values_list("id", "task", "stream", "text")[:limit])
-    failed, first_node, pending = [], None, 0
+    failed, first_node, pending, cause = [], None, 0, None
     if step.state != "RUNNING":
+        job = SlurmJob.objects.only("state", "ending_state").get(pk=step.job_id)
+        cause = TIME_LIMIT if JobState.TIMEOUT in (job.state, job.ending_state) else None
         for name, exits in (StepNode.objects.filter(step=step).order_by("node_index")
                             .values_list("job_node__node__name", "exits")):
             first_node = first_node or name
@@ -198,7 +203,8 @@ def step_output(*, step: JobStep, after: int, limit: int) -> dict:
             "numTasks": step.num_tasks, "lines": [[task, stream, text] for _, task, stream, text in lines],
             "next": lines[-1][0] if lines else after, "failed": sorted(failed), "firstNode": first_node,
             "pendingNodes": pending,
-            "endTime": step.end_time.strftime("%Y-%m-%dT%H:%M:%S") if step.end_time else None}
+            "endTime": step.end_time.strftime("%Y-%m-%dT%H:%M:%S") if step.end_time else None,
+            "cause": cause}
 
 
 def job_log(*, job: SlurmJob, after: int = 0, limit: int = 1000) -> list[JobLogLine]:

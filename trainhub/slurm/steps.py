@@ -39,6 +39,10 @@ BAD_GRES = "Invalid generic resource (gres) specification"
 TOO_MANY_CPUS = "More processors requested than permitted"
 #: Why a step that could fit waits (srun's "retrying (...)").
 NODES_BUSY = "Requested nodes are busy"
+#: A job stopped at its time limit: its state's description, and slurmstepd's words ending the
+#: ``*** JOB N ON NODE CANCELLED AT T DUE TO TIME LIMIT ***`` and ``*** STEP N.M ...`` lines it prints
+#: then (fixtures/22.05/srun-timeout).
+TIME_LIMIT = "DUE TO TIME LIMIT"
 
 
 class StepRefused(ValueError):

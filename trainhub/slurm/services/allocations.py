@@ -14,7 +14,7 @@ machine), with ``srun`` launching steps on the allocation's nodes (fixtures/22.0
   owner obtains (``allocation_step_credential``).
 - When the command exits, salloc relinquishes the allocation (``allocation_relinquish``): the job
   ends COMPLETED on 0:0, FAILED with the command's exit code otherwise; a pending one (Ctrl-C, SIGTERM
-  while salloc waits) is cancelled.
+  while salloc waits) is cancelled, and so is srun's own allocation whose step two Ctrl-C aborted.
 
 Everything here is the owner's alone: another user, an administrator included, gets 404 as for a job
 that does not exist (only the owner's salloc has a command to run).
@@ -86,13 +86,22 @@ def allocation_step_credential(*, job: SlurmJob, actor: AbstractBaseUser) -> str
 
 
 def allocation_relinquish(*, job: SlurmJob, actor: AbstractBaseUser, exit_code: int, signal: int,
-                          now: dt.datetime) -> SlurmJob:
-    """salloc's command exited (or salloc was interrupted while it waited): the allocation ends."""
+                          now: dt.datetime, cancelled: bool = False) -> SlurmJob:
+    """salloc's command exited (or salloc was interrupted while it waited): the allocation ends.
+    ``cancelled``: srun outside an allocation whose step two Ctrl-C aborted: CANCELLED by the
+    actor, 0:0 (srun.c: slurm_complete_job with NO_VAL; fixtures/22.05/srun-abort/sacct-p.txt)."""
     job = _owned(job, actor)
     if job.state == JobState.PENDING:
         return job_cancel(job=job, actor=actor, is_admin=False, now=now)
     with transaction.atomic():
         job = SlurmJob.objects.select_for_update().select_related("cluster").get(pk=job.pk)
         if job.state == JobState.RUNNING and not job.ending_state:
-            lifecycle.job_allocation_ended(job=job, exit_code=exit_code, signal=signal, now=now)
+            lifecycle.job_allocation_ended(job=job, exit_code=exit_code, signal=signal, now=now,
+                                           cancelled_by=actor.get_username() if cancelled else "")
+        elif job.state != JobState.RUNNING and not (job.exit_code or job.exit_signal):
+            # srun completing its job that ended under the step (time limit): slurmctld's job_complete
+            # keeps the code of a finished job whose own is 0 for scontrol show job, not for accounting
+            # (fixtures/22.05/srun-timeout: scontrol's ExitCode=0:15, sacct's 0:0).
+            job.exit_code, job.exit_signal = exit_code, signal
+            job.save(update_fields=["exit_code", "exit_signal"])
     return job

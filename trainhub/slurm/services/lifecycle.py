@@ -36,6 +36,7 @@ from trainhub.slurm.services.clusters import request_pass
 from trainhub.slurm.services.mail import mail_job_ended, mail_job_requeued, mail_job_started
 from trainhub.slurm.services.steps import SIGTERM, steps_cancel
 from trainhub.slurm.services.usage import run_ended_charge
+from trainhub.slurm.steps import TIME_LIMIT
 
 #: batch_requeue_fini: begin_time = now + requeue_delay (cred_expire, 120 s) + 1.
 REQUEUE_DELAY = dt.timedelta(seconds=121)
@@ -45,6 +46,9 @@ EPILOG_ERROR = "Epilog error"
 KEEPALIVE_TIMEOUT_SECONDS = 60
 #: slurmctld's reason for an allocation whose salloc stopped answering (FAIL_INACTIVE_LIMIT).
 INACTIVE_LIMIT = "InactiveLimit"
+#: slurmctld's reason for a job ended at its time limit (FAIL_TIMEOUT; scontrol show job's
+#: ``Reason=TimeLimit``: fixtures/22.05/srun-timeout/scontrol-*.txt).
+TIME_LIMIT_REASON = "TimeLimit"
 
 
 #: The event's INSERT, built once per process: every sbatch writes one (common.compiled).
@@ -95,6 +99,8 @@ def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
 
 def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int = 0,
          desc: str = "", reason: str = "None") -> None:
+    if state == JobState.TIMEOUT and desc == TIME_LIMIT:
+        reason = TIME_LIMIT_REASON
     _close_run(job, state, now, exit_code=exit_code, signal=signal, desc=desc)
     _leave_nodes(job)
     job.state = state
@@ -155,14 +161,16 @@ def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = 
     """End a RUNNING job in ``ending_state`` (CANCELLED, TIMEOUT, PREEMPTED).
 
     A batch script that runs is signalled first and the job ends when it has exited; a job still
-    in its prolog ends at once.
+    in its prolog ends at once. ``kill_at`` (a preemption's GraceTime, KillWait after a time limit):
+    the step tasks of every node get SIGTERM at once, the batch script nothing until then.
     """
     batch = _current_nodes(job).filter(batch_host=True, phase=NodePhase.RUNNING).first()
     if batch is None:
         _end(job, ending_state, now, exit_code=0, signal=15 if ending_state != JobState.TIMEOUT else 0, desc=desc)
         return
-    JobNode.objects.filter(pk=batch.pk).update(stop_requested=True, kill_at=kill_at)
-    nodes_wake([batch.node_id])
+    stopped = _current_nodes(job).filter(phase=NodePhase.RUNNING) if kill_at else JobNode.objects.filter(pk=batch.pk)
+    nodes_wake(stopped.values_list("node_id", flat=True))
+    stopped.update(stop_requested=True, kill_at=kill_at)
     job.ending_state = ending_state
     job.state_desc = desc
     job.save(update_fields=["ending_state", "state_desc"])
@@ -170,9 +178,15 @@ def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = 
 
 
 @transaction.atomic
-def job_allocation_ended(*, job: SlurmJob, exit_code: int, signal: int, now: dt.datetime) -> None:
+def job_allocation_ended(*, job: SlurmJob, exit_code: int, signal: int, now: dt.datetime,
+                         cancelled_by: str = "") -> None:
     """salloc's command exited and salloc relinquished the RUNNING allocation: it ends as a batch
-    script's job would, COMPLETED on 0:0, FAILED otherwise, with the command's exit code."""
+    script's job would, COMPLETED on 0:0, FAILED otherwise, with the command's exit code;
+    ``cancelled_by``: CANCELLED by that user, 0:0, whatever the exit code (srun's job completed with
+    NO_VAL after two Ctrl-C)."""
+    if cancelled_by:
+        _end(job, JobState.CANCELLED, now, exit_code=0, signal=0, desc=f"by {cancelled_by}")
+        return
     state = JobState.COMPLETED if exit_code == 0 and signal == 0 else JobState.FAILED
     _end(job, state, now, exit_code=exit_code, signal=signal)
 

@@ -37,6 +37,7 @@ from trainhub.slurm.services import arrays as array_service
 from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.mail import mail_due, mail_invalid_dependency, mail_time_limits
 from trainhub.slurm.services.usage import usage_pass
+from trainhub.slurm.steps import TIME_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -79,19 +80,23 @@ def _fail_jobs_on_down_nodes(cluster: SlurmCluster, now: dt.datetime) -> int:
     return count
 
 
-def _time_out(job_pk: int, desc: str, now: dt.datetime) -> bool:
-    """Stop a job as TIMEOUT unless it has ended or is being stopped meanwhile."""
+def _time_out(job_pk: int, desc: str, now: dt.datetime, *, kill_wait: int) -> bool:
+    """Stop a job as TIMEOUT unless it has ended or is being stopped meanwhile: as slurmd at a time
+    limit, its steps' tasks get SIGTERM at once and its batch script ``kill_wait`` seconds (KillWait)
+    to end on its own before it is killed (fixtures/22.05/srun-timeout: ``srun sleep 300; echo ...``
+    prints srun's exit and its batch step ends COMPLETED)."""
     with transaction.atomic():
         job = SlurmJob.objects.select_for_update().get(pk=job_pk)
         if job.state != JobState.RUNNING or job.ending_state:
             return False
-        lifecycle.job_stop(job=job, ending_state=JobState.TIMEOUT, now=now, desc=desc)
+        lifecycle.job_stop(job=job, ending_state=JobState.TIMEOUT, now=now, desc=desc,
+                           kill_at=now + dt.timedelta(seconds=kill_wait))
         return True
 
 
 def _stop_timed_out(cluster: SlurmCluster, state: snapshot.ClusterState, now: dt.datetime) -> int:
     grace = dt.timedelta(minutes=state.config.over_time_limit)
-    return sum(_time_out(job.pk, "DUE TO TIME LIMIT", now)
+    return sum(_time_out(job.pk, TIME_LIMIT, now, kill_wait=state.config.kill_wait)
                for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, ending_state="",
                                                   time_limit__isnull=False, start_time__isnull=False)
                if job.start_time + dt.timedelta(minutes=job.time_limit) + grace <= now)
@@ -106,7 +111,7 @@ def _stop_over_tres_minutes(cluster: SlurmCluster, state: snapshot.ClusterState,
     count = 0
     for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, ending_state=""):
         desc = limits.tres_minutes_exhausted(context, snapshot.limit_request(job, state), state.tres_of(job))
-        count += bool(desc) and _time_out(job.pk, desc, now)
+        count += bool(desc) and _time_out(job.pk, desc, now, kill_wait=state.config.kill_wait)
     return count
 
 

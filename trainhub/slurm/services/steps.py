@@ -123,8 +123,10 @@ def _close(step: JobStep, state: str, now: dt.datetime, *, exit_code: int, signa
 def step_node_finished(*, step_node: StepNode, exits: list[tuple[int, int, int]], now: dt.datetime) -> None:
     """A node's tasks of a step all ended (``exits``: task, exit code, signal). When the last node
     of the step reports, the step ends with the worst exit: the highest code, then the highest signal.
-    A step srun stopped ends CANCELLED unless a task exited with a code of its own (a task that traps
-    srun's SIGINT and exits 9: FAILED 9:0, fixtures/22.05/srun-details/sacct-p.txt, step 6.0)."""
+    A step srun stopped, or whose job is being stopped (its tasks got SIGTERM at a time limit:
+    fixtures/22.05/srun-timeout/sacct-p.txt, step 1.0 CANCELLED 0:15), ends CANCELLED unless a task
+    exited with a code of its own (a task that traps srun's SIGINT and exits 9: FAILED 9:0,
+    fixtures/22.05/srun-details/sacct-p.txt, step 6.0)."""
     step = JobStep.objects.select_for_update().get(pk=step_node.step_id)
     node = StepNode.objects.select_for_update().get(pk=step_node.pk)
     if node.exits is not None:
@@ -138,7 +140,8 @@ def step_node_finished(*, step_node: StepNode, exits: list[tuple[int, int, int]]
     exit_code = max((code for _, code, _ in every), default=0)
     signal = max((sig for _, _, sig in every), default=0)
     state = JobState.COMPLETED if exit_code == signal == 0 else JobState.FAILED
-    if exit_code == 0 and StepNode.objects.filter(step=step, stop_requested=True).exists():
+    stopping = SlurmJob.objects.filter(pk=step.job_id).exclude(ending_state="").exists()
+    if exit_code == 0 and (stopping or StepNode.objects.filter(step=step, stop_requested=True).exists()):
         state = JobState.CANCELLED
     _close(step, state, now, exit_code=exit_code, signal=signal)
 
