@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from tests.slurm.conftest import CLUSTERS, DAY, run_pass
+from tests.slurm.conftest import CLUSTERS, DAY, JOBS, run_pass, sbatch
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit
@@ -354,3 +354,20 @@ def test_report_rows_leave_datetimes_as_stored_until_converted(queue, accounts):
                                               ("job_id", "submit_time"))
     assert isinstance(fetched[0][1], str)
     assert converted(fetched) == [(1, SlurmJob.objects.get(cluster=accounts, job_id=1).submit_time)]
+
+
+def test_sacct_names_the_canceller_by_uid_as_slurm_does(api, accounts, cast, now):
+    """``CANCELLED by 1001`` (fixtures/22.05/srun-abort/sacct-p.txt): the uid of whoever cancelled,
+    the job's user or another (here an administrator)."""
+    from trainhub.iam.services import posix_identity_set
+    from trainhub.slurm import reports
+
+    posix_identity_set(user=cast["uma"], uid=1001)
+    posix_identity_set(user=cast["alice"], uid=1002)
+    own = sbatch(api, "uma", "--wrap", "x").json()["jobId"]
+    other = sbatch(api, "uma", "--wrap", "x").json()["jobId"]
+    assert api("uma").post(f"{JOBS}/{own}:cancel", {}, format="json").status_code == 200
+    assert api("alice").post(f"{JOBS}/{other}:cancel", {}, format="json").status_code == 200
+    text = reports.sacct(accounts, now=now, viewer="alice", jobs=f"{own},{other}", fields=["JobID", "State"],
+                         parsable=True).text
+    assert text.splitlines()[1:] == [f"{own}|CANCELLED by 1001|", f"{other}|CANCELLED by 1002|"]

@@ -19,7 +19,7 @@ from tests.agent.harness import AgentGroup, agent_for_identity, agents_on, join_
 from tests.conftest import later
 from tests.slurm.conftest import SRUN_FIXTURES, STEPS_FIXTURES, make_job, nodes_done, run_until, start_job
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobState, JobStep
+from trainhub.slurm.models import JobState, JobStep, SlurmJob
 from trainhub.slurm.services.jobs import job_cancel
 from trainhub.slurm.services.passes import cluster_pass
 
@@ -137,9 +137,10 @@ def test_steps_in_sacct_match_slurm_and_cancelling_the_job_stops_every_task(clus
 
     assert sacct(None) == real("sacct.txt")
     assert sacct(["JobID%12", "NodeList", "NTasks", "AllocTRES%50", "State", "ExitCode"]) == real("sacct-nodes.txt")
-    # trainhub names the user who cancelled where Slurm prints the uid
+    # the canceller's uid: uma's here, alice's 1001 on the harness
+    uid = SlurmJob.objects.filter(cluster=cluster, user_name="uma").values_list("uid", flat=True).first()
     assert sacct(["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks"], parsable=True) == real(
-        "sacct-p.txt").replace("CANCELLED by 1001", "CANCELLED by uma")
+        "sacct-p.txt").replace("CANCELLED by 1001", f"CANCELLED by {uid}")
     assert sacct(["JobID", "State"], allocations=True).split() == [
         "JobID", "State", "------------", "----------", "1", "COMPLETED", "2", "CANCELLED+", "3", "COMPLETED"]
 
@@ -258,7 +259,7 @@ def test_two_ctrl_c_to_srun_in_a_batch_script_abort_its_step_and_the_script_goes
                                                                                      tmp_path, live_server):
     """fixtures/22.05/srun-abort, job 2: two SIGINT to ``srun sleep 30`` in a batch script: srun's five
     lines in the output file, exit 130, the script goes on and its next step runs; the job and its
-    batch step COMPLETED, the aborted step ``CANCELLED by 1001`` 0:2 (trainhub names the user)."""
+    batch step COMPLETED, the aborted step ``CANCELLED by 1001`` 0:2 (the user's uid)."""
     from tests.slurm.conftest import SRUN_ABORT_FIXTURES
     from tests.slurm.test_srun_alone import AFTER, interrupt_twice, srun_pid
     from trainhub.slurm.services.clusters import cluster_config_set
@@ -280,7 +281,8 @@ def test_two_ctrl_c_to_srun_in_a_batch_script_abort_its_step_and_the_script_goes
     assert output(tmp_path, job) == (SRUN_ABORT_FIXTURES / "out-2.txt").read_text().splitlines()
     text = reports.sacct(cluster, now=timezone.now(), viewer="uma", jobs="2", parsable=True,
                          fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
-    recorded = (SRUN_ABORT_FIXTURES / "sacct-p.txt").read_text().replace("by 1001", "by uma").replace("gpu1", "a4-0")
+    recorded = (SRUN_ABORT_FIXTURES / "sacct-p.txt").read_text().replace("by 1001", f"by {job.uid}").replace(
+        "gpu1", "a4-0")
     assert text.splitlines() == [recorded.splitlines()[0], *recorded.splitlines()[3:7]]
 
 

@@ -280,8 +280,8 @@ def test_two_ctrl_c_within_a_second_send_the_tasks_sigint_abort_the_step_and_can
         slurm_cli_as_uma, tmp_path, accounts, kill_wait_5):
     """int-7: ``srun -N1 sleep 30``, two SIGINT 0.3 s apart: srun's five lines, the task killed by
     SIGINT (no line for it after the abort), exit 130; srun-abort, job 1, the same: then srun
-    completes its job as cancelled: sacct's job and step ``CANCELLED by 1001`` (trainhub names the
-    user), 0:0 and 0:2, scontrol's ``JobState=CANCELLED Reason=None`` and ``ExitCode=0:0``."""
+    completes its job as cancelled: sacct's job and step ``CANCELLED by 1001`` (the user's uid),
+    0:0 and 0:2, scontrol's ``JobState=CANCELLED Reason=None`` and ``ExitCode=0:0``."""
     marker = f"SRUN_TEST={tmp_path.name}"
     code, shown = slurm_cli_as_uma.on_terminal("srun", "-N1", "sleep", "30", react=CtrlC(marker, b"sleep\x0030\x00", 2),
                                                environ={"SRUN_TEST": tmp_path.name})
@@ -297,15 +297,15 @@ def aborted(name: str) -> list[str]:
 
 
 def assert_recorded_records(accounts, job: SlurmJob, *, sacct_rows: slice, scontrol: str) -> None:
-    """The job's sacct -p rows are srun-abort/sacct-p.txt's ``sacct_rows`` (trainhub names the user who
-    cancelled where Slurm prints the uid), scontrol show job's state and exit code lines ``scontrol``'s."""
+    """The job's sacct -p rows are srun-abort/sacct-p.txt's ``sacct_rows`` (the canceller's uid: the job's
+    user's here, 1001 there), scontrol show job's state and exit code lines ``scontrol``'s."""
     from django.utils import timezone
 
     from trainhub.slurm import reports
 
     text = reports.sacct(accounts, now=timezone.now(), viewer="uma", jobs=str(job.job_id), parsable=True,
                          fields=["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList"]).text
-    sacct = [line.replace("by 1001", "by uma") for line in aborted("sacct-p.txt")]
+    sacct = [line.replace("by 1001", f"by {job.uid}") for line in aborted("sacct-p.txt")]
     assert text.splitlines() == [sacct[0], *on_trainhub_nodes(sacct[sacct_rows], 1, job.job_id)]
     shown = reports.scontrol_jobs(accounts, now=timezone.now(), job=str(job.job_id)).text.splitlines()
     assert shown[3:5] == aborted(scontrol)[3:5]

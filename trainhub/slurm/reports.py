@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
@@ -26,6 +26,7 @@ from django.db.models import (BigIntegerField, Case, DateTimeField, Exists, F, F
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
 
+from trainhub.iam.selectors import posix_accounts_by_username
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import arrays, formats, jobenv, scontrol_job, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
@@ -772,11 +773,19 @@ def sinfo(cluster: SlurmCluster, *, now: dt.datetime, node_oriented: bool = Fals
 
 # --- sacct --------------------------------------------------------------------------------------
 
-def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime) -> formats.SacctJob:
+def _cancellers(job: SlurmJob, runs: Sequence[JobRun]) -> set[str]:
+    """Who cancelled the job or one of its runs ("by NAME" in its state_desc)."""
+    return {desc[3:] for desc in (job.state_desc, *(run.state_desc for run in runs)) if desc.startswith("by ")}
+
+
+def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mapping[str, int]) -> formats.SacctJob:
+    """``uids``: the uid of each canceller other than the job's user, which sacct prints for them
+    (``CANCELLED by 1001``); a user since deleted keeps their name."""
     state = run.state if run else job.state
     desc = run.state_desc if run else job.state_desc
     if state == JobState.CANCELLED and desc.startswith("by "):
-        state = f"CANCELLED {desc}"
+        name = desc[3:]
+        state = f"CANCELLED by {job.uid if name == job.user_name else uids.get(name, name)}"
     start = run.start_time if run else None
     end = (run.end_time if run else job.end_time)
     elapsed = int(((end or now) - start).total_seconds()) if start else 0
@@ -830,7 +839,7 @@ def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.
         # A step its srun stopped was cancelled by the job's user (srun-abort/sacct-p.txt: ``CANCELLED
         # by 1001``); one the job's end cancelled by nobody (srun/sacct-p.txt: ``CANCELLED``).
         stopped = step.state == JobState.CANCELLED and any(part.stop_requested for part in parts)
-        state = f"CANCELLED by {job.user_name}" if stopped else step.state
+        state = f"CANCELLED by {job.uid}" if stopped else step.state
         records.append(record(f"{job.job_id}.{step.step_id}", step.name, state, step.exit_code, step.exit_signal,
                               step.start_time, step.end_time, [part.job_node_id for part in parts], step.num_tasks,
                               sum(part.cpus for part in parts), sum(len(part.gpu_indices) for part in parts)))
@@ -888,6 +897,10 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     for run in JobRun.objects.filter(job_id__in=list(jobs_by_pk)).order_by("job_id", "index"):
         runs.setdefault(run.job_id, []).append(run)
     wanted = _states(state)
+    others = {name for pk, job in jobs_by_pk.items() for name in _cancellers(job, runs.get(pk, []))
+              if name != job.user_name}
+    uids = {name: account.uid for name, account in posix_accounts_by_username(usernames=sorted(others)).items()
+            } if others else {}
     records, extra = [], []
     for pk, job in jobs_by_pk.items():
         job_runs = runs.get(pk, [])
@@ -896,7 +909,7 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
         requeued = job.state == JobState.PENDING and job_runs
         current = job_runs[-1] if job_runs and (job_runs[-1].index == job.restart_count or requeued) else None
         for run in (job_runs + ([] if current else [None])) if duplicates else [current]:
-            record = _run_record(job, run, now)
+            record = _run_record(job, run, now, uids)
             if wanted and record.state.split()[0] not in wanted:
                 continue
             records.append(record)
