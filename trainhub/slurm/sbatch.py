@@ -198,9 +198,12 @@ def check_memory(options: SbatchOptions) -> None:
 
 
 def _gpu_count(field: str, flag: str):
-    """``--gpus=[type:]N`` and ``--gpus-per-task=[type:]N``."""
+    """``--gpus=[type:]N`` and ``--gpus-per-task=[type:]N``; a lone word is a type of one GPU, as
+    slurmctld reads ``gpu:x`` (fixtures/22.05/options: ``--gpus=x`` is TresPerJob=gres:gpu:x)."""
     def parse(text: str) -> dict:
         kind, _, count = text.strip().rpartition(":")
+        if not kind and count and not count.isdigit():
+            kind, count = count, "1"
         if not count.isdigit() or int(count) < 1:
             raise SbatchError(f"sbatch: error: Invalid {flag} specification: {text}")
         return {field: (kind or None, _int_arg(int(count), flag))}
