@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
+from signal import SIGINT
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
@@ -836,9 +837,11 @@ def _step_records(job: SlurmJob, run: JobRun, now: dt.datetime) -> list[formats.
     for step in JobStep.objects.filter(job=job, run_index=run.index).prefetch_related(
             Prefetch("step_nodes", queryset=StepNode.objects.order_by("node_index"))):
         parts = list(step.step_nodes.all())
-        # A step its srun stopped was cancelled by the job's user (srun-abort/sacct-p.txt: ``CANCELLED
-        # by 1001``); one the job's end cancelled by nobody (srun/sacct-p.txt: ``CANCELLED``).
-        stopped = step.state == JobState.CANCELLED and any(part.stop_requested for part in parts)
+        # A step its srun aborted (two Ctrl-C: SIGINT to the tasks) was cancelled by the job's user
+        # (srun-abort/sacct-p.txt: ``CANCELLED by 1001``, 0:2); one stopped with the job (scancel, a time
+        # limit: srun passes SIGTERM on) by nobody (srun/sacct.txt, srun-timeout/sacct-p.txt: ``CANCELLED``).
+        stopped = step.state == JobState.CANCELLED and any(
+            part.stop_requested and part.stop_signal == SIGINT for part in parts)
         state = f"CANCELLED by {job.uid}" if stopped else step.state
         records.append(record(f"{job.job_id}.{step.step_id}", step.name, state, step.exit_code, step.exit_signal,
                               step.start_time, step.end_time, [part.job_node_id for part in parts], step.num_tasks,
