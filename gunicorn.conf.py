@@ -7,9 +7,10 @@ connection (Google's client libraries, the trainhub CLI, the benchmark's clients
 TCP handshake per request as it does with the ``sync`` workers, which close every connection; and
 while one thread waits on the database or Redis, another serves the next request. Python runs one
 thread per process at a time, so the process count is what uses the cores: one per core by default.
-A kept-alive connection stays with the worker that accepted it. A least-connections worker of our own
-(which overrode four of gunicorn's internals) was measured against gthread with 1, 4 and 16 clients and
-the Celery worker running (issue 21, docs/benchmarks.md) and did not win reliably: gunicorn's own it is.
+A kept-alive connection stays with the worker that accepted it, so two busy clients can share one
+process while another idles: docker-compose therefore runs one process per web replica
+(WEB_CONCURRENCY=1) behind nginx (deploy/nginx), which chooses the least busy replica per request,
+and the benchmarks start the same (bench.environment.start_web).
 """
 
 import multiprocessing

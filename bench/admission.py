@@ -277,12 +277,13 @@ def admission_run(load: Load) -> dict[str, Any]:
     from bench.agent_fleet import START_SECONDS, _client_process, fleet_agents, fleet_join
     from bench.environment import (
         free_port,
+        process_tree,
         start_celery_beat,
         start_celery_worker,
-        start_gunicorn,
         start_long_poll,
+        start_web,
     )
-    from bench.submission import _children, _cpu_of, _cpu_spent, _request_bytes
+    from bench.submission import _cpu_of, _cpu_spent, _request_bytes
 
     token = _setup(load)
     credentials = [credential for machine, count in nodes_needed(load).items() if count  # a small quota may need none
@@ -296,7 +297,7 @@ def admission_run(load: Load) -> dict[str, Any]:
     started: list[Any] = []
     load_before = os.getloadavg()
     try:
-        started.append(server := start_gunicorn(ports[0]))
+        started.append(server := start_web(ports[0]))
         started.append(start_long_poll(ports[1]))
         started.append(worker := start_celery_worker())
         started.append(start_celery_beat())
@@ -309,7 +310,7 @@ def admission_run(load: Load) -> dict[str, Any]:
             agents.starmap_async(_client_process, [
                 (ports, fleet[index::AGENT_PROCESSES], begin, until, begin) for index in range(AGENT_PROCESSES)])
             time.sleep(max(0.0, start - time.time() - 0.2))
-            pids = {"gunicorn": [server.pid, *_children(server.pid)], "celery": [worker.pid, *_children(worker.pid)]}
+            pids = {"gunicorn": server.pids(), "celery": process_tree(worker.pid)}
             cpu_before = {name: _cpu_of(group) for name, group in pids.items()}
             sent = submitters.starmap_async(_submitter, [
                 (ports[0], timetable[index::SUBMITTERS], start, until) for index in range(SUBMITTERS)])

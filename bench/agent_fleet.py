@@ -50,15 +50,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.environment import free_port, shared_redis_notes, start_gunicorn, start_long_poll
+from bench.environment import free_port, gunicorn_settings, shared_redis_notes, start_long_poll, start_web
 from bench.report import Column, Section
 from bench.scheduler_pass import LOCATION, Sizes, bench_project, counting_queries
 from bench.submission import (
-    _children,
     _cpu_of,
     _cpu_spent,
     _DatabaseCpu,
-    _gunicorn_settings,
     _percentile,
     _redis_cpu,
 )
@@ -439,7 +437,7 @@ def fleet_run(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSES) -
     fleet = fleet_agents(fleet_join(agents), time.time())
     ports = (free_port(), free_port())
     connection.close()  # the client processes are forked; they must not share this connection
-    server = start_gunicorn(ports[0])
+    server = start_web(ports[0])
     watch = start_long_poll(ports[1])
     connections_before = _postgres_value(CONNECTIONS_SQL)
     load_before = os.getloadavg()
@@ -457,7 +455,7 @@ def fleet_run(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSES) -
             readings: dict[str, Any] = {}
 
             def open_window() -> None:
-                readings["server_pids"] = [server.pid, *_children(server.pid)]
+                readings["server_pids"] = server.pids()
                 readings["server"] = _cpu_of(readings["server_pids"])
                 readings["watch"] = _cpu_of([watch.pid])
                 readings["clients"] = _cpu_of(client_pids)
@@ -577,7 +575,7 @@ def fleet_section(*, agents: int, seconds: float, clients: int = CLIENT_PROCESSE
     from django.db import connection
 
     row = fleet_run(agents=agents, seconds=seconds, clients=clients)
-    gunicorn = _gunicorn_settings()
+    gunicorn = gunicorn_settings()
     cores = os.cpu_count() or 1
     section = Section(
         name="agent_fleet",

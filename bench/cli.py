@@ -15,7 +15,7 @@ install alone is measured, and the notes say why.
 start-up in the same environment, which no change to trainhub removes. Target: every command under
 50 ms.
 
-``cli_sbatch_loop``: gunicorn started as the REST benchmark starts it (bench.environment.start_gunicorn)
+``cli_sbatch_loop``: the web tier started as the REST benchmark starts it (bench.environment.start_web)
 on the Slurm cluster of the ``slurm_pages`` benchmark (its nodes drained, so every job stays pending
 and no pass starts one), then one bash loop of 100 ``trainhub slurm sbatch ... --wrap hostname`` calls
 per install. Beside it: the same 100 submissions sent from this process (the CLI's own HTTP client, a
@@ -49,11 +49,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bench.environment import REPO_ROOT, free_port, start_gunicorn
+from bench.environment import REPO_ROOT, Web, free_port, start_web
 from bench.report import Column, Section
 from bench.scheduler_pass import QUICK, Sizes
 from bench.slurm_submit import SBATCH_ARGS, sbatch_target
-from bench.submission import _children, _cpu_of, _cpu_spent, _DatabaseCpu  # the REST benchmark's CPU readings
+from bench.submission import _cpu_of, _cpu_spent, _DatabaseCpu  # the REST benchmark's CPU readings
 
 TARGET_STARTUP_MS = 50
 TARGET_LOOP_JOBS_PER_SECOND = 20
@@ -202,17 +202,17 @@ def _loop_seconds(command: list[str], environ: dict[str, str], calls: int) -> tu
 
 
 class _Target(NamedTuple):
-    """gunicorn serving the benchmark's Slurm cluster, and the CLI installs set up to reach it."""
+    """The web tier serving the benchmark's Slurm cluster, and the CLI installs set up to reach it."""
 
     cluster: Any
     url: str
     token: str
-    server: subprocess.Popen
+    server: Web
     installs: list[CliInstall]
     notes: list[str]
 
     def server_pids(self) -> list[int]:
-        return [self.server.pid, *_children(self.server.pid)]
+        return self.server.pids()
 
     def cluster_flags(self) -> list[str]:
         return ["--region", self.cluster.location, "--cluster", self.cluster.cluster_id]
@@ -251,7 +251,7 @@ def _served_cluster(config: dict[str, str] | None = None) -> Iterator[_Target]:
                                    TRAINHUB_PROJECT=cluster.project.project_id,
                                    TRAINHUB_CONFIG=os.path.join(cache_dir, "no-config.json"))
     connection.close()  # gunicorn opens its own
-    server = start_gunicorn(port)
+    server = start_web(port)
     try:
         yield _Target(cluster, url, token, server, installs, notes)
     finally:

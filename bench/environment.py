@@ -45,12 +45,105 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_gunicorn(port: int) -> subprocess.Popen:
+def gunicorn_settings() -> dict[str, Any]:
+    """workers, threads and worker class as gunicorn.conf.py sets them for this machine."""
+    namespace: dict[str, Any] = {}
+    exec(compile(GUNICORN_CONFIG.read_text(), str(GUNICORN_CONFIG), "exec"), namespace)  # noqa: S102 - our file
+    return {key: namespace[key] for key in ("workers", "threads", "worker_class")}
+
+
+def start_gunicorn(port: int, *, workers: int | None = None) -> subprocess.Popen:
     """gunicorn with GUNICORN_CONFIG serving trainhub on 127.0.0.1:``port``, against the stores this
     process's environment names (DATABASE_URL, REDIS_URL, TRAINHUB_VAR_DIR); returned once it answers
     /healthz. The caller terminates it."""
     return _serving([sys.executable, "-m", "gunicorn", "trainhub.wsgi:application", "--config", str(GUNICORN_CONFIG),
-                     "--bind", f"127.0.0.1:{port}", "--log-level", "warning"], port, "gunicorn")
+                     "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
+                     *(["--workers", str(workers)] if workers else [])], port, "gunicorn")
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                    parents.setdefault(int(stat.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, pending = [], [pid]
+    while pending:
+        tree.append(current := pending.pop())
+        pending.extend(parents.get(current, ()))
+    return tree
+
+
+@dataclass
+class Web:
+    """trainhub's web tier as docker-compose deploys it, on 127.0.0.1: nginx with
+    deploy/nginx/trainhub.conf.template in front of one single-process gunicorn per core, or, where
+    nginx is not installed, gunicorn alone with gunicorn.conf.py's processes (``label`` says which)."""
+
+    label: str
+    front: subprocess.Popen | None
+    gunicorns: list[subprocess.Popen]
+
+    def pids(self) -> list[int]:
+        """Every process serving requests (nginx's and gunicorn's masters and workers): their CPU is the server's."""
+        return [pid for process in self._processes() for pid in process_tree(process.pid)]
+
+    def workers(self) -> list[int]:
+        """The gunicorn processes that run Django."""
+        return [pid for server in self.gunicorns for pid in process_tree(server.pid)[1:]]
+
+    def _processes(self) -> list[subprocess.Popen]:
+        return [*([self.front] if self.front else []), *self.gunicorns]
+
+    def terminate(self) -> None:
+        for process in self._processes():
+            process.terminate()
+
+    def wait(self, timeout: float) -> None:
+        for process in self._processes():
+            process.wait(timeout=timeout)
+
+
+#: ``gunicorn``: the benchmarks talk to gunicorn alone even where nginx is installed (to compare).
+WEB_ENV = "TRAINHUB_BENCH_WEB"
+NGINX_TEMPLATE = REPO_ROOT / "deploy" / "nginx" / "trainhub.conf.template"
+
+
+def render_nginx_template(*, servers: list[str], listen: str) -> str:
+    """The template with its variables set, as the nginx image's envsubst sets them."""
+    return (NGINX_TEMPLATE.read_text().replace("${TRAINHUB_WEB_SERVERS}", " ".join(f"server {s};" for s in servers))
+            .replace("${TRAINHUB_PROXY_LISTEN}", listen))
+
+
+def start_web(port: int) -> Web:
+    """The web tier (``Web``) listening on 127.0.0.1:``port``, returned once it answers /healthz."""
+    settings = gunicorn_settings()
+    nginx = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+    if nginx is None or os.environ.get(WEB_ENV) == "gunicorn":
+        why = "nginx not installed" if nginx is None else f"{WEB_ENV}=gunicorn"
+        return Web(f"gunicorn alone, {why} ({settings['workers']} {settings['worker_class']} workers x "
+                   f"{settings['threads']} threads)", None, [start_gunicorn(port)])
+    replicas = settings["workers"]
+    ports = [free_port() for _ in range(replicas)]
+    gunicorns = [start_gunicorn(backend, workers=1) for backend in ports]
+    state = Path(tempfile.mkdtemp(prefix="trainhub-bench-nginx-"))
+    atexit.register(shutil.rmtree, state, ignore_errors=True)
+    (state / "trainhub.conf").write_text(render_nginx_template(servers=[f"127.0.0.1:{p}" for p in ports],
+                                                               listen=f"127.0.0.1:{port}"))
+    # the nginx image's nginx.conf, but for where it keeps its files
+    (state / "nginx.conf").write_text(
+        f"worker_processes auto;\npid {state}/nginx.pid;\nerror_log {state}/error.log warn;\n"
+        "events { worker_connections 1024; }\n"
+        f"http {{ access_log off; client_body_temp_path {state}/body; proxy_temp_path {state}/proxy;\n"
+        f"  fastcgi_temp_path {state}/fastcgi; uwsgi_temp_path {state}/uwsgi; scgi_temp_path {state}/scgi;\n"
+        f"  include {state}/trainhub.conf; }}\n")
+    front = _serving([nginx, "-p", str(state), "-c", str(state / "nginx.conf"), "-g", "daemon off;"], port, "nginx")
+    return Web(f"nginx least_conn over {replicas} gunicorn processes ({settings['worker_class']} x "
+               f"{settings['threads']} threads)", front, gunicorns)
 
 
 def start_long_poll(port: int) -> subprocess.Popen:

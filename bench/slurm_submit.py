@@ -20,7 +20,7 @@ import time
 
 from bench.report import Column, Section
 from bench.scheduler_pass import QUICK, Sizes, counting_queries
-from bench.submission import _gunicorn_settings, _loads, _request_bytes, gunicorn_label, http_run
+from bench.submission import _loads, _request_bytes, http_run
 
 SBATCH_ARGS = ["-p", "a4", "-A", "acct0", "-t", "10", "--wrap", "hostname"]
 CLIENT_COUNTS = (1, 2)
@@ -78,12 +78,11 @@ def bench_slurm_submit(sizes: Sizes) -> Section:
         rows.append({"clients": clients, "jobs": sent, "stored": stored, **run.figures(sent),
                      "load": f"{_loads(run.load_before)} -> {_loads(run.load_after)}"})
     cluster_delete(cluster=cluster)
-    gunicorn = _gunicorn_settings()
     cores = os.cpu_count() or 1
     section = Section(
         name="slurm_submit",
         key=("clients",),
-        title=f"sbatch over REST: {count:,} POST .../slurmClusters/bench/jobs, gunicorn ({gunicorn_label(gunicorn)})",
+        title=f"sbatch over REST: {count:,} POST .../slurmClusters/bench/jobs, {run.server_label}",
         columns=[Column("clients", "clients"), Column("jobs", "jobs"), Column("jobs_per_second", "jobs/s"),
                  Column("p50_ms", "p50 ms"), Column("p99_ms", "p99 ms"),
                  Column("server_cpu_ms_per_job", "gunicorn CPU ms/job"),

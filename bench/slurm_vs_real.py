@@ -34,11 +34,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.cli import _children_cpu, cli_installs
-from bench.environment import free_port, load_average, start_gunicorn
+from bench.environment import free_port, load_average, start_web
 from bench.report import Column, Section
 from bench.scheduler_pass import QUICK, Sizes
 from bench.slurm_submit import SBATCH_ARGS, sbatch_target
-from bench.submission import _children, _cpu_of, _cpu_spent, _request_bytes, http_run
+from bench.submission import _cpu_of, _cpu_spent, _request_bytes, http_run
 
 RUNS = 5
 SUBMITTERS = ("alice", "bob")
@@ -199,7 +199,7 @@ def _cli_reads(cluster, token: str, figures: dict[str, float]) -> list[str]:
     """``trainhub slurm sprio [-l] | squeue --cluster bench`` against gunicorn: median wall of 5, from
     the CLI as users install it (bench.cli.cli_installs: a wheel, where pip can build one)."""
     port = free_port()
-    server = start_gunicorn(port)
+    server = start_web(port)
     try:
         with tempfile.TemporaryDirectory(prefix="trainhub-bench-cli-") as cache_dir:
             installs, notes = cli_installs(cache_dir, TRAINHUB_URL=f"http://127.0.0.1:{port}", TRAINHUB_TOKEN=token,
@@ -211,7 +211,7 @@ def _cli_reads(cluster, token: str, figures: dict[str, float]) -> list[str]:
                         *(["-l"] if params else [])]
                 subprocess.run(argv, env=install.environ, stdout=subprocess.DEVNULL, check=True)  # noqa: S603 - warm-up
                 figures[f"{what} from the CLI"], figures[f"{what} from the CLI CPU"] = _median_wall(
-                    argv, install.environ, [server.pid, *_children(server.pid)])
+                    argv, install.environ, server.pids())
     finally:
         server.terminate()
         server.wait(timeout=30)

