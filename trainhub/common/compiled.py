@@ -25,6 +25,7 @@ takes the row's number from it: the counter's row is locked only while that stat
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,23 +52,24 @@ class Counter:
     model: type[Model]
     column: str
 
-    def _sql(self, connection: Any) -> tuple[str, str]:
-        """The UPDATE that adds a parameter to the counter of the row whose primary key is the next
-        parameter, and the expression for the first number taken."""
+    def _sql(self, connection: Any) -> str:
+        """The UPDATE that takes numbers and returns the first taken; its parameters are _params'."""
         quote, meta = connection.ops.quote_name, self.model._meta
         column = quote(meta.get_field(self.column).column)
-        update = (f"UPDATE {quote(meta.db_table)} SET {column} = {column} + %s "  # noqa: S608
-                  f"WHERE {quote(meta.pk.column)} = %s")
-        return update, column
+        return (f"UPDATE {quote(meta.db_table)} SET {column} = {column} + %s "  # noqa: S608
+                f"WHERE {quote(meta.pk.column)} = %s RETURNING {column} - %s")
+
+    @staticmethod
+    def _params(pk: Any, count: int) -> list[Any]:
+        return [count, pk, count]
 
     def take(self, pk: Any, count: int = 1, *, using: str = DEFAULT_DB_ALIAS) -> int:
         """The first of ``count`` consecutive numbers. The UPDATE takes them atomically by itself;
         inside a transaction the counter's row stays locked until it commits."""
         connection = connections[using]
-        update, column = self._sql(connection)
         with connection.cursor() as cursor:
-            cursor.execute(f"{update} RETURNING {column}", [count, pk])
-            return cursor.fetchone()[0] - count
+            cursor.execute(self._sql(connection), self._params(pk, count))
+            return cursor.fetchone()[0]
 
 
 class CompiledQuery:
@@ -171,13 +173,21 @@ class CompiledInsert:
         obj._state.db = using
         post_save.send(sender=type(obj), instance=obj, created=True, update_fields=None, raw=False, using=using)
 
-    def save(self, obj: Model, *, using: str = DEFAULT_DB_ALIAS) -> None:
+    def save(self, obj: Model, *, numbered_by: tuple[Counter, Any, tuple[str, ...]] | None = None,
+             using: str = DEFAULT_DB_ALIAS) -> None:
+        """Insert ``obj``; ``numbered_by`` as save_with's, the number taken in the same transaction."""
         connection = connections[using]
         fields, sql = self._statement(connection, using)
-        params = self._prepare(obj, fields, connection, using)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            (pk,) = connection.ops.fetch_returned_insert_columns(cursor, [])
+        with transaction.atomic(using=using, savepoint=False) if numbered_by else nullcontext():
+            if numbered_by:
+                counter, counter_pk, numbered = numbered_by
+                number = counter.take(counter_pk, using=using)
+                for name in numbered:
+                    setattr(obj, name, number)
+            params = self._prepare(obj, fields, connection, using)
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                (pk,) = connection.ops.fetch_returned_insert_columns(cursor, [])
         self._saved(obj, pk, using)
 
     def save_with(self, obj: Model, dependent: Model, dependent_insert: "CompiledInsert", *,
@@ -197,11 +207,7 @@ class CompiledInsert:
         if connection.vendor != "postgresql":
             link = dependent_insert._link_to(self._model)
             with transaction.atomic(using=using):
-                if counter is not None:
-                    number = counter.take(counter_pk, using=using)
-                    for name in numbered:
-                        setattr(obj, name, number)
-                self.save(obj, using=using)
+                self.save(obj, numbered_by=numbered_by, using=using)
                 setattr(dependent, link.name, obj)
                 dependent_insert.save(dependent, using=using)
             return
@@ -216,7 +222,8 @@ class CompiledInsert:
                   if field.attname not in numbered]
         dependent_params = dependent_insert._prepare(dependent, dependent_fields, connection, using)
         with connection.cursor() as cursor:
-            cursor.execute(statement, ([1, counter_pk] if counter is not None else []) + params + dependent_params)
+            cursor.execute(statement, (counter._params(counter_pk, 1) if counter is not None else []) + params
+                           + dependent_params)
             pk, dependent_pk, number = cursor.fetchone()
         for name in numbered:
             setattr(obj, name, number)
@@ -233,8 +240,7 @@ class CompiledInsert:
         meta, dependent_meta = self._model._meta, dependent_insert._model._meta
         number = ""
         if counter is not None:
-            update, column = counter._sql(connection)
-            number = f"number AS ({update} RETURNING {column} - 1 AS value), "
+            number = f"number AS ({counter._sql(connection)} AS value), "
         values = ", ".join("number.value" if field.attname in numbered else "%s" for field in fields)
         dependent_values = ", ".join(f"parent.{quote(meta.pk.column)}" if field is link else "%s"
                                      for field in dependent_fields)

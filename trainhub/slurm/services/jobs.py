@@ -289,10 +289,7 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         _JOB_INSERT.save_with(job, JobEvent(time=now, message=event), EVENT_INSERT,
                               numbered_by=(JOB_IDS, cluster.pk, numbered))
     else:
-        job_id = take_job_ids(cluster, 1)
-        for field in numbered:
-            setattr(job, field, job_id)
-        _JOB_INSERT.save(job)
+        _JOB_INSERT.save(job, numbered_by=(JOB_IDS, cluster.pk, numbered))
     return job
 
 
