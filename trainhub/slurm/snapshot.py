@@ -9,13 +9,16 @@ context and one PriorityJob per job) and trainhub.slurm.scheduler.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import TextField
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
 
 from trainhub.common.compiled import CompiledQuery
 from trainhub.inventory.models import Node, NodeState
@@ -233,11 +236,13 @@ def _chain_sql() -> str:
 # sbatch's reads, compiled once per process (trainhub.common.compiled): building each queryset anew
 # cost more CPU than the rest of a submission's checks together.
 #: The partition with one row per node of its pools (a LEFT JOIN: one row of NULL nodes for a
-#: partition without any); nodes dedicated to another owner are skipped by the caller.
+#: partition without any); nodes dedicated to another owner are skipped by the caller. The
+#: partition's config comes as its JSON text, decoded once, not once per node row.
 _PARTITION_NODES = CompiledQuery(
     lambda cluster_id, name: Partition.objects.filter(cluster_id=cluster_id, name=name)
+    .annotate(config_text=Cast("config", output_field=TextField()))
     .order_by("node_pools__nodes__name")
-    .values_list("pk", "position", "config", "node_pools__nodes__dedicated_to", "node_pools__nodes__pk",
+    .values_list("pk", "position", "config_text", "node_pools__nodes__dedicated_to", "node_pools__nodes__pk",
                  "node_pools__nodes__name", "node_pools__nodes__state", "node_pools__nodes__state_reason",
                  "node_pools__nodes__last_heartbeat", "node_pools__machine_type", "node_pools__accelerator_type",
                  "node_pools__accelerator_count"),
@@ -293,7 +298,8 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
             nodes[pk] = _node_info(_NodeRow(pk, name, state, reason, heartbeat,
                                             _PoolRow(machine_type, accelerator, count)), fresh_after, cluster)
     if found is not None:
-        partitions[partition] = _partition_info(partition, *found, tuple(nodes), nodes)
+        position, config = found
+        partitions[partition] = _partition_info(partition, position, json.loads(config), tuple(nodes), nodes)
     associations = [Association(pk=pk, cluster=cluster, account=Account(name=account), user=user_name,
                                 partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage,
                                 decay_usage=decay)
