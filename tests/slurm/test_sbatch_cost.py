@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.slurm.conftest import make_job, sbatch
+from trainhub.slurm.sbatch import parse_options
 from trainhub.slurm.services.accounting import account_add, user_add
 
 
@@ -99,3 +100,15 @@ def test_a_job_written_with_its_event_takes_the_next_id_in_the_same_statement_or
         write(None)  # the event's message is NOT NULL
     assert SlurmCluster.objects.get(pk=cluster.pk).next_job_id == first + 1
     assert write("next").job_id == first + 1
+
+
+def test_an_sbatch_reads_its_options_once(api, accounts, monkeypatch):
+    """job_submit and the answer's message (``Submitted batch job N``) share one parse of the command
+    line and the script's #SBATCH lines."""
+    from trainhub.slurm.services import jobs
+
+    parsed = []
+    monkeypatch.setattr(jobs, "parse_options", lambda argv: parsed.append(argv) or parse_options(argv))
+    response = sbatch(api, "uma", "-t", "10", "--wrap", "hostname")
+    assert response.status_code == 200 and response.json()["message"].startswith("Submitted batch job ")
+    assert len(parsed) == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import posixpath
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -68,6 +69,12 @@ class Submission:
     #: Where sbatch/salloc ran: its host's short name and its session id (scontrol's AllocNode:Sid).
     alloc_node: str = ""
     alloc_sid: int = 0
+
+    @cached_property
+    def options(self) -> SbatchOptions:
+        """The options of the command line over the script's #SBATCH lines, read once (job_submit and
+        submitted_message both need them); an ApiError with sbatch's message if they are refused."""
+        return _options(self)
 
 
 #: salloc's options are sbatch's but for those that only make sense for a batch script.
@@ -297,7 +304,7 @@ def submitted_message(job: SlurmJob, submission: Submission) -> str:
     """What sbatch prints on stdout for an accepted job: ``Submitted batch job N``, or with --parsable
     only the job id (``jobid[;cluster]``: the cluster only with -M, which trainhub has no need of);
     nothing for --test-only (see will_run_message)."""
-    options = _options(submission)
+    options = submission.options
     if options.test_only or submission.allocation:
         return ""
     return str(job.job_id) if options.parsable else f"Submitted batch job {job.job_id}"
@@ -332,7 +339,7 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     association, QOS, partition and submit-count limits) and queue the job under the cluster's next
     job id. The job pends with the reason known at submit time (a limit, BeginTime, JobHeldUser)."""
     now = now or timezone.now()
-    options = _options(submission)
+    options = submission.options
     try:
         script = "" if submission.allocation else batch_script(script=submission.script, options=options)
         begin = parse_begin(options.begin, now) if options.begin else now
