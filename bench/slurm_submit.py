@@ -85,7 +85,7 @@ def bench_slurm_submit(sizes: Sizes) -> Section:
         title=f"sbatch over REST: {count:,} POST .../slurmClusters/bench/jobs, {run.server_label}",
         columns=[Column("clients", "clients"), Column("jobs", "jobs"), Column("jobs_per_second", "jobs/s"),
                  Column("p50_ms", "p50 ms"), Column("p99_ms", "p99 ms"),
-                 Column("server_cpu_ms_per_job", "gunicorn CPU ms/job"),
+                 Column("server_cpu_ms_per_job", "web CPU ms/job"),
                  Column("database_cpu_ms_per_job", "PG CPU ms/job"),
                  Column("client_cpu_ms_per_job", "clients CPU ms/job"),
                  Column("cpu_ceiling_jobs_per_second", f"CPU ceiling jobs/s ({cores} cores)"),
