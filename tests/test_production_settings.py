@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from trainhub.devrun import local_secret_key
@@ -63,3 +64,35 @@ def test_make_run_keeps_one_generated_key_under_var(tmp_path):
     key = local_secret_key(tmp_path)
     assert len(key) >= 50 and local_secret_key(tmp_path) == key
     assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+
+
+def test_compose_migrates_once_and_runs_one_process_web_replicas_behind_nginx():
+    """Two web replicas migrating at once would race: migrate runs first, alone, and everything that
+    uses the schema waits for it. Each replica is one gunicorn process, so that the proxy chooses the
+    process per request (deploy/nginx/trainhub.conf.template, mounted where the nginx image renders
+    templates with the variables the proxy service sets)."""
+    services = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+    for name in ("web", "agent-watch", "worker", "beat"):
+        assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}, name
+    assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    assert "migrate" not in " ".join(services["web"]["command"])
+    assert services["web"]["environment"]["WEB_CONCURRENCY"] == 1 and "ports" not in services["web"]
+    proxy = services["proxy"]
+    assert proxy["ports"] == ["8000:8000"]
+    template = "deploy/nginx/trainhub.conf.template"
+    assert proxy["volumes"] == [f"./{template}:/etc/nginx/templates/trainhub.conf.template:ro"]
+    variables = set(re.findall(r"\$\{(\w+)\}", (REPO_ROOT / template).read_text()))
+    assert variables == set(proxy["environment"]) == {"TRAINHUB_WEB_SERVERS", "TRAINHUB_PROXY_LISTEN"}
+
+
+def test_the_proxy_template_is_a_valid_nginx_configuration(tmp_path):
+    from bench.environment import nginx_path, write_nginx_config
+
+    nginx = nginx_path()
+    if nginx is None:  # .ci/run installs it while the first suite runs
+        pytest.skip("nginx is not installed (apt-get install nginx-light; .ci/run does)")
+    config = write_nginx_config(tmp_path, servers=["127.0.0.1:8001", "127.0.0.1:8002"], listen="127.0.0.1:8000")
+    tested = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(config)], capture_output=True, text=True,  # noqa: S603
+                            timeout=60, check=False)
+    assert tested.returncode == 0, tested.stderr
+    assert "least_conn;" in (tmp_path / "trainhub.conf").read_text()
