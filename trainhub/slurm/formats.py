@@ -1021,6 +1021,8 @@ class SacctJob:
     start: dt.datetime | None = None
     end: dt.datetime | None = None
     alloc_tres: str = ""
+    #: ReqTRES: what the job asked (scontrol's TRES as requested, by name); blank for a step.
+    req_tres: str = ""
     #: sacct's JobIDRaw where it differs from JobID (an array's records: JobID 1_7, JobIDRaw 9).
     job_id_raw: str = ""
     #: Tasks of a step (1 for the batch script); None (blank) for a job's own record.
@@ -1054,6 +1056,7 @@ SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "start": (PrintField("Start", 19), lambda j: _timestamp(j.start)),
     "end": (PrintField("End", 19), lambda j: _timestamp(j.end)),
     "alloctres": (PrintField("AllocTRES", 10), lambda j: j.alloc_tres),
+    "reqtres": (PrintField("ReqTRES", 10), lambda j: j.req_tres),
     "ntasks": (PrintField("NTasks", 8, "uint"), lambda j: j.ntasks),
 }
 SACCT_DEFAULT_FIELDS = ("jobid", "jobname", "partition", "account", "alloccpus", "state", "exitcode")

@@ -786,9 +786,10 @@ def _cancellers(job: SlurmJob, runs: Sequence[JobRun]) -> set[str]:
     return {desc[3:] for desc in (job.state_desc, *(run.state_desc for run in runs)) if desc.startswith("by ")}
 
 
-def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mapping[str, int]) -> formats.SacctJob:
+def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mapping[str, int],
+                req_tres: str = "") -> formats.SacctJob:
     """``uids``: the uid of each canceller other than the job's user, which sacct prints for them
-    (``CANCELLED by 1001``); a user since deleted keeps their name."""
+    (``CANCELLED by 1001``); a user since deleted keeps their name. ``req_tres``: its ReqTRES."""
     state = run.state if run else job.state
     desc = run.state_desc if run else job.state_desc
     if state == JobState.CANCELLED and desc.startswith("by "):
@@ -811,7 +812,22 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
         time_limit_minutes=job.time_limit, nnodes=run.num_nodes if run else job.num_nodes,
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
-        alloc_tres=format_tres(tres, by_name=True))
+        alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres)
+
+
+def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJob], str]:
+    """sacct's ReqTRES of each job: scontrol's TRES as the job asked it (scontrol_job.job_cpus_and_tres,
+    requested), by name, as slurmdbd keeps slurmctld's tres_req_str (fixtures/22.05/gputype/sacct.txt:
+    a running ``-n 20`` asked node=1 and its nodes' memory, a refused typed request its GPUs untyped)."""
+    node_memory, consumable = _node_memory_mb(cluster, now), parse_config(cluster.config).memory_is_consumable
+
+    def requested(job: SlurmJob) -> str:
+        return scontrol_job.tres_by_name(scontrol_job.job_cpus_and_tres(
+            requested=True, allocated=None, num_nodes=job.num_nodes, nodes_from_tasks=job.nodes_from_tasks,
+            num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task, gpus_per_job=job.gpus_per_job,
+            gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node, mem_per_node=job.mem_per_node,
+            mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory, memory_is_consumable=consumable)[1])
+    return requested
 
 
 def _step_tres(cpus: int, gpus: int, nodes: int) -> str:
@@ -869,7 +885,10 @@ def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
 _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "partition", "qos", "num_nodes",
                      "time_limit", "state", "state_desc", "priority", "restart_count", "submit_time", "end_time",
                      "exit_code", "exit_signal", "array_job_id", "array_task_id", "array_pending",
-                     "array_max_running")
+                     "array_max_running",
+                     # ReqTRES's (_requested_tres)
+                     "num_tasks", "cpus_per_task", "nodes_from_tasks", "gpus_per_job", "gpus_per_task",
+                     "gpus_per_node", "mem_per_node", "mem_per_cpu")
 
 
 def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
@@ -911,15 +930,18 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
               if name != job.user_name}
     uids = {name: account.uid for name, account in posix_accounts_by_username(usernames=sorted(others)).items()
             } if others else {}
+    requested = (_requested_tres(cluster, now) if any(item.partition("%")[0].lower() == "reqtres"
+                                                       for item in fields or ()) else None)
     records, extra = [], []
     for pk, job in jobs_by_pk.items():
+        req_tres = requested(job) if requested else ""
         job_runs = runs.get(pk, [])
         # None stands for the job's own record: it ended before it ever ran, or pends and has never
         # run. A requeued job shows its last run (PREEMPTED, REQUEUED ...) until it runs again.
         requeued = job.state == JobState.PENDING and job_runs
         current = job_runs[-1] if job_runs and (job_runs[-1].index == job.restart_count or requeued) else None
         for run in (job_runs + ([] if current else [None])) if duplicates else [current]:
-            record = _run_record(job, run, now, uids)
+            record = _run_record(job, run, now, uids, req_tres)
             if wanted and record.state.split()[0] not in wanted:
                 continue
             records.append(record)

@@ -152,6 +152,12 @@ def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num
                                memory_is_consumable=memory_is_consumable)
 
 
+def tres_by_name(text: str) -> str:
+    """A TRES string in sacct's order, by name (ReqTRES: fixtures/22.05/gputype/sacct.txt
+    ``billing=1,cpu=1,gres/gpu=2,mem=16000M,node=1``)."""
+    return ",".join(sorted(text.split(","), key=lambda item: item.partition("=")[0])) if text else ""
+
+
 def gpu_tres_per(*, request: str, per_job: int, per_node: int, per_task: int) -> tuple[str, str, str]:
     """TresPerJob, TresPerNode and TresPerTask ("": none; squeue's tres-per-* and %b print N/A): the
     one of them the job's GPUs were asked by (--gpus, --gres or --gpus-per-node, --gpus-per-task) is
