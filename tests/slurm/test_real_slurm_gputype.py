@@ -21,6 +21,7 @@ from trainhub.common.errors import ApiError
 from trainhub.slurm import reports
 from trainhub.slurm.formats import sacct_text, squeue_long_format
 from trainhub.slurm.models import JobState, SlurmJob
+from trainhub.slurm.render import render_job
 from trainhub.slurm.scontrol_job import memory_text
 from trainhub.slurm.services.jobs import Submission, job_release, job_submit, submitted_message
 
@@ -165,7 +166,7 @@ def test_a_job_asking_its_nodes_gpu_type_runs_and_shows_it(cast, now):
     run_pass(cluster, SUBMIT + SECOND)
     for job in (per_node, per_job):
         job.refresh_from_db()
-        assert (job.state, job.gpu_type) == (JobState.RUNNING, "v100")
+        assert (job.state, render_job(job)["gpuType"]) == (JobState.RUNNING, "v100")
     text = reports.scontrol_jobs(cluster, now=SHOWN).text
     assert "   TresPerNode=gres:gpu:v100:2\n" in text and "   TresPerJob=gres:gpu:v100:3\n" in text
 
