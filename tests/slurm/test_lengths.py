@@ -25,7 +25,7 @@ def test_the_limits_agree_with_the_models():
     assert sacctmgr.TEXT_MAX_LENGTH == Qos._meta.get_field("description").max_length
     columns = {"job_name": "name", "comment": "comment", "chdir": "work_dir", "output": "stdout_pattern",
                "error": "stderr_pattern", "export": "export", "mail_user": "mail_user", "mail_type": "mail_type",
-               "signal": "signal"}
+               "signal": "signal", "gpu_request": "gpu_request"}
     assert sbatch_syntax.MAX_LENGTH == {option: SlurmJob._meta.get_field(column).max_length
                                         for option, column in columns.items()}
 
@@ -60,6 +60,8 @@ def test_an_overlong_sacctmgr_name_or_text_is_refused_before_the_database(api, a
     ["--mail-user", "m" * 256, "--wrap", "x"],
     ["--mail-type", ",".join(["END"] * 40), "--wrap", "x"],
     ["--export", "A=" + "x" * 1030, "--wrap", "x"],
+    ["--gres", "gpu:" + "t" * 256 + ":1", "--wrap", "x"],
+    ["--gpus", "t" * 256, "--wrap", "x"],
 ])
 def test_an_overlong_sbatch_name_comment_or_path_is_refused_with_slurms_message(api, accounts, args):
     response = sbatch(api, "uma", *args)

@@ -352,3 +352,30 @@ def test_a_job_waiting_for_its_required_nodes_holds_back_only_those():
     jobs = [pending(2, 100, nodes=4, per_node=cpus(1)), pending(3, 90, per_node=cpus(4))]
     plan = schedule(snapshot(CPU_NODES, jobs, busy), CONFIG, NOW, backfill=False)
     assert (plan.waiting[2].reason, plan.waiting[3].reason) == ("Resources", "Priority")
+
+
+def _typed_nodes(usable=True):
+    return [NodeState("v0", cpus=16, memory_mb=64000, gres={"gpu": 8}, gpu_type="v100"),
+            NodeState("a0", cpus=16, memory_mb=64000, gres={"gpu": 8}, gpu_type="a100", usable=usable)]
+
+
+def test_a_typed_gpu_request_gets_only_nodes_of_its_type():
+    two = Resources(cpus=1, gres={"gpu": 2})
+    plan = schedule(snapshot(_typed_nodes(), [pending(1, priority=400, per_node=GPU8, gpu_type="a100"),
+                                              pending(2, priority=300, per_node=two, gpu_type="v100"),
+                                              pending(3, priority=200, per_node=two),
+                                              pending(4, priority=100, per_node=two, gpu_type="a100")]),
+                    CONFIG, NOW)
+    assert {job_id: start.nodes for job_id, start in started(plan).items()} == {1: ("a0",), 2: ("v0",), 3: ("v0",)}
+    # a0's GPUs are all job 1's; v0's free ones are not of job 4's type
+    assert plan.waiting[4].reason == "Resources"
+
+
+def test_a_gpu_type_on_no_usable_node_waits_like_a_constraint():
+    """BadConstraints where no node of the partition has it (fixtures/22.05/gputype/squeue-released),
+    ReqNodeNotAvail naming the nodes that have it while they cannot be used."""
+    plan = schedule(snapshot(_typed_nodes(usable=False), [pending(1, per_node=GPU4, gpu_type="h100"),
+                                                          pending(2, per_node=GPU4, gpu_type="a100"),
+                                                          pending(3, per_node=GPU4, gpu_type="v100")]), CONFIG, NOW)
+    assert (plan.waiting[1].reason, plan.waiting[2].reason) == ("BadConstraints", "ReqNodeNotAvail, UnavailableNodes:a0")
+    assert list(started(plan)) == [3]

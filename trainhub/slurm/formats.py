@@ -559,7 +559,11 @@ class SqueueJob:
     priority: int = 0
     account: str = ""
     cpus: int = 1
-    gpus_per_node: int = 0
+    #: TRES_PER_JOB, TRES_PER_NODE (%b) and TRES_PER_TASK: the job's GPU request as scontrol shows it
+    #: (scontrol_job.gpu_tres_per; "": N/A).
+    tres_per_job: str = ""
+    tres_per_node: str = ""
+    tres_per_task: str = ""
     nice: int = 0
     #: Job arrays (trainhub.slurm.arrays): the array's job id, the task this record runs (None while
     #: it stands for the pending ``array_pending``) and the ``%`` limit.
@@ -597,8 +601,6 @@ class SqueueJob:
     accrue_time: dt.datetime | None = None
     eligible_time: dt.datetime | None = None
     num_tasks: int = 1
-    #: --gpus-per-task (TRES_PER_TASK; %b's TRES_PER_NODE is then N/A)
-    gpus_per_task: int = 0
     requeue: bool = True
     restart_count: int = 0
     #: The wait status slurmctld keeps (exit code << 8 | signal), 0 while the job runs.
@@ -687,7 +689,7 @@ _SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
     "S": lambda job: job.start_time.strftime("%Y-%m-%dT%H:%M:%S") if job.start_time else "N/A",
     "Y": lambda job: job.sched_nodes or "(null)", "Q": lambda job: str(job.priority), "r": attrgetter("reason"),
     "N": attrgetter("nodelist"), "a": attrgetter("account"), "C": lambda job: str(job.cpus),
-    "b": lambda job: f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node else "N/A", "y": lambda job: str(job.nice),
+    "b": lambda job: job.tres_per_node or "N/A", "y": lambda job: str(job.nice),
     "f": lambda job: "(null)" if job.features is None else job.features,
 }
 
@@ -818,9 +820,8 @@ _SQUEUE_NAMED_FIELDS: dict[str, tuple[str, Callable[[SqueueJob], str]]] = {
     "stdin": ("STDIN", lambda job: _streams(job)[0]),
     "stdout": ("STDOUT", lambda job: _streams(job)[1]),
     "stderr": ("STDERR", lambda job: _streams(job)[2]),
-    # --gpus is kept as GPUs per node (%b), not as slurmctld's TresPerJob
-    "tres-per-job": ("TRES_PER_JOB", lambda job: "N/A"),
-    "tres-per-task": ("TRES_PER_TASK", lambda job: f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "N/A"),
+    "tres-per-job": ("TRES_PER_JOB", lambda job: job.tres_per_job or "N/A"),
+    "tres-per-task": ("TRES_PER_TASK", lambda job: job.tres_per_task or "N/A"),
     "tres-alloc": ("TRES_ALLOC", attrgetter("tres")),
 }
 #: squeue's older names of the heterogeneous job fields
@@ -1020,6 +1021,8 @@ class SacctJob:
     start: dt.datetime | None = None
     end: dt.datetime | None = None
     alloc_tres: str = ""
+    #: ReqTRES: what the job asked (scontrol's TRES as requested, by name); blank for a step.
+    req_tres: str = ""
     #: sacct's JobIDRaw where it differs from JobID (an array's records: JobID 1_7, JobIDRaw 9).
     job_id_raw: str = ""
     #: Tasks of a step (1 for the batch script); None (blank) for a job's own record.
@@ -1053,6 +1056,7 @@ SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "start": (PrintField("Start", 19), lambda j: _timestamp(j.start)),
     "end": (PrintField("End", 19), lambda j: _timestamp(j.end)),
     "alloctres": (PrintField("AllocTRES", 10), lambda j: j.alloc_tres),
+    "reqtres": (PrintField("ReqTRES", 10), lambda j: j.req_tres),
     "ntasks": (PrintField("NTasks", 8, "uint"), lambda j: j.ntasks),
 }
 SACCT_DEFAULT_FIELDS = ("jobid", "jobname", "partition", "account", "alloccpus", "state", "exitcode")

@@ -246,6 +246,13 @@ class SlurmJob(models.Model):
     gpus_per_task = models.PositiveIntegerField(default=0)
     #: --gpus's count for the whole job (gpus_per_node is its share of each node); 0 without --gpus.
     gpus_per_job = models.PositiveIntegerField(default=0)
+    #: The GPU type asked (--gres=gpu:tesla:2, --gpus=x ...; "" = any): the job runs only on nodes
+    #: whose GPUs are of this type. A part of gpu_request, so no longer.
+    gpu_type = models.CharField(max_length=255, blank=True, default="")
+    #: The GPU request as written (gres:gpu:tesla:2, gres:gpu:x, gres:gpu:02), which slurmctld keeps
+    #: and shows as TresPerJob, TresPerNode or TresPerTask (scontrol_job.gpu_requests); "" for a
+    #: job made without sbatch's options, shown as its count.
+    gpu_request = models.CharField(max_length=255, blank=True, default="")
     #: Minutes; null = UNLIMITED.
     time_limit = models.PositiveIntegerField(null=True, blank=True)
     script = models.TextField()

@@ -84,6 +84,8 @@ def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
         "tasks": job.num_tasks,
         "cpusPerTask": job.cpus_per_task,
         "gpusPerNode": job.gpus_per_node,
+        # the GPU type asked (--gres=gpu:v100:2): the job runs only on nodes of that type
+        "gpuType": job.gpu_type,
         "timeLimit": format_time_limit(job.time_limit),
         "restartCount": job.restart_count,
         "nodeList": job.node_list,

@@ -138,15 +138,16 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
-                  "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir")
+                  "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir",
+                  "gpus_per_job", "gpu_request")
 #: What only squeue's rarer letters and -O fields show (formats.squeue_reads_more), read after the
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
                        "exit_signal", "stdout_pattern", "stderr_pattern", "alloc_node", "alloc_sid",
-                       "uid", "gid", "group_name", "script_path", "script_args",
+                       "uid", "gid", "group_name", "script_path", "script_args", "nodes_from_tasks",
                        # what _squeue_rows annotates
                        "squeue_cluster", "squeue_assoc", "squeue_last_pass", "squeue_node_memory",
-                       "squeue_memory_consumable")
+                       "squeue_memory_consumable", "squeue_alloc_cpus", "squeue_alloc_gpus")
 
 
 def _squeue_fields(format_text: str) -> tuple[str, ...]:
@@ -162,7 +163,7 @@ _SQUEUE_SHOWN = (*_SQUEUE_FIELDS[:14], "array_job_id", "array_task_id", "array_p
 _SQUEUE_UNSHOWN = {"account": "", "num_tasks": 1, "cpus_per_task": 1, "gpus_per_node": 0, "nice": 0, "features": None,
                    "gpus_per_task": 0, "qos": "", "comment": "", "dependency": "", "exclusive": False,
                    "mem_per_node": 0, "mem_per_cpu": 0, "req_nodes": "", "exc_nodes": "", "submit_time": None,
-                   "work_dir": ""}
+                   "work_dir": "", "gpus_per_job": 0, "gpu_request": ""}
 _SQUEUE_NARROW_FORMATS = (formats.SQUEUE_DEFAULT, formats.SQUEUE_LONG)
 
 
@@ -181,38 +182,44 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
-     exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, *more) = row
+     exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, gpus_per_job, gpu_request,
+     *more) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
-    tres = partial(scontrol_job.job_tres_text, requested=state == JobState.PENDING, cpus=num_tasks * cpus_per_task,
-                   nodes=num_nodes, gpus=gpus_per_node * num_nodes, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu)
+    tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
+        request=gpu_request, per_job=gpus_per_job, per_node=gpus_per_node, per_task=gpus_per_task)
+    tres = partial(scontrol_job.job_cpus_and_tres, requested=state == JobState.PENDING, num_nodes=num_nodes,
+                   num_tasks=num_tasks, cpus_per_task=cpus_per_task, gpus_per_job=gpus_per_job,
+                   gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, mem_per_node=mem_per_node,
+                   mem_per_cpu=mem_per_cpu)
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
         reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
-        # --gpus-per-task is squeue's TRES_PER_TASK, not %b's TRES_PER_NODE (fixtures/22.05/ntasks/squeue-o)
-        cpus=num_tasks * cpus_per_task, gpus_per_node=0 if gpus_per_task else gpus_per_node, nice=nice,
+        cpus=num_tasks * cpus_per_task, tres_per_job=tres_per_job, tres_per_node=tres_per_node,
+        tres_per_task=tres_per_task, nice=nice,
         array_job_id=array_job_id,
         array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running,
         features=features, qos=qos, cpus_per_task=cpus_per_task, comment=comment, dependency=depends,
         exclusive=exclusive, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu, req_nodes=req_nodes,
         exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir, num_tasks=num_tasks,
-        gpus_per_task=gpus_per_task,
         **(_squeue_more(more, start_time, submit_time, depends, now, tres) if more else {}))
 
 
 def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt.datetime, depends: str,
                  now: dt.datetime, tres: Callable[..., str]) -> dict:
-    """SqueueJob's values of the _SQUEUE_MORE_FIELDS read for a row; ``tres``: scontrol_job.job_tres_text
-    of the row's job, given what tres-alloc reads of the cluster (its nodes' memory, None when not read)."""
+    """SqueueJob's values of the _SQUEUE_MORE_FIELDS read for a row; ``tres``: scontrol_job.job_cpus_and_tres
+    of the row's job, given what tres-alloc reads of the job and the cluster (its current run's CPUs and
+    GPUs, None while it has none; its nodes' memory, None when not read): scontrol's TRES=."""
     (interactive, accrue_time, begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern,
-     stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, cluster_name, assoc_id,
-     last_pass, node_memory, memory_is_consumable) = more
+     stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, nodes_from_tasks, cluster_name,
+     assoc_id, last_pass, node_memory, memory_is_consumable, alloc_cpus, alloc_gpus) = more
     started = start_time if start_time is not None and start_time < now else None
+    allocated = (alloc_cpus, alloc_gpus) if alloc_cpus is not None else None
     return dict(
-        tres=tres(node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable) if node_memory is not None
-        else "",
+        tres=tres(allocated=allocated, nodes_from_tasks=nodes_from_tasks, node_memory_mb=node_memory,
+                  memory_is_consumable=memory_is_consumable)[1] if node_memory is not None else "",
         cluster=cluster_name, uid=uid, gid=gid, group=group,
         command=scontrol_job.command_text(script_path, script_args), batch=not interactive, alloc_node=alloc_node,
         alloc_sid=alloc_sid, accrue_time=accrue_time,
@@ -227,8 +234,8 @@ def _squeue_rows(cluster: SlurmCluster, format_text: str, now: dt.datetime) -> Q
     """The cluster's jobs, each with what squeue shows of the cluster on every line where ``format_text``
     shows it (formats.squeue_reads_more): its name; and, only where the format shows them, the
     job's association (its partition's, else the one for every partition), the cluster's last scheduler
-    pass, and for tres-alloc its nodes' largest memory and whether memory is consumable (None otherwise:
-    no join, and a kept line is not laid out again at every pass)."""
+    pass, and for tres-alloc its current run's CPUs and GPUs, its nodes' largest memory and whether
+    memory is consumable (None otherwise: no join, and a kept line is not laid out again at every pass)."""
     rows = SlurmJob.objects.filter(cluster=cluster)
     if not formats.squeue_reads_more(format_text):
         return rows
@@ -244,12 +251,16 @@ def _squeue_rows(cluster: SlurmCluster, format_text: str, now: dt.datetime) -> Q
 
 
 def _squeue_tres_context(cluster: SlurmCluster, format_text: str, now: dt.datetime) -> dict[str, Value]:
-    """squeue_node_memory and squeue_memory_consumable: what tres-alloc needs of the cluster, read
-    only for a format that shows it."""
+    """squeue_node_memory, squeue_memory_consumable and squeue_alloc_cpus/gpus: what tres-alloc needs of
+    the cluster and of the job's current run (scontrol show job's), read only for a format that shows it."""
     if "{tres-alloc}" not in format_text:
-        return {"squeue_node_memory": Value(None, IntegerField()), "squeue_memory_consumable": Value(False)}
+        return {"squeue_node_memory": Value(None, IntegerField()), "squeue_memory_consumable": Value(False),
+                "squeue_alloc_cpus": Value(None, IntegerField()), "squeue_alloc_gpus": Value(None, IntegerField())}
+    run = JobRun.objects.filter(job=OuterRef("pk"), index=OuterRef("restart_count"))
     return {"squeue_node_memory": Value(_node_memory_mb(cluster, now)),
-            "squeue_memory_consumable": Value(parse_config(cluster.config).memory_is_consumable)}
+            "squeue_memory_consumable": Value(parse_config(cluster.config).memory_is_consumable),
+            "squeue_alloc_cpus": Subquery(run.values("alloc_cpus")[:1]),
+            "squeue_alloc_gpus": Subquery(run.values("alloc_gpus")[:1])}
 
 
 def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], list[formats.SqueueJob]] | None,
@@ -520,15 +531,15 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
             evaluated, scheduler = last_backfill, "Backfill:*"
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
-    asked = pending or rejected  # TRES as requested (scontrol_job.job_tres_text)
-    # as requested, -n without -N asks for one node (NumNodes= is slurmctld's estimate) and
-    # --gpus-per-task for its count of every task (fixtures/22.05/ntasks/scontrol-4..9)
-    nodes = 1 if asked and job.nodes_from_tasks else job.num_nodes
-    if started and allocated:
-        cpus, gpus = allocated
-    else:
-        cpus = job.num_tasks * job.cpus_per_task
-        gpus = job.gpus_per_task * job.num_tasks if job.gpus_per_task else job.gpus_per_node * nodes
+    asked = pending or rejected  # TRES as requested (scontrol_job.job_cpus_and_tres)
+    cpus, tres = scontrol_job.job_cpus_and_tres(
+        requested=asked, allocated=allocated if started else None, num_nodes=job.num_nodes,
+        nodes_from_tasks=job.nodes_from_tasks, num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
+        gpus_per_job=job.gpus_per_job, gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node,
+        mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory,
+        memory_is_consumable=memory_is_consumable)
+    tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
+        request=job.gpu_request, per_job=job.gpus_per_job, per_node=job.gpus_per_node, per_task=job.gpus_per_task)
     array = ""
     if job.array_job_id is not None:
         task = arrays.task_text(pending=job.array_pending, task_id=job.array_task_id if task_id is None else task_id,
@@ -557,16 +568,12 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         batch_host=(batch_host or expand(job.node_list)[0]) if started and job.node_list else "",
         num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
         num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
-        tres=scontrol_job.job_tres_text(
-            requested=asked, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=job.mem_per_node,
-            mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable),
+        tres=tres,
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive, command=scontrol_job.command_text(job.script_path, job.script_args),
         work_dir=job.work_dir, comment=job.comment, stdin=streams[0], stdout=streams[1], stderr=streams[2],
-        tres_per_job=f"gres:gpu:{job.gpus_per_job}" if job.gpus_per_job else "",
-        tres_per_node=f"gres:gpu:{job.gpus_per_node}" if job.gpus_per_node and not (
-            job.gpus_per_task or job.gpus_per_job) else "",
-        tres_per_task=f"gres:gpu:{job.gpus_per_task}" if job.gpus_per_task else "", mem_per_gpu=job.mem_per_gpu,
+        tres_per_job=tres_per_job, tres_per_node=tres_per_node, tres_per_task=tres_per_task,
+        mem_per_gpu=job.mem_per_gpu,
         mail_type=job.mail_type, mail_user=job.mail_user or job.user_name, array=array)
 
 
@@ -779,9 +786,10 @@ def _cancellers(job: SlurmJob, runs: Sequence[JobRun]) -> set[str]:
     return {desc[3:] for desc in (job.state_desc, *(run.state_desc for run in runs)) if desc.startswith("by ")}
 
 
-def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mapping[str, int]) -> formats.SacctJob:
+def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mapping[str, int],
+                req_tres: str = "") -> formats.SacctJob:
     """``uids``: the uid of each canceller other than the job's user, which sacct prints for them
-    (``CANCELLED by 1001``); a user since deleted keeps their name."""
+    (``CANCELLED by 1001``); a user since deleted keeps their name. ``req_tres``: its ReqTRES."""
     state = run.state if run else job.state
     desc = run.state_desc if run else job.state_desc
     if state == JobState.CANCELLED and desc.startswith("by "):
@@ -804,7 +812,22 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
         time_limit_minutes=job.time_limit, nnodes=run.num_nodes if run else job.num_nodes,
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
-        alloc_tres=format_tres(tres, by_name=True))
+        alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres)
+
+
+def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJob], str]:
+    """sacct's ReqTRES of each job: scontrol's TRES as the job asked it (scontrol_job.job_cpus_and_tres,
+    requested), by name, as slurmdbd keeps slurmctld's tres_req_str (fixtures/22.05/gputype/sacct.txt:
+    a running ``-n 20`` asked node=1 and its nodes' memory, a refused typed request its GPUs untyped)."""
+    node_memory, consumable = _node_memory_mb(cluster, now), parse_config(cluster.config).memory_is_consumable
+
+    def requested(job: SlurmJob) -> str:
+        return scontrol_job.tres_by_name(scontrol_job.job_cpus_and_tres(
+            requested=True, allocated=None, num_nodes=job.num_nodes, nodes_from_tasks=job.nodes_from_tasks,
+            num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task, gpus_per_job=job.gpus_per_job,
+            gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node, mem_per_node=job.mem_per_node,
+            mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory, memory_is_consumable=consumable)[1])
+    return requested
 
 
 def _step_tres(cpus: int, gpus: int, nodes: int) -> str:
@@ -862,7 +885,10 @@ def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
 _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "partition", "qos", "num_nodes",
                      "time_limit", "state", "state_desc", "priority", "restart_count", "submit_time", "end_time",
                      "exit_code", "exit_signal", "array_job_id", "array_task_id", "array_pending",
-                     "array_max_running")
+                     "array_max_running",
+                     # ReqTRES's (_requested_tres)
+                     "num_tasks", "cpus_per_task", "nodes_from_tasks", "gpus_per_job", "gpus_per_task",
+                     "gpus_per_node", "mem_per_node", "mem_per_cpu")
 
 
 def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
@@ -904,15 +930,18 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
               if name != job.user_name}
     uids = {name: account.uid for name, account in posix_accounts_by_username(usernames=sorted(others)).items()
             } if others else {}
+    requested = (_requested_tres(cluster, now) if any(item.partition("%")[0].lower() == "reqtres"
+                                                       for item in fields or ()) else None)
     records, extra = [], []
     for pk, job in jobs_by_pk.items():
+        req_tres = requested(job) if requested else ""
         job_runs = runs.get(pk, [])
         # None stands for the job's own record: it ended before it ever ran, or pends and has never
         # run. A requeued job shows its last run (PREEMPTED, REQUEUED ...) until it runs again.
         requeued = job.state == JobState.PENDING and job_runs
         current = job_runs[-1] if job_runs and (job_runs[-1].index == job.restart_count or requeued) else None
         for run in (job_runs + ([] if current else [None])) if duplicates else [current]:
-            record = _run_record(job, run, now, uids)
+            record = _run_record(job, run, now, uids, req_tres)
             if wanted and record.state.split()[0] not in wanted:
                 continue
             records.append(record)

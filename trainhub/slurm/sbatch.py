@@ -45,7 +45,7 @@ PATHNAME_TOO_LONG = "Pathname of a file, directory or other parameter too long"
 #: The longest value of each text option trainhub keeps (trainhub.slurm.models.SlurmJob's columns;
 #: a test checks they agree). slurmctld's own limits are 1024 for names and comments, 4096 for paths.
 MAX_LENGTH = {"job_name": 255, "comment": 255, "chdir": 1024, "output": 1024, "error": 1024, "export": 1024,
-              "mail_user": 255, "mail_type": 128, "signal": 64}
+              "mail_user": 255, "mail_type": 128, "signal": 64, "gpu_request": 255}
 
 
 def too_long(options: SbatchOptions) -> str | None:
@@ -69,6 +69,9 @@ class SbatchOptions:
     cpus_per_task: int | None = None
     gpus_per_node: int | None = None
     gpu_type: str | None = None
+    #: The GPU request as sbatch sends it, whichever option gave it (gres:gpu:tesla:2, gres:gpu:x,
+    #: gres:gpu:02): slurmctld keeps and prints it as written (SlurmJob.gpu_request).
+    gpu_request: str | None = None
     #: Minutes; 0 is "no limit" and becomes None after parsing (see time_given).
     time_limit: int | None = None
     time_given: bool = False
@@ -143,6 +146,8 @@ def _nodes(text: str) -> dict:
 
 
 def _gres(text: str, flag: str = "--gres") -> dict:
+    """``--gres=gpu[:type][:N]``, kept as written with sbatch's ``gres:`` prefix (gres.c
+    gres_prepend_tres_type; fixtures/22.05/gputype: ``--gres=gpu`` is TresPerNode=gres:gpu)."""
     try:
         requests = parse_gres(text)
     except TresFormatError as exc:
@@ -154,12 +159,13 @@ def _gres(text: str, flag: str = "--gres") -> dict:
                           f"(this cluster has no {', '.join(others)} GRES)")
     if len(gpus) != 1:
         raise SbatchError(f"sbatch: error: Invalid generic resource (gres) specification: {text}")
-    return {"gpus_per_node": _int_arg(gpus[0].count, flag), "gpu_type": gpus[0].type}
+    return {"gpus_per_node": _int_arg(gpus[0].count, flag), "gpu_type": gpus[0].type,
+            "gpu_request": text if text.startswith("gres:") else f"gres:{text}"}
 
 
 def _gpus_per_node(text: str) -> dict:
-    kind, _, count = text.strip().rpartition(":")
-    return _gres(f"gpu:{kind}:{count}" if kind else f"gpu:{count}", "--gpus-per-node")
+    """``--gpus-per-node=[type:]N``: sbatch sends it as ``gres:gpu:`` and the text (opt.c xfmt_tres)."""
+    return _gres(f"gpu:{text}", "--gpus-per-node")
 
 
 def _time(text: str) -> dict:
@@ -206,7 +212,7 @@ def _gpu_count(field: str, flag: str):
             kind, count = count, "1"
         if not count.isdigit() or int(count) < 1:
             raise SbatchError(f"sbatch: error: Invalid {flag} specification: {text}")
-        return {field: (kind or None, _int_arg(int(count), flag))}
+        return {field: (kind or None, _int_arg(int(count), flag)), "gpu_request": f"gres:gpu:{text}"}
     return parse
 
 

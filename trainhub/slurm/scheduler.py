@@ -4,14 +4,14 @@ reservations. Pure: it takes ``now`` and a snapshot and returns decisions; the c
 Public API (pure Python, no Django)::
 
     Resources(cpus=0, memory_mb=0, gres={})                  # per node: {"gpu": 4}
-    NodeState(name, cpus, memory_mb, gres={}, usable=True, features=frozenset())  # usable=False: DOWN/DRAIN/...
+    NodeState(name, cpus, memory_mb, gres={}, usable=True, features=frozenset(), gpu_type="")  # usable=False: DOWN/DRAIN/...
     RunningJob(job_id, partition, allocation={node: Resources}, start_time, end_time=None, user="",
                account="", qos=None, priority=0, requeue=True, restart_count=0, limit_request=None)
     PendingJob(job_id, partition, priority, submit_time, nodes=1, per_node=Resources(), time_limit_minutes=None,
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
-               spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
+               gpu_type=None, spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
     TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
         .take(rooms, min_nodes); .place(rooms by node, min_nodes)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
@@ -47,6 +47,10 @@ satisfy its constraint (``Constraint.choose``: a matching OR's first alternative
 When too few of those are usable (DOWN, DRAINED) the job waits with
 ``ReqNodeNotAvail, UnavailableNodes:<those nodes>`` and, like a held job, blocks no other job of its
 partition (fixtures/22.05/constraint/squeue-run.txt, squeue-backfill.txt: job 23).
+
+GPU types (``--gres=gpu:v100:2``, ``--gpus=v100:4``): a typed request gets only nodes whose GPUs are of
+that type (NodeState.gpu_type), an untyped one any; a partition without such nodes makes the job wait
+with BadConstraints, as a constraint no node satisfies (fixtures/22.05/gputype/squeue-released).
 
 Backfill (SchedulerType=sched/backfill; slurm:src/plugins/sched/backfill/backfill.c; reference 7.2):
 the pending jobs are walked again in order (at most bf_max_job_test of them, bf_max_job_part per
@@ -146,6 +150,8 @@ class NodeState:
     usable: bool = True
     #: Its active features (what -C/--constraint matches).
     features: frozenset[str] = frozenset()
+    #: The type of its GPUs (Gres=gpu:v100:8; "" untyped): what a typed GPU request matches.
+    gpu_type: str = ""
 
     @property
     def capacity(self) -> Resources:
@@ -289,6 +295,8 @@ class PendingJob:
     exclusive: bool = False
     #: -C/--constraint: only nodes whose features satisfy it.
     constraint: Constraint | None = None
+    #: A typed GPU request (--gres=gpu:v100:2, --gpus=v100:4): only nodes whose GPUs are of that type.
+    gpu_type: str | None = None
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order.
     spread: TaskSpread | None = None
     #: An allocation request (salloc) this pass sees for the first time: tried at once (see schedule).
@@ -462,7 +470,8 @@ class _Pass:
         self.nodes = {node.name: _Node(node, node.capacity) for node in snapshot.nodes}
         self.node_order = {name: index for index, name in enumerate(self.nodes)}
         #: (partition, request key) -> [(availability, node name)] ascending; cleared when any node changes
-        self.by_availability: dict[tuple[str, object, frozenset[str], Constraint | None], list[tuple[float, str]]] = {}
+        self.by_availability: dict[tuple[str, object, frozenset[str], Constraint | None, str | None],
+                                   list[tuple[float, str]]] = {}
         self.running = {job.job_id: job for job in snapshot.running}
         for job in snapshot.running:
             # a running job without a time limit ends a year after its start (job_mgr.c
@@ -493,8 +502,11 @@ class _Pass:
         return job.spread.one_task(job.per_node) if job.spread is not None else job.per_node
 
     def _candidates(self, job: PendingJob) -> list[str]:
-        """The job's partition nodes it may use (not those of its -x; only those its -C matches)."""
+        """The job's partition nodes it may use (not those of its -x; only those its -C matches and
+        with GPUs of its GPU type: cons_tres matches a typed GRES request only to GRES of that type)."""
         names = self.partition_nodes.get(job.partition, [])
+        if job.gpu_type is not None:
+            names = [name for name in names if self.nodes[name].state.gpu_type == job.gpu_type]
         if job.excluded_nodes:
             names = [name for name in names if name not in job.excluded_nodes]
         if job.constraint is not None:
@@ -561,15 +573,20 @@ class _Pass:
         return self._constraint_reason(job)
 
     def _constraint_reason(self, job: PendingJob) -> str | None:
-        """ReqNodeNotAvail when the partition's usable nodes cannot satisfy the job's constraint, naming
-        the unusable ones it may use (slurmctld's ESLURM_NODE_NOT_AVAIL); BadConstraints when there are
-        none (a held job, accepted without the node test, released)."""
-        if job.constraint is None:
+        """ReqNodeNotAvail when the partition's usable nodes cannot satisfy the job's constraint or GPU
+        type, naming the unusable ones it may use (slurmctld's ESLURM_NODE_NOT_AVAIL); BadConstraints when
+        there are none (a held job, accepted without the node test, released: fixtures/22.05/constraint,
+        gputype/squeue-released: ``--gres=gpu:tesla:2`` where no node has tesla GPUs)."""
+        if job.constraint is None and job.gpu_type is None:
             return None
         members = [self.nodes[name].state for name in self.snapshot.partitions[job.partition] if name in self.nodes]
-        if job.constraint.choose([(node.name, node.features) for node in members if node.usable], job.nodes):
+        members = [node for node in members if job.gpu_type is None or node.gpu_type == job.gpu_type]
+        usable = [node for node in members if node.usable]
+        if job.constraint.choose([(node.name, node.features) for node in usable], job.nodes) if job.constraint \
+                else len(usable) >= job.nodes:
             return None
-        unusable = [node.name for node in members if not node.usable and job.constraint.may_use(node.features)]
+        unusable = [node.name for node in members
+                    if not node.usable and (job.constraint is None or job.constraint.may_use(node.features))]
         return f"ReqNodeNotAvail, UnavailableNodes:{compress(unusable)}" if unusable else "BadConstraints"
 
     def _limit_reason(self, job: PendingJob) -> str | None:
@@ -772,7 +789,7 @@ class _Pass:
         """The job's partition nodes by when they could hold one of its node requests."""
         key = "exclusive" if self._whole_nodes(job) else (
             ("task", job.spread.one_task(job.per_node).key) if job.spread is not None else job.per_node.key)
-        cache_key = (job.partition, key, job.excluded_nodes, job.constraint)
+        cache_key = (job.partition, key, job.excluded_nodes, job.constraint, job.gpu_type)
         cached = self.by_availability.get(cache_key)
         if cached is None:
             cached = sorted((self.nodes[name].available_from(self._need(job, self.nodes[name]), key,

@@ -131,6 +131,45 @@ def job_tres_text(*, requested: bool, cpus: int, nodes: int, gpus: int, mem_per_
     return tres_text(cpus=cpus, mem_mb=mem, nodes=nodes, billing=cpus, gpus=gpus)
 
 
+def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num_nodes: int, nodes_from_tasks: bool,
+                      num_tasks: int, cpus_per_task: int, gpus_per_job: int, gpus_per_task: int, gpus_per_node: int,
+                      mem_per_node: int, mem_per_cpu: int, node_memory_mb: int, memory_is_consumable: bool,
+                      ) -> tuple[int, str]:
+    """A job's NumCPUs and TRES= (squeue's tres-alloc is the same string): ``allocated``, its current
+    run's (CPUs, GPUs) once it has nodes (an --exclusive job gets its nodes' all: constraint/scontrol-19),
+    else what it asks: every task's CPUs, --gpus's count, --gpus-per-task's for every task, else its
+    GPUs per node on each node. As requested, -n without -N asks for one node (NumNodes= is slurmctld's
+    estimate: fixtures/22.05/ntasks/scontrol-4..9, gputype/scontrol-6) and --gpus for its count, not
+    its share of each node rounded up (gputype/scontrol-4: ``-N 2 --gpus=tesla:3`` is gres/gpu=3)."""
+    nodes = 1 if requested and nodes_from_tasks else num_nodes
+    if allocated is not None:
+        cpus, gpus = allocated
+    else:
+        cpus = num_tasks * cpus_per_task
+        gpus = gpus_per_job or (gpus_per_task * num_tasks if gpus_per_task else gpus_per_node * nodes)
+    return cpus, job_tres_text(requested=requested, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=mem_per_node,
+                               mem_per_cpu=mem_per_cpu, node_memory_mb=node_memory_mb,
+                               memory_is_consumable=memory_is_consumable)
+
+
+def tres_by_name(text: str) -> str:
+    """A TRES string in sacct's order, by name (ReqTRES: fixtures/22.05/gputype/sacct.txt
+    ``billing=1,cpu=1,gres/gpu=2,mem=16000M,node=1``)."""
+    return ",".join(sorted(text.split(","), key=lambda item: item.partition("=")[0])) if text else ""
+
+
+def gpu_tres_per(*, request: str, per_job: int, per_node: int, per_task: int) -> tuple[str, str, str]:
+    """TresPerJob, TresPerNode and TresPerTask ("": none; squeue's tres-per-* and %b print N/A): the
+    one of them the job's GPUs were asked by (--gpus, --gres or --gpus-per-node, --gpus-per-task) is
+    the request as written, which slurmctld keeps (fixtures/22.05/gputype: gres:gpu:tesla:2, gres:gpu,
+    gres:gpu:02; options/scontrol-13: gres:gpu:x); a job with no ``request`` shows its count."""
+    if per_job:
+        return request or f"gres:gpu:{per_job}", "", ""
+    if per_task:
+        return "", "", request or f"gres:gpu:{per_task}"
+    return "", (request or f"gres:gpu:{per_node}") if per_node else "", ""
+
+
 def _memory_line(job: ScontrolJob) -> str:
     """--mem-per-cpu's or --mem's MB as TRES's mem prints them (options/scontrol-1: MinMemoryNode=2G)."""
     if job.mem_per_cpu:

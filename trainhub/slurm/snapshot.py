@@ -79,6 +79,7 @@ class QueuedJob:
     features: str | None
     nodes_from_tasks: bool
     gpus_per_task: int
+    gpu_type: str
     interactive: bool
     factor_age: float = 0.0
     factor_assoc: float = 0.0
@@ -505,7 +506,7 @@ def job_memory_mb(job: JobLike, state: ClusterState, cpus: int) -> int:
 def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
     return [scheduler.NodeState(name=node.name, cpus=node.cpus, memory_mb=node.memory_mb,
                                 gres={"gpu": node.gpus} if node.gpus else {}, usable=node.available,
-                                features=frozenset(node.active_features))
+                                features=frozenset(node.active_features), gpu_type=node.gpu_type)
             for node in state.nodes.values()]
 
 
@@ -527,7 +528,7 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         requeue=job.requeue, restart_count=job.restart_count, limit_request=request,
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
-        constraint=constraint,
+        constraint=constraint, gpu_type=job.gpu_type or None,
         spread=scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task) if job.nodes_from_tasks
         else None, allocating=allocating)
 

@@ -155,7 +155,8 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
                ) -> tuple[SbatchOptions, int, dict]:
     """The options that say where a job may run and how much of a node it takes, its node count
     (_node_count) and those as the job's fields; --gpus and --gpus-per-task become GPUs per node
-    (--gpus spread evenly over the nodes, --gpus-per-task times the tasks per node). Refusals are
+    (--gpus spread evenly over the nodes, --gpus-per-task times the tasks per node), with the GPU
+    type and the request as written. Refusals are
     slurmctld's: a node name it does not know, a --constraint over 1024 characters (before the job
     takes an id; its syntax and features are checked with the node configuration), two memory
     options (sbatch's)."""
@@ -179,7 +180,9 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
     return options, nodes, dict(
         num_nodes=nodes, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
         gpus_per_job=options.gpus[1] if options.gpus else 0,
-        gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0, mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
+        gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
+        gpu_type=options.gpu_type or "", gpu_request=options.gpu_request or "",
+        mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
         req_nodes=hostlist.compress(required), exc_nodes=hostlist.compress(excluded), exclusive=bool(options.exclusive),
         export=options.export or "", signal=options.signal or "", mail_type=options.mail_type or "",
         mail_user=options.mail_user or "",
