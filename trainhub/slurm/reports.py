@@ -515,7 +515,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     elif waiting or future:
         evaluated, scheduler = last_run[1] if last_run and job.restart_count else job.submit_time, "Main"
     else:
-        evaluated, scheduler = max(job.priority_time or job.submit_time, job.submit_time), "Main"
+        evaluated, scheduler = max(job.sched_eval_time or job.submit_time, job.submit_time), "Main"
         if pending and last_backfill is not None and last_backfill > evaluated:
             evaluated, scheduler = last_backfill, "Backfill:*"
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
