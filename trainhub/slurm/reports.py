@@ -505,7 +505,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     if started:
         eligible = max(job.begin_time, job.accrue_time or job.begin_time)
     else:
-        eligible = None if waiting else job.begin_time
+        # a throttled array's record at its limit: slurmctld's job_array_start_test zeroes its begin_time
+        eligible = None if waiting or job.reason == arrays.TASK_LIMIT else job.begin_time
     # LastSchedEval and Scheduler=: slurmctld's last look at the job, the one that started it (by the
     # main scheduler or a backfill iteration), a held or waiting job's submission (a requeued one's
     # last start: sched/b-scontrol-6), else the last main scheduler pass (its priority's) or a later

@@ -157,11 +157,11 @@ def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
 
 def _start_accruing(cluster: SlurmCluster, now: dt.datetime, new_allocations: frozenset[int]) -> None:
     """A pending job accrues age from the moment it is eligible: not held, no dependency left, begin
-    time reached. salloc's request is tried as slurmctld receives it (job_allocate), before it accrues:
+    time reached, not an array record held back at its ``%N`` limit (services.arrays.throttle_changes). salloc's request is tried as slurmctld receives it (job_allocate), before it accrues:
     one granted at once never does (AccrueTime=Unknown: salloc/scontrol-6, sched/c-scontrol-14)."""
     SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, dependency="",
                             accrue_time__isnull=True, begin_time__lte=now).exclude(
-        pk__in=new_allocations).update(accrue_time=F("begin_time"))
+        pk__in=new_allocations).exclude(reason=arrays.TASK_LIMIT).update(accrue_time=F("begin_time"))
 
 
 def _decay_due(cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> bool:
@@ -283,9 +283,14 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
     task_starts = array_service.fold(plan, entries, by_id, running_tasks)
     summary.preempted = _preempt(by_id, plan, now)
     _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill)
+    held, released = array_service.throttle_changes(plan, by_id)
+    if held:
+        SlurmJob.objects.filter(pk__in=held).update(accrue_time=None)
+    if released:
+        SlurmJob.objects.filter(pk__in=released, state=JobState.PENDING).update(begin_time=now, accrue_time=None)
     taken = set(GpuAllocation.objects.filter(job__cluster=cluster, active=True).values_list("node_id", "gpu_index"))
     # An array record's starts go to the tasks split off it, lowest index first.
-    split = {job_id: array_service.array_split(record_pk=by_id[job_id].pk, count=count)
+    split = {job_id: array_service.array_split(record_pk=by_id[job_id].pk, count=count, now=now)
              for job_id, count in task_starts.items() if by_id[job_id].array_pending}
     starts = [lifecycle.JobStart(split[start.job_id].pop(0) if start.job_id in split else by_id[start.job_id].pk,
                                  _gpu_grants(state, start, taken), snapshot.job_billing(by_id[start.job_id], state),
