@@ -81,7 +81,8 @@ def test_a_large_array_is_one_record_and_submits_and_lists_quickly(api, accounts
     started = time.perf_counter()
     text = reports.squeue(accounts, now=now).text
     listed = time.perf_counter() - started
-    # both pending with priority 0 until a pass scores job 1: squeue lists them in reverse (squeue_first_sort)
+    # both pending with priority 0 (no pass has yet left the fair-share and norms a submission's priority
+    # comes from: services.jobs._submission_priority): squeue lists them in reverse (squeue_first_sort)
     assert [line.split()[0] for line in text.splitlines()[1:]] == ["2_[0-9999]", "1"]
     assert submitted < 1 and listed < 1
     assert sbatch(api, "uma", "--array=0-10000", "--wrap", "true").json()["error"]["message"] == (
