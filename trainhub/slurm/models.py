@@ -274,8 +274,9 @@ class SlurmJob(models.Model):
     #: scontrol's state_desc ("launch failed requeued held", "cancelled by alice").
     state_desc = models.CharField(max_length=255, blank=True)
     priority = models.PositiveBigIntegerField(default=0)
-    #: When ``priority`` and the factors below were last computed; null: at the next pass (new,
-    #: requeued, released or reniced jobs, and every job after a config change).
+    #: When ``priority`` and the factors below were last computed (a job's submission, then the decay
+    #: runs); null: at the next pass (held requeued, released or reniced jobs, jobs submitted before
+    #: the first decay run, and every job after a config change).
     priority_time = models.DateTimeField(null=True, blank=True)
     #: When a scheduler pass last evaluated the pending job: the first after its submission (or its
     #: release, renice, held requeue), then every decay run (scontrol's LastSchedEval). None: no pass
