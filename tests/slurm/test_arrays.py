@@ -81,7 +81,8 @@ def test_a_large_array_is_one_record_and_submits_and_lists_quickly(api, accounts
     started = time.perf_counter()
     text = reports.squeue(accounts, now=now).text
     listed = time.perf_counter() - started
-    # both pending with priority 0 until a pass scores job 1: squeue lists them in reverse (squeue_first_sort)
+    # both pending with priority 0 (no pass has yet left the fair-share and norms a submission's priority
+    # comes from: services.jobs._submission_priority): squeue lists them in reverse (squeue_first_sort)
     assert [line.split()[0] for line in text.splitlines()[1:]] == ["2_[0-9999]", "1"]
     assert submitted < 1 and listed < 1
     assert sbatch(api, "uma", "--array=0-10000", "--wrap", "true").json()["error"]["message"] == (
@@ -172,3 +173,32 @@ def test_a_dependency_on_an_array_waits_for_every_task(api, accounts):
 ])
 def test_an_arrays_state_for_a_dependency(states, combined):
     assert arrays.combined_state(states) == combined
+
+
+def test_a_throttled_arrays_record_is_eligible_and_accrues_only_while_its_limit_leaves_it_room(accounts, cast, now):
+    """job_mgr.c job_array_start_test: at its %N limit the record's begin time is zeroed (EligibleTime
+    Unknown) and it accrues no age; its tasks start eligible from their start (fixtures/22.05/array
+    scontrol-1..3); job_independent makes the record eligible again as a task's end leaves it room."""
+    from trainhub.inventory.models import Node, NodeState
+    from trainhub.slurm.services.jobs import Submission, job_submit
+    from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_epilog_finished
+
+    later = now + dt.timedelta(seconds=10)
+    record = job_submit(cluster=accounts, user=cast["uma"], now=now,
+                        submission=Submission(argv=("--array=0-3%1", "--wrap", "true")))
+    run_pass(accounts, now)
+    record.refresh_from_db()
+    assert (record.reason, record.accrue_time) == (arrays.TASK_LIMIT, None)
+    assert "EligibleTime=Unknown" in reports.scontrol_jobs(accounts, now=now, job=str(record.job_id)).text
+    task = SlurmJob.objects.get(cluster=accounts, array_job_id=record.job_id, array_task_id=0)
+    assert (task.state, task.begin_time, task.accrue_time) == (JobState.RUNNING, now, None)
+    Node.objects.filter(dedicated_to=accounts.owner_key).update(state=NodeState.DRAIN, state_reason="maintenance")
+    job_node = JobNode.objects.get(job=task)
+    job_batch_finished(job_node=job_node, exit_code=0, signal=0, max_rss_kb=None, now=later)
+    job_node_epilog_finished(job_node=JobNode.objects.get(pk=job_node.pk), exit_code=0, now=later)
+    run_pass(accounts, later)
+    record.refresh_from_db()
+    assert record.reason != arrays.TASK_LIMIT and (record.begin_time, record.accrue_time) == (later, None)
+    run_pass(accounts, later + dt.timedelta(seconds=1))
+    record.refresh_from_db()
+    assert record.accrue_time == later

@@ -220,6 +220,34 @@ def test_a_run_that_ends_between_decay_runs_is_charged_at_its_end_and_moves_fair
     assert reload(jobs[0]).factor_fairshare < reload(jobs[1]).factor_fairshare
 
 
+def test_a_job_gets_its_priority_as_it_is_submitted_from_the_last_decay_runs_fairshare(accounts, cast, now):
+    """slurmctld gives a job its priority as it makes its record (_set_job_prio), from the fair-share
+    factors its decay thread last computed, and recomputes it at the next decay run only (sbatch reads
+    no more of the cluster for it: tests/slurm/test_sbatch_cost.py). Before any decay run trainhub's
+    first pass gives it."""
+    from trainhub.slurm import reports
+
+    Node.objects.filter(dedicated_to=accounts.owner_key).update(state=NodeState.DRAIN, state_reason="maintenance")
+    early = submit(accounts, cast["uma"], "-n", "4", "--wrap", "a", now=now)
+    assert early.priority_time is None
+    run_pass(accounts, now)  # leaves the fair-share factors and norms submissions read
+    early = reload(early)
+    assert early.factor_fairshare > 0 and early.priority_time == now
+    job = submit(accounts, cast["uma"], "-n", "4", "--wrap", "a", now=at(now, seconds=10))
+    assert (job.priority, job.factor_fairshare, job.priority_time) == (early.priority, early.factor_fairshare,
+                                                                      at(now, seconds=10))
+    assert str(job.job_id) in reports.sprio(accounts, now=at(now, seconds=10)).text
+    # usage charged since: the next decay run's fair-share, not the jobs submitted before it
+    Association.objects.filter(cluster=accounts, account__name="ml", user="uma").update(raw_usage=1e9)
+    later = submit(accounts, cast["uma"], "-n", "4", "--wrap", "a", now=at(now, seconds=20))
+    run_pass(accounts, at(now, seconds=30))  # no decay run: priorities kept
+    assert (reload(later).priority, reload(later).priority_time) == (early.priority, at(now, seconds=20))
+    run_pass(accounts, at(now, seconds=300))  # the decay run
+    assert reload(later).factor_fairshare < early.factor_fairshare
+    last = submit(accounts, cast["uma"], "-n", "4", "--wrap", "a", now=at(now, seconds=310))
+    assert (last.priority, last.factor_fairshare) == (reload(later).priority, reload(later).factor_fairshare)
+
+
 def test_a_node_that_goes_down_requeues_its_jobs_as_node_fail(accounts, cast, now):
     job = submit(accounts, cast["uma"], "--gres=gpu:8", "--wrap", "a", now=now)
     run_pass(accounts, now)

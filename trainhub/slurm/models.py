@@ -81,6 +81,11 @@ class SlurmCluster(models.Model):
     #: The last scheduler pass: when it ran and what it did or which error stopped it.
     last_pass_time = models.DateTimeField(null=True, blank=True)
     last_pass_summary = models.JSONField(default=dict, blank=True)
+    #: What the last decay run normalised priorities against, cluster-wide: {"nodes", "cpus",
+    #: "max_partition_factor", "max_assoc_priority"} (empty before the first). A job submitted until
+    #: the next run gets its priority from these and its association's fs_factor, as slurmctld gives
+    #: one as it makes its record (_set_job_prio) from its last decay run's values (snapshot.priority_norms).
+    priority_norms = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["project_id", "location", "cluster_id"]
@@ -203,6 +208,9 @@ class Association(models.Model):
     #: FairShare and so every priority are computed from until the next PriorityCalcPeriod (slurmctld
     #: sets usage_norm, usage_efctv and fs_factor only in its decay thread).
     decay_usage = models.FloatField(default=0.0)
+    #: FairShare as the last decay run computed it (slurmctld's usage->fs_factor, which only its decay
+    #: thread sets): what a job submitted before the next run is given.
+    fs_factor = models.FloatField(default=0.0)
     #: This association's own jobs' usage per TRES (cpu, node, gres/gpu, billing) in TRES-seconds,
     #: decayed like raw_usage: Slurm's usage_tres_raw, what GrpTRESMins limits (summed over the subtree).
     tres_usage = models.JSONField(default=dict, blank=True)
@@ -273,9 +281,14 @@ class SlurmJob(models.Model):
     #: scontrol's state_desc ("launch failed requeued held", "cancelled by alice").
     state_desc = models.CharField(max_length=255, blank=True)
     priority = models.PositiveBigIntegerField(default=0)
-    #: When ``priority`` and the factors below were last computed; null: at the next pass (new,
-    #: requeued, released or reniced jobs, and every job after a config change).
+    #: When ``priority`` and the factors below were last computed (a job's submission, then the decay
+    #: runs); null: at the next pass (held requeued, released or reniced jobs, jobs submitted before
+    #: the first decay run, and every job after a config change).
     priority_time = models.DateTimeField(null=True, blank=True)
+    #: When a scheduler pass last evaluated the pending job: the first after its submission (or its
+    #: release, renice, held requeue), then every decay run (scontrol's LastSchedEval). None: no pass
+    #: yet, so salloc's request is tried first, as slurmctld's job_allocate tries it as it receives it.
+    sched_eval_time = models.DateTimeField(null=True, blank=True)
     #: The six multifactor factors (0..1) of that computation, in priority.FACTOR_NAMES order; their
     #: weights are the cluster's PriorityWeight* (kept as typed columns: sprio reads 10,000s of them).
     factor_age = models.FloatField(default=0.0)

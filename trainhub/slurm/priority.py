@@ -4,7 +4,7 @@ Public API (pure Python, no Django)::
 
     PriorityJob                 # what the formula reads of one job (see fields)
     PriorityContext.build(config=SlurmConfig, cluster_nodes=, cluster_cpus=, partitions={name: PartitionFacts},
-                          qos_priorities={name: int}, max_assoc_priority=int)
+                          qos_priorities={name: int}, max_assoc_priority=int, max_partition_factor=None)
     PartitionFacts(priority_job_factor=1, tres_totals={...}, max_time_minutes=None)
     compute_priority(job, context, now) -> PriorityBreakdown
     compute_priorities(jobs, context, now) -> list[PriorityBreakdown]
@@ -141,9 +141,12 @@ class PriorityContext:
     @classmethod
     def build(cls, *, config: SlurmConfig, cluster_nodes: int, cluster_cpus: int,
               partitions: Mapping[str, PartitionFacts], qos_priorities: Mapping[str, int] | None = None,
-              max_assoc_priority: int = 0) -> PriorityContext:
+              max_assoc_priority: int = 0, max_partition_factor: int | None = None) -> PriorityContext:
+        """``max_partition_factor``: the highest PriorityJobFactor of all partitions when
+        ``partitions`` holds only some (a submission's: its own), else theirs."""
         qos_priorities = dict(qos_priorities or {})
-        max_partition = max((p.priority_job_factor for p in partitions.values()), default=0)
+        max_partition = (max((p.priority_job_factor for p in partitions.values()), default=0)
+                         if max_partition_factor is None else max_partition_factor)
         max_qos = max(qos_priorities.values(), default=0)
         normal_part, normal_qos, normal_tres = (config.normalises(f) for f in ("PART", "QOS", "TRES"))
         return cls(config=config, cluster_nodes=cluster_nodes, cluster_cpus=cluster_cpus,

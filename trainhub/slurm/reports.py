@@ -178,6 +178,13 @@ def _squeue_state(job_state: str) -> str:
     return job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
 
 
+def expected_start_shown(expected: dt.datetime | None, now: dt.datetime) -> dt.datetime | None:
+    """A pending job's expected start as squeue and scontrol show it: ``now`` once it has passed and the
+    job still waits (fixtures/22.05/start-passed: job 5 planned at 14:47:34 shows 14:47:39 at 14:47:39,
+    its end time its time limit later, until it starts)."""
+    return max(expected, now) if expected is not None else None
+
+
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
@@ -195,7 +202,8 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
-        reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
+        reason=reason, start_time=expected_start_shown(expected_start, now) if state == JobState.PENDING else start_time,
+        priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
         cpus=num_tasks * cpus_per_task, tres_per_job=tres_per_job, tres_per_node=tres_per_node,
         tres_per_task=tres_per_task, nice=nice,
@@ -281,7 +289,7 @@ def squeue_first_sort(now: dt.datetime) -> tuple:
     11:51:02 before those of 11:50:59, and pending 19 before 17)."""
     pending = Q(state=JobState.PENDING)
     start = Case(When(pending & Q(expected_start__lt=now), then=Value(now)), When(pending, then=F("expected_start")),
-                 default=F("start_time"), output_field=DateTimeField())
+                 default=F("start_time"), output_field=DateTimeField())  # expected_start_shown
     unknown_reversed = Case(When(pending & Q(expected_start__isnull=True), then=-F("job_id")), default=F("job_id"),
                             output_field=BigIntegerField())
     return start.desc(nulls_last=True), unknown_reversed
@@ -296,7 +304,9 @@ def _squeue_in_order(rows, *, wanted: set[str], start: bool, now: dt.datetime):
             shown |= ~Q(state__in=active)
         rows = rows.filter(shown)
     if start:
-        return rows.filter(state=JobState.PENDING).order_by(F("expected_start").asc(nulls_last=True), "job_id")
+        shown = Case(When(expected_start__lt=now, then=Value(now)), default=F("expected_start"),
+                     output_field=DateTimeField())  # expected_start_shown
+        return rows.filter(state=JobState.PENDING).order_by(shown.asc(nulls_last=True), "job_id")
     state_order = Case(When(state=JobState.PENDING, then=0), When(state=JobState.RUNNING, then=1), default=3)
     return rows.order_by("partition", state_order, "-priority", *squeue_first_sort(now))
 
@@ -511,12 +521,13 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     elif future:
         start, end = job.begin_time, None
     else:
-        start = job.expected_start
+        start = expected_start_shown(job.expected_start, now)
         end = start + limit if start and limit else None
     if started:
         eligible = max(job.begin_time, job.accrue_time or job.begin_time)
     else:
-        eligible = None if waiting else job.begin_time
+        # a throttled array's record at its limit: slurmctld's job_array_start_test zeroes its begin_time
+        eligible = None if waiting or job.reason == arrays.TASK_LIMIT else job.begin_time
     # LastSchedEval and Scheduler=: slurmctld's last look at the job, the one that started it (by the
     # main scheduler or a backfill iteration), a held or waiting job's submission (a requeued one's
     # last start: sched/b-scontrol-6), else the last main scheduler pass (its priority's) or a later
@@ -526,7 +537,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     elif waiting or future:
         evaluated, scheduler = last_run[1] if last_run and job.restart_count else job.submit_time, "Main"
     else:
-        evaluated, scheduler = max(job.priority_time or job.submit_time, job.submit_time), "Main"
+        evaluated, scheduler = max(job.sched_eval_time or job.submit_time, job.submit_time), "Main"
         if pending and last_backfill is not None and last_backfill > evaluated:
             evaluated, scheduler = last_backfill, "Backfill:*"
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)

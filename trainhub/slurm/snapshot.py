@@ -55,6 +55,7 @@ class QueuedJob:
     reason: str
     priority: int
     priority_time: dt.datetime | None
+    sched_eval_time: dt.datetime | None
     nice: int
     site_factor: int
     hold: str
@@ -252,7 +253,7 @@ _USER_ASSOCIATIONS = CompiledQuery(
     lambda cluster_id, user: Association.objects.filter(cluster_id=cluster_id,
                                                         pk__in=RawSQL(_chain_sql(), (cluster_id, user)))
     .values_list("pk", "account__name", "user", "partition", "parent_id", "shares", "settings", "raw_usage",
-                  "decay_usage"),
+                  "decay_usage", "fs_factor"),
     918273645, "sample-user")
 _QOS = CompiledQuery(lambda cluster_id: Qos.objects.filter(cluster_id=cluster_id).values_list("pk", "name", "settings"),
                      918273645)
@@ -303,8 +304,8 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
         partitions[partition] = _partition_info(partition, position, json.loads(config), tuple(nodes), nodes)
     associations = [Association(pk=pk, cluster=cluster, account=Account(name=account), user=user_name,
                                 partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage,
-                                decay_usage=decay)
-                    for pk, account, user_name, part, parent, shares, values, usage, decay
+                                decay_usage=decay, fs_factor=fs_factor)
+                    for pk, account, user_name, part, parent, shares, values, usage, decay, fs_factor
                     in _USER_ASSOCIATIONS.rows(cluster.pk, user)]
     qos = {name: Qos(pk=pk, cluster=cluster, name=name, settings=values) for pk, name, values in _QOS.rows(cluster.pk)}
     return ClusterState(cluster, parse_config(cluster.config), partitions, nodes, associations, qos)
@@ -322,15 +323,30 @@ def compute_fairshare(state: ClusterState) -> fairshare.FairShareResult:
                                        dampening_factor=state.config.fair_share_dampening_factor)
 
 
-def priority_context(state: ClusterState) -> priority.PriorityContext:
+def priority_norms(state: ClusterState) -> dict[str, int]:
+    """What the priority factors are normalised against, cluster-wide: the cluster's nodes and CPUs
+    (job size), the highest PriorityJobFactor (partition) and association Priority (assoc). A
+    whole-cluster ``state`` (load_cluster) gives the true values; the decay run stores them on the
+    cluster (SlurmCluster.priority_norms) for submissions, whose state holds one partition and one
+    user's associations."""
+    return {"nodes": len(state.nodes), "cpus": state.cluster_cpus,
+            "max_partition_factor": max((info.options.priority_job_factor for info in state.partitions.values()),
+                                        default=0),
+            "max_assoc_priority": max((int(a.settings.get("priority", 0)) for a in state.associations), default=0)}
+
+
+def priority_context(state: ClusterState, norms: Mapping[str, int] | None = None) -> priority.PriorityContext:
+    """The cluster-wide inputs of the priority formula from ``state``, normalised against ``norms``
+    (priority_norms; by default ``state``'s own)."""
+    norms = norms or priority_norms(state)
     partitions = {name: priority.PartitionFacts(priority_job_factor=info.options.priority_job_factor,
                                                 tres_totals=info.tres_totals,
                                                 max_time_minutes=info.options.max_time_minutes)
                   for name, info in state.partitions.items()}
     return priority.PriorityContext.build(
-        config=state.config, cluster_nodes=len(state.nodes), cluster_cpus=state.cluster_cpus, partitions=partitions,
+        config=state.config, cluster_nodes=norms["nodes"], cluster_cpus=norms["cpus"], partitions=partitions,
         qos_priorities={name: int(row.settings.get("priority", 0)) for name, row in state.qos.items()},
-        max_assoc_priority=max((int(a.settings.get("priority", 0)) for a in state.associations), default=0))
+        max_assoc_priority=norms["max_assoc_priority"], max_partition_factor=norms["max_partition_factor"])
 
 
 def job_cpus(job: JobLike) -> int:
@@ -357,17 +373,20 @@ def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
 AssociationTerms = dict[tuple[str, str, str], tuple[float, int]]
 
 
-def association_terms(state: ClusterState, shares: fairshare.FairShareResult) -> AssociationTerms:
+def association_terms(state: ClusterState, shares: fairshare.FairShareResult | None = None) -> AssociationTerms:
     """(account, user, partition) -> (fair-share factor, association Priority): each association's
     terms worked out once per pass, not once per job (``partition`` "" = the association for every
-    partition, see ClusterState.association_for)."""
-    return {(a.account.name, a.user, a.partition): (shares.factor(str(a.pk)), int(a.settings.get("priority", 0)))
+    partition, see ClusterState.association_for). The factor from ``shares``, else the one the last
+    decay run stored (Association.fs_factor)."""
+    return {(a.account.name, a.user, a.partition): (shares.factor(str(a.pk)) if shares is not None else a.fs_factor,
+                                                    int(a.settings.get("priority", 0)))
             for a in state.associations}
 
 
 def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> priority.PriorityJob:
     """The job as trainhub.slurm.priority sees it; ``terms`` from association_terms (a job without an
-    association gets no fair-share and no association priority)."""
+    association gets no fair-share and no association priority). A job not yet written has no job
+    id, and so no priority/basic value (its submission leaves that one to the pass)."""
     fairshare_factor, assoc_priority = (terms.get((job.account, job.user_name, job.partition))
                                         or terms.get((job.account, job.user_name, "")) or (0.0, 0))
     return priority.PriorityJob(
@@ -375,7 +394,7 @@ def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> 
         user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
         time_limit_minutes=job.time_limit, tres=state.tres_of(job), fairshare_factor=fairshare_factor,
         assoc_priority=assoc_priority, nice=job.nice, site_factor=job.site_factor, held=job.hold != Hold.NONE,
-        previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - job.job_id)
+        previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - (job.job_id or 0))
 
 
 #: SlurmJob's factor columns, in priority.FACTOR_NAMES order.
@@ -388,6 +407,14 @@ BREAKDOWN_FIELDS = ("job_id", "partition", "user_name", "account", "qos", "prior
 
 def breakdown_fields(config: SlurmConfig) -> tuple[str, ...]:
     return (*BREAKDOWN_FIELDS, "factor_tres") if config.priority_weight_tres else BREAKDOWN_FIELDS
+
+
+def set_priorities(jobs: Iterable[JobLike], state: ClusterState, terms: AssociationTerms,
+                   context: priority.PriorityContext, now: dt.datetime) -> None:
+    """Each job's priority as of ``now`` with its factors (store_breakdown), from ``terms``
+    (association_terms) and ``context`` (priority_context)."""
+    for job in jobs:
+        store_breakdown(job, priority.compute_priority(priority_job(job, state, terms), context, now), now)
 
 
 def store_breakdown(job: JobLike, breakdown: priority.PriorityBreakdown, now: dt.datetime) -> None:

@@ -11,6 +11,7 @@ array's running tasks, and the rest wait with ``JobArrayTaskLimit``.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping
 
 from django.db import transaction
@@ -19,6 +20,27 @@ from django.db.models import Count
 from trainhub.slurm import arrays, scheduler, snapshot
 from trainhub.slurm.models import JobState, SlurmCluster, SlurmJob
 from trainhub.slurm.services.clusters import take_job_ids
+
+
+def _eligible_from_start(task: SlurmJob, now: dt.datetime) -> None:
+    """A throttled array's task as it starts (array_split)."""
+    if task.array_max_running:
+        task.begin_time, task.accrue_time = now, None
+
+
+def throttle_changes(plan: scheduler.SchedulePlan, jobs: Mapping[int, snapshot.QueuedJob],
+                     ) -> tuple[list[int], list[int]]:
+    """The pks of the array records the plan holds back at their ``%N`` limit (JobArrayTaskLimit), which
+    lose their accrue time (fixtures/22.05/array/scontrol-1: the record's AccrueTime=Unknown once its
+    tasks run; its EligibleTime=Unknown, as job_array_start_test zeroes its begin time), and of those
+    it no longer holds back, which are eligible again from now (job_independent sets a zero begin time
+    to now) and so accrue from now."""
+    held = [job.pk for job_id, waiting in plan.waiting.items() if waiting.reason == arrays.TASK_LIMIT
+            and (job := jobs[job_id]).accrue_time is not None]
+    released = [job.pk for job_id, job in jobs.items()
+                if job.state == JobState.PENDING and job.reason == arrays.TASK_LIMIT
+                and getattr(plan.waiting.get(job_id), "reason", None) != arrays.TASK_LIMIT]
+    return held, released
 
 def running_tasks(cluster: SlurmCluster) -> dict[int, int]:
     """Array job id -> its tasks running now."""
@@ -90,10 +112,16 @@ def fold(plan: scheduler.SchedulePlan, entries: ArrayEntries, jobs: Mapping[int,
 
 
 @transaction.atomic
-def array_split(*, record_pk: int, count: int) -> list[int]:
+def array_split(*, record_pk: int, count: int, now: dt.datetime) -> list[int]:
     """Split ``count`` tasks (lowest indices first) off a pending array record; returns the pks of
     the records to start, in task order. Each task takes the cluster's next job id, but the last
-    pending task runs under the record itself."""
+    pending task runs under the record itself.
+
+    A throttled array's (``%N``) tasks start eligible from their start and accrue no age
+    (fixtures/22.05/array/scontrol-2, scontrol-3: EligibleTime=StartTime, AccrueTime=Unknown): the
+    record's begin time goes to 0 whenever its limit holds it back (job_mgr.c job_array_start_test)
+    and is set again as the scheduler finds it runnable (job_independent), and its accrue time is
+    gone (throttle_changes)."""
     record = SlurmJob.objects.select_for_update().get(pk=record_pk)
     if record.state != JobState.PENDING or not record.array_pending:
         return [record.pk] if record.state == JobState.PENDING else []
@@ -107,10 +135,12 @@ def array_split(*, record_pk: int, count: int) -> list[int]:
         task.pk = None
         task._state.adding = True
         task.job_id, task.array_task_id, task.array_pending = first_id + offset, task_id, ""
+        _eligible_from_start(task, now)
         tasks.append(task)
     created = SlurmJob.objects.bulk_create(tasks)
     record.array_pending = arrays.compress(left)
     if not left:
         record.array_task_id = taken[-1]
-    record.save(update_fields=["array_pending", "array_task_id"])
+        _eligible_from_start(record, now)
+    record.save(update_fields=["array_pending", "array_task_id", "begin_time", "accrue_time"])
     return [task.pk for task in created] + ([] if left else [record.pk])

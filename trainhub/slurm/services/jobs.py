@@ -37,7 +37,7 @@ from trainhub.slurm.sbatch import (
 from trainhub.slurm.services.clusters import JOB_IDS, request_pass, take_job_ids
 from trainhub.slurm.services.lifecycle import EVENT_INSERT, job_event, job_requeue, job_stop
 from trainhub.slurm.services.mail import mail_job_ended
-from trainhub.slurm.services.passes import submission_priority, will_run
+from trainhub.slurm.services.passes import will_run
 
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
 PERMISSION_DENIED = "Access/permission denied"
@@ -265,11 +265,26 @@ def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
     return depends
 
 
-def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: SbatchOptions, submission: Submission,
-                script: str, now: dt.datetime, begin: dt.datetime, time_limit: int | None,
-                array: arrays.ArraySpec | None = None, event: str = "", **values) -> SlurmJob:
-    """The job record under the cluster's next job id, with its first event when ``event`` is given;
-    an array's one record for all its tasks.
+def _submission_priority(state: snapshot.ClusterState, job: SlurmJob, now: dt.datetime) -> None:
+    """The priority slurmctld gives a job as it makes its record (job_create -> _set_job_prio ->
+    priority_p_set, as of now), from what its last decay run left: each association's fs_factor and
+    the norms (SlurmCluster.priority_norms), so no read of the whole cluster. A job pending until the
+    next decay run shows it (fixtures/22.05/sched/c-scontrol-15: Priority=1428 before any pass), and
+    so does one whose node test then fails (scenario/scontrol-job-3-running). Before the first decay
+    run, and under priority/basic (a function of the job id, which the job takes as it is written),
+    the next pass gives it."""
+    norms = state.cluster.priority_norms
+    if norms and state.config.priority_type != "priority/basic":
+        snapshot.set_priorities([job], state, snapshot.association_terms(state), snapshot.priority_context(state, norms),
+                                now)
+
+
+def _job_create(cluster: SlurmCluster, cluster_state: snapshot.ClusterState, *, user: AbstractBaseUser,
+                options: SbatchOptions, submission: Submission, script: str, now: dt.datetime, begin: dt.datetime,
+                time_limit: int | None, array: arrays.ArraySpec | None = None, event: str = "",
+                **values) -> SlurmJob:
+    """The job record under the cluster's next job id, with its priority (_submission_priority) and
+    its first event when ``event`` is given; an array's one record for all its tasks.
 
     With its event, the job takes its id in the statement that writes both (on PostgreSQL; see
     CompiledInsert.save_with), so the cluster's counter row is locked only while that statement
@@ -295,6 +310,7 @@ def _job_create(cluster: SlurmCluster, *, user: AbstractBaseUser, options: Sbatc
         comment=options.comment or "", submit_time=now, begin_time=begin, interactive=submission.allocation,
         salloc_seen=now if submission.allocation else None, alloc_node=submission.alloc_node[:255],
         alloc_sid=submission.alloc_sid, **values)
+    _submission_priority(cluster_state, job, now)
     if event:
         _JOB_INSERT.save_with(job, JobEvent(time=now, message=event), EVENT_INSERT,
                               numbered_by=(JOB_IDS, cluster.pk, numbered))
@@ -393,12 +409,10 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     if node_error:
         # slurmctld made the job record before its node test failed: the job id is taken and sacct
         # shows the job FAILED 1:0 (fixtures/22.05/scenario: sbatch-3-gres9, sacct-a-*).
-        rejected = _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
-                               account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
-                               time_limit=accepted.time_limit_minutes, state=JobState.FAILED,
-                               reason="BadConstraints", exit_code=1, exit_signal=0, start_time=now, end_time=now,
-                               **fields)
-        submission_priority(cluster, rejected, now)
+        _job_create(cluster, state, user=user, options=options, submission=submission, script=script, now=now,
+                    account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
+                    time_limit=accepted.time_limit_minutes, state=JobState.FAILED, reason="BadConstraints",
+                    exit_code=1, exit_signal=0, start_time=now, end_time=now, **fields)
         raise _refuse(SUBMIT_FAILED + node_error)
     depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE
@@ -406,7 +420,7 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
               or accepted.pending_reason or "None")
     requeue = options.requeue if options.requeue is not None else bool(state.config.job_requeue)
     qos = accepted.qos or ""
-    job = _job_create(cluster, user=user, options=options, submission=submission, script=script, now=now,
+    job = _job_create(cluster, state, user=user, options=options, submission=submission, script=script, now=now,
                       account=accepted.account, partition=partition, qos=qos, begin=begin,
                       time_limit=accepted.time_limit_minutes, requeue=requeue, nice=options.nice or 0,
                       hold=hold, dependency=depends, reason=reason, array=array, **fields,
@@ -517,8 +531,9 @@ def job_release(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: 
             job.reason = "BeginTime" if job.begin_time > now else "None"
             job.state_desc = ""
             job.accrue_time = now if job.begin_time <= now else None
-            job.priority_time = None
-            job.save(update_fields=["hold", "reason", "state_desc", "accrue_time", "priority_time"])
+            job.priority_time = job.sched_eval_time = None
+            job.save(update_fields=["hold", "reason", "state_desc", "accrue_time", "priority_time",
+                                    "sched_eval_time"])
             job_event(job, now, f"Released by {actor.get_username()}.")
             request_pass(job.cluster)
     return job
@@ -533,8 +548,8 @@ def job_set_nice(*, job: SlurmJob, nice: int, actor: AbstractBaseUser, is_admin:
     with transaction.atomic():
         job = _pending_for_update(job, "scontrol")
         job.nice = nice
-        job.priority_time = None
-        job.save(update_fields=["nice", "priority_time"])
+        job.priority_time = job.sched_eval_time = None
+        job.save(update_fields=["nice", "priority_time", "sched_eval_time"])
         job_event(job, now, f"Nice set to {nice} by {actor.get_username()}.")
         request_pass(job.cluster)
     return job

@@ -149,7 +149,7 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     job.reason = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(hold, "BeginTime")
     if hold:
         job.priority = 0
-        job.priority_time = None
+        job.priority_time = job.sched_eval_time = None
     job.save()
     job_event(job, now, f"Requeued ({record_state}: {desc}); restart count {job.restart_count}.")
     request_pass(job.cluster)

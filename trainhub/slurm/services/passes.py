@@ -5,8 +5,10 @@
    association or QOS whose usage reached its GrpTRESMins, are stopped (TIMEOUT), and allocations
    whose salloc went silent end (services.allocations);
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
-4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
-   requeued jobs' (multifactor, with fair-share from the association tree);
+4. priorities: every pending job's when PriorityCalcPeriod has passed (the decay run, which also
+   stores the fair-share factors and norms a submission's priority is computed from until the
+   next: services.jobs), else only released, reniced and requeued jobs' (multifactor, with
+   fair-share from the association tree);
 5. scheduling: main + preemption at every pass, backfill every bf_interval
    (trainhub.slurm.scheduler); the new priorities, pending reasons and --start estimates stored
    together (each job's row updated once), then the allocations written in one transaction.
@@ -25,14 +27,22 @@ import logging
 from dataclasses import asdict, dataclass
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Model, Q
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import arrays, dependency, hostlist, limits, scheduler, snapshot
+from trainhub.slurm import arrays, dependency, fairshare, hostlist, limits, scheduler, snapshot
 from trainhub.slurm.conf import SlurmConfig
-from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
-from trainhub.slurm.priority import compute_priority
+from trainhub.slurm.models import (
+    Association,
+    GpuAllocation,
+    Hold,
+    JobNode,
+    JobState,
+    NodePhase,
+    SlurmCluster,
+    SlurmJob,
+)
 from trainhub.slurm.services import arrays as array_service
 from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.mail import mail_due, mail_invalid_dependency, mail_time_limits
@@ -147,11 +157,11 @@ def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
 
 def _start_accruing(cluster: SlurmCluster, now: dt.datetime, new_allocations: frozenset[int]) -> None:
     """A pending job accrues age from the moment it is eligible: not held, no dependency left, begin
-    time reached. salloc's request is tried as slurmctld receives it (job_allocate), before it accrues:
+    time reached, not an array record held back at its ``%N`` limit (services.arrays.throttle_changes). salloc's request is tried as slurmctld receives it (job_allocate), before it accrues:
     one granted at once never does (AccrueTime=Unknown: salloc/scontrol-6, sched/c-scontrol-14)."""
     SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, dependency="",
                             accrue_time__isnull=True, begin_time__lte=now).exclude(
-        pk__in=new_allocations).update(accrue_time=F("begin_time"))
+        pk__in=new_allocations).exclude(reason=arrays.TASK_LIMIT).update(accrue_time=F("begin_time"))
 
 
 def _decay_due(cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> bool:
@@ -162,28 +172,30 @@ def _decay_due(cluster: SlurmCluster, config: SlurmConfig, now: dt.datetime) -> 
 
 
 def _recompute_priorities(state: snapshot.ClusterState, pending: list[snapshot.QueuedJob], now: dt.datetime, *,
-                          due: bool) -> list[snapshot.QueuedJob]:
+                          due: bool, shares: fairshare.FairShareResult | None) -> list[snapshot.QueuedJob]:
     """Every pending job's priority when the decay thread is ``due``; in between only jobs that
-    have none yet (new, released, reniced). The new priorities are set on the jobs (the scheduler
-    orders by them) and stored with the pass's decisions (_store_queue). Returns those jobs."""
+    have none yet (released, reniced, requeued, submitted before the first decay run). The new
+    priorities are set on the jobs (the scheduler orders by them) and stored with the pass's
+    decisions (_store_queue). ``shares``: the fair-share already computed by this pass, if any.
+    Returns those jobs."""
     jobs = pending if due else [job for job in pending if job.priority_time is None]
     if jobs:
-        _set_priorities(state, jobs, now)
+        snapshot.set_priorities(jobs, state, snapshot.association_terms(state, shares or snapshot.compute_fairshare(
+            state)), snapshot.priority_context(state), now)
     return jobs
 
 
-def _set_priorities(state: snapshot.ClusterState, jobs: list, now: dt.datetime) -> None:
-    terms = snapshot.association_terms(state, snapshot.compute_fairshare(state))
-    context = snapshot.priority_context(state)
-    for job in jobs:
-        snapshot.store_breakdown(job, compute_priority(snapshot.priority_job(job, state, terms), context, now), now)
-
-
-def submission_priority(cluster: SlurmCluster, job: SlurmJob, now: dt.datetime) -> None:
-    """The priority slurmctld gives a job as it makes its record (_set_job_prio), which a job whose
-    node test then fails keeps (scontrol show job's Priority; fixtures/22.05/scenario/scontrol-job-3-running)."""
-    _set_priorities(snapshot.load_cluster(cluster, now=now), [job], now)
-    job.save(update_fields=["priority", "priority_time", *snapshot.FACTOR_FIELDS, "factor_tres"])
+def _store_priority_norms(cluster: SlurmCluster, state: snapshot.ClusterState,
+                          shares: fairshare.FairShareResult) -> None:
+    """What the decay run leaves for the jobs submitted before the next one: each association's
+    FairShare (slurmctld's fs_factor, set only by its decay thread) and the cluster-wide maxima the
+    factors are normalised against (snapshot.priority_norms); rows written only where they changed."""
+    _update_rows(Association, ("fs_factor",), [(factor, a.pk) for a in state.associations
+                                                if (factor := shares.factor(str(a.pk))) != a.fs_factor])
+    norms = snapshot.priority_norms(state)
+    if norms != cluster.priority_norms:
+        SlurmCluster.objects.filter(pk=cluster.pk).update(priority_norms=norms)
+        cluster.priority_norms = norms
 
 
 def _gpu_grants(state: snapshot.ClusterState, start: scheduler.Start,
@@ -271,9 +283,14 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
     task_starts = array_service.fold(plan, entries, by_id, running_tasks)
     summary.preempted = _preempt(by_id, plan, now)
     _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill)
+    held, released = array_service.throttle_changes(plan, by_id)
+    if held:
+        SlurmJob.objects.filter(pk__in=held).update(accrue_time=None)
+    if released:
+        SlurmJob.objects.filter(pk__in=released, state=JobState.PENDING).update(begin_time=now, accrue_time=None)
     taken = set(GpuAllocation.objects.filter(job__cluster=cluster, active=True).values_list("node_id", "gpu_index"))
     # An array record's starts go to the tasks split off it, lowest index first.
-    split = {job_id: array_service.array_split(record_pk=by_id[job_id].pk, count=count)
+    split = {job_id: array_service.array_split(record_pk=by_id[job_id].pk, count=count, now=now)
              for job_id, count in task_starts.items() if by_id[job_id].array_pending}
     starts = [lifecycle.JobStart(split[start.job_id].pop(0) if start.job_id in split else by_id[start.job_id].pk,
                                  _gpu_grants(state, start, taken), snapshot.job_billing(by_id[start.job_id], state),
@@ -285,22 +302,29 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
 _PRIORITY_COLUMNS = ("priority", *snapshot.FACTOR_FIELDS)
 
 
-def _update_pending(columns: tuple[str, ...], rows: list[tuple]) -> None:
-    """``UPDATE ... SET columns WHERE id = ? AND state = 'PENDING'`` once per row (executemany: one
-    prepared statement). A pass rewrites thousands of pending jobs; bulk_update's CASE expressions
-    take seconds for that, one save() per row as long. Each row: the column values, then the pk."""
+def _update_rows(model: type[Model], columns: tuple[str, ...], rows: list[tuple], **where: str) -> None:
+    """``UPDATE ... SET columns WHERE id = ? [AND column = value ...]`` once per row (executemany: one
+    prepared statement). A pass rewrites thousands of pending jobs (and a decay run thousands of
+    associations); bulk_update's CASE expressions take seconds for that, one save() per row as long.
+    Each row: the column values, then the pk; ``where``: further equalities every row must meet."""
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(column)} = %s" for column in columns)
+    conditions = "".join(f" AND {quote(column)} = %s" for column in where)
     with connection.cursor() as cursor:
-        cursor.executemany(f"UPDATE {quote(SlurmJob._meta.db_table)} SET {assignments} "  # noqa: S608
-                           f"WHERE {quote('id')} = %s AND {quote('state')} = %s",
-                           [(*row, JobState.PENDING.value) for row in rows])
+        cursor.executemany(f"UPDATE {quote(model._meta.db_table)} SET {assignments} "  # noqa: S608
+                           f"WHERE {quote('id')} = %s{conditions}", [(*row, *where.values()) for row in rows])
+
+
+def _update_pending(columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """_update_rows of jobs still pending."""
+    _update_rows(SlurmJob, columns, rows, state=JobState.PENDING.value)
 
 
 def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recomputed: list[snapshot.QueuedJob],
                  plan: scheduler.SchedulePlan, now: dt.datetime, *, estimated: bool) -> None:
-    """The pending jobs' new priorities (with their factors) and changed reasons and --start
-    estimates, each row written once, in one transaction, before the planned jobs start. Only rows
+    """The pending jobs' new priorities (with their factors), the pass's evaluation of those and of
+    jobs no pass had evaluated (sched_eval_time), and changed reasons and --start estimates, each
+    row written once, in one transaction, before the planned jobs start. Only rows
     still pending: a job may have been cancelled or started since it was read. Without a backfill
     iteration (``estimated`` False) a job keeps the estimate of the last one unless the main
     scheduler gave it a new one (its --begin, or the end of its preemption victims)."""
@@ -310,7 +334,7 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
     with_tres = any(job.factor_tres for job in recomputed)
     tres_field = SlurmJob._meta.get_field("factor_tres")
     new_priority = {job.pk for job in recomputed}
-    priority_rows, reason_rows = [], []
+    priority_rows, evaluated_rows, reason_rows = [], [], []
     for job in pending:
         waiting = plan.waiting.get(job.job_id)
         if waiting and (estimated or waiting.estimated_start):
@@ -322,13 +346,16 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
         if job.pk in new_priority:
             priority_rows.append((*(getattr(job, column) for column in _PRIORITY_COLUMNS),
                                   *((tres_field.get_db_prep_value(job.factor_tres, connection),) if with_tres else ()),
-                                  moment, reason, adapt(estimate), nodes, job.pk))
+                                  moment, moment, reason, adapt(estimate), nodes, job.pk))
+        elif job.sched_eval_time is None:
+            evaluated_rows.append((moment, reason, adapt(estimate), nodes, job.pk))
         elif (job.reason, job.expected_start, job.expected_nodes) != (reason, estimate, nodes):
             reason_rows.append((reason, adapt(estimate), nodes, job.pk))
     tres_columns = ("factor_tres",) if with_tres else ()
     with transaction.atomic():
-        _update_pending((*_PRIORITY_COLUMNS, *tres_columns, "priority_time", "reason", "expected_start",
-                         "expected_nodes"), priority_rows)
+        _update_pending((*_PRIORITY_COLUMNS, *tres_columns, "priority_time", "sched_eval_time", "reason",
+                         "expected_start", "expected_nodes"), priority_rows)
+        _update_pending(("sched_eval_time", "reason", "expected_start", "expected_nodes"), evaluated_rows)
         _update_pending(("reason", "expected_start", "expected_nodes"), reason_rows)
         if recomputed and not with_tres:
             SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).exclude(factor_tres={}).update(
@@ -348,15 +375,19 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary.timed_out = _stop_timed_out(cluster, state, now)
     summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
     _resolve_dependencies(cluster, now)
-    # salloc's requests no pass has seen (no priority yet): slurmctld tries them as it receives them
+    # salloc's requests no pass has evaluated: slurmctld tries them as it receives them
     new_allocations = frozenset(SlurmJob.objects.filter(
-        cluster=cluster, state=JobState.PENDING, interactive=True, priority_time__isnull=True, restart_count=0,
+        cluster=cluster, state=JobState.PENDING, interactive=True, sched_eval_time__isnull=True, restart_count=0,
     ).values_list("pk", flat=True))
     _start_accruing(cluster, now, new_allocations)
     state = snapshot.load_cluster(cluster, now=now)
     summary.timed_out += _stop_over_tres_minutes(cluster, state, now)
     jobs = snapshot.queued_jobs(cluster)
-    recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due)
+    shares = snapshot.compute_fairshare(state) if due or not cluster.priority_norms else None
+    if shares is not None:
+        _store_priority_norms(cluster, state, shares)
+    recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due,
+                                       shares=shares)
     summary.priorities_computed = len(recomputed)
     backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
     _schedule(cluster, state, jobs, recomputed, now, summary, backfill=backfill, new_allocations=new_allocations)
