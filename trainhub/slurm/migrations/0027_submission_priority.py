@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('slurm', '0025_job_gpus_per_job'),
+        ('slurm', '0026_job_gpu_type'),
     ]
 
     operations = [
