@@ -100,19 +100,11 @@ def test_every_squeue_letter_prints_what_squeue_printed(cluster, api, monkeypatc
     assert sorted(text.splitlines()) == sorted(recorded.splitlines())
 
 
-#: Compared elsewhere: tres-alloc of a pending job without --mem holds its nodes' whole memory, the
-#: harness's 16000M where trainhub's are 60G; cut to 20 columns the rest of the cell is lost
-#: (test_real_slurm_command_tres compares it at full width).
-COMPARED_ELSEWHERE = {"tres-alloc"}
-
-
 @pytest.mark.parametrize("fields", list(_recorded("fields")))
 def test_every_squeue_field_prints_what_squeue_printed(cluster, api, monkeypatch, fields):
     """Over REST as ``-O``; a field 22.05 does not know (CPUFreq, Nodes, StepID...) is said so of on
     stderr, and the others printed (squeue printed its error line first)."""
     field = fields.split(",")[1]
-    if field in COMPARED_ELSEWHERE:
-        pytest.skip(f"-O {field} is compared in test_real_slurm_command_tres")
     # the fields were recorded after the letters: TimeUsed shows job 1 (started at 05:14:58) at 0:09,
     # PendingTime (a second before) the pending jobs 9 s after their submission
     moment = START + (9 if field == "PendingTime" else 10) * SECOND

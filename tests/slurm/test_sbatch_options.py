@@ -107,7 +107,7 @@ def test_memory_fills_a_node(api, memory_cluster):
     from trainhub.inventory.models import Node
     from trainhub.slurm.slurmconf import node_spec
 
-    memory_gb = node_spec(Node.objects.get(name="a4-0")).real_memory_mb // 1024
+    memory_gb = node_spec(Node.objects.get(name="a4-0"), memory_cluster).real_memory_mb // 1024
     big = memory_gb * 2 // 3
     first = sbatch(api, "uma", f"--mem={big}G", "--gres=gpu:1", "--wrap", "true").json()["jobId"]
     second = sbatch(api, "uma", f"--mem-per-gpu={big}G", "--gres=gpu:1", "--wrap", "true").json()["jobId"]

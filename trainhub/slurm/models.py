@@ -64,6 +64,9 @@ class SlurmCluster(models.Model):
     #: Node features (NodeName=... Features=, scontrol update AvailableFeatures= ActiveFeatures=):
     #: node name -> {"available": [...], "active": [...]}; a node not here has none.
     node_features = models.JSONField(default=dict, blank=True)
+    #: Node RealMemory in MB (slurm.conf's NodeName=... RealMemory=): node name -> MB; a node not
+    #: here has its machine type's memory.
+    node_real_memory = models.JSONField(default=dict, blank=True)
     prolog_scripts = models.JSONField(default=list)
     epilog_scripts = models.JSONField(default=list)
     default_partition = models.CharField(max_length=63)

@@ -143,7 +143,7 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
                        "exit_signal", "stdout_pattern", "stderr_pattern", "alloc_node", "alloc_sid",
-                       "uid", "gid", "group_name", "script_path", "script_args",
+                       "uid", "gid", "group_name", "script_path", "script_args", "mem_per_gpu",
                        # what _squeue_rows annotates
                        "squeue_cluster", "squeue_assoc", "squeue_last_pass", "squeue_node_memory",
                        "squeue_memory_consumable")
@@ -207,12 +207,12 @@ def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt
     """SqueueJob's values of the _SQUEUE_MORE_FIELDS read for a row; ``tres``: scontrol_job.job_tres_text
     of the row's job, given what tres-alloc reads of the cluster (its nodes' memory, None when not read)."""
     (interactive, accrue_time, begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern,
-     stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, cluster_name, assoc_id,
-     last_pass, node_memory, memory_is_consumable) = more
+     stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, mem_per_gpu, cluster_name,
+     assoc_id, last_pass, node_memory, memory_is_consumable) = more
     started = start_time if start_time is not None and start_time < now else None
     return dict(
-        tres=tres(node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable) if node_memory is not None
-        else "",
+        tres=tres(node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable, mem_per_gpu=mem_per_gpu)
+        if node_memory is not None else "",
         cluster=cluster_name, uid=uid, gid=gid, group=group,
         command=scontrol_job.command_text(script_path, script_args), batch=not interactive, alloc_node=alloc_node,
         alloc_sid=alloc_sid, accrue_time=accrue_time,
@@ -559,7 +559,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
         tres=scontrol_job.job_tres_text(
             requested=asked, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=job.mem_per_node,
-            mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable),
+            mem_per_cpu=job.mem_per_cpu, mem_per_gpu=job.mem_per_gpu, node_memory_mb=node_memory,
+            memory_is_consumable=memory_is_consumable),
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive, command=scontrol_job.command_text(job.script_path, job.script_args),
         work_dir=job.work_dir, comment=job.comment, stdin=streams[0], stdout=streams[1], stderr=streams[2],

@@ -101,10 +101,11 @@ def command_text(script_path: str, script_args: Sequence[str]) -> str:
 
 
 def memory_text(mb: int) -> str:
-    """TRES's mem as scontrol prints it: ``16000M``, ``62.50G`` (a larger unit where two decimals say
-    it exactly), ``60G``."""
-    units, value, unit = "MGTP", mb, 0
-    while value >= 1024 and (value * 100) % 1024 == 0 and unit < len(units) - 1:
+    """TRES's mem as scontrol prints it (convert_num_unit2 with CONVERT_NUM_UNIT_EXACT: a larger unit
+    while the whole part is a multiple of 512, "half values are allowed"): ``16000M``, ``32000M``,
+    ``62.50G`` (64000), ``60G``."""
+    units, value, unit = "MGTP", float(mb), 0
+    while value >= 1024 and int(value) % 512 == 0 and unit < len(units) - 1:
         value, unit = value / 1024, unit + 1
     return f"{value:.2f}{units[unit]}" if value != int(value) else f"{int(value)}{units[unit]}"
 
@@ -117,17 +118,20 @@ def tres_text(*, cpus: int, mem_mb: int, nodes: int, billing: int, gpus: int) ->
 
 
 def job_tres_text(*, requested: bool, cpus: int, nodes: int, gpus: int, mem_per_node: int, mem_per_cpu: int,
-                  node_memory_mb: int, memory_is_consumable: bool) -> str:
+                  mem_per_gpu: int, node_memory_mb: int, memory_is_consumable: bool) -> str:
     """scontrol's TRES= and squeue's tres-alloc (both slurmctld's tres_req_str while a job waits, its
-    tres_alloc_str once it has nodes). ``requested``: a pending (or rejected) job's memory is --mem x
-    nodes, --mem-per-cpu x CPUs, else the nodes' whole memory (MinMemoryNode=0); an allocation holds
+    tres_alloc_str once it has nodes). ``requested``: a pending (or rejected) job's memory is
+    (job_get_tres_mem) --mem-per-gpu x GPUs (options/scontrol-3: ``--gres=gpu:2 --mem-per-gpu=1000M``
+    is mem=2000M), --mem x nodes, --mem-per-cpu x CPUs, else the nodes' whole memory (MinMemoryNode=0,
+    the nodes' RealMemory); an allocation holds
     memory only where memory is a consumable resource (CR_*_Memory: fixtures/22.05/command-tres,
     ``-N 2 --gres=gpu:3 --mem=2000`` running under CR_CPU is ``cpu=2,node=2,billing=2,gres/gpu=6``).
     Billing is the CPUs (no TRESBillingWeights)."""
+    asked = mem_per_gpu * gpus or mem_per_node * nodes or mem_per_cpu * cpus
     if requested:
-        mem = mem_per_node * nodes or mem_per_cpu * cpus or node_memory_mb * nodes
+        mem = asked or node_memory_mb * nodes
     else:
-        mem = mem_per_node * nodes or mem_per_cpu * cpus if memory_is_consumable else 0
+        mem = asked if memory_is_consumable else 0
     return tres_text(cpus=cpus, mem_mb=mem, nodes=nodes, billing=cpus, gpus=gpus)
 
 
