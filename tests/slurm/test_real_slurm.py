@@ -149,8 +149,9 @@ def replay(harness, cast):
     for index, (name, user, args) in enumerate(_submissions()):
         moment = SUBMIT if index == 0 else SUBMIT + 2 * SECOND
         try:
-            job = job_submit(cluster=cluster, user=users[user], submission=Submission(argv=tuple(args), alloc_node="localhost", alloc_sid=5559),
-                             now=moment)
+            # scenario.sh ran sbatch in /tmp: WorkDir=/tmp
+            submission = Submission(argv=tuple(args), alloc_node="localhost", alloc_sid=5559, submit_dir="/tmp")
+            job = job_submit(cluster=cluster, user=users[user], submission=submission, now=moment)
             printed[name] = (submitted_message(job, Submission(argv=tuple(args))) + "\n", "")
         except ApiError as error:
             printed[name] = ("", error.message + "\n")
@@ -359,8 +360,6 @@ def _scontrol_outputs(cluster) -> dict[str, str]:
     events at 17:23:13."""
     shown = {}
     running = SUBMIT + 72 * SECOND
-    # scenario.sh ran sbatch in /tmp (sbatch's working directory, which the CLI sends as --chdir)
-    SlurmJob.objects.filter(cluster=cluster).update(work_dir="/tmp")
     for job_id in range(1, 14):
         shown[f"scontrol-job-{job_id}-running"] = reports.scontrol_jobs(cluster, now=running, job=str(job_id)).text
     later = _later(cluster)

@@ -54,7 +54,7 @@ def _submissions(marker: str) -> list[tuple[str, list[str]]]:
 def _submit(cluster, argv: list[str], now: dt.datetime, work_dir: str = "/tmp") -> tuple[str, str]:
     """carol's sbatch, run in ``work_dir`` on the harness's host."""
     carol = get_user_model().objects.get(username="carol")
-    submission = Submission(argv=("--chdir", work_dir, *argv), alloc_node="localhost")
+    submission = Submission(argv=tuple(argv), alloc_node="localhost", submit_dir=work_dir)
     try:
         out = submitted_message(job_submit(cluster=cluster, user=carol, submission=submission, now=now), submission)
     except ApiError as error:

@@ -62,8 +62,9 @@ def replay(harness, cast):
     script = (REAL / "job.sh").read_text()
     printed = {}
     for index, (name, args) in enumerate(_submissions()):
-        argv = ("-A", "physics", "-p", "batch", "-o", f"{WORK}/out-%j.txt", "--chdir", WORK, *args)
-        submission = Submission(argv=argv, script=script, script_path=f"{WORK}/job.sh", alloc_node="localhost")
+        argv = ("-A", "physics", "-p", "batch", "-o", f"{WORK}/out-%j.txt", *args)
+        submission = Submission(argv=argv, script=script, script_path=f"{WORK}/job.sh", alloc_node="localhost",
+                                submit_dir=WORK)
         try:
             job = job_submit(cluster=cluster, user=alice, submission=submission,
                              now=START if index == 0 else START + SECOND)

@@ -55,9 +55,11 @@ def cluster(harness):
     cluster, _ = harness
     users = {user.username: user for user in get_user_model().objects.filter(username__in=["alice", "bob", "carol"])}
     for user, args in _submissions():
-        job_submit(cluster=cluster, user=users[user], submission=Submission(argv=tuple(args)), now=START)
-    job_submit(cluster=cluster, user=users["alice"], now=START,
-               submission=Submission(argv=("-A", "physics", "-p", "batch", "-N1"), allocation=True))
+        job_submit(cluster=cluster, user=users[user], now=START, submission=Submission(
+            argv=tuple(args), alloc_node=ALLOC_NODE, alloc_sid=ALLOC_SID, submit_dir=WORK))
+    job_submit(cluster=cluster, user=users["alice"], now=START, submission=Submission(
+        argv=("-A", "physics", "-p", "batch", "-N1"), allocation=True, alloc_node=ALLOC_NODE, alloc_sid=ALLOC_SID,
+        submit_dir=WORK))
     # slurmctld tries an salloc at once, beside pending jobs of no higher priority, and its backfill
     # (bf_interval) had not run yet: trainhub's passes stand in for both, 6-8 not yet eligible in the first
     waiting = SlurmJob.objects.filter(cluster=cluster, job_id__in=[6, 7, 8])
@@ -70,7 +72,6 @@ def cluster(harness):
     # granted by slurmctld in its submission's second
     SlurmJob.objects.filter(cluster=cluster, job_id=9).update(start_time=START)
     waiting.update(expected_start=None, expected_nodes="")
-    SlurmJob.objects.filter(cluster=cluster).update(work_dir=WORK, alloc_node=ALLOC_NODE, alloc_sid=ALLOC_SID)
     return cluster
 
 

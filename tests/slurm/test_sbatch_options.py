@@ -44,7 +44,7 @@ def test_sbatch_prints_what_it_printed_on_the_harness(harness, cast):
     for name, args in _recorded():
         if (REAL / f"scontrol-{cluster.next_job_id}.txt").exists():
             now = _submitted_at(cluster.next_job_id)
-        submission = Submission(argv=("--chdir", "/tmp", *base, *args), alloc_node="localhost")
+        submission = Submission(argv=(*base, *args), alloc_node="localhost", submit_dir="/tmp")
         try:
             job = job_submit(cluster=cluster, user=carol, submission=submission, now=now)
             out, err = submitted_message(job, submission), ""
