@@ -136,7 +136,8 @@ def _batch_environment(job: SlurmJob) -> dict[str, str]:
         cluster_name="harness", job_id=job.job_id, job_name=job.name, user="alice", account="physics",
         partition="batch", qos="normal", hosts=tuple(document["hosts"]), cpus_per_node=tuple(document["cpusPerNode"]),
         num_tasks=document["job"]["numTasks"], restart_count=0, submit_dir="/", submit_host="gpu1", stdout_path="",
-        stderr_path="", comment="", start_epoch=0, end_epoch=None, cpus_per_task=document["job"]["cpusPerTask"])
+        stderr_path="", comment="", start_epoch=0, end_epoch=None, uid=document["job"]["uid"],
+        gid=document["job"]["gid"], cpus_per_task=document["job"]["cpusPerTask"])
     return jobenv.batch_environment(context, jobenv.NodeContext(0, tuple(document["gpuIndices"])))
 
 

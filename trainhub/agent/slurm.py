@@ -231,7 +231,7 @@ class SlurmNodeWork:
             restart_count=step["runIndex"], submit_dir=str(submit_dir), submit_host=hosts[0],
             stdout_path=str(stdout), stderr_path=str(stderr), comment=job["comment"], start_epoch=start,
             end_epoch=start + job["timeLimitMinutes"] * 60 if job["timeLimitMinutes"] is not None else None,
-            cpus_per_task=job["cpusPerTask"],
+            uid=job["uid"], gid=job["gid"], cpus_per_task=job["cpusPerTask"],
         )
         return context, jobenv.NodeContext(index=step["index"], gpu_indices=tuple(step["gpuIndices"]))
 
@@ -513,8 +513,7 @@ class SlurmNodeWork:
         user = self.run_as(step)
         envs = jobenv.step_environments(context, node, jobenv.StepContext(
             step_id=doc["stepId"], hosts=tuple(doc["hosts"]), tasks_per_node=tuple(doc["tasksPerNode"]),
-            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])),
-            uid=user["uid"] if user else os.getuid(), gid=user["gid"] if user else os.getgid())
+            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])))
         job = step["job"]
         try:
             cwd = jobenv.cluster_file(cluster_root(self.work_dir, job["clusterId"]), job["workDir"])

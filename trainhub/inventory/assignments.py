@@ -120,6 +120,8 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
         "steps": _step_documents(job_node),
         "job": {
             "clusterId": job.cluster.cluster_id, "jobId": job.job_id, "name": job.name, "user": job.user_name,
+            # the submitter's POSIX identity (SLURM_JOB_UID, SLURM_JOB_GID), not runAs's
+            "uid": job.uid, "gid": job.gid,
             "account": job.account, "partition": job.partition, "qos": job.qos, "numTasks": job.num_tasks,
             "cpusPerTask": job.cpus_per_task, "workDir": job.work_dir,
             # %A and %a resolved here: the agent knows only the job id (for %j, and %A outside arrays).
