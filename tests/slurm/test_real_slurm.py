@@ -280,8 +280,9 @@ def test_sinfo_names_drained_and_down_nodes_as_slurm(harness):
     assert reports.sinfo(cluster, now=later, node_oriented=True, long=True).text == real("sinfo-Nl-nodes")
 
 
-def _finish(cluster, job_ids: list[int], moment: dt.datetime) -> None:
-    """The jobs' batch scripts exit 0 and their epilogs end at ``moment`` (their prologs done first)."""
+def finish(cluster, job_ids: list[int], moment: dt.datetime, exit_code: int = 0) -> None:
+    """The jobs' batch scripts exit ``exit_code`` and their epilogs end at ``moment`` (their prologs
+    done first)."""
     from trainhub.slurm.models import JobNode, NodePhase
     from trainhub.slurm.services.lifecycle import (
         job_batch_finished,
@@ -293,7 +294,7 @@ def _finish(cluster, job_ids: list[int], moment: dt.datetime) -> None:
     for job_node in nodes.filter(phase=NodePhase.PROLOG):
         job_node_prolog_finished(job_node=job_node, exit_code=0, now=moment)
     for job_node in nodes.filter(batch_host=True, phase=NodePhase.RUNNING):
-        job_batch_finished(job_node=job_node, exit_code=0, signal=0, max_rss_kb=None, now=moment)
+        job_batch_finished(job_node=job_node, exit_code=exit_code, signal=0, max_rss_kb=None, now=moment)
     for job_node in nodes.filter(phase=NodePhase.EPILOG):
         job_node_epilog_finished(job_node=job_node, exit_code=0, now=moment)
 
@@ -304,14 +305,14 @@ def _later(cluster) -> dt.datetime:
     def clock(text: str) -> dt.datetime:
         return dt.datetime.fromisoformat(f"2026-12-04T{text}+00:00")
 
-    _finish(cluster, [1], clock("17:22:41"))
+    finish(cluster, [1], clock("17:22:41"))
     run_pass(cluster, clock("17:22:41"))
-    _finish(cluster, [10], clock("17:22:51"))
+    finish(cluster, [10], clock("17:22:51"))
     run_pass(cluster, clock("17:22:52"))
-    _finish(cluster, [9, 13], clock("17:22:57"))
+    finish(cluster, [9, 13], clock("17:22:57"))
     run_pass(cluster, clock("17:22:57"))
     run_pass(cluster, clock("17:22:58"))
-    _finish(cluster, [2, 4], clock("17:23:12"))
+    finish(cluster, [2, 4], clock("17:23:12"))
     return clock("17:23:13")
 
 

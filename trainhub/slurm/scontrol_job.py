@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainhub.slurm import mail
 
 
 @dataclass(frozen=True)
@@ -199,8 +200,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
         lines.append(f"   TresPerNode={job.tres_per_node}")
     if job.tres_per_task:
         lines.append(f"   TresPerTask={job.tres_per_task}")
-    if job.mail_type:
-        lines.append(f"   MailUser={job.mail_user} MailType={job.mail_type}")
+    if shown := mail.shown_types(job.mail_type):
+        lines.append(f"   MailUser={job.mail_user} MailType={shown}")
     if one_liner:
         return " ".join(line.strip() for line in lines) + " \n"
     return "\n".join(lines) + "\n   \n\n"
