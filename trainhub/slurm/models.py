@@ -330,6 +330,8 @@ class SlurmJob(models.Model):
     exit_signal = models.IntegerField(default=0)
     #: Set while a RUNNING job is being stopped: the state it ends in (CANCELLED, TIMEOUT, ...).
     ending_state = models.CharField(max_length=16, blank=True)
+    #: When this run was chosen as a preemption victim (scontrol's PreemptTime; None: not chosen).
+    preempt_time = models.DateTimeField(null=True, blank=True)
     #: An allocation without a batch script (salloc, srun outside a job: scontrol's BatchFlag=0); its
     #: command runs where salloc runs, which proves it is alive at ``salloc_seen`` (keep-alive).
     interactive = models.BooleanField(default=False)

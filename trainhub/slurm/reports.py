@@ -548,7 +548,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         run_seconds=int(((job.end_time or now) - job.start_time).total_seconds()) if started else 0,
         time_limit=job.time_limit, submit=job.submit_time, eligible=eligible,
         accrue=job.accrue_time, start=start, end=end,
-        preempt_eligible=job.start_time + exempt if started else None,
+        preempt_eligible=job.start_time + exempt if started else None, preempt_time=job.preempt_time,
         last_sched_eval=evaluated, scheduler=scheduler,
         partition=job.partition, alloc_node=job.alloc_node, alloc_sid=job.alloc_sid, req_nodes=job.req_nodes,
         exc_nodes=job.exc_nodes, node_list=job.node_list if started else "",

@@ -39,6 +39,8 @@ class ScontrolJob:
     start: dt.datetime | None
     end: dt.datetime | None
     preempt_eligible: dt.datetime | None
+    #: When the running job was chosen as a preemption victim (None: not chosen).
+    preempt_time: dt.datetime | None
     last_sched_eval: dt.datetime | None
     #: Main, Backfill (it started the job) or Backfill:* (a pending job's last look was backfill's).
     scheduler: str
@@ -170,7 +172,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
              f"   AccrueTime={_time(job.accrue)}",
              f"   StartTime={_time(job.start)} EndTime={_time(job.end)} Deadline=N/A"]
     if started:
-        lines.append(f"   PreemptEligibleTime={_time(job.preempt_eligible)} PreemptTime=None")
+        preempted = _time(job.preempt_time) if job.preempt_time else "None"
+        lines.append(f"   PreemptEligibleTime={_time(job.preempt_eligible)} PreemptTime={preempted}")
     lines += [f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_time(job.last_sched_eval)} "
               f"Scheduler={job.scheduler}",
               f"   Partition={job.partition} AllocNode:Sid={job.alloc_node or '(null)'}:{job.alloc_sid}",
