@@ -582,12 +582,14 @@ class SlurmNodeWork:
         batch = work.batch
         moment = now.timestamp()
         kill_at = _kill_at(step)
-        if step.get("stopCause") and not batch.stop_said and batch.error_file is not None:
-            # slurmstepd's line for the job stopped at its time limit (fixtures/22.05/srun-timeout/out-1.txt)
+        cause = step.get("stopCause")
+        if cause is not None and not batch.stop_said and batch.error_file is not None:
+            # slurmstepd's line for the job stopped by scancel or at its time limit (srun/out-2.txt,
+            # srun-timeout/out-1.txt)
             node = step["nodeName"]
             with os.fdopen(open_append(str(batch.error_file), self.run_as(step)), "a", encoding="utf-8") as handle:
                 handle.write(f"slurmstepd-{node}: error: *** JOB {step['job']['jobId']} ON {node} CANCELLED AT "
-                             f"{now:%Y-%m-%dT%H:%M:%S} {step['stopCause']} ***\n")
+                             f"{now:%Y-%m-%dT%H:%M:%S}{f' {cause}' if cause else ''} ***\n")
             batch.stop_said = True
         if kill_at is not None and now < kill_at:
             # a preemption's GraceTime, KillWait after a time limit: the batch shell is left alone
