@@ -20,7 +20,11 @@ from trainhub.slurm import reports
 from trainhub.slurm.models import JobNode, NodePhase, Partition, SlurmCluster
 from trainhub.slurm.services.clusters import partition_update
 from trainhub.slurm.services.jobs import Submission, job_submit
-from trainhub.slurm.services.lifecycle import job_node_prolog_finished
+from trainhub.slurm.services.lifecycle import (
+    job_batch_finished,
+    job_node_epilog_finished,
+    job_node_prolog_finished,
+)
 
 from .conftest import run_pass
 from .test_real_slurm import finish, harness_cluster, scontrol_differences
@@ -81,3 +85,22 @@ def test_preempt_mode_cancels_victims_stay_running_through_their_grace_time(cast
     shown = replay_round(cast, now, "CANCEL", 40, dt.datetime(2026, 12, 4, 23, 33, 31, tzinfo=dt.UTC))
     assert scontrol_differences(shown, REAL) == {}
 
+
+
+def test_a_requeued_victim_started_again_has_no_preempt_time(cast, now):
+    """A run starts unchosen: the victims of a REQUEUE round, started again once the urgent job ended,
+    show PreemptTime=None (as every running job in the other recordings)."""
+    submitted = dt.datetime(2026, 12, 4, 23, 32, 8, tzinfo=dt.UTC)
+    replay_round(cast, now, "REQUEUE", 35, submitted)
+    cluster = SlurmCluster.objects.get(cluster_id="harness")
+    killed = submitted + 46 * SECOND  # the end of their GraceTime
+    for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.RUNNING):
+        job_batch_finished(job_node=job_node, exit_code=0, signal=15, max_rss_kb=None, now=killed)
+    for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG):
+        job_node_epilog_finished(job_node=job_node, exit_code=0, now=killed)
+    run_pass(cluster, killed)  # the urgent job starts
+    later = submitted + 300 * SECOND
+    finish(cluster, [39], later)
+    run_pass(cluster, later)
+    text = reports.scontrol_jobs(cluster, now=later, job="35").text
+    assert "   JobState=RUNNING " in text and " PreemptTime=None\n" in text
