@@ -242,6 +242,7 @@ NOT_PAGES = {
     "resources:delete": "an action (POST) that redirects",
     "slurm:node_state": "an action (POST) that redirects",
     "slurm:node_features": "an action (POST) that redirects",
+    "slurm:node_memory": "an action (POST) that redirects",
     "slurm:job_action": "an action (POST) that redirects",
 }
 

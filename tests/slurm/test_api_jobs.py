@@ -20,15 +20,25 @@ def test_sbatch_wrap_queues_a_job_in_the_default_partition(api, accounts):
 
 
 def test_sbatch_and_salloc_record_where_they_ran(api, accounts):
-    body = {"sbatchArgs": ["--wrap", "x"], "allocNode": "login1", "allocSid": 4242}
-    job_id = api("uma").post(JOBS, body, format="json").json()["jobId"]
-    assert SlurmJob.objects.values_list("alloc_node", "alloc_sid").get(job_id=job_id) == ("login1", 4242)
-    body = {"sallocArgs": ["-N1"], "allocNode": "laptop", "allocSid": 7}
+    """AllocNode:Sid, and the working directory: the job's WorkDir without --chdir, the base of a
+    relative one (scenario.sh ran sbatch in /tmp: scontrol-job-1-running's WorkDir=/tmp)."""
+    place = {"allocNode": "login1", "allocSid": 4242, "submitDir": "/tmp"}
+    job_id = api("uma").post(JOBS, {"sbatchArgs": ["--wrap", "x"], **place}, format="json").json()["jobId"]
+    assert SlurmJob.objects.values_list("alloc_node", "alloc_sid", "work_dir").get(job_id=job_id) == (
+        "login1", 4242, "/tmp")
+    job_id = api("uma").post(JOBS, {"sbatchArgs": ["-D", "runs/a", "--wrap", "x"], **place},
+                             format="json").json()["jobId"]
+    assert SlurmJob.objects.get(job_id=job_id).work_dir == "/tmp/runs/a"
+    body = {"sallocArgs": ["-N1"], "allocNode": "laptop", "allocSid": 7, "submitDir": "/home/uma/exp"}
     job_id = api("uma").post(JOBS.replace("/jobs", "/allocations"), body, format="json").json()["jobId"]
-    assert SlurmJob.objects.values_list("alloc_node", "alloc_sid").get(job_id=job_id) == ("laptop", 7)
+    assert SlurmJob.objects.values_list("alloc_node", "alloc_sid", "work_dir").get(job_id=job_id) == (
+        "laptop", 7, "/home/uma/exp")
+    # a submission that names no directory (the web form) runs in the user's home
+    assert SlurmJob.objects.get(job_id=sbatch(api, "uma", "--wrap", "x").json()["jobId"]).work_dir == "/home/uma"
 
 
-@pytest.mark.parametrize("place", [{"allocNode": 5}, {"allocSid": "1"}, {"allocSid": -1}, {"allocSid": True}])
+@pytest.mark.parametrize("place", [{"allocNode": 5}, {"allocSid": "1"}, {"allocSid": -1}, {"allocSid": True},
+                                   {"submitDir": "tmp"}, {"submitDir": 3}])
 def test_sbatch_refuses_a_place_that_is_not_a_host_and_session(api, accounts, place):
     answer = api("uma").post(JOBS, {"sbatchArgs": ["--wrap", "x"], **place}, format="json")
     assert answer.status_code == 400

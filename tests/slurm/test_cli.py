@@ -57,6 +57,17 @@ def test_a_script_file_with_sbatch_lines_and_arguments(cli, accounts, tmp_path):
     assert (job.name, job.gpus_per_node, job.time_limit, job.script_args) == ("train", 4, 5, ["epoch-1"])
 
 
+def test_sbatch_and_salloc_run_jobs_where_they_ran(cli, accounts, tmp_path, monkeypatch):
+    """sbatch without --chdir: WorkDir is its working directory, and a relative --chdir is taken from
+    there (scenario.sh's sbatch in /tmp: WorkDir=/tmp)."""
+    monkeypatch.chdir(tmp_path)
+    uma = cli("uma")
+    assert uma("sbatch", "-H", "--wrap", "true")[0] == 0
+    assert uma("sbatch", "-H", "-D", "sub", "--wrap", "true")[0] == 0
+    assert list(SlurmJob.objects.order_by("job_id").values_list("work_dir", flat=True)) == [
+        str(tmp_path), str(tmp_path / "sub")]
+
+
 COMMAND_PATH = Path(__file__).parent / "fixtures" / "22.05" / "command-path"
 
 

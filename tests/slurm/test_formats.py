@@ -237,10 +237,12 @@ def test_squeue_O_says_so_of_a_field_it_does_not_know_and_keeps_the_others():
 
 
 def test_scontrol_show_job_memory_and_tres_as_scontrol_prints_them():
-    """fixtures/22.05/scenario/scontrol-job-*: one pending node's 16000M, four nodes' 62.50G."""
+    """fixtures/22.05/scenario/scontrol-job-*: one pending node's 16000M, four nodes' 62.50G;
+    constraint/scontrol-5: two nodes' 32000M (not 31.25G: a multiple of 512 MB goes up a unit)."""
     from trainhub.slurm.scontrol_job import memory_text, scontrol_job_text, tres_text
 
-    assert [memory_text(mb) for mb in (16000, 64000, 61440, 1024 * 1024)] == ["16000M", "62.50G", "60G", "1T"]
+    assert [memory_text(mb) for mb in (16000, 64000, 61440, 1024 * 1024, 32000, 48000, 1536 * 1024)] == [
+        "16000M", "62.50G", "60G", "1T", "32000M", "48000M", "1.50T"]
     assert tres_text(cpus=4, mem_mb=0, nodes=4, billing=4, gpus=32) == "cpu=4,node=4,billing=4,gres/gpu=32"
     assert tres_text(cpus=1, mem_mb=16000, nodes=1, billing=1, gpus=0) == "cpu=1,mem=16000M,node=1,billing=1"
     assert scontrol_job_text([]) == "No jobs in the system\n"

@@ -32,6 +32,15 @@ def recorded(subject: str, to: str = "carol") -> str:
     return subject
 
 
+def test_scontrol_names_the_mail_types_in_slurms_order():
+    """release/scontrol-dep-all (ALL), scontrol-kill-all (ALL,INVALID_DEPEND), mail/ (END,FAIL)."""
+    assert mail.shown_types("ALL") == mail.shown_types("all,invalid_depend") == (
+        "INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT")
+    assert mail.shown_types("FAIL,END") == "END,FAIL"
+    assert mail.shown_types("TIME_LIMIT,TIME_LIMIT_50,ARRAY_TASKS") == "ARRAY_TASKS,TIME_LIMIT_50,TIME_LIMIT"
+    assert mail.shown_types("NONE") == ""
+
+
 def test_the_subjects_are_slurms_for_every_mail_type():
     assert mail.subject("BEGIN", mail.MailJob(1, "mbegin"), queued_seconds=1) == recorded(
         "Slurm Job_id=1 Name=mbegin Began, Queued time 00:00:01")

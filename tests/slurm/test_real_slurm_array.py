@@ -60,7 +60,9 @@ def replay(harness, cast):
     printed = {}
     for index, (name, user, args) in enumerate(_submissions()):
         moment = START - 2 * SECOND if index == 0 else START + 2 * SECOND
-        submission = Submission(argv=tuple(args))
+        # where the recording's sbatch ran: its working directory and AllocNode:Sid
+        submission = Submission(argv=tuple(args), alloc_node="localhost", alloc_sid=7213,
+                                submit_dir="/tmp/slurmh.6T0rsj/jobs")
         try:
             job = job_submit(cluster=cluster, user=users[user], submission=submission, now=moment)
             out = submitted_message(job, submission)
@@ -131,9 +133,6 @@ def test_scontrol_show_job_of_an_array_and_its_tasks_is_slurms(replay):
     """scontrol show job 1 (the array's record, then its started tasks, the last first), 1_4 (the record
     standing for a pending task), 2 and 3 (started tasks)."""
     cluster, _, _, moment = replay
-    # where the recording's sbatch ran (its working directory and AllocNode:Sid, which the CLI sends)
-    SlurmJob.objects.filter(cluster=cluster).update(work_dir="/tmp/slurmh.6T0rsj/jobs", alloc_node="localhost",
-                                                     alloc_sid=7213)
 
     shown = {fixture: reports.scontrol_jobs(cluster, now=moment, job=job).text
              for fixture, job in (("scontrol-1", "1"), ("scontrol-1-4", "1_4"), ("scontrol-2", "2"), ("scontrol-3", "3"))}
@@ -164,7 +163,5 @@ def test_scancel_of_a_pending_task_a_running_task_and_a_whole_array_is_slurms(re
     assert in_any_tie_order(without_time(text)) == in_any_tie_order(without_time(real("squeue-r-after")))
     # 4_8 started under the next job id, as on the harness (job 11; the large array then got 12)
     assert SlurmJob.objects.get(cluster=cluster, array_job_id=4, array_task_id=8).job_id == 11
-    SlurmJob.objects.filter(cluster=cluster, array_job_id=1).update(work_dir="/tmp/slurmh.6T0rsj/jobs",
-                                                                      alloc_node="localhost")
     assert scontrol_differences({"scontrol-1-after": reports.scontrol_jobs(cluster, now=moment + 3 * SECOND,
                                                                            job="1").text}, REAL) == {}

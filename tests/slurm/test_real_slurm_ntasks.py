@@ -62,8 +62,9 @@ def replay(harness, cast):
     script = (REAL / "job.sh").read_text()
     printed = {}
     for index, (name, args) in enumerate(_submissions()):
-        argv = ("-A", "physics", "-p", "batch", "-o", f"{WORK}/out-%j.txt", "--chdir", WORK, *args)
-        submission = Submission(argv=argv, script=script, script_path=f"{WORK}/job.sh", alloc_node="localhost")
+        argv = ("-A", "physics", "-p", "batch", "-o", f"{WORK}/out-%j.txt", *args)
+        submission = Submission(argv=argv, script=script, script_path=f"{WORK}/job.sh", alloc_node="localhost",
+                                submit_dir=WORK)
         try:
             job = job_submit(cluster=cluster, user=alice, submission=submission,
                              now=START if index == 0 else START + SECOND)
@@ -135,7 +136,8 @@ def _batch_environment(job: SlurmJob) -> dict[str, str]:
         cluster_name="harness", job_id=job.job_id, job_name=job.name, user="alice", account="physics",
         partition="batch", qos="normal", hosts=tuple(document["hosts"]), cpus_per_node=tuple(document["cpusPerNode"]),
         num_tasks=document["job"]["numTasks"], restart_count=0, submit_dir="/", submit_host="gpu1", stdout_path="",
-        stderr_path="", comment="", start_epoch=0, end_epoch=None, cpus_per_task=document["job"]["cpusPerTask"])
+        stderr_path="", comment="", start_epoch=0, end_epoch=None, uid=document["job"]["uid"],
+        gid=document["job"]["gid"], cpus_per_task=document["job"]["cpusPerTask"])
     return jobenv.batch_environment(context, jobenv.NodeContext(0, tuple(document["gpuIndices"])))
 
 

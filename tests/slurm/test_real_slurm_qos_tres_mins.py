@@ -75,8 +75,8 @@ def test_jobs_wait_and_time_out_under_qos_tres_minute_limits_as_in_slurm(harness
     alice = cast["alice"]
 
     def sbatch(name: str, line: str, at: dt.datetime) -> None:
-        args = ["-A", "physics", "-p", "batch", "--chdir", WORK, *shlex.split(line)[1:], "--wrap", "sleep 300"]
-        submission = Submission(argv=tuple(args), alloc_node="localhost")
+        args = ["-A", "physics", "-p", "batch", *shlex.split(line)[1:], "--wrap", "sleep 300"]
+        submission = Submission(argv=tuple(args), alloc_node="localhost", submit_dir=WORK)
         job = job_submit(cluster=cluster, user=alice, submission=submission, now=at)
         assert f"Submitted batch job {job.job_id}\n" == real(name), name
 

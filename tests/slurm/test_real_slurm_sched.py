@@ -67,7 +67,7 @@ class Replay:
 
     def sbatch(self, name: str, moment: dt.datetime) -> str:
         user, args = self.lines[name]
-        submission = Submission(argv=("--chdir", WORK, *args), alloc_node="localhost")
+        submission = Submission(argv=tuple(args), alloc_node="localhost", submit_dir=WORK)
         job = job_submit(cluster=self.cluster, user=self.users[user], submission=submission, now=moment)
         return submitted_message(job, Submission(argv=tuple(args))) + "\n"
 
@@ -161,8 +161,8 @@ def phase_c(replay: Replay) -> None:
 def salloc(replay: Replay, moment: dt.datetime, *argv: str) -> SlurmJob:
     """salloc's submission, then the pass it asks for."""
     job = allocation_submit(cluster=replay.cluster, user=replay.users["alice"], is_admin=False,
-                            argv=("-A", "physics", "-p", "batch", "--chdir", WORK, *argv), now=moment,
-                            alloc_node="localhost")
+                            argv=("-A", "physics", "-p", "batch", *argv), now=moment,
+                            alloc_node="localhost", submit_dir=WORK)
     run_pass(replay.cluster, moment)
     job.refresh_from_db()
     return job
@@ -232,11 +232,11 @@ def test_backfill_gives_a_job_without_a_time_limit_a_year(cast, now):
     cluster, _ = harness_cluster(cast, now)
     replay = Replay(cluster, cast)
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=at("08:37:11"))
-    sb = ("-A", "physics", "-p", "batch", "-o", "/dev/null", "--chdir", "/tmp/backfill-scenario.gr1fzi")
+    sb = ("-A", "physics", "-p", "batch", "-o", "/dev/null")
 
     def sbatch(moment: dt.datetime, *args: str) -> None:
         argv = (*sb, *args, "--wrap", "sleep 900")
-        submission = Submission(argv=argv, alloc_node="localhost")
+        submission = Submission(argv=argv, alloc_node="localhost", submit_dir="/tmp/backfill-scenario.gr1fzi")
         job_submit(cluster=cluster, user=replay.users["alice"], submission=submission, now=moment)
 
     for n in (1, 2):

@@ -44,7 +44,7 @@ def test_sbatch_prints_what_it_printed_on_the_harness(harness, cast):
     for name, args in _recorded():
         if (REAL / f"scontrol-{cluster.next_job_id}.txt").exists():
             now = _submitted_at(cluster.next_job_id)
-        submission = Submission(argv=("--chdir", "/tmp", *base, *args), alloc_node="localhost")
+        submission = Submission(argv=(*base, *args), alloc_node="localhost", submit_dir="/tmp")
         try:
             job = job_submit(cluster=cluster, user=carol, submission=submission, now=now)
             out, err = submitted_message(job, submission), ""
@@ -101,7 +101,7 @@ def test_memory_fills_a_node(api, memory_cluster):
     from trainhub.inventory.models import Node
     from trainhub.slurm.slurmconf import node_spec
 
-    memory_gb = node_spec(Node.objects.get(name="a4-0")).real_memory_mb // 1024
+    memory_gb = node_spec(Node.objects.get(name="a4-0"), memory_cluster).real_memory_mb // 1024
     big = memory_gb * 2 // 3
     first = sbatch(api, "uma", f"--mem={big}G", "--gres=gpu:1", "--wrap", "true").json()["jobId"]
     second = sbatch(api, "uma", f"--mem-per-gpu={big}G", "--gres=gpu:1", "--wrap", "true").json()["jobId"]

@@ -8,6 +8,7 @@ processes, and srun reaches the control plane over HTTP (a live server)."""
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -122,6 +123,9 @@ def test_steps_in_sacct_match_slurm_and_cancelling_the_job_stops_every_task(clus
     job_cancel(job=second, actor=cast["uma"], is_admin=False, now=moment)
     moment = run_until(agents, second, moment, nodes_done)
     assert tasks_alive(agents) == []
+    # slurmstepd's line for the scancel, first in the job's output (srun/out-2.txt, its time aside)
+    recorded = real("out-2.txt").splitlines()[3]
+    assert re.sub(r"AT \S+", "AT T", output(tmp_path, second)[0]) == re.sub(r"AT \S+", "AT T", recorded)
     step.refresh_from_db()
     assert (second.state, step.state, step.exit_code, step.exit_signal) == (JobState.CANCELLED, "CANCELLED", 0, 15)
 
@@ -293,8 +297,6 @@ def test_the_time_limit_under_a_step_cancels_the_step_and_leaves_the_script_to_f
     srun's abort line, the task Terminated, srun exits 143 and the script goes on; the job TIMEOUT 0:0
     (``Reason=TimeLimit``), its batch step COMPLETED 0:0, the step CANCELLED 0:15. (The time limit is
     reached by a scheduler pass a minute after the start, run once the task runs.)"""
-    import re
-
     from tests.slurm.conftest import SRUN_TIMEOUT_FIXTURES
     from tests.slurm.test_srun_alone import _running
     from trainhub.slurm.services.clusters import cluster_config_set

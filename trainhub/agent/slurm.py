@@ -231,7 +231,7 @@ class SlurmNodeWork:
             restart_count=step["runIndex"], submit_dir=str(submit_dir), submit_host=hosts[0],
             stdout_path=str(stdout), stderr_path=str(stderr), comment=job["comment"], start_epoch=start,
             end_epoch=start + job["timeLimitMinutes"] * 60 if job["timeLimitMinutes"] is not None else None,
-            cpus_per_task=job["cpusPerTask"],
+            uid=job["uid"], gid=job["gid"], cpus_per_task=job["cpusPerTask"],
         )
         return context, jobenv.NodeContext(index=step["index"], gpu_indices=tuple(step["gpuIndices"]))
 
@@ -513,8 +513,7 @@ class SlurmNodeWork:
         user = self.run_as(step)
         envs = jobenv.step_environments(context, node, jobenv.StepContext(
             step_id=doc["stepId"], hosts=tuple(doc["hosts"]), tasks_per_node=tuple(doc["tasksPerNode"]),
-            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])),
-            uid=user["uid"] if user else os.getuid(), gid=user["gid"] if user else os.getgid())
+            node_index=doc["nodeIndex"], task_ids=tuple(doc["taskIds"]), gpu_indices=tuple(doc["gpuIndices"])))
         job = step["job"]
         try:
             cwd = jobenv.cluster_file(cluster_root(self.work_dir, job["clusterId"]), job["workDir"])
@@ -583,12 +582,14 @@ class SlurmNodeWork:
         batch = work.batch
         moment = now.timestamp()
         kill_at = _kill_at(step)
-        if step.get("stopCause") and not batch.stop_said and batch.error_file is not None:
-            # slurmstepd's line for the job stopped at its time limit (fixtures/22.05/srun-timeout/out-1.txt)
+        cause = step.get("stopCause")
+        if cause is not None and not batch.stop_said and batch.error_file is not None:
+            # slurmstepd's line for the job stopped by scancel or at its time limit (srun/out-2.txt,
+            # srun-timeout/out-1.txt)
             node = step["nodeName"]
             with os.fdopen(open_append(str(batch.error_file), self.run_as(step)), "a", encoding="utf-8") as handle:
                 handle.write(f"slurmstepd-{node}: error: *** JOB {step['job']['jobId']} ON {node} CANCELLED AT "
-                             f"{now:%Y-%m-%dT%H:%M:%S} {step['stopCause']} ***\n")
+                             f"{now:%Y-%m-%dT%H:%M:%S}{f' {cause}' if cause else ''} ***\n")
             batch.stop_said = True
         if kill_at is not None and now < kill_at:
             # a preemption's GraceTime, KillWait after a time limit: the batch shell is left alone

@@ -45,12 +45,13 @@ def cluster_path(ctx: Any, suffix: str = "") -> str:
 
 
 def alloc_place() -> dict[str, Any]:
-    """Where this sbatch, salloc or srun runs, as slurmctld records it (scontrol's AllocNode:Sid):
-    this host's short name and this process's session id."""
+    """Where this sbatch, salloc or srun runs, as slurmctld records it: this host's short name and this
+    process's session id (scontrol's AllocNode:Sid), and its working directory (the job's WorkDir
+    without --chdir, which sbatch takes relative to it)."""
     import os
     import socket
 
-    return {"allocNode": socket.gethostname().split(".")[0], "allocSid": os.getsid(0)}
+    return {"allocNode": socket.gethostname().split(".")[0], "allocSid": os.getsid(0), "submitDir": os.getcwd()}
 
 
 def print_text(text: str) -> None:

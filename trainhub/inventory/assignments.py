@@ -18,7 +18,7 @@ from trainhub.iam.selectors import registry_login_for
 from trainhub.inventory.models import Executor, Node
 from trainhub.jobs.models import Replica
 from trainhub.slurm import arrays
-from trainhub.slurm.models import JobNode, JobState, NodePhase, StepNode
+from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob, StepNode
 from trainhub.slurm.services.steps import step_credential
 from trainhub.slurm.steps import TIME_LIMIT
 
@@ -96,6 +96,16 @@ def _step_documents(job_node: JobNode) -> list[dict[str, Any]]:
     return documents
 
 
+def _stop_cause(job_node: JobNode, job: SlurmJob) -> str | None:
+    """What the batch script's slurmstepd says after ``*** JOB N ON NODE CANCELLED AT T`` when its job
+    is stopped: "DUE TO TIME LIMIT" at its time limit (fixtures/22.05/srun-timeout/out-1.txt),
+    nothing more after scancel (srun/out-2.txt: ``*** JOB 2 ON gpu1 CANCELLED AT T ***``); None: no
+    such line (a preemption or requeue, which no recording shows)."""
+    if not job_node.stop_requested:
+        return None
+    return {JobState.TIMEOUT: TIME_LIMIT, JobState.CANCELLED: ""}.get(job.ending_state)
+
+
 def _slurm_document(job_node: JobNode) -> dict[str, Any]:
     job = job_node.job
     peers = list(JobNode.objects.filter(job_id=job.pk, run_index=job_node.run_index)
@@ -104,8 +114,7 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
     return {
         "id": job_node.pk, "runIndex": job_node.run_index, "phase": job_node.phase, "batchHost": job_node.batch_host,
         "stopRequested": job_node.stop_requested, "killAt": _epoch(job_node.kill_at),
-        # Why the batch script's slurmstepd says its job was cancelled (fixtures/22.05/srun-timeout/out-1.txt).
-        "stopCause": TIME_LIMIT if job_node.stop_requested and job.ending_state == JobState.TIMEOUT else None,
+        "stopCause": _stop_cause(job_node, job),
         "gpuIndices": list(job_node.gpu_indices), "nodeName": job_node.node.name,
         "simulated": job_node.node.pool.executor == Executor.SIMULATED,
         "simulatedRuntimeSeconds": job_node.node.pool.simulated_runtime_seconds,
@@ -120,6 +129,8 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
         "steps": _step_documents(job_node),
         "job": {
             "clusterId": job.cluster.cluster_id, "jobId": job.job_id, "name": job.name, "user": job.user_name,
+            # the submitter's POSIX identity (SLURM_JOB_UID, SLURM_JOB_GID), not runAs's
+            "uid": job.uid, "gid": job.gid,
             "account": job.account, "partition": job.partition, "qos": job.qos, "numTasks": job.num_tasks,
             "cpusPerTask": job.cpus_per_task, "workDir": job.work_dir,
             # %A and %a resolved here: the agent knows only the job id (for %j, and %A outside arrays).

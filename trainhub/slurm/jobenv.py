@@ -64,6 +64,9 @@ class JobContext:
     start_epoch: int
     #: None: no time limit.
     end_epoch: int | None
+    #: The job's uid and gid: its submitter's POSIX identity, as slurmctld keeps it (SlurmJob.uid, gid).
+    uid: int
+    gid: int
     cpus_per_task: int = 1
 
 
@@ -269,11 +272,12 @@ BATCH_ONLY = ("SLURM_JOB_GPUS", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "S
               "SLURM_SUBMIT_HOST", "SLURM_RESTART_COUNT")
 
 
-def step_environments(job: JobContext, node: NodeContext, step: StepContext, *, uid: int,
-                      gid: int) -> list[dict[str, str]]:
+def step_environments(job: JobContext, node: NodeContext, step: StepContext) -> list[dict[str, str]]:
     """What slurmstepd gives each of a node's tasks of a step, in SLURM_LOCALID order, over srun's
     own environment (which its caller adds beneath): the job's and the step's variables, the
-    node's (SLURMD_NODENAME, SLURM_TOPOLOGY_ADDR), the uid and gid the tasks run as.
+    node's (SLURMD_NODENAME, SLURM_TOPOLOGY_ADDR), and the job's uid and gid, its submitter's
+    (srun-details/env-1.txt: alice's SLURM_JOB_UID=1001 SLURM_JOB_GID=1001), whatever local user
+    the agent runs the tasks as (the project's, when it isolates projects).
     SLURM_TASK_PID is the supervisor's to add (the task's pid: supervisor._prepare_child). Not given
     (srun-details/env-*.txt have them): SLURM_CONF and SLURM_WORKING_CLUSTER (no slurm.conf nor
     slurmctld address on a trainhub node), SLURM_LAUNCH_NODE_IPADDR, SLURM_SRUN_COMM_HOST/PORT and
@@ -291,7 +295,7 @@ def step_environments(job: JobContext, node: NodeContext, step: StepContext, *, 
         "SLURM_STEP_TASKS_PER_NODE": per_node, "SLURM_TASKS_PER_NODE": per_node,
         "SLURM_NODEID": str(step.node_index), "SLURM_GTIDS": ",".join(str(task) for task in step.task_ids),
         "SLURM_TOPOLOGY_ADDR": job.hosts[node.index], "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
-        "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(gid),
+        "SLURM_JOB_UID": str(job.uid), "SLURM_JOB_GID": str(job.gid),
     })
     if step.gpu_indices or node.gpu_indices:
         gpus = ",".join(str(i) for i in step.gpu_indices)

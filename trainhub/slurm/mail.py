@@ -29,6 +29,7 @@ slurmctld's ``mail_job_info`` in agent.c runs ``MailProg -s SUBJECT USER`` with 
 Public API::
 
     wanted(mail_type) -> frozenset[str]                # the types asked for, ALL expanded
+    shown_types(mail_type) -> str                      # scontrol's MailType=
     end_type(wanted, state) -> str | None              # "END", "FAIL" or None
     time_limit_types(wanted, run_seconds, limit_seconds) -> list[str]   # TIME_LIMIT_50.. reached
     subject(kind, job, ...) -> str
@@ -41,7 +42,8 @@ from dataclasses import dataclass
 
 from trainhub.slurm.timefmt import format_secs
 
-__all__ = ["ALL_TYPES", "MailJob", "end_type", "subject", "summary_subject", "time_limit_types", "wanted"]
+__all__ = ["ALL_TYPES", "MailJob", "end_type", "shown_types", "subject", "summary_subject", "time_limit_types",
+           "wanted"]
 
 #: What ``--mail-type=ALL`` stands for (sbatch.1).
 ALL_TYPES = frozenset({"BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT"})
@@ -57,6 +59,19 @@ def wanted(mail_type: str) -> frozenset[str]:
     if "ALL" in names:
         names |= ALL_TYPES
     return frozenset(names - {"ALL", "NONE"})
+
+
+#: The order print_mail_type names a job's mail types in (scontrol's MailType=).
+_SHOWN_ORDER = ("ARRAY_TASKS", "INVALID_DEPEND", "BEGIN", "END", "FAIL", "REQUEUE", "STAGE_OUT", "TIME_LIMIT_50",
+                "TIME_LIMIT_80", "TIME_LIMIT_90", "TIME_LIMIT")
+
+
+def shown_types(mail_type: str) -> str:
+    """scontrol show job's MailType=: the types asked for, ALL expanded, in print_mail_type's order
+    whatever order --mail-type gave them in (fixtures/22.05/release: ``ALL`` and ``ALL,INVALID_DEPEND``
+    are INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT; mail: ``END,FAIL``); "" for none."""
+    types = wanted(mail_type)
+    return ",".join(name for name in _SHOWN_ORDER if name in types)
 
 
 def end_type(types: frozenset[str], state: str) -> str | None:

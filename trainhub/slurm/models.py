@@ -64,6 +64,9 @@ class SlurmCluster(models.Model):
     #: Node features (NodeName=... Features=, scontrol update AvailableFeatures= ActiveFeatures=):
     #: node name -> {"available": [...], "active": [...]}; a node not here has none.
     node_features = models.JSONField(default=dict, blank=True)
+    #: Node RealMemory in MB (slurm.conf's NodeName=... RealMemory=): node name -> MB; a node not
+    #: here has its machine type's memory.
+    node_real_memory = models.JSONField(default=dict, blank=True)
     prolog_scripts = models.JSONField(default=list)
     epilog_scripts = models.JSONField(default=list)
     default_partition = models.CharField(max_length=63)
@@ -347,6 +350,8 @@ class SlurmJob(models.Model):
     exit_signal = models.IntegerField(default=0)
     #: Set while a RUNNING job is being stopped: the state it ends in (CANCELLED, TIMEOUT, ...).
     ending_state = models.CharField(max_length=16, blank=True)
+    #: When this run was chosen as a preemption victim (scontrol's PreemptTime; None: not chosen).
+    preempt_time = models.DateTimeField(null=True, blank=True)
     #: An allocation without a batch script (salloc, srun outside a job: scontrol's BatchFlag=0); its
     #: command runs where salloc runs, which proves it is alive at ``salloc_seen`` (keep-alive).
     interactive = models.BooleanField(default=False)

@@ -144,7 +144,7 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
                        "exit_signal", "stdout_pattern", "stderr_pattern", "alloc_node", "alloc_sid",
-                       "uid", "gid", "group_name", "script_path", "script_args", "nodes_from_tasks",
+                       "uid", "gid", "group_name", "script_path", "script_args", "nodes_from_tasks", "mem_per_gpu",
                        # what _squeue_rows annotates
                        "squeue_cluster", "squeue_assoc", "squeue_last_pass", "squeue_node_memory",
                        "squeue_memory_consumable", "squeue_alloc_cpus", "squeue_alloc_gpus")
@@ -221,13 +221,14 @@ def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt
     of the row's job, given what tres-alloc reads of the job and the cluster (its current run's CPUs and
     GPUs, None while it has none; its nodes' memory, None when not read): scontrol's TRES=."""
     (interactive, accrue_time, begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern,
-     stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, nodes_from_tasks, cluster_name,
-     assoc_id, last_pass, node_memory, memory_is_consumable, alloc_cpus, alloc_gpus) = more
+     stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, nodes_from_tasks, mem_per_gpu,
+     cluster_name, assoc_id, last_pass, node_memory, memory_is_consumable, alloc_cpus, alloc_gpus) = more
     started = start_time if start_time is not None and start_time < now else None
     allocated = (alloc_cpus, alloc_gpus) if alloc_cpus is not None else None
     return dict(
-        tres=tres(allocated=allocated, nodes_from_tasks=nodes_from_tasks, node_memory_mb=node_memory,
-                  memory_is_consumable=memory_is_consumable)[1] if node_memory is not None else "",
+        tres=tres(allocated=allocated, nodes_from_tasks=nodes_from_tasks, mem_per_gpu=mem_per_gpu,
+                  node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable)[1]
+        if node_memory is not None else "",
         cluster=cluster_name, uid=uid, gid=gid, group=group,
         command=scontrol_job.command_text(script_path, script_args), batch=not interactive, alloc_node=alloc_node,
         alloc_sid=alloc_sid, accrue_time=accrue_time,
@@ -547,8 +548,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         requested=asked, allocated=allocated if started else None, num_nodes=job.num_nodes,
         nodes_from_tasks=job.nodes_from_tasks, num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
         gpus_per_job=job.gpus_per_job, gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node,
-        mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory,
-        memory_is_consumable=memory_is_consumable)
+        mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, mem_per_gpu=job.mem_per_gpu,
+        node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable)
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=job.gpu_request, per_job=job.gpus_per_job, per_node=job.gpus_per_node, per_task=job.gpus_per_task)
     array = ""
@@ -570,7 +571,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         run_seconds=int(((job.end_time or now) - job.start_time).total_seconds()) if started else 0,
         time_limit=job.time_limit, submit=job.submit_time, eligible=eligible,
         accrue=job.accrue_time, start=start, end=end,
-        preempt_eligible=job.start_time + exempt if started else None,
+        preempt_eligible=job.start_time + exempt if started else None, preempt_time=job.preempt_time,
         last_sched_eval=evaluated, scheduler=scheduler,
         partition=job.partition, alloc_node=job.alloc_node, alloc_sid=job.alloc_sid, req_nodes=job.req_nodes,
         exc_nodes=job.exc_nodes, node_list=job.node_list if started else "",
@@ -837,7 +838,8 @@ def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJ
             requested=True, allocated=None, num_nodes=job.num_nodes, nodes_from_tasks=job.nodes_from_tasks,
             num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task, gpus_per_job=job.gpus_per_job,
             gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node, mem_per_node=job.mem_per_node,
-            mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory, memory_is_consumable=consumable)[1])
+            mem_per_cpu=job.mem_per_cpu, mem_per_gpu=job.mem_per_gpu, node_memory_mb=node_memory,
+            memory_is_consumable=consumable)[1])
     return requested
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainhub.slurm import mail
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class ScontrolJob:
     start: dt.datetime | None
     end: dt.datetime | None
     preempt_eligible: dt.datetime | None
+    #: When the running job was chosen as a preemption victim (None: not chosen).
+    preempt_time: dt.datetime | None
     last_sched_eval: dt.datetime | None
     #: Main, Backfill (it started the job) or Backfill:* (a pending job's last look was backfill's).
     scheduler: str
@@ -101,10 +104,11 @@ def command_text(script_path: str, script_args: Sequence[str]) -> str:
 
 
 def memory_text(mb: int) -> str:
-    """TRES's mem as scontrol prints it: ``16000M``, ``62.50G`` (a larger unit where two decimals say
-    it exactly), ``60G``."""
-    units, value, unit = "MGTP", mb, 0
-    while value >= 1024 and (value * 100) % 1024 == 0 and unit < len(units) - 1:
+    """TRES's mem as scontrol prints it (convert_num_unit2 with CONVERT_NUM_UNIT_EXACT: a larger unit
+    while the whole part is a multiple of 512, "half values are allowed"): ``16000M``, ``32000M``,
+    ``62.50G`` (64000), ``60G``."""
+    units, value, unit = "MGTP", float(mb), 0
+    while value >= 1024 and int(value) % 512 == 0 and unit < len(units) - 1:
         value, unit = value / 1024, unit + 1
     return f"{value:.2f}{units[unit]}" if value != int(value) else f"{int(value)}{units[unit]}"
 
@@ -117,24 +121,27 @@ def tres_text(*, cpus: int, mem_mb: int, nodes: int, billing: int, gpus: int) ->
 
 
 def job_tres_text(*, requested: bool, cpus: int, nodes: int, gpus: int, mem_per_node: int, mem_per_cpu: int,
-                  node_memory_mb: int, memory_is_consumable: bool) -> str:
+                  mem_per_gpu: int, node_memory_mb: int, memory_is_consumable: bool) -> str:
     """scontrol's TRES= and squeue's tres-alloc (both slurmctld's tres_req_str while a job waits, its
-    tres_alloc_str once it has nodes). ``requested``: a pending (or rejected) job's memory is --mem x
-    nodes, --mem-per-cpu x CPUs, else the nodes' whole memory (MinMemoryNode=0); an allocation holds
+    tres_alloc_str once it has nodes). ``requested``: a pending (or rejected) job's memory is
+    (job_get_tres_mem) --mem-per-gpu x GPUs (options/scontrol-3: ``--gres=gpu:2 --mem-per-gpu=1000M``
+    is mem=2000M), --mem x nodes, --mem-per-cpu x CPUs, else the nodes' whole memory (MinMemoryNode=0,
+    the nodes' RealMemory); an allocation holds
     memory only where memory is a consumable resource (CR_*_Memory: fixtures/22.05/command-tres,
     ``-N 2 --gres=gpu:3 --mem=2000`` running under CR_CPU is ``cpu=2,node=2,billing=2,gres/gpu=6``).
     Billing is the CPUs (no TRESBillingWeights)."""
+    asked = mem_per_gpu * gpus or mem_per_node * nodes or mem_per_cpu * cpus
     if requested:
-        mem = mem_per_node * nodes or mem_per_cpu * cpus or node_memory_mb * nodes
+        mem = asked or node_memory_mb * nodes
     else:
-        mem = mem_per_node * nodes or mem_per_cpu * cpus if memory_is_consumable else 0
+        mem = asked if memory_is_consumable else 0
     return tres_text(cpus=cpus, mem_mb=mem, nodes=nodes, billing=cpus, gpus=gpus)
 
 
 def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num_nodes: int, nodes_from_tasks: bool,
                       num_tasks: int, cpus_per_task: int, gpus_per_job: int, gpus_per_task: int, gpus_per_node: int,
-                      mem_per_node: int, mem_per_cpu: int, node_memory_mb: int, memory_is_consumable: bool,
-                      ) -> tuple[int, str]:
+                      mem_per_node: int, mem_per_cpu: int, mem_per_gpu: int, node_memory_mb: int,
+                      memory_is_consumable: bool) -> tuple[int, str]:
     """A job's NumCPUs and TRES= (squeue's tres-alloc is the same string): ``allocated``, its current
     run's (CPUs, GPUs) once it has nodes (an --exclusive job gets its nodes' all: constraint/scontrol-19),
     else what it asks: every task's CPUs, --gpus's count, --gpus-per-task's for every task, else its
@@ -148,7 +155,7 @@ def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num
         cpus = num_tasks * cpus_per_task
         gpus = gpus_per_job or (gpus_per_task * num_tasks if gpus_per_task else gpus_per_node * nodes)
     return cpus, job_tres_text(requested=requested, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=mem_per_node,
-                               mem_per_cpu=mem_per_cpu, node_memory_mb=node_memory_mb,
+                               mem_per_cpu=mem_per_cpu, mem_per_gpu=mem_per_gpu, node_memory_mb=node_memory_mb,
                                memory_is_consumable=memory_is_consumable)
 
 
@@ -204,7 +211,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
              f"   AccrueTime={_time(job.accrue)}",
              f"   StartTime={_time(job.start)} EndTime={_time(job.end)} Deadline=N/A"]
     if started:
-        lines.append(f"   PreemptEligibleTime={_time(job.preempt_eligible)} PreemptTime=None")
+        preempted = _time(job.preempt_time) if job.preempt_time else "None"
+        lines.append(f"   PreemptEligibleTime={_time(job.preempt_eligible)} PreemptTime={preempted}")
     lines += [f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_time(job.last_sched_eval)} "
               f"Scheduler={job.scheduler}",
               f"   Partition={job.partition} AllocNode:Sid={job.alloc_node or '(null)'}:{job.alloc_sid}",
@@ -234,8 +242,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
         lines.append(f"   TresPerNode={job.tres_per_node}")
     if job.tres_per_task:
         lines.append(f"   TresPerTask={job.tres_per_task}")
-    if job.mail_type:
-        lines.append(f"   MailUser={job.mail_user} MailType={job.mail_type}")
+    if shown := mail.shown_types(job.mail_type):
+        lines.append(f"   MailUser={job.mail_user} MailType={shown}")
     if one_liner:
         return " ".join(line.strip() for line in lines) + " \n"
     return "\n".join(lines) + "\n   \n\n"

@@ -3,8 +3,6 @@ rendered slurm.conf: the database side of trainhub.slurm.conf."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from trainhub.catalog.machines import QUOTA_GPU_NAME, machine_type_get
 from trainhub.inventory.models import Node, NodePool
 from trainhub.slurm.conf import (
@@ -24,15 +22,26 @@ def gpu_type(pool: NodePool) -> str:
     return QUOTA_GPU_NAME.get(pool.accelerator_type, pool.accelerator_type.lower())
 
 
-def node_spec(node: Node) -> NodeSpec:
+def machine_memory_mb(node: Node) -> int:
+    """The memory of the node's machine type, in MB: its RealMemory unless the cluster's admin set one."""
+    machine = machine_type_get(node.pool.machine_type)
+    return int((machine.memory_gib if machine else 1) * 1024)
+
+
+def real_memory_mb(node: Node, cluster: SlurmCluster) -> int:
+    """The node's RealMemory: the one the cluster's admin set (services.clusters.node_real_memory_set),
+    else its machine's memory."""
+    return cluster.node_real_memory.get(node.name) or machine_memory_mb(node)
+
+
+def node_spec(node: Node, cluster: SlurmCluster) -> NodeSpec:
+    """The node's NodeName= line: its machine type's CPUs, its RealMemory (the admin's, else the
+    machine's memory), its pool's GPUs and its available features."""
     machine = machine_type_get(node.pool.machine_type)
     gres = (GresRequest("gpu", gpu_type(node.pool), node.pool.accelerator_count),) if node.pool.accelerator_count else ()
     return NodeSpec(name=node.name, cpus=machine.vcpus if machine else 1,
-                    real_memory_mb=int((machine.memory_gib if machine else 1) * 1024), gres=gres)
-
-
-def _with_features(spec: NodeSpec, cluster: SlurmCluster) -> NodeSpec:
-    return replace(spec, features=tuple(cluster.node_features.get(spec.name, {}).get("available", ())))
+                    real_memory_mb=real_memory_mb(node, cluster), gres=gres,
+                    features=tuple(cluster.node_features.get(node.name, {}).get("available", ())))
 
 
 def cluster_layout(cluster: SlurmCluster) -> ClusterLayout:
@@ -45,7 +54,7 @@ def cluster_layout(cluster: SlurmCluster) -> ClusterLayout:
         names_by_pool.setdefault(node.pool_id, []).append(node.name)
     return ClusterLayout(
         name=cluster.cluster_id,
-        nodes=tuple(_with_features(node_spec(node), cluster) for node in nodes),
+        nodes=tuple(node_spec(node, cluster) for node in nodes),
         partitions=tuple(
             PartitionSpec(name=partition.name,
                           nodes=tuple(name for pool in partition.node_pools.all() for name in names_by_pool.get(pool.pk, [])),

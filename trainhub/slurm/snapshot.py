@@ -182,7 +182,7 @@ class ClusterState:
 
 
 def _node_info(node: Node, fresh_after: dt.datetime, cluster: SlurmCluster) -> NodeInfo:
-    spec = node_spec(node)
+    spec = node_spec(node, cluster)
     alive = node.last_heartbeat is not None and node.last_heartbeat >= fresh_after
     node_features = cluster.node_features.get(node.name, {})
     return NodeInfo(pk=node.pk, name=node.name, cpus=spec.cpus, memory_mb=spec.real_memory_mb,

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
-from trainhub.common.wire import camel_key
+from trainhub.common.wire import WireError, camel_key, parse_int
 from trainhub.iam.selectors import project_get_for_user
 from trainhub.slurm import selectors
 from trainhub.slurm.api.schema import (BODY, CLUSTER, ERRORS, SACCTMGR, UPDATE_CONFIG, UPDATE_NODE,
@@ -131,7 +131,8 @@ class SlurmPartitionDetail(APIView):
 class SlurmNodeDetail(APIView):
     """Admins set a node's features, as ``scontrol update NodeName=N AvailableFeatures=a100,ib
     ActiveFeatures=a100,ib`` ({"availableFeatures": "a100,ib", "activeFeatures": "a100"}; without
-    activeFeatures every available feature is active; "" removes them). Returns the cluster."""
+    activeFeatures every available feature is active; "" removes them), and/or its slurm.conf
+    RealMemory in MB ({"realMemory": 16000}; null: its machine type's memory). Returns the cluster."""
 
     @extend_schema(operation_id="slurmClusters.nodes.patch", request={"application/json": UPDATE_NODE},
                    responses=responses(BODY, ERRORS))
@@ -140,16 +141,27 @@ class SlurmNodeDetail(APIView):
         node_obj = selectors.cluster_node(cluster=cluster_obj, name=node)
         body = {camel_key(str(key)): value for key, value in _object(request).items()}
         violations = [FieldViolation(key, "unknown field") for key in body
-                      if key not in ("availableFeatures", "activeFeatures")]
+                      if key not in ("availableFeatures", "activeFeatures", "realMemory")]
         violations += [FieldViolation(key, "must be a string (a100,ib)") for key in body
                        if key in ("availableFeatures", "activeFeatures") and not isinstance(body[key], str)]
-        if "availableFeatures" not in body:
+        if "availableFeatures" not in body and ("activeFeatures" in body or "realMemory" not in body):
             violations.append(FieldViolation("availableFeatures", "required (a100,ib; \"\" for none)"))
+        memory = body.get("realMemory")
+        if memory is not None:
+            try:
+                memory = parse_int(memory)
+            except WireError as exc:
+                violations.append(FieldViolation("realMemory", f"{exc} (MB, 16000) or null"))
         if violations:
             raise invalid_argument(violations)
-        cluster_obj = services.node_features_set(
-            cluster=cluster_obj, node=node_obj, available=body["availableFeatures"], active=body.get("activeFeatures"),
-            actor=request.user.get_username())
+        actor = request.user.get_username()
+        if "availableFeatures" in body:
+            cluster_obj = services.node_features_set(cluster=cluster_obj, node=node_obj,
+                                                     available=body["availableFeatures"],
+                                                     active=body.get("activeFeatures"), actor=actor)
+        if "realMemory" in body:
+            cluster_obj = services.node_real_memory_set(cluster=cluster_obj, node=node_obj, real_memory_mb=memory,
+                                                        actor=actor)
         return Response(_render(cluster_obj))
 
 

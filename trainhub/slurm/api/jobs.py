@@ -24,8 +24,8 @@ LIST = "aiplatform.slurmJobs.list"
 CREATE = "aiplatform.slurmJobs.create"
 CANCEL = "aiplatform.slurmJobs.cancel"
 UPDATE = "aiplatform.slurmJobs.update"
-SUBMIT_FIELDS = ("sbatchArgs", "script", "scriptPath", "scriptArgs", "allocNode", "allocSid")
-ALLOCATE_FIELDS = ("sallocArgs", "allocNode", "allocSid")
+SUBMIT_FIELDS = ("sbatchArgs", "script", "scriptPath", "scriptArgs", "allocNode", "allocSid", "submitDir")
+ALLOCATE_FIELDS = ("sallocArgs", "allocNode", "allocSid", "submitDir")
 
 
 def _strings(value, field: str) -> tuple[str, ...]:
@@ -59,14 +59,17 @@ def submission_from(body) -> services.Submission:
 
 
 def _alloc_place(body: dict) -> dict:
-    """``allocNode`` (a host name) and ``allocSid`` (a session id): where sbatch or salloc ran."""
-    node, sid = body.get("allocNode", ""), body.get("allocSid", 0)
+    """``allocNode`` (a host name), ``allocSid`` (a session id) and ``submitDir`` (an absolute path):
+    where sbatch or salloc ran."""
+    node, sid, directory = body.get("allocNode", ""), body.get("allocSid", 0), body.get("submitDir", "")
     violations = ([FieldViolation("allocNode", "must be a host name")] if not isinstance(node, str) else []) + (
         [FieldViolation("allocSid", "must be a session id")]
-        if isinstance(sid, bool) or not isinstance(sid, int) or not 0 <= sid < 2**31 else [])
+        if isinstance(sid, bool) or not isinstance(sid, int) or not 0 <= sid < 2**31 else []) + (
+        [FieldViolation("submitDir", "must be an absolute path (sbatch's working directory)")]
+        if not isinstance(directory, str) or (directory and not directory.startswith("/")) else [])
     if violations:
         raise invalid_argument(violations)
-    return {"alloc_node": node, "alloc_sid": sid}
+    return {"alloc_node": node, "alloc_sid": sid, "submit_dir": directory}
 
 
 def _job_for(request: Request, project: str, location: str, cluster: str, slurm_job_id: str, permission: str):

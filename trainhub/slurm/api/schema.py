@@ -36,7 +36,8 @@ UPDATE_PARTITION = obj({"config": {"type": "object", "additionalProperties": {"t
                                    "example": {"PriorityTier": "2", "MaxTime": "1-00:00:00"}},
                         "nodePoolIds": STRINGS})
 UPDATE_NODE = obj({"availableFeatures": {"type": "string", "example": "a100,ib"},
-                   "activeFeatures": {"type": "string", "example": "a100,ib"}}, required=("availableFeatures",))
+                   "activeFeatures": {"type": "string", "example": "a100,ib"},
+                   "realMemory": {**int64(), "nullable": True, "example": 16000}})
 UPDATE_SCRIPTS = obj({"prologBashScripts": SCRIPTS, "epilogBashScripts": SCRIPTS}, extra=True)
 SACCTMGR = obj({"command": {"anyOf": [{"type": "string", "example": "sacctmgr show assoc"}, STRINGS]}},
                required=("command",))

@@ -103,6 +103,12 @@ class NodeFeaturesForm(forms.Form):
     active = forms.CharField(required=False, max_length=1024)
 
 
+class NodeMemoryForm(forms.Form):
+    """slurm.conf's NodeName=N RealMemory=MB (empty: the machine type's memory)."""
+
+    real_memory = forms.IntegerField(required=False, min_value=1)
+
+
 class NodeStateForm(forms.Form):
     state = forms.ChoiceField(choices=[("DRAIN", "Drain"), ("UP", "Resume")])
     reason = forms.CharField(required=False, max_length=200)

@@ -35,6 +35,7 @@ from trainhub.slurm.models import (
     SlurmCluster,
     SlurmUser,
 )
+from trainhub.slurm.slurmconf import machine_memory_mb
 
 #: sacctmgr's stock QOS, present on every new cluster (the default QOS of new associations).
 DEFAULT_QOS = "normal"
@@ -328,4 +329,33 @@ def node_features_set(*, cluster: SlurmCluster, node: Node, available: str, acti
         cluster.save(update_fields=["node_features", "update_time"])
         audit(cluster, actor=actor, subject=f"features of node {node.name}", old=old, new=new, now=now)
         request_pass(cluster)
+    return cluster
+
+
+def node_real_memory_set(*, cluster: SlurmCluster, node: Node, real_memory_mb: int | None, actor: str,
+                         now: dt.datetime | None = None) -> SlurmCluster:
+    """slurm.conf's ``NodeName=N RealMemory=MB``: what sinfo's MEMORY, scontrol's RealMemory and a
+    job's memory (its TRES mem=, --mem placement) count for the node; None gives it back its machine
+    type's memory. Slurm drains a node whose slurmd finds less memory than RealMemory ("Low
+    RealMemory"), so more than the machine has is refused."""
+    if node.dedicated_to != cluster.owner_key:
+        raise ApiError(404, f"Node {node.name} is not a node of cluster {cluster.cluster_id}.")
+    most = machine_memory_mb(node)
+    if real_memory_mb is not None and not 1 <= real_memory_mb <= most:
+        raise invalid_argument([FieldViolation("realMemory", f"must be a number of MB from 1 to {most} (node "
+                                                             f"{node.name}'s memory; more is Low RealMemory)")])
+    now = now or timezone.now()
+    with transaction.atomic():
+        cluster = _locked(cluster)
+        old = cluster.node_real_memory.get(node.name)
+        if real_memory_mb is None:
+            cluster.node_real_memory.pop(node.name, None)
+        else:
+            cluster.node_real_memory[node.name] = real_memory_mb
+        if old != real_memory_mb:
+            audit(cluster, actor=actor, subject=f"RealMemory of node {node.name}", old=old, new=real_memory_mb,
+                  now=now)
+            cluster.update_time = now
+            cluster.save(update_fields=["node_real_memory", "update_time"])
+            request_pass(cluster)
     return cluster

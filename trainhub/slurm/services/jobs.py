@@ -69,6 +69,8 @@ class Submission:
     #: Where sbatch/salloc ran: its host's short name and its session id (scontrol's AllocNode:Sid).
     alloc_node: str = ""
     alloc_sid: int = 0
+    #: sbatch's working directory (the job's WorkDir without --chdir); "": the user's home.
+    submit_dir: str = ""
 
     @cached_property
     def options(self) -> SbatchOptions:
@@ -100,11 +102,15 @@ def _options(submission: Submission) -> SbatchOptions:
     return options
 
 
-def _work_dir(options: SbatchOptions, user: str) -> str:
-    path = options.chdir or f"/home/{user}"
+def _work_dir(options: SbatchOptions, submit_dir: str, user: str) -> str:
+    """scontrol's WorkDir: --chdir, a relative one taken from where sbatch ran (sbatch makes it a full
+    path from its cwd), else where sbatch ran (fixtures/22.05/scenario: sbatch in /tmp, WorkDir=/tmp);
+    the user's home for a submission that names no directory (the web form)."""
+    here = submit_dir or f"/home/{user}"
+    path = posixpath.join(here, options.chdir) if options.chdir else here
     if jobenv.leaves_cluster(path):
-        raise _refuse(f"sbatch: error: chdir({path}): no such directory on the cluster")
-    path = posixpath.normpath(path if path.startswith("/") else f"/home/{user}/{path}")
+        raise _refuse(f"sbatch: error: chdir({options.chdir or path}): no such directory on the cluster")
+    path = posixpath.normpath(path)
     if len(path) > MAX_LENGTH["chdir"]:
         raise _refuse(SUBMIT_FAILED + PATHNAME_TOO_LONG)
     return path
@@ -303,7 +309,7 @@ def _job_create(cluster: SlurmCluster, cluster_state: snapshot.ClusterState, *, 
         cluster=cluster, name=name, submitted_by=user, user_name=username, uid=identity.uid,
         gid=identity.gid, group_name=identity.group, time_limit=time_limit,
         script=script, script_args=list(submission.script_args), script_path=submission.script_path,
-        work_dir=_work_dir(options, username),
+        work_dir=_work_dir(options, submission.submit_dir, username),
         stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
             "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
         stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),

@@ -391,6 +391,7 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
         job.node_list = compress(names[grant.node_id] for grant in start.grants)
         job.state = JobState.RUNNING
         job.start_time = now
+        job.preempt_time = None  # a new run, no victim yet
         job.started_by_backfill = start.backfilled
         job.reason = "None"
         job.expected_start = None
@@ -412,8 +413,9 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
     JobNode.objects.bulk_create(job_nodes, batch_size=1000)
     nodes_wake(job_node.node_id for job_node in job_nodes)
     GpuAllocation.objects.bulk_create(gpus, batch_size=1000)
-    SlurmJob.objects.bulk_update(jobs, ["node_list", "state", "start_time", "started_by_backfill", "reason",
-                                        "expected_start", "num_nodes", "num_tasks", "time_limit"], batch_size=1000)
+    SlurmJob.objects.bulk_update(jobs, ["node_list", "state", "start_time", "preempt_time", "started_by_backfill",
+                                        "reason", "expected_start", "num_nodes", "num_tasks", "time_limit"],
+                                 batch_size=1000)
     JobEvent.objects.bulk_create([JobEvent(job=job, time=now, message=f"Allocated {job.node_list}; running the prolog.")
                                   for job in jobs], batch_size=1000)
     for job in jobs:

@@ -220,6 +220,8 @@ def _preempt(jobs: dict[int, snapshot.QueuedJob], plan: scheduler.SchedulePlan, 
             job = SlurmJob.objects.select_for_update().get(pk=jobs[action.job_id].pk)
             if job.state != JobState.RUNNING:
                 continue
+            job.preempt_time = now
+            job.save(update_fields=["preempt_time"])
             if action.mode == "REQUEUE":
                 lifecycle.job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=desc,
                                       submit_time=action.submit_time, begin_time=action.begin_time,

@@ -19,6 +19,7 @@ from trainhub.slurm import selectors
 from trainhub.slurm.forms.clusters import (
     ConfigForm,
     NodeFeaturesForm,
+    NodeMemoryForm,
     NodeStateForm,
     PartitionForm,
     ScriptsForm,
@@ -26,7 +27,7 @@ from trainhub.slurm.forms.clusters import (
 )
 from trainhub.slurm.models import Partition, SlurmCluster
 from trainhub.slurm.services import clusters as services
-from trainhub.slurm.slurmconf import cluster_slurm_conf
+from trainhub.slurm.slurmconf import cluster_slurm_conf, real_memory_mb
 from trainhub.slurm.views.common import ADMIN, cluster_context, cluster_for, cluster_kwargs
 
 LIST = "aiplatform.slurmClusters.list"
@@ -51,7 +52,7 @@ def cluster_detail(request: HttpRequest, project: str, location: str, cluster: s
     features = {name: {kind: ",".join(names) for kind, names in lists.items()}
                 for name, lists in cluster_obj.node_features.items()}
     context.update(partitions=selectors.cluster_partitions(cluster=cluster_obj),
-                   nodes=[(node, features.get(node.name, {})) for node in nodes],
+                   nodes=[(node, features.get(node.name, {}), real_memory_mb(node, cluster_obj)) for node in nodes],
                    audit=selectors.cluster_audit(cluster=cluster_obj))
     return render(request, "slurm/cluster_detail.html", context)
 
@@ -151,6 +152,16 @@ def node_features(request: HttpRequest, project: str, location: str, cluster: st
                                    active=data["active"] or None, actor=actor)
         return f"Node {node_obj.name} features updated."
     return _node_form(request, project, location, cluster, node, NodeFeaturesForm, change)
+
+
+@require_POST
+@html_page
+def node_memory(request: HttpRequest, project: str, location: str, cluster: str, node: str) -> HttpResponse:
+    def change(cluster_obj: SlurmCluster, node_obj: Node, data: dict, actor: str) -> str:
+        services.node_real_memory_set(cluster=cluster_obj, node=node_obj, real_memory_mb=data["real_memory"],
+                                      actor=actor)
+        return f"Node {node_obj.name} RealMemory updated."
+    return _node_form(request, project, location, cluster, node, NodeMemoryForm, change)
 
 
 @require_POST
