@@ -45,10 +45,11 @@ def real_err(name: str) -> str:
     return (REAL / f"{name}.err").read_text().rsplit("rc=", 1)[0]
 
 
-def _submissions() -> list[tuple[str, list[str]]]:
-    """ntasks.sh's sbatch lines: (fixture name, the arguments after ``$SB`` but the script)."""
+def sbatch_lines(folder: Path) -> list[tuple[str, list[str]]]:
+    """The sbatch lines of ``folder``'s recording script (ntasks.sh, ntasks-per-node.sh): (fixture name,
+    the arguments after ``$SB`` but the script)."""
     found = []
-    for line in (REAL.parent / "ntasks.sh").read_text().splitlines():
+    for line in folder.with_suffix(".sh").read_text().splitlines():
         if line.startswith("rec sbatch-"):
             words = shlex.split(line.split("#")[0])
             found.append((words[1], words[5:-1]))
@@ -61,7 +62,7 @@ def replay(harness, cast):
     alice = cast.get("alice") or get_user_model().objects.get(username="alice")
     script = (REAL / "job.sh").read_text()
     printed = {}
-    for index, (name, args) in enumerate(_submissions()):
+    for index, (name, args) in enumerate(sbatch_lines(REAL)):
         argv = ("-A", "physics", "-p", "batch", "-o", f"{WORK}/out-%j.txt", "--chdir", WORK, *args)
         submission = Submission(argv=argv, script=script, script_path=f"{WORK}/job.sh", alloc_node="localhost")
         try:
@@ -88,8 +89,9 @@ def test_pending_and_running_jobs_show_slurms_node_counts_and_reasons(replay):
     assert text == real("squeue-o")
 
 
-def _recorded_environment(job_id: int) -> dict[str, str]:
-    lines = real(f"out-{job_id}").splitlines()
+def recorded_environment(folder: Path, job_id: int) -> dict[str, str]:
+    """The variables job.sh printed in ``folder``'s out-JOB_ID.txt."""
+    lines = (folder / f"out-{job_id}.txt").read_text().splitlines()
     return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith(" "))
 
 
@@ -97,8 +99,8 @@ def _recorded_environment(job_id: int) -> dict[str, str]:
 def test_the_batch_script_sees_slurms_task_layout(replay, job_id):
     """Without GPUs (jobs 1, 2) the script gets no GPU variable at all, as in out-1.txt and out-2.txt."""
     cluster, _, _ = replay
-    recorded = _recorded_environment(job_id)
-    environment = _batch_environment(SlurmJob.objects.get(cluster=cluster, job_id=job_id))
+    recorded = recorded_environment(REAL, job_id)
+    environment = batch_environment(SlurmJob.objects.get(cluster=cluster, job_id=job_id))
     assert {name: environment[name] for name in ENV_NAMES if name in environment} == (
         {name: recorded[name] for name in ENV_NAMES if name in recorded})
 
@@ -127,7 +129,7 @@ def test_n_tasks_over_the_partition_pend_with_partitionconfig(replay):
         6: 5, 7: 5}
 
 
-def _batch_environment(job: SlurmJob) -> dict[str, str]:
+def batch_environment(job: SlurmJob) -> dict[str, str]:
     """What the job's batch script sees, from the document its batch host's agent gets."""
     batch = JobNode.objects.select_related("node").get(job=job, batch_host=True, run_index=job.restart_count)
     document = next(item for item in node_assignments(node=batch.node)["slurm"] if item["id"] == batch.pk)
@@ -135,7 +137,8 @@ def _batch_environment(job: SlurmJob) -> dict[str, str]:
         cluster_name="harness", job_id=job.job_id, job_name=job.name, user="alice", account="physics",
         partition="batch", qos="normal", hosts=tuple(document["hosts"]), cpus_per_node=tuple(document["cpusPerNode"]),
         num_tasks=document["job"]["numTasks"], restart_count=0, submit_dir="/", submit_host="gpu1", stdout_path="",
-        stderr_path="", comment="", start_epoch=0, end_epoch=None, cpus_per_task=document["job"]["cpusPerTask"])
+        stderr_path="", comment="", start_epoch=0, end_epoch=None, cpus_per_task=document["job"]["cpusPerTask"],
+        ntasks_per_node=document["job"]["ntasksPerNode"])
     return jobenv.batch_environment(context, jobenv.NodeContext(0, tuple(document["gpuIndices"])))
 
 
@@ -148,8 +151,8 @@ def test_the_waiting_jobs_fill_the_freed_nodes_in_slurms_layout(replay):
         job_node_epilog_finished(job_node=JobNode.objects.get(pk=job_node.pk), exit_code=0, now=moment)
     run_pass(cluster, moment + SECOND)
     for job_id in (4, 5):
-        recorded = _recorded_environment(job_id)
-        environment = _batch_environment(SlurmJob.objects.get(cluster=cluster, job_id=job_id))
+        recorded = recorded_environment(REAL, job_id)
+        environment = batch_environment(SlurmJob.objects.get(cluster=cluster, job_id=job_id))
         assert {name: environment[name] for name in ENV_NAMES if name in recorded} == (
             {name: recorded[name] for name in ENV_NAMES if name in recorded}), job_id
 
@@ -166,10 +169,10 @@ def test_salloc_gives_its_command_slurms_task_layout():
 
 
 #: scontrol-N.txt that still differ: slurmctld's backfill, not its main scheduler, started jobs 2 and 3
-#: (Scheduler=Backfill, a year's time limit, so jobs 4 and 5 expect to start a year later), its main
-#: scheduler looked at jobs 4, 5 and 9 again at 05:10:51 (LastSchedEval), and trainhub does not keep
-#: job 8's --ntasks-per-node (NtasksPerN:B:S:C=8, MinCPUsNode=8, NumNodes=5).
-STILL_DIFFERING = {"scontrol-2", "scontrol-3", "scontrol-4", "scontrol-5", "scontrol-8", "scontrol-9"}
+#: (Scheduler=Backfill, a year's time limit, so jobs 4 and 5 expect to start a year later), and its main
+#: scheduler looked at jobs 4, 5 and 9 again at 05:10:51 (LastSchedEval). Job 8 keeps its
+#: --ntasks-per-node (NtasksPerN:B:S:C=8, MinCPUsNode=8, NumNodes=5).
+STILL_DIFFERING = {"scontrol-2", "scontrol-3", "scontrol-4", "scontrol-5", "scontrol-9"}
 
 
 def test_scontrol_show_job_prints_what_it_printed(replay):

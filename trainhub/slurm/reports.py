@@ -138,7 +138,8 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
-                  "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir")
+                  "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir",
+                  "ntasks_per_node")
 #: What only squeue's rarer letters and -O fields show (formats.squeue_reads_more), read after the
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
@@ -162,7 +163,7 @@ _SQUEUE_SHOWN = (*_SQUEUE_FIELDS[:14], "array_job_id", "array_task_id", "array_p
 _SQUEUE_UNSHOWN = {"account": "", "num_tasks": 1, "cpus_per_task": 1, "gpus_per_node": 0, "nice": 0, "features": None,
                    "gpus_per_task": 0, "qos": "", "comment": "", "dependency": "", "exclusive": False,
                    "mem_per_node": 0, "mem_per_cpu": 0, "req_nodes": "", "exc_nodes": "", "submit_time": None,
-                   "work_dir": ""}
+                   "work_dir": "", "ntasks_per_node": 0}
 _SQUEUE_NARROW_FORMATS = (formats.SQUEUE_DEFAULT, formats.SQUEUE_LONG)
 
 
@@ -181,10 +182,12 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
-     exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, *more) = row
+     exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, ntasks_per_node, *more) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
-    tres = partial(scontrol_job.job_tres_text, requested=state == JobState.PENDING, cpus=num_tasks * cpus_per_task,
+    # allocated, --ntasks-per-node's tasks' CPUs on every node (ntasks-per-node/squeue-o: -n 20 on 3 x 8, 24)
+    cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else num_tasks) * cpus_per_task
+    tres = partial(scontrol_job.job_tres_text, requested=state == JobState.PENDING, cpus=cpus,
                    nodes=num_nodes, gpus=gpus_per_node * num_nodes, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu)
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
@@ -192,7 +195,7 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         reason=reason, start_time=expected_start if state == JobState.PENDING else start_time, priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
         # --gpus-per-task is squeue's TRES_PER_TASK, not %b's TRES_PER_NODE (fixtures/22.05/ntasks/squeue-o)
-        cpus=num_tasks * cpus_per_task, gpus_per_node=0 if gpus_per_task else gpus_per_node, nice=nice,
+        cpus=cpus, gpus_per_node=0 if gpus_per_task else gpus_per_node, nice=nice,
         array_job_id=array_job_id,
         array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running,
         features=features, qos=qos, cpus_per_task=cpus_per_task, comment=comment, dependency=depends,
@@ -478,6 +481,16 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     return report
 
 
+def _num_tasks(job: SlurmJob, *, rejected: bool, allocated_cpus: int | None) -> str:
+    """NumTasks: N/A for a rejected job -n did not give one to (NO_VAL); once running with
+    --ntasks-per-node, what its CPUs hold (ntasks-per-node/scontrol-1: ``-n 20`` on 3 x 8 CPUs, 24)."""
+    if rejected and not job.nodes_from_tasks:
+        return "N/A"
+    if allocated_cpus is not None and job.ntasks_per_node:
+        return str(allocated_cpus // job.cpus_per_task)
+    return str(job.num_tasks)
+
+
 def _node_memory_mb(cluster: SlurmCluster, now: dt.datetime) -> int:
     """The largest RealMemory of the cluster's nodes: what a pending job without --mem asks of each."""
     return max((node.memory_mb for node in snapshot.load_cluster(cluster, now=now).nodes.values()), default=0)
@@ -556,7 +569,11 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         # an allocation's too: the first of its nodes (salloc/scontrol-6, sched/c-scontrol-14)
         batch_host=(batch_host or expand(job.node_list)[0]) if started and job.node_list else "",
         num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
-        num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
+        num_cpus=cpus,
+        num_tasks=_num_tasks(job, rejected=rejected, allocated_cpus=cpus if started and allocated else None),
+        cpus_per_task=job.cpus_per_task, ntasks_per_node=job.ntasks_per_node,
+        # job_mgr.c _copy_job_desc_to_job_record: pn_min_cpus = MAX(it, cpus_per_task x ntasks_per_node)
+        min_cpus_node=job.cpus_per_task * max(job.ntasks_per_node if job.num_tasks > 1 else 1, 1),
         tres=scontrol_job.job_tres_text(
             requested=asked, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=job.mem_per_node,
             mem_per_cpu=job.mem_per_cpu, node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable),

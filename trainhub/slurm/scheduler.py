@@ -185,26 +185,38 @@ class TaskSpread:
     tasks: int
     cpus_per_task: int = 1
     gpus_per_task: int = 0
+    #: --ntasks-per-node (0: not given): the most tasks a node gets, and a node holds none unless it
+    #: holds that many (cons_common.c ``_allocate_sc``: ``num_tasks = MIN(num_tasks, ntasks_per_node)``,
+    #: a node with fewer is "insufficient resources"; slurmctld's pn_min_cpus = cpus_per_task x it).
+    per_node: int = 0
 
     @staticmethod
-    def min_nodes(tasks: int, *, cpus_per_task: int, gpus_per_task: int, largest_cpus: int, largest_gpus: int) -> int:
+    def min_nodes(tasks: int, *, cpus_per_task: int, gpus_per_task: int, largest_cpus: int, largest_gpus: int,
+                  per_node: int = 0) -> int:
+        """The fewest nodes: by CPUs, by --gpus-per-task's GPUs, and with --ntasks-per-node its tasks'
+        count over it (job_test.c ``_select_nodes``: ``min_nodes = MAX(min_nodes, (num_tasks +
+        ntasks_per_node - 1) / ntasks_per_node)``)."""
         by_cpus = -(-tasks * cpus_per_task // max(largest_cpus, 1))
         by_gpus = -(-tasks * gpus_per_task // max(largest_gpus, 1)) if gpus_per_task else 1
-        return max(by_cpus, by_gpus, 1)
+        by_tasks = -(-tasks // per_node) if per_node else 1
+        return max(by_cpus, by_gpus, by_tasks, 1)
 
     def one_task(self, per_node: Resources) -> Resources:
-        """What a node needs free for one task: its CPUs (and GPUs with --gpus-per-task); a per-node
-        --gres and the memory as the job asks them per node."""
+        """What a node needs free for one task: its CPUs (and GPUs with --gpus-per-task), --ntasks-per-node's
+        tasks' CPUs; a per-node --gres and the memory as the job asks them per node."""
         gres = {"gpu": self.gpus_per_task} if self.gpus_per_task else per_node.gres
-        return Resources(self.cpus_per_task, per_node.memory_mb, gres)
+        return Resources(self.cpus_per_task * max(self.per_node, 1), per_node.memory_mb, gres)
 
     def room(self, free: Resources, per_node: Resources) -> int:
-        """How many of the tasks a node with ``free`` resources holds (0 when not even one)."""
+        """How many of the tasks a node with ``free`` resources holds (0 when not even one, or fewer
+        than --ntasks-per-node), at most --ntasks-per-node."""
         if not self.one_task(per_node).fits_in(free):
             return 0
         room = free.cpus // self.cpus_per_task
         if self.gpus_per_task:
             room = min(room, free.gres.get("gpu", 0) // self.gpus_per_task)
+        if self.per_node:
+            room = min(room, self.per_node) if room >= self.per_node else 0
         return room
 
     def take(self, rooms: Sequence[int], min_nodes: int) -> list[int] | None:
@@ -626,10 +638,12 @@ class _Pass:
             self.limits[1].start(job.limit_request)
 
     def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
-        """The tasks on ``names`` (in the order _choose took them)."""
+        """The tasks on ``names`` (in the order _choose took them): their CPUs, --ntasks-per-node's on
+        every node however few tasks it runs (fixtures/22.05/ntasks-per-node: ``-n 20
+        --ntasks-per-node=8`` gets 8 CPUs on each of 3 nodes, ``-n 4 --ntasks-per-node=16`` 16)."""
         counts = spread.take([spread.room(self.nodes[name].free, job.per_node) for name in names], job.nodes)
         assert counts is not None, "_choose picked nodes that hold every task"
-        return {name: Resources(count * spread.cpus_per_task, job.per_node.memory_mb,
+        return {name: Resources((spread.per_node or count) * spread.cpus_per_task, job.per_node.memory_mb,
                                 {"gpu": count * spread.gpus_per_task} if spread.gpus_per_task else job.per_node.gres)
                 for name, count in zip(names, counts)}
 
