@@ -77,6 +77,9 @@ class SlurmCluster(models.Model):
     last_priority_time = models.DateTimeField(null=True, blank=True)
     #: When the backfill scheduler last ran (every bf_interval; --start estimates come from it).
     last_backfill_time = models.DateTimeField(null=True, blank=True)
+    #: When the main scheduler last ran on its timer (slurmctld's last_sched_time: a submission waits
+    #: for it batch_sched_delay seconds; scontrol's LastSchedEval of the pending jobs it looked at).
+    last_main_time = models.DateTimeField(null=True, blank=True)
     last_usage_reset = models.DateTimeField(null=True, blank=True)
     #: The last scheduler pass: when it ran and what it did or which error stopped it.
     last_pass_time = models.DateTimeField(null=True, blank=True)

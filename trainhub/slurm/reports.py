@@ -472,8 +472,8 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
         .values_list("job_id", "index", "start_time", "alloc_cpus", "alloc_gpus"))}
     items = [_scontrol_job(row, now=now, exempt=exempt, node_memory=node_memory,
                            memory_is_consumable=config.memory_is_consumable, batch_host=hosts.get(row.pk, ""),
-                           last_run=runs.get(row.pk), last_backfill=cluster.last_backfill_time,
-                           task_id=task_id)
+                           last_run=runs.get(row.pk), last_main=cluster.last_main_time,
+                           last_backfill=cluster.last_backfill_time, task_id=task_id)
              for row in jobs]
     report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
                     scontrol_job.scontrol_job_rows)
@@ -496,12 +496,21 @@ def _node_memory_mb(cluster: SlurmCluster, now: dt.datetime) -> int:
     return max((node.memory_mb for node in snapshot.load_cluster(cluster, now=now).nodes.values()), default=0)
 
 
+#: job_limits_check's reasons (partition limits) and an array's throttle: build_job_queue leaves such a
+#: job out of the main scheduler's and backfill's queues (slurm-22.05 job_scheduler.c
+#: ``_job_runnable_test2``, ``job_array_start_test``).
+_OUTSIDE_QUEUE = frozenset({"PartitionConfig", "PartitionDown", "PartitionInactive", "PartitionNodeLimit",
+                            "PartitionTimeLimit", "JobArrayTaskLimit"})
+
+
 def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node_memory: int,
                   memory_is_consumable: bool, batch_host: str, last_run: tuple[int, dt.datetime, int, int] | None,
-                  last_backfill: dt.datetime | None, task_id: int | None = None) -> scontrol_job.ScontrolJob:
+                  last_main: dt.datetime | None, last_backfill: dt.datetime | None,
+                  task_id: int | None = None) -> scontrol_job.ScontrolJob:
     """``last_run``: its last run's index, start, CPUs and GPUs (an --exclusive job gets its nodes' all:
-    constraint/scontrol-19), which NumCPUs and TRES show while it is that run. ``last_backfill``: the
-    cluster's last backfill iteration. ``memory_is_consumable``: SelectTypeParameters=CR_*_Memory."""
+    constraint/scontrol-19), which NumCPUs and TRES show while it is that run. ``last_main`` and
+    ``last_backfill``: the cluster's last main scheduler run and backfill iteration.
+    ``memory_is_consumable``: SelectTypeParameters=CR_*_Memory."""
     allocated = last_run[2:] if last_run and last_run[0] == job.restart_count else None
     pending = job.state == JobState.PENDING
     waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
@@ -521,15 +530,19 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         eligible = None if waiting else job.begin_time
     # LastSchedEval and Scheduler=: slurmctld's last look at the job, the one that started it (by the
     # main scheduler or a backfill iteration), a held or waiting job's submission (a requeued one's
-    # last start: sched/b-scontrol-6), else the last main scheduler pass (its priority's) or a later
-    # backfill iteration, "Backfill:*" (sched/a-scontrol-5)
+    # last start: sched/b-scontrol-6), the main scheduler's last run since its submission (ntasks/
+    # scontrol-4: 05:10:51) or, for one its queue leaves out, the pass that gave it its priority
+    # (ntasks/scontrol-6, array/scontrol-1), or a later backfill iteration, "Backfill:*" (sched/a-scontrol-5)
     if started:
         evaluated, scheduler = job.start_time, "Backfill" if job.started_by_backfill else "Main"
     elif waiting or future:
         evaluated, scheduler = last_run[1] if last_run and job.restart_count else job.submit_time, "Main"
-    else:
+    elif job.reason in _OUTSIDE_QUEUE:
         evaluated, scheduler = max(job.priority_time or job.submit_time, job.submit_time), "Main"
-        if pending and last_backfill is not None and last_backfill > evaluated:
+    else:
+        evaluated, scheduler = max(last_main or job.submit_time, job.submit_time), "Main"
+        # backfill runs after the main scheduler in a pass that runs both
+        if pending and last_backfill is not None and last_backfill >= evaluated:
             evaluated, scheduler = last_backfill, "Backfill:*"
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list

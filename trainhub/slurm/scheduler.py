@@ -15,10 +15,12 @@ Public API (pure Python, no Django)::
     TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
         .take(rooms, min_nodes); .place(rooms by node, min_nodes)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
-    schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
+    schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True, main=True) -> SchedulePlan
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
         backfill: False for a pass between two backfill iterations (backfill_due)
+        main: False for a pass within batch_sched_delay of the main scheduler's last run (main_due)
     backfill_due(config, last_backfill, now) -> bool         # every bf_interval seconds
+    main_due(config, last_main, now, job_ended=...) -> bool  # batch_sched_delay after the last, or a job's end
     SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled, time_limit_minutes)]
     SchedulePlan.waiting: {job_id: Waiting(reason, estimated_start, planned_nodes, preempting)}
     SchedulePlan.preemptions: list[PreemptAction]
@@ -92,6 +94,7 @@ __all__ = [
     "Start",
     "Waiting",
     "backfill_due",
+    "main_due",
     "node_config_available",
     "queue_order",
     "schedule",
@@ -741,6 +744,19 @@ class _Pass:
         free = [name for name in self.snapshot.partitions.get(job.partition, ()) if withheld_tier.get(name, 0) <= tier]
         return NODES_RESERVED if len(free) < job.nodes else "Resources"
 
+    def _kept_out(self, job: PendingJob) -> bool:
+        """Whether the job waits for no resources (held, its --begin, a dependency, partition or
+        association/QOS limits): it gets its reason and is left out of the scheduler's queue."""
+        reason = self._static_reason(job) or self._limit_reason(job)
+        if reason:
+            # a job waiting for its --begin (or a requeued job's eligible time) expects to start then
+            self.plan.waiting[job.job_id] = Waiting(reason, job.begin_time if reason == "BeginTime" else None)
+        return reason is not None
+
+    def queue(self, order: list[PendingJob]) -> list[PendingJob]:
+        """The jobs backfill looks at when the main scheduler did not run (build_job_queue's tests)."""
+        return [job for job in order if not self._kept_out(job)]
+
     def main(self, order: list[PendingJob]) -> list[PendingJob]:
         failed_partitions: set[str] = set()
         withheld: set[str] = set()
@@ -748,10 +764,7 @@ class _Pass:
         withheld_tier: dict[str, int] = {}
         remaining: list[PendingJob] = []
         for job in order:
-            reason = self._static_reason(job) or self._limit_reason(job)
-            if reason:
-                # a job waiting for its --begin (or a requeued job's eligible time) expects to start then
-                self.plan.waiting[job.job_id] = Waiting(reason, job.begin_time if reason == "BeginTime" else None)
+            if self._kept_out(job):
                 continue
             if job.partition in failed_partitions:
                 self.plan.waiting[job.job_id] = Waiting("Priority")
@@ -908,15 +921,30 @@ def backfill_due(config: SlurmConfig, last_backfill: dt.datetime | None, now: dt
     return last_backfill is None or (now - last_backfill).total_seconds() >= interval
 
 
+def main_due(config: SlurmConfig, last_main: dt.datetime | None, now: dt.datetime, *, job_ended: bool) -> bool:
+    """Whether this pass runs the main scheduler. slurmctld runs it for a submission (or any other
+    ``queue_job_scheduler`` request) from its background loop only once ``batch_sched_delay`` seconds
+    (default 3) have passed since that loop last ran it, but at once when a job's epilog completes
+    (``_slurm_rpc_epilog_complete`` calls ``schedule()``; slurm-22.05 controller.c, proc_req.c). So
+    jobs submitted just after a main run wait for it, or for a backfill iteration that comes first
+    (fixtures/22.05/ntasks: job 1, submitted a second before, started by the main scheduler at
+    05:10:48, jobs 2 and 3 by backfill in that second, the others looked at by the main scheduler
+    at 05:10:51: scontrol's Scheduler= and LastSchedEval=). ``job_ended``: a job ended since ``last_main``."""
+    if last_main is None or job_ended:
+        return True
+    return (now - last_main).total_seconds() >= config.scheduler_parameters.batch_sched_delay
+
+
 def schedule(snapshot: Snapshot, config: SlurmConfig, now: dt.datetime, *,
              limits: tuple[LimitContext, LimitUsage] | None = None,
-             preempt_policy: PreemptPolicy | None = None, backfill: bool = True) -> SchedulePlan:
+             preempt_policy: PreemptPolicy | None = None, backfill: bool = True, main: bool = True) -> SchedulePlan:
     """One scheduling pass at ``now`` (see the module doc): new allocation requests first
-    (``_Pass.allocate_at_submit``), then the main scheduler; ``backfill`` (see :func:`backfill_due`)
-    runs the backfill scheduler after the main one, where the configuration has it."""
+    (``_Pass.allocate_at_submit``), then the main scheduler where ``main`` (see :func:`main_due`);
+    ``backfill`` (see :func:`backfill_due`) runs the backfill scheduler after it, where the
+    configuration has it. Without either, the pending jobs keep their reasons."""
     run = _Pass(snapshot, config, now, limits, preempt_policy)
     order = run.allocate_at_submit(queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy))
-    remaining = run.main(order)
+    remaining = run.main(order) if main else run.queue(order)
     if backfill and backfill_due(config, None, now):
         run.backfill(remaining)
     return run.plan

@@ -7,7 +7,7 @@
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
 4. priorities: every pending job's when PriorityCalcPeriod has passed, else only new and
    requeued jobs' (multifactor, with fair-share from the association tree);
-5. scheduling: main + preemption at every pass, backfill every bf_interval
+5. scheduling: main + preemption batch_sched_delay after the last or at a job's end, backfill every bf_interval
    (trainhub.slurm.scheduler); the new priorities, pending reasons and --start estimates stored
    together (each job's row updated once), then the allocations written in one transaction.
 
@@ -31,7 +31,7 @@ from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
 from trainhub.slurm import arrays, dependency, hostlist, limits, scheduler, snapshot
 from trainhub.slurm.conf import SlurmConfig
-from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.models import GpuAllocation, Hold, JobNode, JobRun, JobState, NodePhase, SlurmCluster, SlurmJob
 from trainhub.slurm.priority import compute_priority
 from trainhub.slurm.services import arrays as array_service
 from trainhub.slurm.services import lifecycle
@@ -253,8 +253,8 @@ def will_run(cluster: SlurmCluster, state: snapshot.ClusterState, probe: SlurmJo
 
 def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob],
               recomputed: list[snapshot.QueuedJob], now: dt.datetime, summary: PassSummary, *,
-              backfill: bool, new_allocations: frozenset[int] = frozenset()) -> None:
-    """Main + preemption (+ backfill when due) on the current queue; decisions written to the database.
+              main: bool, backfill: bool, new_allocations: frozenset[int] = frozenset()) -> None:
+    """Main + preemption (when due) and backfill (when due) on the current queue; decisions written to the database.
     ``new_allocations``: the pks of salloc jobs no pass has seen yet, tried first (scheduler.schedule)."""
     by_id = {job.job_id: job for job in jobs}
     context = snapshot.limit_context(state)
@@ -267,7 +267,7 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
                                              for job in pending], running_tasks, state.cluster_cpus)
     plan = scheduler.schedule(scheduler_snapshot(state, jobs, requests, entries.pending), state.config, now,
                               limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context),
-                              backfill=backfill)
+                              backfill=backfill, main=main)
     task_starts = array_service.fold(plan, entries, by_id, running_tasks)
     summary.preempted = _preempt(by_id, plan, now)
     _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill)
@@ -335,6 +335,12 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
                 factor_tres={})
 
 
+def _job_ended_since(cluster: SlurmCluster, moment: dt.datetime | None) -> bool:
+    """Whether a job's run (a requeued one's too) has ended since ``moment``: its epilog's completion
+    runs the main scheduler at once (scheduler.main_due)."""
+    return moment is not None and JobRun.objects.filter(job__cluster=cluster, end_time__gte=moment).exists()
+
+
 def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary = PassSummary()
     cluster.refresh_from_db()
@@ -356,14 +362,25 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     state = snapshot.load_cluster(cluster, now=now)
     summary.timed_out += _stop_over_tres_minutes(cluster, state, now)
     jobs = snapshot.queued_jobs(cluster)
+    # and one queued since: the main scheduler may not run in this pass to start it (main_due)
+    new_allocations |= {job.pk for job in jobs if job.state == JobState.PENDING and job.interactive
+                        and job.priority_time is None and job.restart_count == 0}
     recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due)
     summary.priorities_computed = len(recomputed)
     backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
-    _schedule(cluster, state, jobs, recomputed, now, summary, backfill=backfill, new_allocations=new_allocations)
+    main = scheduler.main_due(state.config, cluster.last_main_time, now, job_ended=_job_ended_since(
+        cluster, cluster.last_main_time))
+    _schedule(cluster, state, jobs, recomputed, now, summary, main=main, backfill=backfill,
+              new_allocations=new_allocations)
     if due:
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=now)
+    # the caller's cluster too: scontrol's LastSchedEval reads them (reports.scontrol_jobs)
     if backfill:
+        cluster.last_backfill_time = now
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=now)
+    if main:
+        cluster.last_main_time = now
+        SlurmCluster.objects.filter(pk=cluster.pk).update(last_main_time=now)
     summary.pending = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).count()
     summary.running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).count()
     return summary
