@@ -97,6 +97,8 @@ def test_pending_and_running_jobs_show_slurms_node_counts_and_reasons(replay):
     assert reports.squeue(cluster, now=moment).text == real("squeue")
     text = reports.squeue(cluster, now=moment, format="%i|%j|%T|%D|%C|%b|%N|%r").text
     assert text == real("squeue-o")
+    # jobs 2 and 3 started by backfill run with a year's limit (the CLI prints the date line)
+    assert reports.squeue(cluster, now=moment, long=True).text == real("squeue-l").split("\n", 1)[1]
 
 
 def recorded_environment(folder: Path, job_id: int) -> dict[str, str]:
