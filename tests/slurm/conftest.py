@@ -190,6 +190,9 @@ def run_pass(cluster, now=None):
 
 
 DAY = dt.timedelta(days=1)
+#: batch_sched_delay: a pass this long after the main scheduler's last run runs it again (a node
+#: resumed or a job submitted in between waits for it: scheduler.main_due).
+SCHED_DELAY = dt.timedelta(seconds=3)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from tests.slurm.conftest import CLUSTERS, DAY, JOBS, run_pass, sbatch
+from tests.slurm.conftest import CLUSTERS, DAY, JOBS, SCHED_DELAY, run_pass, sbatch
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit
@@ -72,7 +72,7 @@ def test_job_lists_of_ids_no_job_can_have_match_nothing(api, queue):
 
 def test_squeue_shows_pending_reasons_and_running_nodes(api, queue, accounts, now):
     Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
-    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    run_pass(accounts, now + DAY + SCHED_DELAY)
     text = api("vic").get(f"{BASE}/squeue").json()["text"].splitlines()
     assert text[0] == "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
     # bob's job has the highest priority and takes the free node; the others wait (squeue sorts
@@ -86,7 +86,7 @@ def test_squeue_shows_pending_reasons_and_running_nodes(api, queue, accounts, no
 
 def test_squeue_shows_a_finished_job_whose_epilog_still_runs_as_completing(api, queue, accounts, now):
     Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
-    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    run_pass(accounts, now + DAY + SCHED_DELAY)
     job = SlurmJob.objects.get(cluster__cluster_id="c1", job_id=3)
     SlurmJob.objects.filter(pk=job.pk).update(state=JobState.COMPLETED, end_time=now + DAY + dt.timedelta(minutes=1))
     JobNode.objects.filter(job=job).update(phase=NodePhase.EPILOG)
@@ -109,7 +109,7 @@ def test_squeue_read_again_moves_a_running_jobs_time_on_and_no_pending_jobs(queu
     from trainhub.slurm import reports
 
     Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
-    started = now + DAY + dt.timedelta(seconds=1)
+    started = now + DAY + SCHED_DELAY
     run_pass(accounts, started)
     first = reports.squeue(accounts, now=started + dt.timedelta(seconds=5)).text.splitlines()
     later = reports.squeue(accounts, now=started + dt.timedelta(seconds=65)).text.splitlines()
@@ -135,7 +135,7 @@ def test_squeue_default_and_long_lines_read_only_the_columns_they_show(queue, ac
     job_submit(cluster=accounts, user=cast["uma"], now=now,
                submission=Submission(argv=("--array=0-3%2", "--gres=gpu:1", "--wrap", "x")))
     Node.objects.filter(name="a4-0").update(state=NodeState.UP, state_reason="")
-    later = now + DAY + dt.timedelta(seconds=1)
+    later = now + DAY + SCHED_DELAY
     run_pass(accounts, later)
     every = ",".join(str(job_id) for job_id in SlurmJob.objects.filter(cluster=accounts).values_list("job_id",
                                                                                                      flat=True))
@@ -168,7 +168,7 @@ def test_sprio_read_again_unchanged_reads_only_each_jobs_id_and_when_its_priorit
     job_set_nice(job=job, nice=100, actor=job.submitted_by, is_admin=True, now=now + DAY)
     assert [line.split()[0] for line in reports.sprio(accounts, now=now + DAY).text.splitlines()] == [
         "JOBID", "2", "3"]
-    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    run_pass(accounts, now + DAY + SCHED_DELAY)
     assert reports.sprio(accounts, now=now + DAY).text.splitlines()[1] == row(1, "a4", 2542, 0, 143, 2500)
 
 
@@ -312,7 +312,7 @@ def test_tres_weights_add_a_tres_column(api, queue, accounts, now):
     from trainhub.slurm.services.clusters import cluster_config_set
 
     cluster_config_set(cluster=accounts, changes={"PriorityWeightTRES": "GRES/gpu=2000"}, actor="alice")
-    run_pass(accounts, now + DAY + dt.timedelta(seconds=1))
+    run_pass(accounts, now + DAY + SCHED_DELAY)
     lines = api("vic").get(f"{BASE}/sprio").json()["text"].splitlines()
     assert lines[0].split()[-1] == "TRES"
     # 8 of the partition's 16 GPUs: 0.5 * 2000

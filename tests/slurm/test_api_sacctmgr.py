@@ -1,9 +1,9 @@
 """sacctmgr over REST (the CLI and web console use it): Slurm's syntax, confirmations and tables;
 admins change, everyone shows; the changes reach submission and scheduling."""
 
-import pytest
+from django.utils import timezone
 
-from tests.slurm.conftest import CLUSTERS, run_pass, sbatch
+from tests.slurm.conftest import CLUSTERS, SCHED_DELAY, run_pass, sbatch
 from trainhub.slurm.models import Account, Association, JobState, Qos, SlurmJob, SlurmUser
 
 URL = f"{CLUSTERS}/c1:sacctmgr"
@@ -138,15 +138,16 @@ def test_a_default_qos_or_qos_list_naming_no_qos_is_refused(api, accounts):
 def test_clearing_limits_with_minus_one_lets_the_pending_job_start(api, accounts):
     run(api, "sacctmgr -i modify account ml set GrpTRES=gres/gpu=8,cpu=1000 MaxJobs=1")
     jobs = [sbatch(api, "uma", "--gres=gpu:8", "--wrap", "x").json()["jobId"] for _ in range(2)]
-    run_pass(accounts)
+    moment = timezone.now()
+    run_pass(accounts, moment)
     waiting = SlurmJob.objects.get(job_id=jobs[1])
     assert (waiting.state, waiting.reason) == (JobState.PENDING, "AssocMaxJobsLimit")
     run(api, "sacctmgr -i modify account ml set MaxJobs=-1")
-    run_pass(accounts)
+    run_pass(accounts, moment + SCHED_DELAY)  # the main scheduler's next run
     waiting.refresh_from_db()
     assert (waiting.state, waiting.reason) == (JobState.PENDING, "AssocGrpGRES")
     run(api, "sacctmgr -i modify account ml set GrpTRES=gres/gpu=-1")
     assert Association.objects.get(account__name="ml", user="").settings == {"grp_tres": {"cpu": 1000}}
-    run_pass(accounts)
+    run_pass(accounts, moment + 2 * SCHED_DELAY)
     waiting.refresh_from_db()
     assert waiting.state == JobState.RUNNING

@@ -115,6 +115,8 @@ def test_scheduler_parameters_are_typed_and_checked():
     assert "between 1 and 43200" in violations({"SchedulerParameters": "bf_window=99999"})["SchedulerParameters"]
     assert "unknown option 'bf_typo'" in violations({"SchedulerParameters": "bf_typo=1"})["SchedulerParameters"]
     assert "takes no value" in violations({"SchedulerParameters": "bf_continue=1"})["SchedulerParameters"]
+    assert parse_config({}).scheduler_parameters.batch_sched_delay == 3  # Slurm's default
+    assert parse_config({"SchedulerParameters": "batch_sched_delay=20"}).scheduler_parameters.batch_sched_delay == 20
 
 
 def test_priority_tres_weights_and_memory_defaults_parse():

@@ -126,7 +126,7 @@ def test_the_quota_page_counts_each_projects_slurm_jobs_at_the_on_demand_price(c
     from trainhub.slurm.dashboard import project_costs
     from trainhub.slurm.models import SlurmJob
 
-    now = timezone.now()
+    now = timezone.now().replace(microsecond=0)  # slurmctld's clock: a start is a whole second
     ended = make_job(accounts, gpus_per_node=8, num_nodes=1, now=now - dt.timedelta(hours=3))
     start_job(ended, ["a4-0"], now=now - dt.timedelta(hours=2))
     SlurmJob.objects.filter(pk=ended.pk).update(state=JobState.COMPLETED, end_time=now - dt.timedelta(hours=1))

@@ -46,7 +46,7 @@ def test_a_multi_node_job_gets_all_its_nodes_at_once_or_waits(accounts, cast, no
     small = submit(accounts, cast["uma"], "--gres=gpu:1", "--wrap", "a", now=now)
     run_pass(accounts, now)
     big = submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "--wrap", "b", now=at(now, seconds=1))
-    run_pass(accounts, at(now, seconds=2))
+    run_pass(accounts, at(now, seconds=3))  # the main scheduler, batch_sched_delay after its last run
     big = reload(big)
     assert big.state == JobState.PENDING and big.reason == "Resources"
     assert not JobNode.objects.filter(job=big).exists()
@@ -59,6 +59,23 @@ def test_a_multi_node_job_gets_all_its_nodes_at_once_or_waits(accounts, cast, no
     big = reload(big)
     assert big.state == JobState.RUNNING and big.node_list == "a4-[0-1]"
     assert sorted(JobNode.objects.filter(job=big).values_list("batch_host", flat=True)) == [False, True]
+
+
+def test_a_job_submitted_after_a_main_run_waits_batch_sched_delay_but_not_after_a_job_ends(accounts, cast, now):
+    """slurmctld runs its main scheduler for a submission batch_sched_delay (3 s) after its last run,
+    but at once when a job's epilog completes (scheduler.main_due)."""
+    small = submit(accounts, cast["uma"], "--gres=gpu:1", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    big = submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "--wrap", "b", now=at(now, seconds=1))
+    run_pass(accounts, at(now, seconds=2))
+    assert (reload(big).state, reload(big).reason) == (JobState.PENDING, "None")  # not looked at yet
+    run_pass(accounts, at(now, seconds=3))
+    assert (reload(big).state, reload(big).reason) == (JobState.PENDING, "Resources")
+    from trainhub.slurm.services.jobs import job_cancel
+
+    job_cancel(job=reload(small), actor=cast["uma"], is_admin=False, now=at(now, seconds=4))
+    run_pass(accounts, at(now, seconds=5))  # 2 s after the last run, but a job ended
+    assert reload(big).state == JobState.RUNNING
 
 
 def test_later_jobs_of_a_blocked_partition_wait_for_priority(accounts, cast, now):
@@ -91,7 +108,7 @@ def test_backfill_runs_every_bf_interval_not_at_every_pass(accounts, cast, now):
     submit(accounts, cast["uma"], "--gres=gpu:8", "-t", "60", "--wrap", "a", now=now)
     run_pass(accounts, now)
     big = submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "-t", "60", "--wrap", "b", now=at(now, seconds=1))
-    run_pass(accounts, at(now, seconds=2))  # main scheduler only: no estimate yet
+    run_pass(accounts, at(now, seconds=3))  # main scheduler only (batch_sched_delay after its last run)
     assert (reload(big).reason, reload(big).expected_start) == ("Resources", None)
     run_pass(accounts, at(now, seconds=30))
     estimate = reload(big).expected_start

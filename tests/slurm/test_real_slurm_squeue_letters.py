@@ -62,10 +62,13 @@ def cluster(harness):
         submit_dir=WORK))
     # slurmctld tries an salloc at once, beside pending jobs of no higher priority, and its backfill
     # (bf_interval) had not run yet: trainhub's passes stand in for both, 6-8 not yet eligible in the first
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=START)  # not due in these passes
     waiting = SlurmJob.objects.filter(cluster=cluster, job_id__in=[6, 7, 8])
     waiting.update(begin_time=START + 2 * SECOND)
     run_pass(cluster, START + SECOND)
     waiting.update(begin_time=START)
+    # the second pass is the main scheduler's too (not batch_sched_delay after the first: main_due)
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_main_time=None)
     run_pass(cluster, START + SECOND)
     # as beat's pass (passes.cluster_pass_recorded) records it: LastSchedEval of the jobs it looked at
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_pass_time=START + SECOND)

@@ -231,7 +231,7 @@ class SlurmNodeWork:
             restart_count=step["runIndex"], submit_dir=str(submit_dir), submit_host=hosts[0],
             stdout_path=str(stdout), stderr_path=str(stderr), comment=job["comment"], start_epoch=start,
             end_epoch=start + job["timeLimitMinutes"] * 60 if job["timeLimitMinutes"] is not None else None,
-            uid=job["uid"], gid=job["gid"], cpus_per_task=job["cpusPerTask"],
+            uid=job["uid"], gid=job["gid"], cpus_per_task=job["cpusPerTask"], ntasks_per_node=job["ntasksPerNode"],
         )
         return context, jobenv.NodeContext(index=step["index"], gpu_indices=tuple(step["gpuIndices"]))
 

@@ -257,6 +257,7 @@ class SchedulerParameters:
     partition_job_depth: int = 0
     sched_interval: int = 60
     sched_max_job_start: int = 0
+    batch_sched_delay: int = 3
     nohold_on_prolog_fail: bool = False
 
 
@@ -275,6 +276,7 @@ _SCHEDULER_OPTIONS: dict[str, tuple[str, Callable[[str], int] | None]] = {
     "partition_job_depth": ("partition_job_depth", _integer(0, 1_000_000)),
     "sched_interval": ("sched_interval", _integer(-1, 86_400)),
     "sched_max_job_start": ("sched_max_job_start", _integer(0, 1_000_000)),
+    "batch_sched_delay": ("batch_sched_delay", _integer(0, 86_400)),
     "bf_continue": ("bf_continue", None),
     "bf_busy_nodes": ("bf_busy_nodes", None),
     "nohold_on_prolog_fail": ("nohold_on_prolog_fail", None),

@@ -68,6 +68,8 @@ class JobContext:
     uid: int
     gid: int
     cpus_per_task: int = 1
+    #: sbatch's --ntasks-per-node (0: not given), which sbatch exports as SLURM_NTASKS_PER_NODE.
+    ntasks_per_node: int = 0
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,14 @@ GPU_VARIABLES = ("SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"
                  "SLURM_JOB_GPUS")
 
 
+def _batch_tasks_per_node(job: JobContext) -> list[int]:
+    """The tasks of each node as the batch script is told: with --ntasks-per-node what each node's CPUs
+    hold, however few tasks -n asked (fixtures/22.05/ntasks-per-node/out-1.txt: ``-n 20
+    --ntasks-per-node=8`` 8(x3), out-4.txt: ``-n 4 --ntasks-per-node=16`` 16), else the tasks laid out."""
+    room = task_room(job.cpus_per_node, job.cpus_per_task)
+    return room if job.ntasks_per_node else tasks_per_node(job.num_tasks, len(job.hosts), room)
+
+
 def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     """What the batch script sees (it runs on the batch host: node index 0, task 0)."""
     env = _common(job, node)
@@ -194,8 +204,7 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
         "SLURM_SUBMIT_HOST": job.submit_host,
         "SLURM_NTASKS": str(job.num_tasks),
         "SLURM_NPROCS": str(job.num_tasks),
-        "SLURM_TASKS_PER_NODE": repeat_counts(tasks_per_node(job.num_tasks, len(job.hosts),
-                                                             task_room(job.cpus_per_node, job.cpus_per_task))),
+        "SLURM_TASKS_PER_NODE": repeat_counts(_batch_tasks_per_node(job)),
         "SLURM_CPUS_ON_NODE": str(job.cpus_per_node[node.index]),
         "SLURM_GPUS_ON_NODE": str(len(node.gpu_indices)),
         "SLURM_NODEID": str(node.index),
@@ -205,6 +214,8 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     })
     if job.restart_count:
         env["SLURM_RESTART_COUNT"] = str(job.restart_count)
+    if job.ntasks_per_node:
+        env["SLURM_NTASKS_PER_NODE"] = str(job.ntasks_per_node)
     if not node.gpu_indices:  # no GPU variable at all (fixtures/22.05/ntasks/out-1.txt)
         for name in GPU_VARIABLES:
             env.pop(name, None)

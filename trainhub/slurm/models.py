@@ -80,6 +80,9 @@ class SlurmCluster(models.Model):
     last_priority_time = models.DateTimeField(null=True, blank=True)
     #: When the backfill scheduler last ran (every bf_interval; --start estimates come from it).
     last_backfill_time = models.DateTimeField(null=True, blank=True)
+    #: When the main scheduler last ran on its timer (slurmctld's last_sched_time: a submission waits
+    #: for it batch_sched_delay seconds; scontrol's LastSchedEval of the pending jobs it looked at).
+    last_main_time = models.DateTimeField(null=True, blank=True)
     last_usage_reset = models.DateTimeField(null=True, blank=True)
     #: The last scheduler pass: when it ran and what it did or which error stopped it.
     last_pass_time = models.DateTimeField(null=True, blank=True)
@@ -251,6 +254,9 @@ class SlurmJob(models.Model):
     #: -n without -N: num_nodes is slurmctld's estimate (the fewest nodes the tasks fit on) and the
     #: tasks fill the nodes they get in order (scheduler.TaskSpread); --gpus-per-task's count.
     nodes_from_tasks = models.BooleanField(default=False)
+    #: --ntasks-per-node (0: not given): with -n the most tasks of a node, and each node needs that many
+    #: tasks' CPUs free (slurmctld's pn_min_cpus, scontrol's NtasksPerN:B:S:C and MinCPUsNode).
+    ntasks_per_node = models.PositiveIntegerField(default=0)
     #: sbatch -N's upper bound (its count when -N gives no range); 0 without -N. scontrol shows a
     #: pending job's NumNodes as MIN-MAX when -N was given.
     max_nodes = models.PositiveIntegerField(default=0)

@@ -31,7 +31,7 @@ from trainhub.iam.selectors import posix_accounts_by_username
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import arrays, formats, jobenv, scontrol_job, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
-from trainhub.slurm.conf import SlurmConfig, parse_config
+from trainhub.slurm.conf import parse_config
 from trainhub.slurm.hostlist import compress, expand
 from trainhub.slurm.models import (Association, ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase,
                                    PendingStep, SlurmCluster, SlurmJob, StepNode)
@@ -139,7 +139,7 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
                   "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir",
-                  "gpus_per_job", "gpu_request")
+                  "gpus_per_job", "gpu_request", "ntasks_per_node")
 #: What only squeue's rarer letters and -O fields show (formats.squeue_reads_more), read after the
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
@@ -163,7 +163,7 @@ _SQUEUE_SHOWN = (*_SQUEUE_FIELDS[:14], "array_job_id", "array_task_id", "array_p
 _SQUEUE_UNSHOWN = {"account": "", "num_tasks": 1, "cpus_per_task": 1, "gpus_per_node": 0, "nice": 0, "features": None,
                    "gpus_per_task": 0, "qos": "", "comment": "", "dependency": "", "exclusive": False,
                    "mem_per_node": 0, "mem_per_cpu": 0, "req_nodes": "", "exc_nodes": "", "submit_time": None,
-                   "work_dir": "", "gpus_per_job": 0, "gpu_request": ""}
+                   "work_dir": "", "gpus_per_job": 0, "gpu_request": "", "ntasks_per_node": 0}
 _SQUEUE_NARROW_FORMATS = (formats.SQUEUE_DEFAULT, formats.SQUEUE_LONG)
 
 
@@ -190,11 +190,13 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
      exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, gpus_per_job, gpu_request,
-     *more) = row
+     ntasks_per_node, *more) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=gpu_request, per_job=gpus_per_job, per_node=gpus_per_node, per_task=gpus_per_task)
+    # allocated, --ntasks-per-node's tasks' CPUs on every node (ntasks-per-node/squeue-o: -n 20 on 3 x 8, 24)
+    cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else num_tasks) * cpus_per_task
     tres = partial(scontrol_job.job_cpus_and_tres, requested=state == JobState.PENDING, num_nodes=num_nodes,
                    num_tasks=num_tasks, cpus_per_task=cpus_per_task, gpus_per_job=gpus_per_job,
                    gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, mem_per_node=mem_per_node,
@@ -205,8 +207,7 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         reason=reason, start_time=expected_start_shown(expected_start, now) if state == JobState.PENDING else start_time,
         priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
-        cpus=num_tasks * cpus_per_task, tres_per_job=tres_per_job, tres_per_node=tres_per_node,
-        tres_per_task=tres_per_task, nice=nice,
+        cpus=cpus, tres_per_job=tres_per_job, tres_per_node=tres_per_node, tres_per_task=tres_per_task, nice=nice,
         array_job_id=array_job_id,
         array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running,
         features=features, qos=qos, cpus_per_task=cpus_per_task, comment=comment, dependency=depends,
@@ -491,8 +492,8 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
         .values_list("job_id", "index", "start_time", "alloc_cpus", "alloc_gpus"))}
     items = [_scontrol_job(row, now=now, exempt=exempt, node_memory=node_memory,
                            memory_is_consumable=config.memory_is_consumable, batch_host=hosts.get(row.pk, ""),
-                           last_run=runs.get(row.pk), last_backfill=cluster.last_backfill_time,
-                           task_id=task_id)
+                           last_run=runs.get(row.pk), last_main=cluster.last_main_time,
+                           last_backfill=cluster.last_backfill_time, task_id=task_id)
              for row in jobs]
     report = Report(scontrol_job.scontrol_job_text(items, asked=job, one_liner=one_liner), items,
                     scontrol_job.scontrol_job_rows)
@@ -500,17 +501,36 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     return report
 
 
+def _num_tasks(job: SlurmJob, *, rejected: bool, allocated_cpus: int | None) -> str:
+    """NumTasks: N/A for a rejected job -n did not give one to (NO_VAL); once running with
+    --ntasks-per-node, what its CPUs hold (ntasks-per-node/scontrol-1: ``-n 20`` on 3 x 8 CPUs, 24)."""
+    if rejected and not job.nodes_from_tasks:
+        return "N/A"
+    if allocated_cpus is not None and job.ntasks_per_node:
+        return str(allocated_cpus // job.cpus_per_task)
+    return str(job.num_tasks)
+
+
 def _node_memory_mb(cluster: SlurmCluster, now: dt.datetime) -> int:
     """The largest RealMemory of the cluster's nodes: what a pending job without --mem asks of each."""
     return max((node.memory_mb for node in snapshot.load_cluster(cluster, now=now).nodes.values()), default=0)
 
 
+#: job_limits_check's reasons (partition limits) and an array's throttle: build_job_queue leaves such a
+#: job out of the main scheduler's and backfill's queues (slurm-22.05 job_scheduler.c
+#: ``_job_runnable_test2``, ``job_array_start_test``).
+_OUTSIDE_QUEUE = frozenset({"PartitionConfig", "PartitionDown", "PartitionInactive", "PartitionNodeLimit",
+                            "PartitionTimeLimit", "JobArrayTaskLimit"})
+
+
 def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node_memory: int,
                   memory_is_consumable: bool, batch_host: str, last_run: tuple[int, dt.datetime, int, int] | None,
-                  last_backfill: dt.datetime | None, task_id: int | None = None) -> scontrol_job.ScontrolJob:
+                  last_main: dt.datetime | None, last_backfill: dt.datetime | None,
+                  task_id: int | None = None) -> scontrol_job.ScontrolJob:
     """``last_run``: its last run's index, start, CPUs and GPUs (an --exclusive job gets its nodes' all:
-    constraint/scontrol-19), which NumCPUs and TRES show while it is that run. ``last_backfill``: the
-    cluster's last backfill iteration. ``memory_is_consumable``: SelectTypeParameters=CR_*_Memory."""
+    constraint/scontrol-19), which NumCPUs and TRES show while it is that run. ``last_main`` and
+    ``last_backfill``: the cluster's last main scheduler run and backfill iteration.
+    ``memory_is_consumable``: SelectTypeParameters=CR_*_Memory."""
     allocated = last_run[2:] if last_run and last_run[0] == job.restart_count else None
     pending = job.state == JobState.PENDING
     waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
@@ -531,15 +551,19 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         eligible = None if waiting or job.reason == arrays.TASK_LIMIT else job.begin_time
     # LastSchedEval and Scheduler=: slurmctld's last look at the job, the one that started it (by the
     # main scheduler or a backfill iteration), a held or waiting job's submission (a requeued one's
-    # last start: sched/b-scontrol-6), else the last main scheduler pass (its priority's) or a later
-    # backfill iteration, "Backfill:*" (sched/a-scontrol-5)
+    # last start: sched/b-scontrol-6), the main scheduler's last run since its submission (ntasks/
+    # scontrol-4: 05:10:51) or, for one its queue leaves out, the pass that gave it its priority
+    # (ntasks/scontrol-6, array/scontrol-1), or a later backfill iteration, "Backfill:*" (sched/a-scontrol-5)
     if started:
         evaluated, scheduler = job.start_time, "Backfill" if job.started_by_backfill else "Main"
     elif waiting or future:
         evaluated, scheduler = last_run[1] if last_run and job.restart_count else job.submit_time, "Main"
-    else:
+    elif job.reason in _OUTSIDE_QUEUE:
         evaluated, scheduler = max(job.sched_eval_time or job.submit_time, job.submit_time), "Main"
-        if pending and last_backfill is not None and last_backfill > evaluated:
+    else:
+        evaluated, scheduler = max(last_main or job.submit_time, job.submit_time), "Main"
+        # backfill runs after the main scheduler in a pass that runs both
+        if pending and last_backfill is not None and last_backfill >= evaluated:
             evaluated, scheduler = last_backfill, "Backfill:*"
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
@@ -579,7 +603,11 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         # an allocation's too: the first of its nodes (salloc/scontrol-6, sched/c-scontrol-14)
         batch_host=(batch_host or expand(job.node_list)[0]) if started and job.node_list else "",
         num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
-        num_cpus=cpus, num_tasks="N/A" if rejected else str(job.num_tasks), cpus_per_task=job.cpus_per_task,
+        num_cpus=cpus,
+        num_tasks=_num_tasks(job, rejected=rejected, allocated_cpus=cpus if started and allocated else None),
+        cpus_per_task=job.cpus_per_task, ntasks_per_node=job.ntasks_per_node,
+        # job_mgr.c _copy_job_desc_to_job_record: pn_min_cpus = MAX(it, cpus_per_task x ntasks_per_node)
+        min_cpus_node=job.cpus_per_task * max(job.ntasks_per_node if job.num_tasks > 1 else 1, 1),
         tres=tres,
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive, command=scontrol_job.command_text(job.script_path, job.script_args),

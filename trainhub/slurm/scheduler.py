@@ -15,10 +15,12 @@ Public API (pure Python, no Django)::
     TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
         .take(rooms, min_nodes); .place(rooms by node, min_nodes)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
-    schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True) -> SchedulePlan
+    schedule(snapshot, config, now, *, limits=None, preempt_policy=None, backfill=True, main=True) -> SchedulePlan
         limits: (LimitContext, LimitUsage) -- the usage is updated as jobs start
         backfill: False for a pass between two backfill iterations (backfill_due)
+        main: False for a pass within batch_sched_delay of the main scheduler's last run (main_due)
     backfill_due(config, last_backfill, now) -> bool         # every bf_interval seconds
+    main_due(config, last_main, now, job_ended=...) -> bool  # batch_sched_delay after the last, or a job's end
     SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled, time_limit_minutes)]
     SchedulePlan.waiting: {job_id: Waiting(reason, estimated_start, planned_nodes, preempting)}
     SchedulePlan.preemptions: list[PreemptAction]
@@ -96,6 +98,7 @@ __all__ = [
     "Start",
     "Waiting",
     "backfill_due",
+    "main_due",
     "node_config_available",
     "queue_order",
     "schedule",
@@ -191,26 +194,38 @@ class TaskSpread:
     tasks: int
     cpus_per_task: int = 1
     gpus_per_task: int = 0
+    #: --ntasks-per-node (0: not given): the most tasks a node gets, and a node holds none unless it
+    #: holds that many (cons_common.c ``_allocate_sc``: ``num_tasks = MIN(num_tasks, ntasks_per_node)``,
+    #: a node with fewer is "insufficient resources"; slurmctld's pn_min_cpus = cpus_per_task x it).
+    per_node: int = 0
 
     @staticmethod
-    def min_nodes(tasks: int, *, cpus_per_task: int, gpus_per_task: int, largest_cpus: int, largest_gpus: int) -> int:
+    def min_nodes(tasks: int, *, cpus_per_task: int, gpus_per_task: int, largest_cpus: int, largest_gpus: int,
+                  per_node: int = 0) -> int:
+        """The fewest nodes: by CPUs, by --gpus-per-task's GPUs, and with --ntasks-per-node its tasks'
+        count over it (job_test.c ``_select_nodes``: ``min_nodes = MAX(min_nodes, (num_tasks +
+        ntasks_per_node - 1) / ntasks_per_node)``)."""
         by_cpus = -(-tasks * cpus_per_task // max(largest_cpus, 1))
         by_gpus = -(-tasks * gpus_per_task // max(largest_gpus, 1)) if gpus_per_task else 1
-        return max(by_cpus, by_gpus, 1)
+        by_tasks = -(-tasks // per_node) if per_node else 1
+        return max(by_cpus, by_gpus, by_tasks, 1)
 
     def one_task(self, per_node: Resources) -> Resources:
-        """What a node needs free for one task: its CPUs (and GPUs with --gpus-per-task); a per-node
-        --gres and the memory as the job asks them per node."""
+        """What a node needs free for one task: its CPUs (and GPUs with --gpus-per-task), --ntasks-per-node's
+        tasks' CPUs; a per-node --gres and the memory as the job asks them per node."""
         gres = {"gpu": self.gpus_per_task} if self.gpus_per_task else per_node.gres
-        return Resources(self.cpus_per_task, per_node.memory_mb, gres)
+        return Resources(self.cpus_per_task * max(self.per_node, 1), per_node.memory_mb, gres)
 
     def room(self, free: Resources, per_node: Resources) -> int:
-        """How many of the tasks a node with ``free`` resources holds (0 when not even one)."""
+        """How many of the tasks a node with ``free`` resources holds (0 when not even one, or fewer
+        than --ntasks-per-node), at most --ntasks-per-node."""
         if not self.one_task(per_node).fits_in(free):
             return 0
         room = free.cpus // self.cpus_per_task
         if self.gpus_per_task:
             room = min(room, free.gres.get("gpu", 0) // self.gpus_per_task)
+        if self.per_node:
+            room = min(room, self.per_node) if room >= self.per_node else 0
         return room
 
     def take(self, rooms: Sequence[int], min_nodes: int) -> list[int] | None:
@@ -643,10 +658,12 @@ class _Pass:
             self.limits[1].start(job.limit_request)
 
     def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
-        """The tasks on ``names`` (in the order _choose took them)."""
+        """The tasks on ``names`` (in the order _choose took them): their CPUs, --ntasks-per-node's on
+        every node however few tasks it runs (fixtures/22.05/ntasks-per-node: ``-n 20
+        --ntasks-per-node=8`` gets 8 CPUs on each of 3 nodes, ``-n 4 --ntasks-per-node=16`` 16)."""
         counts = spread.take([spread.room(self.nodes[name].free, job.per_node) for name in names], job.nodes)
         assert counts is not None, "_choose picked nodes that hold every task"
-        return {name: Resources(count * spread.cpus_per_task, job.per_node.memory_mb,
+        return {name: Resources((spread.per_node or count) * spread.cpus_per_task, job.per_node.memory_mb,
                                 {"gpu": count * spread.gpus_per_task} if spread.gpus_per_task else job.per_node.gres)
                 for name, count in zip(names, counts)}
 
@@ -744,6 +761,19 @@ class _Pass:
         free = [name for name in self.snapshot.partitions.get(job.partition, ()) if withheld_tier.get(name, 0) <= tier]
         return NODES_RESERVED if len(free) < job.nodes else "Resources"
 
+    def _kept_out(self, job: PendingJob) -> bool:
+        """Whether the job waits for no resources (held, its --begin, a dependency, partition or
+        association/QOS limits): it gets its reason and is left out of the scheduler's queue."""
+        reason = self._static_reason(job) or self._limit_reason(job)
+        if reason:
+            # a job waiting for its --begin (or a requeued job's eligible time) expects to start then
+            self.plan.waiting[job.job_id] = Waiting(reason, job.begin_time if reason == "BeginTime" else None)
+        return reason is not None
+
+    def queue(self, order: list[PendingJob]) -> list[PendingJob]:
+        """The jobs backfill looks at when the main scheduler did not run (build_job_queue's tests)."""
+        return [job for job in order if not self._kept_out(job)]
+
     def main(self, order: list[PendingJob]) -> list[PendingJob]:
         failed_partitions: set[str] = set()
         withheld: set[str] = set()
@@ -751,10 +781,7 @@ class _Pass:
         withheld_tier: dict[str, int] = {}
         remaining: list[PendingJob] = []
         for job in order:
-            reason = self._static_reason(job) or self._limit_reason(job)
-            if reason:
-                # a job waiting for its --begin (or a requeued job's eligible time) expects to start then
-                self.plan.waiting[job.job_id] = Waiting(reason, job.begin_time if reason == "BeginTime" else None)
+            if self._kept_out(job):
                 continue
             if job.partition in failed_partitions:
                 self.plan.waiting[job.job_id] = Waiting("Priority")
@@ -911,15 +938,30 @@ def backfill_due(config: SlurmConfig, last_backfill: dt.datetime | None, now: dt
     return last_backfill is None or (now - last_backfill).total_seconds() >= interval
 
 
+def main_due(config: SlurmConfig, last_main: dt.datetime | None, now: dt.datetime, *, job_ended: bool) -> bool:
+    """Whether this pass runs the main scheduler. slurmctld runs it for a submission (or any other
+    ``queue_job_scheduler`` request) from its background loop only once ``batch_sched_delay`` seconds
+    (default 3) have passed since that loop last ran it, but at once when a job's epilog completes
+    (``_slurm_rpc_epilog_complete`` calls ``schedule()``; slurm-22.05 controller.c, proc_req.c). So
+    jobs submitted just after a main run wait for it, or for a backfill iteration that comes first
+    (fixtures/22.05/ntasks: job 1, submitted a second before, started by the main scheduler at
+    05:10:48, jobs 2 and 3 by backfill in that second, the others looked at by the main scheduler
+    at 05:10:51: scontrol's Scheduler= and LastSchedEval=). ``job_ended``: a job ended since ``last_main``."""
+    if last_main is None or job_ended:
+        return True
+    return (now - last_main).total_seconds() >= config.scheduler_parameters.batch_sched_delay
+
+
 def schedule(snapshot: Snapshot, config: SlurmConfig, now: dt.datetime, *,
              limits: tuple[LimitContext, LimitUsage] | None = None,
-             preempt_policy: PreemptPolicy | None = None, backfill: bool = True) -> SchedulePlan:
+             preempt_policy: PreemptPolicy | None = None, backfill: bool = True, main: bool = True) -> SchedulePlan:
     """One scheduling pass at ``now`` (see the module doc): new allocation requests first
-    (``_Pass.allocate_at_submit``), then the main scheduler; ``backfill`` (see :func:`backfill_due`)
-    runs the backfill scheduler after the main one, where the configuration has it."""
+    (``_Pass.allocate_at_submit``), then the main scheduler where ``main`` (see :func:`main_due`);
+    ``backfill`` (see :func:`backfill_due`) runs the backfill scheduler after it, where the
+    configuration has it. Without either, the pending jobs keep their reasons."""
     run = _Pass(snapshot, config, now, limits, preempt_policy)
     order = run.allocate_at_submit(queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy))
-    remaining = run.main(order)
+    remaining = run.main(order) if main else run.queue(order)
     if backfill and backfill_due(config, None, now):
         run.backfill(remaining)
     return run.plan

@@ -56,6 +56,10 @@ class ScontrolJob:
     num_cpus: int
     num_tasks: str
     cpus_per_task: int
+    #: --ntasks-per-node (0: not given) and the CPUs a node must have free for the job (pn_min_cpus:
+    #: --cpus-per-task, times --ntasks-per-node for a job of more than one task; ntasks/scontrol-8).
+    ntasks_per_node: int
+    min_cpus_node: int
     tres: str
     mem_per_node: int
     mem_per_cpu: int
@@ -223,8 +227,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
     lines += [f"   NumNodes={job.num_nodes} NumCPUs={job.num_cpus} NumTasks={job.num_tasks} "
               f"CPUs/Task={job.cpus_per_task} ReqB:S:C:T=0:0:*:*",
               f"   TRES={job.tres}",
-              "   Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
-              f"   MinCPUsNode={job.cpus_per_task} {_memory_line(job)} MinTmpDiskNode=0",
+              f"   Socks/Node=* NtasksPerN:B:S:C={job.ntasks_per_node}:0:*:* CoreSpec=*",
+              f"   MinCPUsNode={job.min_cpus_node} {_memory_line(job)} MinTmpDiskNode=0",
               f"   Features={'(null)' if job.features is None else job.features} DelayBoot=00:00:00",
               f"   OverSubscribe={'NO' if job.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
               f"   Command={job.command}",

@@ -79,6 +79,7 @@ class QueuedJob:
     exclusive: bool
     features: str | None
     nodes_from_tasks: bool
+    ntasks_per_node: int
     gpus_per_task: int
     gpu_type: str
     interactive: bool
@@ -556,8 +557,8 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint, gpu_type=job.gpu_type or None,
-        spread=scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task) if job.nodes_from_tasks
-        else None, allocating=allocating)
+        spread=scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, job.ntasks_per_node)
+        if job.nodes_from_tasks else None, allocating=allocating)
 
 
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,

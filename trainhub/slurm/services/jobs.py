@@ -42,6 +42,7 @@ from trainhub.slurm.services.passes import will_run
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
 PERMISSION_DENIED = "Access/permission denied"
 DEPENDENCY_PROBLEM = "Job dependency problem"
+NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
 
 
 #: The job's INSERT, built once per process (save() compiles its 67 columns' statement per sbatch).
@@ -144,16 +145,17 @@ def _hosts(text: str | None) -> list[str]:
 def _node_count(options: SbatchOptions, state: snapshot.ClusterState, partition: str, required: list[str],
                 ) -> tuple[int, bool]:
     """The job's node count, at least its -w nodes, and whether it came from its tasks: -n without -N
-    (or --ntasks-per-node) asks for the fewest of the partition's largest nodes the tasks fit on
-    (scheduler.TaskSpread)."""
-    if options.nodes is not None or options.ntasks is None or options.ntasks_per_node is not None:
+    asks for the fewest of the partition's largest nodes the tasks fit on, at most --ntasks-per-node
+    of them on each (scheduler.TaskSpread; fixtures/22.05/ntasks: ``-n 40 --ntasks-per-node=8`` asks
+    for 5 nodes)."""
+    if options.nodes is not None or options.ntasks is None:
         return max(options.nodes or 1, len(required)), False
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     nodes = scheduler.TaskSpread.min_nodes(
         options.ntasks, cpus_per_task=options.cpus_per_task or 1,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
         largest_cpus=max((node.cpus for node in members), default=1),
-        largest_gpus=max((node.gpus for node in members), default=1))
+        largest_gpus=max((node.gpus for node in members), default=1), per_node=options.ntasks_per_node or 0)
     return max(nodes, len(required)), True
 
 
@@ -185,6 +187,7 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
                           gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
     return options, nodes, dict(
         num_nodes=nodes, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
+        ntasks_per_node=options.ntasks_per_node or 0,
         gpus_per_job=options.gpus[1] if options.gpus else 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
         gpu_type=options.gpu_type or "", gpu_request=options.gpu_request or "",
@@ -231,15 +234,20 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted), and a held job is not
     tested against the nodes (fixtures/22.05/constraint: held ``-C a100&v100`` and ``-N 3 -C a100``
     are accepted, unheld refused). A node count from -n alone (``from_tasks``) over the partition's is
-    accepted and pends with PartitionConfig (fixtures/22.05/ntasks: ``-n 65``, ``-n 5 -c 16``)."""
+    accepted and pends with PartitionConfig (fixtures/22.05/ntasks: ``-n 65``, ``-n 5 -c 16``); one from
+    -n and --ntasks-per-node is refused as no node configuration (``-n 40 --ntasks-per-node=8``: the
+    select plugin's node test wants its 5 nodes)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     if nodes > len(members):
-        return None if from_tasks else INVALID_NODE_COUNT
+        if not from_tasks:
+            return INVALID_NODE_COUNT
+        return NODE_CONFIG_UNAVAILABLE if request.ntasks_per_node else None
     error, constraint = _feature_error(request, members)
     if error or held:
         return error
     required = set(_hosts(request.nodelist))
-    tasks_per_node = -(-(request.ntasks or nodes) // nodes)
+    # --ntasks-per-node's tasks' CPUs on every node (slurmctld's pn_min_cpus)
+    tasks_per_node = max(-(-(request.ntasks or nodes) // nodes), request.ntasks_per_node or 0)
     cpus = tasks_per_node * (request.cpus_per_task or 1)
     memory = ((request.mem or (request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
         request.gpus_per_node or 0)) if state.config.memory_is_consumable else 0)
@@ -250,10 +258,9 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     if constraint is not None:
         placed = constraint.choose([(node.name, frozenset(node.active_features)) for node in fitting], nodes,
                                    frozenset(required))
-        return None if placed is not None else "Requested node configuration is not available"
+        return None if placed is not None else NODE_CONFIG_UNAVAILABLE
     names = {node.name for node in fitting}
-    return ("Requested node configuration is not available"
-            if len(fitting) < nodes or not required <= names else None)
+    return NODE_CONFIG_UNAVAILABLE if len(fitting) < nodes or not required <= names else None
 
 
 def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
@@ -352,7 +359,7 @@ def _test_only(cluster: SlurmCluster, state: snapshot.ClusterState, probe: Slurm
     probe.submit_time = probe.begin_time = now
     found = will_run(cluster, state, probe, now)
     if found is None:
-        raise _refuse(SUBMIT_FAILED + "Requested node configuration is not available")
+        raise _refuse(SUBMIT_FAILED + NODE_CONFIG_UNAVAILABLE)
     probe.expected_start, plan = found
     probe.expected_nodes = hostlist.compress(plan.nodes if isinstance(plan, scheduler.Start) else plan.planned_nodes)
     return probe

@@ -380,6 +380,10 @@ def jobs_start(*, starts: list[JobStart], now: dt.datetime) -> set[int]:
 
 
 def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
+    # slurmctld's start_time is time(NULL), whole seconds: jobs started within one second start together
+    # (squeue orders them by job id: fixtures/22.05/ntasks/squeue.txt, jobs 1-3 started by the main
+    # scheduler and then backfill in 05:10:48)
+    started_at = now.replace(microsecond=0)
     by_pk = {start.job_pk: start for start in starts}
     jobs = list(SlurmJob.objects.select_for_update().filter(pk__in=list(by_pk), state=JobState.PENDING)
                 .exclude(gpu_allocations__active=True))
@@ -390,7 +394,7 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
         start = by_pk[job.pk]
         job.node_list = compress(names[grant.node_id] for grant in start.grants)
         job.state = JobState.RUNNING
-        job.start_time = now
+        job.start_time = started_at
         job.preempt_time = None  # a new run, no victim yet
         job.started_by_backfill = start.backfilled
         job.reason = "None"
@@ -400,7 +404,7 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
         job.num_tasks = max(job.num_tasks, job.num_nodes)
         if job.time_limit is None:
             job.time_limit = start.time_limit
-        runs.append(JobRun(job=job, index=job.restart_count, submit_time=job.submit_time, start_time=now,
+        runs.append(JobRun(job=job, index=job.restart_count, submit_time=job.submit_time, start_time=started_at,
                            node_list=job.node_list, num_nodes=len(start.grants),
                            alloc_cpus=sum(g.cpus for g in start.grants),
                            alloc_gpus=sum(len(g.gpu_indices) for g in start.grants), billing=start.billing))

@@ -9,7 +9,7 @@
    stores the fair-share factors and norms a submission's priority is computed from until the
    next: services.jobs), else only released, reniced and requeued jobs' (multifactor, with
    fair-share from the association tree);
-5. scheduling: main + preemption at every pass, backfill every bf_interval
+5. scheduling: main + preemption batch_sched_delay after the last or at a job's end, backfill every bf_interval
    (trainhub.slurm.scheduler); the new priorities, pending reasons and --start estimates stored
    together (each job's row updated once), then the allocations written in one transaction.
 
@@ -38,6 +38,7 @@ from trainhub.slurm.models import (
     GpuAllocation,
     Hold,
     JobNode,
+    JobRun,
     JobState,
     NodePhase,
     SlurmCluster,
@@ -267,8 +268,8 @@ def will_run(cluster: SlurmCluster, state: snapshot.ClusterState, probe: SlurmJo
 
 def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob],
               recomputed: list[snapshot.QueuedJob], now: dt.datetime, summary: PassSummary, *,
-              backfill: bool, new_allocations: frozenset[int] = frozenset()) -> None:
-    """Main + preemption (+ backfill when due) on the current queue; decisions written to the database.
+              main: bool, backfill: bool, new_allocations: frozenset[int] = frozenset()) -> None:
+    """Main + preemption (when due) and backfill (when due) on the current queue; decisions written to the database.
     ``new_allocations``: the pks of salloc jobs no pass has seen yet, tried first (scheduler.schedule)."""
     by_id = {job.job_id: job for job in jobs}
     context = snapshot.limit_context(state)
@@ -281,7 +282,7 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
                                              for job in pending], running_tasks, state.cluster_cpus)
     plan = scheduler.schedule(scheduler_snapshot(state, jobs, requests, entries.pending), state.config, now,
                               limits=(context, usage), preempt_policy=snapshot.preempt_policy(state, context),
-                              backfill=backfill)
+                              backfill=backfill, main=main)
     task_starts = array_service.fold(plan, entries, by_id, running_tasks)
     summary.preempted = _preempt(by_id, plan, now)
     _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill)
@@ -364,6 +365,12 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
                 factor_tres={})
 
 
+def _job_ended_since(cluster: SlurmCluster, moment: dt.datetime | None) -> bool:
+    """Whether a job's run (a requeued one's too) has ended since ``moment``: its epilog's completion
+    runs the main scheduler at once (scheduler.main_due)."""
+    return moment is not None and JobRun.objects.filter(job__cluster=cluster, end_time__gte=moment).exists()
+
+
 def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary = PassSummary()
     cluster.refresh_from_db()
@@ -388,15 +395,26 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     shares = snapshot.compute_fairshare(state) if due or not cluster.priority_norms else None
     if shares is not None:
         _store_priority_norms(cluster, state, shares)
+    # and one queued since: the main scheduler may not run in this pass to start it (main_due)
+    new_allocations |= {job.pk for job in jobs if job.state == JobState.PENDING and job.interactive
+                        and job.sched_eval_time is None and job.restart_count == 0}
     recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due,
                                        shares=shares)
     summary.priorities_computed = len(recomputed)
     backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
-    _schedule(cluster, state, jobs, recomputed, now, summary, backfill=backfill, new_allocations=new_allocations)
+    main = scheduler.main_due(state.config, cluster.last_main_time, now, job_ended=_job_ended_since(
+        cluster, cluster.last_main_time))
+    _schedule(cluster, state, jobs, recomputed, now, summary, main=main, backfill=backfill,
+              new_allocations=new_allocations)
     if due:
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_priority_time=now)
+    # the caller's cluster too: scontrol's LastSchedEval reads them (reports.scontrol_jobs)
     if backfill:
+        cluster.last_backfill_time = now
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=now)
+    if main:
+        cluster.last_main_time = now
+        SlurmCluster.objects.filter(pk=cluster.pk).update(last_main_time=now)
     summary.pending = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).count()
     summary.running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).count()
     return summary
