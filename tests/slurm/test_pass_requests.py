@@ -1,8 +1,11 @@
 """A Slurm cluster's pass requests coalesce as the scheduler's do (scheduling.pass_requests): a burst
 of sbatch before a pass starts sends one task, and a request made while a pass runs gets another."""
 
+import datetime as dt
+
 import pytest
 
+from tests.slurm.conftest import SCHED_DELAY, make_job, run_pass
 from trainhub.slurm import tasks
 from trainhub.slurm.services.clusters import request_pass
 
@@ -32,3 +35,27 @@ def test_a_request_while_the_pass_runs_sends_another_after_it(sent, accounts, mo
     monkeypatch.setattr(tasks.passes, "cluster_pass_recorded", pass_during_which_a_job_arrives)
     tasks.cluster_pass(accounts.pk)
     assert sent == [accounts.pk, accounts.pk]  # the one sent during the pass, and one more: the flag is set
+
+
+def test_a_pass_that_skips_the_main_scheduler_asks_for_one_when_it_is_due(accounts, monkeypatch):
+    """slurmctld's background loop runs the main scheduler batch_sched_delay (3 s) after its last run:
+    a pass within it (and within bf_interval of the last backfill) leaves the new job pending and asks
+    for a pass then, not at beat's next."""
+    from django.utils import timezone
+
+    from trainhub.slurm.models import JobState, SlurmCluster
+
+    due = []
+    monkeypatch.setattr(tasks, "enqueue_in", lambda seconds, name, *args: due.append((round(seconds), name, args)))
+    second_ago = timezone.now() - dt.timedelta(seconds=1)
+    SlurmCluster.objects.filter(pk=accounts.pk).update(last_main_time=second_ago, last_backfill_time=second_ago)
+    job = make_job(accounts)
+    tasks.cluster_pass(accounts.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    assert due == [(2, "trainhub.slurm.tasks.cluster_pass", (accounts.pk,))]
+
+    due.clear()
+    run_pass(accounts, now=timezone.now() + SCHED_DELAY)  # that pass: the main scheduler runs
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and due == []

@@ -23,6 +23,13 @@ def enqueue(task_name: str, *args: Any) -> None:
         current_app.send_task(task_name, args=args)
 
 
+def enqueue_in(seconds: float, task_name: str, *args: Any) -> None:
+    """Send the task to run ``seconds`` from now. Under CELERY_TASK_ALWAYS_EAGER nothing is sent: an
+    eager task cannot wait, and the suite drives time itself (services take ``now``)."""
+    if not current_app.conf.task_always_eager:
+        current_app.send_task(task_name, args=args, countdown=seconds)
+
+
 def enqueue_after_commit(task_name: str, *args: Any) -> None:
     """Send the task once the current transaction commits (at once outside one); a failure to
     send is logged by Django's robust on_commit, never raised into the committed request."""

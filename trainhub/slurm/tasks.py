@@ -8,6 +8,7 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
+from trainhub.common.enqueue import enqueue_in
 from trainhub.common.redis import get_redis
 from trainhub.scheduling import pass_requests
 from trainhub.scheduling.leader import leader_lock
@@ -30,9 +31,12 @@ def cluster_pass(cluster_pk: int) -> None:
             logger.debug("another worker runs the pass of Slurm cluster %s", cluster_pk)
             return
         pass_requests.claim(client, pass_requested_flag(cluster_pk))
-        passes.cluster_pass_recorded(cluster_pk=cluster_pk, now=timezone.now())
+        summary = passes.cluster_pass_recorded(cluster_pk=cluster_pk, now=timezone.now())
     if pass_requests.requested_meanwhile(client, pass_requested_flag(cluster_pk)):
         cluster_pass.delay(cluster_pk)
+    elif summary is not None and summary.main_due_in > 0:
+        # jobs wait for the main scheduler (batch_sched_delay): a pass when it is due, not beat's next
+        enqueue_in(summary.main_due_in, "trainhub.slurm.tasks.cluster_pass", cluster_pk)
 
 
 @shared_task(ignore_result=True)

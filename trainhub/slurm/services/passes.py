@@ -62,6 +62,9 @@ class PassSummary:
     timed_out: int = 0
     node_failed: int = 0
     priorities_computed: int = 0
+    #: Seconds until the main scheduler is due when this pass skipped it with jobs pending (0: not
+    #: skipped): the task asks for a pass then, as slurmctld's background loop runs it then.
+    main_due_in: float = 0.0
 
 
 def cluster_pass_recorded(*, cluster_pk: int, now: dt.datetime) -> PassSummary | None:
@@ -416,5 +419,8 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
         cluster.last_main_time = now
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_main_time=now)
     summary.pending = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).count()
+    if not main and summary.pending:
+        summary.main_due_in = (state.config.scheduler_parameters.batch_sched_delay
+                               - (now - cluster.last_main_time).total_seconds())
     summary.running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).count()
     return summary
