@@ -59,3 +59,20 @@ def test_a_pass_that_skips_the_main_scheduler_asks_for_one_when_it_is_due(accoun
     run_pass(accounts, now=timezone.now() + SCHED_DELAY)  # that pass: the main scheduler runs
     job.refresh_from_db()
     assert job.state == JobState.RUNNING and due == []
+
+
+def test_a_salloc_request_a_pass_saw_before_its_submission_is_still_tried_at_once(accounts):
+    """A pass begun (by another request) just before a salloc's submission reads the new job with
+    BeginTime still ahead of the pass's moment: that was no try, so the next pass allocates it at once
+    (job_allocate) rather than waiting batch_sched_delay for the main scheduler."""
+    from django.utils import timezone
+
+    from trainhub.slurm.models import JobState, SlurmCluster
+
+    submitted = timezone.now()
+    second_ago = submitted - dt.timedelta(seconds=1)
+    SlurmCluster.objects.filter(pk=accounts.pk).update(last_main_time=second_ago, last_backfill_time=second_ago)
+    job = make_job(accounts, now=submitted, interactive=True, sched_eval_time=submitted - dt.timedelta(milliseconds=5))
+    run_pass(accounts, now=submitted + dt.timedelta(milliseconds=50))
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING

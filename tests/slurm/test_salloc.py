@@ -131,6 +131,17 @@ def test_a_pending_allocation_prints_sallocs_four_lines(capsys):
     assert capsys.readouterr().err.splitlines() == fixture_lines("salloc-8.err")[:4]
 
 
+def test_an_allocation_whose_nodes_are_slow_to_be_ready_still_prints_only_granted(capsys):
+    """Started at once but its prolog slow (a loaded machine): slurmctld allocated it at once, so
+    salloc says nothing of waiting however long the nodes take."""
+    clock = Clock()
+    fake = FakeAllocation([answer("RUNNING")] * 40 + [answer("RUNNING", ready=True)])
+    fake.job_id = 1
+    salloc_cli._wait_granted(fake, [], now=clock, sleep=clock.sleep)
+    assert clock.time > salloc_cli.GRANT_GRACE_SECONDS
+    assert capsys.readouterr().err.splitlines() == fixture_lines("salloc-1.err")[:1]
+
+
 def test_an_allocation_granted_at_once_prints_only_granted(capsys):
     clock = Clock()
     fake = FakeAllocation([answer("PENDING"), answer("RUNNING"), answer("RUNNING", ready=True)])

@@ -3,7 +3,7 @@
 As Slurm 22.05's salloc (fixtures/22.05/salloc), on stderr:
 
 - ``salloc: Granted job allocation N`` once the job runs and its nodes finished the prolog; a job
-  still pending after GRANT_GRACE_SECONDS prints ``salloc: Pending job allocation N`` and ``salloc:
+  still PENDING (not started) after GRANT_GRACE_SECONDS prints ``salloc: Pending job allocation N`` and ``salloc:
   job N queued and waiting for resources`` first, then ``salloc: job N has been allocated resources``.
 - COMMAND (default: the user's $SHELL) runs on this machine with salloc's environment
   (jobenv.salloc_environment: SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_NNODES, ...), and with
@@ -126,7 +126,9 @@ def _wait_granted(allocation: Allocation, interrupted: list[int], *, words: Word
         if answer["ready"]:
             _say((words.allocated if pending_said else ()) + words.granted, allocation.job_id)
             return answer
-        if not pending_said and now() - started >= GRANT_GRACE_SECONDS:
+        # a running job whose nodes are still in their prolog was allocated at once, as slurmctld's
+        # job_allocate answers: only one still pending after the grace is said to wait
+        if not pending_said and state == "PENDING" and now() - started >= GRANT_GRACE_SECONDS:
             _say(words.pending, allocation.job_id)
             pending_said = True
         sleep(0.25 if not pending_said else POLL_SECONDS)

@@ -387,9 +387,12 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary.timed_out = _stop_timed_out(cluster, state, now)
     summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
     _resolve_dependencies(cluster, now)
-    # salloc's requests no pass has evaluated: slurmctld tries them as it receives them
+    # salloc's requests no pass has evaluated: slurmctld tries them as it receives them. A pass whose
+    # moment came before a request's submission (begun by another request as it committed) saw it
+    # BeginTime: that was no try.
     new_allocations = frozenset(SlurmJob.objects.filter(
-        cluster=cluster, state=JobState.PENDING, interactive=True, sched_eval_time__isnull=True, restart_count=0,
+        Q(sched_eval_time__isnull=True) | Q(sched_eval_time__lt=F("submit_time")),
+        cluster=cluster, state=JobState.PENDING, interactive=True, restart_count=0,
     ).values_list("pk", flat=True))
     _start_accruing(cluster, now, new_allocations)
     state = snapshot.load_cluster(cluster, now=now)
@@ -400,7 +403,8 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
         _store_priority_norms(cluster, state, shares)
     # and one queued since: the main scheduler may not run in this pass to start it (main_due)
     new_allocations |= {job.pk for job in jobs if job.state == JobState.PENDING and job.interactive
-                        and job.sched_eval_time is None and job.restart_count == 0}
+                        and (job.sched_eval_time is None or job.sched_eval_time < job.submit_time)
+                        and job.restart_count == 0}
     recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due,
                                        shares=shares)
     summary.priorities_computed = len(recomputed)
