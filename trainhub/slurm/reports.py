@@ -185,6 +185,12 @@ def expected_start_shown(expected: dt.datetime | None, now: dt.datetime) -> dt.d
     return max(expected, now) if expected is not None else None
 
 
+def _expected_start_shown_sql(now: dt.datetime) -> Case:
+    """expected_start_shown in SQL, for ordering by it."""
+    return Case(When(expected_start__lt=now, then=Value(now)), default=F("expected_start"),
+                output_field=DateTimeField())
+
+
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
@@ -290,8 +296,8 @@ def squeue_first_sort(now: dt.datetime) -> tuple:
     merge sort thereby reverses them (fixtures/22.05/order: b-squeue-o lists the urgent jobs started at
     11:51:02 before those of 11:50:59, and pending 19 before 17)."""
     pending = Q(state=JobState.PENDING)
-    start = Case(When(pending & Q(expected_start__lt=now), then=Value(now)), When(pending, then=F("expected_start")),
-                 default=F("start_time"), output_field=DateTimeField())  # expected_start_shown
+    start = Case(When(pending, then=_expected_start_shown_sql(now)), default=F("start_time"),
+                 output_field=DateTimeField())
     unknown_reversed = Case(When(pending & Q(expected_start__isnull=True), then=-F("job_id")), default=F("job_id"),
                             output_field=BigIntegerField())
     return start.desc(nulls_last=True), unknown_reversed
@@ -306,9 +312,8 @@ def _squeue_in_order(rows, *, wanted: set[str], start: bool, now: dt.datetime):
             shown |= ~Q(state__in=active)
         rows = rows.filter(shown)
     if start:
-        shown = Case(When(expected_start__lt=now, then=Value(now)), default=F("expected_start"),
-                     output_field=DateTimeField())  # expected_start_shown
-        return rows.filter(state=JobState.PENDING).order_by(shown.asc(nulls_last=True), "job_id")
+        return rows.filter(state=JobState.PENDING).order_by(_expected_start_shown_sql(now).asc(nulls_last=True),
+                                                            "job_id")
     state_order = Case(When(state=JobState.PENDING, then=0), When(state=JobState.RUNNING, then=1), default=3)
     return rows.order_by("partition", state_order, "-priority", *squeue_first_sort(now))
 

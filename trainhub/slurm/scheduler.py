@@ -21,6 +21,7 @@ Public API (pure Python, no Django)::
         main: False for a pass within batch_sched_delay of the main scheduler's last run (main_due)
     backfill_due(config, last_backfill, now) -> bool         # every bf_interval seconds
     main_due(config, last_main, now, job_ended=...) -> bool  # batch_sched_delay after the last, or a job's end
+    main_due_in(config, last_main, now) -> float             # seconds until batch_sched_delay has passed
     SchedulePlan.starts: list[Start(job_id, nodes, allocation, start_time, end_time, backfilled, time_limit_minutes)]
     SchedulePlan.waiting: {job_id: Waiting(reason, estimated_start, planned_nodes, preempting)}
     SchedulePlan.preemptions: list[PreemptAction]
@@ -99,6 +100,7 @@ __all__ = [
     "Waiting",
     "backfill_due",
     "main_due",
+    "main_due_in",
     "node_config_available",
     "queue_order",
     "schedule",
@@ -473,6 +475,11 @@ class _Node:
         return windows
 
 
+def _has_gpu_type(node: NodeState, job: PendingJob) -> bool:
+    """Whether the node's GPUs are of the job's GPU type (any node for an untyped request)."""
+    return job.gpu_type is None or node.gpu_type == job.gpu_type
+
+
 class _Pass:
     def __init__(self, snapshot: Snapshot, config: SlurmConfig, now: dt.datetime,
                  limits: tuple[LimitContext, LimitUsage] | None, preempt_policy: PreemptPolicy | None):
@@ -519,9 +526,8 @@ class _Pass:
     def _candidates(self, job: PendingJob) -> list[str]:
         """The job's partition nodes it may use (not those of its -x; only those its -C matches and
         with GPUs of its GPU type: cons_tres matches a typed GRES request only to GRES of that type)."""
-        names = self.partition_nodes.get(job.partition, [])
-        if job.gpu_type is not None:
-            names = [name for name in names if self.nodes[name].state.gpu_type == job.gpu_type]
+        names = [name for name in self.partition_nodes.get(job.partition, [])
+                 if _has_gpu_type(self.nodes[name].state, job)]
         if job.excluded_nodes:
             names = [name for name in names if name not in job.excluded_nodes]
         if job.constraint is not None:
@@ -594,11 +600,14 @@ class _Pass:
         gputype/squeue-released: ``--gres=gpu:tesla:2`` where no node has tesla GPUs)."""
         if job.constraint is None and job.gpu_type is None:
             return None
-        members = [self.nodes[name].state for name in self.snapshot.partitions[job.partition] if name in self.nodes]
-        members = [node for node in members if job.gpu_type is None or node.gpu_type == job.gpu_type]
+        members = [self.nodes[name].state for name in self.snapshot.partitions[job.partition]
+                   if name in self.nodes and _has_gpu_type(self.nodes[name].state, job)]
         usable = [node for node in members if node.usable]
-        if job.constraint.choose([(node.name, node.features) for node in usable], job.nodes) if job.constraint \
-                else len(usable) >= job.nodes:
+        if job.constraint is None:
+            satisfied = len(usable) >= job.nodes
+        else:
+            satisfied = bool(job.constraint.choose([(node.name, node.features) for node in usable], job.nodes))
+        if satisfied:
             return None
         unusable = [node.name for node in members
                     if not node.usable and (job.constraint is None or job.constraint.may_use(node.features))]
@@ -947,9 +956,15 @@ def main_due(config: SlurmConfig, last_main: dt.datetime | None, now: dt.datetim
     (fixtures/22.05/ntasks: job 1, submitted a second before, started by the main scheduler at
     05:10:48, jobs 2 and 3 by backfill in that second, the others looked at by the main scheduler
     at 05:10:51: scontrol's Scheduler= and LastSchedEval=). ``job_ended``: a job ended since ``last_main``."""
-    if last_main is None or job_ended:
-        return True
-    return (now - last_main).total_seconds() >= config.scheduler_parameters.batch_sched_delay
+    return job_ended or main_due_in(config, last_main, now) <= 0
+
+
+def main_due_in(config: SlurmConfig, last_main: dt.datetime | None, now: dt.datetime) -> float:
+    """Seconds until ``batch_sched_delay`` has passed since the main scheduler's last run (0 or less:
+    it has; never run: 0)."""
+    if last_main is None:
+        return 0.0
+    return config.scheduler_parameters.batch_sched_delay - (now - last_main).total_seconds()
 
 
 def schedule(snapshot: Snapshot, config: SlurmConfig, now: dt.datetime, *,

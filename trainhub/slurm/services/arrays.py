@@ -42,6 +42,7 @@ def throttle_changes(plan: scheduler.SchedulePlan, jobs: Mapping[int, snapshot.Q
                 and getattr(plan.waiting.get(job_id), "reason", None) != arrays.TASK_LIMIT]
     return held, released
 
+
 def running_tasks(cluster: SlurmCluster) -> dict[int, int]:
     """Array job id -> its tasks running now."""
     return dict(SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, array_job_id__isnull=False)

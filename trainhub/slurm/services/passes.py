@@ -161,8 +161,9 @@ def _resolve_dependencies(cluster: SlurmCluster, now: dt.datetime) -> None:
 
 def _start_accruing(cluster: SlurmCluster, now: dt.datetime, new_allocations: frozenset[int]) -> None:
     """A pending job accrues age from the moment it is eligible: not held, no dependency left, begin
-    time reached, not an array record held back at its ``%N`` limit (services.arrays.throttle_changes). salloc's request is tried as slurmctld receives it (job_allocate), before it accrues:
-    one granted at once never does (AccrueTime=Unknown: salloc/scontrol-6, sched/c-scontrol-14)."""
+    time reached, not an array record held back at its ``%N`` limit (services.arrays.throttle_changes).
+    salloc's request is tried as slurmctld receives it (job_allocate), before it accrues: one granted
+    at once never does (AccrueTime=Unknown: salloc/scontrol-6, sched/c-scontrol-14)."""
     SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, hold=Hold.NONE, dependency="",
                             accrue_time__isnull=True, begin_time__lte=now).exclude(
         pk__in=new_allocations).exclude(reason=arrays.TASK_LIMIT).update(accrue_time=F("begin_time"))
@@ -424,7 +425,6 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
         SlurmCluster.objects.filter(pk=cluster.pk).update(last_main_time=now)
     summary.pending = SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).count()
     if not main and summary.pending:
-        summary.main_due_in = (state.config.scheduler_parameters.batch_sched_delay
-                               - (now - cluster.last_main_time).total_seconds())
+        summary.main_due_in = scheduler.main_due_in(state.config, cluster.last_main_time, now)
     summary.running = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING).count()
     return summary
