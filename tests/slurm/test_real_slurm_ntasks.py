@@ -122,14 +122,19 @@ def test_the_batch_script_sees_slurms_task_layout(replay, job_id):
 def test_srun_inside_lays_the_tasks_out_as_slurm(replay, job_id):
     """out-N.txt: ``srun -l sh -c 'echo $SLURMD_NODENAME $SLURM_LOCALID $SLURM_NODEID ...'`` (16,4 for -n 20)."""
     cluster, _, moment = replay
-    job = SlurmJob.objects.get(cluster=cluster, job_id=job_id)
+    assert_srun_layout(SlurmJob.objects.get(cluster=cluster, job_id=job_id), real(f"out-{job_id}"), moment)
+
+
+def assert_srun_layout(job: SlurmJob, recorded_output: str, moment) -> None:
+    """A step of ``srun -l`` in the running job places each task on the node, local id and node index
+    the recorded output's ``N: gpuX LOCALID NODEID`` lines show."""
     JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
     step = step_create(job=job, run_index=0, argv=["sh"], environment={}, request=StepRequest(), label=True,
                        now=moment)
     placed = sorted((task, node.job_node.node.name, local, node.node_index)
                     for node in step.step_nodes.select_related("job_node__node")
                     for local, task in enumerate(node.task_ids))
-    recorded = [line.split(":", 1) for line in real(f"out-{job_id}").splitlines() if ": gpu" in line]
+    recorded = [line.split(":", 1) for line in recorded_output.splitlines() if ": gpu" in line]
     assert [f"{task}: {name} {local} {index}" for task, name, local, index in placed] == (
         [f"{int(label)}: {' '.join(rest.split()[:3])}" for label, rest in recorded])
 

@@ -14,18 +14,17 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobNode, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.models import JobNode, SlurmCluster, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
 from trainhub.slurm.services.lifecycle import (
     job_batch_finished,
     job_node_epilog_finished,
 )
-from trainhub.slurm.services.steps import step_create
-from trainhub.slurm.steps import StepRequest
 
 from .conftest import run_pass
 from .test_real_slurm import harness, scontrol_differences  # noqa: F401 (a fixture)
-from .test_real_slurm_ntasks import ENV_NAMES, batch_environment, recorded_environment, sbatch_lines
+from .test_real_slurm_ntasks import (ENV_NAMES, assert_srun_layout, batch_environment, recorded_environment,
+                                     sbatch_lines)
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "ntasks-per-node"
 SUBMITTED = dt.datetime(2026, 12, 5, 14, 34, 50, tzinfo=dt.UTC)
@@ -93,16 +92,7 @@ def test_the_batch_script_sees_slurms_task_layout(replay, job_id):
 def test_srun_inside_spreads_the_tasks_over_the_nodes(replay):
     """out-1.txt: srun in the batch script runs its 20 tasks 7,7,6 (it ignores --ntasks-per-node=8)."""
     cluster, _, moment = replay
-    job = SlurmJob.objects.get(cluster=cluster, job_id=1)
-    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
-    step = step_create(job=job, run_index=0, argv=["sh"], environment={}, request=StepRequest(), label=True,
-                       now=moment)
-    placed = sorted((task, node.job_node.node.name, local, node.node_index)
-                    for node in step.step_nodes.select_related("job_node__node")
-                    for local, task in enumerate(node.task_ids))
-    recorded = [line.split(":", 1) for line in real("out-1").splitlines() if ": gpu" in line]
-    assert [f"{task}: {name} {local} {index}" for task, name, local, index in placed] == (
-        [f"{int(label)}: {' '.join(rest.split()[:3])}" for label, rest in recorded])
+    assert_srun_layout(SlurmJob.objects.get(cluster=cluster, job_id=1), real("out-1"), moment)
 
 
 def test_the_waiting_jobs_get_whole_ntasks_per_node_cpus(replay):
