@@ -2,6 +2,8 @@
 association chain and the QOS - never the whole cluster - in a number of SQL statements that does
 not grow with the cluster's jobs, users or associations."""
 
+import datetime as dt
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -100,6 +102,34 @@ def test_a_job_written_with_its_event_takes_the_next_id_in_the_same_statement_or
         write(None)  # the event's message is NOT NULL
     assert SlurmCluster.objects.get(pk=cluster.pk).next_job_id == first + 1
     assert write("next").job_id == first + 1
+
+
+def test_a_job_written_by_the_compiled_insert_reads_back_as_one_the_orm_saved(cluster, admin, now):
+    """On PostgreSQL its values travel as one JSON row (json_populate_record); every kind of value
+    of a job's fields must come back as Model.save() stores it."""
+    from django.forms.models import model_to_dict
+
+    from trainhub.common.compiled import CompiledInsert
+    from trainhub.slurm.models import JobEvent, SlurmJob
+    from trainhub.slurm.services.clusters import JOB_IDS
+    from trainhub.slurm.services.lifecycle import EVENT_INSERT
+
+    def job(job_id):
+        return SlurmJob(
+            cluster=cluster, job_id=job_id, array_job_id=job_id, name='q"uote\\back\nline \u00e9\U0001f600',
+            submitted_by=admin, user_name="alice", partition="a4", submit_time=now,
+            begin_time=now + dt.timedelta(microseconds=123457), end_time=None, requeue=False, time_limit=0,
+            script="#!/bin/sh\n\techo 'x' \"$1\"\n", script_args=["a b", {"k": [1, 2.5, None, True]}, ""],
+            factor_age=float("inf"), factor_fairshare=1e-300, factor_partition=-0.0, factor_qos=0.1 + 0.2)
+
+    saved, compiled = job(900001), job(900002)
+    saved.save()
+    CompiledInsert(SlurmJob).save_with(compiled, JobEvent(time=now, message="queued"), EVENT_INSERT,
+                                       numbered_by=(JOB_IDS, cluster.pk, ("job_id", "array_job_id")))
+    ignored = ("id", "job_id", "array_job_id")
+    stored = [model_to_dict(SlurmJob.objects.get(pk=row.pk), exclude=ignored) for row in (saved, compiled)]
+    assert stored[1] == stored[0]
+    assert stored[1]["factor_age"] == float("inf") and stored[1]["begin_time"] == now + dt.timedelta(microseconds=123457)
 
 
 def test_an_sbatch_reads_its_options_once(api, accounts, monkeypatch):
