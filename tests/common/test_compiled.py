@@ -6,7 +6,7 @@ from django.db import connection
 from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
 
-from trainhub.common.compiled import CompiledInsert, CompiledQuery
+from trainhub.common.compiled import CompiledInsert, CompiledQuery, rows_together
 from trainhub.iam.models import ApiToken, Membership
 from trainhub.jobs.models import CustomJob, JobEvent
 
@@ -44,6 +44,27 @@ def test_it_builds_the_queryset_once_and_then_runs_one_statement_per_call(cast):
         answers = [query.rows(cast[name].pk) for name in ("uma", "vic", "alice")]
     assert answers == [[("uma",)], [("vic",)], [("alice",)]]
     assert built == [-1] and len(captured) == 3
+
+
+def test_queries_sent_together_answer_what_each_answers_alone(cast):
+    """rows_together: on PostgreSQL one round trip (psycopg's pipeline mode), the same rows."""
+    usernames = CompiledQuery(lambda pk: User.objects.filter(pk=pk).values_list("username"), -1)
+    together = rows_together((MEMBERSHIPS, (cast["vic"].pk, "alpha")), (usernames, (cast["uma"].pk,)),
+                             (usernames, (-5,)))
+    assert together == [MEMBERSHIPS.rows(cast["vic"].pk, "alpha"), [("uma",)], []]
+    assert isinstance(together[0][0][1], dt.datetime)  # each query's converters still apply
+
+
+def test_a_failing_query_sent_together_raises_and_leaves_the_connection_usable(cast):
+    from django.db import DatabaseError, transaction
+
+    failing = CompiledQuery(lambda pk: User.objects.filter(pk=pk).extra(where=["1 / (id - id) = 1"])
+                            .values_list("pk"), -1)
+    usernames = CompiledQuery(lambda pk: User.objects.filter(pk=pk).values_list("username"), -2)
+    if connection.vendor == "postgresql":  # SQLite divides by zero into NULL
+        with pytest.raises(DatabaseError), transaction.atomic():
+            rows_together((usernames, (cast["uma"].pk,)), (failing, (cast["uma"].pk,)))
+    assert usernames.rows(cast["vic"].pk) == [("vic",)]
 
 
 def test_a_lookup_that_transforms_its_argument_is_refused():

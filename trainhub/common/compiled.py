@@ -110,7 +110,10 @@ class CompiledQuery:
         return _Compiled(sql, tuple(params), tuple(slots), converters)
 
     def rows(self, *args: int | str, using: str = DEFAULT_DB_ALIAS) -> list[tuple]:
-        connection = connections[using]
+        (rows,) = rows_together((self, args), using=using)
+        return rows
+
+    def _sql_and_params(self, connection: Any, using: str, args: tuple) -> tuple[_Compiled, list[Any]]:
         key = (using, connection.vendor)
         compiled = self._compiled.get(key)
         if compiled is None:
@@ -118,9 +121,10 @@ class CompiledQuery:
         params = list(compiled.params)
         for position, index in compiled.slots:
             params[position] = args[index]
-        with connection.cursor() as cursor:
-            cursor.execute(compiled.sql, params)
-            fetched = cursor.fetchall()
+        return compiled, params
+
+    @staticmethod
+    def _converted(compiled: _Compiled, fetched: list, connection: Any) -> list[tuple]:
         if not compiled.converters:
             return [tuple(row) for row in fetched]
         rows = []
@@ -131,6 +135,29 @@ class CompiledQuery:
                     row[position] = converter(row[position], expression, connection)
             rows.append(tuple(row))
         return rows
+
+
+def rows_together(*calls: tuple[CompiledQuery, tuple], using: str = DEFAULT_DB_ALIAS) -> list[list[tuple]]:
+    """The rows of each ``(query, args)``, the queries sent together: on PostgreSQL in one round
+    trip (psycopg's pipeline mode: each statement is sent without waiting for the one before's
+    answer), elsewhere one after the other."""
+    connection = connections[using]
+    statements = [query._sql_and_params(connection, using, args) for query, args in calls]
+    pipelined = connection.vendor == "postgresql" and len(statements) > 1
+    if pipelined:
+        connection.ensure_connection()
+    cursors = []
+    try:
+        # The pipeline's errors surface when it ends, outside the cursors' wrapping into Django's.
+        with connection.wrap_database_errors, connection.connection.pipeline() if pipelined else nullcontext():
+            for compiled, params in statements:
+                cursors.append(connection.cursor())
+                cursors[-1].execute(compiled.sql, params)
+        return [CompiledQuery._converted(compiled, cursor.fetchall(), connection)
+                for (compiled, _), cursor in zip(statements, cursors, strict=True)]
+    finally:
+        for cursor in cursors:
+            cursor.close()
 
 
 class CompiledInsert:

@@ -105,16 +105,10 @@ def simulated_owner_keys() -> set[str]:
                .values_list("dedicated_to", flat=True).distinct())
 
 
-# Read by every sbatch and Slurm page: compiled once (trainhub.common.compiled); built by the ORM it
-# was a tenth of an sbatch's CPU.
-_CLUSTER_POOLS = CompiledQuery(lambda owner: Node.objects.filter(dedicated_to=owner).order_by()
-                               .values_list("pool__name", "pool__executor").distinct(), "\x00owner")
-
-
 def simulated_notice(*, cluster: SlurmCluster) -> str:
     """What every Slurm page and sbatch say of a cluster with simulated nodes (no agent runs their
-    jobs); "" when none is. One query."""
-    pools = dict(_CLUSTER_POOLS.rows(cluster.owner_key))
+    jobs); "" when none is. At most one query (snapshot.cluster_pools)."""
+    pools = snapshot.cluster_pools(cluster)
     simulated = sorted(name for name, executor in pools.items() if executor == Executor.SIMULATED)
     if not simulated:
         return ""

@@ -20,11 +20,11 @@ from django.db.models import TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
-from trainhub.common.compiled import CompiledQuery
+from trainhub.common.compiled import CompiledQuery, rows_together
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import dependency, fairshare, features, hostlist, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
-from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob
+from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.slurmconf import gpu_type, node_spec
 from trainhub.slurm.tres import billable_tres
 
@@ -258,6 +258,23 @@ _USER_ASSOCIATIONS = CompiledQuery(
     918273645, "sample-user")
 _QOS = CompiledQuery(lambda cluster_id: Qos.objects.filter(cluster_id=cluster_id).values_list("pk", "name", "settings"),
                      918273645)
+_DEFAULT_ACCOUNT = CompiledQuery(lambda cluster_id, name: SlurmUser.objects.filter(cluster_id=cluster_id, name=name)
+                                 .values_list("default_account"), 918273645, "sample-user")
+_CLUSTER_POOLS = CompiledQuery(lambda owner: Node.objects.filter(dedicated_to=owner).order_by()
+                               .values_list("pool__name", "pool__executor").distinct(), "\x00owner")
+#: The attribute of a SlurmCluster object that holds its pools once read (cluster_pools). A cluster
+#: object lives for one request, as the user object that holds its memberships (iam.selectors).
+_POOLS_READ = "_trainhub_pools_read"
+
+
+def cluster_pools(cluster: SlurmCluster) -> dict[str, str]:
+    """The pools of the cluster's nodes by name, with their executor (simulated, or an agent's):
+    read once per cluster object, or with load_for_submission's reads."""
+    pools = getattr(cluster, _POOLS_READ, None)
+    if pools is None:
+        pools = dict(_CLUSTER_POOLS.rows(cluster.owner_key))
+        setattr(cluster, _POOLS_READ, pools)
+    return pools
 
 
 class _PoolRow(NamedTuple):
@@ -279,10 +296,13 @@ class _NodeRow(NamedTuple):
     pool: _PoolRow
 
 
-def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now: dt.datetime) -> ClusterState:
+def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now: dt.datetime,
+                        default_account: bool = False) -> tuple[ClusterState, str | None]:
     """What sbatch checks a job against, and nothing else of the cluster: the named partition and
     its nodes (none if there is no such partition), the user's associations with their ancestors,
-    and the QOS. Three compiled queries however many jobs, users and associations the cluster has.
+    and the QOS; with ``default_account``, the user's DefaultAccount (None if they have none). The
+    cluster's pools come along for its simulated notice (cluster_pools). One round trip of compiled
+    queries however many jobs, users and associations the cluster has.
 
     Enough for limits.validate_submission except submit-count limits (GrpSubmitJobs,
     MaxSubmitJobs), which count other users' jobs under shared ancestors: see has_submit_count_limits.
@@ -290,12 +310,16 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
     fresh_after = _fresh_after(now)
     partitions: dict[str, PartitionInfo] = {}
     nodes: dict[int, NodeInfo] = {}
+    partition_rows, association_rows, qos_rows, pool_rows, *account_rows = rows_together(
+        (_PARTITION_NODES, (cluster.pk, partition)), (_USER_ASSOCIATIONS, (cluster.pk, user)), (_QOS, (cluster.pk,)),
+        (_CLUSTER_POOLS, (cluster.owner_key,)), *([(_DEFAULT_ACCOUNT, (cluster.pk, user))] if default_account else []))
+    setattr(cluster, _POOLS_READ, dict(pool_rows))
     # The nodes' rows as plain tuples with the attributes _node_info reads, not Node and NodePool model
     # instances (building a model instance costs more than reading its row: 16 nodes were a tenth of
     # an sbatch's CPU).
     found = None
     for position, config, owner, pk, name, state, reason, heartbeat, machine_type, accelerator, count in (
-            row[1:] for row in _PARTITION_NODES.rows(cluster.pk, partition)):
+            row[1:] for row in partition_rows):
         found = position, config
         if pk is not None and owner == cluster.owner_key:
             nodes[pk] = _node_info(_NodeRow(pk, name, state, reason, heartbeat,
@@ -307,9 +331,10 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
                                 partition=part, parent_id=parent, shares=shares, settings=values, raw_usage=usage,
                                 decay_usage=decay, fs_factor=fs_factor)
                     for pk, account, user_name, part, parent, shares, values, usage, decay, fs_factor
-                    in _USER_ASSOCIATIONS.rows(cluster.pk, user)]
-    qos = {name: Qos(pk=pk, cluster=cluster, name=name, settings=values) for pk, name, values in _QOS.rows(cluster.pk)}
-    return ClusterState(cluster, parse_config(cluster.config), partitions, nodes, associations, qos)
+                    in association_rows]
+    qos = {name: Qos(pk=pk, cluster=cluster, name=name, settings=values) for pk, name, values in qos_rows}
+    state = ClusterState(cluster, parse_config(cluster.config), partitions, nodes, associations, qos)
+    return state, next(iter(account_rows[0]), (None,))[0] if account_rows else None
 
 
 def fairshare_tree(state: ClusterState) -> list[fairshare.Association]:

@@ -15,13 +15,13 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from trainhub.common.compiled import CompiledInsert, CompiledQuery
+from trainhub.common.compiled import CompiledInsert
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import posix_account
 from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
 from trainhub.slurm import limits
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
-from trainhub.slurm.models import Hold, JobEvent, JobState, SlurmCluster, SlurmJob, SlurmUser
+from trainhub.slurm.models import Hold, JobEvent, JobState, SlurmCluster, SlurmJob
 from trainhub.slurm.sbatch import (
     MAX_LENGTH,
     PATHNAME_TOO_LONG,
@@ -48,8 +48,6 @@ NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
 #: The job's INSERT, built once per process (save() compiles its 67 columns' statement per sbatch).
 _JOB_INSERT = CompiledInsert(SlurmJob)
 #: The user's DefaultAccount (sacctmgr), compiled once per process as the submission's other reads are.
-_DEFAULT_ACCOUNT = CompiledQuery(lambda cluster_id, name: SlurmUser.objects.filter(cluster_id=cluster_id, name=name)
-                                 .values_list("default_account"), 918273645, "sample-user")
 
 
 def _refuse(message: str) -> ApiError:
@@ -381,7 +379,9 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         raise _refuse(SUBMIT_FAILED + PERMISSION_DENIED)
     username = user.get_username()
     partition = options.partition or cluster.default_partition
-    state = snapshot.load_for_submission(cluster, partition=partition, user=username, now=now)
+    # -A names the account: the user's DefaultAccount would not be used.
+    state, default_account = snapshot.load_for_submission(cluster, partition=partition, user=username, now=now,
+                                                          default_account=not options.account)
     if partition not in state.partitions:
         raise _refuse(f"sbatch: error: invalid partition specified: {partition}\n"
                       f"{SUBMIT_FAILED}Invalid partition name specified")
@@ -404,8 +404,6 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         state = snapshot.load_cluster(cluster, now=now)
         context = snapshot.limit_context(state)
         active = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
-    # -A names the account: the user's DefaultAccount would not be used.
-    default_account = None if options.account else next(iter(_DEFAULT_ACCOUNT.rows(cluster.pk, username)), (None,))[0]
     probe = SlurmJob(cluster=cluster, user_name=username, account=options.account or "", partition=partition,
                      **fields)
     try:
