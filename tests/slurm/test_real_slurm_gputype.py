@@ -20,10 +20,12 @@ from django.contrib.auth import get_user_model
 from trainhub.common.errors import ApiError
 from trainhub.slurm import reports
 from trainhub.slurm.formats import sacct_text, squeue_long_format
-from trainhub.slurm.models import JobState, SlurmJob
+from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob
 from trainhub.slurm.render import render_job
 from trainhub.slurm.scontrol_job import memory_text
 from trainhub.slurm.services.jobs import Submission, job_release, job_submit, submitted_message
+from trainhub.slurm.services.steps import step_create
+from trainhub.slurm.steps import StepRequest
 
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster, scontrol_differences
@@ -92,6 +94,21 @@ def test_scontrol_shows_each_job_as_slurm_does(replayed):
     assert scontrol_differences(shown, REAL) == {}
 
 
+def test_gpus_per_job_reach_each_node_of_the_job_and_its_steps(replayed):
+    """19's 3 GPUs: 2 on gpu3 (its batch host), 1 on gpu4, for the batch script (CUDA_VISIBLE_DEVICES,
+    SLURM_GPUS_ON_NODE) and an srun over both nodes alike (SLURM_STEP_GPUS)."""
+    cluster, _ = replayed
+    job = SlurmJob.objects.get(cluster=cluster, job_id=19)
+    job_nodes = JobNode.objects.filter(job=job).select_related("node")
+    assert {node.node.name: (node.gpu_indices, node.batch_host) for node in job_nodes} == {
+        "gpu3": ([0, 1], True), "gpu4": ([0], False)}
+    job_nodes.update(phase=NodePhase.RUNNING)
+    step = step_create(job=job, run_index=0, argv=["nvidia-smi"], environment={}, request=StepRequest(), label=False,
+                       now=SHOWN)
+    assert {node.job_node.node.name: node.gpu_indices for node in step.step_nodes.select_related("job_node__node")} == {
+        "gpu3": [0, 1], "gpu4": [0]}
+
+
 def _as_trainhubs(text: str, cluster) -> str:
     """``text`` with the harness's nodes' memory (16000M each) as trainhub's (n1-standard-16), a cell
     blank-padded as wide as before."""
@@ -122,6 +139,16 @@ def test_squeue_tres_alloc_is_scontrols_tres(replayed):
     for job_id in ("4", "6", "17", "18", "19"):
         text = reports.scontrol_jobs(cluster, now=SHOWN, job=job_id).text
         assert f"   TRES={tres[job_id]}\n" in text, job_id
+
+
+def test_limits_count_the_gpus_scontrol_shows(replayed):
+    """Association and QOS limits weigh a job's GPUs as its TRES shows them: --gpus's count (4, 19),
+    --gpus-per-task's for every task (6, 18), not a per-node share times the nodes."""
+    cluster, _ = replayed
+    state = reports.snapshot.load_cluster(cluster, now=SHOWN)
+    jobs = SlurmJob.objects.filter(cluster=cluster, job_id__in=[4, 6, 18, 19])
+    assert {job.job_id: reports.snapshot.job_tres(job, state)["gres/gpu"] for job in jobs} == {
+        4: 3, 6: 40, 18: 6, 19: 3}
 
 
 def test_a_released_typed_job_no_node_has_waits_with_bad_constraints(replayed):
