@@ -11,6 +11,7 @@ then -N 3 --gpus=10 (3: gpu2 5, gpu3 4, gpu4 1), -N 3 --gpus=4 (4: gpu1 2, gpu3 
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shlex
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from trainhub.slurm.steps import StepRequest
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster, scontrol_differences
 from .test_real_slurm_gputype import _as_trainhubs
+from .test_real_slurm_ntasks import batch_environment
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "gpus-per-job"
 WORK = "/tmp/gpus-per-job.hngZP1"
@@ -115,3 +117,14 @@ def test_each_node_and_srun_there_get_the_gpus_slurm_gave(replayed, job_id):
     step = step_create(job=job, run_index=0, argv=["sh"], environment={}, request=StepRequest(), label=True, now=SHOWN)
     assert {node.job_node.node.name: node.gpu_indices
             for node in step.step_nodes.select_related("job_node__node")} == recorded
+
+
+@pytest.mark.parametrize("job_id", [1, 2, 3, 4, 5])
+def test_the_batch_script_sees_its_nodes_gpus_as_slurm_gives_them(replayed, job_id):
+    """job.sh's variables (out-N.txt): its node's GPUs, and with --gpus SLURM_GPUS, the job's count."""
+    cluster, _ = replayed
+    recorded = dict(line.split("=", 1) for line in real(f"out-{job_id}").splitlines()
+                    if re.match(r"[A-Z_]+=", line))
+    environment = batch_environment(SlurmJob.objects.get(cluster=cluster, job_id=job_id))
+    assert {name: environment.get(name) for name in recorded} == recorded
+    assert ("SLURM_GPUS" in recorded) == (job_id > 2)
