@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from trainhub.slurm.steps import StepRequest
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster, scontrol_differences
 from .test_real_slurm_gputype import _as_trainhubs
-from .test_real_slurm_ntasks import batch_environment
+from .test_real_slurm_ntasks import batch_environment, sbatch_lines
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "gpus-per-job"
 WORK = "/tmp/gpus-per-job.hngZP1"
@@ -45,23 +44,13 @@ def real(name: str) -> str:
     return (REAL / f"{name}.txt").read_text()
 
 
-def _sbatch_lines() -> list[tuple[str, list[str]]]:
-    """gpus-per-job.sh's sbatch lines: (fixture name, the arguments after ``$SB`` but the script)."""
-    found = []
-    for line in REAL.with_suffix(".sh").read_text().splitlines():
-        if line.startswith("rec sbatch-"):
-            words = shlex.split(line.split("#")[0])
-            found.append((words[1], words[5:-1]))
-    return found
-
-
 @pytest.fixture
 def replayed(cast, now):
     cluster, _ = harness_cluster(cast, now)
     carol = get_user_model().objects.get(username="carol")
     script = (REAL / "job.sh").read_text()
     printed = {}
-    lines = iter(_sbatch_lines())
+    lines = iter(sbatch_lines(REAL))
     for second, job_id in EVENTS:
         if job_id is None:
             run_pass(cluster, FIRST + second * SECOND)
@@ -77,7 +66,7 @@ def replayed(cast, now):
 
 def test_sbatch_accepts_every_job(replayed):
     _, printed = replayed
-    assert printed == {name: real(name) for name, _ in _sbatch_lines()}
+    assert printed == {name: real(name) for name, _ in sbatch_lines(REAL)}
 
 
 def test_scontrol_shows_each_jobs_nodes_and_gpus_as_slurm_does(replayed):
