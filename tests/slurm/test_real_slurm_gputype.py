@@ -20,10 +20,12 @@ from django.contrib.auth import get_user_model
 from trainhub.common.errors import ApiError
 from trainhub.slurm import reports
 from trainhub.slurm.formats import sacct_text, squeue_long_format
-from trainhub.slurm.models import JobState, SlurmJob
+from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob
 from trainhub.slurm.render import render_job
 from trainhub.slurm.scontrol_job import memory_text
 from trainhub.slurm.services.jobs import Submission, job_release, job_submit, submitted_message
+from trainhub.slurm.services.steps import step_create
+from trainhub.slurm.steps import StepRequest
 
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster, scontrol_differences
@@ -79,29 +81,32 @@ def test_sbatch_prints_what_it_printed_on_the_harness(replayed):
         JobState.FAILED] * 4
 
 
-#: What still differs. Job 6 (held, -n 40 --gpus-per-task=1): slurmctld's estimate at submission
-#: counts the tasks' CPUs only (3 nodes of 16), trainhub's their GPUs too (5 nodes of 8; ntasks/scontrol-4
-#: shows 2 for -n 16 --gpus-per-task=1 once the scheduler has tried it). Job 19 (-N 2 --gpus=3): Slurm
-#: allocates 3 GPUs over the 2 nodes, trainhub --gpus's share of each node rounded up (2 + 2), so the
-#: job also fits on gpu2 beside 17 and 18, where Slurm put it on gpu[3-4].
-STILL_DIFFERING = {
-    "scontrol-6": ["-   NumNodes=3 NumCPUs=40 NumTasks=40 CPUs/Task=1 ReqB:S:C:T=0:0:*:*",
-                   "+   NumNodes=5 NumCPUs=40 NumTasks=40 CPUs/Task=1 ReqB:S:C:T=0:0:*:*"],
-    "scontrol-19": ["-   NodeList=gpu[3-4]", "-   BatchHost=gpu3", "+   NodeList=gpu[2-3]", "+   BatchHost=gpu2",
-                    "-   TRES=cpu=2,node=2,billing=2,gres/gpu=3", "+   TRES=cpu=2,node=2,billing=2,gres/gpu=4"]}
-#: The same in squeue's lines: (recorded, shown).
-STILL_DIFFERING_LINES = {"6|PENDING|3|40|N/A": "6|PENDING|5|40|N/A"}
-STILL_DIFFERING_TRES = {"cpu=2,node=2,billing=2,gres/gpu=3 ": "cpu=2,node=2,billing=2,gres/gpu=4 "}
-
-
 def test_scontrol_shows_each_job_as_slurm_does(replayed):
     """TresPerJob, TresPerNode and TresPerTask as the request was written (gres:gpu:tesla:2,
-    gres:gpu, gres:gpu:02), TRES with the GPUs' count."""
+    gres:gpu, gres:gpu:02), TRES with the GPUs' count. Held 6 (``-n 40 --gpus-per-task=1``) shows
+    slurmctld's estimate at submission, its tasks' CPUs alone (3 nodes of 16, not 5 of 8 GPUs); 19
+    (``-N 2 --gpus=3``) gets 3 GPUs in all on gpu[3-4], whose 8 free GPUs each cons_tres prefers to
+    gpu2's 2 beside 17 and 18."""
     cluster, _ = replayed
     names = sorted(path.stem for path in REAL.glob("scontrol-*.txt") if path.stem != "scontrol-1-released")
     assert len(names) == 15
     shown = {name: reports.scontrol_jobs(cluster, now=SHOWN, job=name.split("-")[1]).text for name in names}
-    assert scontrol_differences(shown, REAL) == STILL_DIFFERING
+    assert scontrol_differences(shown, REAL) == {}
+
+
+def test_gpus_per_job_reach_each_node_of_the_job_and_its_steps(replayed):
+    """19's 3 GPUs: 2 on gpu3 (its batch host), 1 on gpu4, for the batch script (CUDA_VISIBLE_DEVICES,
+    SLURM_GPUS_ON_NODE) and an srun over both nodes alike (SLURM_STEP_GPUS)."""
+    cluster, _ = replayed
+    job = SlurmJob.objects.get(cluster=cluster, job_id=19)
+    job_nodes = JobNode.objects.filter(job=job).select_related("node")
+    assert {node.node.name: (node.gpu_indices, node.batch_host) for node in job_nodes} == {
+        "gpu3": ([0, 1], True), "gpu4": ([0], False)}
+    job_nodes.update(phase=NodePhase.RUNNING)
+    step = step_create(job=job, run_index=0, argv=["nvidia-smi"], environment={}, request=StepRequest(), label=False,
+                       now=SHOWN)
+    assert {node.job_node.node.name: node.gpu_indices for node in step.step_nodes.select_related("job_node__node")} == {
+        "gpu3": [0, 1], "gpu4": [0]}
 
 
 def _as_trainhubs(text: str, cluster) -> str:
@@ -119,16 +124,10 @@ def test_squeue_shows_the_requests_and_tres_as_slurm_does(replayed):
     """%b is TRES_PER_NODE (N/A for --gpus and --gpus-per-task); -O tres-per-job/node/task the request
     as scontrol shows it; tres-alloc scontrol's TRES."""
     cluster, _ = replayed
-    real = recorded("squeue-b")
-    for line, ours in STILL_DIFFERING_LINES.items():
-        real = real.replace(f"\n{line}\n", f"\n{ours}\n")
-    assert reports.squeue(cluster, now=SHOWN, format="%i|%T|%D|%C|%b").text == real
+    assert reports.squeue(cluster, now=SHOWN, format="%i|%T|%D|%C|%b").text == recorded("squeue-b")
     shown = reports.squeue(cluster, now=SHOWN, format=squeue_long_format(
         "JobID:6,tres-per-job:22,tres-per-node:22,tres-per-task:22,tres-alloc:60")).text
-    real = _as_trainhubs(recorded("squeue-O"), cluster)
-    for cell, ours in STILL_DIFFERING_TRES.items():
-        real = real.replace(cell, ours)
-    assert shown == real
+    assert shown == _as_trainhubs(recorded("squeue-O"), cluster)
 
 
 def test_squeue_tres_alloc_is_scontrols_tres(replayed):
@@ -140,6 +139,16 @@ def test_squeue_tres_alloc_is_scontrols_tres(replayed):
     for job_id in ("4", "6", "17", "18", "19"):
         text = reports.scontrol_jobs(cluster, now=SHOWN, job=job_id).text
         assert f"   TRES={tres[job_id]}\n" in text, job_id
+
+
+def test_limits_count_the_gpus_scontrol_shows(replayed):
+    """Association and QOS limits weigh a job's GPUs as its TRES shows them: --gpus's count (4, 19),
+    --gpus-per-task's for every task (6, 18), not a per-node share times the nodes."""
+    cluster, _ = replayed
+    state = reports.snapshot.load_cluster(cluster, now=SHOWN)
+    jobs = SlurmJob.objects.filter(cluster=cluster, job_id__in=[4, 6, 18, 19])
+    assert {job.job_id: reports.snapshot.job_tres(job, state)["gres/gpu"] for job in jobs} == {
+        4: 3, 6: 40, 18: 6, 19: 3}
 
 
 def test_a_released_typed_job_no_node_has_waits_with_bad_constraints(replayed):
@@ -180,7 +189,4 @@ def test_sacct_shows_what_each_job_asked_as_slurm_does(replayed):
     records = reports.sacct(cluster, now=SHOWN, viewer="root", all_users=True, allocations=True, fields=fields).items
     # sacct -P (trainhub's sacct has -p only: its lines end in a |)
     shown = sacct_text([record for record, _ in records], fields=fields, parsable="plain")
-    real = _as_trainhubs(recorded("sacct"), cluster)
-    # 19's allocation (STILL_DIFFERING)
-    real = real.replace("|billing=2,cpu=2,gres/gpu=3,node=2\n", "|billing=2,cpu=2,gres/gpu=4,node=2\n")
-    assert shown == real
+    assert shown == _as_trainhubs(recorded("sacct"), cluster)

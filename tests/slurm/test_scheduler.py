@@ -22,6 +22,7 @@ from trainhub.slurm.scheduler import (
     node_config_available,
     queue_order,
     schedule,
+    share_gpus_per_job,
 )
 
 NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -379,3 +380,54 @@ def test_a_gpu_type_on_no_usable_node_waits_like_a_constraint():
                                                           pending(3, per_node=GPU4, gpu_type="v100")]), CONFIG, NOW)
     assert (plan.waiting[1].reason, plan.waiting[2].reason) == ("BadConstraints", "ReqNodeNotAvail, UnavailableNodes:a0")
     assert list(started(plan)) == [3]
+
+
+def gpus_job(job_id, count, nodes, **fields):
+    """-N ``nodes`` --gpus=``count``: one CPU and at least one GPU on each node (snapshot.py)."""
+    return pending(job_id, nodes=nodes, per_node=Resources(cpus=1, gres={"gpu": 1}), gpus_per_job=count, **fields)
+
+
+def gpus_on(start):
+    return {name: resources.gres["gpu"] for name, resources in start.allocation.items()}
+
+
+def test_gpus_per_job_fill_the_nodes_in_order_leaving_one_for_each_later_node():
+    """gres_select_filter.c _get_job_cnt: 3 over 2 nodes is 2 + 1; a node short of its share gives the
+    rest to the next; none when they lack the count or a node would get none."""
+    assert share_gpus_per_job(3, [8, 8]) == [2, 1]
+    assert share_gpus_per_job(5, [2, 8]) == [2, 3]
+    assert share_gpus_per_job(4, [8, 8, 8]) == [2, 1, 1]
+    assert share_gpus_per_job(5, [2, 2]) is None
+    assert share_gpus_per_job(1, [8, 8]) is None
+
+
+def test_gpus_per_job_run_on_the_nodes_with_more_free_gpus_with_the_count_in_all():
+    """fixtures/22.05/gputype job 19: -N 2 --gpus=3 beside jobs leaving gpu1 no CPU and gpu2 2 GPUs runs
+    on gpu[3-4], 2 + 1 (a share of 2 rounded up on each would fit gpu2 too)."""
+    busy = [running(17, ["gpu1"], 30, per_node=cpus(16)),
+            running(18, ["gpu2"], 30, per_node=Resources(cpus=7, gres={"gpu": 6}))]
+    start = started(schedule(snapshot(CPU_NODES, [gpus_job(19, 3, 2)], busy), CONFIG, NOW))[19]
+    assert start.nodes == ("gpu3", "gpu4")
+    assert gpus_on(start) == {"gpu3": 2, "gpu4": 1}
+
+
+def test_gpus_per_job_take_nodes_whose_free_gpus_hold_the_count():
+    """Only gpu2 and gpu4 have 2 free GPUs each; with more free GPUs weighed first, -N 2 --gpus=4 runs
+    there, and -N 2 --gpus=5 waits: no two nodes hold 5."""
+    busy = [running(1, ["gpu1", "gpu3"], 30, per_node=Resources(cpus=1, gres={"gpu": 7})),
+            running(2, ["gpu2", "gpu4"], 30, per_node=Resources(cpus=1, gres={"gpu": 6}))]
+    plan = schedule(snapshot(CPU_NODES, [gpus_job(5, 4, 2, priority=200), gpus_job(6, 5, 2, priority=100)], busy),
+                    CONFIG, NOW)
+    assert gpus_on(started(plan)[5]) == {"gpu2": 2, "gpu4": 2}
+    assert plan.waiting[6].reason == "Resources"
+
+
+def test_backfill_plans_gpus_per_job_when_the_nodes_together_hold_them():
+    """gpu1 and gpu2 have one free GPU each now, gpu2 all 8 once its job ends at +5: -N 2 --gpus=4
+    waits for that (two GPUs now are too few), planned on gpu[1-2]."""
+    busy = [running(1, ["gpu1"], 60, per_node=Resources(cpus=1, gres={"gpu": 7})),
+            running(2, ["gpu2"], 5, per_node=Resources(cpus=1, gres={"gpu": 7})),
+            running(3, ["gpu3", "gpu4"], 60, per_node=cpus(16))]
+    plan = schedule(snapshot(CPU_NODES, [gpus_job(5, 4, 2)], busy), CONFIG, NOW)
+    assert plan.waiting[5].estimated_start == NOW + dt.timedelta(minutes=5)
+    assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")

@@ -232,6 +232,7 @@ class SlurmNodeWork:
             stdout_path=str(stdout), stderr_path=str(stderr), comment=job["comment"], start_epoch=start,
             end_epoch=start + job["timeLimitMinutes"] * 60 if job["timeLimitMinutes"] is not None else None,
             uid=job["uid"], gid=job["gid"], cpus_per_task=job["cpusPerTask"], ntasks_per_node=job["ntasksPerNode"],
+            gpus_per_job=job["gpusPerJob"],
         )
         return context, jobenv.NodeContext(index=step["index"], gpu_indices=tuple(step["gpuIndices"]))
 

@@ -284,6 +284,22 @@ class TaskSpread:
         return taken if tasks_left <= 0 and nodes_left <= 0 else None
 
 
+def share_gpus_per_job(count: int, free_gpus: Sequence[int]) -> list[int] | None:
+    """--gpus's ``count`` over a job's nodes taken in node order with ``free_gpus`` each: every node as
+    many as it has, leaving one for each node after it (gres_select_filter.c ``_get_job_cnt``: ``MIN(avail,
+    gres_per_job - total_gres - (rem_node_cnt - 1))``), so the total is the count, not a per-node share
+    rounded up (fixtures/22.05/gputype/scontrol-19: ``-N 2 --gpus=3`` is gres/gpu=3, 2 on gpu3 and 1 on
+    gpu4); None when the nodes lack the count or a node would get none."""
+    shares, left = [], count
+    for index, free in enumerate(free_gpus):
+        share = min(free, left - (len(free_gpus) - index - 1))
+        if share < 1:
+            return None
+        shares.append(share)
+        left -= share
+    return shares if left == 0 else None
+
+
 @dataclass(frozen=True)
 class PendingJob:
     """A pending job. ``per_node`` is what each of its ``nodes`` needs (``--gres`` is per node);
@@ -314,6 +330,10 @@ class PendingJob:
     constraint: Constraint | None = None
     #: A typed GPU request (--gres=gpu:v100:2, --gpus=v100:4): only nodes whose GPUs are of that type.
     gpu_type: str | None = None
+    #: --gpus's count over all its nodes (share_gpus_per_job; ``per_node`` asks one GPU of each) and
+    #: --gpus-per-task's GPUs: with either, nodes with more free GPUs are taken first (_near_gpus).
+    gpus_per_job: int = 0
+    gpus_per_task: int = 0
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order.
     spread: TaskSpread | None = None
     #: An allocation request (salloc) this pass sees for the first time: tried at once (see schedule).
@@ -480,6 +500,20 @@ def _has_gpu_type(node: NodeState, job: PendingJob) -> bool:
     return job.gpu_type is None or node.gpu_type == job.gpu_type
 
 
+def _near_gpus(job: PendingJob, free: Resources) -> int:
+    """How much cons_tres favours a node for a job of --gpus or --gpus-per-task: its free GPUs, at most
+    --gpus's count (job_test.c ``can_job_run_on_node`` lowers the node's scheduling weight by
+    gres_select_filter_remove_unusable's ``near_gpus``, the free GPUs capped at ``max_node_gres``,
+    --gpus-per-node's or else --gpus's count; ``_eval_nodes`` takes the nodes of the lowest weight
+    first). 0 for the others: --gres and --gpus-per-node weigh every node that fits alike, a job
+    without GPUs has none. fixtures/22.05/gputype/scontrol-19: ``-N 2 --gpus=3`` runs on gpu[3-4] (3
+    each), not on gpu2, where 2 are free beside jobs 17 and 18."""
+    if not (job.gpus_per_job or job.gpus_per_task):
+        return 0
+    free_gpus = free.gres.get("gpu", 0)
+    return min(free_gpus, job.gpus_per_job) if job.gpus_per_job else free_gpus
+
+
 class _Pass:
     def __init__(self, snapshot: Snapshot, config: SlurmConfig, now: dt.datetime,
                  limits: tuple[LimitContext, LimitUsage] | None, preempt_policy: PreemptPolicy | None):
@@ -516,6 +550,11 @@ class _Pass:
     def _whole_nodes(self, job: PendingJob) -> bool:
         return self.exclusive or job.exclusive
 
+    def _fits_by_free(self, job: PendingJob) -> bool:
+        """Whether the nodes a job fits on depend on what they have free together, beyond one node's
+        need: -n without -N (TaskSpread) and --gpus (share_gpus_per_job), unless it takes whole nodes."""
+        return not self._whole_nodes(job) and (job.spread is not None or bool(job.gpus_per_job))
+
     def _need(self, job: PendingJob, node: _Node) -> Resources:
         """What a node must have free to count for the job: all of it (whole nodes), one task (-n
         without -N: TaskSpread), else the job's per-node request."""
@@ -538,16 +577,28 @@ class _Pass:
                 ) -> list[str] | None:
         """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others;
         with a constraint, the ones it picks (a matching OR's first alternative that fits, counts).
-        A job of -n without -N (``free``: what each candidate has free then) needs nodes that hold all
-        its tasks together: those TaskSpread.place takes, as many as they are; with -w nodes, the best
-        others if they do, else the others that hold the most tasks (in node order)."""
-        if job.constraint is not None:
-            return job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
-                                         job.required_nodes)
+        A job of -n without -N or of --gpus (``free``: what each candidate has free then, _fits_by_free)
+        needs nodes that hold all its tasks or GPUs together: for the tasks those TaskSpread.place takes,
+        as many as they are; else the best others if they do, else the others that hold the most tasks or
+        free GPUs (in node order)."""
         spread = job.spread if free is not None and not self._whole_nodes(job) else None
+        per_job = job.gpus_per_job if free is not None and not self._whole_nodes(job) else 0
+        if spread is not None:
+            most = {name: spread.room(free[name], job.per_node) for name in free}
+        else:
+            most = {name: free[name].gres.get("gpu", 0) for name in free} if per_job else {}
+
+        def holds(picked: list[str]) -> bool:
+            if spread is not None:
+                return spread.take([most[name] for name in picked], job.nodes) is not None
+            return not per_job or share_gpus_per_job(per_job, [most[name] for name in picked]) is not None
+
+        if job.constraint is not None:
+            picked = job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
+                                           job.required_nodes)
+            return picked if picked is None or holds(sorted(picked, key=self.node_order.__getitem__)) else None
         if spread is not None and not job.required_nodes:
-            return spread.place([(name, spread.room(free[name], job.per_node) if name in free else 0)
-                                 for name in self.nodes], job.nodes)
+            return spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes)
         if not job.required_nodes <= set(ordered):
             return None
         chosen = [name for name in ordered if name in job.required_nodes]
@@ -555,12 +606,11 @@ class _Pass:
         wanted = job.nodes - len(chosen)
         if len(chosen) + len(others) < job.nodes:
             return None
-        if spread is None:
+        if spread is None and not per_job:
             return chosen + others[:wanted]
-        rooms = {name: spread.room(free[name], job.per_node) for name in ordered}
-        for picked in (chosen + others[:wanted], chosen + sorted(others, key=lambda name: -rooms[name])[:wanted]):
+        for picked in (chosen + others[:wanted], chosen + sorted(others, key=lambda name: -most[name])[:wanted]):
             picked.sort(key=self.node_order.__getitem__)
-            if spread.take([rooms[name] for name in picked], job.nodes) is not None:
+            if holds(picked):
                 return picked
         return None
 
@@ -623,10 +673,11 @@ class _Pass:
 
     def _allocate_now(self, job: PendingJob, withheld: set[str], freed: Mapping[str, Resources] | None = None,
                       ) -> list[str] | None:
-        """Best fit: the fitting nodes with the fewest free GPUs, then CPUs, then name."""
-        fitting: list[tuple[int, int, str]] = []
-        #: what each fitting node has free, for a job of -n without -N (_choose); None for the others
-        free_now: dict[str, Resources] | None = {} if job.spread is not None else None
+        """Best fit: the fitting nodes with the fewest free GPUs, then CPUs, then name; for --gpus and
+        --gpus-per-task those with more GPUs it may use first (_near_gpus)."""
+        fitting: list[tuple[int, int, int, str]] = []
+        #: what each fitting node has free, for a job of -n without -N or of --gpus (_choose); None for the others
+        free_now: dict[str, Resources] | None = {} if self._fits_by_free(job) else None
         for name in self._candidates(job):
             if name in withheld:
                 continue
@@ -642,10 +693,10 @@ class _Pass:
             if node.blocks and self._duration(job) + self.now_s > min(
                     (start for start, _ in node.blocks if start >= self.now_s), default=_FOREVER):
                 continue
-            fitting.append((sum(free.gres.values()), free.cpus, name))
+            fitting.append((-_near_gpus(job, free), sum(free.gres.values()), free.cpus, name))
             if free_now is not None:
                 free_now[name] = free
-        return self._choose(job, [name for _, _, name in sorted(fitting)], free_now)
+        return self._choose(job, [name for *_, name in sorted(fitting)], free_now)
 
     def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
         duration = self._duration(job)
@@ -653,6 +704,12 @@ class _Pass:
         if job.spread is not None and not self._whole_nodes(job):
             allocation = self._spread(job, job.spread, names)
             names = sorted(names, key=self.node_order.__getitem__)
+        elif self._fits_by_free(job):
+            names = sorted(names, key=self.node_order.__getitem__)
+            shares = share_gpus_per_job(job.gpus_per_job, [self.nodes[name].free.gres.get("gpu", 0) for name in names])
+            assert shares is not None, "_choose picked nodes that hold --gpus's count"
+            allocation = {name: Resources(job.per_node.cpus, job.per_node.memory_mb, {"gpu": share})
+                          for name, share in zip(names, shares)}
         else:
             allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
@@ -838,10 +895,11 @@ class _Pass:
         """The earliest start (not after ``horizon``) at which ``job.nodes`` nodes are free for the
         whole time limit, and those nodes. Nodes are visited in order of availability and their
         start windows (gaps between reservations) swept as events, so a small job looks at few nodes.
-        A job of -n without -N counts a node from when it holds one task and looks again whenever a
-        job ends on an open node, until the open nodes hold all its tasks (TaskSpread)."""
+        A job of -n without -N (or of --gpus) counts a node from when it holds one task (one GPU) and
+        looks again whenever a job ends on an open node, until the open nodes hold all its tasks
+        (TaskSpread; its GPUs: share_gpus_per_job)."""
         duration = self._duration(job)
-        spread = job.spread is not None and not self._whole_nodes(job)
+        by_free = self._fits_by_free(job)
         ordered = self._availability(job)
         events: list[tuple[float, int, str]] = []
         open_nodes: dict[str, float] = {}
@@ -854,7 +912,7 @@ class _Pass:
                 for first, last in self.nodes[name].start_windows(next_available, duration):
                     heapq.heappush(events, (first, 0, name))
                     heapq.heappush(events, (last, 1, name))
-                    if spread:  # its room grows as its jobs end
+                    if by_free:  # its room grows as its jobs end
                         for end, _ in self.nodes[name].releases.values():
                             if first < end <= last:
                                 heapq.heappush(events, (end, 0, name))
@@ -867,7 +925,7 @@ class _Pass:
                 continue
             open_nodes.setdefault(name, moment)
             if len(open_nodes) >= job.nodes:
-                free = {n: self.nodes[n].free_at(moment) for n in open_nodes} if spread else None
+                free = {n: self.nodes[n].free_at(moment) for n in open_nodes} if by_free else None
                 chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], n)), free)
                 if chosen is not None:
                     return moment, chosen

@@ -142,6 +142,12 @@ def job_tres_text(*, requested: bool, cpus: int, nodes: int, gpus: int, mem_per_
     return tres_text(cpus=cpus, mem_mb=mem, nodes=nodes, billing=cpus, gpus=gpus)
 
 
+def requested_gpus(*, nodes: int, num_tasks: int, gpus_per_job: int, gpus_per_task: int, gpus_per_node: int) -> int:
+    """The GPUs a job asks for: --gpus's count, --gpus-per-task's for every task, else its GPUs per node
+    on each of ``nodes``."""
+    return gpus_per_job or (gpus_per_task * num_tasks if gpus_per_task else gpus_per_node * nodes)
+
+
 def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num_nodes: int, nodes_from_tasks: bool,
                       num_tasks: int, cpus_per_task: int, gpus_per_job: int, gpus_per_task: int, gpus_per_node: int,
                       mem_per_node: int, mem_per_cpu: int, mem_per_gpu: int, node_memory_mb: int,
@@ -157,7 +163,8 @@ def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num
         cpus, gpus = allocated
     else:
         cpus = num_tasks * cpus_per_task
-        gpus = gpus_per_job or (gpus_per_task * num_tasks if gpus_per_task else gpus_per_node * nodes)
+        gpus = requested_gpus(nodes=nodes, num_tasks=num_tasks, gpus_per_job=gpus_per_job, gpus_per_task=gpus_per_task,
+                              gpus_per_node=gpus_per_node)
     return cpus, job_tres_text(requested=requested, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=mem_per_node,
                                mem_per_cpu=mem_per_cpu, mem_per_gpu=mem_per_gpu, node_memory_mb=node_memory_mb,
                                memory_is_consumable=memory_is_consumable)

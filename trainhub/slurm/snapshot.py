@@ -25,6 +25,7 @@ from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import dependency, fairshare, features, hostlist, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
+from trainhub.slurm.scontrol_job import requested_gpus
 from trainhub.slurm.slurmconf import gpu_type, node_spec
 from trainhub.slurm.tres import billable_tres
 
@@ -81,6 +82,7 @@ class QueuedJob:
     nodes_from_tasks: bool
     ntasks_per_node: int
     gpus_per_task: int
+    gpus_per_job: int
     gpu_type: str
     interactive: bool
     factor_age: float = 0.0
@@ -149,21 +151,34 @@ class ClusterState:
     def __post_init__(self) -> None:
         self._by_key = {(a.account.name, a.user, a.partition): a for a in self.associations}
         self._tres: dict[int, dict[str, int]] = {}
-        self._per_node: dict[tuple[int, int, int, int], scheduler.Resources] = {}
+        self._per_node: dict[tuple[int, ...], scheduler.Resources] = {}
+        #: partition -> its largest node's (CPUs, GPUs)
+        self._largest: dict[str, tuple[int, int]] = {}
         self._no_reserve = {name: "noreserve" in {flag.lower() for flag in row.settings.get("flags", ())}
                             for name, row in self.qos.items()}
 
     def per_node_request(self, job: JobLike) -> scheduler.Resources:
-        """What each node of the job must have free (one shared value per job shape: Resources is frozen)."""
-        shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.mem_per_node,
-                 job.mem_per_cpu, job.mem_per_gpu)
+        """What each node of the job must have free (one shared value per job shape: Resources is frozen):
+        with --gpus one GPU, the fewest cons_tres gives each node of it (scheduler.share_gpus_per_job)."""
+        shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.gpus_per_job,
+                 job.mem_per_node, job.mem_per_cpu, job.mem_per_gpu)
         found = self._per_node.get(shape)
         if found is None:
             cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
+            gpus = 1 if job.gpus_per_job else job.gpus_per_node
             found = self._per_node[shape] = scheduler.Resources(
-                cpus=cpus, memory_mb=job_memory_mb(job, self, cpus),
-                gres={"gpu": job.gpus_per_node} if job.gpus_per_node else {})
+                cpus=cpus, memory_mb=job_memory_mb(job, self, cpus), gres={"gpu": gpus} if gpus else {})
         return found
+
+    def task_nodes(self, partition: str, *, tasks: int, cpus_per_task: int, gpus_per_task: int, per_node: int) -> int:
+        """The fewest of the partition's largest nodes -n's tasks fit on (scheduler.TaskSpread.min_nodes)."""
+        largest = self._largest.get(partition)
+        if largest is None:
+            members = [self.nodes[pk] for pk in self.partitions[partition].node_pks]
+            largest = self._largest[partition] = (max((node.cpus for node in members), default=1),
+                                                  max((node.gpus for node in members), default=1))
+        return scheduler.TaskSpread.min_nodes(tasks, cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task,
+                                              largest_cpus=largest[0], largest_gpus=largest[1], per_node=per_node)
 
     def no_reserve(self, qos: str) -> bool:
         """Whether the QOS has Flags=NoReserve (backfill makes no reservation for its jobs)."""
@@ -379,9 +394,15 @@ def job_cpus(job: JobLike) -> int:
     return job.num_tasks * job.cpus_per_task
 
 
+def job_gpus(job: JobLike) -> int:
+    """The GPUs the job asks for (scontrol_job.requested_gpus): -N 2 --gpus=3 asks 3, not 2 on each node."""
+    return requested_gpus(nodes=job.num_nodes, num_tasks=job.num_tasks, gpus_per_job=job.gpus_per_job,
+                          gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node)
+
+
 def job_billing(job: JobLike, state: ClusterState) -> float:
     """Billable TRES per second: the partition's TRESBillingWeights applied, else the CPU count."""
-    tres = {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job.gpus_per_node * job.num_nodes}
+    tres = {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job_gpus(job)}
     partition = state.partitions.get(job.partition)
     return billable_tres(tres, partition.billing_weights if partition else {},
                          max_tres="MAX_TRES" in state.config.priority_flags)
@@ -390,8 +411,9 @@ def job_billing(job: JobLike, state: ClusterState) -> float:
 def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
     """The TRES a job asks for, ``billing`` included (as Slurm's TRES counts, an integer)."""
     tres = {"cpu": job_cpus(job), "node": job.num_nodes}
-    if job.gpus_per_node:
-        tres["gres/gpu"] = job.gpus_per_node * job.num_nodes
+    gpus = job_gpus(job)
+    if gpus:
+        tres["gres/gpu"] = gpus
     tres["billing"] = int(job_billing(job, state))
     return tres
 
@@ -566,14 +588,28 @@ def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
 _HOLD_REASONS = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}
 
 
+def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
+    """The nodes the scheduler asks for a job: its own count, which for -n without -N is slurmctld's
+    estimate at submission from the tasks' CPUs alone (fixtures/22.05/gputype/scontrol-6: held ``-n 40
+    --gpus-per-task=1`` shows 3 nodes of 16 CPUs), raised by --gpus-per-task's GPUs, as the select
+    plugin counts them once it tries the job (ntasks/scontrol-4: ``-n 16 --gpus-per-task=1`` on nodes of 8
+    GPUs pends showing 2; services.passes stores it then)."""
+    if not (job.nodes_from_tasks and job.gpus_per_task) or job.partition not in state.partitions:
+        return job.num_nodes
+    return max(job.num_nodes, state.task_nodes(job.partition, tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
+                                               gpus_per_task=job.gpus_per_task, per_node=job.ntasks_per_node))
+
+
 def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *,
                 allocating: bool = False) -> scheduler.PendingJob:
-    """The job as the scheduler places it: a constraint's counts raise its node count (``a100*2``);
-    ``allocating``: a salloc the scheduler has not seen yet (scheduler.PendingJob.allocating)."""
+    """The job as the scheduler places it: a constraint's counts raise its node count (``a100*2``), and
+    so do -n's tasks' GPUs (scheduled_node_count); ``allocating``: a salloc the scheduler has not seen
+    yet (scheduler.PendingJob.allocating)."""
     constraint = features.parse_constraint(job.features) if job.features else None
+    nodes = scheduled_node_count(job, state)
     return scheduler.PendingJob(
         job_id=job.job_id, partition=job.partition, priority=job.priority, submit_time=job.submit_time,
-        nodes=constraint.node_count(job.num_nodes) if constraint else job.num_nodes,
+        nodes=constraint.node_count(nodes) if constraint else nodes,
         per_node=state.per_node_request(job), time_limit_minutes=job.time_limit,
         user=job.user_name, account=job.account, qos=job.qos or None, begin_time=job.begin_time,
         hold_reason=_HOLD_REASONS.get(job.hold), blocked_reason=dependency.pending_reason(job.dependency),
@@ -581,7 +617,8 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         requeue=job.requeue, restart_count=job.restart_count, limit_request=request,
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
-        constraint=constraint, gpu_type=job.gpu_type or None,
+        constraint=constraint, gpu_type=job.gpu_type or None, gpus_per_job=job.gpus_per_job,
+        gpus_per_task=job.gpus_per_task,
         spread=scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, job.ntasks_per_node)
         if job.nodes_from_tasks else None, allocating=allocating)
 

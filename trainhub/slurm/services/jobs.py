@@ -140,27 +140,26 @@ def _hosts(text: str | None) -> list[str]:
         raise _refuse(SUBMIT_FAILED + "Invalid node name specified") from exc
 
 
-def _node_count(options: SbatchOptions, state: snapshot.ClusterState, partition: str, required: list[str],
-                ) -> tuple[int, bool]:
+def _node_count(options: SbatchOptions, state: snapshot.ClusterState, partition: str, required: list[str], *,
+                by_gpus: bool = True) -> tuple[int, bool]:
     """The job's node count, at least its -w nodes, and whether it came from its tasks: -n without -N
     asks for the fewest of the partition's largest nodes the tasks fit on, at most --ntasks-per-node
     of them on each (scheduler.TaskSpread; fixtures/22.05/ntasks: ``-n 40 --ntasks-per-node=8`` asks
-    for 5 nodes)."""
+    for 5 nodes), by their CPUs alone (``by_gpus`` False: slurmctld's estimate at submission, the job's
+    NumNodes until the scheduler tries it: snapshot.scheduled_node_count) or their GPUs too."""
     if options.nodes is not None or options.ntasks is None:
         return max(options.nodes or 1, len(required)), False
-    members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
-    nodes = scheduler.TaskSpread.min_nodes(
-        options.ntasks, cpus_per_task=options.cpus_per_task or 1,
-        gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
-        largest_cpus=max((node.cpus for node in members), default=1),
-        largest_gpus=max((node.gpus for node in members), default=1), per_node=options.ntasks_per_node or 0)
+    nodes = state.task_nodes(partition, tasks=options.ntasks, cpus_per_task=options.cpus_per_task or 1,
+                             gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task and by_gpus else 0,
+                             per_node=options.ntasks_per_node or 0)
     return max(nodes, len(required)), True
 
 
 def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: str,
                ) -> tuple[SbatchOptions, int, dict]:
     """The options that say where a job may run and how much of a node it takes, its node count
-    (_node_count) and those as the job's fields; --gpus and --gpus-per-task become GPUs per node
+    (_node_count; the job's own counts -n's tasks by their CPUs alone) and those as the job's fields;
+    --gpus and --gpus-per-task become GPUs per node
     (--gpus spread evenly over the nodes, --gpus-per-task times the tasks per node), with the GPU
     type and the request as written. Refusals are
     slurmctld's: a node name it does not know, a --constraint over 1024 characters (before the job
@@ -183,8 +182,9 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         tasks_per_node = -(-(options.ntasks or nodes * (options.ntasks_per_node or 1)) // nodes)
         options = replace(options, gpu_type=options.gpus_per_task[0],
                           gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
+    estimate = _node_count(options, state, partition, required, by_gpus=False)[0] if options.gpus_per_task else nodes
     return options, nodes, dict(
-        num_nodes=nodes, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
+        num_nodes=estimate, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
         ntasks_per_node=options.ntasks_per_node or 0,
         gpus_per_job=options.gpus[1] if options.gpus else 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from django.db import connection, transaction
@@ -289,7 +290,9 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
                               backfill=backfill, main=main)
     task_starts = array_service.fold(plan, entries, by_id, running_tasks)
     summary.preempted = _preempt(by_id, plan, now)
-    _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill)
+    _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill,
+                 task_nodes={job.job_id: snapshot.scheduled_node_count(job, state) for job in pending
+                             if job.nodes_from_tasks})
     held, released = array_service.throttle_changes(plan, by_id)
     if held:
         SlurmJob.objects.filter(pk__in=held).update(accrue_time=None)
@@ -327,23 +330,34 @@ def _update_pending(columns: tuple[str, ...], rows: list[tuple]) -> None:
     _update_rows(SlurmJob, columns, rows, state=JobState.PENDING.value)
 
 
+#: The reasons of a job the main scheduler tried and could not start (scheduler._Pass.main).
+_TRIED = frozenset({"Resources", scheduler.NODES_RESERVED})
+
+
 def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recomputed: list[snapshot.QueuedJob],
-                 plan: scheduler.SchedulePlan, now: dt.datetime, *, estimated: bool) -> None:
+                 plan: scheduler.SchedulePlan, now: dt.datetime, *, estimated: bool,
+                 task_nodes: Mapping[int, int]) -> None:
     """The pending jobs' new priorities (with their factors), the pass's evaluation of those and of
     jobs no pass had evaluated (sched_eval_time), and changed reasons and --start estimates, each
     row written once, in one transaction, before the planned jobs start. Only rows
     still pending: a job may have been cancelled or started since it was read. Without a backfill
     iteration (``estimated`` False) a job keeps the estimate of the last one unless the main
-    scheduler gave it a new one (its --begin, or the end of its preemption victims)."""
+    scheduler gave it a new one (its --begin, or the end of its preemption victims). A job of -n
+    without -N the main scheduler tried and could not start (Resources) shows the node count it was
+    tried with (``task_nodes``: snapshot.scheduled_node_count; slurmctld's node_cnt_wag, set by
+    select_nodes whether or not the job starts)."""
     adapt = connection.ops.adapt_datetimefield_value
     moment = adapt(now)
     # TRES terms exist only with PriorityWeightTRES (a JSON column, adapted as the ORM would).
     with_tres = any(job.factor_tres for job in recomputed)
     tres_field = SlurmJob._meta.get_field("factor_tres")
     new_priority = {job.pk for job in recomputed}
-    priority_rows, evaluated_rows, reason_rows = [], [], []
+    priority_rows, evaluated_rows, reason_rows, node_rows = [], [], [], []
     for job in pending:
         waiting = plan.waiting.get(job.job_id)
+        tried = task_nodes.get(job.job_id, job.num_nodes)
+        if waiting and waiting.reason in _TRIED and tried != job.num_nodes:
+            node_rows.append((tried, job.pk))
         if waiting and (estimated or waiting.estimated_start):
             reason, estimate, nodes = (waiting.reason, waiting.estimated_start,
                                        hostlist.compress(waiting.planned_nodes) if waiting.estimated_start else "")
@@ -364,6 +378,7 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
                          "expected_start", "expected_nodes"), priority_rows)
         _update_pending(("sched_eval_time", "reason", "expected_start", "expected_nodes"), evaluated_rows)
         _update_pending(("reason", "expected_start", "expected_nodes"), reason_rows)
+        _update_pending(("num_nodes",), node_rows)
         if recomputed and not with_tres:
             SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).exclude(factor_tres={}).update(
                 factor_tres={})
