@@ -4,7 +4,7 @@ reservations. Pure: it takes ``now`` and a snapshot and returns decisions; the c
 Public API (pure Python, no Django)::
 
     Resources(cpus=0, memory_mb=0, gres={})                  # per node: {"gpu": 4}
-    NodeState(name, cpus, memory_mb, gres={}, usable=True, features=frozenset(), gpu_type="")  # usable=False: DOWN/DRAIN/...
+    NodeState(name, cpus, memory_mb, gres={}, usable=True, features=frozenset(), gpu_type="", weight=1)  # usable=False: DOWN/DRAIN/...
     RunningJob(job_id, partition, allocation={node: Resources}, start_time, end_time=None, user="",
                account="", qos=None, priority=0, requeue=True, restart_count=0, limit_request=None)
     PendingJob(job_id, partition, priority, submit_time, nodes=1, per_node=Resources(), time_limit_minutes=None,
@@ -157,6 +157,8 @@ class NodeState:
     features: frozenset[str] = frozenset()
     #: The type of its GPUs (Gres=gpu:v100:8; "" untyped): what a typed GPU request matches.
     gpu_type: str = ""
+    #: slurm.conf's Weight= (default 1): jobs get the usable nodes of the lowest weight first.
+    weight: int = 1
 
     @property
     def capacity(self) -> Resources:
@@ -244,15 +246,34 @@ class TaskSpread:
             left -= count
         return counts if left == 0 else None
 
-    def place(self, rooms: Sequence[tuple[str, int]], min_nodes: int) -> list[str] | None:
-        """The nodes cons_tres gives the tasks (job_test.c ``_eval_nodes``, equal node weights), in the
-        order it takes them; ``rooms``: every node in node order with the tasks it holds (0: not
-        available to the job). Available nodes in a row form a set; until the tasks and ``min_nodes``
-        are met, the best set is taken: one that holds what is left with the fewest tasks, else the
-        largest. In it the smallest single node that holds every task left is taken when at most one
-        node is still needed, else its nodes from the first, each what it holds (``take``), until
-        enough. fixtures/22.05/spread: ``-n 20`` with 2, 12, 5 and 9 CPUs free runs on all four
-        nodes (2, 12, 5, 1); ``-n 5`` with 10, 0, 3 and 3 free on gpu[3-4] (3, 2), not on gpu1."""
+    def place(self, rooms: Sequence[tuple[str, int]], min_nodes: int,
+              weights: Mapping[str, int] | None = None) -> list[str] | None:
+        """The nodes cons_tres gives the tasks (job_test.c ``_eval_nodes``), in the order it takes them;
+        ``rooms``: every node in node order with the tasks it holds (0: not available to the job).
+        Available nodes in a row form a set; until the tasks and ``min_nodes`` are met, the best set is
+        taken: one that holds what is left with the fewest tasks, else the largest. In it the smallest
+        single node that holds every task left is taken when at most one node is still needed, else
+        its nodes from the first, each what it holds (``take``), until enough. fixtures/22.05/spread:
+        ``-n 20`` with 2, 12, 5 and 9 CPUs free runs on all four nodes (2, 12, 5, 1); ``-n 5`` with
+        10, 0, 3 and 3 free on gpu[3-4] (3, 2), not on gpu1. With node ``weights`` (slurm.conf
+        Weight=) the nodes of the lowest weight are evaluated so first, alone, and each next weight's
+        only for what they leave (``_eval_nodes`` walks its node_weight_list): fixtures/22.05/weight,
+        ``-n 24`` with 7 and 15 CPUs free on the weight-10 gpu2 and gpu4 takes those, then 2 of gpu3's."""
+        taken: list[str] = []
+        tasks_left, nodes_left = self.tasks, min_nodes
+        for weight in sorted(set(weights.values())) if weights else (None,):
+            if tasks_left <= 0 and nodes_left <= 0:
+                break
+            in_group = [(name, room if weights is None or weights.get(name) == weight else 0)
+                        for name, room in rooms]
+            tasks_left, nodes_left = self._place_in(in_group, tasks_left, nodes_left, taken)
+        return taken if tasks_left <= 0 and nodes_left <= 0 else None
+
+    @staticmethod
+    def _place_in(rooms: Sequence[tuple[str, int]], tasks_left: int, nodes_left: int,
+                  taken: list[str]) -> tuple[int, int]:
+        """place's sets of ``rooms``: adds the nodes taken to ``taken``; returns the tasks and nodes
+        still to place."""
         sets: list[list[tuple[str, int]]] = [[]]
         for name, room in rooms:
             if room > 0:
@@ -260,8 +281,6 @@ class TaskSpread:
             elif sets[-1]:
                 sets.append([])
         sets = [one for one in sets if one]
-        taken: list[str] = []
-        tasks_left, nodes_left = self.tasks, min_nodes
         while sets and (tasks_left > 0 or nodes_left > 0):
             best, best_total, best_sufficient = sets[0], -1, False
             for one in sets:
@@ -281,7 +300,7 @@ class TaskSpread:
                 taken.append(name)
                 tasks_left -= min(room, tasks_left - max(nodes_left - 1, 0))
                 nodes_left -= 1
-        return taken if tasks_left <= 0 and nodes_left <= 0 else None
+        return tasks_left, nodes_left
 
 
 @dataclass(frozen=True)
@@ -491,6 +510,7 @@ class _Pass:
         self.plan = SchedulePlan()
         self.nodes = {node.name: _Node(node, node.capacity) for node in snapshot.nodes}
         self.node_order = {name: index for index, name in enumerate(self.nodes)}
+        self.weights = {node.name: node.weight for node in snapshot.nodes}
         #: (partition, request key) -> [(availability, node name)] ascending; cleared when any node changes
         self.by_availability: dict[tuple[str, object, frozenset[str], Constraint | None, str | None],
                                    list[tuple[float, str]]] = {}
@@ -547,7 +567,7 @@ class _Pass:
         spread = job.spread if free is not None and not self._whole_nodes(job) else None
         if spread is not None and not job.required_nodes:
             return spread.place([(name, spread.room(free[name], job.per_node) if name in free else 0)
-                                 for name in self.nodes], job.nodes)
+                                 for name in self.nodes], job.nodes, self.weights)
         if not job.required_nodes <= set(ordered):
             return None
         chosen = [name for name in ordered if name in job.required_nodes]
@@ -623,8 +643,10 @@ class _Pass:
 
     def _allocate_now(self, job: PendingJob, withheld: set[str], freed: Mapping[str, Resources] | None = None,
                       ) -> list[str] | None:
-        """Best fit: the fitting nodes with the fewest free GPUs, then CPUs, then name."""
-        fitting: list[tuple[int, int, str]] = []
+        """The fitting nodes of the lowest weight (slurm.conf Weight=), then best fit: the fewest free
+        GPUs, then CPUs, then name (fixtures/22.05/weight: ``-N1 -n 4`` on gpu2 of weight 10, not the
+        idle gpu1 of 30; ``-N2`` on gpu[2,4], the two of weight 10)."""
+        fitting: list[tuple[int, int, int, str]] = []
         #: what each fitting node has free, for a job of -n without -N (_choose); None for the others
         free_now: dict[str, Resources] | None = {} if job.spread is not None else None
         for name in self._candidates(job):
@@ -642,10 +664,10 @@ class _Pass:
             if node.blocks and self._duration(job) + self.now_s > min(
                     (start for start, _ in node.blocks if start >= self.now_s), default=_FOREVER):
                 continue
-            fitting.append((sum(free.gres.values()), free.cpus, name))
+            fitting.append((node.state.weight, sum(free.gres.values()), free.cpus, name))
             if free_now is not None:
                 free_now[name] = free
-        return self._choose(job, [name for _, _, name in sorted(fitting)], free_now)
+        return self._choose(job, [name for *_, name in sorted(fitting)], free_now)
 
     def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
         duration = self._duration(job)
@@ -868,7 +890,7 @@ class _Pass:
             open_nodes.setdefault(name, moment)
             if len(open_nodes) >= job.nodes:
                 free = {n: self.nodes[n].free_at(moment) for n in open_nodes} if spread else None
-                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], n)), free)
+                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], self.weights[n], n)), free)
                 if chosen is not None:
                     return moment, chosen
 
