@@ -570,19 +570,37 @@ class _Pass:
                                  for name in self.nodes], job.nodes, self.weights)
         if not job.required_nodes <= set(ordered):
             return None
-        chosen = [name for name in ordered if name in job.required_nodes]
-        others = [name for name in ordered if name not in job.required_nodes]
+        chosen = sorted(job.required_nodes, key=self.node_order.__getitem__)
+        others = self._around_required(chosen, ordered) if chosen else ordered
         wanted = job.nodes - len(chosen)
         if len(chosen) + len(others) < job.nodes:
             return None
         if spread is None:
             return chosen + others[:wanted]
         rooms = {name: spread.room(free[name], job.per_node) for name in ordered}
+        # the -w nodes take their tasks first, then the others in the order chosen (cons_tres
+        # _eval_nodes gives the required nodes their CPUs before any other)
         for picked in (chosen + others[:wanted], chosen + sorted(others, key=lambda name: -rooms[name])[:wanted]):
-            picked.sort(key=self.node_order.__getitem__)
             if spread.take([rooms[name] for name in picked], job.nodes) is not None:
                 return picked
         return None
+
+    def _around_required(self, required: list[str], ordered: list[str]) -> list[str]:
+        """The candidates other than the -w nodes, in the order cons_tres adds them (job_test.c
+        ``_eval_nodes``): the run of candidates in node order holding the first -w node is taken
+        first, "working up then down from the required nodes" -- the nodes after it, then those
+        before it, nearest first -- then the other candidates in ``ordered``'s order
+        (fixtures/22.05/ntasks-nodes: ``-n 20 -w gpu3`` on idle nodes runs on gpu[3-4], ``-N 2 -w
+        gpu4`` on gpu[3-4], not on gpu1)."""
+        in_order = sorted(ordered, key=self.node_order.__getitem__)
+        at = in_order.index(required[0])
+        start = end = at
+        while start > 0 and self.node_order[in_order[start - 1]] == self.node_order[in_order[start]] - 1:
+            start -= 1
+        while end + 1 < len(in_order) and self.node_order[in_order[end + 1]] == self.node_order[in_order[end]] + 1:
+            end += 1
+        around = [name for name in in_order[at + 1:end + 1] + in_order[start:at][::-1] if name not in required]
+        return around + [name for name in ordered if name not in around and name not in required]
 
     def _duration(self, job: PendingJob) -> float:
         return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _NO_LIMIT
@@ -674,9 +692,11 @@ class _Pass:
         end = self.now_s + duration
         if job.spread is not None and not self._whole_nodes(job):
             allocation = self._spread(job, job.spread, names)
-            names = sorted(names, key=self.node_order.__getitem__)
         else:
             allocation = {name: self._need(job, self.nodes[name]) for name in names}
+        # in node order, whatever order they were chosen in: the first is the batch host (scontrol's
+        # BatchHost; fixtures/22.05/ntasks-nodes: -N 2 -w gpu4 on gpu[3-4], BatchHost=gpu3)
+        names = sorted(names, key=self.node_order.__getitem__)
         self._occupy(job.job_id, allocation, end)
         # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
         # the job keeps it (backfill.c: ``part_time_limit = YEAR_MINUTES``, ``time_limit =
