@@ -73,6 +73,24 @@ def test_a_salloc_request_a_pass_saw_before_its_submission_is_still_tried_at_onc
     second_ago = submitted - dt.timedelta(seconds=1)
     SlurmCluster.objects.filter(pk=accounts.pk).update(last_main_time=second_ago, last_backfill_time=second_ago)
     job = make_job(accounts, now=submitted, interactive=True, sched_eval_time=submitted - dt.timedelta(milliseconds=5))
-    run_pass(accounts, now=submitted + dt.timedelta(milliseconds=50))
+    run_pass(accounts, now=submitted + SCHED_DELAY)  # the main scheduler's next run
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+
+def test_a_job_submitted_after_the_pass_began_is_left_to_the_next(accounts):
+    """A pass whose moment came before a job's submission (it read the queue later) neither starts
+    the job nor gives it a reason, an evaluation or an expected start: slurmctld's schedulers test the
+    queue they built when they began (fixtures/22.05/ntasks scontrol-9: StartTime=Unknown)."""
+    from django.utils import timezone
+
+    from trainhub.slurm.models import JobState
+
+    submitted = timezone.now()
+    job = make_job(accounts, now=submitted, reason="None")
+    run_pass(accounts, now=submitted - dt.timedelta(milliseconds=50))
+    job.refresh_from_db()
+    assert (job.state, job.reason, job.sched_eval_time, job.expected_start) == (JobState.PENDING, "None", None, None)
+    run_pass(accounts, now=submitted + SCHED_DELAY)  # the main scheduler's next run
     job.refresh_from_db()
     assert job.state == JobState.RUNNING

@@ -431,3 +431,19 @@ def test_backfill_plans_gpus_per_job_when_the_nodes_together_hold_them():
     plan = schedule(snapshot(CPU_NODES, [gpus_job(5, 4, 2)], busy), CONFIG, NOW)
     assert plan.waiting[5].estimated_start == NOW + dt.timedelta(minutes=5)
     assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")
+
+
+def test_jobs_get_the_lowest_weight_nodes_first_then_the_best_fit():
+    """slurm.conf Weight=: n0 (weight 5) holds job 1 best, but n1 and n2 (weight 1) go first, and of
+    those the busier n2 (best fit); -N2 takes both; a job of -n without -N fills them before n0
+    (fixtures/22.05/weight: test_real_slurm_weight)."""
+    node_list = [dataclasses.replace(node, weight=5 if node.name == "n0" else 1) for node in nodes(3)]
+    busy = [running(8, ["n0", "n2"], 60, per_node=Resources(cpus=8, memory_mb=1000, gres={"gpu": 4}))]
+    jobs = [pending(1, 100, per_node=Resources(cpus=2, gres={"gpu": 4})),
+            pending(2, 90, nodes=2, per_node=Resources(cpus=1)),
+            pending(3, 80, per_node=Resources(cpus=1), spread=TaskSpread(tasks=24))]
+    plan = schedule(snapshot(node_list, jobs, busy), CONFIG, NOW)
+    assert started(plan)[1].nodes == ("n2",)
+    assert set(started(plan)[2].nodes) == {"n1", "n2"}
+    assert {name: resources.cpus for name, resources in started(plan)[3].allocation.items()} == {
+        "n1": 15, "n2": 5, "n0": 4}

@@ -63,7 +63,9 @@ from trainhub.slurm.tres import (
 
 __all__ = [
     "CATALOGUE",
+    "DEFAULT_NODE_WEIGHT",
     "EPILOG_DIR",
+    "NODE_WEIGHT_MAX",
     "PROLOG_DIR",
     "ClusterLayout",
     "ConfigError",
@@ -85,6 +87,10 @@ EPILOG_DIR = "/etc/slurm/epilog.d"
 UINT32_MAX = 4_294_967_295
 #: Partition PriorityTier / PriorityJobFactor range (slurm.conf.5: "0 to 65533").
 PARTITION_PRIORITY_MAX = 65_533
+#: A node's Weight= unless set (slurm.conf.5: "The default value is 1").
+DEFAULT_NODE_WEIGHT = 1
+#: The largest node Weight= (read_config.c lowers INFINITE, 2^32-1, to this).
+NODE_WEIGHT_MAX = UINT32_MAX - 1
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -714,6 +720,8 @@ class NodeSpec:
     gres: tuple[GresRequest, ...] = ()
     #: Features= (its available features; slurmctld starts with all of them active).
     features: tuple[str, ...] = ()
+    #: Weight= (Slurm's default 1 is not written).
+    weight: int = DEFAULT_NODE_WEIGHT
 
 
 @dataclass(frozen=True)
@@ -745,16 +753,18 @@ def script_file_names(kind: str, count: int) -> list[str]:
 
 
 def _node_lines(nodes: Iterable[NodeSpec]) -> list[str]:
-    groups: dict[tuple[int, int, tuple[GresRequest, ...], tuple[str, ...]], list[str]] = {}
+    groups: dict[tuple[int, int, tuple[GresRequest, ...], tuple[str, ...], int], list[str]] = {}
     for node in nodes:
-        groups.setdefault((node.cpus, node.real_memory_mb, node.gres, node.features), []).append(node.name)
+        groups.setdefault((node.cpus, node.real_memory_mb, node.gres, node.features, node.weight), []).append(node.name)
     lines = []
-    for (cpus, memory, gres, features), names in sorted(groups.items(), key=lambda item: compress(item[1])):
+    for (cpus, memory, gres, features, weight), names in sorted(groups.items(), key=lambda item: compress(item[1])):
         line = f"NodeName={compress(names)} CPUs={cpus} RealMemory={memory}"
         if gres:
             line += " Gres=" + ",".join(str(item) for item in gres)
         if features:
             line += " Features=" + ",".join(features)
+        if weight != DEFAULT_NODE_WEIGHT:
+            line += f" Weight={weight}"
         lines.append(line + " State=UNKNOWN")
     return lines
 

@@ -67,6 +67,9 @@ class SlurmCluster(models.Model):
     #: Node RealMemory in MB (slurm.conf's NodeName=... RealMemory=): node name -> MB; a node not
     #: here has its machine type's memory.
     node_real_memory = models.JSONField(default=dict, blank=True)
+    #: Node Weight (slurm.conf's NodeName=... Weight=): node name -> weight; a node not here has
+    #: Slurm's default, 1. Jobs get the usable nodes of the lowest weight first.
+    node_weight = models.JSONField(default=dict, blank=True)
     prolog_scripts = models.JSONField(default=list)
     epilog_scripts = models.JSONField(default=list)
     default_partition = models.CharField(max_length=63)

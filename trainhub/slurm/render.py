@@ -8,7 +8,7 @@ from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import Node
 from trainhub.slurm import arrays, jobenv, scontrol_job
 from trainhub.slurm.models import JobRun, Partition, SlurmCluster, SlurmJob
-from trainhub.slurm.slurmconf import real_memory_mb
+from trainhub.slurm.slurmconf import node_weight, real_memory_mb
 from trainhub.slurm.timefmt import format_time_limit
 
 
@@ -43,13 +43,13 @@ def render_cluster(cluster: SlurmCluster, partitions: list[Partition], nodes: li
         "orchestratorSpec": {"slurmSpec": spec},
     }
     if nodes is not None:
-        # scontrol show node's AvailableFeatures= / ActiveFeatures= and RealMemory=
+        # scontrol show node's AvailableFeatures= / ActiveFeatures=, RealMemory= and Weight=
         features = cluster.node_features
         body["nodes"] = [{"name": node.name, "nodePoolId": node.pool.name, "state": node.state,
                           "reason": node.state_reason, "gpus": node.pool.accelerator_count,
                           "availableFeatures": features.get(node.name, {}).get("available", []),
                           "activeFeatures": features.get(node.name, {}).get("active", []),
-                          "realMemory": real_memory_mb(node, cluster)}
+                          "realMemory": real_memory_mb(node, cluster), "weight": node_weight(node, cluster)}
                          for node in nodes]
     return body
 

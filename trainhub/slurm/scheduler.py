@@ -4,7 +4,7 @@ reservations. Pure: it takes ``now`` and a snapshot and returns decisions; the c
 Public API (pure Python, no Django)::
 
     Resources(cpus=0, memory_mb=0, gres={})                  # per node: {"gpu": 4}
-    NodeState(name, cpus, memory_mb, gres={}, usable=True, features=frozenset(), gpu_type="")  # usable=False: DOWN/DRAIN/...
+    NodeState(name, cpus, memory_mb, gres={}, usable=True, features=frozenset(), gpu_type="", weight=1)  # usable=False: DOWN/DRAIN/...
     RunningJob(job_id, partition, allocation={node: Resources}, start_time, end_time=None, user="",
                account="", qos=None, priority=0, requeue=True, restart_count=0, limit_request=None)
     PendingJob(job_id, partition, priority, submit_time, nodes=1, per_node=Resources(), time_limit_minutes=None,
@@ -157,6 +157,8 @@ class NodeState:
     features: frozenset[str] = frozenset()
     #: The type of its GPUs (Gres=gpu:v100:8; "" untyped): what a typed GPU request matches.
     gpu_type: str = ""
+    #: slurm.conf's Weight= (default 1): jobs get the usable nodes of the lowest weight first.
+    weight: int = 1
 
     @property
     def capacity(self) -> Resources:
@@ -244,15 +246,34 @@ class TaskSpread:
             left -= count
         return counts if left == 0 else None
 
-    def place(self, rooms: Sequence[tuple[str, int]], min_nodes: int) -> list[str] | None:
-        """The nodes cons_tres gives the tasks (job_test.c ``_eval_nodes``, equal node weights), in the
-        order it takes them; ``rooms``: every node in node order with the tasks it holds (0: not
-        available to the job). Available nodes in a row form a set; until the tasks and ``min_nodes``
-        are met, the best set is taken: one that holds what is left with the fewest tasks, else the
-        largest. In it the smallest single node that holds every task left is taken when at most one
-        node is still needed, else its nodes from the first, each what it holds (``take``), until
-        enough. fixtures/22.05/spread: ``-n 20`` with 2, 12, 5 and 9 CPUs free runs on all four
-        nodes (2, 12, 5, 1); ``-n 5`` with 10, 0, 3 and 3 free on gpu[3-4] (3, 2), not on gpu1."""
+    def place(self, rooms: Sequence[tuple[str, int]], min_nodes: int,
+              weights: Mapping[str, int] | None = None) -> list[str] | None:
+        """The nodes cons_tres gives the tasks (job_test.c ``_eval_nodes``), in the order it takes them;
+        ``rooms``: every node in node order with the tasks it holds (0: not available to the job).
+        Available nodes in a row form a set; until the tasks and ``min_nodes`` are met, the best set is
+        taken: one that holds what is left with the fewest tasks, else the largest. In it the smallest
+        single node that holds every task left is taken when at most one node is still needed, else
+        its nodes from the first, each what it holds (``take``), until enough. fixtures/22.05/spread:
+        ``-n 20`` with 2, 12, 5 and 9 CPUs free runs on all four nodes (2, 12, 5, 1); ``-n 5`` with
+        10, 0, 3 and 3 free on gpu[3-4] (3, 2), not on gpu1. With node ``weights`` (slurm.conf
+        Weight=) the nodes of the lowest weight are evaluated so first, alone, and each next weight's
+        only for what they leave (``_eval_nodes`` walks its node_weight_list): fixtures/22.05/weight,
+        ``-n 24`` with 7 and 15 CPUs free on the weight-10 gpu2 and gpu4 takes those, then 2 of gpu3's."""
+        taken: list[str] = []
+        tasks_left, nodes_left = self.tasks, min_nodes
+        for weight in sorted(set(weights.values())) if weights else (None,):
+            if tasks_left <= 0 and nodes_left <= 0:
+                break
+            in_group = [(name, room if weights is None or weights.get(name) == weight else 0)
+                        for name, room in rooms]
+            tasks_left, nodes_left = self._place_in(in_group, tasks_left, nodes_left, taken)
+        return taken if tasks_left <= 0 and nodes_left <= 0 else None
+
+    @staticmethod
+    def _place_in(rooms: Sequence[tuple[str, int]], tasks_left: int, nodes_left: int,
+                  taken: list[str]) -> tuple[int, int]:
+        """place's sets of ``rooms``: adds the nodes taken to ``taken``; returns the tasks and nodes
+        still to place."""
         sets: list[list[tuple[str, int]]] = [[]]
         for name, room in rooms:
             if room > 0:
@@ -260,8 +281,6 @@ class TaskSpread:
             elif sets[-1]:
                 sets.append([])
         sets = [one for one in sets if one]
-        taken: list[str] = []
-        tasks_left, nodes_left = self.tasks, min_nodes
         while sets and (tasks_left > 0 or nodes_left > 0):
             best, best_total, best_sufficient = sets[0], -1, False
             for one in sets:
@@ -281,7 +300,7 @@ class TaskSpread:
                 taken.append(name)
                 tasks_left -= min(room, tasks_left - max(nodes_left - 1, 0))
                 nodes_left -= 1
-        return taken if tasks_left <= 0 and nodes_left <= 0 else None
+        return tasks_left, nodes_left
 
 
 def share_gpus_per_job(count: int, free_gpus: Sequence[int]) -> list[int] | None:
@@ -525,6 +544,7 @@ class _Pass:
         self.plan = SchedulePlan()
         self.nodes = {node.name: _Node(node, node.capacity) for node in snapshot.nodes}
         self.node_order = {name: index for index, name in enumerate(self.nodes)}
+        self.weights = {node.name: node.weight for node in snapshot.nodes}
         #: (partition, request key) -> [(availability, node name)] ascending; cleared when any node changes
         self.by_availability: dict[tuple[str, object, frozenset[str], Constraint | None, str | None],
                                    list[tuple[float, str]]] = {}
@@ -591,28 +611,47 @@ class _Pass:
         def holds(picked: list[str]) -> bool:
             if spread is not None:
                 return spread.take([most[name] for name in picked], job.nodes) is not None
-            return not per_job or share_gpus_per_job(per_job, [most[name] for name in picked]) is not None
+            in_order = sorted(picked, key=self.node_order.__getitem__)  # --gpus's shares go in node order
+            return not per_job or share_gpus_per_job(per_job, [most[name] for name in in_order]) is not None
 
         if job.constraint is not None:
             picked = job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
                                            job.required_nodes)
             return picked if picked is None or holds(sorted(picked, key=self.node_order.__getitem__)) else None
         if spread is not None and not job.required_nodes:
-            return spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes)
+            return spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes, self.weights)
         if not job.required_nodes <= set(ordered):
             return None
-        chosen = [name for name in ordered if name in job.required_nodes]
-        others = [name for name in ordered if name not in job.required_nodes]
+        chosen = sorted(job.required_nodes, key=self.node_order.__getitem__)
+        others = self._around_required(chosen, ordered) if chosen else ordered
         wanted = job.nodes - len(chosen)
         if len(chosen) + len(others) < job.nodes:
             return None
         if spread is None and not per_job:
             return chosen + others[:wanted]
+        # the -w nodes take their tasks first, then the others in the order chosen (cons_tres
+        # _eval_nodes gives the required nodes their CPUs before any other)
         for picked in (chosen + others[:wanted], chosen + sorted(others, key=lambda name: -most[name])[:wanted]):
-            picked.sort(key=self.node_order.__getitem__)
             if holds(picked):
                 return picked
         return None
+
+    def _around_required(self, required: list[str], ordered: list[str]) -> list[str]:
+        """The candidates other than the -w nodes, in the order cons_tres adds them (job_test.c
+        ``_eval_nodes``): the run of candidates in node order holding the first -w node is taken
+        first, "working up then down from the required nodes" -- the nodes after it, then those
+        before it, nearest first -- then the other candidates in ``ordered``'s order
+        (fixtures/22.05/ntasks-nodes: ``-n 20 -w gpu3`` on idle nodes runs on gpu[3-4], ``-N 2 -w
+        gpu4`` on gpu[3-4], not on gpu1)."""
+        in_order = sorted(ordered, key=self.node_order.__getitem__)
+        at = in_order.index(required[0])
+        start = end = at
+        while start > 0 and self.node_order[in_order[start - 1]] == self.node_order[in_order[start]] - 1:
+            start -= 1
+        while end + 1 < len(in_order) and self.node_order[in_order[end + 1]] == self.node_order[in_order[end]] + 1:
+            end += 1
+        around = [name for name in in_order[at + 1:end + 1] + in_order[start:at][::-1] if name not in required]
+        return around + [name for name in ordered if name not in around and name not in required]
 
     def _duration(self, job: PendingJob) -> float:
         return job.time_limit_minutes * 60.0 if job.time_limit_minutes is not None else _NO_LIMIT
@@ -673,9 +712,11 @@ class _Pass:
 
     def _allocate_now(self, job: PendingJob, withheld: set[str], freed: Mapping[str, Resources] | None = None,
                       ) -> list[str] | None:
-        """Best fit: the fitting nodes with the fewest free GPUs, then CPUs, then name; for --gpus and
-        --gpus-per-task those with more GPUs it may use first (_near_gpus)."""
-        fitting: list[tuple[int, int, int, str]] = []
+        """The fitting nodes of the lowest weight (slurm.conf Weight=), then best fit: the fewest free
+        GPUs, then CPUs, then name (fixtures/22.05/weight: ``-N1 -n 4`` on gpu2 of weight 10, not the
+        idle gpu1 of 30; ``-N2`` on gpu[2,4], the two of weight 10); for --gpus and --gpus-per-task
+        those with more GPUs it may use first (_near_gpus) within a weight."""
+        fitting: list[tuple[int, int, int, int, str]] = []
         #: what each fitting node has free, for a job of -n without -N or of --gpus (_choose); None for the others
         free_now: dict[str, Resources] | None = {} if self._fits_by_free(job) else None
         for name in self._candidates(job):
@@ -693,7 +734,7 @@ class _Pass:
             if node.blocks and self._duration(job) + self.now_s > min(
                     (start for start, _ in node.blocks if start >= self.now_s), default=_FOREVER):
                 continue
-            fitting.append((-_near_gpus(job, free), sum(free.gres.values()), free.cpus, name))
+            fitting.append((node.state.weight, -_near_gpus(job, free), sum(free.gres.values()), free.cpus, name))
             if free_now is not None:
                 free_now[name] = free
         return self._choose(job, [name for *_, name in sorted(fitting)], free_now)
@@ -701,16 +742,17 @@ class _Pass:
     def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
         duration = self._duration(job)
         end = self.now_s + duration
-        if job.spread is not None and not self._whole_nodes(job):
-            allocation = self._spread(job, job.spread, names)
-            names = sorted(names, key=self.node_order.__getitem__)
-        elif self._fits_by_free(job):
-            names = sorted(names, key=self.node_order.__getitem__)
+        spread = job.spread is not None and not self._whole_nodes(job)
+        allocation = self._spread(job, job.spread, names) if spread else {}
+        # in node order, whatever order they were chosen in: the first is the batch host (scontrol's
+        # BatchHost; fixtures/22.05/ntasks-nodes: -N 2 -w gpu4 on gpu[3-4], BatchHost=gpu3)
+        names = sorted(names, key=self.node_order.__getitem__)
+        if not spread and self._fits_by_free(job):
             shares = share_gpus_per_job(job.gpus_per_job, [self.nodes[name].free.gres.get("gpu", 0) for name in names])
             assert shares is not None, "_choose picked nodes that hold --gpus's count"
             allocation = {name: Resources(job.per_node.cpus, job.per_node.memory_mb, {"gpu": share})
                           for name, share in zip(names, shares)}
-        else:
+        elif not spread:
             allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
         # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
@@ -926,7 +968,7 @@ class _Pass:
             open_nodes.setdefault(name, moment)
             if len(open_nodes) >= job.nodes:
                 free = {n: self.nodes[n].free_at(moment) for n in open_nodes} if by_free else None
-                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], n)), free)
+                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], self.weights[n], n)), free)
                 if chosen is not None:
                     return moment, chosen
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from trainhub.catalog.machines import QUOTA_GPU_NAME, machine_type_get
 from trainhub.inventory.models import Node, NodePool
 from trainhub.slurm.conf import (
+    DEFAULT_NODE_WEIGHT,
     ClusterLayout,
     NodeSpec,
     PartitionSpec,
@@ -34,14 +35,20 @@ def real_memory_mb(node: Node, cluster: SlurmCluster) -> int:
     return cluster.node_real_memory.get(node.name) or machine_memory_mb(node)
 
 
+def node_weight(node: Node, cluster: SlurmCluster) -> int:
+    """The node's Weight=: the one the cluster's admin set (services.clusters.node_weight_set), else 1."""
+    return cluster.node_weight.get(node.name, DEFAULT_NODE_WEIGHT)
+
+
 def node_spec(node: Node, cluster: SlurmCluster) -> NodeSpec:
     """The node's NodeName= line: its machine type's CPUs, its RealMemory (the admin's, else the
-    machine's memory), its pool's GPUs and its available features."""
+    machine's memory), its pool's GPUs, its available features and its Weight."""
     machine = machine_type_get(node.pool.machine_type)
     gres = (GresRequest("gpu", gpu_type(node.pool), node.pool.accelerator_count),) if node.pool.accelerator_count else ()
     return NodeSpec(name=node.name, cpus=machine.vcpus if machine else 1,
                     real_memory_mb=real_memory_mb(node, cluster), gres=gres,
-                    features=tuple(cluster.node_features.get(node.name, {}).get("available", ())))
+                    features=tuple(cluster.node_features.get(node.name, {}).get("available", ())),
+                    weight=node_weight(node, cluster))
 
 
 def cluster_layout(cluster: SlurmCluster) -> ClusterLayout:

@@ -121,6 +121,8 @@ class NodeInfo:
     #: AvailableFeatures / ActiveFeatures (SlurmCluster.node_features); jobs' constraints match the active ones.
     available_features: tuple[str, ...] = ()
     active_features: tuple[str, ...] = ()
+    #: Weight= (SlurmCluster.node_weight): the scheduler gives jobs the lowest-weight nodes first.
+    weight: int = 1
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,7 @@ def _node_info(node: Node, fresh_after: dt.datetime, cluster: SlurmCluster) -> N
                     gpus=node.pool.accelerator_count, gpu_type=gpu_type(node.pool),
                     available=node.state == NodeState.UP and alive, state=node.state, reason=node.state_reason,
                     available_features=tuple(node_features.get("available", ())),
-                    active_features=tuple(node_features.get("active", ())))
+                    active_features=tuple(node_features.get("active", ())), weight=spec.weight)
 
 
 def _partition_info(name: str, position: int, config: dict, node_pks: tuple[int, ...],
@@ -581,7 +583,8 @@ def job_memory_mb(job: JobLike, state: ClusterState, cpus: int) -> int:
 def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
     return [scheduler.NodeState(name=node.name, cpus=node.cpus, memory_mb=node.memory_mb,
                                 gres={"gpu": node.gpus} if node.gpus else {}, usable=node.available,
-                                features=frozenset(node.active_features), gpu_type=node.gpu_type)
+                                features=frozenset(node.active_features), gpu_type=node.gpu_type,
+                                weight=node.weight)
             for node in state.nodes.values()]
 
 

@@ -128,11 +128,16 @@ class SlurmPartitionDetail(APIView):
         return Response(render_partition(row, row.cluster.default_partition))
 
 
+#: The node's numeric fields and an example of each.
+_NODE_NUMBERS = {"realMemory": "MB, 16000", "weight": "10"}
+
+
 class SlurmNodeDetail(APIView):
     """Admins set a node's features, as ``scontrol update NodeName=N AvailableFeatures=a100,ib
     ActiveFeatures=a100,ib`` ({"availableFeatures": "a100,ib", "activeFeatures": "a100"}; without
     activeFeatures every available feature is active; "" removes them), and/or its slurm.conf
-    RealMemory in MB ({"realMemory": 16000}; null: its machine type's memory). Returns the cluster."""
+    RealMemory in MB ({"realMemory": 16000}; null: its machine type's memory) and/or Weight
+    ({"weight": 10}; null: 1). Returns the cluster."""
 
     @extend_schema(operation_id="slurmClusters.nodes.patch", request={"application/json": UPDATE_NODE},
                    responses=responses(BODY, ERRORS))
@@ -141,17 +146,18 @@ class SlurmNodeDetail(APIView):
         node_obj = selectors.cluster_node(cluster=cluster_obj, name=node)
         body = {camel_key(str(key)): value for key, value in _object(request).items()}
         violations = [FieldViolation(key, "unknown field") for key in body
-                      if key not in ("availableFeatures", "activeFeatures", "realMemory")]
+                      if key not in ("availableFeatures", "activeFeatures", *_NODE_NUMBERS)]
         violations += [FieldViolation(key, "must be a string (a100,ib)") for key in body
                        if key in ("availableFeatures", "activeFeatures") and not isinstance(body[key], str)]
-        if "availableFeatures" not in body and ("activeFeatures" in body or "realMemory" not in body):
+        if "availableFeatures" not in body and ("activeFeatures" in body or not set(_NODE_NUMBERS) & set(body)):
             violations.append(FieldViolation("availableFeatures", "required (a100,ib; \"\" for none)"))
-        memory = body.get("realMemory")
-        if memory is not None:
-            try:
-                memory = parse_int(memory)
-            except WireError as exc:
-                violations.append(FieldViolation("realMemory", f"{exc} (MB, 16000) or null"))
+        numbers: dict[str, int | None] = {}
+        for key, example in _NODE_NUMBERS.items():
+            if body.get(key) is not None:
+                try:
+                    numbers[key] = parse_int(body[key])
+                except WireError as exc:
+                    violations.append(FieldViolation(key, f"{exc} ({example}) or null"))
         if violations:
             raise invalid_argument(violations)
         actor = request.user.get_username()
@@ -160,8 +166,11 @@ class SlurmNodeDetail(APIView):
                                                      available=body["availableFeatures"],
                                                      active=body.get("activeFeatures"), actor=actor)
         if "realMemory" in body:
-            cluster_obj = services.node_real_memory_set(cluster=cluster_obj, node=node_obj, real_memory_mb=memory,
-                                                        actor=actor)
+            cluster_obj = services.node_real_memory_set(cluster=cluster_obj, node=node_obj,
+                                                        real_memory_mb=numbers.get("realMemory"), actor=actor)
+        if "weight" in body:
+            cluster_obj = services.node_weight_set(cluster=cluster_obj, node=node_obj, weight=numbers.get("weight"),
+                                                   actor=actor)
         return Response(_render(cluster_obj))
 
 

@@ -37,7 +37,8 @@ UPDATE_PARTITION = obj({"config": {"type": "object", "additionalProperties": {"t
                         "nodePoolIds": STRINGS})
 UPDATE_NODE = obj({"availableFeatures": {"type": "string", "example": "a100,ib"},
                    "activeFeatures": {"type": "string", "example": "a100,ib"},
-                   "realMemory": {**int64(), "nullable": True, "example": 16000}})
+                   "realMemory": {**int64(), "nullable": True, "example": 16000},
+                   "weight": {**int64(), "nullable": True, "example": 10}})
 UPDATE_SCRIPTS = obj({"prologBashScripts": SCRIPTS, "epilogBashScripts": SCRIPTS}, extra=True)
 SACCTMGR = obj({"command": {"anyOf": [{"type": "string", "example": "sacctmgr show assoc"}, STRINGS]}},
                required=("command",))

@@ -25,7 +25,13 @@ from trainhub.slurm.clusterspec import (
     parse_cluster_spec,
     validate_scripts,
 )
-from trainhub.slurm.conf import ConfigError, parse_config, parse_partition_options
+from trainhub.slurm.conf import (
+    DEFAULT_NODE_WEIGHT,
+    NODE_WEIGHT_MAX,
+    ConfigError,
+    parse_config,
+    parse_partition_options,
+)
 from trainhub.slurm.models import (
     Account,
     Association,
@@ -332,6 +338,20 @@ def node_features_set(*, cluster: SlurmCluster, node: Node, available: str, acti
     return cluster
 
 
+def node_weight_set(*, cluster: SlurmCluster, node: Node, weight: int | None, actor: str,
+                    now: dt.datetime | None = None) -> SlurmCluster:
+    """slurm.conf's ``NodeName=N Weight=W``: jobs get the usable nodes of the lowest weight first
+    (scheduler); None gives it back Slurm's default, 1. A uint32 below INFINITE, as read_config.c
+    takes it."""
+    if node.dedicated_to != cluster.owner_key:
+        raise ApiError(404, f"Node {node.name} is not a node of cluster {cluster.cluster_id}.")
+    if weight is not None and not 0 <= weight <= NODE_WEIGHT_MAX:
+        raise invalid_argument([FieldViolation("weight", f"must be a number from 0 to {NODE_WEIGHT_MAX} "
+                                                         f"(default {DEFAULT_NODE_WEIGHT})")])
+    return _node_setting_set(cluster, node, "node_weight", "Weight", None if weight == DEFAULT_NODE_WEIGHT else weight,
+                             actor=actor, now=now)
+
+
 def node_real_memory_set(*, cluster: SlurmCluster, node: Node, real_memory_mb: int | None, actor: str,
                          now: dt.datetime | None = None) -> SlurmCluster:
     """slurm.conf's ``NodeName=N RealMemory=MB``: what sinfo's MEMORY, scontrol's RealMemory and a
@@ -344,18 +364,25 @@ def node_real_memory_set(*, cluster: SlurmCluster, node: Node, real_memory_mb: i
     if real_memory_mb is not None and not 1 <= real_memory_mb <= most:
         raise invalid_argument([FieldViolation("realMemory", f"must be a number of MB from 1 to {most} (node "
                                                              f"{node.name}'s memory; more is Low RealMemory)")])
+    return _node_setting_set(cluster, node, "node_real_memory", "RealMemory", real_memory_mb, actor=actor, now=now)
+
+
+def _node_setting_set(cluster: SlurmCluster, node: Node, field_name: str, label: str, value: int | None, *,
+                      actor: str, now: dt.datetime | None) -> SlurmCluster:
+    """Store one node's slurm.conf number in the cluster's ``field_name`` map (None: the default, not
+    stored); a change is audited and asks for a pass."""
     now = now or timezone.now()
     with transaction.atomic():
         cluster = _locked(cluster)
-        old = cluster.node_real_memory.get(node.name)
-        if real_memory_mb is None:
-            cluster.node_real_memory.pop(node.name, None)
+        values = getattr(cluster, field_name)
+        old = values.get(node.name)
+        if value is None:
+            values.pop(node.name, None)
         else:
-            cluster.node_real_memory[node.name] = real_memory_mb
-        if old != real_memory_mb:
-            audit(cluster, actor=actor, subject=f"RealMemory of node {node.name}", old=old, new=real_memory_mb,
-                  now=now)
+            values[node.name] = value
+        if old != value:
+            audit(cluster, actor=actor, subject=f"{label} of node {node.name}", old=old, new=value, now=now)
             cluster.update_time = now
-            cluster.save(update_fields=["node_real_memory", "update_time"])
+            cluster.save(update_fields=[field_name, "update_time"])
             request_pass(cluster)
     return cluster

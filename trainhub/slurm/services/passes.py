@@ -271,6 +271,17 @@ def will_run(cluster: SlurmCluster, state: snapshot.ClusterState, probe: SlurmJo
     return (waiting.estimated_start, waiting) if waiting and waiting.estimated_start else None
 
 
+def _arrived_after(job: snapshot.QueuedJob, now: dt.datetime) -> bool:
+    """Whether the job was submitted after the pass's moment (the pass read the queue later, as a
+    job submitted while it began): slurmctld's main scheduler and backfill iteration test the queue
+    they build when they begin, so such a job gets no reason, evaluation or expected start from
+    them (fixtures/22.05/ntasks: job 9, submitted after the backfill iteration that started jobs 2
+    and 3 began, shows StartTime=Unknown, while jobs 4 and 5 it tested show a start a year on). A
+    requeued job's submit time is its requeue's (ahead of ``now`` for a preempted job's GraceTime):
+    it was queued all along."""
+    return job.restart_count == 0 and job.submit_time > now
+
+
 def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob],
               recomputed: list[snapshot.QueuedJob], now: dt.datetime, summary: PassSummary, *,
               main: bool, backfill: bool, new_allocations: frozenset[int] = frozenset()) -> None:
@@ -280,7 +291,7 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
     context = snapshot.limit_context(state)
     requests = {job.pk: snapshot.limit_request(job, state) for job in jobs}
     usage = snapshot.limit_usage(state, context, jobs, requests)
-    pending = [job for job in jobs if job.state == JobState.PENDING]
+    pending = [job for job in jobs if job.state == JobState.PENDING and not _arrived_after(job, now)]
     running_tasks = array_service.running_tasks(cluster)
     entries = array_service.spread(pending, [snapshot.pending_job(job, state, requests[job.pk],
                                                                   allocating=job.pk in new_allocations)
