@@ -37,12 +37,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import Field, ForeignKey, JSONField, Model, QuerySet
+from django.db.models import (
+    BigIntegerField,
+    BooleanField,
+    CharField,
+    Field,
+    FloatField,
+    ForeignKey,
+    IntegerField,
+    JSONField,
+    Model,
+    PositiveBigIntegerField,
+    PositiveIntegerField,
+    PositiveSmallIntegerField,
+    QuerySet,
+    SmallIntegerField,
+    TextField,
+)
 from django.db.models.signals import post_save, pre_save
 
 
 #: Not looked at yet (None is a looked-at answer).
 _UNSET = object()
+
+#: Fields (of exactly these classes) whose get_db_prep_save returns a value of exactly this type
+#: unchanged: _json_row takes such a value as it is, where the call costs a microsecond a field.
+_AS_IS = {CharField: str, TextField: str, BooleanField: bool, IntegerField: int, SmallIntegerField: int,
+          BigIntegerField: int, PositiveIntegerField: int, PositiveSmallIntegerField: int,
+          PositiveBigIntegerField: int, FloatField: float}
 
 
 @dataclass(frozen=True)
@@ -238,9 +260,13 @@ class CompiledInsert:
         row = {}
         for field in fields:
             value = field.pre_save(obj, True)
-            if value is not None and isinstance(field, JSONField):
+            if value is None or (type(value) is _AS_IS.get(type(field)) and (
+                    type(value) is not float or math.isfinite(value))):
+                row[field.column] = value
+                continue
+            if isinstance(field, JSONField):
                 value = field.get_prep_value(value)
-            elif value is not None:
+            else:
                 value = field.get_db_prep_save(value, connection)
                 if not isinstance(value, (bool, int, str)) and not (isinstance(value, float) and math.isfinite(value)):
                     value = _text_input(value)
