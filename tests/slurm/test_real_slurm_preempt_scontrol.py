@@ -23,7 +23,7 @@ from django.contrib.auth import get_user_model
 from trainhub.slurm import reports
 from trainhub.slurm.models import JobNode, JobState, NodePhase, Partition, SlurmCluster, SlurmJob
 from trainhub.slurm.services.clusters import partition_update
-from trainhub.slurm.services.jobs import Submission, job_submit
+from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit
 from trainhub.slurm.services.lifecycle import (
     job_batch_finished,
     job_node_epilog_finished,
@@ -187,3 +187,22 @@ def test_a_requeued_victim_started_again_has_no_preempt_time(cast, now):
     run_pass(cluster, later)
     text = reports.scontrol_jobs(cluster, now=later, job="35").text
     assert "   JobState=RUNNING " in text and " PreemptTime=None\n" in text
+
+
+def test_a_requeue_victim_cancelled_in_its_grace_time_ends_cancelled(cast, now):
+    """scancel still kills a victim running out its GraceTime (slurmctld's job_signal): its batch
+    script at once, and it is not requeued when the GraceTime ends."""
+    round_ = ROUNDS["REQUEUE"]
+    cluster = replay_round(cast, now, round_)
+    carol = get_user_model().objects.get(username="carol")
+    cancelled = round_.urgent + 5 * SECOND
+    job_cancel(job=SlurmJob.objects.get(cluster=cluster, job_id=35), actor=carol, is_admin=False, now=cancelled)
+    batch = JobNode.objects.get(job__cluster=cluster, job__job_id=35)
+    assert batch.stop_requested and batch.kill_at is None
+    run_pass(cluster, round_.urgent + 33 * SECOND)  # the GraceTime is over: the other victims are requeued
+    assert SlurmJob.objects.get(cluster=cluster, job_id=35).state == JobState.RUNNING  # its script not yet ended
+    assert set(SlurmJob.objects.filter(cluster=cluster, job_id__in=range(36, 39)).values_list("state", flat=True)) == {
+        JobState.PENDING}
+    job_batch_finished(job_node=batch, exit_code=0, signal=15, max_rss_kb=None, now=round_.urgent + 34 * SECOND)
+    victim = SlurmJob.objects.get(cluster=cluster, job_id=35)
+    assert (victim.state, victim.restart_count, victim.state_desc) == (JobState.CANCELLED, 0, "by carol")
