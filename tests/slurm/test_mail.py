@@ -297,7 +297,8 @@ def test_a_preempted_jobs_requeued_mail_waits_for_the_end_of_its_grace_time(tier
                                                                            django_capture_on_commit_callbacks):
     """22.05 mails Requeued when GraceTime is over and the victim is requeued, not when it is chosen
     (fixtures/22.05/mail: urgent job at 1796427143, the victims' SIGTERM then, their kill and the
-    Requeued mails 39 s later with GraceTime=30)."""
+    Requeued mails 39 s later with GraceTime=30, when slurmctld found it over): here at the first pass
+    after it."""
     from trainhub.slurm.services.lifecycle import job_node_prolog_finished, job_preempt
 
     settings.EMAIL_BACKEND, settings.TRAINHUB_MAIL_ENABLED = LOCMEM["EMAIL_BACKEND"], True
@@ -316,8 +317,8 @@ def test_a_preempted_jobs_requeued_mail_waits_for_the_end_of_its_grace_time(tier
     with django_capture_on_commit_callbacks(execute=True):
         run_pass(tiered, at(kill_at, seconds=2))
     assert [m.subject for m in django_mail.outbox] == [
-        f"Slurm Job_id={victim.job_id} Name=vB Requeued, Run time 00:11:30"]
-    assert JobMail.objects.get(job=victim).created == kill_at
+        f"Slurm Job_id={victim.job_id} Name=vB Requeued, Run time 00:11:32"]
+    assert JobMail.objects.get(job=victim).created == at(kill_at, seconds=2)
 
 
 def test_the_invalid_dependency_subject_is_slurms():

@@ -6,8 +6,7 @@ their GraceTime, PreemptTime the moment they were chosen, the urgent job PENDING
 The three rounds are compared: PreemptMode=CANCEL (CANCEL-*), REQUEUE (REQUEUE-*) and USERSIG (USERSIG-*:
 REQUEUE with SchedulerParameters=preempt_send_user_signal, which trainhub's configuration refuses; it
 changed nothing 22.05 showed, trap-USERSIG-*.txt signalled as trap-REQUEUE-*.txt, so the round is replayed
-as REQUEUE). A REQUEUE victim is requeued when its GraceTime ends (slurmctld-extract.txt), which 22.05 did
-up to 30 s later (its periodic check); trainhub requeues it as of the GraceTime's end.
+as REQUEUE). What follows the GraceTime is in test_real_slurm_preempt_requeue.
 """
 from __future__ import annotations
 
@@ -151,21 +150,23 @@ def test_a_pass_in_the_grace_time_keeps_the_victims_running_and_their_preempt_ti
 
 
 def test_a_requeue_victim_is_requeued_when_its_grace_time_ends(cast, now):
-    """As 22.05 requeues it (slurmctld-extract.txt: "preempted JobId=35 has been requeued" after the
-    GraceTime): PENDING, Reason=BeginTime, Restarts=1, submitted again then and eligible 121 s later,
-    its run recorded PREEMPTED; the urgent job starts in that pass."""
+    """At the first pass that finds its GraceTime over, as 22.05 requeues it at its periodic check
+    (slurmctld-extract.txt: "preempted JobId=35 has been requeued" 39 s after it was chosen):
+    PENDING, Reason=BeginTime, Restarts=1, submitted again then and eligible 121 s later, its run
+    recorded PREEMPTED; the urgent job starts in that pass."""
     round_ = ROUNDS["REQUEUE"]
     cluster = replay_round(cast, now, round_)
-    grace_end = round_.urgent + 30 * SECOND
-    run_pass(cluster, grace_end + 3 * SECOND)  # no word from the victims' nodes yet: they are killed now
+    run_pass(cluster, round_.urgent + 29 * SECOND)
+    assert SlurmJob.objects.get(cluster=cluster, job_id=35).state == JobState.RUNNING
+    found = round_.urgent + 33 * SECOND
+    run_pass(cluster, found)  # no word from the victims' nodes yet: they are killed now
     victim = SlurmJob.objects.get(cluster=cluster, job_id=35)
     assert (victim.state, victim.reason, victim.restart_count) == (JobState.PENDING, "BeginTime", 1)
-    assert (victim.submit_time, victim.begin_time) == (grace_end, grace_end + 121 * SECOND)
+    assert (victim.submit_time, victim.begin_time) == (found, found + 121 * SECOND)
     record = victim.runs.get()
-    assert (record.state, record.end_time, record.state_desc) == (JobState.PREEMPTED, grace_end,
-                                                                  "preempted by job 39")
+    assert (record.state, record.end_time, record.state_desc) == (JobState.PREEMPTED, found, "preempted by job 39")
     assert SlurmJob.objects.get(cluster=cluster, job_id=39).state == JobState.RUNNING
-    text = reports.scontrol_jobs(cluster, now=grace_end + 3 * SECOND, job="35").text
+    text = reports.scontrol_jobs(cluster, now=found, job="35").text
     assert ("   JobState=PENDING Reason=BeginTime Dependency=(null)\n"
             "   Requeue=1 Restarts=1 BatchFlag=1 Reboot=0 ExitCode=0:0\n") in text
 

@@ -15,7 +15,7 @@ Public API (pure Python, no Django)::
     preempt(policy, victim, now) -> PreemptAction
         # signal_at = when it was first chosen (its preempt_time, else now), kill_at = signal_at + GraceTime;
         # the job stays RUNNING until kill_at, then its run is recorded PREEMPTED and REQUEUE sends it
-        # back to PENDING (services.lifecycle.job_requeue), CANCEL ends it PREEMPTED.
+        # back to PENDING, CANCEL ends it PREEMPTED (services.lifecycle.job_preempt).
 
 Rules (reference section 4; slurm:src/plugins/preempt/partition_prio, preempt/qos,
 src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld/job_mgr.c):
@@ -42,8 +42,9 @@ src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld
   SIGTERM (and SIGCONT) at once, its batch shell and the shell's other children nothing, and its
   ``--signal`` is not sent; the job stays RUNNING, PreemptTime set (REQUEUE-squeue.txt,
   *-scontrol-*.txt); at ``now + GraceTime`` it is killed as at a cancel (SIGTERM to everything,
-  SIGKILL KillWait later) and requeued or ended (slurmctld-extract.txt: "preempted JobId=35 has been
-  requeued" after the GraceTime, not when chosen). GraceTime 0 does it at once.
+  SIGKILL KillWait later) and then requeued or ended (slurmctld-extract.txt: "preempted JobId=35 has
+  been requeued" after the GraceTime, not when chosen; services.lifecycle.job_preempt). GraceTime 0
+  does it at once.
 - A victim already chosen (``preempt_time``) is chosen again while its GraceTime runs: its GraceTime
   still ends ``preempt_time + GraceTime`` (preempt.c ``_preempt_signal`` signals a job once and
   ``slurm_job_check_grace`` only tests its end).

@@ -161,9 +161,9 @@ def job_preempt(*, job: SlurmJob, requeue: bool, now: dt.datetime, desc: str, ki
 
     As 22.05 (fixtures/22.05/mail: REQUEUE-squeue.txt, *-scontrol-*.txt, trap-*.txt): it stays
     RUNNING, its step tasks get SIGTERM at once and its batch script is killed at ``kill_at``
-    (job_stop); then CANCEL ends it PREEMPTED and REQUEUE (``requeue``) requeues it, at ``kill_at``
-    (``preempted_jobs_requeue``) or when its batch script ended before (job_batch_finished). A REQUEUE
-    victim without GraceTime, or whose batch script does not run yet, is requeued at once.
+    (job_stop); then CANCEL ends it PREEMPTED and REQUEUE (``requeue``) requeues it, at the first pass
+    after ``kill_at`` (``preempted_jobs_requeue``) or when its batch script has ended, whichever comes
+    first. A REQUEUE victim without GraceTime, or whose batch script does not run yet, is requeued at once.
     """
     job.preempt_time = now
     job.save(update_fields=["preempt_time"])
@@ -175,18 +175,19 @@ def job_preempt(*, job: SlurmJob, requeue: bool, now: dt.datetime, desc: str, ki
 
 
 def preempted_jobs_requeue(*, cluster: SlurmCluster, now: dt.datetime) -> int:
-    """Requeue the REQUEUE victims whose GraceTime has ended by ``now``, as of its end (slurmctld
-    requeues them when it finds it over: slurmctld-extract.txt, "preempted JobId=35 has been
-    requeued" after the GraceTime; the Requeued mail then, mails.txt). How many were requeued."""
-    due = dict(JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING,
-                                      job__ending_state=JobState.REQUEUED, run_index=F("job__restart_count"),
-                                      kill_at__lte=now).values_list("job_id", "kill_at"))
+    """Requeue, now, the REQUEUE victims whose GraceTime is over: slurmctld requeues a victim when its
+    periodic check finds the GraceTime over (fixtures/22.05/preempt-requeue: GraceTime over at
+    18:03:20, requeued at 18:03:36, "preempted JobId=1 has been requeued" in slurmctld-extract.txt,
+    SubmitTime then), a pass does when it runs. How many were requeued."""
+    due = set(JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING,
+                                     job__ending_state=JobState.REQUEUED, run_index=F("job__restart_count"),
+                                     kill_at__lte=now).values_list("job_id", flat=True))
     count = 0
-    for job_pk, kill_at in due.items():
+    for job_pk in due:
         with transaction.atomic():
             job = _locked_job(job_pk)
             if job.state == JobState.RUNNING and job.ending_state == JobState.REQUEUED:
-                job_requeue(job=job, now=kill_at, record_state=JobState.PREEMPTED, desc=job.state_desc)
+                job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=job.state_desc)
                 count += 1
     return count
 
@@ -329,8 +330,8 @@ def job_batch_finished(*, job_node: JobNode, exit_code: int, signal: int, max_rs
         batch_state=(JobState.COMPLETED if exit_code == signal == 0 else
                      JobState.CANCELLED if job.ending_state else JobState.FAILED),
         batch_exit_code=exit_code, batch_exit_signal=signal)
-    if job.ending_state == JobState.REQUEUED:  # a preemption's victim: requeued, by its GraceTime's end at the latest
-        job_requeue(job=job, now=min(now, node.kill_at or now), record_state=JobState.PREEMPTED, desc=job.state_desc)
+    if job.ending_state == JobState.REQUEUED:  # a preemption's victim (job_preempt)
+        job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=job.state_desc)
         return
     state = job.ending_state or (JobState.COMPLETED if exit_code == 0 and signal == 0 else JobState.FAILED)
     _end(job, state, now, exit_code=exit_code, signal=signal, desc=job.state_desc if job.ending_state else "",
