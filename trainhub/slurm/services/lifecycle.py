@@ -183,7 +183,7 @@ def preempted_jobs_requeue(*, cluster: SlurmCluster, now: dt.datetime) -> int:
                                      job__ending_state=JobState.REQUEUED, run_index=F("job__restart_count"),
                                      kill_at__lte=now).values_list("job_id", flat=True))
     count = 0
-    for job_pk in due:
+    for job_pk in sorted(due):
         with transaction.atomic():
             job = _locked_job(job_pk)
             if job.state == JobState.RUNNING and job.ending_state == JobState.REQUEUED:

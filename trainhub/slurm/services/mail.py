@@ -6,7 +6,7 @@ minute) sends whatever is still QUEUED, and the unique (job, run, kind) makes ea
 
 The transitions (mail types and subjects: trainhub.slurm.mail): ``mail_job_started`` (BEGIN),
 ``mail_job_ended`` (END / FAIL, and an array's summary), ``mail_job_requeued`` (REQUEUE; a preempted
-job's when it is requeued at the end of its GraceTime),
+job's when it is requeued, once its GraceTime is over),
 ``mail_invalid_dependency`` (INVALID_DEPEND) and ``mail_time_limits`` (TIME_LIMIT_50/80/90 and
 TIME_LIMIT, at every scheduler pass). STAGE_OUT is never sent: slurmctld mails it only after a burst
 buffer's stage-out, and trainhub has no burst buffer plugin (22.05 sent none for a plain job asking
@@ -119,8 +119,8 @@ def _mail_array_ended(job: SlurmJob, types: frozenset[str], now: dt.datetime) ->
 
 
 def mail_job_requeued(*, job: SlurmJob, now: dt.datetime) -> None:
-    """REQUEUE, before the job's run fields are reset. A preempted job is requeued, and mailed, when
-    its GraceTime ends (services.lifecycle.job_preempt), as 22.05 does (fixtures/22.05/mail: mails.txt
+    """REQUEUE, before the job's run fields are reset. A preempted job is requeued, and mailed, once
+    its GraceTime is over (services.lifecycle.job_preempt), as 22.05 does (fixtures/22.05/mail: mails.txt
     and trap-REQUEUE-*.txt, the Requeued mail at the victims' kill, not when they were chosen)."""
     if "REQUEUE" in mail.wanted(job.mail_type):
         _queue(job, "REQUEUE", mail.subject("REQUEUE", _mail_job(job), run_seconds=_seconds(job.start_time, now)),
