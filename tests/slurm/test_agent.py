@@ -286,21 +286,26 @@ def test_a_batch_script_whose_supervisor_died_is_lost_and_the_job_requeued(clust
 
 
 def test_a_preempted_script_gets_its_grace_time_before_sigkill(cluster, real_pools, now, tmp_path):
-    from trainhub.slurm.services.lifecycle import job_requeue
+    from trainhub.slurm.services.lifecycle import job_preempt
 
     # The script ignores SIGTERM, as a job checkpointing in its GraceTime would keep running.
     job = make_job(cluster, script="#!/bin/bash\ntrap '' TERM\necho up\nwhile true; do sleep 0.1; done\n", now=now)
     start_job(job, ["a4-0"], now=now)
     agent = agent_for(tmp_path)
     moment = run_until(agent, job, now, lambda j: "up" in lines(j, "stdout"))
-    job_requeue(job=job, now=moment, record_state=JobState.PREEMPTED, desc="preempted", kill_at=later(moment, 30))
+    grace_end = later(moment, 30)
+    job_preempt(job=job, requeue=True, now=moment, desc="preempted", kill_at=grace_end)
     for _ in range(20):  # well past the agent's 1 s KillWait, inside the 30 s GraceTime
         moment = later(moment, 0.5)
         agent.tick(now=moment)
         time.sleep(0.02)
     assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.RUNNING
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING  # as 22.05 shows a victim in its GraceTime
     run_until(agent, job, later(moment, 30), nodes_done)
     assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.DONE
+    # killed at the end of its GraceTime (SIGKILL KillWait later): requeued when its script has ended
+    assert (job.state, job.restart_count) == (JobState.PENDING, 1) and job.submit_time > grace_end
 
 
 def test_an_output_file_through_a_symlink_out_of_the_cluster_fails_the_job_and_writes_nothing_there(

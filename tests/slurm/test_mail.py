@@ -16,7 +16,7 @@ from django.core import mail as django_mail
 from tests.slurm.conftest import run_pass
 from tests.slurm.test_pass import at, reload, submit, tiered  # noqa: F401 - tiered is a fixture
 from trainhub.slurm import mail
-from trainhub.slurm.models import JobMail, JobState, SlurmJob
+from trainhub.slurm.models import JobMail, JobNode, JobState, SlurmJob
 from trainhub.slurm.services.jobs import job_cancel
 from trainhub.slurm.services.mail import job_mail_flush
 
@@ -297,8 +297,9 @@ def test_a_preempted_jobs_requeued_mail_waits_for_the_end_of_its_grace_time(tier
                                                                            django_capture_on_commit_callbacks):
     """22.05 mails Requeued when GraceTime is over and the victim is requeued, not when it is chosen
     (fixtures/22.05/mail: urgent job at 1796427143, the victims' SIGTERM then, their kill and the
-    Requeued mails 39 s later with GraceTime=30)."""
-    from trainhub.slurm.services.lifecycle import job_requeue
+    Requeued mails 39 s later with GraceTime=30, when slurmctld found it over): here at the first pass
+    after it."""
+    from trainhub.slurm.services.lifecycle import job_node_prolog_finished, job_preempt
 
     settings.EMAIL_BACKEND, settings.TRAINHUB_MAIL_ENABLED = LOCMEM["EMAIL_BACKEND"], True
     cast["uma"].email = "uma@example.org"
@@ -306,18 +307,18 @@ def test_a_preempted_jobs_requeued_mail_waits_for_the_end_of_its_grace_time(tier
     victim = submit(tiered, cast["uma"], "-J", "vB", "-p", "low", "--gres=gpu:8", "--mail-type=REQUEUE",
                     "--wrap", "train", now=now)
     run_pass(tiered, now)
+    job_node_prolog_finished(job_node=JobNode.objects.get(job=victim), exit_code=0, now=now)  # its script runs
     chosen, kill_at = at(now, minutes=11), at(now, minutes=11, seconds=30)
     with django_capture_on_commit_callbacks(execute=True):
-        job_requeue(job=reload(victim), now=chosen, record_state=JobState.PREEMPTED, desc="preempted by job 9",
-                    kill_at=kill_at)
+        job_preempt(job=reload(victim), requeue=True, now=chosen, desc="preempted by job 9", kill_at=kill_at)
     with django_capture_on_commit_callbacks(execute=True):
         run_pass(tiered, at(chosen, seconds=10))
     assert job_mail_flush(now=at(chosen, seconds=20)) == 0 and django_mail.outbox == []
     with django_capture_on_commit_callbacks(execute=True):
         run_pass(tiered, at(kill_at, seconds=2))
     assert [m.subject for m in django_mail.outbox] == [
-        f"Slurm Job_id={victim.job_id} Name=vB Requeued, Run time 00:11:30"]
-    assert JobMail.objects.get(job=victim).created == kill_at
+        f"Slurm Job_id={victim.job_id} Name=vB Requeued, Run time 00:11:32"]
+    assert JobMail.objects.get(job=victim).created == at(kill_at, seconds=2)
 
 
 def test_the_invalid_dependency_subject_is_slurms():

@@ -97,18 +97,23 @@ def test_no_victims_when_the_job_fits_and_none_when_preempting_everything_is_not
     assert choose_victims(jobs, lambda removed: len(removed) > 5) is None
 
 
-def test_a_requeued_victim_returns_pending_with_a_begin_time_delay():
+def test_a_requeued_victim_without_grace_time_is_stopped_at_once():
     action = preempt(policy(), running(7, restart_count=2), NOW)
-    assert (action.mode, action.run_state, action.restart_count) == ("REQUEUE", "PREEMPTED", 3)
-    assert action.kill_at == NOW and action.submit_time == NOW
-    assert action.begin_time == NOW + dt.timedelta(seconds=121)
-    assert action.pending_reason == "BeginTime"
+    assert (action.mode, action.run_state) == ("REQUEUE", "PREEMPTED")
+    assert action.signal_at == action.kill_at == NOW
 
 
 def test_a_cancelled_victim_gets_its_grace_time_and_ends_preempted():
     action = preempt(policy(), running(8, "graceful"), NOW)
-    assert (action.mode, action.run_state, action.restart_count) == ("CANCEL", "PREEMPTED", None)
+    assert (action.mode, action.run_state) == ("CANCEL", "PREEMPTED")
     assert action.signal_at == NOW and action.kill_at == NOW + dt.timedelta(seconds=120)
+
+
+def test_a_victim_chosen_again_keeps_the_end_of_its_grace_time():
+    """slurmctld signals a victim once (preempt.c ``_preempt_signal``): its GraceTime runs from then."""
+    chosen = NOW - dt.timedelta(seconds=50)
+    action = preempt(policy(), running(8, "graceful", preempt_time=chosen), NOW)
+    assert action.signal_at == chosen and action.kill_at == chosen + dt.timedelta(seconds=120)
 
 
 @settings(deadline=None)

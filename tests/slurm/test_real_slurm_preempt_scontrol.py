@@ -1,25 +1,28 @@
 """trainhub replays mail.sh's preemption rounds (fixtures/22.05/mail: carol's four victims vB, vS, vN, vT
-on gpu1-4 in partition batch, GraceTime=30, then an urgent -N 4 job) and ``scontrol show job`` of the
-victims 3 s after the urgent job's submission prints what Slurm printed: still RUNNING in their
-GraceTime, PreemptTime the moment they were chosen.
+on gpu1-4 in partition batch, GraceTime=30, then an urgent -N 4 job) and ``squeue`` and ``scontrol show
+job`` of the victims 3 s after the urgent job's submission print what Slurm printed: still RUNNING in
+their GraceTime, PreemptTime the moment they were chosen, the urgent job PENDING (Resources).
 
-The PreemptMode=CANCEL round (CANCEL-scontrol-*) is compared. The REQUEUE and USERSIG rounds are not:
-22.05 keeps a REQUEUE victim RUNNING until its GraceTime ends (REQUEUE-squeue.txt), where trainhub
-requeues it (PENDING, BeginTime) when it is chosen and kills its batch script at the end of GraceTime.
+The three rounds are compared: PreemptMode=CANCEL (CANCEL-*), REQUEUE (REQUEUE-*) and USERSIG (USERSIG-*:
+REQUEUE with SchedulerParameters=preempt_send_user_signal, which trainhub's configuration refuses; it
+changed nothing 22.05 showed, trap-USERSIG-*.txt signalled as trap-REQUEUE-*.txt, so the round is replayed
+as REQUEUE). What follows the GraceTime is in test_real_slurm_preempt_requeue.
 """
-
 from __future__ import annotations
 
 import datetime as dt
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from django.contrib.auth import get_user_model
 
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobNode, NodePhase, Partition, SlurmCluster
+from trainhub.slurm.models import JobNode, JobState, NodePhase, Partition, SlurmCluster, SlurmJob
 from trainhub.slurm.services.clusters import partition_update
-from trainhub.slurm.services.jobs import Submission, job_submit
+from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit
 from trainhub.slurm.services.lifecycle import (
     job_batch_finished,
     job_node_epilog_finished,
@@ -47,13 +50,47 @@ def _victim_lines() -> dict[str, list[str]]:
     return found
 
 
-def replay_round(cast, now, mode: str, first_job_id: int, submitted: dt.datetime) -> dict[str, str]:
-    """One round: the victims submitted (and started) at ``submitted``, the urgent job 16 s later;
-    scontrol show job of each victim 18 s after its start."""
+@dataclass(frozen=True)
+class Round:
+    """One of mail.sh's rounds: its partition PreemptMode, first victim's job id, when the victims were
+    submitted (vT, submitted last, in the next second in USERSIG) and started, when the urgent job was
+    (the victims' PreemptTime; preempted-at-*.txt, taken just before sbatch, may be a second earlier)."""
+
+    mode: str
+    preempt_mode: str
+    first_job_id: int
+    submitted: dt.datetime
+    started: dt.datetime
+    urgent: dt.datetime
+    last_submitted: dt.datetime | None = None
+
+    @property
+    def shown_at(self) -> dt.datetime:
+        """When mail.sh ran squeue and scontrol (``RunTime=00:00:18``)."""
+        return self.started + 18 * SECOND
+
+
+def _moment(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+
+
+ROUNDS = {round_.mode: round_ for round_ in (
+    Round("REQUEUE", "REQUEUE", 35, _moment("2026-12-04T23:32:08"), _moment("2026-12-04T23:32:08"),
+          _moment("2026-12-04T23:32:23")),
+    Round("CANCEL", "CANCEL", 40, _moment("2026-12-04T23:33:31"), _moment("2026-12-04T23:33:31"),
+          _moment("2026-12-04T23:33:47")),
+    Round("USERSIG", "REQUEUE", 45, _moment("2026-12-04T23:35:04"), _moment("2026-12-04T23:35:05"),
+          _moment("2026-12-04T23:35:20"), last_submitted=_moment("2026-12-04T23:35:05")),
+)}
+
+
+def replay_round(cast, now, round_: Round):
+    """One round up to the urgent job's first pass; returns the cluster."""
     cluster, _ = harness_cluster(cast, now, PreemptExemptTime="00:00:00")
     carol = get_user_model().objects.get(username="carol")
     partition_update(partition=Partition.objects.get(cluster=cluster, name="batch"), actor="root",
-                     config={"PriorityTier": "1", "GraceTime": "30", "PreemptMode": mode}, now=now)
+                     config={"PriorityTier": "1", "GraceTime": "30", "PreemptMode": round_.preempt_mode}, now=now)
+    submitted = round_.submitted
     # carol's earlier jobs in mail.sh charged her fair-share (Priority=1428): one of them here
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=submitted - 120 * SECOND,
                                                       last_priority_time=submitted - 120 * SECOND)
@@ -62,45 +99,111 @@ def replay_round(cast, now, mode: str, first_job_id: int, submitted: dt.datetime
     run_pass(cluster, submitted - 120 * SECOND)
     finish(cluster, [earlier.job_id], submitted - 60 * SECOND)
     run_pass(cluster, submitted - 5 * SECOND)
-    SlurmCluster.objects.filter(pk=cluster.pk).update(next_job_id=first_job_id)
+    SlurmCluster.objects.filter(pk=cluster.pk).update(next_job_id=round_.first_job_id)
     for name, options in _victim_lines().items():
-        job_submit(cluster=cluster, user=carol, now=submitted, submission=Submission(
+        at = round_.last_submitted if name == VICTIMS[-1] and round_.last_submitted else submitted
+        job_submit(cluster=cluster, user=carol, now=at, submission=Submission(
             argv=("-A", "bio", "-p", "batch", *options), script="#!/bin/bash\n", script_path=VICTIM,
-            script_args=(f"{mode}-{name}", RECORDING), alloc_node="localhost", submit_dir="/tmp"))
-    run_pass(cluster, submitted)
+            script_args=(f"{round_.mode}-{name}", RECORDING), alloc_node="localhost", submit_dir="/tmp"))
+    run_pass(cluster, round_.started)
     for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.PROLOG):
-        job_node_prolog_finished(job_node=job_node, exit_code=0, now=submitted)  # the victims' scripts run
-    urgent = submitted + 16 * SECOND
-    job_submit(cluster=cluster, user=carol, now=urgent, submission=Submission(
+        job_node_prolog_finished(job_node=job_node, exit_code=0, now=round_.started)  # the victims' scripts run
+    job_submit(cluster=cluster, user=carol, now=round_.urgent, submission=Submission(
         argv=("-A", "bio", "-p", "urgent", "-J", "urgent", "-N", "4", "--gres=gpu:8", "--wrap", "sleep 2"),
         alloc_node="localhost", submit_dir="/tmp"))
-    run_pass(cluster, urgent)
+    run_pass(cluster, round_.urgent)
     cluster.refresh_from_db()
-    return {f"{mode}-scontrol-{name}": reports.scontrol_jobs(cluster, now=submitted + 18 * SECOND,
-                                                             job=str(first_job_id + index)).text
-            for index, name in enumerate(VICTIMS)}
+    return cluster
 
 
-def test_preempt_mode_cancels_victims_stay_running_through_their_grace_time(cast, now):
-    shown = replay_round(cast, now, "CANCEL", 40, dt.datetime(2026, 12, 4, 23, 33, 31, tzinfo=dt.UTC))
-    assert scontrol_differences(shown, REAL) == {}
+def shown(cluster, round_: Round) -> dict[str, str]:
+    """mail.sh's squeue and scontrol show job of each victim, as trainhub prints them."""
+    outputs = {f"{round_.mode}-scontrol-{name}": reports.scontrol_jobs(cluster, now=round_.shown_at,
+                                                                       job=str(round_.first_job_id + index)).text
+               for index, name in enumerate(VICTIMS)}
+    outputs[f"{round_.mode}-squeue"] = reports.squeue(cluster, now=round_.shown_at, format="%i|%j|%T|%r|%e").text
+    return outputs
 
+
+@pytest.mark.parametrize("mode", list(ROUNDS))
+def test_victims_stay_running_through_their_grace_time_as_slurm_shows_them(cast, now, mode):
+    round_ = ROUNDS[mode]
+    outputs = shown(replay_round(cast, now, round_), round_)
+    squeue = outputs.pop(f"{mode}-squeue")
+    assert scontrol_differences(outputs, REAL) == {}
+    assert squeue == (REAL / f"{mode}-squeue.txt").read_text()
+
+
+def test_a_pass_in_the_grace_time_keeps_the_victims_running_and_their_preempt_time(cast, now):
+    """The urgent job tried again while its victims run out their GraceTime: nothing new is signalled
+    and it still waits (22.05 signals a victim once, preempt.c ``_preempt_signal``)."""
+    round_ = ROUNDS["REQUEUE"]
+    cluster = replay_round(cast, now, round_)
+    for moment in (round_.urgent + 10 * SECOND, round_.urgent + 29 * SECOND):
+        run_pass(cluster, moment)
+    victims = range(35, 39)
+    assert set(SlurmJob.objects.filter(cluster=cluster, job_id__in=victims).values_list("state", "preempt_time")) == {
+        (JobState.RUNNING, round_.urgent)}
+    assert SlurmJob.objects.get(cluster=cluster, job_id=39).state == JobState.PENDING
+    assert JobNode.objects.filter(job__cluster=cluster, job__job_id__in=victims, stop_requested=True,
+                                  kill_at=round_.urgent + 30 * SECOND).count() == 4
+
+
+def test_a_requeue_victim_is_requeued_when_its_grace_time_ends(cast, now):
+    """At the first pass that finds its GraceTime over, as 22.05 requeues it at its periodic check
+    (slurmctld-extract.txt: "preempted JobId=35 has been requeued" 39 s after it was chosen):
+    PENDING, Reason=BeginTime, Restarts=1, submitted again then and eligible 121 s later, its run
+    recorded PREEMPTED; the urgent job starts in that pass."""
+    round_ = ROUNDS["REQUEUE"]
+    cluster = replay_round(cast, now, round_)
+    run_pass(cluster, round_.urgent + 29 * SECOND)
+    assert SlurmJob.objects.get(cluster=cluster, job_id=35).state == JobState.RUNNING
+    found = round_.urgent + 33 * SECOND
+    run_pass(cluster, found)  # no word from the victims' nodes yet: they are killed now
+    victim = SlurmJob.objects.get(cluster=cluster, job_id=35)
+    assert (victim.state, victim.reason, victim.restart_count) == (JobState.PENDING, "BeginTime", 1)
+    assert (victim.submit_time, victim.begin_time) == (found, found + 121 * SECOND)
+    record = victim.runs.get()
+    assert (record.state, record.end_time, record.state_desc) == (JobState.PREEMPTED, found, "preempted by job 39")
+    assert SlurmJob.objects.get(cluster=cluster, job_id=39).state == JobState.RUNNING
+    text = reports.scontrol_jobs(cluster, now=found, job="35").text
+    assert ("   JobState=PENDING Reason=BeginTime Dependency=(null)\n"
+            "   Requeue=1 Restarts=1 BatchFlag=1 Reboot=0 ExitCode=0:0\n") in text
 
 
 def test_a_requeued_victim_started_again_has_no_preempt_time(cast, now):
     """A run starts unchosen: the victims of a REQUEUE round, started again once the urgent job ended,
     show PreemptTime=None (as every running job in the other recordings)."""
-    submitted = dt.datetime(2026, 12, 4, 23, 32, 8, tzinfo=dt.UTC)
-    replay_round(cast, now, "REQUEUE", 35, submitted)
-    cluster = SlurmCluster.objects.get(cluster_id="harness")
-    killed = submitted + 46 * SECOND  # the end of their GraceTime
-    for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.RUNNING):
+    round_ = ROUNDS["REQUEUE"]
+    cluster = replay_round(cast, now, round_)
+    killed = round_.urgent + 30 * SECOND  # the end of their GraceTime: their batch scripts are killed
+    for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.RUNNING, batch_host=True):
         job_batch_finished(job_node=job_node, exit_code=0, signal=15, max_rss_kb=None, now=killed)
     for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG):
         job_node_epilog_finished(job_node=job_node, exit_code=0, now=killed)
+    assert SlurmJob.objects.get(cluster=cluster, job_id=35).state == JobState.PENDING
     run_pass(cluster, killed)  # the urgent job starts
-    later = submitted + 300 * SECOND
+    later = round_.submitted + 300 * SECOND
     finish(cluster, [39], later)
     run_pass(cluster, later)
     text = reports.scontrol_jobs(cluster, now=later, job="35").text
     assert "   JobState=RUNNING " in text and " PreemptTime=None\n" in text
+
+
+def test_a_requeue_victim_cancelled_in_its_grace_time_ends_cancelled(cast, now):
+    """scancel still kills a victim running out its GraceTime (slurmctld's job_signal): its batch
+    script at once, and it is not requeued when the GraceTime ends."""
+    round_ = ROUNDS["REQUEUE"]
+    cluster = replay_round(cast, now, round_)
+    carol = get_user_model().objects.get(username="carol")
+    cancelled = round_.urgent + 5 * SECOND
+    job_cancel(job=SlurmJob.objects.get(cluster=cluster, job_id=35), actor=carol, is_admin=False, now=cancelled)
+    batch = JobNode.objects.get(job__cluster=cluster, job__job_id=35)
+    assert batch.stop_requested and batch.kill_at is None
+    run_pass(cluster, round_.urgent + 33 * SECOND)  # the GraceTime is over: the other victims are requeued
+    assert SlurmJob.objects.get(cluster=cluster, job_id=35).state == JobState.RUNNING  # its script not yet ended
+    assert set(SlurmJob.objects.filter(cluster=cluster, job_id__in=range(36, 39)).values_list("state", flat=True)) == {
+        JobState.PENDING}
+    job_batch_finished(job_node=batch, exit_code=0, signal=15, max_rss_kb=None, now=round_.urgent + 34 * SECOND)
+    victim = SlurmJob.objects.get(cluster=cluster, job_id=35)
+    assert (victim.state, victim.restart_count, victim.state_desc) == (JobState.CANCELLED, 0, "by carol")

@@ -32,6 +32,9 @@ class JobState(models.TextChoices):
 
 
 ACTIVE_STATES = frozenset({JobState.PENDING, JobState.RUNNING})
+#: A running job's ``ending_state`` while it runs out a preemption's GraceTime (CANCEL, REQUEUE): it
+#: may still be cancelled, as slurmctld kills it for scancel then.
+PREEMPTION_ENDINGS = frozenset({JobState.PREEMPTED, JobState.REQUEUED})
 
 
 class Hold(models.TextChoices):
@@ -357,7 +360,8 @@ class SlurmJob(models.Model):
     node_list = models.CharField(max_length=1024, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     exit_signal = models.IntegerField(default=0)
-    #: Set while a RUNNING job is being stopped: the state it ends in (CANCELLED, TIMEOUT, ...).
+    #: Set while a RUNNING job is being stopped: the state it ends in (CANCELLED, TIMEOUT, ...), or
+    #: REQUEUED for a preemption victim requeued when its GraceTime ends.
     ending_state = models.CharField(max_length=16, blank=True)
     #: When this run was chosen as a preemption victim (scontrol's PreemptTime; None: not chosen).
     preempt_time = models.DateTimeField(null=True, blank=True)
@@ -383,6 +387,11 @@ class SlurmJob(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def cancellable(self) -> bool:
+        """Pending, or running and not already stopped for good (a preemption victim in its GraceTime is not)."""
+        return self.is_active and (not self.ending_state or self.ending_state in PREEMPTION_ENDINGS)
 
     @property
     def reason_in_words(self) -> str:

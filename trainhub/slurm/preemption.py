@@ -3,7 +3,7 @@
 Public API (pure Python, no Django)::
 
     PreemptJob(job_id, partition, qos=None, priority=0, start_time=None, node_count=1, requeue=True,
-               restart_count=0)                          # a running candidate or a pending preemptor
+               restart_count=0, preempt_time=None)       # a running candidate or a pending preemptor
     PreemptPolicy(config, partitions={name: PartitionOptions}, qos={name: QosRecord})
         .can_preempt(preemptor, candidate, now) -> bool
         .candidates(preemptor, running, now) -> list[PreemptJob]    # preemptable, in Slurm's victim order
@@ -12,10 +12,10 @@ Public API (pure Python, no Django)::
         .preemptable_at(candidate) -> datetime | None                 # start + PreemptExemptTime
     choose_victims(ordered_candidates, fits, *, reorder_count=1) -> list[PreemptJob] | None
         # ``fits(frozenset_of_job_ids) -> bool``: does the preemptor fit once these jobs are gone?
-    preempt(policy, victim, now, *, requeue_delay=REQUEUE_DELAY) -> PreemptAction
-        # kill_at = now + GraceTime; the run is recorded PREEMPTED; REQUEUE -> back to PENDING, same id,
-        # restart_count + 1, submit_time = now, begin_time = now + requeue_delay + 1 (reason BeginTime),
-        # eligible/accrue time cleared so age restarts; CANCEL -> the job ends PREEMPTED.
+    preempt(policy, victim, now) -> PreemptAction
+        # signal_at = when it was first chosen (its preempt_time, else now), kill_at = signal_at + GraceTime;
+        # the job stays RUNNING until kill_at, then its run is recorded PREEMPTED and REQUEUE sends it
+        # back to PENDING, CANCEL ends it PREEMPTED (services.lifecycle.job_preempt).
 
 Rules (reference section 4; slurm:src/plugins/preempt/partition_prio, preempt/qos,
 src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld/job_mgr.c):
@@ -40,10 +40,14 @@ src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld
 - GraceTime: partition_prio uses the partition's GraceTime, preempt/qos the QOS's. As 22.05 does
   (fixtures/22.05/mail, trap-REQUEUE-*.txt, trap-CANCEL-*.txt): the tasks of the victim's steps get
   SIGTERM (and SIGCONT) at once, its batch shell and the shell's other children nothing, and its
-  ``--signal`` is not sent; at ``now + GraceTime`` it is killed as at a cancel (SIGTERM to everything,
-  SIGKILL KillWait later); either way it is then requeued or cancelled. GraceTime 0 kills at once.
-- Requeue delay: slurmctld sets ``begin_time = now + cred_expire + 1`` with cred_expire default
-  120 s (``batch_requeue_fini``), so a requeued job pends with reason BeginTime for 121 s.
+  ``--signal`` is not sent; the job stays RUNNING, PreemptTime set (REQUEUE-squeue.txt,
+  *-scontrol-*.txt); at ``now + GraceTime`` it is killed as at a cancel (SIGTERM to everything,
+  SIGKILL KillWait later) and then requeued or ended (slurmctld-extract.txt: "preempted JobId=35 has
+  been requeued" after the GraceTime, not when chosen; services.lifecycle.job_preempt). GraceTime 0
+  does it at once.
+- A victim already chosen (``preempt_time``) is chosen again while its GraceTime runs: its GraceTime
+  still ends ``preempt_time + GraceTime`` (preempt.c ``_preempt_signal`` signals a job once and
+  ``slurm_job_check_grace`` only tests its end).
 """
 
 from __future__ import annotations
@@ -56,7 +60,6 @@ from trainhub.slurm.conf import PartitionOptions, SlurmConfig
 from trainhub.slurm.limits import QosRecord
 
 __all__ = [
-    "REQUEUE_DELAY",
     "PreemptAction",
     "PreemptJob",
     "PreemptPolicy",
@@ -64,7 +67,6 @@ __all__ = [
     "preempt",
 ]
 
-REQUEUE_DELAY = 120
 _UINT16 = 0xFFFF
 
 
@@ -78,22 +80,21 @@ class PreemptJob:
     node_count: int = 1
     requeue: bool = True
     restart_count: int = 0
+    #: When a preemption chose this running job before (its GraceTime runs from then); None: never.
+    preempt_time: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
 class PreemptAction:
-    """What preemption does to one victim. ``kill_at`` is when it is stopped (now + GraceTime);
-    for REQUEUE the job returns to PENDING with the fields below; for CANCEL it ends PREEMPTED."""
+    """What preemption does to one victim: signalled at ``signal_at`` (when it was first chosen), it
+    runs until ``kill_at`` (signal_at + GraceTime); then REQUEUE returns it to PENDING, CANCEL ends it
+    PREEMPTED (the run's record PREEMPTED either way)."""
 
     job_id: int
     mode: str
     signal_at: dt.datetime
     kill_at: dt.datetime
     run_state: str = "PREEMPTED"
-    restart_count: int | None = None
-    submit_time: dt.datetime | None = None
-    begin_time: dt.datetime | None = None
-    pending_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,15 +207,11 @@ def choose_victims(ordered_candidates: list[PreemptJob], fits: Callable[[frozens
     return kept
 
 
-def preempt(policy: PreemptPolicy, victim: PreemptJob, now: dt.datetime, *,
-            requeue_delay: int = REQUEUE_DELAY) -> PreemptAction:
+def preempt(policy: PreemptPolicy, victim: PreemptJob, now: dt.datetime) -> PreemptAction:
     """The action for one chosen victim (see the module doc)."""
     mode = policy.mode(victim)
     if mode == "OFF":
         raise ValueError(f"job {victim.job_id} is not preemptable")
-    kill_at = now + dt.timedelta(seconds=policy.grace_time(victim))
-    if mode == "CANCEL":
-        return PreemptAction(job_id=victim.job_id, mode=mode, signal_at=now, kill_at=kill_at)
-    return PreemptAction(job_id=victim.job_id, mode=mode, signal_at=now, kill_at=kill_at,
-                         restart_count=victim.restart_count + 1, submit_time=kill_at,
-                         begin_time=kill_at + dt.timedelta(seconds=requeue_delay + 1), pending_reason="BeginTime")
+    chosen = victim.preempt_time or now
+    return PreemptAction(job_id=victim.job_id, mode=mode, signal_at=chosen,
+                         kill_at=chosen + dt.timedelta(seconds=policy.grace_time(victim)))

@@ -6,7 +6,8 @@ Public API (pure Python, no Django)::
     Resources(cpus=0, memory_mb=0, gres={})                  # per node: {"gpu": 4}
     NodeState(name, cpus, memory_mb, gres={}, usable=True, features=frozenset(), gpu_type="", weight=1)  # usable=False: DOWN/DRAIN/...
     RunningJob(job_id, partition, allocation={node: Resources}, start_time, end_time=None, user="",
-               account="", qos=None, priority=0, requeue=True, restart_count=0, limit_request=None)
+               account="", qos=None, priority=0, requeue=True, restart_count=0, limit_request=None,
+               preempt_time=None)                            # preempt_time: a victim in its GraceTime
     PendingJob(job_id, partition, priority, submit_time, nodes=1, per_node=Resources(), time_limit_minutes=None,
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
@@ -43,7 +44,8 @@ other jobs in that partition will be scheduled"; job_scheduler.c removes the par
 the available set). A job whose ``-w`` nodes are as many as it needs withholds only those
 nodes and blocks no other job of its partition (job_scheduler.c clears ``fail_by_part`` for it). With preemption on, a job that does not fit first tries to preempt (see
 :mod:`trainhub.slurm.preemption`): the victims are signalled, the job keeps waiting with
-``Resources`` and the nodes it will use are kept for it.
+``Resources`` and the nodes it will use are kept for it. Victims still in their GraceTime are
+running jobs like any other: chosen again, their GraceTime keeps its end (``preempt_time``).
 
 Features (``sbatch -C``; :mod:`trainhub.slurm.features`): a job only gets nodes whose active features
 satisfy its constraint (``Constraint.choose``: a matching OR's first alternative that fits, counts).
@@ -179,6 +181,8 @@ class RunningJob:
     requeue: bool = True
     restart_count: int = 0
     limit_request: JobRequest | None = None
+    #: When a preemption chose it (it runs out its GraceTime); None: never in this run.
+    preempt_time: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -786,7 +790,8 @@ class _Pass:
         preemptor = _as_preemptor(job)
         candidates = policy.candidates(preemptor, [
             PreemptJob(r.job_id, r.partition, qos=r.qos, priority=r.priority, start_time=r.start_time,
-                       node_count=len(r.allocation), requeue=r.requeue, restart_count=r.restart_count)
+                       node_count=len(r.allocation), requeue=r.requeue, restart_count=r.restart_count,
+                       preempt_time=r.preempt_time)
             for r in running], self.now)
         if not candidates:
             return False
@@ -817,8 +822,10 @@ class _Pass:
         block_end = _seconds(ready) + self._duration(job)
         for name in names or []:
             self.nodes[name].reserve(self.now_s, block_end)
-        self.plan.waiting[job.job_id] = Waiting("Resources", ready, tuple(names or ()),
-                                                tuple(v.job_id for v in victims))
+        # no expected start (slurmctld sets none for a preemptor: fixtures/22.05/mail, *-squeue.txt, the
+        # urgent job's END_TIME N/A in its victims' GraceTime); its nodes are kept for it above
+        self.plan.waiting[job.job_id] = Waiting("Resources", planned_nodes=tuple(names or ()),
+                                                preempting=tuple(v.job_id for v in victims))
         return True
 
     # -- allocation requests at submission --

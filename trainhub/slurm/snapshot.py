@@ -66,6 +66,7 @@ class QueuedJob:
     begin_time: dt.datetime
     accrue_time: dt.datetime | None
     start_time: dt.datetime | None
+    preempt_time: dt.datetime | None
     expected_start: dt.datetime | None
     expected_nodes: str
     array_job_id: int | None
@@ -636,7 +637,8 @@ def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterS
     return scheduler.RunningJob(job_id=job.job_id, partition=job.partition, allocation=allocation,
                                 start_time=job.start_time, end_time=end, user=job.user_name, account=job.account,
                                 qos=job.qos or None, priority=job.priority, requeue=job.requeue,
-                                restart_count=job.restart_count, limit_request=request)
+                                restart_count=job.restart_count, limit_request=request,
+                                preempt_time=job.preempt_time)
 
 
 def preempt_policy(state: ClusterState, context: limits.LimitContext) -> preemption.PreemptPolicy:

@@ -457,9 +457,9 @@ def job_cancel(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: d
         raise ApiError(403, prefix + PERMISSION_DENIED)
     if task_id is not None:
         return _array_task_cancel(job, task_id, actor, now)
-    members = list(SlurmJob.objects.filter(cluster=job.cluster_id, array_job_id=job.job_id,
-                                           state__in=[JobState.PENDING, JobState.RUNNING])
-                   .exclude(state=JobState.RUNNING, ending_state__gt="")) if job.array_job_id == job.job_id else []
+    members = [member for member in SlurmJob.objects.filter(cluster=job.cluster_id, array_job_id=job.job_id,
+                                                            state__in=[JobState.PENDING, JobState.RUNNING])
+               if member.cancellable] if job.array_job_id == job.job_id else []
     with transaction.atomic():
         for member in members:
             _cancel_one(member, actor, now, prefix)
@@ -495,7 +495,7 @@ def _cancel_one(job: SlurmJob, actor: AbstractBaseUser, now: dt.datetime, prefix
             job.save(update_fields=["state", "end_time", "reason", "state_desc", "expected_start"])
             job_event(job, now, f"Cancelled while pending, {desc}.")
             mail_job_ended(job=job, now=now)
-        elif job.state == JobState.RUNNING and not job.ending_state:
+        elif job.state == JobState.RUNNING and job.cancellable:
             job_stop(job=job, ending_state=JobState.CANCELLED, now=now, desc=desc)
         elif job.state != JobState.RUNNING:
             raise ApiError(400, prefix + "Job/step already completing or completed", "FAILED_PRECONDITION")

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from trainhub.common.compiled import CompiledInsert
 from trainhub.inventory.models import Node, NodeState
@@ -85,16 +86,14 @@ def _close_run(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | 
     run_ended_charge(job=job, run=run)
 
 
-def _leave_nodes(job: SlurmJob, kill_at: dt.datetime | None = None) -> None:
+def _leave_nodes(job: SlurmJob) -> None:
     """Free the job's GPUs and send every node of its current run to the epilog; a batch script
-    still running is stopped first (the agent moves its node on when it has exited). ``kill_at``: a
-    preemption's GraceTime ends then; until then every node's step tasks have SIGTERM only and the
-    batch shell nothing (fixtures/22.05/mail, trap-*.txt)."""
+    still running is stopped first (the agent moves its node on when it has exited)."""
     GpuAllocation.objects.filter(job=job, active=True).update(active=False)
     nodes = _current_nodes(job).exclude(phase__in=[NodePhase.EPILOG, NodePhase.DONE])
     nodes_wake(nodes.values_list("node_id", flat=True))
-    nodes.filter(phase=NodePhase.RUNNING, batch_host=True).update(stop_requested=True, kill_at=kill_at)
-    nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG, kill_at=kill_at)
+    nodes.filter(phase=NodePhase.RUNNING, batch_host=True).update(stop_requested=True, kill_at=None)
+    nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG, kill_at=None)
 
 
 def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int = 0,
@@ -120,25 +119,21 @@ def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, 
 
 
 @transaction.atomic
-def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str, hold: str = Hold.NONE,
-                submit_time: dt.datetime | None = None, begin_time: dt.datetime | None = None,
-                kill_at: dt.datetime | None = None) -> None:
-    """Requeue a RUNNING job (preemption, prolog failure, node failure, scontrol requeue).
+def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str, hold: str = Hold.NONE) -> None:
+    """Requeue a RUNNING job (preemption, prolog failure, node failure, scontrol requeue) at ``now``.
 
     As batch_requeue_fini: the run's record closes as ``record_state`` (PREEMPTED, REQUEUED,
     NODE_FAIL); the job returns to PENDING with the same id, restart count + 1, a new submit time,
     begin time ~121 s ahead (reason BeginTime) and no accrued age. It keeps its priority until the
     next PriorityCalcPeriod recalculation, as squeue shows on real Slurm; a requeue-and-hold sets it to 0.
-    A preempted job's batch script is killed at ``kill_at`` (its GraceTime), and the requeue
-    counts from then (``submit_time``/``begin_time`` of preemption.preempt).
     """
-    mail_job_requeued(job=job, now=now, requeued_at=kill_at)
+    mail_job_requeued(job=job, now=now)
     _close_run(job, record_state, now, exit_code=0, signal=0, desc=desc)
-    _leave_nodes(job, kill_at)
+    _leave_nodes(job)
     job.state = JobState.PENDING
     job.restart_count += 1
-    job.submit_time = submit_time or now
-    job.begin_time = begin_time or now + REQUEUE_DELAY
+    job.submit_time = now
+    job.begin_time = now + REQUEUE_DELAY
     job.accrue_time = None
     job.start_time = None
     job.end_time = None
@@ -155,6 +150,48 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     request_pass(job.cluster)
 
 
+def _running_batch(job: SlurmJob) -> JobNode | None:
+    """The node of the job's current run whose batch script runs (None: still in its prolog, or salloc's)."""
+    return _current_nodes(job).filter(batch_host=True, phase=NodePhase.RUNNING).first()
+
+
+@transaction.atomic
+def job_preempt(*, job: SlurmJob, requeue: bool, now: dt.datetime, desc: str, kill_at: dt.datetime) -> None:
+    """A RUNNING job chosen by a preemption now (its PreemptTime), whose GraceTime ends at ``kill_at``.
+
+    As 22.05 (fixtures/22.05/mail: REQUEUE-squeue.txt, *-scontrol-*.txt, trap-*.txt): it stays
+    RUNNING, its step tasks get SIGTERM at once and its batch script is killed at ``kill_at``
+    (job_stop); then CANCEL ends it PREEMPTED and REQUEUE (``requeue``) requeues it, at the first pass
+    after ``kill_at`` (``preempted_jobs_requeue``) or when its batch script has ended, whichever comes
+    first. A REQUEUE victim without GraceTime, or whose batch script does not run yet, is requeued at once.
+    """
+    job.preempt_time = now
+    job.save(update_fields=["preempt_time"])
+    if requeue and (kill_at <= now or _running_batch(job) is None):
+        job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=desc)
+    else:
+        job_stop(job=job, ending_state=JobState.REQUEUED if requeue else JobState.PREEMPTED, now=now, desc=desc,
+                 kill_at=kill_at)
+
+
+def preempted_jobs_requeue(*, cluster: SlurmCluster, now: dt.datetime) -> int:
+    """Requeue, now, the REQUEUE victims whose GraceTime is over: slurmctld requeues a victim when its
+    periodic check finds the GraceTime over (fixtures/22.05/preempt-requeue: GraceTime over at
+    18:03:20, requeued at 18:03:36, "preempted JobId=1 has been requeued" in slurmctld-extract.txt,
+    SubmitTime then), a pass does when it runs. How many were requeued."""
+    due = set(JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING,
+                                     job__ending_state=JobState.REQUEUED, run_index=F("job__restart_count"),
+                                     kill_at__lte=now).values_list("job_id", flat=True))
+    count = 0
+    for job_pk in sorted(due):
+        with transaction.atomic():
+            job = _locked_job(job_pk)
+            if job.state == JobState.RUNNING and job.ending_state == JobState.REQUEUED:
+                job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=job.state_desc)
+                count += 1
+    return count
+
+
 @transaction.atomic
 def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = "",
              kill_at: dt.datetime | None = None) -> None:
@@ -164,7 +201,7 @@ def job_stop(*, job: SlurmJob, ending_state: str, now: dt.datetime, desc: str = 
     in its prolog ends at once. ``kill_at`` (a preemption's GraceTime, KillWait after a time limit):
     the step tasks of every node get SIGTERM at once, the batch script nothing until then.
     """
-    batch = _current_nodes(job).filter(batch_host=True, phase=NodePhase.RUNNING).first()
+    batch = _running_batch(job)
     if batch is None:
         _end(job, ending_state, now, exit_code=0, signal=15 if ending_state != JobState.TIMEOUT else 0, desc=desc)
         return
@@ -293,6 +330,9 @@ def job_batch_finished(*, job_node: JobNode, exit_code: int, signal: int, max_rs
         batch_state=(JobState.COMPLETED if exit_code == signal == 0 else
                      JobState.CANCELLED if job.ending_state else JobState.FAILED),
         batch_exit_code=exit_code, batch_exit_signal=signal)
+    if job.ending_state == JobState.REQUEUED:  # a preemption's victim (job_preempt)
+        job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=job.state_desc)
+        return
     state = job.ending_state or (JobState.COMPLETED if exit_code == 0 and signal == 0 else JobState.FAILED)
     _end(job, state, now, exit_code=exit_code, signal=signal, desc=job.state_desc if job.ending_state else "",
          reason=reason)

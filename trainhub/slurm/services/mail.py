@@ -6,7 +6,7 @@ minute) sends whatever is still QUEUED, and the unique (job, run, kind) makes ea
 
 The transitions (mail types and subjects: trainhub.slurm.mail): ``mail_job_started`` (BEGIN),
 ``mail_job_ended`` (END / FAIL, and an array's summary), ``mail_job_requeued`` (REQUEUE; a preempted
-job's waits for the end of its GraceTime: ``mail_due`` at every scheduler pass sends it then),
+job's when it is requeued, once its GraceTime is over),
 ``mail_invalid_dependency`` (INVALID_DEPEND) and ``mail_time_limits`` (TIME_LIMIT_50/80/90 and
 TIME_LIMIT, at every scheduler pass). STAGE_OUT is never sent: slurmctld mails it only after a burst
 buffer's stage-out, and trainhub has no burst buffer plugin (22.05 sent none for a plain job asking
@@ -59,24 +59,21 @@ def _mail_job(job: SlurmJob) -> mail.MailJob:
     return mail.MailJob(job.job_id, job.name, job.array_job_id if task is not None else None, task)
 
 
-def _queue(job: SlurmJob, kind: str, subject: str, now: dt.datetime, run_index: int | None = None,
-           due: dt.datetime | None = None) -> None:
-    """Write the outbox row (once per job, run and kind) and send it after commit; one ``due`` later
-    than ``now`` waits for the first pass after that moment (``mail_due``)."""
+def _queue(job: SlurmJob, kind: str, subject: str, now: dt.datetime, run_index: int | None = None) -> None:
+    """Write the outbox row (once per job, run and kind) and send it after commit."""
     recipient = _recipient(job)
-    due = max(due or now, now)
     try:
         with transaction.atomic():
             row = JobMail.objects.create(
                 job=job, run_index=job.restart_count if run_index is None else run_index, kind=kind,
-                recipient=recipient, subject=subject, created=due,
+                recipient=recipient, subject=subject, created=now,
                 status=JobMail.Status.QUEUED if recipient else JobMail.Status.UNSENT,
                 error="" if recipient else NO_ADDRESS)
     except IntegrityError:
         return  # already queued (a TIME_LIMIT mail at an earlier pass, the array's summary BEGIN)
     if not recipient:
         _event(job, now, f"Mail not sent ({NO_ADDRESS}): {subject}")
-    elif due <= now:
+    else:
         enqueue_after_commit("trainhub.slurm.tasks.job_mail_send", row.pk)
 
 
@@ -121,15 +118,13 @@ def _mail_array_ended(job: SlurmJob, types: frozenset[str], now: dt.datetime) ->
                run_index=0)
 
 
-def mail_job_requeued(*, job: SlurmJob, now: dt.datetime, requeued_at: dt.datetime | None = None) -> None:
-    """REQUEUE, before the job's run fields are reset. A preempted job is requeued, and mailed, when
-    its GraceTime ends (``requeued_at``), as 22.05 does (fixtures/22.05/mail: mails.txt and
-    trap-REQUEUE-*.txt, the Requeued mail at the victims' kill, not when they were chosen); its run
-    time counts to then."""
+def mail_job_requeued(*, job: SlurmJob, now: dt.datetime) -> None:
+    """REQUEUE, before the job's run fields are reset. A preempted job is requeued, and mailed, once
+    its GraceTime is over (services.lifecycle.job_preempt), as 22.05 does (fixtures/22.05/mail: mails.txt
+    and trap-REQUEUE-*.txt, the Requeued mail at the victims' kill, not when they were chosen)."""
     if "REQUEUE" in mail.wanted(job.mail_type):
-        end = requeued_at or now
-        _queue(job, "REQUEUE", mail.subject("REQUEUE", _mail_job(job), run_seconds=_seconds(job.start_time, end)),
-               now, due=end)
+        _queue(job, "REQUEUE", mail.subject("REQUEUE", _mail_job(job), run_seconds=_seconds(job.start_time, now)),
+               now)
 
 
 def mail_invalid_dependency(*, job: SlurmJob, now: dt.datetime) -> None:
@@ -138,16 +133,6 @@ def mail_invalid_dependency(*, job: SlurmJob, now: dt.datetime) -> None:
     kill_invalid_depend (fixtures/22.05/release, mails.txt)."""
     if "INVALID_DEPEND" in mail.wanted(job.mail_type):
         _queue(job, "INVALID_DEPEND", mail.subject("INVALID_DEPEND", _mail_job(job)), now)
-
-
-def mail_due(*, cluster_pk: int, now: dt.datetime) -> int:
-    """Send the cluster's mails whose moment has come (a preempted job's Requeued mail at the end of
-    its GraceTime); at every scheduler pass."""
-    pks = list(JobMail.objects.filter(job__cluster_id=cluster_pk, status=JobMail.Status.QUEUED, created__lte=now)
-               .values_list("pk", flat=True)[:500])
-    for pk in pks:
-        enqueue_after_commit("trainhub.slurm.tasks.job_mail_send", pk)
-    return len(pks)
 
 
 def mail_time_limits(*, cluster_pk: int, now: dt.datetime) -> int:

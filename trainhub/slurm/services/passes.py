@@ -1,7 +1,8 @@
 """One scheduler pass of one cluster, as slurmctld's threads would do it:
 
 1. every PriorityCalcPeriod, usage decay and accrual (the decay thread, services.usage);
-2. jobs on a DOWN node fail NODE_FAIL and are requeued; jobs past their time limit, or of an
+2. jobs on a DOWN node fail NODE_FAIL and are requeued; preemption victims (REQUEUE) whose GraceTime
+   has ended are requeued (services.lifecycle.job_preempt); jobs past their time limit, or of an
    association or QOS whose usage reached its GrpTRESMins, are stopped (TIMEOUT), and allocations
    whose salloc went silent end (services.allocations);
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
@@ -47,7 +48,7 @@ from trainhub.slurm.models import (
 )
 from trainhub.slurm.services import arrays as array_service
 from trainhub.slurm.services import lifecycle
-from trainhub.slurm.services.mail import mail_due, mail_invalid_dependency, mail_time_limits
+from trainhub.slurm.services.mail import mail_invalid_dependency, mail_time_limits
 from trainhub.slurm.services.usage import usage_pass
 from trainhub.slurm.steps import TIME_LIMIT
 
@@ -219,22 +220,18 @@ def _gpu_grants(state: snapshot.ClusterState, start: scheduler.Start,
 
 
 def _preempt(jobs: dict[int, snapshot.QueuedJob], plan: scheduler.SchedulePlan, now: dt.datetime) -> int:
+    """Signal the plan's new victims; how many."""
     preemptor_of = {victim: job_id for job_id, waiting in plan.waiting.items() for victim in waiting.preempting}
+    count = 0
     for action in plan.preemptions:
         desc = f"preempted by job {preemptor_of.get(action.job_id, '?')}"
         with transaction.atomic():
             job = SlurmJob.objects.select_for_update().get(pk=jobs[action.job_id].pk)
-            if job.state != JobState.RUNNING:
-                continue
-            job.preempt_time = now
-            job.save(update_fields=["preempt_time"])
-            if action.mode == "REQUEUE":
-                lifecycle.job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=desc,
-                                      submit_time=action.submit_time, begin_time=action.begin_time,
-                                      kill_at=action.kill_at)
-            else:
-                lifecycle.job_stop(job=job, ending_state=JobState.PREEMPTED, now=now, desc=desc, kill_at=action.kill_at)
-    return len(plan.preemptions)
+            if job.state != JobState.RUNNING or job.preempt_time is not None:
+                continue  # ended meanwhile, or chosen before and running out its GraceTime
+            lifecycle.job_preempt(job=job, requeue=action.mode == "REQUEUE", now=now, desc=desc, kill_at=action.kill_at)
+            count += 1
+    return count
 
 
 def scheduler_snapshot(state: snapshot.ClusterState, jobs: list[snapshot.QueuedJob], requests: dict,
@@ -410,7 +407,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
         usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
     mail_time_limits(cluster_pk=cluster.pk, now=now)
-    mail_due(cluster_pk=cluster.pk, now=now)
+    lifecycle.preempted_jobs_requeue(cluster=cluster, now=now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
     summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
     _resolve_dependencies(cluster, now)

@@ -66,7 +66,7 @@ def _status_context(request: HttpRequest, job: SlurmJob) -> dict:
             "cost": job_cost(job, (gpu_type, gpus), timezone.now()), "gpu_type": gpu_type, "gpus": gpus,
             "position": selectors.job_queue_position(job=job),
             "events": selectors.job_events(job=job),
-            "can_cancel": mine and job.is_active and not job.ending_state,
+            "can_cancel": mine and job.cancellable,
             "can_hold": mine and job.state == JobState.PENDING and not job.hold,
             "can_release": mine and job.state == JobState.PENDING and job.hold and (admin or job.hold == "user"),
             "urls": {name: job_url(job.cluster, job.job_id, name) for name in
