@@ -67,6 +67,20 @@ def test_sbatch_keeps_the_script_files_path_as_the_jobs_command(api, accounts):
     assert api("uma").get(f"{JOBS}/{wrapped}").json()["command"] == "(null)"
 
 
+def test_a_job_without_a_name_is_named_after_its_script_file_as_sbatch_names_it(api, accounts):
+    """sbatch ./my.job.sh and sbatch /tmp/sj/my.job.sh make JobName=my.job.sh, a script on stdin
+    JobName=sbatch, --wrap JobName=wrap (Slurm 22.05 on the harness; sbatch's opt.job_name defaults
+    to base_name(script_name))."""
+    script = "#!/bin/bash\nhostname\n"
+    names = {}
+    for key, body in (("file", {"script": script, "scriptPath": "/home/uma/runs/my.job.sh"}),
+                      ("stdin", {"script": script}), ("wrap", {"sbatchArgs": ["--wrap", "hostname"]}),
+                      ("named", {"script": script, "scriptPath": "/home/uma/job.sh", "sbatchArgs": ["-J", "mine"]})):
+        job_id = api("uma").post(JOBS, body, format="json").json()["jobId"]
+        names[key] = api("uma").get(f"{JOBS}/{job_id}").json()["name"]
+    assert names == {"file": "my.job.sh", "stdin": "sbatch", "wrap": "wrap", "named": "mine"}
+
+
 @pytest.mark.parametrize("body", [{"sbatchArgs": ["--wrap", "x"], "scriptPath": "/home/uma/job.sh"},
                                   {"script": "#!/bin/bash\n", "scriptPath": 7},
                                   {"script": "#!/bin/bash\n", "scriptPath": "/" + "x" * 4096}])

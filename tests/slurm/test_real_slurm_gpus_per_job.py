@@ -56,8 +56,7 @@ def replayed(cast, now):
             run_pass(cluster, FIRST + second * SECOND)
             continue
         name, args = next(lines)
-        # sbatch names a job after its script; trainhub's API takes the name from -J only
-        argv = ("-A", "bio", "-p", "batch", "-o", f"{WORK}/out-%j.txt", "-J", "job.sh", *args)
+        argv = ("-A", "bio", "-p", "batch", "-o", f"{WORK}/out-%j.txt", *args)
         job = job_submit(cluster=cluster, user=carol, now=FIRST + second * SECOND, submission=Submission(
             argv=argv, script=script, script_path=f"{WORK}/job.sh", alloc_node="localhost", submit_dir=WORK))
         printed[name] = submitted_message(job, Submission(argv=argv)) + "\n"

@@ -303,8 +303,9 @@ def _job_create(cluster: SlurmCluster, cluster_state: snapshot.ClusterState, *, 
     """
     username = user.get_username()
     identity = posix_account(user=user)
+    # sbatch names a job after its script file (base_name(script_name)), "sbatch" for one on stdin
     name = options.job_name or ("interactive" if submission.allocation else "wrap" if options.wrap is not None
-                                else "sbatch")
+                                else posixpath.basename(submission.script_path) or "sbatch")
     numbered = ("job_id",)
     if array is not None:
         numbered += ("array_job_id",)
