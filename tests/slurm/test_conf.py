@@ -107,6 +107,14 @@ def test_enforce_flags_imply_associations_as_slurm_does():
     assert parse_config({"AccountingStorageEnforce": "safe"}).enforces_limits
 
 
+def test_preempt_send_user_signal_is_accepted_as_a_flag():
+    """22.05's spelling (fixtures/22.05/mail.sh's USERSIG round); a value is refused as for any flag."""
+    assert parse_config({"SchedulerParameters": "preempt_send_user_signal"}).scheduler_parameters.preempt_send_user_signal
+    assert not parse_config({}).scheduler_parameters.preempt_send_user_signal
+    with pytest.raises(ConfigError, match="takes no value"):
+        parse_config({"SchedulerParameters": "preempt_send_user_signal=1"})
+
+
 def test_scheduler_parameters_are_typed_and_checked():
     config = parse_config({"SchedulerParameters": "bf_window=2880,bf_resolution=300,bf_continue,bf_max_job_test=100"})
     params = config.scheduler_parameters

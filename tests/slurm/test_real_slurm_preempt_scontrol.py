@@ -4,9 +4,8 @@ job`` of the victims 3 s after the urgent job's submission print what Slurm prin
 their GraceTime, PreemptTime the moment they were chosen, the urgent job PENDING (Resources).
 
 The three rounds are compared: PreemptMode=CANCEL (CANCEL-*), REQUEUE (REQUEUE-*) and USERSIG (USERSIG-*:
-REQUEUE with SchedulerParameters=preempt_send_user_signal, which trainhub's configuration refuses; it
-changed nothing 22.05 showed, trap-USERSIG-*.txt signalled as trap-REQUEUE-*.txt, so the round is replayed
-as REQUEUE). What follows the GraceTime is in test_real_slurm_preempt_requeue.
+REQUEUE with SchedulerParameters=preempt_send_user_signal, which changed nothing 22.05 showed:
+trap-USERSIG-*.txt signalled as trap-REQUEUE-*.txt). What follows the GraceTime is in test_real_slurm_preempt_requeue.
 """
 from __future__ import annotations
 
@@ -86,7 +85,8 @@ ROUNDS = {round_.mode: round_ for round_ in (
 
 def replay_round(cast, now, round_: Round):
     """One round up to the urgent job's first pass; returns the cluster."""
-    cluster, _ = harness_cluster(cast, now, PreemptExemptTime="00:00:00")
+    cluster, _ = harness_cluster(cast, now, PreemptExemptTime="00:00:00", **(
+        {"SchedulerParameters": "preempt_send_user_signal"} if round_.mode == "USERSIG" else {}))
     carol = get_user_model().objects.get(username="carol")
     partition_update(partition=Partition.objects.get(cluster=cluster, name="batch"), actor="root",
                      config={"PriorityTier": "1", "GraceTime": "30", "PreemptMode": round_.preempt_mode}, now=now)

@@ -265,6 +265,9 @@ class SchedulerParameters:
     sched_max_job_start: int = 0
     batch_sched_delay: int = 3
     nohold_on_prolog_fail: bool = False
+    #: Accepted as 22.05 reads it; with it 22.05 still sent a preempted job no --signal
+    #: (fixtures/22.05/mail trap-USERSIG-*.txt, signalled as trap-REQUEUE-*.txt), nor does trainhub.
+    preempt_send_user_signal: bool = False
 
 
 #: option -> (field, parser or None for a bare flag)
@@ -286,6 +289,7 @@ _SCHEDULER_OPTIONS: dict[str, tuple[str, Callable[[str], int] | None]] = {
     "bf_continue": ("bf_continue", None),
     "bf_busy_nodes": ("bf_busy_nodes", None),
     "nohold_on_prolog_fail": ("nohold_on_prolog_fail", None),
+    "preempt_send_user_signal": ("preempt_send_user_signal", None),
 }
 
 
