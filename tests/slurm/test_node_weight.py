@@ -44,3 +44,15 @@ def test_a_weight_is_a_uint32_below_infinite(api, admin, accounts):
     assert "weight" in field_of({"weight": -1})
     assert f"from 0 to {NODE_WEIGHT_MAX}" in field_of({"weight": NODE_WEIGHT_MAX + 1})["weight"]
     assert api("alice").patch(NODE, {"weight": NODE_WEIGHT_MAX}, format="json").status_code == 200
+
+
+def test_admins_set_a_nodes_weight_on_the_cluster_page(browser, admin, accounts):
+    page = "/slurm/projects/alpha/locations/us-central1/clusters/c1"
+    assert browser("uma").post(f"{page}/nodes/a4-0/weight", {"weight": "50"}).status_code == 403
+    browser("alice").post(f"{page}/nodes/a4-0/weight", {"weight": "50"})
+    assert SlurmCluster.objects.get(pk=accounts.pk).node_weight == {"a4-0": 50}
+    assert 'name="weight" type="number" min="0" value="50"' in browser("alice").get(f"{page}/").content.decode()
+    response = browser("alice").post(f"{page}/nodes/a4-0/weight", {"weight": "-3"}, follow=True)
+    assert "weight:" in response.content.decode()
+    browser("alice").post(f"{page}/nodes/a4-0/weight", {"weight": ""})
+    assert SlurmCluster.objects.get(pk=accounts.pk).node_weight == {}

@@ -32,6 +32,7 @@ urlpatterns = [
     path(f"{CLUSTER}/nodes/<str:node>/state", clusters.node_state, name="node_state"),
     path(f"{CLUSTER}/nodes/<str:node>/features", clusters.node_features, name="node_features"),
     path(f"{CLUSTER}/nodes/<str:node>/memory", clusters.node_memory, name="node_memory"),
+    path(f"{CLUSTER}/nodes/<str:node>/weight", clusters.node_weight_update, name="node_weight"),
     path(f"{CLUSTER}/queue", reports.queue_page, name="queue"),
     path(f"{CLUSTER}/priority", reports.priority_page, name="priority"),
     path(f"{CLUSTER}/fairshare", reports.fairshare_page, name="fairshare"),

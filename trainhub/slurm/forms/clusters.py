@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 
 from trainhub.common.errors import ApiError
+from trainhub.slurm.conf import NODE_WEIGHT_MAX
 
 MAX_SCRIPTS = 16
 
@@ -107,6 +108,12 @@ class NodeMemoryForm(forms.Form):
     """slurm.conf's NodeName=N RealMemory=MB (empty: the machine type's memory)."""
 
     real_memory = forms.IntegerField(required=False, min_value=1)
+
+
+class NodeWeightForm(forms.Form):
+    """slurm.conf's NodeName=N Weight=W (empty: Slurm's default, 1)."""
+
+    weight = forms.IntegerField(required=False, min_value=0, max_value=NODE_WEIGHT_MAX)
 
 
 class NodeStateForm(forms.Form):

@@ -20,6 +20,7 @@ from trainhub.slurm.forms.clusters import (
     ConfigForm,
     NodeFeaturesForm,
     NodeMemoryForm,
+    NodeWeightForm,
     NodeStateForm,
     PartitionForm,
     ScriptsForm,
@@ -27,7 +28,7 @@ from trainhub.slurm.forms.clusters import (
 )
 from trainhub.slurm.models import Partition, SlurmCluster
 from trainhub.slurm.services import clusters as services
-from trainhub.slurm.slurmconf import cluster_slurm_conf, real_memory_mb
+from trainhub.slurm.slurmconf import cluster_slurm_conf, node_weight, real_memory_mb
 from trainhub.slurm.views.common import ADMIN, cluster_context, cluster_for, cluster_kwargs
 
 LIST = "aiplatform.slurmClusters.list"
@@ -52,7 +53,8 @@ def cluster_detail(request: HttpRequest, project: str, location: str, cluster: s
     features = {name: {kind: ",".join(names) for kind, names in lists.items()}
                 for name, lists in cluster_obj.node_features.items()}
     context.update(partitions=selectors.cluster_partitions(cluster=cluster_obj),
-                   nodes=[(node, features.get(node.name, {}), real_memory_mb(node, cluster_obj)) for node in nodes],
+                   nodes=[(node, features.get(node.name, {}), real_memory_mb(node, cluster_obj), node_weight(node, cluster_obj))
+                          for node in nodes],
                    audit=selectors.cluster_audit(cluster=cluster_obj))
     return render(request, "slurm/cluster_detail.html", context)
 
@@ -162,6 +164,15 @@ def node_memory(request: HttpRequest, project: str, location: str, cluster: str,
                                       actor=actor)
         return f"Node {node_obj.name} RealMemory updated."
     return _node_form(request, project, location, cluster, node, NodeMemoryForm, change)
+
+
+@require_POST
+@html_page
+def node_weight_update(request: HttpRequest, project: str, location: str, cluster: str, node: str) -> HttpResponse:
+    def change(cluster_obj: SlurmCluster, node_obj: Node, data: dict, actor: str) -> str:
+        services.node_weight_set(cluster=cluster_obj, node=node_obj, weight=data["weight"], actor=actor)
+        return f"Node {node_obj.name} Weight updated."
+    return _node_form(request, project, location, cluster, node, NodeWeightForm, change)
 
 
 @require_POST
