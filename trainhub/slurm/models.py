@@ -239,7 +239,9 @@ class Association(models.Model):
 
 
 class SlurmJob(models.Model):
-    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="jobs")
+    # No index of its own: the unique (cluster, job_id) and the queue's indexes lead with it, and every
+    # sbatch would write a fourth.
+    cluster = models.ForeignKey(SlurmCluster, on_delete=models.CASCADE, related_name="jobs", db_index=False)
     job_id = models.PositiveBigIntegerField()
     name = models.CharField(max_length=255)
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
