@@ -19,7 +19,9 @@ time: it keeps the statement and only prepares each field's value, as the ORM's 
 PostgreSQL in one statement, a data-modifying ``WITH``, which commits by itself outside a
 transaction - one round trip where two INSERTs in a transaction take four (BEGIN, INSERT,
 INSERT, COMMIT). Given a ``Counter`` (a Slurm cluster's next job id), the same statement also
-takes the row's number from it: the counter's row is locked only while that statement runs.
+takes the row's number from it: the counter's row is locked only while that statement runs. A
+numbered field takes the number itself, or a value counted down from a top (``(name, top)``:
+``top - number``, priority/basic's FIFO priority of a job under its id).
 """
 
 from __future__ import annotations
@@ -32,6 +34,23 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Field, ForeignKey, Model, QuerySet
 from django.db.models.signals import post_save, pre_save
+
+
+#: A field that a Counter's number sets: its name (it takes the number), or (name, top): it takes
+#: ``top - number``, a value that falls as the numbers rise.
+Numbered = str | tuple[str, int]
+
+
+def _numbered_name(numbered: Numbered) -> str:
+    return numbered if isinstance(numbered, str) else numbered[0]
+
+
+def _numbered_value(numbered: Numbered, number: int) -> int:
+    return number if isinstance(numbered, str) else numbered[1] - number
+
+
+def _numbered_sql(numbered: Numbered) -> str:
+    return "number.value" if isinstance(numbered, str) else f"{int(numbered[1])} - number.value"
 
 
 @dataclass(frozen=True)
@@ -173,7 +192,7 @@ class CompiledInsert:
         obj._state.db = using
         post_save.send(sender=type(obj), instance=obj, created=True, update_fields=None, raw=False, using=using)
 
-    def save(self, obj: Model, *, numbered_by: tuple[Counter, Any, tuple[str, ...]] | None = None,
+    def save(self, obj: Model, *, numbered_by: tuple[Counter, Any, tuple[Numbered, ...]] | None = None,
              using: str = DEFAULT_DB_ALIAS) -> None:
         """Insert ``obj``; ``numbered_by`` as save_with's, the number taken in the same transaction."""
         connection = connections[using]
@@ -182,8 +201,8 @@ class CompiledInsert:
             if numbered_by:
                 counter, counter_pk, numbered = numbered_by
                 number = counter.take(counter_pk, using=using)
-                for name in numbered:
-                    setattr(obj, name, number)
+                for field in numbered:
+                    setattr(obj, _numbered_name(field), _numbered_value(field, number))
             params = self._prepare(obj, fields, connection, using)
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
@@ -191,12 +210,12 @@ class CompiledInsert:
         self._saved(obj, pk, using)
 
     def save_with(self, obj: Model, dependent: Model, dependent_insert: "CompiledInsert", *,
-                  numbered_by: tuple[Counter, Any, tuple[str, ...]] | None = None,
+                  numbered_by: tuple[Counter, Any, tuple[Numbered, ...]] | None = None,
                   using: str = DEFAULT_DB_ALIAS) -> None:
         """Insert ``obj`` and ``dependent``, whose foreign key points at it, both or neither.
 
-        ``numbered_by`` = (counter, the counter row's primary key, fields of ``obj``): those fields
-        take the counter's next number, set on ``obj`` too.
+        ``numbered_by`` = (counter, the counter row's primary key, fields of ``obj``, see Numbered):
+        those fields take the counter's next number (or their top less it), set on ``obj`` too.
 
         On PostgreSQL it is one statement (``WITH [number AS (UPDATE ... RETURNING)] parent AS
         (INSERT ... RETURNING pk) INSERT ... SELECT parent.pk ...``); elsewhere the number's UPDATE
@@ -218,21 +237,22 @@ class CompiledInsert:
             compiled = self._with_compiled[key] = self._compile_with(connection, using, dependent_insert, counter,
                                                                      numbered)
         link, dependent_fields, statement = compiled
+        names = {_numbered_name(field) for field in numbered}
         params = [value for field, value in zip(fields, self._prepare(obj, fields, connection, using), strict=True)
-                  if field.attname not in numbered]
+                  if field.attname not in names]
         dependent_params = dependent_insert._prepare(dependent, dependent_fields, connection, using)
         with connection.cursor() as cursor:
             cursor.execute(statement, (counter._params(counter_pk, 1) if counter is not None else []) + params
                            + dependent_params)
             pk, dependent_pk, number = cursor.fetchone()
-        for name in numbered:
-            setattr(obj, name, number)
+        for field in numbered:
+            setattr(obj, _numbered_name(field), _numbered_value(field, number))
         self._saved(obj, pk, using)
         setattr(dependent, link.name, obj)
         self._saved(dependent, dependent_pk, using)
 
     def _compile_with(self, connection: Any, using: str, dependent_insert: "CompiledInsert", counter: Counter | None,
-                      numbered: tuple[str, ...]) -> tuple[ForeignKey, list[Field], str]:
+                      numbered: tuple[Numbered, ...]) -> tuple[ForeignKey, list[Field], str]:
         link = dependent_insert._link_to(self._model)
         fields, _ = self._statement(connection, using)
         dependent_fields, _ = dependent_insert._statement(connection, using)
@@ -241,7 +261,9 @@ class CompiledInsert:
         number = ""
         if counter is not None:
             number = f"number AS ({counter._sql(connection)} AS value), "
-        values = ", ".join("number.value" if field.attname in numbered else "%s" for field in fields)
+        by_name = {_numbered_name(spec): spec for spec in numbered}
+        values = ", ".join(_numbered_sql(by_name[field.attname]) if field.attname in by_name else "%s"
+                           for field in fields)
         dependent_values = ", ".join(f"parent.{quote(meta.pk.column)}" if field is link else "%s"
                                      for field in dependent_fields)
         statement = (f"WITH {number}"
