@@ -949,13 +949,18 @@ class ScontrolStep:
     tres_per_step: str = ""
     tres_per_node: str = ""
     batch: bool = False
+    #: srun -m's node level (block, cyclic, plane); "" without -m.
+    distribution: str = ""
 
 
 def _distribution(step: ScontrolStep) -> str:
-    """srun's default task distribution: Block with more tasks than nodes, else Cyclic
-    (fixtures/22.05/release, scontrol-step-3.txt); Unknown while its step waits."""
+    """srun -m's distribution (fixtures/22.05/srun-dist/out-1.txt: ``-m cyclic`` Cyclic, ``-m plane=2``
+    Plane), else srun's default: Block with more tasks than nodes, else Cyclic (fixtures/22.05/release,
+    scontrol-step-3.txt); Unknown while its step waits."""
     if step.start is None:
         return "Unknown"
+    if step.distribution:
+        return step.distribution.capitalize()
     return "Block" if step.tasks > step.nodes else "Cyclic"
 
 

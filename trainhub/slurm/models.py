@@ -512,6 +512,8 @@ class JobStep(models.Model):
     srun_pid = models.PositiveIntegerField(default=0)
     tres_per_step = models.CharField(max_length=64, blank=True)
     tres_per_node = models.CharField(max_length=64, blank=True)
+    #: srun ``-m``'s node level (block, cyclic, plane: scontrol show step's Dist=); "" without -m.
+    distribution = models.CharField(max_length=16, blank=True)
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.RUNNING)
     start_time = models.DateTimeField()
     end_time = models.DateTimeField(null=True, blank=True)

@@ -456,7 +456,7 @@ def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -
                 partition=job.partition, node_list=running.node_list, nodes=len(parts), tasks=running.num_tasks,
                 name=running.name, cpus=cpus, tres=_step_tres(cpus, sum(len(p.gpu_indices) for p in parts), len(parts)),
                 srun_host=running.srun_host, srun_pid=running.srun_pid, tres_per_step=running.tres_per_step,
-                tres_per_node=running.tres_per_node))
+                tres_per_node=running.tres_per_node, distribution=running.distribution))
         if step_id == "":
             items += [formats.ScontrolStep(
                 step_id=f"{job.job_id}.TDB", user_id=job.uid, start=None, partition=job.partition,

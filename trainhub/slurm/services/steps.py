@@ -102,7 +102,8 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
         job=job, run_index=run_index, step_id=step_id, name=posixpath.basename(argv[0])[:255], argv=argv,
         environment=environment, num_tasks=num_tasks, node_list=compress(node.node.name for node in chosen),
         label=label, overlap=request.overlap, pty=pty, srun_host=srun_host[:255], srun_pid=srun_pid,
-        tres_per_step=tres_per_step, tres_per_node=tres_per_node, start_time=now)
+        tres_per_step=tres_per_step, tres_per_node=tres_per_node, distribution=request.distribution or "",
+        start_time=now)
     StepNode.objects.bulk_create([
         StepNode(step=step, job_node=node, node_index=index, task_ids=list(part.task_ids),
                  gpu_indices=list(placement.gpu_indices), cpus=placement.cpus)
