@@ -10,6 +10,7 @@ gives the jobs Slurm's allocations, so that what it compares is the step layout.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from pathlib import Path
@@ -19,7 +20,7 @@ from django.contrib.auth import get_user_model
 
 from trainhub.agent.srun import parse, parse_distribution
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobNode, SlurmJob
+from trainhub.slurm.models import JobNode, NodePhase, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit
 from trainhub.slurm.steps import StepRequest
 
@@ -70,7 +71,7 @@ def test_each_distribution_places_the_tasks_as_slurm(running, job_id):
     job = SlurmJob.objects.get(cluster=cluster, job_id=job_id)
     laid_out = {command: output for command, output in sections(job_id).items()
                 if command.startswith("srun") and not any(word in command for word in ("hostname", "-N 1", "bogus", "-v"))}
-    assert len(laid_out) == 9
+    assert len(laid_out) == 11
     for command, output in laid_out.items():
         assert_srun_layout(job, output, moment, step_request(command))
 
@@ -86,3 +87,21 @@ def test_scontrol_show_step_says_the_distribution(running):
         assert_srun_layout(job, sections(1)[commands[line]], moment, step_request(commands[line]))
     shown = reports.scontrol_steps(cluster, now=moment, step="1").text
     assert [line.strip() for line in shown.splitlines() if "Dist=" in line] == recorded
+
+
+def test_without_m_the_tasks_see_sruns_default_distribution_inside_a_job_only(running):
+    """out-1.txt: ``srun`` (5 tasks, 2 nodes) block, ``srun -n 2`` cyclic; srun-alone-block.txt: srun
+    outside a job, none."""
+    from trainhub.slurm.services.steps import step_create
+
+    cluster, moment = running
+    job = SlurmJob.objects.get(cluster=cluster, job_id=1)
+    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
+    for command in ("srun", "srun -n 2"):
+        recorded = {line.split()[6] for line in sections(1)[command].splitlines()}
+        for in_allocation, expected in ((True, recorded), (False, {"unset"})):
+            request = dataclasses.replace(step_request(command), in_allocation=in_allocation)
+            step = step_create(job=job, run_index=0, argv=["sh"], environment={}, request=request, label=True,
+                               now=moment)
+            assert {step.environment.get("SLURM_DISTRIBUTION", "unset")} == expected, command
+    assert {line.split()[-1] for line in (REAL / "srun-alone-block.txt").read_text().splitlines()} == {"unset"}

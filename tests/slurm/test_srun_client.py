@@ -77,3 +77,21 @@ def test_the_distribution_reaches_the_tasks_and_srun_v():
     assert ("distribution", "cyclic") in options
     assert "srun: distribution        : cyclic" in srun.defined_options(options)
     assert "srun: distribution        : cyclic" in _dist_section("srun -v -m cyclic")
+
+
+def test_srun_inside_a_job_asks_for_its_default_distribution_and_srun_alone_does_not(monkeypatch, tmp_path):
+    """srun-dist/out-1.txt (inside a batch job: ``block``) and srun-alone-block.txt (none): the control
+    plane, which lays the step out, names the default for the tasks when srun says it is inside a job."""
+    sent = []
+
+    def create(client, body):
+        sent.append(body)
+        raise srun.Refused("stop here")
+
+    monkeypatch.setattr(srun, "create", create)
+    monkeypatch.setenv("TRAINHUB_STEP_CREDENTIAL", "x")
+    monkeypatch.setenv("TRAINHUB_URL", "http://127.0.0.1:9")
+    assert srun.main(["true"]) == 1
+    monkeypatch.setenv(srun.COMPLETION, str(tmp_path / "completion"))
+    assert srun.main(["-m", "cyclic", "true"]) == 1
+    assert [(body["inAllocation"], body.get("distribution")) for body in sent] == [(True, None), (False, "cyclic")]

@@ -38,7 +38,9 @@ def test_a_node_without_room_is_skipped_until_every_node_is_full():
     assert dealt(StepRequest(distribution="cyclic"), [4, 1]) == [(0, 2, 3, 4), (1,)]
     assert dealt(StepRequest(distribution="plane", plane_size=3), [4, 1]) == [(0, 1, 2, 4), (3,)]
     assert dealt(StepRequest(distribution="cyclic"), [1, 1], job_tasks=3) == [(0, 2), (1,)]
-    assert dealt(StepRequest(distribution="plane", plane_size=4), [4, 4], job_tasks=3) == [(0, 1, 2)]
+    # every node gets one: a plane of 4 for 3 tasks on two nodes (srun-dist/out-1.txt) and on three (out-2.txt)
+    assert dealt(StepRequest(distribution="plane", plane_size=4), [4, 1], job_tasks=3) == [(0, 1), (2,)]
+    assert dealt(StepRequest(distribution="plane", plane_size=4), [5, 1, 1], job_tasks=3) == [(0,), (1,), (2,)]
 
 
 def test_fewer_tasks_than_nodes_use_as_many_nodes_as_tasks():

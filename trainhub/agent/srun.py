@@ -11,9 +11,10 @@ Exited with exit code C``) and srun exits with the worst task's status (the high
 (``timeout 60 srun ...``) have the step's tasks stopped on every node (SIGINT after two SIGINT,
 else SIGTERM) and srun waits for them (Interrupts). The job ending under the step (scancel) prints
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
-(own_environment). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
---overlap, -m/--distribution (block, cyclic, plane=N), -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's
-debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
+(own_environment; inside a job it did not make, also srun's default SLURM_DISTRIBUTION, which the
+control plane adds). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
+--overlap, -m/--distribution (block, cyclic, plane=N), -l/--label, -v/--verbose (defined_options,
+launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
@@ -551,7 +552,7 @@ def main(argv: list[str]) -> int:
         _say(*propagated_lines(environment), *(ALLOCATION_THREAD if alone else ()), *PLUGINS)
     body = {"argv": options.command, "label": options.label, "environment": environment,
             "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
-            "distribution": options.distribution,
+            "distribution": options.distribution, "inAllocation": not alone,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:

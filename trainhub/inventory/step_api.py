@@ -87,7 +87,8 @@ def _count(body: dict, name: str) -> int | None:
 
 
 class Steps(SrunView):
-    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?, label?,
+    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
+    inAllocation? (srun did not make the job: its tasks see srun's default SLURM_DISTRIBUTION), label?,
     pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
     [[node, [task, ...]], ...]}; while other
     steps hold what it needs, 202 {jobId, retry: true, reason, stepsEnded} and srun asks again."""
@@ -112,7 +113,7 @@ class Steps(SrunView):
         wanted = StepRequest(nodes=_count(body, "nodes"), tasks=_count(body, "tasks"),
                              tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus,
                              exact=bool(body.get("exact")), overlap=bool(body.get("overlap")),
-                             distribution=kind, plane_size=plane_size)
+                             distribution=kind, plane_size=plane_size, in_allocation=bool(body.get("inAllocation")))
         srun_host = _field(body, "srunHost", str, required=False, default="")
         srun_pid = _field(body, "srunPid", int, required=False, default=0)
         if srun_pid < 0:

@@ -76,6 +76,16 @@ class StepRequest:
     #: ``plane_size`` task ids at a time; None without -m (laid out as block).
     distribution: str | None = None
     plane_size: int = 1
+    #: srun inside an allocation it did not make (a batch script's, salloc's): without -m its tasks
+    #: see srun's default distribution in SLURM_DISTRIBUTION (srun outside one gives them none).
+    in_allocation: bool = False
+
+
+def default_distribution(tasks: int, nodes: int) -> str:
+    """srun's distribution without -m: block with more tasks than nodes, else cyclic (its tasks'
+    SLURM_DISTRIBUTION, fixtures/22.05/srun-dist/out-1.txt: ``srun`` of 5 tasks on 2 nodes block,
+    ``srun -n 2`` cyclic; scontrol show step's Dist=, fixtures/22.05/release/scontrol-step-3.txt)."""
+    return "block" if tasks > nodes else "cyclic"
 
 
 @dataclass(frozen=True)
@@ -119,8 +129,6 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
                               request.plane_size if request.distribution == "plane" else 1)
     parts = []
     for index, ids in enumerate(task_ids):
-        if not ids:  # a plane larger than the tasks left leaves the last nodes none: srun runs on fewer
-            continue
         gpus = allocation_gpus[index]
         if request.gpus_per_node is not None:
             if request.gpus_per_node > len(gpus):
@@ -134,20 +142,24 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
 def deal_tasks(tasks: int, room: list[int], size: int) -> list[tuple[int, ...]]:
     """Task ids dealt round the nodes ``size`` at a time (cyclic: 1; plane: its size), each node
     taking no more than its ``room`` while any node has some, then over it as Slurm oversubscribes
-    (``_task_layout_cyclic`` / ``_task_layout_plane``)."""
+    (``_task_layout_cyclic`` / ``_task_layout_plane``). In the first round a node leaves one task
+    for each node after it: every node gets one (fixtures/22.05/srun-dist: ``-n 3 -m plane=4`` on
+    two nodes runs 0,1 and 2, on three nodes one task each)."""
     dealt: list[list[int]] = [[] for _ in room]
     oversubscribe = sum(room) < tasks
-    task = 0
+    task, first_round = 0, True
     while task < tasks:
         progressed = False
         for node, ids in enumerate(dealt):
-            for _ in range(size):
+            share = min(size, tasks - task - (len(room) - node - 1)) if first_round else size
+            for _ in range(share):
                 if task == tasks or not (oversubscribe or len(ids) < room[node]):
                     break
                 ids.append(task)
                 task += 1
                 progressed = True
         oversubscribe = oversubscribe or not progressed
+        first_round = False
     return [tuple(ids) for ids in dealt]
 
 

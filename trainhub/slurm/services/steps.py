@@ -24,7 +24,7 @@ from trainhub.slurm.hostlist import compress
 from trainhub.slurm.jobenv import task_room
 from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepInput,
                                    StepLogLine, StepNode)
-from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, layout, place, tres_per
+from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, default_distribution, layout, place, tres_per
 
 _SALT = "trainhub.slurm.step-credential"
 #: srun's reason when the job is no longer running (slurm_strerror(ESLURM_ALREADY_DONE)).
@@ -95,6 +95,8 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
             "num_tasks": num_tasks, "cpus": num_tasks * job.cpus_per_task, "seen": now})
         return None
     PendingStep.objects.filter(**waiting).delete()
+    if request.in_allocation and request.distribution is None:
+        environment = {**environment, "SLURM_DISTRIBUTION": default_distribution(num_tasks, len(chosen))}
     step_id = JobStep.objects.filter(job=job, run_index=run_index).count()
     tres_per_step, tres_per_node = tres_per(request, tasks=num_tasks, cpus_per_task=job.cpus_per_task,
                                             job_gpus_per_node=job.gpus_per_node)
