@@ -1,10 +1,10 @@
 """trainhub replays fixtures/22.05/prio-sacctmgr.sh: jobs submitted right after sacctmgr changes, before
 the decay thread's next run, get their priority from what the last run left. A modified Fairshare
 (an account's, a user's) changes no job's FAIRSHARE until then, and a new association's is 0 (its job's
-priority 1); the next run gives them all the new values. sprio -l and scontrol's Priority= are Slurm's.
-Not yet Slurm's: sshare -l at once shows the new NormShares but the last run's FairShare and LevelFS
-(and for the new association a blank NormUsage and 0 FairShare and LevelFS: sshare-1), where
-trainhub's sshare computes them all anew.
+priority 1); the next run gives them all the new values. sprio -l and scontrol's Priority= are Slurm's,
+and so are sshare -l's columns but RawUsage (the recording's usage is of its own seconds): at once the
+new NormShares, but the last run's FairShare and LevelFS (for the new association a blank NormUsage
+and 0 EffectvUsage, FairShare and LevelFS).
 
 The recording (PriorityCalcPeriod=2): job 1 (alice, physics, the whole cluster) started at 17:56:55,
 job 2 pending beside it; the decay run at 17:58:52 charged job 1's usage; jobs 3-5 submitted, the
@@ -15,6 +15,7 @@ shares changed and jobs 6-8 submitted at 17:58:55-57, read at once (sprio-1); th
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shlex
 from pathlib import Path
 
@@ -76,6 +77,20 @@ def changed(cast, now):
     return cluster, started, moment
 
 
+def _without_usage(text: str) -> list[list[str]]:
+    """sshare -l's lines by fixed-width column, without RawUsage and the TRES columns (usage in TRES)."""
+    header = text.splitlines()[1]
+    bounds = [(start, start + len(dashes)) for start, dashes in
+              ((match.start(), match.group()) for match in re.finditer(r"-+", header))]
+    return [[line[a:b] for index, (a, b) in enumerate(bounds) if index not in (4, 9, 10)] for line in text.splitlines()]
+
+
+def test_sshare_shows_the_new_shares_with_the_last_runs_fairshare(changed):
+    cluster, _, moment = changed
+    shown = reports.sshare(cluster, now=moment, viewer="root", long=True, all_users=True).text
+    assert _without_usage(shown) == _without_usage(recorded("sshare-1"))
+
+
 def test_jobs_after_the_changes_get_the_last_decay_runs_factors(changed):
     cluster, _, moment = changed
     assert reports.sprio(cluster, now=moment, long=True).text == recorded("sprio-1")
@@ -89,4 +104,6 @@ def test_the_next_decay_run_gives_the_new_shares(changed):
     run_pass(cluster, started + 2 * CALC_PERIOD)
     moment = started + 2 * CALC_PERIOD + 3 * SECOND
     assert reports.sprio(cluster, now=moment, long=True).text == recorded("sprio-2")
+    shown = reports.sshare(cluster, now=moment, viewer="root", long=True, all_users=True).text
+    assert _without_usage(shown) == _without_usage(recorded("sshare-2"))
 
