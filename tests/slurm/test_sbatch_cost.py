@@ -99,11 +99,11 @@ def test_a_job_written_with_its_event_takes_the_next_id_in_the_same_statement_or
     from trainhub.slurm.services.clusters import JOB_IDS
     from trainhub.slurm.services.lifecycle import EVENT_INSERT
 
-    def write(message):
+    def write(message, top=1000):
         job = SlurmJob(cluster=cluster, name="wrap", submitted_by=admin, user_name="alice", partition="a4",
                        submit_time=now, begin_time=now)
         CompiledInsert(SlurmJob).save_with(job, JobEvent(time=now, message=message), EVENT_INSERT, numbered_by=(
-            JOB_IDS, cluster.pk, ("job_id", "array_job_id", ("priority", 1000))))
+            JOB_IDS, cluster.pk, ("job_id", "array_job_id", ("priority", top))))
         return job
 
     first = SlurmCluster.objects.get(pk=cluster.pk).next_job_id
@@ -114,7 +114,9 @@ def test_a_job_written_with_its_event_takes_the_next_id_in_the_same_statement_or
     with pytest.raises(IntegrityError), transaction.atomic():
         write(None)  # the event's message is NOT NULL
     assert SlurmCluster.objects.get(pk=cluster.pk).next_job_id == first + 1
-    assert write("next").job_id == first + 1
+    following = write("next", top=5000)  # another top: the same statement, its own value
+    assert (following.job_id, following.priority) == (first + 1, 5000 - first - 1)
+    assert SlurmJob.objects.get(pk=following.pk).priority == 5000 - first - 1
 
 
 def test_an_sbatch_reads_its_options_once(api, accounts, monkeypatch):

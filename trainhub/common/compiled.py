@@ -50,7 +50,13 @@ def _numbered_value(numbered: Numbered, number: int) -> int:
 
 
 def _numbered_sql(numbered: Numbered) -> str:
-    return "number.value" if isinstance(numbered, str) else f"{int(numbered[1])} - number.value"
+    """The field's value in save_with's statement: the number, or a parameter (its top) less it."""
+    return "number.value" if isinstance(numbered, str) else "%s - number.value"
+
+
+def _numbered_shape(numbered: tuple[Numbered, ...]) -> tuple[Numbered, ...]:
+    """What save_with's statement depends on: the fields and which count down, not their tops."""
+    return tuple(field if isinstance(field, str) else (field[0], 0) for field in numbered)
 
 
 @dataclass(frozen=True)
@@ -231,15 +237,17 @@ class CompiledInsert:
                 dependent_insert.save(dependent, using=using)
             return
         fields, _ = self._statement(connection, using)
-        key = (using, dependent_insert._model, counter, numbered)
+        key = (using, dependent_insert._model, counter, _numbered_shape(numbered))
         compiled = self._with_compiled.get(key)
         if compiled is None:
             compiled = self._with_compiled[key] = self._compile_with(connection, using, dependent_insert, counter,
                                                                      numbered)
         link, dependent_fields, statement = compiled
-        names = {_numbered_name(field) for field in numbered}
-        params = [value for field, value in zip(fields, self._prepare(obj, fields, connection, using), strict=True)
-                  if field.attname not in names]
+        by_name = {_numbered_name(field): field for field in numbered}
+        # a numbered field's parameter is its top, if it counts down from one; else it has none
+        params = [value if name not in by_name else by_name[name][1]
+                  for field, value in zip(fields, self._prepare(obj, fields, connection, using), strict=True)
+                  if (name := field.attname) not in by_name or not isinstance(by_name[name], str)]
         dependent_params = dependent_insert._prepare(dependent, dependent_fields, connection, using)
         with connection.cursor() as cursor:
             cursor.execute(statement, (counter._params(counter_pk, 1) if counter is not None else []) + params
