@@ -147,6 +147,12 @@ def test_priority_basic_is_fifo():
     assert [r.priority for r in results] == [500, 499]
 
 
+def test_priority_basic_subtracts_the_nice():
+    """fixtures/22.05/prio-basic: --nice=100 under priority/basic shows 100 less than its FIFO value."""
+    ctx = context({"PriorityType": "priority/basic"})
+    assert compute_priority(job(basic_priority=500, nice=100), ctx, NOW).priority == 400
+
+
 def test_factors_with_zero_weight_are_not_computed():
     result = compute_priority(job(qos="normal"), context(SEED, qos={"normal": 5}), NOW)
     assert result.factors["qos"].factor == 0

@@ -129,12 +129,12 @@ def test_srun_inside_lays_the_tasks_out_as_slurm(replay, job_id):
     assert_srun_layout(SlurmJob.objects.get(cluster=cluster, job_id=job_id), real(f"out-{job_id}"), moment)
 
 
-def assert_srun_layout(job: SlurmJob, recorded_output: str, moment) -> None:
-    """A step of ``srun -l`` in the running job places each task on the node, local id and node index
-    the recorded output's ``N: gpuX LOCALID NODEID`` lines show."""
+def assert_srun_layout(job: SlurmJob, recorded_output: str, moment, request: StepRequest | None = None) -> None:
+    """A step of ``srun -l`` (``request``: its options) in the running job places each task on the node,
+    local id and node index the recorded output's ``N: gpuX LOCALID NODEID`` lines show."""
     JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
-    step = step_create(job=job, run_index=0, argv=["sh"], environment={}, request=StepRequest(), label=True,
-                       now=moment)
+    step = step_create(job=job, run_index=0, argv=["sh"], environment={}, request=request or StepRequest(),
+                       label=True, now=moment)
     placed = sorted((task, node.job_node.node.name, local, node.node_index)
                     for node in step.step_nodes.select_related("job_node__node")
                     for local, task in enumerate(node.task_ids))

@@ -52,6 +52,13 @@ def test_short_flags_may_be_grouped_as_getopt_reads_them():
                                                      ["srun", "--label", "--verbose", "--nodes=2", "--", "hostname"])
 
 
+def test_the_distribution_is_the_steps():
+    """fixtures/22.05/srun-dist/srun-alone.txt: ``srun -N 2 -n 5 -m cyclic`` deals its step's tasks cyclic."""
+    assert srun_cli.split(["-N", "2", "-n", "5", "-m", "cyclic", "true"]) == (
+        ["--job-name=true", "--nodes=2", "--ntasks=5"],
+        ["srun", "--nodes=2", "--ntasks=5", "--distribution=cyclic", "--", "true"])
+
+
 def test_a_job_name_given_is_kept():
     assert srun_cli.split(["-J", "named", "true"])[0] == ["--job-name=named"]
 

@@ -46,3 +46,52 @@ def test_more_nodes_than_the_job_has_are_refused_by_srun_itself(capsys, monkeypa
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
     assert srun.main(["-N", "2", "hostname"]) == 1
     assert capsys.readouterr().err.splitlines() == recorded("out-5.txt")[-1:]
+
+
+DIST_OUT = STEPS_FIXTURES.parent / "srun-dist" / "out-1.txt"
+
+
+def _dist_section(command: str) -> list[str]:
+    """The lines of fixtures/22.05/srun-dist/out-1.txt's ``== COMMAND`` section."""
+    text = DIST_OUT.read_text()
+    return text.split(f"\n== {command}\n", 1)[1].split("\n== ", 1)[0].splitlines()
+
+
+def test_an_invalid_distribution_is_refused_by_srun_itself(capsys, monkeypatch):
+    """srun-dist/out-1.txt: ``srun -m bogus true`` prints Slurm's line and exits 255, asking nothing."""
+    monkeypatch.setenv("TRAINHUB_STEP_CREDENTIAL", "x")
+    monkeypatch.setenv("TRAINHUB_URL", "http://127.0.0.1:9")
+    assert srun.main(["-m", "bogus", "true"]) == 255
+    assert capsys.readouterr().err.splitlines() + ["rc=255"] == _dist_section("srun -m bogus")
+
+
+def test_the_distribution_reaches_the_tasks_and_srun_v():
+    """srun-dist/out-1.txt: SLURM_DISTRIBUTION is -m as given, ``plane`` for plane=N; srun -v lists it."""
+    for given, shown in (("cyclic", "cyclic"), ("plane=2", "plane"), ("cyclic:block", "cyclic:block")):
+        environment = srun.own_environment(srun.parse(["-m", given, "true"]), {})
+        recorded = next(line for line in _dist_section(f"srun -m {given}") if line.startswith("0: ")).split()[6]
+        assert environment["SLURM_DISTRIBUTION"] == shown == recorded
+    assert "SLURM_DISTRIBUTION" not in srun.own_environment(srun.parse(["true"]), {})
+    options = srun.allocation_options(srun.parse(["-v", "-m", "cyclic", "true"]), {
+        "SLURM_JOB_NODELIST": "gpu[1-2]", "SLURM_JOB_ID": "1", "SLURM_JOB_NAME": "n2n5"})
+    assert ("distribution", "cyclic") in options
+    assert "srun: distribution        : cyclic" in srun.defined_options(options)
+    assert "srun: distribution        : cyclic" in _dist_section("srun -v -m cyclic")
+
+
+def test_srun_inside_a_job_asks_for_its_default_distribution_and_srun_alone_does_not(monkeypatch, tmp_path):
+    """srun-dist/out-1.txt (inside a batch job: ``block``) and srun-alone-block.txt (none): the control
+    plane, which lays the step out, names the default for the tasks when srun says it is inside a job."""
+    sent = []
+
+    def create(client, body):
+        sent.append(body)
+        raise srun.Refused("stop here")
+
+    monkeypatch.setattr(srun, "create", create)
+    monkeypatch.setenv("TRAINHUB_STEP_CREDENTIAL", "x")
+    monkeypatch.setenv("TRAINHUB_URL", "http://127.0.0.1:9")
+    assert srun.main(["true"]) == 1
+    monkeypatch.setenv(srun.COMPLETION, str(tmp_path / "completion"))
+    assert srun.main(["-m", "cyclic", "true"]) == 1
+    assert [(body["inAllocation"], body.get("distribution")) for body in sent] == [(True, None), (False, "cyclic")]

@@ -57,6 +57,14 @@ def test_srun_creates_numbered_steps_laid_out_over_the_allocation(cluster, now):
         ("a4-0", [0, 1], [0, 1]), ("a4-1", [2, 3], [0, 1])]
 
 
+def test_srun_m_deals_the_tasks_as_asked(cluster, now):
+    job = running(cluster, now, num_tasks=4)
+    assert srun(job, distribution="cyclic", overlap=True).json()["layout"] == [["a4-0", [0, 2]], ["a4-1", [1, 3]]]
+    # a node takes no more tasks than its CPUs hold (2 here) while another has room
+    assert srun(job, distribution="plane=3", overlap=True).json()["layout"] == [["a4-0", [0, 1]], ["a4-1", [2, 3]]]
+    assert list(JobStep.objects.filter(job=job).values_list("distribution", flat=True)) == ["cyclic", "plane"]
+
+
 def test_only_the_batch_host_gets_the_credential_and_every_node_its_tasks(cluster, now):
     job = running(cluster, now, num_tasks=4)
     srun(job, tasksPerNode=1, gpusPerNode=1)
@@ -123,7 +131,8 @@ def test_a_step_the_allocation_cannot_hold_is_refused_with_sruns_reason(cluster,
 
 @pytest.mark.parametrize("body", [{"argv": []}, {"argv": [""]}, {"argv": "hostname"}, {"nodes": 0},
                                   {"tasks": "two"}, {"gpusPerNode": -1}, {"environment": {"A": 1}},
-                                  {"srunPid": -1}, {"srunHost": 7}])
+                                  {"srunPid": -1}, {"srunHost": 7}, {"distribution": "bogus"},
+                                  {"distribution": "plane=0"}])
 def test_bad_step_requests_are_clean_400s(cluster, now, body):
     answer = srun(running(cluster, now), **body)
     assert answer.status_code == 400 and answer.json()["error"]["status"] == "INVALID_ARGUMENT"

@@ -22,6 +22,27 @@ def test_uneven_tasks_put_the_extra_ones_on_the_first_nodes():
     assert tasks(StepRequest(tasks=3, gpus_per_node=1)) == [(0, (0, 1), (0,)), (1, (2,), (0,))]
 
 
+def test_cyclic_and_plane_deal_the_task_ids_round_the_nodes():
+    assert tasks(StepRequest(tasks=5, distribution="cyclic")) == [(0, (0, 2, 4), (0, 1)), (1, (1, 3), (0, 1))]
+    assert tasks(StepRequest(tasks=5, distribution="plane", plane_size=2)) == [
+        (0, (0, 1, 4), (0, 1)), (1, (2, 3), (0, 1))]
+
+
+def test_a_node_without_room_is_skipped_until_every_node_is_full():
+    """fixtures/22.05/srun-dist/out-1.txt: -m cyclic over 4 + 1 CPUs runs 0,2,3,4 and 1; and past
+    every node's room the dealing goes on round them all (Slurm oversubscribes)."""
+    def dealt(request, room, job_tasks=5):
+        return [part.task_ids for part in layout(request, allocation_gpus=[()] * len(room), job_tasks=job_tasks,
+                                                 task_room=room)]
+
+    assert dealt(StepRequest(distribution="cyclic"), [4, 1]) == [(0, 2, 3, 4), (1,)]
+    assert dealt(StepRequest(distribution="plane", plane_size=3), [4, 1]) == [(0, 1, 2, 4), (3,)]
+    assert dealt(StepRequest(distribution="cyclic"), [1, 1], job_tasks=3) == [(0, 2), (1,)]
+    # every node gets one: a plane of 4 for 3 tasks on two nodes (srun-dist/out-1.txt) and on three (out-2.txt)
+    assert dealt(StepRequest(distribution="plane", plane_size=4), [4, 1], job_tasks=3) == [(0, 1), (2,)]
+    assert dealt(StepRequest(distribution="plane", plane_size=4), [5, 1, 1], job_tasks=3) == [(0,), (1,), (2,)]
+
+
 def test_fewer_tasks_than_nodes_use_as_many_nodes_as_tasks():
     assert tasks(StepRequest(tasks=1)) == [(0, (0,), (0, 1))]
 

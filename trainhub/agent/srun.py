@@ -11,9 +11,10 @@ Exited with exit code C``) and srun exits with the worst task's status (the high
 (``timeout 60 srun ...``) have the step's tasks stopped on every node (SIGINT after two SIGINT,
 else SIGTERM) and srun waits for them (Interrupts). The job ending under the step (scancel) prints
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
-(own_environment). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
---overlap, -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's
-debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
+(own_environment; inside a job it did not make, also srun's default SLURM_DISTRIBUTION, which the
+control plane adds). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
+--overlap, -m/--distribution (block, cyclic, plane=N), -l/--label, -v/--verbose (defined_options,
+launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
@@ -95,6 +96,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--gres", type=gres_gpus)
     parser.add_argument("--exact", action="store_true")
     parser.add_argument("--overlap", action="store_true")
+    parser.add_argument("-m", "--distribution")
     parser.add_argument("-l", "--label", action="store_true")
     parser.add_argument("--pty", action="store_true")
     parser.add_argument("-v", "--verbose", action="count", default=0)
@@ -105,6 +107,26 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if not options.command:
         parser.error("No command given to execute.")
     return options
+
+
+#: What may follow -m's node level: the distributions over sockets and cores (srun.1), which move
+#: no task to another node.
+DISTRIBUTION_LEVELS = ("block", "cyclic", "fcyclic", "*")
+BAD_DISTRIBUTION = "srun: error: Invalid --distribution specification"
+
+
+def parse_distribution(text: str) -> tuple[str, int]:
+    """``-m``/``--distribution``: (its node level, the plane size): ``block``, ``cyclic`` (1) or
+    ``plane=N`` (N), the first two optionally followed by the socket and core levels
+    (``cyclic:block``). Raises ValueError for anything else (srun: ``Invalid --distribution
+    specification``, fixtures/22.05/srun-dist/out-1.txt)."""
+    first, _, rest = text.partition(":")
+    if first in ("block", "cyclic") and all(level in DISTRIBUTION_LEVELS for level in rest.split(":") if rest):
+        return first, 1
+    kind, _, size = first.partition("=")
+    if kind == "plane" and size.isdigit() and int(size) > 0 and not rest:
+        return kind, int(size)
+    raise ValueError(text)
 
 
 def gres_gpus(text: str) -> int:
@@ -383,8 +405,9 @@ def create(client: Client, body: dict, *, poll: float = 0.2, max_poll: float = 1
 def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dict[str, str]:
     """What srun passes on to its tasks: its environment but the credential, and what srun adds
     (fixtures/22.05/srun-details/env-*.txt): SLURM_UMASK (its umask, unless set already: sbatch sets it
-    for the batch script), SLURM_PRIO_PROCESS (its scheduling priority) and, given
-    --ntasks-per-node, SLURM_NTASKS_PER_NODE."""
+    for the batch script), SLURM_PRIO_PROCESS (its scheduling priority), given --ntasks-per-node,
+    SLURM_NTASKS_PER_NODE and, given -m, SLURM_DISTRIBUTION as given, ``plane`` for ``plane=N``
+    (fixtures/22.05/srun-dist/out-1.txt)."""
     env = {name: value for name, value in environ.items() if name not in PRIVATE}
     if "SLURM_UMASK" not in env:
         mask = os.umask(0)
@@ -393,6 +416,8 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
     env["SLURM_PRIO_PROCESS"] = str(os.getpriority(os.PRIO_PROCESS, 0))
     if options.ntasks_per_node is not None:
         env["SLURM_NTASKS_PER_NODE"] = str(options.ntasks_per_node)
+    if options.distribution is not None:
+        env["SLURM_DISTRIBUTION"] = "plane" if options.distribution.startswith("plane=") else options.distribution
     return env
 
 
@@ -409,6 +434,7 @@ def allocation_options(options: argparse.Namespace, environ: dict[str, str]) -> 
     allocation's variables first (its node list under the name ``(null)``, as Slurm 22.05 prints
     it, its job id and name), then those given (a flag's value is ``set``)."""
     given = {"nodes": options.nodes, "ntasks": options.ntasks, "ntasks-per-node": options.ntasks_per_node,
+             "distribution": options.distribution,
              "gres": None if options.gres is None else f"gpu:{options.gres}", "exact": options.exact or None,
              "overlap": options.overlap or None, "label": options.label or None, "pty": options.pty or None,
              "verbose": options.verbose}
@@ -501,6 +527,12 @@ def main(argv: list[str]) -> int:
         print("srun: error: no job step credential: srun runs inside a batch script of a trainhub Slurm job",
               file=sys.stderr)
         return 1
+    if options.distribution is not None:
+        try:
+            parse_distribution(options.distribution)
+        except ValueError:
+            print(BAD_DISTRIBUTION, file=sys.stderr)
+            return 255
     allocated = os.environ.get("SLURM_JOB_NUM_NODES", "")
     if options.nodes is not None and allocated.isdigit() and options.nodes > int(allocated):
         print(f"srun: error: Only allocated {allocated} nodes asked for {options.nodes}", file=sys.stderr)
@@ -520,6 +552,7 @@ def main(argv: list[str]) -> int:
         _say(*propagated_lines(environment), *(ALLOCATION_THREAD if alone else ()), *PLUGINS)
     body = {"argv": options.command, "label": options.label, "environment": environment,
             "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
+            "distribution": options.distribution, "inAllocation": not alone,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:

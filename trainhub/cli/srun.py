@@ -9,7 +9,7 @@ does (fixtures/22.05/srun-alone):
   Refused: ``srun: error: Unable to allocate resources: REASON``, exit 1, no job.
 - Once granted, one step runs on it: the allocation's command is trainhub's step launcher
   (trainhub.agent.srun, the ``srun`` a batch script or salloc's command runs) given the step's
-  options (-N, -n, --ntasks-per-node as the job was given them; -l, --pty, --exact, --overlap), so
+  options (-N, -n, --ntasks-per-node as the job was given them; -l, --pty, --exact, --overlap, -m), so
   the tasks' output comes to this terminal (``-l``: ``N: `` labels), failed tasks print srun's
   ``srun: error: NODE: task N: Exited with exit code C``, and srun exits with the worst task's
   status. The job ends with that exit code (sacct: ``N`` and ``N.0``, no ``N.batch``: nothing ran

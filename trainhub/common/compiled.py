@@ -19,7 +19,9 @@ time: it keeps the statement and only prepares each field's value, as the ORM's 
 PostgreSQL in one statement, a data-modifying ``WITH``, which commits by itself outside a
 transaction - one round trip where two INSERTs in a transaction take four (BEGIN, INSERT,
 INSERT, COMMIT). Given a ``Counter`` (a Slurm cluster's next job id), the same statement also
-takes the row's number from it: the counter's row is locked only while that statement runs.
+takes the row's number from it: the counter's row is locked only while that statement runs. A
+numbered field takes the number itself, or a value counted down from a top (``(name, top)``:
+``top - number``, priority/basic's FIFO priority of a job under its id).
 
 On PostgreSQL a row's values travel as one JSON parameter that ``json_populate_record`` turns
 into the table's row type, not as one parameter per column: psycopg keeps its parse of a
@@ -65,6 +67,28 @@ _UNSET = object()
 _AS_IS = {CharField: str, TextField: str, BooleanField: bool, IntegerField: int, SmallIntegerField: int,
           BigIntegerField: int, PositiveIntegerField: int, PositiveSmallIntegerField: int,
           PositiveBigIntegerField: int, FloatField: float}
+
+#: A field that a Counter's number sets: its name (it takes the number), or (name, top): it takes
+#: ``top - number``, a value that falls as the numbers rise.
+Numbered = str | tuple[str, int]
+
+
+def _numbered_name(numbered: Numbered) -> str:
+    return numbered if isinstance(numbered, str) else numbered[0]
+
+
+def _numbered_value(numbered: Numbered, number: int) -> int:
+    return number if isinstance(numbered, str) else numbered[1] - number
+
+
+def _numbered_sql(numbered: Numbered) -> str:
+    """The field's value in save_with's statement: the number, or a parameter (its top) less it."""
+    return "number.value" if isinstance(numbered, str) else "%s - number.value"
+
+
+def _numbered_shape(numbered: tuple[Numbered, ...]) -> tuple[Numbered, ...]:
+    """What save_with's statement depends on: the fields and which count down, not their tops."""
+    return tuple(field if isinstance(field, str) else (field[0], 0) for field in numbered)
 
 
 @dataclass(frozen=True)
@@ -280,7 +304,7 @@ class CompiledInsert:
         obj._state.db = using
         post_save.send(sender=type(obj), instance=obj, created=True, update_fields=None, raw=False, using=using)
 
-    def save(self, obj: Model, *, numbered_by: tuple[Counter, Any, tuple[str, ...]] | None = None,
+    def save(self, obj: Model, *, numbered_by: tuple[Counter, Any, tuple[Numbered, ...]] | None = None,
              using: str = DEFAULT_DB_ALIAS) -> None:
         """Insert ``obj``; ``numbered_by`` as save_with's, the number taken in the same transaction."""
         connection = connections[using]
@@ -289,8 +313,8 @@ class CompiledInsert:
             if numbered_by:
                 counter, counter_pk, numbered = numbered_by
                 number = counter.take(counter_pk, using=using)
-                for name in numbered:
-                    setattr(obj, name, number)
+                for field in numbered:
+                    setattr(obj, _numbered_name(field), _numbered_value(field, number))
             params = self._prepare(obj, fields, connection, using)
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
@@ -298,12 +322,12 @@ class CompiledInsert:
         self._saved(obj, pk, using)
 
     def save_with(self, obj: Model, dependent: Model, dependent_insert: "CompiledInsert", *,
-                  numbered_by: tuple[Counter, Any, tuple[str, ...]] | None = None,
+                  numbered_by: tuple[Counter, Any, tuple[Numbered, ...]] | None = None,
                   using: str = DEFAULT_DB_ALIAS) -> None:
         """Insert ``obj`` and ``dependent``, whose foreign key points at it, both or neither.
 
-        ``numbered_by`` = (counter, the counter row's primary key, fields of ``obj``): those fields
-        take the counter's next number, set on ``obj`` too.
+        ``numbered_by`` = (counter, the counter row's primary key, fields of ``obj``, see Numbered):
+        those fields take the counter's next number (or their top less it), set on ``obj`` too.
 
         On PostgreSQL it is one statement (``WITH [number AS (UPDATE ... RETURNING)] parent AS
         (INSERT ... RETURNING pk) INSERT ... SELECT parent.pk ...``); elsewhere the number's UPDATE
@@ -319,25 +343,29 @@ class CompiledInsert:
                 dependent_insert.save(dependent, using=using)
             return
         fields, _ = self._statement(connection, using)
-        key = (using, dependent_insert._model, counter, numbered)
+        key = (using, dependent_insert._model, counter, _numbered_shape(numbered))
         compiled = self._with_compiled.get(key)
         if compiled is None:
             compiled = self._with_compiled[key] = self._compile_with(connection, using, dependent_insert, counter,
                                                                      numbered)
         link, dependent_fields, statement = compiled
-        params = self._prepare(obj, fields, connection, using) + dependent_insert._prepare(
+        by_name = {_numbered_name(field): field for field in numbered}
+        # a field counted down from a top takes that top as its parameter, in the statement's field order
+        tops = [by_name[field.attname][1] for field in fields
+                if field.attname in by_name and not isinstance(by_name[field.attname], str)]
+        params = tops + self._prepare(obj, fields, connection, using) + dependent_insert._prepare(
             dependent, dependent_fields, connection, using)
         with connection.cursor() as cursor:
             cursor.execute(statement, (counter._params(counter_pk, 1) if counter is not None else []) + params)
             pk, dependent_pk, number = cursor.fetchone()
-        for name in numbered:
-            setattr(obj, name, number)
+        for field in numbered:
+            setattr(obj, _numbered_name(field), _numbered_value(field, number))
         self._saved(obj, pk, using)
         setattr(dependent, link.name, obj)
         self._saved(dependent, dependent_pk, using)
 
     def _compile_with(self, connection: Any, using: str, dependent_insert: "CompiledInsert", counter: Counter | None,
-                      numbered: tuple[str, ...]) -> tuple[ForeignKey, list[Field], str]:
+                      numbered: tuple[Numbered, ...]) -> tuple[ForeignKey, list[Field], str]:
         link = dependent_insert._link_to(self._model)
         fields, _ = self._statement(connection, using)
         dependent_fields, _ = dependent_insert._statement(connection, using)
@@ -347,7 +375,7 @@ class CompiledInsert:
         number = ""
         if counter is not None:
             number = f"number AS ({counter._sql(connection)} AS value), "
-        parent_source = self._row_source(connection, fields, {name: "number.value" for name in numbered},
+        parent_source = self._row_source(connection, fields, {_numbered_name(spec): _numbered_sql(spec) for spec in numbered},
                                          "number" if number else "")
         child_source = dependent_insert._row_source(connection, dependent_fields, {link.attname: f"parent.{pk}"},
                                                     "parent")

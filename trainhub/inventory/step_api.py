@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from trainhub.agent.srun import parse_distribution
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
 from trainhub.slurm.models import JobStep, StepNode
@@ -86,7 +87,8 @@ def _count(body: dict, name: str) -> int | None:
 
 
 class Steps(SrunView):
-    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, label?,
+    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
+    inAllocation? (srun did not make the job: its tasks see srun's default SLURM_DISTRIBUTION), label?,
     pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
     [[node, [task, ...]], ...]}; while other
     steps hold what it needs, 202 {jobId, retry: true, reason, stepsEnded} and srun asks again."""
@@ -103,9 +105,15 @@ class Steps(SrunView):
         gpus = _field(body, "gpusPerNode", int, required=False)
         if gpus is not None and gpus < 0:
             raise invalid_argument([FieldViolation("gpusPerNode", "a whole number from 0")])
+        distribution = _field(body, "distribution", str, required=False, default="")
+        try:
+            kind, plane_size = parse_distribution(distribution) if distribution else (None, 1)
+        except ValueError:
+            raise invalid_argument([FieldViolation("distribution", "block, cyclic or plane=N")]) from None
         wanted = StepRequest(nodes=_count(body, "nodes"), tasks=_count(body, "tasks"),
                              tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus,
-                             exact=bool(body.get("exact")), overlap=bool(body.get("overlap")))
+                             exact=bool(body.get("exact")), overlap=bool(body.get("overlap")),
+                             distribution=kind, plane_size=plane_size, in_allocation=bool(body.get("inAllocation")))
         srun_host = _field(body, "srunHost", str, required=False, default="")
         srun_pid = _field(body, "srunPid", int, required=False, default=0)
         if srun_pid < 0:

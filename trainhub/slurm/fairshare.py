@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 __all__ = [
     "Association",
@@ -92,7 +92,7 @@ class Association:
 @dataclass(frozen=True)
 class ShareRow:
     """One sshare row. ``raw_shares`` None with ``is_root`` prints blank, None otherwise "parent";
-    ``fairshare``/``level_fs`` None print blank."""
+    ``norm_usage``/``fairshare``/``level_fs`` None print blank."""
 
     key: str
     account: str
@@ -104,7 +104,7 @@ class ShareRow:
     raw_shares: int | None
     norm_shares: float
     raw_usage: float
-    norm_usage: float
+    norm_usage: float | None
     effective_usage: float
     fairshare: float | None
     level_fs: float | None
@@ -386,3 +386,25 @@ def compute_fairshare(associations: Iterable[Association], *, fair_tree: bool = 
         level_fs=(None if node.uses_parent or node is root else node.level_fs) if fair_tree else None,
     ) for node in order]
     return FairShareResult(rows=rows, factors={node.assoc.key: node.fs_factor for node in order})
+
+
+def as_last_run(rows: Iterable[ShareRow], last_run: Mapping[str, tuple[float, float | None]]) -> list[ShareRow]:
+    """sshare's rows between decay runs: NormShares as the shares are now (slurmctld renormalises
+    them as sacctmgr changes them), FairShare and LevelFS as the last run left them (``last_run``:
+    association key -> (its fs_factor, its level_fs; None when no run has seen it yet)); an
+    association added since shows a blank NormUsage and 0 EffectvUsage, FairShare and LevelFS
+    (fixtures/22.05/prio-sacctmgr/sshare-1.txt, after ``modify account physics set fairshare=5`` and
+    ``add User Accounts=bio ... alice``)."""
+    shown = []
+    for row in rows:
+        factor, level = last_run.get(row.key, (None, None))
+        if row.is_root or factor is None:
+            shown.append(row)
+        elif level is None:
+            shown.append(replace(row, norm_usage=None, effective_usage=0.0,
+                                 fairshare=None if row.fairshare is None else 0.0,
+                                 level_fs=None if row.level_fs is None else 0.0))
+        else:
+            shown.append(replace(row, fairshare=None if row.fairshare is None else factor,
+                                 level_fs=None if row.level_fs is None else level))
+    return shown

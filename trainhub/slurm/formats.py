@@ -65,6 +65,7 @@ from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.fairshare import NO_VAL, ShareRow
 from trainhub.slurm.hostlist import expand as expand_hosts
 from trainhub.slurm.priority import FACTOR_NAMES, PRIORITY_MAX, PriorityBreakdown
+from trainhub.slurm.steps import default_distribution
 from trainhub.slurm.timefmt import format_elapsed, format_secs, format_time_limit
 
 __all__ = [
@@ -949,14 +950,16 @@ class ScontrolStep:
     tres_per_step: str = ""
     tres_per_node: str = ""
     batch: bool = False
+    #: srun -m's node level (block, cyclic, plane); "" without -m.
+    distribution: str = ""
 
 
 def _distribution(step: ScontrolStep) -> str:
-    """srun's default task distribution: Block with more tasks than nodes, else Cyclic
-    (fixtures/22.05/release, scontrol-step-3.txt); Unknown while its step waits."""
+    """srun -m's distribution (fixtures/22.05/srun-dist/out-1.txt: ``-m cyclic`` Cyclic, ``-m plane=2``
+    Plane), else srun's default (steps.default_distribution); Unknown while its step waits."""
     if step.start is None:
         return "Unknown"
-    return "Block" if step.tasks > step.nodes else "Cyclic"
+    return (step.distribution or default_distribution(step.tasks, step.nodes)).capitalize()
 
 
 def scontrol_step_text(steps: Sequence[ScontrolStep], *, asked: str = "") -> str:

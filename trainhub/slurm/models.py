@@ -223,6 +223,9 @@ class Association(models.Model):
     #: FairShare as the last decay run computed it (slurmctld's usage->fs_factor, which only its decay
     #: thread sets): what a job submitted before the next run is given.
     fs_factor = models.FloatField(default=0.0)
+    #: LevelFS as the last decay run computed it (slurmctld's usage->level_fs, set only by its decay
+    #: thread; 0 where sshare prints none); None: no run has seen this association yet.
+    level_fs = models.FloatField(null=True, blank=True)
     #: This association's own jobs' usage per TRES (cpu, node, gres/gpu, billing) in TRES-seconds,
     #: decayed like raw_usage: Slurm's usage_tres_raw, what GrpTRESMins limits (summed over the subtree).
     tres_usage = models.JSONField(default=dict, blank=True)
@@ -526,6 +529,8 @@ class JobStep(models.Model):
     srun_pid = models.PositiveIntegerField(default=0)
     tres_per_step = models.CharField(max_length=64, blank=True)
     tres_per_node = models.CharField(max_length=64, blank=True)
+    #: srun ``-m``'s node level (block, cyclic, plane: scontrol show step's Dist=); "" without -m.
+    distribution = models.CharField(max_length=16, blank=True)
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.RUNNING)
     start_time = models.DateTimeField()
     end_time = models.DateTimeField(null=True, blank=True)

@@ -29,7 +29,7 @@ from django.utils.dateparse import parse_datetime
 
 from trainhub.iam.selectors import posix_accounts_by_username
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import arrays, formats, jobenv, scontrol_job, snapshot
+from trainhub.slurm import arrays, fairshare, formats, jobenv, scontrol_job, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.hostlist import compress, expand
@@ -456,7 +456,7 @@ def scontrol_steps(cluster: SlurmCluster, *, now: dt.datetime, step: str = "") -
                 partition=job.partition, node_list=running.node_list, nodes=len(parts), tasks=running.num_tasks,
                 name=running.name, cpus=cpus, tres=_step_tres(cpus, sum(len(p.gpu_indices) for p in parts), len(parts)),
                 srun_host=running.srun_host, srun_pid=running.srun_pid, tres_per_step=running.tres_per_step,
-                tres_per_node=running.tres_per_node))
+                tres_per_node=running.tres_per_node, distribution=running.distribution))
         if step_id == "":
             items += [formats.ScontrolStep(
                 step_id=f"{job.job_id}.TDB", user_id=job.uid, start=None, partition=job.partition,
@@ -761,6 +761,8 @@ def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool =
            accounts: str = "", users: str = "") -> Report:
     state = snapshot.load_cluster(cluster, now=now)
     rows = snapshot.compute_fairshare(state).rows
+    if cluster.priority_norms:  # a decay run has been: FairShare and LevelFS are its until the next
+        rows = fairshare.as_last_run(rows, {str(a.pk): (a.fs_factor, a.level_fs) for a in state.associations})
     if accounts:
         wanted = set(_names(accounts))
         rows = [row for row in rows if row.account in wanted]

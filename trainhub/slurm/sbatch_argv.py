@@ -68,6 +68,7 @@ STEP_OPTIONS: dict[str, tuple[str, str]] = {
     "pty": ("", "none"),
     "exact": ("", "none"),
     "overlap": ("", "none"),
+    "distribution": ("m", "required"),
     "verbose": ("v", "none"),
 }
 

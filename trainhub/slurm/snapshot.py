@@ -437,7 +437,8 @@ def association_terms(state: ClusterState, shares: fairshare.FairShareResult | N
 def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> priority.PriorityJob:
     """The job as trainhub.slurm.priority sees it; ``terms`` from association_terms (a job without an
     association gets no fair-share and no association priority). A job not yet written has no job
-    id, and so no priority/basic value (its submission leaves that one to the pass)."""
+    id, and so no priority/basic value (its submission gives that one as it takes its id, see
+    services.jobs._submission_priority)."""
     fairshare_factor, assoc_priority = (terms.get((job.account, job.user_name, job.partition))
                                         or terms.get((job.account, job.user_name, "")) or (0.0, 0))
     return priority.PriorityJob(

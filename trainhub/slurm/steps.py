@@ -7,6 +7,12 @@
   job's own task count (srun inherits SLURM_NTASKS from the batch script).
 - Block distribution (the default): the first ``tasks % nodes`` nodes get one task more, task
   ids numbered node by node (SLURM_PROCID), SLURM_LOCALID from 0 on each node.
+- ``-m cyclic``: task ids dealt one at a time round the nodes, ``-m plane=N`` N at a time, a node
+  with no room left (its CPUs / cpus-per-task) skipped, as slurm_step_layout.c's
+  ``_task_layout_cyclic`` / ``_task_layout_plane`` deal them (fixtures/22.05/srun-dist/out-1.txt: ``-m
+  cyclic`` over a ``-N 2 -n 5`` job's 4 + 1 CPUs runs tasks 0,2,3,4 on the first node and 1 on the
+  second, ``-m plane=2`` 0,1,3,4 and 2). What follows a ``:`` (the distribution over sockets and
+  cores) moves no task to another node.
 - GPUs: ``--gres=gpu:K`` takes K of the job's GPUs on each node of the step; without ``--gres``
   the step gets all of them (a step is given the job's GRES by default).
 
@@ -66,6 +72,20 @@ class StepRequest:
     exact: bool = False
     #: ``--overlap``: share what other steps hold.
     overlap: bool = False
+    #: ``-m``'s node level (trainhub.agent.srun.parse_distribution): block, cyclic or plane, dealing
+    #: ``plane_size`` task ids at a time; None without -m (laid out as block).
+    distribution: str | None = None
+    plane_size: int = 1
+    #: srun inside an allocation it did not make (a batch script's, salloc's): without -m its tasks
+    #: see srun's default distribution in SLURM_DISTRIBUTION (srun outside one gives them none).
+    in_allocation: bool = False
+
+
+def default_distribution(tasks: int, nodes: int) -> str:
+    """srun's distribution without -m: block with more tasks than nodes, else cyclic (its tasks'
+    SLURM_DISTRIBUTION, fixtures/22.05/srun-dist/out-1.txt: ``srun`` of 5 tasks on 2 nodes block,
+    ``srun -n 2`` cyclic; scontrol show step's Dist=, fixtures/22.05/release/scontrol-step-3.txt)."""
+    return "block" if tasks > nodes else "cyclic"
 
 
 @dataclass(frozen=True)
@@ -100,18 +120,47 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
     else:
         tasks = job_tasks
     nodes = min(nodes, tasks)
-    counts = tasks_per_node(tasks, nodes, task_room)
-    parts, first = [], 0
-    for index, count in enumerate(counts):
+    if request.distribution in (None, "block"):
+        counts = tasks_per_node(tasks, nodes, task_room)
+        starts = [sum(counts[:index]) for index in range(nodes)]
+        task_ids = [tuple(range(start, start + count)) for start, count in zip(starts, counts, strict=True)]
+    else:
+        task_ids = deal_tasks(tasks, (task_room or [tasks] * nodes)[:nodes],
+                              request.plane_size if request.distribution == "plane" else 1)
+    parts = []
+    for index, ids in enumerate(task_ids):
         gpus = allocation_gpus[index]
         if request.gpus_per_node is not None:
             if request.gpus_per_node > len(gpus):
                 raise StepRefused(BAD_GRES, f"Step requested gres_per_node=gpu:{request.gpus_per_node} is more "
                                             f"than the job's gres_per_node=gpu:{len(gpus)}")
             gpus = gpus[:request.gpus_per_node]
-        parts.append(NodeTasks(index, tuple(range(first, first + count)), tuple(gpus)))
-        first += count
+        parts.append(NodeTasks(index, ids, tuple(gpus)))
     return parts
+
+
+def deal_tasks(tasks: int, room: list[int], size: int) -> list[tuple[int, ...]]:
+    """Task ids dealt round the nodes ``size`` at a time (cyclic: 1; plane: its size), each node
+    taking no more than its ``room`` while any node has some, then over it as Slurm oversubscribes
+    (``_task_layout_cyclic`` / ``_task_layout_plane``). In the first round a node leaves one task
+    for each node after it: every node gets one (fixtures/22.05/srun-dist: ``-n 3 -m plane=4`` on
+    two nodes runs 0,1 and 2, on three nodes one task each)."""
+    dealt: list[list[int]] = [[] for _ in room]
+    oversubscribe = sum(room) < tasks
+    task, first_round = 0, True
+    while task < tasks:
+        progressed = False
+        for node, ids in enumerate(dealt):
+            share = min(size, tasks - task - (len(room) - node - 1)) if first_round else size
+            for _ in range(share):
+                if task == tasks or not (oversubscribe or len(ids) < room[node]):
+                    break
+                ids.append(task)
+                task += 1
+                progressed = True
+        oversubscribe = oversubscribe or not progressed
+        first_round = False
+    return [tuple(ids) for ids in dealt]
 
 
 @dataclass(frozen=True)

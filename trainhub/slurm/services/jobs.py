@@ -15,7 +15,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from trainhub.common.compiled import CompiledInsert
+from trainhub.common.compiled import CompiledInsert, Numbered
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import posix_account
 from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
@@ -276,18 +276,27 @@ def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
     return depends
 
 
-def _submission_priority(state: snapshot.ClusterState, job: SlurmJob, now: dt.datetime) -> None:
+def _submission_priority(state: snapshot.ClusterState, job: SlurmJob, now: dt.datetime) -> tuple[Numbered, ...]:
     """The priority slurmctld gives a job as it makes its record (job_create -> _set_job_prio ->
-    priority_p_set, as of now), from what its last decay run left: each association's fs_factor and
-    the norms (SlurmCluster.priority_norms), so no read of the whole cluster. A job pending until the
+    priority_p_set, as of now). Returns the fields besides job_id that the job's id numbers as the
+    job takes it (CompiledInsert's Numbered).
+
+    priority/multifactor: from what its last decay run left, each association's fs_factor and the
+    norms (SlurmCluster.priority_norms), so no read of the whole cluster. A job pending until the
     next decay run shows it (fixtures/22.05/sched/c-scontrol-15: Priority=1428 before any pass), and
     so does one whose node test then fails (scenario/scontrol-job-3-running). Before the first decay
-    run, and under priority/basic (a function of the job id, which the job takes as it is written),
-    the next pass gives it."""
-    norms = state.cluster.priority_norms
-    if norms and state.config.priority_type != "priority/basic":
-        snapshot.set_priorities([job], state, snapshot.association_terms(state), snapshot.priority_context(state, norms),
-                                now)
+    run the next pass gives it.
+
+    priority/basic: FIFO, one less than the last job's, less its nice (snapshot.BASIC_TOP_PRIORITY
+    less the job id, as the pass gives it too), in the statement that takes the id; a held job's is 0
+    (fixtures/22.05/prio-basic)."""
+    if state.config.priority_type == "priority/basic":
+        job.priority_time = now
+        return () if job.hold != Hold.NONE else (("priority", snapshot.BASIC_TOP_PRIORITY - job.nice),)
+    if state.cluster.priority_norms:
+        snapshot.set_priorities([job], state, snapshot.association_terms(state),
+                                snapshot.priority_context(state, state.cluster.priority_norms), now)
+    return ()
 
 
 def _job_create(cluster: SlurmCluster, cluster_state: snapshot.ClusterState, *, user: AbstractBaseUser,
@@ -306,7 +315,7 @@ def _job_create(cluster: SlurmCluster, cluster_state: snapshot.ClusterState, *, 
     # sbatch names a job after its script file (base_name(script_name)), "sbatch" for one on stdin
     name = options.job_name or ("interactive" if submission.allocation else "wrap" if options.wrap is not None
                                 else posixpath.basename(submission.script_path) or "sbatch")
-    numbered = ("job_id",)
+    numbered: tuple[Numbered, ...] = ("job_id",)
     if array is not None:
         numbered += ("array_job_id",)
         tasks = arrays.compress(array.task_ids)
@@ -322,7 +331,7 @@ def _job_create(cluster: SlurmCluster, cluster_state: snapshot.ClusterState, *, 
         comment=options.comment or "", submit_time=now, begin_time=begin, interactive=submission.allocation,
         salloc_seen=now if submission.allocation else None, alloc_node=submission.alloc_node[:255],
         alloc_sid=submission.alloc_sid, **values)
-    _submission_priority(cluster_state, job, now)
+    numbered += _submission_priority(cluster_state, job, now)
     if event:
         _JOB_INSERT.save_with(job, JobEvent(time=now, message=event), EVENT_INSERT,
                               numbered_by=(JOB_IDS, cluster.pk, numbered))

@@ -195,10 +195,13 @@ def _recompute_priorities(state: snapshot.ClusterState, pending: list[snapshot.Q
 def _store_priority_norms(cluster: SlurmCluster, state: snapshot.ClusterState,
                           shares: fairshare.FairShareResult) -> None:
     """What the decay run leaves for the jobs submitted before the next one: each association's
-    FairShare (slurmctld's fs_factor, set only by its decay thread) and the cluster-wide maxima the
+    FairShare (slurmctld's fs_factor, set only by its decay thread) and LevelFS (what sshare shows
+    until the next run) and the cluster-wide maxima the
     factors are normalised against (snapshot.priority_norms); rows written only where they changed."""
-    _update_rows(Association, ("fs_factor",), [(factor, a.pk) for a in state.associations
-                                                if (factor := shares.factor(str(a.pk))) != a.fs_factor])
+    level_fs = {row.key: 0.0 if row.level_fs is None else row.level_fs for row in shares.rows}
+    _update_rows(Association, ("fs_factor", "level_fs"), [
+        (factor, level, a.pk) for a in state.associations
+        if ((factor := shares.factor(str(a.pk))), (level := level_fs[str(a.pk)])) != (a.fs_factor, a.level_fs)])
     norms = snapshot.priority_norms(state)
     if norms != cluster.priority_norms:
         SlurmCluster.objects.filter(pk=cluster.pk).update(priority_norms=norms)

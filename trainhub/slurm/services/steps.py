@@ -24,7 +24,7 @@ from trainhub.slurm.hostlist import compress
 from trainhub.slurm.jobenv import task_room
 from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepInput,
                                    StepLogLine, StepNode)
-from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, layout, place, tres_per
+from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, default_distribution, layout, place, tres_per
 
 _SALT = "trainhub.slurm.step-credential"
 #: srun's reason when the job is no longer running (slurm_strerror(ESLURM_ALREADY_DONE)).
@@ -95,6 +95,8 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
             "num_tasks": num_tasks, "cpus": num_tasks * job.cpus_per_task, "seen": now})
         return None
     PendingStep.objects.filter(**waiting).delete()
+    if request.in_allocation and request.distribution is None:
+        environment = {**environment, "SLURM_DISTRIBUTION": default_distribution(num_tasks, len(chosen))}
     step_id = JobStep.objects.filter(job=job, run_index=run_index).count()
     tres_per_step, tres_per_node = tres_per(request, tasks=num_tasks, cpus_per_task=job.cpus_per_task,
                                             job_gpus_per_node=job.gpus_per_node)
@@ -102,7 +104,8 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
         job=job, run_index=run_index, step_id=step_id, name=posixpath.basename(argv[0])[:255], argv=argv,
         environment=environment, num_tasks=num_tasks, node_list=compress(node.node.name for node in chosen),
         label=label, overlap=request.overlap, pty=pty, srun_host=srun_host[:255], srun_pid=srun_pid,
-        tres_per_step=tres_per_step, tres_per_node=tres_per_node, start_time=now)
+        tres_per_step=tres_per_step, tres_per_node=tres_per_node, distribution=request.distribution or "",
+        start_time=now)
     StepNode.objects.bulk_create([
         StepNode(step=step, job_node=node, node_index=index, task_ids=list(part.task_ids),
                  gpu_indices=list(placement.gpu_indices), cpus=placement.cpus)
