@@ -132,15 +132,26 @@ def test_srun_inside_lays_the_tasks_out_as_slurm(replay, job_id):
 def assert_srun_layout(job: SlurmJob, recorded_output: str, moment, request: StepRequest | None = None) -> None:
     """A step of ``srun -l`` (``request``: its options) in the running job places each task on the node,
     local id and node index the recorded output's ``N: gpuX LOCALID NODEID`` lines show."""
+    assert srun_layout(job, moment, request) == recorded_srun_layout(recorded_output)
+
+
+def srun_layout(job: SlurmJob, moment, request: StepRequest | None = None) -> list[str]:
+    """Where a step of ``srun -l`` (``request``: its options) in the running job places its tasks:
+    ``TASK: NODE LOCALID NODEID``."""
     JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
     step = step_create(job=job, run_index=0, argv=["sh"], environment={}, request=request or StepRequest(),
                        label=True, now=moment)
     placed = sorted((task, node.job_node.node.name, local, node.node_index)
                     for node in step.step_nodes.select_related("job_node__node")
                     for local, task in enumerate(node.task_ids))
+    return [f"{task}: {name} {local} {index}" for task, name, local, index in placed]
+
+
+def recorded_srun_layout(recorded_output: str) -> list[str]:
+    """The ``N: gpuX LOCALID NODEID`` lines of a recorded ``srun -l sh -c 'echo $SLURMD_NODENAME
+    $SLURM_LOCALID $SLURM_NODEID ...'``, as srun_layout writes them."""
     recorded = [line.split(":", 1) for line in recorded_output.splitlines() if ": gpu" in line]
-    assert [f"{task}: {name} {local} {index}" for task, name, local, index in placed] == (
-        [f"{int(label)}: {' '.join(rest.split()[:3])}" for label, rest in recorded])
+    return [f"{int(label)}: {' '.join(rest.split()[:3])}" for label, rest in recorded]
 
 
 def test_n_tasks_over_the_partition_pend_with_partitionconfig(replay):

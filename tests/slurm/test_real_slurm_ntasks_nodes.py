@@ -44,9 +44,14 @@ def recorded_time(name: str, field: str) -> dt.datetime:
 
 
 def recorded_cpus(name: str) -> dict[str, int]:
-    """scontrol-d-NAME: each node's CPUs (``Nodes=gpu[2-3] CPU_IDs=0-15``)."""
+    """scontrol-d-NAME: each node's CPUs."""
+    return cpus_by_node(real(f"scontrol-d-{name}"))
+
+
+def cpus_by_node(scontrol_d: str) -> dict[str, int]:
+    """Each node's CPUs in a recorded ``scontrol -d show job`` (``Nodes=gpu[2-3] CPU_IDs=0-15``)."""
     cpus = {}
-    for nodes, ids in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=(\S+)", real(f"scontrol-d-{name}"), re.M):
+    for nodes, ids in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=(\S+)", scontrol_d, re.M):
         count = sum(int(b) - int(a) + 1 if "-" in part else 1
                     for part in ids.split(",") for a, _, b in [part.partition("-")])
         cpus.update(dict.fromkeys(hostlist.expand(nodes), count))
@@ -92,21 +97,17 @@ def real_error(name: str) -> str:
     return (REAL / f"sbatch-{name}.err").read_text().rsplit("rc=", 1)[0]
 
 
-#: Cases whose CPUs on each node still differ: ``-n 4 -N 2 -w gpu4`` gets 3 CPUs on gpu4 and 1 on gpu3
-#: (cons_tres ``_cpus_to_use``: a node takes all but one CPU for each node still needed, the -w node
-#: first) while trainhub spreads a -N job's tasks evenly (2, 2); its nodes, NumCPUs and scontrol match.
-CPUS_STILL_DIFFERING = {"w1-n4-N2": {"gpu3": 2, "gpu4": 2}}
-
-
 def test_the_jobs_get_slurms_nodes_and_task_layout(replay):
     """-w nodes take their tasks first, then the nodes after the first of them, then those before it
     (w1-n20: gpu3 16 and gpu4 4, not gpu1); -C keeps a job to its nodes; more CPUs than the partition
-    pend with PartitionConfig, more than -C's nodes or a -w node without the feature are refused."""
+    pend with PartitionConfig, more than -C's nodes or a -w node without the feature are refused;
+    ``-n 4 -N 2 -w gpu4`` gets 3 CPUs on gpu4 and 1 on gpu3 (the -w node takes its tasks first, leaving
+    one for the node after it)."""
     for name, (_, shown) in replay.items():
         if shown is None:
             continue
         assert shown["squeue"] == real(f"squeue-{name}"), name
-        assert shown["cpus"] == CPUS_STILL_DIFFERING.get(name, recorded_cpus(name)), name
+        assert shown["cpus"] == recorded_cpus(name), name
 
 
 def test_scontrol_show_job_prints_what_it_printed(replay):

@@ -342,6 +342,32 @@ def test_backfill_looks_again_when_a_job_ends_on_an_open_node():
     assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")
 
 
+def n_nodes_tasks_job(job_id, tasks, nodes, **fields):
+    """-N ``nodes`` -n ``tasks``: per_node the even share snapshot.py gives, the tasks on exactly ``nodes``."""
+    return pending(job_id, nodes=nodes, per_node=cpus(-(-tasks // nodes)),
+                   spread=TaskSpread(tasks, exact_nodes=True), **fields)
+
+
+def test_n_nodes_with_tasks_fill_their_nodes_in_order():
+    """fixtures/22.05/nsplit: -N 2 -n 4 on idle nodes runs 3,1; with 2 CPUs free on gpu1, 2,2 there."""
+    plan = schedule(snapshot(CPU_NODES, [n_nodes_tasks_job(5, 4, 2)], []), CONFIG, NOW)
+    assert {name: resources.cpus for name, resources in started(plan)[5].allocation.items()} == {"gpu1": 3, "gpu2": 1}
+    plan = schedule(snapshot(CPU_NODES, [n_nodes_tasks_job(5, 4, 2)], [running(1, ["gpu1"], 30, per_node=cpus(14))]),
+                    CONFIG, NOW)
+    assert {name: resources.cpus for name, resources in started(plan)[5].allocation.items()} == {"gpu1": 2, "gpu2": 2}
+
+
+def test_n_nodes_with_tasks_keep_to_their_node_count():
+    """-N 2 -n 5 where gpu1 and gpu2 hold one task each: not 3 nodes (place would add gpu3) but the two
+    that hold the most (trainhub's choice; not recorded); -N 5 on 4 nodes pends with
+    PartitionNodeLimit, as any -N job, not -n's PartitionConfig."""
+    busy = [running(1, ["gpu1"], 30, per_node=cpus(15)), running(2, ["gpu2"], 30, per_node=cpus(15))]
+    plan = schedule(snapshot(CPU_NODES, [n_nodes_tasks_job(5, 5, 2)], busy), CONFIG, NOW)
+    assert {name: resources.cpus for name, resources in started(plan)[5].allocation.items()} == {"gpu3": 4, "gpu4": 1}
+    plan = schedule(snapshot(CPU_NODES, [n_nodes_tasks_job(6, 10, 5)], []), CONFIG, NOW)
+    assert plan.waiting[6].reason == "PartitionNodeLimit"
+
+
 def test_a_job_waiting_for_its_required_nodes_holds_back_only_those():
     """job_scheduler.c: -w nodes as many as the job needs -> only they are withheld, later jobs of the
     partition still start elsewhere (fixtures/22.05/sched d-squeue-o); without -w the partition waits."""

@@ -206,6 +206,9 @@ class TaskSpread:
     #: holds that many (cons_common.c ``_allocate_sc``: ``num_tasks = MIN(num_tasks, ntasks_per_node)``,
     #: a node with fewer is "insufficient resources"; slurmctld's pn_min_cpus = cpus_per_task x it).
     per_node: int = 0
+    #: -N with -n: the tasks go on exactly ``min_nodes`` nodes (fixtures/22.05/nsplit: ``-N 2 -n 4`` on
+    #: idle nodes runs 3,1, with 2 CPUs free on the first node 2,2), not on as many as they need.
+    exact_nodes: bool = False
 
     @staticmethod
     def min_nodes(tasks: int, *, cpus_per_task: int, gpus_per_task: int, largest_cpus: int, largest_gpus: int,
@@ -271,6 +274,8 @@ class TaskSpread:
             in_group = [(name, room if weights is None or weights.get(name) == weight else 0)
                         for name, room in rooms]
             tasks_left, nodes_left = self._place_in(in_group, tasks_left, nodes_left, taken)
+        if self.exact_nodes and len(taken) > min_nodes:
+            return None
         return taken if tasks_left <= 0 and nodes_left <= 0 else None
 
     @staticmethod
@@ -357,7 +362,8 @@ class PendingJob:
     #: --gpus-per-task's GPUs: with either, nodes with more free GPUs are taken first (_near_gpus).
     gpus_per_job: int = 0
     gpus_per_task: int = 0
-    #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order.
+    #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order; -N
+    #: with -n (TaskSpread.exact_nodes): the tasks fill its ``nodes`` in order.
     spread: TaskSpread | None = None
     #: An allocation request (salloc) this pass sees for the first time: tried at once (see schedule).
     allocating: bool = False
@@ -623,7 +629,10 @@ class _Pass:
                                            job.required_nodes)
             return picked if picked is None or holds(sorted(picked, key=self.node_order.__getitem__)) else None
         if spread is not None and not job.required_nodes:
-            return spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes, self.weights)
+            placed = spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes, self.weights)
+            if placed is not None or not spread.exact_nodes:
+                return placed
+            # -N's nodes where place's sets would need more of them: the best that hold the tasks
         if not job.required_nodes <= set(ordered):
             return None
         chosen = sorted(job.required_nodes, key=self.node_order.__getitem__)
@@ -679,7 +688,8 @@ class _Pass:
         if options.max_time_minutes is not None and (
                 job.time_limit_minutes is None or job.time_limit_minutes > options.max_time_minutes):
             return "PartitionTimeLimit"
-        if job.spread is not None and job.nodes > len(self.snapshot.partitions[job.partition]):
+        if job.spread is not None and not job.spread.exact_nodes and (
+                job.nodes > len(self.snapshot.partitions[job.partition])):
             return "PartitionConfig"
         if job.nodes > len(self.snapshot.partitions[job.partition]) or (
                 options.max_nodes is not None and job.nodes > options.max_nodes):

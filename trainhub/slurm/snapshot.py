@@ -624,8 +624,20 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint, gpu_type=job.gpu_type or None, gpus_per_job=job.gpus_per_job,
         gpus_per_task=job.gpus_per_task,
-        spread=scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, job.ntasks_per_node)
-        if job.nodes_from_tasks else None, allocating=allocating)
+        spread=task_spread(job), allocating=allocating)
+
+
+def task_spread(job: JobLike) -> scheduler.TaskSpread | None:
+    """How the job's tasks fill its nodes, for -n without -N, and for -N with more -n tasks than nodes
+    and neither --ntasks-per-node nor --gpus: in node order each node takes as many tasks as it holds,
+    leaving one for each node after it (cons_tres ``_cpus_to_use``; fixtures/22.05/nsplit: ``-N 2 -n 4``
+    runs 3,1, ``-N 3 -n 7`` 5,1,1, with 2 CPUs free on the first node 2,2). None for the other jobs,
+    one task per node or one node's worth of tasks on the node a -N job is given."""
+    if job.nodes_from_tasks:
+        return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, job.ntasks_per_node)
+    if job.num_nodes > 1 and job.num_tasks > job.num_nodes and not (job.ntasks_per_node or job.gpus_per_job):
+        return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, exact_nodes=True)
+    return None
 
 
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,
