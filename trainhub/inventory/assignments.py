@@ -133,7 +133,8 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
             "uid": job.uid, "gid": job.gid,
             "account": job.account, "partition": job.partition, "qos": job.qos, "numTasks": job.num_tasks,
             "cpusPerTask": job.cpus_per_task, "ntasksPerNode": job.ntasks_per_node,
-            "gpusPerJob": job.gpus_per_job, "workDir": job.work_dir,
+            "gpusPerJob": job.gpus_per_job, "gpusPerNodeOption": job.gpus_per_node_option,
+            "gpusPerTask": job.gpus_per_task, "workDir": job.work_dir,
             # %A and %a resolved here: the agent knows only the job id (for %j, and %A outside arrays).
             "stdoutPattern": arrays.file_pattern(job.stdout_pattern, array_job_id=job.array_job_id,
                                                  task_id=job.array_task_id),

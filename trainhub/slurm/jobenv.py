@@ -4,6 +4,7 @@ Batch script (sbatch.1 "OUTPUT ENVIRONMENT VARIABLES"): SLURM_JOB_ID / SLURM_JOB
 SLURM_JOB_NAME, SLURM_JOB_NODELIST / SLURM_NODELIST (hostlist-compressed), SLURM_JOB_NUM_NODES /
 SLURM_NNODES, SLURM_JOB_PARTITION, SLURM_JOB_ACCOUNT, SLURM_JOB_QOS, SLURM_JOB_USER,
 SLURM_CLUSTER_NAME, SLURM_SUBMIT_DIR, SLURM_SUBMIT_HOST, SLURM_NTASKS / SLURM_NPROCS, SLURM_GPUS (-G/--gpus's count),
+SLURM_GPUS_PER_NODE and SLURM_GPUS_PER_TASK (--gpus-per-node's and --gpus-per-task's),
 SLURM_TASKS_PER_NODE and SLURM_JOB_CPUS_PER_NODE in Slurm's ``N(xK)`` form, SLURM_CPUS_ON_NODE,
 SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES / GPU_DEVICE_ORDINAL, SLURM_NODEID,
 SLURM_PROCID, SLURM_LOCALID, SLURMD_NODENAME, SLURM_RESTART_COUNT (only after a requeue),
@@ -72,6 +73,10 @@ class JobContext:
     ntasks_per_node: int = 0
     #: sbatch's -G/--gpus count (0: not given), which sbatch exports as SLURM_GPUS.
     gpus_per_job: int = 0
+    #: sbatch's --gpus-per-node and --gpus-per-task counts (0: not given), exported as
+    #: SLURM_GPUS_PER_NODE and SLURM_GPUS_PER_TASK (fixtures/22.05/gpu-env; --gres=gpu:N sets neither).
+    gpus_per_node_option: int = 0
+    gpus_per_task: int = 0
 
 
 @dataclass(frozen=True)
@@ -218,8 +223,10 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
         env["SLURM_RESTART_COUNT"] = str(job.restart_count)
     if job.ntasks_per_node:
         env["SLURM_NTASKS_PER_NODE"] = str(job.ntasks_per_node)
-    if job.gpus_per_job:  # fixtures/22.05/gpus-per-job/out-3.txt: SLURM_GPUS=10 on each node's share
-        env["SLURM_GPUS"] = str(job.gpus_per_job)
+    for name, count in (("SLURM_GPUS", job.gpus_per_job), ("SLURM_GPUS_PER_NODE", job.gpus_per_node_option),
+                        ("SLURM_GPUS_PER_TASK", job.gpus_per_task)):
+        if count:  # fixtures/22.05/gpus-per-job/out-3.txt: SLURM_GPUS=10 on each node's share
+            env[name] = str(count)
     if not node.gpu_indices:  # no GPU variable at all (fixtures/22.05/ntasks/out-1.txt)
         for name in GPU_VARIABLES:
             env.pop(name, None)

@@ -272,6 +272,9 @@ class SlurmJob(models.Model):
     #: pending job's NumNodes as MIN-MAX when -N was given.
     max_nodes = models.PositiveIntegerField(default=0)
     gpus_per_task = models.PositiveIntegerField(default=0)
+    #: --gpus-per-node's count (0: not given; --gres=gpu:N asks as many but sets no variable), which the
+    #: batch script sees as SLURM_GPUS_PER_NODE (fixtures/22.05/gpu-env).
+    gpus_per_node_option = models.PositiveIntegerField(default=0)
     #: --gpus's count for the whole job (gpus_per_node is its share of each node); 0 without --gpus.
     gpus_per_job = models.PositiveIntegerField(default=0)
     #: The GPU type asked (--gres=gpu:tesla:2, --gpus=x ...; "" = any): the job runs only on nodes

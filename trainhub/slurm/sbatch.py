@@ -68,6 +68,9 @@ class SbatchOptions:
     ntasks_per_node: int | None = None
     cpus_per_task: int | None = None
     gpus_per_node: int | None = None
+    #: --gpus-per-node's count (None: the GPUs per node came from --gres, or none were asked), which
+    #: sbatch exports as SLURM_GPUS_PER_NODE.
+    gpus_per_node_option: int | None = None
     gpu_type: str | None = None
     #: The GPU request as sbatch sends it, whichever option gave it (gres:gpu:tesla:2, gres:gpu:x,
     #: gres:gpu:02): slurmctld keeps and prints it as written (SlurmJob.gpu_request).
@@ -159,7 +162,9 @@ def _gres(text: str, flag: str = "--gres") -> dict:
                           f"(this cluster has no {', '.join(others)} GRES)")
     if len(gpus) != 1:
         raise SbatchError(f"sbatch: error: Invalid generic resource (gres) specification: {text}")
-    return {"gpus_per_node": _int_arg(gpus[0].count, flag), "gpu_type": gpus[0].type,
+    count = _int_arg(gpus[0].count, flag)
+    return {"gpus_per_node": count, "gpu_type": gpus[0].type,
+            "gpus_per_node_option": count if flag == "--gpus-per-node" else None,
             "gpu_request": text if text.startswith("gres:") else f"gres:{text}"}
 
 

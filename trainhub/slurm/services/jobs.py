@@ -188,6 +188,7 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         ntasks_per_node=options.ntasks_per_node or 0,
         gpus_per_job=options.gpus[1] if options.gpus else 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
+        gpus_per_node_option=options.gpus_per_node_option or 0,
         gpu_type=options.gpu_type or "", gpu_request=options.gpu_request or "",
         mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
         req_nodes=hostlist.compress(required), exc_nodes=hostlist.compress(excluded), exclusive=bool(options.exclusive),
