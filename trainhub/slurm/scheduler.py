@@ -608,21 +608,21 @@ class _Pass:
         """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others;
         with a constraint, the ones it picks (a matching OR's first alternative that fits, counts).
         A job of -n without -N or of --gpus (``free``: what each candidate has free then, _fits_by_free)
-        needs nodes that hold all its tasks or GPUs together: for the tasks those TaskSpread.place takes,
+        needs nodes that hold all its tasks and GPUs together: for the tasks those TaskSpread.place takes,
         as many as they are; else the best others if they do, else the others that hold the most tasks or
         free GPUs (in node order)."""
         spread = job.spread if free is not None and not self._whole_nodes(job) else None
         per_job = job.gpus_per_job if free is not None and not self._whole_nodes(job) else 0
-        if spread is not None:
-            most = {name: spread.room(free[name], job.per_node) for name in free}
-        else:
-            most = {name: free[name].gres.get("gpu", 0) for name in free} if per_job else {}
+        gpus = {name: free[name].gres.get("gpu", 0) for name in free} if per_job else {}
+        most = {name: spread.room(free[name], job.per_node) for name in free} if spread is not None else gpus
+
+        def holds_gpus(picked: list[str]) -> bool:
+            in_order = sorted(picked, key=self.node_order.__getitem__)  # --gpus's shares go in node order
+            return not per_job or share_gpus_per_job(per_job, [gpus[name] for name in in_order]) is not None
 
         def holds(picked: list[str]) -> bool:
-            if spread is not None:
-                return spread.take([most[name] for name in picked], job.nodes) is not None
-            in_order = sorted(picked, key=self.node_order.__getitem__)  # --gpus's shares go in node order
-            return not per_job or share_gpus_per_job(per_job, [most[name] for name in in_order]) is not None
+            tasks_fit = spread is None or spread.take([most[name] for name in picked], job.nodes) is not None
+            return tasks_fit and holds_gpus(picked)
 
         if job.constraint is not None:
             picked = job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
@@ -630,8 +630,10 @@ class _Pass:
             return picked if picked is None or holds(sorted(picked, key=self.node_order.__getitem__)) else None
         if spread is not None and not job.required_nodes:
             placed = spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes, self.weights)
-            if placed is not None or not spread.exact_nodes:
+            if placed is not None and holds_gpus(placed):  # -n with --gpus: they must hold its count too
                 return placed
+            if not spread.exact_nodes:
+                return None
             # -N's nodes where place's sets would need more of them: the best that hold the tasks
         if not job.required_nodes <= set(ordered):
             return None
@@ -761,13 +763,13 @@ class _Pass:
         # in node order, whatever order they were chosen in: the first is the batch host (scontrol's
         # BatchHost; fixtures/22.05/ntasks-nodes: -N 2 -w gpu4 on gpu[3-4], BatchHost=gpu3)
         names = sorted(names, key=self.node_order.__getitem__)
-        if not spread and self._fits_by_free(job):
+        if not spread:
+            allocation = {name: self._need(job, self.nodes[name]) for name in names}
+        if job.gpus_per_job and self._fits_by_free(job):  # --gpus's count, with or without -n's tasks
             shares = share_gpus_per_job(job.gpus_per_job, [self.nodes[name].free.gres.get("gpu", 0) for name in names])
             assert shares is not None, "_choose picked nodes that hold --gpus's count"
-            allocation = {name: Resources(job.per_node.cpus, job.per_node.memory_mb, {"gpu": share})
+            allocation = {name: Resources(allocation[name].cpus, allocation[name].memory_mb, {"gpu": share})
                           for name, share in zip(names, shares)}
-        elif not spread:
-            allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
         # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
         # the job keeps it (backfill.c: ``part_time_limit = YEAR_MINUTES``, ``time_limit =
