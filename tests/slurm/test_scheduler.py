@@ -459,6 +459,15 @@ def test_backfill_plans_gpus_per_job_when_the_nodes_together_hold_them():
     assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")
 
 
+def test_a_job_running_past_its_end_keeps_its_resources_until_it_has_ended():
+    """A running job past its time limit (being stopped: KillWait, OverTimeLimit) or a preemption victim
+    past its GraceTime still holds its node: backfill starts nothing there (job 1 would have had n0's
+    8 GPUs on top of job 7's; job 2, of -n without -N, failed _spread's assertion)."""
+    plan = schedule(snapshot(nodes(1), [pending(1, 200), tasks_job(2, 4, 1)], [running(7, ["n0"], -1)]), CONFIG, NOW)
+    assert not plan.starts
+    assert plan.waiting[1].estimated_start == NOW + dt.timedelta(seconds=1)
+
+
 def test_gpus_per_job_with_tasks_get_the_count_on_the_nodes_the_tasks_take():
     """-n with --gpus (no -N): the tasks place the job (TaskSpread) and the GPUs are the count in all,
     shared as for -N (share_gpus_per_job), not the one GPU per node each node must have free: -n 4

@@ -563,7 +563,7 @@ class _Pass:
             # a running job without a time limit ends a year after its start (job_mgr.c
             # ``job_end_time_reset``: INFINITE gives ``start_time + YEAR_SECONDS``)
             end = _seconds(job.end_time) if job.end_time else _seconds(job.start_time) + _NO_LIMIT
-            self._occupy(job.job_id, job.allocation, end)
+            self._occupy(job.job_id, job.allocation, self._still_running(end))
         self.partition_nodes = {name: [n for n in names if n in self.nodes and self.nodes[n].state.usable]
                                 for name, names in snapshot.partitions.items()}
 
@@ -576,6 +576,12 @@ class _Pass:
             node.releases[job_id] = (end, resources)
             node.changed()
         self.by_availability.clear()
+
+    def _still_running(self, end: float) -> float:
+        """When a running job frees its resources: at its ``end``, but after this pass's moment when
+        that is over -- a job past its time limit (OverTimeLimit, KillWait) or a preemption victim past
+        its GraceTime still holds them until it has ended; nothing may start on them now."""
+        return max(end, self.now_s + 1)
 
     def _whole_nodes(self, job: PendingJob) -> bool:
         return self.exclusive or job.exclusive
@@ -828,7 +834,7 @@ class _Pass:
         for victim in victims:  # the victims now free their nodes when they are killed
             for name in self.running.pop(victim.job_id).allocation:
                 end, resources = self.nodes[name].releases[victim.job_id]
-                self.nodes[name].releases[victim.job_id] = (min(end, _seconds(ready)), resources)
+                self.nodes[name].releases[victim.job_id] = (self._still_running(min(end, _seconds(ready))), resources)
                 self.nodes[name].changed()
         self.by_availability.clear()
         block_end = _seconds(ready) + self._duration(job)
