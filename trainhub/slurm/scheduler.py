@@ -244,14 +244,7 @@ class TaskSpread:
         it holds, leaving one for each node still needed for ``min_nodes`` (cons_tres ``_cpus_to_use``:
         ``avail_cpus = MIN(avail_cpus, rem_max_cpus - (rem_nodes - 1))``); None when they do not hold
         every task or a node would get none."""
-        counts, left = [], self.tasks
-        for index, room in enumerate(rooms):
-            count = min(room, left - max(min_nodes - index - 1, 0))
-            if count < 1:
-                return None
-            counts.append(count)
-            left -= count
-        return counts if left == 0 else None
+        return _fill_in_order(self.tasks, rooms, min_nodes)
 
     def place(self, rooms: Sequence[tuple[str, int]], min_nodes: int,
               weights: Mapping[str, int] | None = None) -> list[str] | None:
@@ -318,14 +311,21 @@ def share_gpus_per_job(count: int, free_gpus: Sequence[int]) -> list[int] | None
     gres_per_job - total_gres - (rem_node_cnt - 1))``), so the total is the count, not a per-node share
     rounded up (fixtures/22.05/gputype/scontrol-19: ``-N 2 --gpus=3`` is gres/gpu=3, 2 on gpu3 and 1 on
     gpu4); None when the nodes lack the count or a node would get none."""
-    shares, left = [], count
-    for index, free in enumerate(free_gpus):
-        share = min(free, left - (len(free_gpus) - index - 1))
-        if share < 1:
+    return _fill_in_order(count, free_gpus, len(free_gpus))
+
+
+def _fill_in_order(count: int, rooms: Sequence[int], min_nodes: int) -> list[int] | None:
+    """``count`` over nodes taken in order holding ``rooms`` each: every node as many as it holds,
+    leaving one for each node still needed for ``min_nodes``; None when they do not hold the count
+    or a node would get none (TaskSpread.take's tasks, share_gpus_per_job's GPUs)."""
+    counts, left = [], count
+    for index, room in enumerate(rooms):
+        taken = min(room, left - max(min_nodes - index - 1, 0))
+        if taken < 1:
             return None
-        shares.append(share)
-        left -= share
-    return shares if left == 0 else None
+        counts.append(taken)
+        left -= taken
+    return counts if left == 0 else None
 
 
 @dataclass(frozen=True)
