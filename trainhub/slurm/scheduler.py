@@ -659,19 +659,25 @@ class _Pass:
 
     def _around_required(self, required: list[str], ordered: list[str]) -> list[str]:
         """The candidates other than the -w nodes, in the order cons_tres adds them (job_test.c
-        ``_eval_nodes``): the run of candidates in node order holding the first -w node is taken
-        first, "working up then down from the required nodes" -- the nodes after it, then those
-        before it, nearest first -- then the other candidates in ``ordered``'s order
-        (fixtures/22.05/ntasks-nodes: ``-n 20 -w gpu3`` on idle nodes runs on gpu[3-4], ``-N 2 -w
-        gpu4`` on gpu[3-4], not on gpu1)."""
-        in_order = sorted(ordered, key=self.node_order.__getitem__)
-        at = in_order.index(required[0])
-        start = end = at
-        while start > 0 and self.node_order[in_order[start - 1]] == self.node_order[in_order[start]] - 1:
-            start -= 1
-        while end + 1 < len(in_order) and self.node_order[in_order[end + 1]] == self.node_order[in_order[end]] + 1:
-            end += 1
-        around = [name for name in in_order[at + 1:end + 1] + in_order[start:at][::-1] if name not in required]
+        ``_eval_nodes``): for each node weight in turn, lowest first (slurm.conf Weight=), the run of
+        that weight's candidates and the -w nodes, in node order, holding the first -w node, "working
+        up then down from the required nodes" -- the nodes after it, then those before it, nearest
+        first -- then the other candidates in ``ordered``'s order (fixtures/22.05/ntasks-nodes: ``-n 20
+        -w gpu3`` on idle nodes runs on gpu[3-4], ``-N 2 -w gpu4`` on gpu[3-4], not on gpu1;
+        fixtures/22.05/weight-required, gpu1 of weight 10 and the others 30: ``-N 2 -w gpu2`` runs on
+        gpu[1-2], ``-N 2 -w gpu3`` on gpu[3-4], gpu1 being no neighbour of gpu3 among the weight-10 nodes)."""
+        around: list[str] = []
+        for weight in sorted({self.weights[name] for name in ordered}):
+            members = sorted({name for name in ordered if self.weights[name] == weight} | set(required),
+                             key=self.node_order.__getitem__)
+            at = members.index(required[0])
+            start = end = at
+            while start > 0 and self.node_order[members[start - 1]] == self.node_order[members[start]] - 1:
+                start -= 1
+            while end + 1 < len(members) and self.node_order[members[end + 1]] == self.node_order[members[end]] + 1:
+                end += 1
+            around += [name for name in members[at + 1:end + 1] + members[start:at][::-1]
+                       if name not in required and name not in around]
         return around + [name for name in ordered if name not in around and name not in required]
 
     def _duration(self, job: PendingJob) -> float:
