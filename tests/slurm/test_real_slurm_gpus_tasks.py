@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import shlex
 from pathlib import Path
 
 import pytest
 
 from trainhub.slurm import hostlist, reports
-from trainhub.slurm.models import JobNode, SlurmCluster
-from trainhub.slurm.services.jobs import Submission, job_submit
+from trainhub.slurm.models import JobNode
 
-from .conftest import run_pass
-from .test_real_slurm import harness_cluster
-from .test_real_slurm_sched import Replay
+from .test_real_slurm_weight import replay_submissions
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "gpus-tasks"
 SUBMIT = dt.datetime(2026, 12, 5, 18, 43, 7, tzinfo=dt.UTC)
@@ -36,15 +32,7 @@ def real(name: str) -> str:
 
 @pytest.fixture
 def replayed(cast, now):
-    cluster, _ = harness_cluster(cast, now)
-    SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=SUBMIT)
-    alice = Replay(cluster, cast).users["alice"]
-    for line in REAL.with_suffix(".sh").read_text().splitlines():
-        if line.startswith("rec sbatch-"):
-            argv = ("-A", "physics", "-p", "batch", "-o", "/dev/null", *shlex.split(line.split("#")[0])[5:])
-            job_submit(cluster=cluster, user=alice, now=SUBMIT,
-                       submission=Submission(argv=argv, alloc_node="localhost", submit_dir=WORK))
-    run_pass(cluster, SUBMIT + SECOND)
+    cluster, _ = replay_submissions(cast, now, REAL, submit=SUBMIT, work=WORK)
     return cluster
 
 

@@ -10,20 +10,15 @@ The recording's clock: the three sbatch at 18:42:06, slurmctld's main scheduler 
 from __future__ import annotations
 
 import datetime as dt
-import shlex
 from pathlib import Path
 
 import pytest
 
-from trainhub.inventory.models import Node
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobNode, SlurmCluster
-from trainhub.slurm.services.clusters import node_weight_set
-from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
+from trainhub.slurm.models import JobNode
 
-from .conftest import run_pass
-from .test_real_slurm import harness_cluster, scontrol_differences
-from .test_real_slurm_sched import Replay
+from .test_real_slurm import scontrol_differences
+from .test_real_slurm_weight import replay_submissions
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "weight-required"
 SUBMIT = dt.datetime(2026, 12, 5, 18, 42, 6, tzinfo=dt.UTC)
@@ -38,27 +33,9 @@ def real(name: str) -> str:
     return (REAL / f"{name}.txt").read_text()
 
 
-def sbatch_lines() -> list[tuple[str, list[str]]]:
-    """weight-required.sh's sbatch lines: (fixture name, the arguments after ``$SB``)."""
-    return [(words[1], words[5:]) for line in REAL.with_suffix(".sh").read_text().splitlines()
-            if line.startswith("rec sbatch-") for words in [shlex.split(line.split("#")[0])]]
-
-
 @pytest.fixture
 def replay(cast, now):
-    cluster, _ = harness_cluster(cast, now)
-    for node in Node.objects.filter(name__in=WEIGHTS):
-        cluster = node_weight_set(cluster=cluster, node=node, weight=WEIGHTS[node.name], actor="root", now=now)
-    # slurmctld's backfill thread last ran just before the submissions
-    SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=SUBMIT)
-    alice = Replay(cluster, cast).users["alice"]
-    printed = {}
-    for name, args in sbatch_lines():
-        argv = ("-A", "physics", "-p", "batch", "-o", "/dev/null", *args)
-        job = job_submit(cluster=cluster, user=alice, now=SUBMIT,
-                         submission=Submission(argv=argv, alloc_node="localhost", submit_dir=WORK))
-        printed[name] = submitted_message(job, Submission(argv=argv)) + "\n"
-    run_pass(cluster, MAIN_RUN)
+    cluster, printed = replay_submissions(cast, now, REAL, submit=SUBMIT, work=WORK, weights=WEIGHTS)
     return cluster, printed, MAIN_RUN + 3 * SECOND
 
 
