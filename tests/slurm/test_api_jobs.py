@@ -83,7 +83,8 @@ def test_a_job_without_a_name_is_named_after_its_script_file_as_sbatch_names_it(
 
 @pytest.mark.parametrize("body", [{"sbatchArgs": ["--wrap", "x"], "scriptPath": "/home/uma/job.sh"},
                                   {"script": "#!/bin/bash\n", "scriptPath": 7},
-                                  {"script": "#!/bin/bash\n", "scriptPath": "/" + "x" * 4096}])
+                                  {"script": "#!/bin/bash\n", "scriptPath": "/" + "x" * 4096},
+                                  {"script": "#!/bin/bash\n", "scriptPath": "/home/uma/" + "x" * 256}])
 def test_sbatch_refuses_a_script_path_without_its_script_or_not_a_path(api, accounts, body):
     answer = api("uma").post(JOBS, body, format="json")
     assert answer.status_code == 400

@@ -34,6 +34,15 @@ def test_an_admin_weighs_a_node_and_jobs_go_to_the_lighter_ones_first(api, admin
     assert SlurmCluster.objects.get(pk=accounts.pk).node_weight == {}
 
 
+def test_a_refused_weight_leaves_the_nodes_other_settings_as_they_were(api, admin, accounts):
+    """One PATCH is all or nothing: a weight out of range refuses the RealMemory and features sent with it."""
+    response = api("alice").patch(NODE, {"availableFeatures": "ib", "realMemory": 16000, "weight": -1}, format="json")
+    assert response.status_code == 400, response.content
+    cluster = SlurmCluster.objects.get(pk=accounts.pk)
+    assert (cluster.node_real_memory, cluster.node_features, cluster.node_weight) == ({}, {}, {})
+    assert not ClusterAuditEntry.objects.filter(subject__endswith="of node a4-0").exists()
+
+
 def test_a_weight_is_a_uint32_below_infinite(api, admin, accounts):
     def field_of(body):
         response = api("alice").patch(NODE, body, format="json")

@@ -38,27 +38,36 @@ def real(name: str) -> str:
     return (REAL / f"{name}.txt").read_text()
 
 
-def sbatch_lines() -> list[tuple[str, list[str]]]:
-    """weight.sh's sbatch lines: (fixture name, the arguments after ``$SB``)."""
-    return [(words[1], words[5:]) for line in REAL.with_suffix(".sh").read_text().splitlines()
+def sbatch_lines(real_dir: Path = REAL) -> list[tuple[str, list[str]]]:
+    """The recording script's sbatch lines: (fixture name, the arguments after ``$SB``)."""
+    return [(words[1], words[5:]) for line in real_dir.with_suffix(".sh").read_text().splitlines()
             if line.startswith("rec sbatch-") for words in [shlex.split(line.split("#")[0])]]
+
+
+def replay_submissions(cast, now, real_dir: Path, *, submit: dt.datetime, work: str,
+                       weights: dict[str, int] | None = None) -> tuple[SlurmCluster, dict[str, str]]:
+    """A recording of alice's sbatch lines (``$SB`` = sbatch -A physics -p batch -o /dev/null) all at
+    ``submit``, started by slurmctld's main scheduler a second later, on the harness's nodes of these
+    ``weights``: the cluster and what each sbatch printed."""
+    cluster, _ = harness_cluster(cast, now)
+    for node in Node.objects.filter(name__in=weights or {}):
+        cluster = node_weight_set(cluster=cluster, node=node, weight=weights[node.name], actor="root", now=now)
+    # slurmctld's backfill thread last ran just before the submissions
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=submit)
+    alice = Replay(cluster, cast).users["alice"]
+    printed = {}
+    for name, args in sbatch_lines(real_dir):
+        argv = ("-A", "physics", "-p", "batch", "-o", "/dev/null", *args)
+        job = job_submit(cluster=cluster, user=alice, now=submit,
+                         submission=Submission(argv=argv, alloc_node="localhost", submit_dir=work))
+        printed[name] = submitted_message(job, Submission(argv=argv)) + "\n"
+    run_pass(cluster, submit + SECOND)
+    return cluster, printed
 
 
 @pytest.fixture
 def replay(cast, now):
-    cluster, _ = harness_cluster(cast, now)
-    for node in Node.objects.filter(name__in=WEIGHTS):
-        cluster = node_weight_set(cluster=cluster, node=node, weight=WEIGHTS[node.name], actor="root", now=now)
-    # slurmctld's backfill thread last ran just before the submissions
-    SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=SUBMIT)
-    alice = Replay(cluster, cast).users["alice"]
-    printed = {}
-    for name, args in sbatch_lines():
-        argv = ("-A", "physics", "-p", "batch", "-o", "/dev/null", *args)
-        job = job_submit(cluster=cluster, user=alice, now=SUBMIT,
-                         submission=Submission(argv=argv, alloc_node="localhost", submit_dir=WORK))
-        printed[name] = submitted_message(job, Submission(argv=argv)) + "\n"
-    run_pass(cluster, MAIN_RUN)
+    cluster, printed = replay_submissions(cast, now, REAL, submit=SUBMIT, work=WORK, weights=WEIGHTS)
     return cluster, printed, MAIN_RUN + 3 * SECOND
 
 

@@ -459,6 +459,34 @@ def test_backfill_plans_gpus_per_job_when_the_nodes_together_hold_them():
     assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")
 
 
+def test_a_job_running_past_its_end_keeps_its_resources_until_it_has_ended():
+    """A running job past its time limit (being stopped: KillWait, OverTimeLimit) or a preemption victim
+    past its GraceTime still holds its node: backfill starts nothing there (job 1 would have had n0's
+    8 GPUs on top of job 7's; job 2, of -n without -N, failed _spread's assertion)."""
+    plan = schedule(snapshot(nodes(1), [pending(1, 200), tasks_job(2, 4, 1)], [running(7, ["n0"], -1)]), CONFIG, NOW)
+    assert not plan.starts
+    assert plan.waiting[1].estimated_start == NOW + dt.timedelta(seconds=1)
+
+
+def test_gpus_per_job_with_tasks_get_the_count_on_the_nodes_the_tasks_take():
+    """-n with --gpus (no -N): the tasks place the job (TaskSpread) and the GPUs are the count in all,
+    shared as for -N (share_gpus_per_job), not the one GPU per node each node must have free: -n 4
+    --gpus=4 has 4 GPUs on one node, -n 20 --gpus=4 3 + 1 on two; -n 4 --gpus=4 waits while the node
+    its tasks would take has 2 GPUs free."""
+    def tasks_gpus_job(job_id, tasks, nodes, count, **fields):
+        return pending(job_id, nodes=nodes, per_node=Resources(cpus=-(-tasks // nodes), gres={"gpu": 1}),
+                       spread=TaskSpread(tasks), gpus_per_job=count, **fields)
+
+    plan = schedule(snapshot(CPU_NODES, [tasks_gpus_job(1, 4, 1, 4, priority=200),
+                                         tasks_gpus_job(2, 20, 2, 4, priority=100)]), CONFIG, NOW)
+    assert gpus_on(started(plan)[1]) == {"gpu1": 4}
+    assert gpus_on(started(plan)[2]) == {"gpu1": 3, "gpu2": 1}
+    busy = [running(3, [node.name for node in CPU_NODES], 30, per_node=Resources(cpus=1, gres={"gpu": 6}))]
+    plan = schedule(snapshot(CPU_NODES, [tasks_gpus_job(4, 4, 1, 4)], busy), CONFIG, NOW)
+    assert plan.waiting[4].reason == "Resources"
+    assert plan.waiting[4].estimated_start == NOW + dt.timedelta(minutes=30)
+
+
 def test_jobs_get_the_lowest_weight_nodes_first_then_the_best_fit():
     """slurm.conf Weight=: n0 (weight 5) holds job 1 best, but n1 and n2 (weight 1) go first, and of
     those the busier n2 (best fit); -N2 takes both; a job of -n without -N fills them before n0

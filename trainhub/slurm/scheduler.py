@@ -244,14 +244,7 @@ class TaskSpread:
         it holds, leaving one for each node still needed for ``min_nodes`` (cons_tres ``_cpus_to_use``:
         ``avail_cpus = MIN(avail_cpus, rem_max_cpus - (rem_nodes - 1))``); None when they do not hold
         every task or a node would get none."""
-        counts, left = [], self.tasks
-        for index, room in enumerate(rooms):
-            count = min(room, left - max(min_nodes - index - 1, 0))
-            if count < 1:
-                return None
-            counts.append(count)
-            left -= count
-        return counts if left == 0 else None
+        return _fill_in_order(self.tasks, rooms, min_nodes)
 
     def place(self, rooms: Sequence[tuple[str, int]], min_nodes: int,
               weights: Mapping[str, int] | None = None) -> list[str] | None:
@@ -318,14 +311,21 @@ def share_gpus_per_job(count: int, free_gpus: Sequence[int]) -> list[int] | None
     gres_per_job - total_gres - (rem_node_cnt - 1))``), so the total is the count, not a per-node share
     rounded up (fixtures/22.05/gputype/scontrol-19: ``-N 2 --gpus=3`` is gres/gpu=3, 2 on gpu3 and 1 on
     gpu4); None when the nodes lack the count or a node would get none."""
-    shares, left = [], count
-    for index, free in enumerate(free_gpus):
-        share = min(free, left - (len(free_gpus) - index - 1))
-        if share < 1:
+    return _fill_in_order(count, free_gpus, len(free_gpus))
+
+
+def _fill_in_order(count: int, rooms: Sequence[int], min_nodes: int) -> list[int] | None:
+    """``count`` over nodes taken in order holding ``rooms`` each: every node as many as it holds,
+    leaving one for each node still needed for ``min_nodes``; None when they do not hold the count
+    or a node would get none (TaskSpread.take's tasks, share_gpus_per_job's GPUs)."""
+    counts, left = [], count
+    for index, room in enumerate(rooms):
+        taken = min(room, left - max(min_nodes - index - 1, 0))
+        if taken < 1:
             return None
-        shares.append(share)
-        left -= share
-    return shares if left == 0 else None
+        counts.append(taken)
+        left -= taken
+    return counts if left == 0 else None
 
 
 @dataclass(frozen=True)
@@ -563,7 +563,7 @@ class _Pass:
             # a running job without a time limit ends a year after its start (job_mgr.c
             # ``job_end_time_reset``: INFINITE gives ``start_time + YEAR_SECONDS``)
             end = _seconds(job.end_time) if job.end_time else _seconds(job.start_time) + _NO_LIMIT
-            self._occupy(job.job_id, job.allocation, end)
+            self._occupy(job.job_id, job.allocation, self._still_running(end))
         self.partition_nodes = {name: [n for n in names if n in self.nodes and self.nodes[n].state.usable]
                                 for name, names in snapshot.partitions.items()}
 
@@ -576,6 +576,12 @@ class _Pass:
             node.releases[job_id] = (end, resources)
             node.changed()
         self.by_availability.clear()
+
+    def _still_running(self, end: float) -> float:
+        """When a running job frees its resources: at its ``end``, but after this pass's moment when
+        that is over -- a job past its time limit (OverTimeLimit, KillWait) or a preemption victim past
+        its GraceTime still holds them until it has ended; nothing may start on them now."""
+        return max(end, self.now_s + 1)
 
     def _whole_nodes(self, job: PendingJob) -> bool:
         return self.exclusive or job.exclusive
@@ -608,21 +614,21 @@ class _Pass:
         """``job.nodes`` of the ``ordered`` candidates (best first): every -w node, then the best others;
         with a constraint, the ones it picks (a matching OR's first alternative that fits, counts).
         A job of -n without -N or of --gpus (``free``: what each candidate has free then, _fits_by_free)
-        needs nodes that hold all its tasks or GPUs together: for the tasks those TaskSpread.place takes,
+        needs nodes that hold all its tasks and GPUs together: for the tasks those TaskSpread.place takes,
         as many as they are; else the best others if they do, else the others that hold the most tasks or
         free GPUs (in node order)."""
         spread = job.spread if free is not None and not self._whole_nodes(job) else None
         per_job = job.gpus_per_job if free is not None and not self._whole_nodes(job) else 0
-        if spread is not None:
-            most = {name: spread.room(free[name], job.per_node) for name in free}
-        else:
-            most = {name: free[name].gres.get("gpu", 0) for name in free} if per_job else {}
+        gpus = {name: free[name].gres.get("gpu", 0) for name in free} if per_job else {}
+        most = {name: spread.room(free[name], job.per_node) for name in free} if spread is not None else gpus
+
+        def holds_gpus(picked: list[str]) -> bool:
+            in_order = sorted(picked, key=self.node_order.__getitem__)  # --gpus's shares go in node order
+            return not per_job or share_gpus_per_job(per_job, [gpus[name] for name in in_order]) is not None
 
         def holds(picked: list[str]) -> bool:
-            if spread is not None:
-                return spread.take([most[name] for name in picked], job.nodes) is not None
-            in_order = sorted(picked, key=self.node_order.__getitem__)  # --gpus's shares go in node order
-            return not per_job or share_gpus_per_job(per_job, [most[name] for name in in_order]) is not None
+            tasks_fit = spread is None or spread.take([most[name] for name in picked], job.nodes) is not None
+            return tasks_fit and holds_gpus(picked)
 
         if job.constraint is not None:
             picked = job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
@@ -630,8 +636,10 @@ class _Pass:
             return picked if picked is None or holds(sorted(picked, key=self.node_order.__getitem__)) else None
         if spread is not None and not job.required_nodes:
             placed = spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes, self.weights)
-            if placed is not None or not spread.exact_nodes:
+            if placed is not None and holds_gpus(placed):  # -n with --gpus: they must hold its count too
                 return placed
+            if not spread.exact_nodes:
+                return None
             # -N's nodes where place's sets would need more of them: the best that hold the tasks
         if not job.required_nodes <= set(ordered):
             return None
@@ -651,19 +659,25 @@ class _Pass:
 
     def _around_required(self, required: list[str], ordered: list[str]) -> list[str]:
         """The candidates other than the -w nodes, in the order cons_tres adds them (job_test.c
-        ``_eval_nodes``): the run of candidates in node order holding the first -w node is taken
-        first, "working up then down from the required nodes" -- the nodes after it, then those
-        before it, nearest first -- then the other candidates in ``ordered``'s order
-        (fixtures/22.05/ntasks-nodes: ``-n 20 -w gpu3`` on idle nodes runs on gpu[3-4], ``-N 2 -w
-        gpu4`` on gpu[3-4], not on gpu1)."""
-        in_order = sorted(ordered, key=self.node_order.__getitem__)
-        at = in_order.index(required[0])
-        start = end = at
-        while start > 0 and self.node_order[in_order[start - 1]] == self.node_order[in_order[start]] - 1:
-            start -= 1
-        while end + 1 < len(in_order) and self.node_order[in_order[end + 1]] == self.node_order[in_order[end]] + 1:
-            end += 1
-        around = [name for name in in_order[at + 1:end + 1] + in_order[start:at][::-1] if name not in required]
+        ``_eval_nodes``): for each node weight in turn, lowest first (slurm.conf Weight=), the run of
+        that weight's candidates and the -w nodes, in node order, holding the first -w node, "working
+        up then down from the required nodes" -- the nodes after it, then those before it, nearest
+        first -- then the other candidates in ``ordered``'s order (fixtures/22.05/ntasks-nodes: ``-n 20
+        -w gpu3`` on idle nodes runs on gpu[3-4], ``-N 2 -w gpu4`` on gpu[3-4], not on gpu1;
+        fixtures/22.05/weight-required, gpu1 of weight 10 and the others 30: ``-N 2 -w gpu2`` runs on
+        gpu[1-2], ``-N 2 -w gpu3`` on gpu[3-4], gpu1 being no neighbour of gpu3 among the weight-10 nodes)."""
+        around: list[str] = []
+        for weight in sorted({self.weights[name] for name in ordered}):
+            members = sorted({name for name in ordered if self.weights[name] == weight} | set(required),
+                             key=self.node_order.__getitem__)
+            at = members.index(required[0])
+            start = end = at
+            while start > 0 and self.node_order[members[start - 1]] == self.node_order[members[start]] - 1:
+                start -= 1
+            while end + 1 < len(members) and self.node_order[members[end + 1]] == self.node_order[members[end]] + 1:
+                end += 1
+            around += [name for name in members[at + 1:end + 1] + members[start:at][::-1]
+                       if name not in required and name not in around]
         return around + [name for name in ordered if name not in around and name not in required]
 
     def _duration(self, job: PendingJob) -> float:
@@ -761,13 +775,13 @@ class _Pass:
         # in node order, whatever order they were chosen in: the first is the batch host (scontrol's
         # BatchHost; fixtures/22.05/ntasks-nodes: -N 2 -w gpu4 on gpu[3-4], BatchHost=gpu3)
         names = sorted(names, key=self.node_order.__getitem__)
-        if not spread and self._fits_by_free(job):
+        if not spread:
+            allocation = {name: self._need(job, self.nodes[name]) for name in names}
+        if job.gpus_per_job and self._fits_by_free(job):  # --gpus's count, with or without -n's tasks
             shares = share_gpus_per_job(job.gpus_per_job, [self.nodes[name].free.gres.get("gpu", 0) for name in names])
             assert shares is not None, "_choose picked nodes that hold --gpus's count"
-            allocation = {name: Resources(job.per_node.cpus, job.per_node.memory_mb, {"gpu": share})
+            allocation = {name: Resources(allocation[name].cpus, allocation[name].memory_mb, {"gpu": share})
                           for name, share in zip(names, shares)}
-        elif not spread:
-            allocation = {name: self._need(job, self.nodes[name]) for name in names}
         self._occupy(job.job_id, allocation, end)
         # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
         # the job keeps it (backfill.c: ``part_time_limit = YEAR_MINUTES``, ``time_limit =
@@ -826,7 +840,7 @@ class _Pass:
         for victim in victims:  # the victims now free their nodes when they are killed
             for name in self.running.pop(victim.job_id).allocation:
                 end, resources = self.nodes[name].releases[victim.job_id]
-                self.nodes[name].releases[victim.job_id] = (min(end, _seconds(ready)), resources)
+                self.nodes[name].releases[victim.job_id] = (self._still_running(min(end, _seconds(ready))), resources)
                 self.nodes[name].changed()
         self.by_availability.clear()
         block_end = _seconds(ready) + self._duration(job)

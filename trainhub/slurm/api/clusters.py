@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -161,16 +162,17 @@ class SlurmNodeDetail(APIView):
         if violations:
             raise invalid_argument(violations)
         actor = request.user.get_username()
-        if "availableFeatures" in body:
-            cluster_obj = services.node_features_set(cluster=cluster_obj, node=node_obj,
-                                                     available=body["availableFeatures"],
-                                                     active=body.get("activeFeatures"), actor=actor)
-        if "realMemory" in body:
-            cluster_obj = services.node_real_memory_set(cluster=cluster_obj, node=node_obj,
-                                                        real_memory_mb=numbers.get("realMemory"), actor=actor)
-        if "weight" in body:
-            cluster_obj = services.node_weight_set(cluster=cluster_obj, node=node_obj, weight=numbers.get("weight"),
-                                                   actor=actor)
+        with transaction.atomic():  # all or nothing: a setting refused undoes those set before it
+            if "availableFeatures" in body:
+                cluster_obj = services.node_features_set(cluster=cluster_obj, node=node_obj,
+                                                         available=body["availableFeatures"],
+                                                         active=body.get("activeFeatures"), actor=actor)
+            if "realMemory" in body:
+                cluster_obj = services.node_real_memory_set(cluster=cluster_obj, node=node_obj,
+                                                            real_memory_mb=numbers.get("realMemory"), actor=actor)
+            if "weight" in body:
+                cluster_obj = services.node_weight_set(cluster=cluster_obj, node=node_obj,
+                                                       weight=numbers.get("weight"), actor=actor)
         return Response(_render(cluster_obj))
 
 

@@ -3,6 +3,8 @@ salloc's allocations (create, keep alive, step credential, relinquish)."""
 
 from __future__ import annotations
 
+import posixpath
+
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -50,7 +52,9 @@ def submission_from(body) -> services.Submission:
     if script is not None and not isinstance(script, str):
         raise invalid_argument([FieldViolation("script", "must be the text of a batch script")])
     path = body.get("scriptPath", "")
+    # its file name names a job without -J: no longer than a job name (and a file name, NAME_MAX 255)
     if not isinstance(path, str) or len(path) > SlurmJob._meta.get_field("script_path").max_length or (
+            len(posixpath.basename(path)) > SlurmJob._meta.get_field("name").max_length) or (
             path and script is None):
         raise invalid_argument([FieldViolation("scriptPath", "must be the path of the script file sent as script")])
     return services.Submission(argv=_strings(body.get("sbatchArgs"), "sbatchArgs"), script=script,

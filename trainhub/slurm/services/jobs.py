@@ -45,9 +45,8 @@ DEPENDENCY_PROBLEM = "Job dependency problem"
 NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
 
 
-#: The job's INSERT, built once per process (save() compiles its 67 columns' statement per sbatch).
+#: The job's INSERT, built once per process (save() compiles its 83 columns' statement per sbatch).
 _JOB_INSERT = CompiledInsert(SlurmJob)
-#: The user's DefaultAccount (sacctmgr), compiled once per process as the submission's other reads are.
 
 
 def _refuse(message: str) -> ApiError:

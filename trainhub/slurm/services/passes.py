@@ -277,8 +277,7 @@ def _arrived_after(job: snapshot.QueuedJob, now: dt.datetime) -> bool:
     they build when they begin, so such a job gets no reason, evaluation or expected start from
     them (fixtures/22.05/ntasks: job 9, submitted after the backfill iteration that started jobs 2
     and 3 began, shows StartTime=Unknown, while jobs 4 and 5 it tested show a start a year on). A
-    requeued job's submit time is its requeue's (ahead of ``now`` for a preempted job's GraceTime):
-    it was queued all along."""
+    requeued job (a new submit time, its requeue's) is left in."""
     return job.restart_count == 0 and job.submit_time > now
 
 
