@@ -47,7 +47,7 @@ def test_it_builds_the_queryset_once_and_then_runs_one_statement_per_call(cast):
 
 
 def test_queries_sent_together_answer_what_each_answers_alone(cast):
-    """rows_together: on PostgreSQL one round trip (psycopg's pipeline mode), the same rows."""
+    """rows_together (on PostgreSQL sent in psycopg's pipeline mode) answers each query's own rows, in order."""
     usernames = CompiledQuery(lambda pk: User.objects.filter(pk=pk).values_list("username"), -1)
     together = rows_together((MEMBERSHIPS, (cast["vic"].pk, "alpha")), (usernames, (cast["uma"].pk,)),
                              (usernames, (-5,)))
@@ -141,3 +141,13 @@ def test_save_with_inserts_neither_row_when_the_second_is_refused(cast, now):
 def test_save_with_needs_exactly_one_foreign_key_to_the_first_model(cast, now):
     with pytest.raises(ValueError, match="exactly one foreign key"):
         CompiledInsert(CustomJob).save_with(new_job(cast, now), ApiToken(user=cast["vic"]), CompiledInsert(ApiToken))
+
+
+def test_a_value_json_cannot_carry_is_refused_not_misread():
+    from trainhub.common.compiled import _text_input
+
+    assert _text_input(float("-inf")) == "-Infinity" and _text_input(dt.date(2026, 12, 5)) == "2026-12-05"
+    with pytest.raises(TypeError, match="timedelta"):
+        _text_input(dt.timedelta(days=1))
+    with pytest.raises(TypeError, match="bytes"):
+        _text_input(b"\x00")

@@ -31,12 +31,15 @@ a tenth of the request's CPU).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import (
@@ -397,7 +400,13 @@ class CompiledInsert:
 
 
 def _text_input(value: Any) -> str:
-    """A database value that JSON has no type for, as the text PostgreSQL's input reads it."""
+    """A database value that JSON has no type for, as the text PostgreSQL's input reads it: a
+    non-finite float, a date or time, a Decimal or UUID. Any other (bytes, a timedelta, whose str()
+    PostgreSQL would misread) is refused."""
     if isinstance(value, float):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (Decimal, UUID)):
+        return str(value)
+    raise TypeError(f"CompiledInsert cannot send a {type(value).__name__} in a JSON row")
