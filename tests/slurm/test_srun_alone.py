@@ -227,29 +227,30 @@ def recorded_status(name: str) -> int:
     return int((SRUN_DETAILS_FIXTURES / name).read_text().rsplit("rc=", 1)[1])
 
 
-def _running(marker: str, command: bytes) -> bool:
-    """A task's ``command`` (its /proc cmdline) runs with ``marker`` in its environment."""
+def _running(marker: str, command: bytes, tasks: int = 1) -> bool:
+    """``tasks`` tasks' ``command`` (their /proc cmdline) run with ``marker`` in their environment (a
+    step over two nodes is signalled once both of its tasks run, not while one is still starting)."""
+    found = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as cmdline, open(f"/proc/{pid}/environ", "rb") as environ:
-                if cmdline.read() == command and marker.encode() in environ.read():
-                    return True
+                found += cmdline.read() == command and marker.encode() in environ.read()
         except OSError:
             continue
-    return False
+    return found >= tasks
 
 
 class CtrlC:
-    """Types Ctrl-C ``times`` times, ``gap`` seconds apart, once the task's ``command`` runs."""
+    """Types Ctrl-C ``times`` times, ``gap`` seconds apart, once ``tasks`` tasks' ``command`` run."""
 
-    def __init__(self, marker: str, command: bytes, times: int, gap: float = 0.3):
-        self.marker, self.command, self.left, self.gap = marker, command, times, gap
+    def __init__(self, marker: str, command: bytes, times: int, gap: float = 0.3, tasks: int = 1):
+        self.marker, self.command, self.left, self.gap, self.tasks = marker, command, times, gap, tasks
         self.next = None
 
     def __call__(self, terminal: int, shown: bytes) -> None:
         import time
 
-        if not self.left or (self.next is None and not _running(self.marker, self.command)):
+        if not self.left or (self.next is None and not _running(self.marker, self.command, self.tasks)):
             return
         if self.next is None or time.monotonic() >= self.next:
             os.write(terminal, b"\x03")
@@ -328,7 +329,7 @@ def test_two_ctrl_c_reach_tasks_that_trap_sigint_on_every_node(slurm_cli_as_uma,
     marker = f"SRUN_TEST={tmp_path.name}"
     code, shown = slurm_cli_as_uma.on_terminal(
         "srun", "-N2", "sh", "-c", 'trap "echo INT on $SLURMD_NODENAME; exit 9" INT; while :; do sleep 1; done',
-        react=CtrlC(marker, b"sleep\x001\x00", 2), environ={"SRUN_TEST": tmp_path.name})
+        react=CtrlC(marker, b"sleep\x001\x00", 2, tasks=2), environ={"SRUN_TEST": tmp_path.name})
     job = SlurmJob.objects.get()
     lines = terminal_lines(shown)
     expected = details("int-6.err", job.job_id) + details("int-6.txt", job.job_id)
@@ -358,7 +359,7 @@ def test_the_job_cancelled_under_its_step_prints_slurmstepds_and_sruns_lines(slu
 
     def cancel_when_running():
         give_up = time.monotonic() + 60
-        while not _running(marker, b"sleep\x00300\x00") and time.monotonic() < give_up:
+        while not _running(marker, b"sleep\x00300\x00", tasks=2) and time.monotonic() < give_up:
             time.sleep(0.1)
         from django.contrib.auth import get_user_model
 
