@@ -243,6 +243,7 @@ NOT_PAGES = {
     "slurm:node_state": "an action (POST) that redirects",
     "slurm:node_features": "an action (POST) that redirects",
     "slurm:node_memory": "an action (POST) that redirects",
+    "slurm:node_weight": "an action (POST) that redirects",
     "slurm:job_action": "an action (POST) that redirects",
 }
 
