@@ -61,3 +61,22 @@ def test_the_batch_script_sees_the_gpu_variables_slurm_sets(replayed, name):
     shown = "".join(f"{key}={value}\n" for key, value in sorted(environment.items())
                     if key.startswith(("SLURM_GPU", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")))
     assert shown == real(f"env-{name}")
+
+
+@pytest.mark.parametrize("name", list(JOBS))
+def test_sallocs_command_sees_the_same_gpu_variables(cast, name, monkeypatch):
+    """salloc-NAME.txt: salloc gives its command the variables sbatch gives a batch script; the CLI
+    reads the counts from the job trainhub answers with."""
+    from trainhub.cli.salloc import command_environment
+    from trainhub.slurm.render import render_job
+
+    for variable in ("SLURM_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK"):
+        monkeypatch.delenv(variable, raising=False)
+    cluster, _ = harness_cluster(cast, NOW)
+    job = job_submit(cluster=cluster, user=get_user_model().objects.get(username="alice"), now=NOW,
+                     submission=Submission(argv=("-A", "physics", "-p", "batch", *JOBS[name]), allocation=True))
+    answer = {"job": render_job(job), "clusterName": "harness", "hosts": ["gpu1"], "cpusPerNode": [2]}
+    environment = command_environment(answer, job_id=job.job_id, base_url="http://trainhub", credential="c",
+                                      bin_dir="/opt/trainhub/bin", given=[])
+    shown = "".join(f"{key}={value}\n" for key, value in sorted(environment.items()) if key.startswith("SLURM_GPU"))
+    assert shown == real(f"salloc-{name}")

@@ -167,7 +167,8 @@ def command_environment(answer: dict, *, job_id: int, base_url: str, credential:
         num_tasks=job["tasks"], submit_dir=os.getcwd(), submit_host=socket.gethostname().split(".")[0],
         cpus_per_task=job["cpusPerTask"], tasks_given=any(name in ("ntasks", "ntasks-per-node") for name, _ in given),
         ntasks_per_node=next((int(value) for name, value in given if name == "ntasks-per-node" and value), None),
-        node_aliases=words.program == "salloc"))
+        node_aliases=words.program == "salloc",
+        gpus=(job.get("gpusPerJob", 0), job.get("gpusPerNodeOption", 0), job.get("gpusPerTask", 0))))
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}"
     env["TRAINHUB_URL"] = base_url
     env["TRAINHUB_STEP_CREDENTIAL"] = credential

@@ -223,27 +223,36 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
         env["SLURM_RESTART_COUNT"] = str(job.restart_count)
     if job.ntasks_per_node:
         env["SLURM_NTASKS_PER_NODE"] = str(job.ntasks_per_node)
-    for name, count in (("SLURM_GPUS", job.gpus_per_job), ("SLURM_GPUS_PER_NODE", job.gpus_per_node_option),
-                        ("SLURM_GPUS_PER_TASK", job.gpus_per_task)):
-        if count:  # fixtures/22.05/gpus-per-job/out-3.txt: SLURM_GPUS=10 on each node's share
-            env[name] = str(count)
+    # fixtures/22.05/gpus-per-job/out-3.txt: SLURM_GPUS=10 on each node's share
+    env.update(gpu_request_variables(job.gpus_per_job, job.gpus_per_node_option, job.gpus_per_task))
     if not node.gpu_indices:  # no GPU variable at all (fixtures/22.05/ntasks/out-1.txt)
         for name in GPU_VARIABLES:
             env.pop(name, None)
     return env
 
 
+def gpu_request_variables(gpus_per_job: int, gpus_per_node_option: int, gpus_per_task: int) -> dict[str, str]:
+    """SLURM_GPUS, SLURM_GPUS_PER_NODE and SLURM_GPUS_PER_TASK, each only where -G/--gpus,
+    --gpus-per-node or --gpus-per-task asked it (none for --gres=gpu:N), as sbatch and salloc set them
+    (fixtures/22.05/gpu-env: env-*.txt and salloc-*.txt)."""
+    counts = {"SLURM_GPUS": gpus_per_job, "SLURM_GPUS_PER_NODE": gpus_per_node_option,
+              "SLURM_GPUS_PER_TASK": gpus_per_task}
+    return {name: str(count) for name, count in counts.items() if count}
+
+
 def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account: str, partition: str, qos: str,
                        hosts: list[str], cpus_per_node: list[int], num_tasks: int, submit_dir: str,
                        submit_host: str, cpus_per_task: int = 1, tasks_given: bool = False,
-                       ntasks_per_node: int | None = None, node_aliases: bool = True) -> dict[str, str]:
+                       ntasks_per_node: int | None = None, node_aliases: bool = True,
+                       gpus: tuple[int, int, int] = (0, 0, 0)) -> dict[str, str]:
     """What salloc gives its command, which runs where salloc runs (fixtures/22.05/salloc/salloc-3.txt):
     the allocation's job variables, none of a node's (no SLURM_NODEID, SLURMD_NODENAME, GPUs);
     SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host. SLURM_NTASKS and
     SLURM_NPROCS only where the tasks were asked for (``tasks_given``: -n or --ntasks-per-node),
     SLURM_NTASKS_PER_NODE only where that was given (fixtures/22.05/srun-details/salloc-9.txt,
     salloc-10.txt). ``node_aliases``: SLURM_NODE_ALIASES, which salloc sets and srun outside an
-    allocation does not give its tasks (srun-details/env-1.txt)."""
+    allocation does not give its tasks (srun-details/env-1.txt). ``gpus``: the GPUs asked by -G,
+    --gpus-per-node and --gpus-per-task (gpu_request_variables)."""
     nodelist = compress(hosts)
     env = {
         "SLURM_CLUSTER_NAME": cluster_name,
@@ -270,6 +279,7 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
         env["SLURM_NTASKS_PER_NODE"] = str(ntasks_per_node)
     if not node_aliases:
         del env["SLURM_NODE_ALIASES"]
+    env.update(gpu_request_variables(*gpus))
     return env
 
 

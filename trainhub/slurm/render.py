@@ -86,6 +86,11 @@ def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
         "tasks": job.num_tasks,
         "cpusPerTask": job.cpus_per_task,
         "gpusPerNode": job.gpus_per_node,
+        # -G/--gpus's count, --gpus-per-node's (0 when the GPUs per node came from --gres) and
+        # --gpus-per-task's: salloc's SLURM_GPUS, SLURM_GPUS_PER_NODE and SLURM_GPUS_PER_TASK
+        "gpusPerJob": job.gpus_per_job,
+        "gpusPerNodeOption": job.gpus_per_node_option,
+        "gpusPerTask": job.gpus_per_task,
         # the GPU type asked (--gres=gpu:v100:2): the job runs only on nodes of that type
         "gpuType": job.gpu_type,
         "timeLimit": format_time_limit(job.time_limit),
