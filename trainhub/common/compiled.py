@@ -62,9 +62,6 @@ from django.db.models import (
 from django.db.models.signals import post_save, pre_save
 
 
-#: Not looked at yet (None is a looked-at answer).
-_UNSET = object()
-
 #: Fields (of exactly these classes) whose get_db_prep_save returns a value of exactly this type
 #: unchanged: _json_row takes such a value as it is, where the call costs a microsecond a field.
 _AS_IS = {CharField: str, TextField: str, BooleanField: bool, IntegerField: int, SmallIntegerField: int,
@@ -225,8 +222,11 @@ class CompiledInsert:
         #: save_with's statements, by (database alias, dependent model, counter and the fields it
         #: numbers): its link, the dependent's fields and the WITH statement.
         self._with_compiled: dict[tuple, tuple[ForeignKey, list[Field], str]] = {}
-        #: the encoder of the model's JSON fields, once _json_row has looked.
-        self._json_encoder: Any = _UNSET
+        encoders = {field.encoder for field in model._meta.local_concrete_fields if isinstance(field, JSONField)}
+        if len(encoders) > 1:
+            raise ValueError(f"CompiledInsert cannot insert {model._meta.label}: its JSON fields' encoders differ")
+        #: the encoder of the model's JSON fields, which _json_row writes the whole row with.
+        self._json_encoder = encoders.pop() if encoders else None
 
     def _compile(self, connection: Any) -> tuple[list[Field], str]:
         meta = self._model._meta
@@ -278,12 +278,6 @@ class CompiledInsert:
         row type: a JSON column's document as JSONField writes it (its encoder's), numbers, booleans
         and strings as themselves, other values (datetimes, non-finite floats) as the text
         PostgreSQL's input for their type reads."""
-        if self._json_encoder is _UNSET:
-            encoders = {field.encoder for field in fields if isinstance(field, JSONField)}
-            if len(encoders) > 1:
-                raise ValueError(f"CompiledInsert cannot insert {self._model._meta.label}: its JSON fields' "
-                                 "encoders differ")
-            self._json_encoder = encoders.pop() if encoders else None
         row = {}
         for field in fields:
             value = field.pre_save(obj, True)
