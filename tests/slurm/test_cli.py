@@ -207,6 +207,17 @@ def test_scontrol_show_job_prints_slurms_paragraph(cli, accounts):
     assert uma("scontrol", "show", "job", "999") == (1, "", "slurm_load_jobs error: Invalid job id specified\n")
 
 
+def test_scontrol_show_partition_prints_slurms_record(cli, accounts, now):
+    from trainhub.slurm import reports
+
+    uma = cli("uma")
+    code, out, err = uma("scontrol", "show", "partition")
+    assert (code, out, err) == (0, reports.scontrol_partitions(accounts, now=now).text, "")
+    code, out, _ = uma("scontrol", "-o", "show", "partition", "a4")
+    assert (code, out) == (0, reports.scontrol_partitions(accounts, now=now, partition="a4", one_liner=True).text)
+    assert uma("scontrol", "show", "partition", "gone") == (1, "Partition gone not found\n", "")
+
+
 def test_scontrol_show_step_prints_the_running_steps(cli, accounts, now):
     from tests.slurm.conftest import make_job, start_job
     from trainhub.slurm import reports

@@ -73,7 +73,8 @@ def scancel(ctx: Any) -> int:
 
 
 def scontrol(ctx: Any) -> int:
-    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show job [JOBID] | show step [JOBID[.STEPID]]"""
+    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show job [JOBID] | show step [JOBID[.STEPID]]
+    | show partition [NAME]"""
     words = ctx.args.words
     client = ctx.client()
     if words[:2] == ["show", "step"] and len(words) <= 3:
@@ -88,6 +89,13 @@ def scontrol(ctx: Any) -> int:
         sys.stderr.write(stderr)
         _print(text)
         return 1 if stderr else 0
+    if words[:1] == ["show"] and len(words) in (2, 3) and words[1] in ("partition", "partitions"):
+        params = {"partition": words[2]} if len(words) == 3 else {}
+        if ctx.args.oneliner:
+            params["oneliner"] = "true"
+        answer = client.get(_cluster_path(ctx, "/scontrolPartitions"), params)
+        _print(answer.get("text", ""))
+        return 1 if len(words) == 3 and not answer.get("rows") else 0
     if words and words[0] in ("hold", "release", "requeue") and len(words) > 1:
         for job_id in words[1:]:
             client.post(_cluster_path(ctx, f"/jobs/{job_id}:{words[0]}"), {})
@@ -99,8 +107,8 @@ def scontrol(ctx: Any) -> int:
             client.post(_cluster_path(ctx, f"/jobs/{fields['jobid']}:update"), {"nice": fields["nice"]})
             return 0
     raise CliError("scontrol: error: trainhub supports `scontrol hold|release|requeue JOBID...`, "
-                   "`scontrol update jobid=N nice=V`, `scontrol [-o] show job [JOBID]` and "
-                   "`scontrol show step [JOBID[.STEPID]]`")
+                   "`scontrol update jobid=N nice=V`, `scontrol [-o] show job [JOBID]`, "
+                   "`scontrol show step [JOBID[.STEPID]]` and `scontrol [-o] show partition [NAME]`")
 
 
 def sacctmgr(ctx: Any) -> int:

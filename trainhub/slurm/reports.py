@@ -29,7 +29,7 @@ from django.utils.dateparse import parse_datetime
 
 from trainhub.iam.selectors import posix_accounts_by_username
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import arrays, fairshare, formats, jobenv, scontrol_job, snapshot
+from trainhub.slurm import arrays, fairshare, formats, jobenv, scontrol_job, scontrol_partition, snapshot
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.hostlist import compress, expand
@@ -824,6 +824,20 @@ def sinfo(cluster: SlurmCluster, *, now: dt.datetime, node_oriented: bool = Fals
     text = sinfo_layout.sinfo_text(partitions, now=now, node_oriented=node_oriented, long=long, summarize=summarize,
                                    reasons=reasons)
     return Report(text, partitions, sinfo_layout.sinfo_rows)
+
+
+def scontrol_partitions(cluster: SlurmCluster, *, now: dt.datetime, partition: str = "",
+                        one_liner: bool = False) -> Report:
+    """``scontrol [-o] show partition [NAME]`` (scontrol_partition.py's layout), in the cluster's
+    partition order; an unknown NAME is no record and scontrol's ``Partition NAME not found``."""
+    state = snapshot.load_cluster(cluster, now=now)
+    items = [scontrol_partition.ScontrolPartition(
+        name=name, default=name == cluster.default_partition, options=info.options,
+        nodes=compress(sorted(state.nodes[pk].name for pk in info.node_pks)), totals=info.tres_totals,
+        cluster_preempt_mode=state.config.preempt_base_mode, max_tres="MAX_TRES" in state.config.priority_flags)
+        for name, info in state.partitions.items() if partition in ("", name)]
+    return Report(scontrol_partition.scontrol_partition_text(items, asked=partition, one_liner=one_liner), items,
+                  scontrol_partition.scontrol_partition_rows)
 
 
 # --- sacct --------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""squeue, sprio, sshare, sacct, sinfo and scontrol show step (``steps``) as JSON: ``{"text": <the command's whole output>, "rows": [...],
+"""squeue, sprio, sshare, sacct, sinfo, scontrol show job / step / partition (``scontrolJobs``, ``steps``,
+``scontrolPartitions``) as JSON: ``{"text": <the command's whole output>, "rows": [...],
 "nextPageToken"}``; rows come a page at a time (``pageSize``, default 100, at most 10,000). A request
 that accepts ``text/plain`` first (the CLI) is answered the text alone, as text/plain.
 
@@ -128,9 +129,17 @@ def jobs_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetim
         raise invalid_argument([FieldViolation("job", str(exc))], str(exc)) from exc
 
 
+def partitions_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                           page: slice | None = None) -> reports.Report:
+    """scontrol [-o] show partition [``partition``]: ``oneliner`` is -o."""
+    return reports.scontrol_partitions(cluster, now=now, partition=params.get("partition", "").strip(),
+                                       one_liner=flag(params, "oneliner"))
+
+
 REPORTS: dict[str, Callable[..., reports.Report]] = {
     "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report,
-    "sinfo": sinfo_report, "steps": steps_report, "scontrolJobs": jobs_text_report}
+    "sinfo": sinfo_report, "steps": steps_report, "scontrolJobs": jobs_text_report,
+    "scontrolPartitions": partitions_text_report}
 
 
 def _view(name: str) -> type[APIView]:
@@ -175,5 +184,6 @@ def _view(name: str) -> type[APIView]:
     return ReportView
 
 
-SqueueView, SprioView, SshareView, SacctView, SinfoView, StepsView, ScontrolJobsView = (
-    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo", "steps", "scontrolJobs"))
+SqueueView, SprioView, SshareView, SacctView, SinfoView, StepsView, ScontrolJobsView, ScontrolPartitionsView = (
+    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo", "steps", "scontrolJobs",
+                             "scontrolPartitions"))
