@@ -207,6 +207,15 @@ def test_scontrol_show_job_prints_slurms_paragraph(cli, accounts):
     assert uma("scontrol", "show", "job", "999") == (1, "", "slurm_load_jobs error: Invalid job id specified\n")
 
 
+def test_sbatch_warns_of_fewer_tasks_than_nodes_on_stderr(cli, accounts):
+    """fixtures/22.05/tasks-nodes/sbatch-1.err: the job runs 2 tasks on 2 nodes."""
+    code, out, err = cli("uma")("sbatch", "-N", "3", "-n", "2", "--wrap", "x")
+    job = SlurmJob.objects.get()
+    assert (code, out) == (0, f"Submitted batch job {job.job_id}\n")
+    assert err.startswith("sbatch: Warning: can't run 2 processes on 3 nodes, setting nnodes to 2\n")
+    assert job.num_nodes == 2
+
+
 def test_scontrol_show_partition_prints_slurms_record(cli, accounts, now):
     from trainhub.slurm import reports
 

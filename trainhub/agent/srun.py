@@ -202,6 +202,17 @@ def cpu_bind_variables(text: str) -> dict[str, str]:
             "SLURM_CPU_BIND": f"{verbose},{kind}{values}"}
 
 
+def nodes_within_tasks(options: argparse.Namespace) -> str | None:
+    """A step's -N above its -n is lowered to it, every node running a task, as sbatch lowers a
+    job's (trainhub.slurm.sbatch.nodes_within_tasks; fixtures/22.05/tasks-nodes/salloc-7.err): srun's
+    warning line, or None."""
+    if options.nodes is None or options.ntasks is None or options.ntasks >= options.nodes:
+        return None
+    warning = f"srun: Warning: can't run {options.ntasks} processes on {options.nodes} nodes, setting nnodes to {options.ntasks}"
+    options.nodes = options.ntasks
+    return warning
+
+
 def gres_gpus(text: str) -> int:
     """``gpu:K``, ``gpu:TYPE:K``, ``gpu`` (one) -> K; ``none`` -> 0."""
     if text == "none":
@@ -620,6 +631,10 @@ def main(argv: list[str]) -> int:
         except ValueError as exc:
             print(exc, "srun: fatal: Failed to parse --cpu-bind= values.", sep="\n", file=sys.stderr)
             return 1
+    warning = nodes_within_tasks(options)
+    # srun that made its own allocation (trainhub.cli.srun) said so as it asked for it
+    if warning and not os.environ.get(COMPLETION):
+        print(warning, file=sys.stderr)
     allocated = os.environ.get("SLURM_JOB_NUM_NODES", "")
     if options.nodes is not None and allocated.isdigit() and options.nodes > int(allocated):
         print(f"srun: error: Only allocated {allocated} nodes asked for {options.nodes}", file=sys.stderr)
