@@ -36,4 +36,5 @@ urlpatterns = [
     path(f"{CLUSTER}/sacct", reports.SacctView.as_view(), name="slurmcluster-sacct"),
     path(f"{CLUSTER}/steps", reports.StepsView.as_view(), name="slurmcluster-steps"),
     path(f"{CLUSTER}/scontrolJobs", reports.ScontrolJobsView.as_view(), name="slurmcluster-scontrol-jobs"),
+    path(f"{CLUSTER}/scontrolNodes", reports.ScontrolNodesView.as_view(), name="slurmcluster-scontrol-nodes"),
 ]
