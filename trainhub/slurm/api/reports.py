@@ -136,10 +136,10 @@ class NodesNotFound(ApiError):
 
     def __init__(self, report: reports.Report) -> None:
         super().__init__(404, "\n".join(scontrol_node.not_found(name).rstrip("\n") for name in report.missing))
-        self.text = report.text
+        self.report = report
 
     def body(self) -> dict:
-        return {**super().body(), "text": self.text}
+        return {**super().body(), "text": self.report.text}
 
 
 def nodes_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
