@@ -5,10 +5,10 @@ import datetime as dt
 
 import pytest
 
-from tests.slurm.conftest import CLUSTERS, run_pass, sbatch
+from tests.slurm.conftest import CLUSTERS, make_job, run_pass, sbatch
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import reports
-from trainhub.slurm.models import SlurmJob
+from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmJob
 from trainhub.slurm.services.clusters import node_state_set
 
 URL = f"{CLUSTERS}/c1/scontrolNodes"
@@ -64,6 +64,17 @@ def test_a_real_nodes_machine_fields_are_its_agents_facts(api, accounts, now):
     created = accounts.create_time.strftime("%Y-%m-%dT%H:%M:%S")
     assert f"   BootTime={created} SlurmdStartTime={created}\n" in nodes["a4-1"]
     assert nodes["a4-1"].startswith("NodeName=a4-1 Arch=x86_64 ") and "\n   OS=Linux \n" in nodes["a4-1"]
+
+
+def test_last_busy_time_is_when_its_latest_job_ended(api, accounts, now):
+    """slurmctld's make_node_idle sets it when a node's last job ends; before any, slurmd's start."""
+    ended = now - dt.timedelta(minutes=5)
+    for minutes in (20, 5):
+        job = make_job(accounts, state=JobState.COMPLETED, end_time=now - dt.timedelta(minutes=minutes))
+        JobNode.objects.create(job=job, run_index=0, node=Node.objects.get(name="a4-1"), phase=NodePhase.DONE)
+    nodes = paragraphs(api("vic").get(URL).json()["text"])
+    assert f"   LastBusyTime={ended:%Y-%m-%dT%H:%M:%S}\n" in nodes["a4-1"]
+    assert f"   LastBusyTime={accounts.create_time:%Y-%m-%dT%H:%M:%S}\n" in nodes["a4-0"]
 
 
 def test_a_drained_node_shows_its_reason_who_set_it_and_when(api, accounts, now):

@@ -896,7 +896,8 @@ def scontrol_nodes(cluster: SlurmCluster, *, now: dt.datetime, nodes: str = "", 
     conditions = _node_conditions(cluster, state)
     machines = Node.objects.in_bulk(pks)
     last_ends = dict(JobNode.objects.filter(node_id__in=pks, job__cluster=cluster, job__end_time__isnull=False)
-                     .values("node_id").annotate(last=Max("job__end_time")).values_list("node_id", "last"))
+                     .order_by().values("node_id").annotate(last=Max("job__end_time"))
+                     .values_list("node_id", "last"))
     partitions: dict[int, list[str]] = {pk: [] for pk in pks}
     for name, info in state.partitions.items():
         for pk in info.node_pks:
