@@ -85,6 +85,14 @@ def test_a_drained_node_shows_its_reason_who_set_it_and_when(api, accounts, now)
     assert block.endswith(f"\n   Reason=bad fan [alice@{now:%Y-%m-%dT%H:%M:%S}]")
 
 
+def test_a_down_node_is_down_with_its_reason(api, accounts):
+    """trainhub sets a node DOWN whose agent reports replicas it no longer lists."""
+    Node.objects.filter(name="a4-0").update(state=NodeState.DOWN, state_reason="broken")
+    block = paragraphs(api("vic").get(URL, {"node": "a4-0"}).json()["text"])["a4-0"]
+    # set outside scontrol update (no audit entry: no time), node_info.c prints the reason alone
+    assert "   State=DOWN ThreadsPerCore=1 " in block and block.endswith("\n   Reason=broken")
+
+
 def test_an_agent_that_stopped_answering_is_down_not_responding(api, accounts, now):
     Node.objects.filter(name="a4-0").update(last_heartbeat=now - dt.timedelta(hours=1))
     block = paragraphs(api("vic").get(URL, {"node": "a4-0"}).json()["text"])["a4-0"]
