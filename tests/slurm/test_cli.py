@@ -227,6 +227,24 @@ def test_scontrol_show_partition_prints_slurms_record(cli, accounts, now):
     assert uma("scontrol", "show", "partition", "gone") == (1, "Partition gone not found\n", "")
 
 
+def test_scontrol_show_node_prints_slurms_paragraphs_and_exit_status(cli, accounts, now):
+    from trainhub.slurm import reports
+
+    uma = cli("uma")
+    assert uma("scontrol", "show", "node", "a4-1") == (0, reports.scontrol_nodes(accounts, now=now, nodes="a4-1").text,
+                                                      "")
+    assert uma("scontrol", "show", "nodes") == (0, reports.scontrol_nodes(accounts, now=now).text, "")
+    code, line, _ = uma("scontrol", "-o", "show", "node", "a4-[0-1]")
+    assert code == 0 and [part.split()[0] for part in line.splitlines()] == ["NodeName=a4-0", "NodeName=a4-1"]
+    # scontrol's not-found line goes to its standard output, after the nodes it found, and it exits 1
+    assert uma("scontrol", "show", "node", "gpu9") == (1, "Node gpu9 not found\n", "")
+    code, out, err = uma("scontrol", "show", "node", "a4-1,gpu9")
+    assert (code, err) == (1, "") and out == reports.scontrol_nodes(accounts, now=now, nodes="a4-1").text + (
+        "Node gpu9 not found\n")
+    code, out, err = uma("scontrol", "show", "node", "gpu[2-3]x")
+    assert (code, out) == (1, "") and "unable to parse node list gpu[2-3]x" in err
+
+
 def test_scontrol_show_step_prints_the_running_steps(cli, accounts, now):
     from tests.slurm.conftest import make_job, start_job
     from trainhub.slurm import reports

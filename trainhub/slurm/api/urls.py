@@ -38,4 +38,5 @@ urlpatterns = [
     path(f"{CLUSTER}/scontrolJobs", reports.ScontrolJobsView.as_view(), name="slurmcluster-scontrol-jobs"),
     path(f"{CLUSTER}/scontrolPartitions", reports.ScontrolPartitionsView.as_view(),
          name="slurmcluster-scontrol-partitions"),
+    path(f"{CLUSTER}/scontrolNodes", reports.ScontrolNodesView.as_view(), name="slurmcluster-scontrol-nodes"),
 ]
