@@ -379,5 +379,7 @@ def test_scontrol_show_partition_gives_each_partitions_record_as_text_and_rows(a
     assert [(row["PartitionName"], row["Default"], row["State"]) for row in answer["rows"]] == [("a4", "YES", "UP")]
     line = api("vic").get(f"{BASE}/scontrolPartitions", {"partition": "a4", "oneliner": "true"}).json()["text"]
     assert line == " ".join(answer["text"].split()) + "\n"
-    unknown = api("vic").get(f"{BASE}/scontrolPartitions", {"partition": "gone"}).json()
-    assert unknown == {"text": "Partition gone not found\n", "rows": []}
+    unknown = api("vic").get(f"{BASE}/scontrolPartitions", {"partition": "gone"})
+    assert unknown.status_code == 404
+    assert (unknown.json()["error"]["message"], unknown.json()["text"]) == (
+        "Partition gone not found", "Partition gone not found\n")

@@ -116,7 +116,7 @@ def test_an_unknown_name_prints_slurms_line_and_fails(idle, name, asked):
     """scontrol prints ``Node NAME not found`` on its standard output, in the name's place, and exits 1."""
     report = reports.scontrol_nodes(idle, now=BUSY, nodes=asked)
     assert shown(report) == masked(real(name))
-    assert report.missing == [asked.rsplit(",", 1)[-1]] and real_status(name) == 1
+    assert report.missing == [f"Node {asked.rsplit(',', 1)[-1]} not found"] and real_status(name) == 1
 
 
 def test_a_list_scontrol_cannot_parse_is_refused_with_its_message(idle):

@@ -48,7 +48,7 @@ def test_the_harness_partitions_print_as_slurm_printed_them(cluster, now):
 
 def test_a_partition_no_one_has_is_not_found(cluster, now):
     report = reports.scontrol_partitions(cluster, now=now, partition="nosuch")
-    assert (report.text, report.items) == (real("show-unknown"), [])
+    assert (report.text, report.items, report.missing) == (real("show-unknown"), [], ["Partition nosuch not found"])
 
 
 def test_every_option_prints_as_slurm_printed_it(cluster, now):

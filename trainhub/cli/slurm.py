@@ -72,15 +72,15 @@ def scancel(ctx: Any) -> int:
     return 0
 
 
-def _show_nodes(ctx: Any, names: list[str]) -> int:
-    """scontrol show node[s] [NAMES]: what it prints, with its exit status 1 and its ``Node NAME not
-    found`` lines where a name is no node's (the server's 404 carries them); a list it cannot parse
-    is the server's 400, its message on stderr."""
-    params = {"node": names[0]} if names else {}
+def _show_named(ctx: Any, report: str, parameter: str, names: list[str]) -> int:
+    """scontrol show node[s] [NAMES] | partition [NAME]: what it prints, with its exit status 1 and its
+    ``Node NAME not found`` lines where a name is no node's (the server's 404 carries them); a list
+    it cannot parse is the server's 400, its message on stderr."""
+    params = {parameter: names[0]} if names else {}
     if ctx.args.oneliner:
         params["oneliner"] = "true"
     try:
-        text, _ = ctx.client().get_text(_cluster_path(ctx, "/scontrolNodes"), params)
+        text, _ = ctx.client().get_text(_cluster_path(ctx, f"/{report}"), params)
     except CliError as exc:
         if exc.http_status == 404 and exc.output:
             _print(exc.output)
@@ -95,7 +95,9 @@ def scontrol(ctx: Any) -> int:
     | show partition [NAME] | show node[s] [NAMES]"""
     words = ctx.args.words
     if words[:2] in (["show", "node"], ["show", "nodes"]) and len(words) <= 3:
-        return _show_nodes(ctx, words[2:])
+        return _show_named(ctx, "scontrolNodes", "node", words[2:])
+    if words[:2] in (["show", "partition"], ["show", "partitions"]) and len(words) <= 3:
+        return _show_named(ctx, "scontrolPartitions", "partition", words[2:])
     client = ctx.client()
     if words[:2] == ["show", "step"] and len(words) <= 3:
         answer = client.get(_cluster_path(ctx, "/steps"), {"step": words[2]} if len(words) == 3 else {})
@@ -109,13 +111,6 @@ def scontrol(ctx: Any) -> int:
         sys.stderr.write(stderr)
         _print(text)
         return 1 if stderr else 0
-    if words[:1] == ["show"] and len(words) in (2, 3) and words[1] in ("partition", "partitions"):
-        params = {"partition": words[2]} if len(words) == 3 else {}
-        if ctx.args.oneliner:
-            params["oneliner"] = "true"
-        answer = client.get(_cluster_path(ctx, "/scontrolPartitions"), params)
-        _print(answer.get("text", ""))
-        return 1 if len(words) == 3 and not answer.get("rows") else 0
     if words and words[0] in ("hold", "release", "requeue") and len(words) > 1:
         for job_id in words[1:]:
             client.post(_cluster_path(ctx, f"/jobs/{job_id}:{words[0]}"), {})

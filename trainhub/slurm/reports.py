@@ -125,8 +125,8 @@ class Report:
         self.text = text
         #: What the command prints on its standard error beside its output (squeue's unknown -O fields).
         self.stderr = stderr
-        #: What it was asked for and did not find (scontrol show node's ``Node NAME not found``
-        #: lines, in its output), which make its exit status 1.
+        #: The lines that say what it was asked for and did not find (scontrol show node's ``Node NAME
+        #: not found``, in its output too), which make its exit status 1.
         self.missing: list[str] = []
         self.items = items
         self._to_rows = to_rows
@@ -858,15 +858,18 @@ def sinfo(cluster: SlurmCluster, *, now: dt.datetime, node_oriented: bool = Fals
 def scontrol_partitions(cluster: SlurmCluster, *, now: dt.datetime, partition: str = "",
                         one_liner: bool = False) -> Report:
     """``scontrol [-o] show partition [NAME]`` (scontrol_partition.py's layout), in the cluster's
-    partition order; an unknown NAME is no record and scontrol's ``Partition NAME not found``."""
+    partition order; an unknown NAME is no record and scontrol's ``Partition NAME not found`` (missing)."""
     state = snapshot.load_cluster(cluster, now=now)
     items = [scontrol_partition.ScontrolPartition(
         name=name, default=name == cluster.default_partition, options=info.options,
         nodes=compress(sorted(state.nodes[pk].name for pk in info.node_pks)), totals=info.tres_totals,
         cluster_preempt_mode=state.config.preempt_base_mode, max_tres="MAX_TRES" in state.config.priority_flags)
         for name, info in state.partitions.items() if partition in ("", name)]
-    return Report(scontrol_partition.scontrol_partition_text(items, asked=partition, one_liner=one_liner), items,
-                  scontrol_partition.scontrol_partition_rows)
+    report = Report(scontrol_partition.scontrol_partition_text(items, asked=partition, one_liner=one_liner), items,
+                    scontrol_partition.scontrol_partition_rows)
+    if partition and not items:
+        report.missing = [report.text.rstrip("\n")]
+    return report
 
 
 # --- scontrol show node -------------------------------------------------------------------------
@@ -946,7 +949,7 @@ def scontrol_nodes(cluster: SlurmCluster, *, now: dt.datetime, nodes: str = "", 
         items.append(shown[node.pk])
     report = Report(scontrol_node.scontrol_node_text(items, one_liner=one_liner), items,
                     scontrol_node.scontrol_node_rows)
-    report.missing = [item for item in items if isinstance(item, str)]
+    report.missing = [scontrol_node.not_found(item).rstrip("\n") for item in items if isinstance(item, str)]
     return report
 
 

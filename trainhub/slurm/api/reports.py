@@ -24,7 +24,7 @@ from rest_framework.views import APIView
 from trainhub.common.collector import collector_paused
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.wire import WireError, parse_int
-from trainhub.slurm import formats, reports, scontrol_node
+from trainhub.slurm import formats, reports
 from trainhub.slurm.api.clusters import cluster_for
 from trainhub.slurm.api.schema import BODY, ERRORS, REPORT_PARAMETERS, responses
 from trainhub.slurm.models import SlurmCluster
@@ -129,20 +129,13 @@ def jobs_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetim
         raise invalid_argument([FieldViolation("job", str(exc))], str(exc)) from exc
 
 
-def partitions_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
-                           page: slice | None = None) -> reports.Report:
-    """scontrol [-o] show partition [``partition``]: ``oneliner`` is -o."""
-    return reports.scontrol_partitions(cluster, now=now, partition=params.get("partition", "").strip(),
-                                       one_liner=flag(params, "oneliner"))
-
-
-class NodesNotFound(ApiError):
-    """scontrol show node's names no node has: a 404 whose message is scontrol's ``Node NAME not
-    found`` line(s), its body's ``text`` all scontrol printed (the nodes it found too), which the CLI
-    prints before exiting 1 as scontrol does."""
+class NamesNotFound(ApiError):
+    """scontrol show node's (partition's) names that no node (partition) has: a 404 whose message is
+    scontrol's ``Node NAME not found`` line(s), its body's ``text`` all scontrol printed (the nodes it
+    found too), which the CLI prints before exiting 1 as scontrol does."""
 
     def __init__(self, report: reports.Report) -> None:
-        super().__init__(404, "\n".join(scontrol_node.not_found(name).rstrip("\n") for name in report.missing))
+        super().__init__(404, "\n".join(report.missing))
         self.report = report
 
     def body(self) -> dict:
@@ -153,14 +146,25 @@ def nodes_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.dateti
                       page: slice | None = None) -> reports.Report:
     """scontrol [-o] show node [``node``]: ``node`` a node name or a host list (gpu1,gpu[3-4]), in
     the order it lists them; ``oneliner`` is -o. A list scontrol cannot parse is a 400 with its
-    message, a name no node has a 404 (NodesNotFound)."""
+    message, a name no node has a 404 (NamesNotFound)."""
     try:
         report = reports.scontrol_nodes(cluster, now=now, nodes=params.get("node", "").strip(),
                                         one_liner=flag(params, "oneliner"))
     except ValueError as exc:
         raise invalid_argument([FieldViolation("node", str(exc))], str(exc)) from exc
     if report.missing:
-        raise NodesNotFound(report)
+        raise NamesNotFound(report)
+    return report
+
+
+def partitions_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                           page: slice | None = None) -> reports.Report:
+    """scontrol [-o] show partition [``partition``]: ``oneliner`` is -o; a name no partition has is a
+    404 (NamesNotFound)."""
+    report = reports.scontrol_partitions(cluster, now=now, partition=params.get("partition", "").strip(),
+                                         one_liner=flag(params, "oneliner"))
+    if report.missing:
+        raise NamesNotFound(report)
     return report
 
 

@@ -16,7 +16,7 @@ from trainhub.common.collector import collector_paused
 from trainhub.common.errors import ApiError
 from trainhub.common.pages import html_page
 from trainhub.slurm import figures, reports, selectors
-from trainhub.slurm.api.reports import REPORTS, NodesNotFound
+from trainhub.slurm.api.reports import REPORTS, NamesNotFound
 from trainhub.slurm.forms.reports import SacctForm, SinfoForm, SprioForm, SqueueForm, SshareForm
 from trainhub.slurm.views.common import cluster_context, cluster_for, job_url
 
@@ -68,7 +68,7 @@ def _report_page(page: str):
         with collector_paused():  # as the API's reports (trainhub/slurm/api/reports.py)
             try:
                 report = build(*args, page=slice(start, start + PAGE_LINES)) if command in PAGED else build(*args)
-            except NodesNotFound as missing:  # what scontrol printed: the nodes found, a line for each other
+            except NamesNotFound as missing:  # what scontrol printed: the nodes found, a line for each other
                 report = missing.report
             except ApiError as refused:  # a flag the command refuses: the form again, with its message
                 if refused.http_status != 400:
