@@ -488,6 +488,16 @@ def test_mem_per_gpu_charges_each_node_its_own_gpus_memory():
     assert 2 in started(schedule(snapshot(CPU_NODES, [beside], [running_job]), CONFIG, NOW))
 
 
+def test_backfill_plans_gpus_per_job_on_the_nodes_with_more_free_gpus():
+    """fixtures/22.05/gpus-backfill: once the job holding every CPU ends, gpu1 has 1 free GPU, gpu2 8, gpu3 2
+    and gpu4 8; -N 2 --gpus=4 is planned on gpu[2,4], not on gpu[1-2] (which would hold 1 + 3)."""
+    busy = [running(1, ["gpu1"], 60, per_node=Resources(cpus=1, gres={"gpu": 7})),
+            running(2, ["gpu3"], 60, per_node=Resources(cpus=1, gres={"gpu": 6})),
+            running(3, ["gpu1", "gpu3"], 3, per_node=cpus(15)), running(4, ["gpu2", "gpu4"], 3, per_node=cpus(16))]
+    plan = schedule(snapshot(CPU_NODES, [gpus_job(5, 4, 2)], busy), CONFIG, NOW)
+    assert plan.waiting[5].planned_nodes == ("gpu2", "gpu4")
+
+
 def test_a_job_running_past_its_end_keeps_its_resources_until_it_has_ended():
     """A running job past its time limit (being stopped: KillWait, OverTimeLimit) or a preemption victim
     past its GraceTime still holds its node: backfill starts nothing there (job 1 would have had n0's

@@ -1012,7 +1012,11 @@ class _Pass:
         start windows (gaps between reservations) swept as events, so a small job looks at few nodes.
         A job of -n without -N (or of --gpus) counts a node from when it holds one task (one GPU) and
         looks again whenever a job ends on an open node, until the open nodes hold all its tasks
-        (TaskSpread; its GPUs: share_gpus_per_job)."""
+        (TaskSpread; its GPUs: share_gpus_per_job). Such a job is tried once every node open at a moment
+        is, and for --gpus and --gpus-per-task those with more free GPUs then are taken first, as the
+        main scheduler does (_near_gpus; select's will-run test weighs nodes as its run test:
+        fixtures/22.05/gpus-backfill, -N 2 --gpus=4 planned on gpu[2,4] with 8 free GPUs each, not on
+        gpu[1-2] with 1 and 8)."""
         duration = self._duration(job)
         by_free = self._fits_by_free(job)
         ordered = self._availability(job)
@@ -1039,9 +1043,15 @@ class _Pass:
                 open_nodes.pop(name, None)
                 continue
             open_nodes.setdefault(name, moment)
+            opening = (events and events[0][:2] == (moment, 0)) or (index < len(ordered) and ordered[index][0] <= moment)
+            if opening and by_free:
+                continue  # every node open at this moment counts before the best are chosen (_near_gpus)
             if len(open_nodes) >= job.nodes:
                 free = {n: self.nodes[n].free_at(moment) for n in open_nodes} if by_free else None
-                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], self.weights[n], n)), free)
+                # as the main scheduler, nodes with more free GPUs first for --gpus and --gpus-per-task
+                # (_near_gpus: select's will-run test weighs the nodes as its run test does)
+                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (
+                    open_nodes[n], self.weights[n], -_near_gpus(job, free[n]) if free else 0, n)), free)
                 if chosen is not None:
                     return moment, chosen
 
@@ -1091,8 +1101,9 @@ class _Pass:
             end = self._slot(moment + self._duration(job))
             for name in names:
                 self.nodes[name].reserve(start, end)
+            # in node order (SchedNodeList is a node bitmap), whatever order they were chosen in
             self.plan.waiting[job.job_id] = Waiting(current.reason, dt.datetime.fromtimestamp(moment, self.now.tzinfo),
-                                                    tuple(names))
+                                                    tuple(sorted(names, key=self.node_order.__getitem__)))
 
     def _will_run_start(self, job: PendingJob, moment: float) -> float:
         """The start select's will-run test gives a job that first fits at ``moment`` (cons_common
