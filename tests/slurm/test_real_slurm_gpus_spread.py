@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from trainhub.slurm import reports
+from trainhub.slurm import reports, snapshot
 from trainhub.slurm.formats import sacct_text
 from trainhub.slurm.models import JobNode, SlurmCluster, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
@@ -189,3 +189,16 @@ def test_sacct_shows_the_nodes_gpus_and_memory_they_got(replayed):
     shown = sacct_text([record for record, _ in records], fields=fields, parsable="plain")
     recorded = [line.split("|") for line in _as_trainhubs(real(scenario, "sacct"), cluster).splitlines()]
     assert shown.splitlines() == ["|".join(row[:2] + row[3:5] + row[6:]) for row in recorded]
+
+
+
+@pytest.mark.parametrize(("select", "held"), [("CR_CPU", 0), ("CR_CPU_Memory", 8000)])
+def test_mem_per_gpu_holds_memory_only_where_memory_is_consumable(cast, now, select, held):
+    """Under the harness's CR_CPU (gpus-spread mpg-N2-g3: no mem= in TRES) the scheduler takes no memory
+    for --mem-per-gpu's GPUs; under CR_CPU_Memory each node its own GPUs' (gpus-mem)."""
+    cluster, _ = harness_cluster(cast, now, SelectTypeParameters=select)
+    job = job_submit(cluster=cluster, user=Replay(cluster, cast).users["alice"], now=now, submission=Submission(
+        argv=("-A", "physics", "-p", "batch", "-N", "2", "--gpus=3", "--mem-per-gpu=8000"), script="#!/bin/sh\n",
+        alloc_node="localhost", submit_dir="/tmp"))
+    state = snapshot.load_cluster(cluster, now=now)
+    assert snapshot.pending_job(job, state, None).mem_per_gpu == held

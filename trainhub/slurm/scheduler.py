@@ -367,8 +367,8 @@ class PendingJob:
     #: With --gpus, the most nodes it may take (-N MIN-MAX's MAX; without -N the partition's): from
     #: ``nodes`` on, as many as its GPUs need (_Pass._add_for_gpus). 0: exactly ``nodes``.
     max_nodes: int = 0
-    #: --mem-per-gpu: each node's memory is its share of --gpus's count times it (``per_node`` asks it
-    #: for one GPU, the fewest a node gets).
+    #: --mem-per-gpu where memory is a consumable resource: each node's memory is its share of --gpus's
+    #: count times it (``per_node`` asks it for one GPU, the fewest a node gets).
     mem_per_gpu: int = 0
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order; -N
     #: with -n (TaskSpread.exact_nodes): the tasks fill its ``nodes`` in order.

@@ -641,7 +641,8 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint, gpu_type=job.gpu_type or None, gpus_per_job=job.gpus_per_job,
-        gpus_per_task=job.gpus_per_task, max_nodes=gpu_node_range(job, state), mem_per_gpu=job.mem_per_gpu,
+        gpus_per_task=job.gpus_per_task, max_nodes=gpu_node_range(job, state),
+        mem_per_gpu=job.mem_per_gpu if state.config.memory_is_consumable else 0,
         spread=task_spread(job, nodes, state), allocating=allocating)
 
 
