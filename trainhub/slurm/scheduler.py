@@ -643,7 +643,7 @@ class _Pass:
                                            job.required_nodes)
             return picked if picked is None or holds(sorted(picked, key=self.node_order.__getitem__)) else None
         if per_job and job.max_nodes > job.nodes:
-            return self._add_for_gpus(job, ordered, gpus, most if spread is not None else None)
+            return self._add_for_gpus(job, ordered, gpus, (spread, most) if spread is not None else None)
         if spread is not None and not job.required_nodes:
             placed = spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes, self.weights)
             if placed is not None and holds_gpus(placed):  # -n with --gpus: they must hold its count too
@@ -668,13 +668,13 @@ class _Pass:
         return None
 
     def _add_for_gpus(self, job: PendingJob, ordered: list[str], gpus: Mapping[str, int],
-                      rooms: Mapping[str, int] | None) -> list[str] | None:
+                      tasks: tuple[TaskSpread, Mapping[str, int]] | None) -> list[str] | None:
         """A --gpus job of a node range (``job.max_nodes``; no -N is 1 to the partition's): its -w nodes,
         then the ``ordered`` candidates (more free GPUs first: _near_gpus), one at a time until it has
-        ``job.nodes`` and they hold the GPUs (share_gpus_per_job) and the tasks (``rooms``: each node's,
-        filling them in order, TaskSpread.take) -- job_test.c ``_eval_nodes`` takes ``rem_nodes =
-        MIN(min_nodes, req_nodes)`` for a job with GRES per job and adds nodes until
-        ``gres_sched_sufficient``. fixtures/22.05/gpus-spread: ``--gpus=12`` runs on gpu[1-2] (8, 4),
+        ``job.nodes`` and they hold the GPUs (share_gpus_per_job) and the tasks (``tasks``: its spread and
+        the tasks each node holds, filled in node order, one at least on each: TaskSpread.take) --
+        job_test.c ``_eval_nodes`` takes ``rem_nodes = MIN(min_nodes, req_nodes)`` for a job with GRES per
+        job and adds nodes until ``gres_sched_sufficient``. fixtures/22.05/gpus-spread: ``--gpus=12`` runs on gpu[1-2] (8, 4),
         ``--gpus=6`` where each node has 5 free on gpu[1-2] (5, 1), ``-N 1-3 -n 5 --gpus=3`` on gpu1 alone;
         None when ``job.max_nodes`` nodes do not."""
         required = sorted(job.required_nodes, key=self.node_order.__getitem__)
@@ -687,8 +687,7 @@ class _Pass:
                 continue
             in_order = sorted(picked, key=self.node_order.__getitem__)
             if share_gpus_per_job(job.gpus_per_job, [gpus[name] for name in in_order]) is not None and (
-                    rooms is None or _fill_in_order(job.spread.tasks, [rooms[name] for name in in_order],
-                                                    len(in_order)) is not None):
+                    tasks is None or tasks[0].take([tasks[1][name] for name in in_order], len(in_order)) is not None):
                 return picked
             if len(picked) >= job.max_nodes:
                 return None
@@ -836,8 +835,8 @@ class _Pass:
             self.limits[1].start(job.limit_request)
 
     def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
-        """The tasks on ``names`` (in the order _choose took them), one on each at least: their CPUs, --ntasks-per-node's on
-        every node however few tasks it runs (fixtures/22.05/ntasks-per-node: ``-n 20
+        """The tasks on ``names`` (in the order _choose took them), one at least on each: their CPUs,
+        --ntasks-per-node's on every node however few tasks it runs (fixtures/22.05/ntasks-per-node: ``-n 20
         --ntasks-per-node=8`` gets 8 CPUs on each of 3 nodes, ``-n 4 --ntasks-per-node=16`` 16)."""
         counts = spread.take([spread.room(self.nodes[name].free, job.per_node) for name in names], len(names))
         assert counts is not None, "_choose picked nodes that hold every task"
