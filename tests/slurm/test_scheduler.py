@@ -459,6 +459,45 @@ def test_backfill_plans_gpus_per_job_when_the_nodes_together_hold_them():
     assert plan.waiting[5].planned_nodes == ("gpu1", "gpu2")
 
 
+def test_gpus_per_job_of_a_node_range_take_as_many_nodes_as_their_gpus_need():
+    """fixtures/22.05/gpus-spread: --gpus=12 without -N (max_nodes: the partition's 4) runs on gpu1 and gpu2,
+    8 + 4; --gpus=6 where every node has 5 free on two, 5 + 1; with -n 3 its tasks fill them 2 + 1; a count
+    one node holds stays on one node (7, older, first: -N 1-3 -n 5 --gpus=3 on gpu1; then 6 on the two with
+    the most free GPUs)."""
+    plan = schedule(snapshot(CPU_NODES, [gpus_job(1, 12, 1, max_nodes=4)]), CONFIG, NOW)
+    assert gpus_on(started(plan)[1]) == {"gpu1": 8, "gpu2": 4}
+    holding = [running(job_id, [f"gpu{job_id}"], 60, per_node=Resources(cpus=1, gres={"gpu": 3}))
+               for job_id in range(1, 5)]
+    plan = schedule(snapshot(CPU_NODES, [gpus_job(5, 6, 1, max_nodes=4)], holding), CONFIG, NOW)
+    assert gpus_on(started(plan)[5]) == {"gpu1": 5, "gpu2": 1}
+    plan = schedule(snapshot(CPU_NODES, [gpus_job(6, 12, 1, max_nodes=4, spread=TaskSpread(3)),
+                                         gpus_job(7, 3, 1, max_nodes=3, spread=TaskSpread(5))]), CONFIG, NOW)
+    assert {job_id: {name: (got.cpus, got.gres["gpu"]) for name, got in start.allocation.items()}
+            for job_id, start in started(plan).items()} == {7: {"gpu1": (5, 3)}, 6: {"gpu2": (2, 8), "gpu3": (1, 4)}}
+
+
+def test_mem_per_gpu_charges_each_node_its_own_gpus_memory():
+    """fixtures/22.05/gpus-mem scontrol-d-N2-g3: -N 2 --gpus=3 --mem-per-gpu=1000 holds 2000 MB of gpu1 and
+    1000 of gpu2 (gres_select_util_job_mem_set), so a job of 15000 MB fits beside it on gpu2."""
+    job = pending(1, nodes=2, per_node=Resources(cpus=1, memory_mb=1000, gres={"gpu": 1}), gpus_per_job=3,
+                  mem_per_gpu=1000)
+    start = started(schedule(snapshot(CPU_NODES, [job]), CONFIG, NOW))[1]
+    assert {name: got.memory_mb for name, got in start.allocation.items()} == {"gpu1": 2000, "gpu2": 1000}
+    beside = pending(2, per_node=Resources(cpus=1, memory_mb=15000), required_nodes=frozenset({"gpu2"}))
+    running_job = RunningJob(1, "gpu", start.allocation, NOW)
+    assert 2 in started(schedule(snapshot(CPU_NODES, [beside], [running_job]), CONFIG, NOW))
+
+
+def test_backfill_plans_gpus_per_job_on_the_nodes_with_more_free_gpus():
+    """fixtures/22.05/gpus-backfill: once the job holding every CPU ends, gpu1 has 1 free GPU, gpu2 8, gpu3 2
+    and gpu4 8; -N 2 --gpus=4 is planned on gpu[2,4], not on gpu[1-2] (which would hold 1 + 3)."""
+    busy = [running(1, ["gpu1"], 60, per_node=Resources(cpus=1, gres={"gpu": 7})),
+            running(2, ["gpu3"], 60, per_node=Resources(cpus=1, gres={"gpu": 6})),
+            running(3, ["gpu1", "gpu3"], 3, per_node=cpus(15)), running(4, ["gpu2", "gpu4"], 3, per_node=cpus(16))]
+    plan = schedule(snapshot(CPU_NODES, [gpus_job(5, 4, 2)], busy), CONFIG, NOW)
+    assert plan.waiting[5].planned_nodes == ("gpu2", "gpu4")
+
+
 def test_a_job_running_past_its_end_keeps_its_resources_until_it_has_ended():
     """A running job past its time limit (being stopped: KillWait, OverTimeLimit) or a preemption victim
     past its GraceTime still holds its node: backfill starts nothing there (job 1 would have had n0's

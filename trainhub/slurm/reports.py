@@ -961,9 +961,13 @@ def _cancellers(job: SlurmJob, runs: Sequence[JobRun]) -> set[str]:
 
 
 def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mapping[str, int],
-                req_tres: str = "") -> formats.SacctJob:
+                req_tres: str = "", memory_is_consumable: bool = False) -> formats.SacctJob:
     """``uids``: the uid of each canceller other than the job's user, which sacct prints for them
-    (``CANCELLED by 1001``); a user since deleted keeps their name. ``req_tres``: its ReqTRES."""
+    (``CANCELLED by 1001``); a user since deleted keeps their name. ``req_tres``: its ReqTRES. Where
+    memory is a consumable resource the run's AllocTRES holds the memory the job asked for it:
+    --mem-per-gpu x its GPUs, --mem x its nodes, --mem-per-cpu x its CPUs (fixtures/22.05/gpus-mem/sacct.txt:
+    ``-N 2 --gpus=3 --mem-per-gpu=1000`` mem=3000M, ``--mem=15000`` mem=15000M; a job without any takes
+    none in trainhub: snapshot.job_memory_mb)."""
     state = run.state if run else job.state
     desc = run.state_desc if run else job.state_desc
     if state == JobState.CANCELLED and desc.startswith("by "):
@@ -977,6 +981,9 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
         exit_code, signal = 0, 0  # the signal that stopped it is its batch step's (fixtures/22.05/srun/sacct.txt)
     tres = {"cpu": run.alloc_cpus, "node": run.num_nodes, "billing": int(run.billing),
             "gres/gpu": run.alloc_gpus} if run else {}
+    if run and memory_is_consumable:
+        tres["mem"] = (job.mem_per_gpu * run.alloc_gpus or job.mem_per_node * run.num_nodes
+                       or job.mem_per_cpu * run.alloc_cpus)
     return formats.SacctJob(
         job_id=arrays.display_id(job_id=job.job_id, array_job_id=job.array_job_id, pending=job.array_pending,
                                  task_id=job.array_task_id, max_running=job.array_max_running),
@@ -1063,7 +1070,7 @@ _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "pa
                      "array_max_running",
                      # ReqTRES's (_requested_tres)
                      "num_tasks", "cpus_per_task", "nodes_from_tasks", "gpus_per_job", "gpus_per_task",
-                     "gpus_per_node", "mem_per_node", "mem_per_cpu")
+                     "gpus_per_node", "mem_per_node", "mem_per_cpu", "mem_per_gpu")
 
 
 def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
@@ -1107,6 +1114,7 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
             } if others else {}
     requested = (_requested_tres(cluster, now) if any(item.partition("%")[0].lower() == "reqtres"
                                                        for item in fields or ()) else None)
+    consumable = parse_config(cluster.config).memory_is_consumable
     records, extra = [], []
     for pk, job in jobs_by_pk.items():
         req_tres = requested(job) if requested else ""
@@ -1116,7 +1124,7 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
         requeued = job.state == JobState.PENDING and job_runs
         current = job_runs[-1] if job_runs and (job_runs[-1].index == job.restart_count or requeued) else None
         for run in (job_runs + ([] if current else [None])) if duplicates else [current]:
-            record = _run_record(job, run, now, uids, req_tres)
+            record = _run_record(job, run, now, uids, req_tres, consumable)
             if wanted and record.state.split()[0] not in wanted:
                 continue
             records.append(record)

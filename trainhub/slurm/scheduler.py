@@ -12,7 +12,9 @@ Public API (pure Python, no Django)::
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
-               gpu_type=None, spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
+               gpu_type=None, gpus_per_job=0, gpus_per_task=0, max_nodes=0, mem_per_gpu=0, spread=None,
+               allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
+               # max_nodes: --gpus's node range (from nodes up to it, as many as its GPUs need)
     TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
         .take(rooms, min_nodes); .place(rooms by node, min_nodes)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
@@ -362,6 +364,12 @@ class PendingJob:
     #: --gpus-per-task's GPUs: with either, nodes with more free GPUs are taken first (_near_gpus).
     gpus_per_job: int = 0
     gpus_per_task: int = 0
+    #: With --gpus, the most nodes it may take (-N MIN-MAX's MAX; without -N the partition's): from
+    #: ``nodes`` on, as many as its GPUs need (_Pass._add_for_gpus). 0: exactly ``nodes``.
+    max_nodes: int = 0
+    #: --mem-per-gpu where memory is a consumable resource: each node's memory is its share of --gpus's
+    #: count times it (``per_node`` asks it for one GPU, the fewest a node gets).
+    mem_per_gpu: int = 0
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order; -N
     #: with -n (TaskSpread.exact_nodes): the tasks fill its ``nodes`` in order.
     spread: TaskSpread | None = None
@@ -634,6 +642,8 @@ class _Pass:
             picked = job.constraint.choose([(name, self.nodes[name].state.features) for name in ordered], job.nodes,
                                            job.required_nodes)
             return picked if picked is None or holds(sorted(picked, key=self.node_order.__getitem__)) else None
+        if per_job and job.max_nodes > job.nodes:
+            return self._add_for_gpus(job, ordered, gpus, (spread, most) if spread is not None else None)
         if spread is not None and not job.required_nodes:
             placed = spread.place([(name, most.get(name, 0)) for name in self.nodes], job.nodes, self.weights)
             if placed is not None and holds_gpus(placed):  # -n with --gpus: they must hold its count too
@@ -655,6 +665,32 @@ class _Pass:
         for picked in (chosen + others[:wanted], chosen + sorted(others, key=lambda name: -most[name])[:wanted]):
             if holds(picked):
                 return picked
+        return None
+
+    def _add_for_gpus(self, job: PendingJob, ordered: list[str], gpus: Mapping[str, int],
+                      tasks: tuple[TaskSpread, Mapping[str, int]] | None) -> list[str] | None:
+        """A --gpus job of a node range (``job.max_nodes``; no -N is 1 to the partition's): its -w nodes,
+        then the ``ordered`` candidates (more free GPUs first: _near_gpus), one at a time until it has
+        ``job.nodes`` and they hold the GPUs (share_gpus_per_job) and the tasks (``tasks``: its spread and
+        the tasks each node holds, filled in node order, one at least on each: TaskSpread.take) --
+        job_test.c ``_eval_nodes`` takes ``rem_nodes = MIN(min_nodes, req_nodes)`` for a job with GRES per
+        job and adds nodes until ``gres_sched_sufficient``. fixtures/22.05/gpus-spread: ``--gpus=12`` runs on gpu[1-2] (8, 4),
+        ``--gpus=6`` where each node has 5 free on gpu[1-2] (5, 1), ``-N 1-3 -n 5 --gpus=3`` on gpu1 alone;
+        None when ``job.max_nodes`` nodes do not."""
+        required = sorted(job.required_nodes, key=self.node_order.__getitem__)
+        if not set(required) <= set(ordered):
+            return None
+        picked: list[str] = []
+        for name in required + [name for name in ordered if name not in job.required_nodes]:
+            picked.append(name)
+            if len(picked) < max(job.nodes, len(required)):
+                continue
+            in_order = sorted(picked, key=self.node_order.__getitem__)
+            if share_gpus_per_job(job.gpus_per_job, [gpus[name] for name in in_order]) is not None and (
+                    tasks is None or tasks[0].take([tasks[1][name] for name in in_order], len(in_order)) is not None):
+                return picked
+            if len(picked) >= job.max_nodes:
+                return None
         return None
 
     def _around_required(self, required: list[str], ordered: list[str]) -> list[str]:
@@ -780,7 +816,12 @@ class _Pass:
         if job.gpus_per_job and self._fits_by_free(job):  # --gpus's count, with or without -n's tasks
             shares = share_gpus_per_job(job.gpus_per_job, [self.nodes[name].free.gres.get("gpu", 0) for name in names])
             assert shares is not None, "_choose picked nodes that hold --gpus's count"
-            allocation = {name: Resources(allocation[name].cpus, allocation[name].memory_mb, {"gpu": share})
+            # --mem-per-gpu gives each node its GPUs' memory (gres_select_util.c ``gres_select_util_job_mem_set``:
+            # ``mem_per_gres * gres_cnt`` of the node; fixtures/22.05/gpus-mem scontrol-d-N2-g3: ``-N 2 --gpus=3
+            # --mem-per-gpu=1000`` Mem=2000 on gpu1, 1000 on gpu2)
+            allocation = {name: Resources(allocation[name].cpus,
+                                          share * job.mem_per_gpu if job.mem_per_gpu else allocation[name].memory_mb,
+                                          {"gpu": share})
                           for name, share in zip(names, shares)}
         self._occupy(job.job_id, allocation, end)
         # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
@@ -794,10 +835,10 @@ class _Pass:
             self.limits[1].start(job.limit_request)
 
     def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
-        """The tasks on ``names`` (in the order _choose took them): their CPUs, --ntasks-per-node's on
-        every node however few tasks it runs (fixtures/22.05/ntasks-per-node: ``-n 20
+        """The tasks on ``names`` (in the order _choose took them), one at least on each: their CPUs,
+        --ntasks-per-node's on every node however few tasks it runs (fixtures/22.05/ntasks-per-node: ``-n 20
         --ntasks-per-node=8`` gets 8 CPUs on each of 3 nodes, ``-n 4 --ntasks-per-node=16`` 16)."""
-        counts = spread.take([spread.room(self.nodes[name].free, job.per_node) for name in names], job.nodes)
+        counts = spread.take([spread.room(self.nodes[name].free, job.per_node) for name in names], len(names))
         assert counts is not None, "_choose picked nodes that hold every task"
         return {name: Resources((spread.per_node or count) * spread.cpus_per_task, job.per_node.memory_mb,
                                 {"gpu": count * spread.gpus_per_task} if spread.gpus_per_task else job.per_node.gres)
@@ -970,7 +1011,11 @@ class _Pass:
         start windows (gaps between reservations) swept as events, so a small job looks at few nodes.
         A job of -n without -N (or of --gpus) counts a node from when it holds one task (one GPU) and
         looks again whenever a job ends on an open node, until the open nodes hold all its tasks
-        (TaskSpread; its GPUs: share_gpus_per_job)."""
+        (TaskSpread; its GPUs: share_gpus_per_job). Such a job is tried once every node open at a moment
+        is, and for --gpus and --gpus-per-task those with more free GPUs then are taken first, as the
+        main scheduler does (_near_gpus; select's will-run test weighs nodes as its run test:
+        fixtures/22.05/gpus-backfill, -N 2 --gpus=4 planned on gpu[2,4] with 8 free GPUs each, not on
+        gpu[1-2] with 1 and 8)."""
         duration = self._duration(job)
         by_free = self._fits_by_free(job)
         ordered = self._availability(job)
@@ -997,9 +1042,15 @@ class _Pass:
                 open_nodes.pop(name, None)
                 continue
             open_nodes.setdefault(name, moment)
+            opening = (events and events[0][:2] == (moment, 0)) or (index < len(ordered) and ordered[index][0] <= moment)
+            if opening and by_free:
+                continue  # every node open at this moment counts before the best are chosen (_near_gpus)
             if len(open_nodes) >= job.nodes:
                 free = {n: self.nodes[n].free_at(moment) for n in open_nodes} if by_free else None
-                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (open_nodes[n], self.weights[n], n)), free)
+                # as the main scheduler, nodes with more free GPUs first for --gpus and --gpus-per-task
+                # (_near_gpus: select's will-run test weighs the nodes as its run test does)
+                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (
+                    open_nodes[n], self.weights[n], -_near_gpus(job, free[n]) if free else 0, n)), free)
                 if chosen is not None:
                     return moment, chosen
 
@@ -1049,8 +1100,9 @@ class _Pass:
             end = self._slot(moment + self._duration(job))
             for name in names:
                 self.nodes[name].reserve(start, end)
+            # in node order (SchedNodeList is a node bitmap), whatever order they were chosen in
             self.plan.waiting[job.job_id] = Waiting(current.reason, dt.datetime.fromtimestamp(moment, self.now.tzinfo),
-                                                    tuple(names))
+                                                    tuple(sorted(names, key=self.node_order.__getitem__)))
 
     def _will_run_start(self, job: PendingJob, moment: float) -> float:
         """The start select's will-run test gives a job that first fits at ``moment`` (cons_common

@@ -47,6 +47,7 @@ class QueuedJob:
     partition: str
     qos: str
     num_nodes: int
+    max_nodes: int
     num_tasks: int
     cpus_per_task: int
     gpus_per_node: int
@@ -170,7 +171,7 @@ class ClusterState:
             cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
             gpus = 1 if job.gpus_per_job else job.gpus_per_node
             found = self._per_node[shape] = scheduler.Resources(
-                cpus=cpus, memory_mb=job_memory_mb(job, self, cpus), gres={"gpu": gpus} if gpus else {})
+                cpus=cpus, memory_mb=job_memory_mb(job, self, cpus, gpus), gres={"gpu": gpus} if gpus else {})
         return found
 
     def task_nodes(self, partition: str, *, tasks: int, cpus_per_task: int, gpus_per_task: int, per_node: int) -> int:
@@ -403,12 +404,21 @@ def job_gpus(job: JobLike) -> int:
                           gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node)
 
 
-def job_billing(job: JobLike, state: ClusterState) -> float:
-    """Billable TRES per second: the partition's TRESBillingWeights applied, else the CPU count."""
-    tres = {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job_gpus(job)}
+def job_billing(job: JobLike, state: ClusterState, tres: Mapping[str, int] | None = None) -> float:
+    """Billable TRES per second of what the job asks, or of ``tres`` (allocation_tres): the partition's
+    TRESBillingWeights applied, else the CPU count."""
+    tres = tres or {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job_gpus(job)}
     partition = state.partitions.get(job.partition)
     return billable_tres(tres, partition.billing_weights if partition else {},
                          max_tres="MAX_TRES" in state.config.priority_flags)
+
+
+def allocation_tres(allocation: Mapping[str, scheduler.Resources]) -> dict[str, int]:
+    """The CPUs, nodes and GPUs of an allocation: what slurmctld bills once a job has nodes (its
+    tres_alloc_cnt; fixtures/22.05/gpus-spread/sacct.txt: ``--gpus=12`` asked one CPU and runs on 2 nodes,
+    AllocTRES billing=2,cpu=2)."""
+    return {"cpu": sum(resources.cpus for resources in allocation.values()), "node": len(allocation),
+            "gres/gpu": sum(resources.gres.get("gpu", 0) for resources in allocation.values())}
 
 
 def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
@@ -566,15 +576,17 @@ def has_submit_count_limits(context: limits.LimitContext) -> bool:
 
 # --- the scheduler's snapshot -------------------------------------------------------------------
 
-def job_memory_mb(job: JobLike, state: ClusterState, cpus: int) -> int:
-    """Memory per node: the job's --mem, or --mem-per-cpu x CPUs, or --mem-per-gpu x GPUs (where memory
+def job_memory_mb(job: JobLike, state: ClusterState, cpus: int, gpus: int | None = None) -> int:
+    """Memory per node: the job's --mem, or --mem-per-cpu x CPUs, or --mem-per-gpu x GPUs (``gpus``: the
+    node's, else the job's per node; where memory
     is a consumable resource, SelectTypeParameters=CR_*_Memory); else DefMemPerNode, else DefMemPerGPU x GPUs, else DefMemPerCPU x CPUs. Without
     any of them a job takes no memory, so jobs share nodes by GPUs and CPUs (Slurm would give it
     the node's whole RealMemory, making every job exclusive)."""
     config = state.config
     if config.memory_is_consumable and (job.mem_per_node or job.mem_per_cpu or job.mem_per_gpu):
-        # the job's own --mem / --mem-per-cpu / --mem-per-gpu
-        return job.mem_per_node or job.mem_per_cpu * cpus or job.mem_per_gpu * job.gpus_per_node
+        # the job's own --mem / --mem-per-cpu / --mem-per-gpu (with --gpus, of the GPUs it has there)
+        return job.mem_per_node or job.mem_per_cpu * cpus or job.mem_per_gpu * (
+            gpus if gpus is not None else job.gpus_per_node)
     if config.def_mem_per_node:
         return config.def_mem_per_node
     if config.def_mem_per_gpu and job.gpus_per_node:
@@ -599,6 +611,12 @@ def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
     --gpus-per-task=1`` shows 3 nodes of 16 CPUs), raised by --gpus-per-task's GPUs, as the select
     plugin counts them once it tries the job (ntasks/scontrol-4: ``-n 16 --gpus-per-task=1`` on nodes of 8
     GPUs pends showing 2; services.passes stores it then)."""
+    if job.max_nodes > job.num_nodes and not job.gpus_per_job:
+        # -N MIN-MAX without --gpus asks for MAX (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
+        # req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 nodes, 3,1,1 tasks), at most
+        # the partition's nodes
+        partition = state.partitions.get(job.partition)
+        return max(min(job.max_nodes, len(partition.node_pks)), job.num_nodes) if partition else job.max_nodes
     if not (job.nodes_from_tasks and job.gpus_per_task) or job.partition not in state.partitions:
         return job.num_nodes
     return max(job.num_nodes, state.task_nodes(job.partition, tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
@@ -623,19 +641,35 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint, gpu_type=job.gpu_type or None, gpus_per_job=job.gpus_per_job,
-        gpus_per_task=job.gpus_per_task,
-        spread=task_spread(job), allocating=allocating)
+        gpus_per_task=job.gpus_per_task, max_nodes=gpu_node_range(job, state),
+        mem_per_gpu=job.mem_per_gpu if state.config.memory_is_consumable else 0,
+        spread=task_spread(job, nodes, state), allocating=allocating)
 
 
-def task_spread(job: JobLike) -> scheduler.TaskSpread | None:
-    """How the job's tasks fill its nodes, for -n without -N, and for -N with more -n tasks than nodes
-    and neither --ntasks-per-node nor --gpus: in node order each node takes as many tasks as it holds,
-    leaving one for each node after it (cons_tres ``_cpus_to_use``; fixtures/22.05/nsplit: ``-N 2 -n 4``
-    runs 3,1, ``-N 3 -n 7`` 5,1,1, with 2 CPUs free on the first node 2,2). None for the other jobs,
-    one task per node or one node's worth of tasks on the node a -N job is given."""
+def gpu_node_range(job: JobLike, state: ClusterState) -> int:
+    """The most nodes a --gpus job may take (scheduler.PendingJob.max_nodes): -N MIN-MAX's MAX, without -N
+    (``max_nodes`` 0: sbatch sets it with -N) the partition's nodes; 0 for an exact -N and other jobs."""
+    if not job.gpus_per_job:
+        return 0
+    if job.max_nodes:
+        return job.max_nodes if job.max_nodes > job.num_nodes else 0
+    partition = state.partitions.get(job.partition)
+    return len(partition.node_pks) if partition else 0
+
+
+def task_spread(job: JobLike, nodes: int, state: ClusterState) -> scheduler.TaskSpread | None:
+    """How the job's tasks fill its ``nodes`` (scheduled_node_count), for -n without -N, for more tasks
+    than nodes without --ntasks-per-node and for the tasks of a --gpus job of a node range: in node order
+    each node takes as many tasks as it holds, leaving one for each node after it (cons_tres
+    ``_cpus_to_use``; fixtures/22.05/nsplit: ``-N 2 -n 4`` runs 3,1, ``-N 3 -n 7`` 5,1,1, with 2 CPUs free
+    on the first node 2,2; gpus-spread: ``-N 2 -n 4 --gpus=3`` 3,1, ``--gpus=12 -n 3`` 2,1 on the 2 nodes
+    its GPUs need). None for the other jobs, one task per node or one node's worth of tasks on the node a
+    -N job is given."""
     if job.nodes_from_tasks:
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, job.ntasks_per_node)
-    if job.num_nodes > 1 and job.num_tasks > job.num_nodes and not (job.ntasks_per_node or job.gpus_per_job):
+    if job.num_tasks > nodes and not job.ntasks_per_node and gpu_node_range(job, state):
+        return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task)
+    if nodes > 1 and job.num_tasks > nodes and not job.ntasks_per_node:
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, exact_nodes=True)
     return None
 
@@ -643,7 +677,8 @@ def task_spread(job: JobLike) -> scheduler.TaskSpread | None:
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,
                 request: limits.JobRequest) -> scheduler.RunningJob:
     """``nodes``: (node name, CPUs, GPUs) of the job's current allocation."""
-    allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus),
+    allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus,
+                                                                             gpus if job.gpus_per_job else None),
                                             gres={"gpu": gpus} if gpus else {})
                   for name, cpus, gpus in nodes}
     end = job.start_time + dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None

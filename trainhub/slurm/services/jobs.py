@@ -170,7 +170,8 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
     """The options that say where a job may run and how much of a node it takes, its node count
     (_node_count; the job's own counts -n's tasks by their CPUs alone) and those as the job's fields;
     --gpus and --gpus-per-task become GPUs per node
-    (--gpus spread evenly over the nodes, --gpus-per-task times the tasks per node), with the GPU
+    (--gpus spread evenly over the nodes, or a node range's most, --gpus-per-task times the tasks per
+    node), with the GPU
     type and the request as written. Refusals are
     slurmctld's: a node name it does not know, a --constraint over 1024 characters (before the job
     takes an id; its syntax and features are checked with the node configuration), two memory
@@ -187,7 +188,10 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         raise _refuse(SUBMIT_FAILED + "Invalid node name specified")
     nodes, from_tasks = _node_count(options, state, partition, required)
     if options.gpus is not None:
-        options = replace(options, gpu_type=options.gpus[0], gpus_per_node=-(-options.gpus[1] // nodes))
+        # over -N's nodes, or, for a node range (no -N: the partition's), over the most it may take
+        most = nodes if options.nodes is not None and options.max_nodes == options.nodes else (
+            options.max_nodes or len(state.partitions[partition].node_pks))
+        options = replace(options, gpu_type=options.gpus[0], gpus_per_node=-(-options.gpus[1] // max(most, nodes)))
     elif options.gpus_per_task is not None:
         tasks_per_node = -(-(options.ntasks or nodes * (options.ntasks_per_node or 1)) // nodes)
         options = replace(options, gpu_type=options.gpus_per_task[0],
