@@ -669,7 +669,8 @@ def task_spread(job: JobLike, nodes: int, state: ClusterState) -> scheduler.Task
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, job.ntasks_per_node)
     if job.num_tasks > nodes and not job.ntasks_per_node and gpu_node_range(job, state):
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task)
-    if nodes > 1 and job.num_tasks > nodes and not job.ntasks_per_node:
+    if nodes > 1 and job.num_tasks > min(nodes, job.num_nodes) and not job.ntasks_per_node:
+        # more tasks than nodes, or a node range (-N 1-2 -n 2: scheduled_node_count's 2 nodes, one task each)
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, exact_nodes=True)
     return None
 
