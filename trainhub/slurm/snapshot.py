@@ -55,6 +55,7 @@ class QueuedJob:
     state: str
     reason: str
     priority: int
+    fifo_priority: int
     priority_time: dt.datetime | None
     sched_eval_time: dt.datetime | None
     nice: int
@@ -438,7 +439,7 @@ def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> 
     """The job as trainhub.slurm.priority sees it; ``terms`` from association_terms (a job without an
     association gets no fair-share and no association priority). A job not yet written has no job
     id, and so no priority/basic value (its submission gives that one as it takes its id, see
-    services.jobs._submission_priority)."""
+    services.jobs._submission_priority; its release another, services.jobs.job_release)."""
     fairshare_factor, assoc_priority = (terms.get((job.account, job.user_name, job.partition))
                                         or terms.get((job.account, job.user_name, "")) or (0.0, 0))
     return priority.PriorityJob(
@@ -446,7 +447,7 @@ def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> 
         user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
         time_limit_minutes=job.time_limit, tres=state.tres_of(job), fairshare_factor=fairshare_factor,
         assoc_priority=assoc_priority, nice=job.nice, site_factor=job.site_factor, held=job.hold != Hold.NONE,
-        previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - (job.job_id or 0))
+        previous_priority=job.priority or None, basic_priority=job.fifo_priority)
 
 
 #: SlurmJob's factor columns, in priority.FACTOR_NAMES order.
