@@ -113,20 +113,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
 #: no task to another node.
 DISTRIBUTION_LEVELS = ("block", "cyclic", "fcyclic", "*")
 BAD_DISTRIBUTION = "srun: error: Invalid --distribution specification"
+#: srun's second line for a plane with no size or with levels after it (fixtures/22.05/srun-plane/out-1.txt).
+BAD_PLANE = "srun: error: Invalid plane size or size not specified"
 
 
 def parse_distribution(text: str) -> tuple[str, int]:
     """``-m``/``--distribution``: (its node level, the plane size): ``block``, ``cyclic`` (1) or
     ``plane=N`` (N), the first two optionally followed by the socket and core levels
-    (``cyclic:block``). Raises ValueError for anything else (srun: ``Invalid --distribution
-    specification``, fixtures/22.05/srun-dist/out-1.txt)."""
+    (``cyclic:block``). Raises ValueError, with srun's lines, for anything else (``Invalid
+    --distribution specification``, fixtures/22.05/srun-dist/out-1.txt; for a plane with no size or
+    with levels after it also ``Invalid plane size or size not specified``, srun-plane/out-1.txt)."""
     first, _, rest = text.partition(":")
     if first in ("block", "cyclic") and all(level in DISTRIBUTION_LEVELS for level in rest.split(":") if rest):
         return first, 1
     kind, _, size = first.partition("=")
     if kind == "plane" and size.isdigit() and int(size) > 0 and not rest:
         return kind, int(size)
-    raise ValueError(text)
+    raise ValueError("\n".join([BAD_DISTRIBUTION, BAD_PLANE] if kind == "plane" else [BAD_DISTRIBUTION]))
 
 
 def gres_gpus(text: str) -> int:
@@ -407,7 +410,8 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
     (fixtures/22.05/srun-details/env-*.txt): SLURM_UMASK (its umask, unless set already: sbatch sets it
     for the batch script), SLURM_PRIO_PROCESS (its scheduling priority), given --ntasks-per-node,
     SLURM_NTASKS_PER_NODE and, given -m, SLURM_DISTRIBUTION as given, ``plane`` for ``plane=N``
-    (fixtures/22.05/srun-dist/out-1.txt)."""
+    (fixtures/22.05/srun-dist/out-1.txt) with N in SLURM_DIST_PLANESIZE (srun-plane/out-1.txt,
+    srun-alone-plane.txt)."""
     env = {name: value for name, value in environ.items() if name not in PRIVATE}
     if "SLURM_UMASK" not in env:
         mask = os.umask(0)
@@ -417,7 +421,10 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
     if options.ntasks_per_node is not None:
         env["SLURM_NTASKS_PER_NODE"] = str(options.ntasks_per_node)
     if options.distribution is not None:
-        env["SLURM_DISTRIBUTION"] = "plane" if options.distribution.startswith("plane=") else options.distribution
+        kind, plane_size = parse_distribution(options.distribution)
+        env["SLURM_DISTRIBUTION"] = options.distribution if kind != "plane" else kind
+        if kind == "plane":
+            env["SLURM_DIST_PLANESIZE"] = str(plane_size)
     return env
 
 
@@ -530,8 +537,8 @@ def main(argv: list[str]) -> int:
     if options.distribution is not None:
         try:
             parse_distribution(options.distribution)
-        except ValueError:
-            print(BAD_DISTRIBUTION, file=sys.stderr)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
             return 255
     allocated = os.environ.get("SLURM_JOB_NUM_NODES", "")
     if options.nodes is not None and allocated.isdigit() and options.nodes > int(allocated):
