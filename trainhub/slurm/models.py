@@ -275,6 +275,8 @@ class SlurmJob(models.Model):
     #: pending job's NumNodes as MIN-MAX when -N was given.
     max_nodes = models.PositiveIntegerField(default=0)
     gpus_per_task = models.PositiveIntegerField(default=0)
+    #: --cpus-per-gpu: CPUs allocated with each GPU on a node, when more than its tasks' (0: not asked).
+    cpus_per_gpu = models.PositiveIntegerField(default=0)
     #: --gpus-per-node's count (0: not given; --gres=gpu:N asks as many but sets no variable), which the
     #: batch script sees as SLURM_GPUS_PER_NODE (fixtures/22.05/gpu-env).
     gpus_per_node_option = models.PositiveIntegerField(default=0)

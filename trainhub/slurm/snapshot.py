@@ -84,6 +84,7 @@ class QueuedJob:
     nodes_from_tasks: bool
     ntasks_per_node: int
     gpus_per_task: int
+    cpus_per_gpu: int
     gpus_per_job: int
     gpu_type: str
     interactive: bool
@@ -165,11 +166,12 @@ class ClusterState:
         """What each node of the job must have free (one shared value per job shape: Resources is frozen):
         with --gpus one GPU, the fewest cons_tres gives each node of it (scheduler.share_gpus_per_job)."""
         shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.gpus_per_job,
-                 job.mem_per_node, job.mem_per_cpu, job.mem_per_gpu)
+                 job.mem_per_node, job.mem_per_cpu, job.mem_per_gpu, job.cpus_per_gpu)
         found = self._per_node.get(shape)
         if found is None:
-            cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
             gpus = 1 if job.gpus_per_job else job.gpus_per_node
+            cpus = scheduler.cpus_for_gpus(-(-job.num_tasks // job.num_nodes) * job.cpus_per_task, gpus,
+                                           job.cpus_per_gpu)
             found = self._per_node[shape] = scheduler.Resources(
                 cpus=cpus, memory_mb=job_memory_mb(job, self, cpus), gres={"gpu": gpus} if gpus else {})
         return found
@@ -404,9 +406,11 @@ def job_gpus(job: JobLike) -> int:
                           gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node)
 
 
-def job_billing(job: JobLike, state: ClusterState) -> float:
-    """Billable TRES per second: the partition's TRESBillingWeights applied, else the CPU count."""
-    tres = {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job_gpus(job)}
+def job_billing(job: JobLike, state: ClusterState, cpus: int | None = None) -> float:
+    """Billable TRES per second: the partition's TRESBillingWeights applied, else the CPU count; of
+    the ``cpus`` an allocation holds where given (slurmctld bills its tres_alloc_cnt:
+    fixtures/22.05/cpus-per-gpu/sacct.txt, --gpus=2 --cpus-per-gpu=3 bills 6), else of those asked."""
+    tres = {"cpu": job_cpus(job) if cpus is None else cpus, "node": job.num_nodes, "gres/gpu": job_gpus(job)}
     partition = state.partitions.get(job.partition)
     return billable_tres(tres, partition.billing_weights if partition else {},
                          max_tres="MAX_TRES" in state.config.priority_flags)
@@ -624,7 +628,7 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         required_nodes=frozenset(hostlist.expand(job.req_nodes) if job.req_nodes else ()),
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint, gpu_type=job.gpu_type or None, gpus_per_job=job.gpus_per_job,
-        gpus_per_task=job.gpus_per_task,
+        gpus_per_task=job.gpus_per_task, cpus_per_gpu=job.cpus_per_gpu,
         spread=task_spread(job), allocating=allocating)
 
 

@@ -29,6 +29,7 @@ from trainhub.slurm.sbatch import (
     SbatchError,
     SbatchOptions,
     batch_script,
+    check_cpus_per_gpu,
     check_memory,
     parse_begin,
     parse_options,
@@ -164,9 +165,10 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
     type and the request as written. Refusals are
     slurmctld's: a node name it does not know, a --constraint over 1024 characters (before the job
     takes an id; its syntax and features are checked with the node configuration), two memory
-    options (sbatch's)."""
+    options, --cpus-per-gpu with --cpus-per-task (sbatch's)."""
     try:
         check_memory(options)
+        check_cpus_per_gpu(options)
     except SbatchError as exc:
         raise _refuse(str(exc)) from exc
     if options.constraint is not None and len(options.constraint) > features.MAX_CONSTRAINT_LENGTH:
@@ -188,6 +190,7 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         ntasks_per_node=options.ntasks_per_node or 0,
         gpus_per_job=options.gpus[1] if options.gpus else 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
+        cpus_per_gpu=options.cpus_per_gpu or 0,
         gpus_per_node_option=options.gpus_per_node_option or 0,
         gpu_type=options.gpu_type or "", gpu_request=options.gpu_request or "",
         mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
@@ -245,9 +248,10 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     if error or held:
         return error
     required = set(_hosts(request.nodelist))
-    # --ntasks-per-node's tasks' CPUs on every node (slurmctld's pn_min_cpus)
+    # --ntasks-per-node's tasks' CPUs on every node (slurmctld's pn_min_cpus), or --cpus-per-gpu's for
+    # its GPUs there (fixtures/22.05/cpus-per-gpu/sbatch-big: 17 CPUs for one GPU on nodes of 16)
     tasks_per_node = max(-(-(request.ntasks or nodes) // nodes), request.ntasks_per_node or 0)
-    cpus = tasks_per_node * (request.cpus_per_task or 1)
+    cpus = max(tasks_per_node * (request.cpus_per_task or 1), (request.cpus_per_gpu or 0) * (request.gpus_per_node or 0))
     memory = ((request.mem or (request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
         request.gpus_per_node or 0)) if state.config.memory_is_consumable else 0)
     fitting = [node for node in members

@@ -313,7 +313,9 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
     split = {job_id: array_service.array_split(record_pk=by_id[job_id].pk, count=count, now=now)
              for job_id, count in task_starts.items() if by_id[job_id].array_pending}
     starts = [lifecycle.JobStart(split[start.job_id].pop(0) if start.job_id in split else by_id[start.job_id].pk,
-                                 _gpu_grants(state, start, taken), snapshot.job_billing(by_id[start.job_id], state),
+                                 _gpu_grants(state, start, taken),
+                                 snapshot.job_billing(by_id[start.job_id], state,
+                                                      cpus=sum(held.cpus for held in start.allocation.values())),
                                  start.time_limit_minutes, start.backfilled)
               for start in plan.starts]
     summary.started = len(lifecycle.jobs_start(starts=starts, now=now))
