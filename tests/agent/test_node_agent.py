@@ -11,7 +11,7 @@ import pytest
 
 from tests.agent.harness import agents_on
 from tests.conftest import container_pool, job_body, later
-from trainhub.agent.discovery import parse_nvidia_smi
+from trainhub.agent.discovery import machine_facts, parse_nvidia_smi
 from trainhub.inventory.facts import accelerator_type_of, facts_problem
 from trainhub.inventory.models import Node, NodeState
 from trainhub.jobs import states
@@ -170,6 +170,17 @@ def test_nvidia_smi_output_becomes_the_machines_gpus():
         (0, "NVIDIA H100 80GB HBM3", 81559), (1, "NVIDIA H100 80GB HBM3", 81559)]
     assert gpus[0]["uuid"].startswith("GPU-")
     assert parse_nvidia_smi("NVIDIA-SMI has failed because it couldn't communicate with the driver.\n") == []
+
+
+def test_the_machines_arch_os_and_boot_time_are_among_its_facts():
+    """What scontrol show node prints as Arch=, OS= and BootTime= (uname's, /proc/stat's btime)."""
+    import platform
+
+    facts = machine_facts(control_plane_url="http://127.0.0.1:9", address="10.0.0.7", simulate=True,
+                          runtime="subprocess", version="test")
+    uname = platform.uname()
+    assert (facts["arch"], facts["os"]) == (uname.machine, f"{uname.system} {uname.release} {uname.version}")
+    assert isinstance(facts["bootTime"], int) and 0 < facts["bootTime"] <= time.time()
 
 
 @pytest.mark.parametrize("name, accelerator", [

@@ -59,6 +59,13 @@ def test_a_machine_joins_with_a_token_and_gets_a_credential_stored_only_as_a_dig
     assert NodeCredential.objects.get(node=node).digest != credential
 
 
+def test_a_machines_arch_os_and_boot_time_are_kept_for_scontrol_show_node(nodes):
+    facts = {**H100_FACTS, "arch": "aarch64", "os": "Linux 6.8.0-45-generic #45-Ubuntu SMP", "bootTime": 1764900000}
+    assert join(nodes["h100"], "gpu-7", facts).status_code == 200
+    kept = Node.objects.get(name="gpu-7").facts
+    assert (kept["arch"], kept["os"], kept["bootTime"]) == ("aarch64", "Linux 6.8.0-45-generic #45-Ubuntu SMP", 1764900000)
+
+
 def test_a_machine_without_its_pools_gpus_is_refused_with_what_it_has(nodes):
     facts = {**H100_FACTS, "gpus": H100_FACTS["gpus"][:1] + [{"index": 1, "uuid": "x", "name": "Tesla T4"}]}
     answer = join(nodes["h100"], "gpu-8", facts)

@@ -296,7 +296,7 @@ def test_sacct_duplicates_show_a_preempted_run_and_the_requeued_job(api, account
 
 
 def test_reports_need_membership(api, queue):
-    for name in ("squeue", "sprio", "sshare", "sacct"):
+    for name in ("squeue", "sprio", "sshare", "sacct", "scontrolPartitions"):
         assert api("mallory").get(f"{BASE}/{name}").status_code == 404
 
 
@@ -371,3 +371,15 @@ def test_sacct_names_the_canceller_by_uid_as_slurm_does(api, accounts, cast, now
     text = reports.sacct(accounts, now=now, viewer="alice", jobs=f"{own},{other}", fields=["JobID", "State"],
                          parsable=True).text
     assert text.splitlines()[1:] == [f"{own}|CANCELLED by 1001|", f"{other}|CANCELLED by 1002|"]
+
+
+def test_scontrol_show_partition_gives_each_partitions_record_as_text_and_rows(api, queue):
+    answer = api("vic").get(f"{BASE}/scontrolPartitions", {"partition": "a4"}).json()
+    assert answer["text"].startswith("PartitionName=a4\n   AllowGroups=ALL ") and answer["text"].endswith("\n\n")
+    assert [(row["PartitionName"], row["Default"], row["State"]) for row in answer["rows"]] == [("a4", "YES", "UP")]
+    line = api("vic").get(f"{BASE}/scontrolPartitions", {"partition": "a4", "oneliner": "true"}).json()["text"]
+    assert line == " ".join(answer["text"].split()) + "\n"
+    unknown = api("vic").get(f"{BASE}/scontrolPartitions", {"partition": "gone"})
+    assert unknown.status_code == 404
+    assert (unknown.json()["error"]["message"], unknown.json()["text"]) == (
+        "Partition gone not found", "Partition gone not found\n")

@@ -207,6 +207,44 @@ def test_scontrol_show_job_prints_slurms_paragraph(cli, accounts):
     assert uma("scontrol", "show", "job", "999") == (1, "", "slurm_load_jobs error: Invalid job id specified\n")
 
 
+def test_sbatch_warns_of_fewer_tasks_than_nodes_on_stderr(cli, accounts):
+    """fixtures/22.05/tasks-nodes/sbatch-1.err: the job runs 2 tasks on 2 nodes."""
+    code, out, err = cli("uma")("sbatch", "-N", "3", "-n", "2", "--wrap", "x")
+    job = SlurmJob.objects.get()
+    assert (code, out) == (0, f"Submitted batch job {job.job_id}\n")
+    assert err.startswith("sbatch: Warning: can't run 2 processes on 3 nodes, setting nnodes to 2\n")
+    assert job.num_nodes == 2
+
+
+def test_scontrol_show_partition_prints_slurms_record(cli, accounts, now):
+    from trainhub.slurm import reports
+
+    uma = cli("uma")
+    code, out, err = uma("scontrol", "show", "partition")
+    assert (code, out, err) == (0, reports.scontrol_partitions(accounts, now=now).text, "")
+    code, out, _ = uma("scontrol", "-o", "show", "partition", "a4")
+    assert (code, out) == (0, reports.scontrol_partitions(accounts, now=now, partition="a4", one_liner=True).text)
+    assert uma("scontrol", "show", "partition", "gone") == (1, "Partition gone not found\n", "")
+
+
+def test_scontrol_show_node_prints_slurms_paragraphs_and_exit_status(cli, accounts, now):
+    from trainhub.slurm import reports
+
+    uma = cli("uma")
+    assert uma("scontrol", "show", "node", "a4-1") == (0, reports.scontrol_nodes(accounts, now=now, nodes="a4-1").text,
+                                                      "")
+    assert uma("scontrol", "show", "nodes") == (0, reports.scontrol_nodes(accounts, now=now).text, "")
+    code, line, _ = uma("scontrol", "-o", "show", "node", "a4-[0-1]")
+    assert code == 0 and [part.split()[0] for part in line.splitlines()] == ["NodeName=a4-0", "NodeName=a4-1"]
+    # scontrol's not-found line goes to its standard output, after the nodes it found, and it exits 1
+    assert uma("scontrol", "show", "node", "gpu9") == (1, "Node gpu9 not found\n", "")
+    code, out, err = uma("scontrol", "show", "node", "a4-1,gpu9")
+    assert (code, err) == (1, "") and out == reports.scontrol_nodes(accounts, now=now, nodes="a4-1").text + (
+        "Node gpu9 not found\n")
+    code, out, err = uma("scontrol", "show", "node", "gpu[2-3]x")
+    assert (code, out) == (1, "") and "unable to parse node list gpu[2-3]x" in err
+
+
 def test_scontrol_show_step_prints_the_running_steps(cli, accounts, now):
     from tests.slurm.conftest import make_job, start_job
     from trainhub.slurm import reports

@@ -164,6 +164,6 @@ def test_salloc_and_srun_refuse_it_in_their_words(replayed, name, program, args)
     words (trainhub.cli.salloc.allocate_and_run)."""
     cluster, _ = replayed
     with pytest.raises(ApiError) as refused:
-        allocation_submit(cluster=cluster, user=get_user_model().objects.get(username="carol"),
-                          argv=("-A", "bio", "-p", "batch", *args), is_admin=False, now=SHOWN)
+        allocation_submit(cluster=cluster, user=get_user_model().objects.get(username="carol"), is_admin=False,
+                          submission=Submission(argv=("-A", "bio", "-p", "batch", *args), allocation=True), now=SHOWN)
     assert refused.value.message.replace("salloc: ", f"{program}: ") == refusal(name)

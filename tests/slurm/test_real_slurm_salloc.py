@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from trainhub.slurm import reports
 from trainhub.slurm.models import SlurmCluster, SlurmJob
 from trainhub.slurm.services.allocations import allocation_relinquish, allocation_submit
+from trainhub.slurm.services.jobs import Submission
 
 from .conftest import run_pass
 from .test_real_slurm import harness, scontrol_differences  # noqa: F401 (a fixture)
@@ -31,8 +32,8 @@ def at(clock: str) -> dt.datetime:
 
 def _salloc(cluster, moment: dt.datetime) -> SlurmJob:
     alice = get_user_model().objects.get(username="alice")
-    job = allocation_submit(cluster=cluster, user=alice, argv=("-A", "physics", "-p", "batch", "-N1"), is_admin=False,
-                            now=moment, alloc_node="localhost", submit_dir=WORK)
+    job = allocation_submit(cluster=cluster, user=alice, is_admin=False, now=moment, submission=Submission(
+        argv=("-A", "physics", "-p", "batch", "-N1"), allocation=True, alloc_node="localhost", submit_dir=WORK))
     run_pass(cluster, moment)
     job.refresh_from_db()
     return job

@@ -160,9 +160,9 @@ def phase_c(replay: Replay) -> None:
 
 def salloc(replay: Replay, moment: dt.datetime, *argv: str) -> SlurmJob:
     """salloc's submission, then the pass it asks for."""
-    job = allocation_submit(cluster=replay.cluster, user=replay.users["alice"], is_admin=False,
-                            argv=("-A", "physics", "-p", "batch", *argv), now=moment,
-                            alloc_node="localhost", submit_dir=WORK)
+    job = allocation_submit(cluster=replay.cluster, user=replay.users["alice"], is_admin=False, now=moment,
+                            submission=Submission(argv=("-A", "physics", "-p", "batch", *argv), allocation=True,
+                                                  alloc_node="localhost", submit_dir=WORK))
     run_pass(replay.cluster, moment)
     job.refresh_from_db()
     return job

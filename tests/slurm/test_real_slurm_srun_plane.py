@@ -96,8 +96,8 @@ def test_arbitrary_outside_a_job_is_allocated_the_hostfiles_nodes(cast, now, tmp
     (tmp_path / "hosts").write_text(ALONE)
     monkeypatch.setenv("SLURM_HOSTFILE", str(tmp_path / "hosts"))
     job_options, step = srun_cli.split(["-A", "physics", "-p", "batch", "-n", "3", "-m", "arbitrary", "-l", "sh"])
-    job = allocation_submit(cluster=cluster, user=get_user_model().objects.get(username="alice"),
-                            argv=tuple(job_options), is_admin=False, now=now)
+    job = allocation_submit(cluster=cluster, user=get_user_model().objects.get(username="alice"), is_admin=False,
+                            submission=Submission(argv=tuple(job_options), allocation=True), now=now)
     run_pass(cluster, now)
     job = SlurmJob.objects.get(pk=job.pk)
     assert job.node_list == "gpu[1,3]"

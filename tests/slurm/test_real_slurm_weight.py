@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,13 +46,18 @@ def sbatch_lines(real_dir: Path = REAL) -> list[tuple[str, list[str]]]:
 
 
 def replay_submissions(cast, now, real_dir: Path, *, submit: dt.datetime, work: str,
-                       weights: dict[str, int] | None = None) -> tuple[SlurmCluster, dict[str, str]]:
+                       weights: dict[str, int] | None = None,
+                       before: Callable[[SlurmCluster], None] | None = None) -> tuple[SlurmCluster, dict[str, str]]:
     """A recording of alice's sbatch lines (``$SB`` = sbatch -A physics -p batch -o /dev/null) all at
     ``submit``, started by slurmctld's main scheduler a second later, on the harness's nodes of these
-    ``weights``: the cluster and what each sbatch printed."""
+    ``weights``, after ``before`` changed the cluster (scontrol update's): the cluster and what each
+    sbatch printed."""
     cluster, _ = harness_cluster(cast, now)
     for node in Node.objects.filter(name__in=weights or {}):
         cluster = node_weight_set(cluster=cluster, node=node, weight=weights[node.name], actor="root", now=now)
+    if before is not None:
+        before(cluster)
+        cluster.refresh_from_db()
     # slurmctld's backfill thread last ran just before the submissions
     SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=submit)
     alice = Replay(cluster, cast).users["alice"]

@@ -202,6 +202,14 @@ def test_salloc_queues_an_allocation_without_a_batch_script(api, accounts, now):
     assert JobRun.objects.get(job=job).batch_state == ""
 
 
+def test_salloc_answers_its_warnings_for_salloc_to_print(api, accounts):
+    """fixtures/22.05/tasks-nodes/salloc-6.err: ``salloc -N 3 -n 2`` allocates 2 nodes and says so."""
+    answer = allocate(api, "uma", "-N", "3", "-n", "2").json()
+    assert answer["warnings"] == ["Warning: can't run 2 processes on 3 nodes, setting nnodes to 2"]
+    assert SlurmJob.objects.get(job_id=answer["jobId"]).num_nodes == 2
+    assert "warnings" not in allocate(api, "uma", "-N", "2").json()
+
+
 def test_sallocs_refusals_are_in_sallocs_words(api, accounts):
     response = allocate(api, "uma", "-A", "bio")
     assert response.status_code == 400

@@ -59,6 +59,12 @@ def test_the_distribution_is_the_steps():
         ["srun", "--nodes=2", "--ntasks=5", "--distribution=cyclic", "--", "true"])
 
 
+def test_cpu_bind_is_the_steps():
+    """srun --cpu-bind outside an allocation: the step launcher sets the tasks' SLURM_CPU_BIND* (cpu-bind)."""
+    assert srun_cli.split(["--cpu-bind=v,cores", "true"]) == (
+        ["--job-name=true"], ["srun", "--cpu-bind=v,cores", "--", "true"])
+
+
 def test_a_job_name_given_is_kept():
     assert srun_cli.split(["-J", "named", "true"])[0] == ["--job-name=named"]
 

@@ -137,6 +137,19 @@ def test_every_slurm_page_says_the_cluster_is_simulated_and_sinfo_has_one(browse
     assert "NODES(A/I/O/T)" in content and "0/2/0/2" in content
 
 
+def test_the_nodes_page_shows_scontrol_show_node_for_the_nodes_named(browser, accounts):
+    """The cluster page's node names link there; an unknown name shows scontrol's line after the
+    nodes found, a list scontrol cannot parse its message beside the form (a 400)."""
+    assert f'<a href="{BASE}/nodes?node=a4-1" title="scontrol show node a4-1">a4-1</a>' in (
+        browser.get(f"{BASE}/").content.decode())
+    content = browser.get(f"{BASE}/nodes", {"node": "a4-1,gpu9"}).content.decode()
+    assert "<code>scontrol show node</code>" in content
+    assert "NodeName=a4-1 Arch=x86_64 CoresPerSocket=1 \n   CPUAlloc=0 " in content
+    assert "\n\nNode gpu9 not found\n</pre>" in content and "NODES(A/I/O/T)" not in content
+    refused = browser.get(f"{BASE}/nodes", {"node": "gpu[2-3]x"})
+    assert refused.status_code == 400 and "unable to parse node list gpu[2-3]x" in refused.content.decode()
+
+
 def test_the_cluster_list_marks_a_simulated_cluster(browser, accounts):
     assert '<span class="badge" title="Some of its nodes are simulated' in browser.get("/slurm/").content.decode()
 

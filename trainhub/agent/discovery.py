@@ -9,6 +9,7 @@ the kernel picks for the control plane's host, unless the admin names one (--add
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -55,6 +56,24 @@ def memory_bytes() -> int | None:
     return None
 
 
+def boot_time() -> int | None:
+    """When the machine booted, in seconds since the epoch (/proc/stat's btime); None where unknown."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            for line in stat:
+                if line.startswith("btime "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def operating_system() -> str:
+    """uname's sysname, release and version, which slurmd reports as the node's OS."""
+    name = platform.uname()
+    return f"{name.system} {name.release} {name.version}"
+
+
 def reachable_address(control_plane_url: str) -> str:
     """The local address the kernel routes to the control plane from (no packet is sent)."""
     parts = urlsplit(control_plane_url)
@@ -75,6 +94,10 @@ def machine_facts(*, control_plane_url: str, address: str | None, simulate: bool
         "address": address or reachable_address(control_plane_url),
         "cpus": os.cpu_count(),
         "memoryBytes": memory_bytes(),
+        # what scontrol show node prints as Arch=, OS= and BootTime= (trainhub.slurm.scontrol_node)
+        "arch": platform.machine(),
+        "os": operating_system(),
+        "bootTime": boot_time(),
         "gpus": [] if simulate else discover_gpus(nvidia_smi),
         "simulated": simulate,
         "runtime": runtime,

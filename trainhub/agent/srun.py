@@ -13,9 +13,8 @@ else SIGTERM) and srun waits for them (Interrupts). The job ending under the ste
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
 (own_environment; inside a job it did not make, also srun's default SLURM_DISTRIBUTION, which the
 control plane adds). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
---overlap, -m/--distribution (block, cyclic, plane=N, arbitrary with SLURM_HOSTFILE), -l/--label,
--v/--verbose (defined_options,
-launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
+--overlap, -m/--distribution (block, cyclic, plane=N, arbitrary with SLURM_HOSTFILE), --cpu-bind
+(cpu_bind_variables), -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
@@ -58,6 +57,7 @@ import time
 import tty
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 
 #: Where srun outside an allocation (trainhub.cli.srun) learns how its job is to end: a path this
 #: srun writes ``{"exitCode", "signal", "cancelled"}`` to once its step ended, as srun.c's fini_srun
@@ -98,6 +98,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--exact", action="store_true")
     parser.add_argument("--overlap", action="store_true")
     parser.add_argument("-m", "--distribution")
+    parser.add_argument("--cpu-bind")
     parser.add_argument("-l", "--label", action="store_true")
     parser.add_argument("--pty", action="store_true")
     parser.add_argument("-v", "--verbose", action="count", default=0)
@@ -157,6 +158,87 @@ def arbitrary_tasks(options: argparse.Namespace, environ: dict[str, str]) -> tup
     if not tasks or len(hosts) < tasks:
         raise ValueError(f"srun: error: You asked for {tasks} tasks but hostlist specified {len(hosts)} nodes")
     return tasks, hosts[:tasks]
+
+
+#: srun's line for --cpu-bind (or SLURM_CPU_BIND) where the nodes bind no task to CPUs: trainhub's
+#: agent does not, as a Slurm cluster with TaskPlugin=task/none (fixtures/22.05/cpu-bind).
+NO_CPU_BINDING = "srun: cluster configuration lacks support for cpu binding"
+CPU_BIND_HELP = "CPU bind options not supported with current configuration"
+#: --cpu-bind's types without a list, by every spelling srun takes (case-insensitive).
+_BIND_TYPES = {"no": "none", "none": "none", "rank": "rank", "rank_ldom": "rank_ldom", "socket": "sockets",
+               "sockets": "sockets", "core": "cores", "cores": "cores", "thread": "threads", "threads": "threads",
+               "ldom": "ldoms", "ldoms": "ldoms"}
+#: Types whose record keeps --cpu-bind's whole text as its list (22.05 frees it only for the others).
+_BIND_KEEPS_TEXT = ("sockets", "cores", "threads", "ldoms")
+_BIND_LISTS = ("map_cpu", "mask_cpu", "map_ldom", "mask_ldom")
+
+
+def _bind_value(text: str) -> bool:
+    """Whether what follows a comma is a value of a map or mask list, not the next option
+    (slurm_verify_cpu_bind's _isvalue: a decimal digit, or hex digits up to a comma or the end)."""
+    if text[:1].isdigit():
+        return True
+    rest = text.lstrip("0123456789abcdefABCDEF")
+    return rest == "" or rest.startswith(",")
+
+
+def _bind_list(kind: str, text: str) -> str:
+    """A map or mask list with its ``V*N`` repeats written out (_expand_mult) and masks without 0x."""
+    values = []
+    for item in text.split(","):
+        value, _, count = item.partition("*")
+        if kind.startswith("mask") and value[:2].lower() == "0x":
+            value = value[2:]
+        values += [value] * (int(count) if count.isdigit() else 1)
+    return ",".join(values)
+
+
+def cpu_bind_given(options: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    """--cpu-bind, else SLURM_CPU_BIND (srun's input variable), else None."""
+    return options.cpu_bind if options.cpu_bind is not None else environ.get("SLURM_CPU_BIND")
+
+
+def cpu_bind_variables(text: str) -> dict[str, str]:
+    """What srun --cpu-bind=TEXT gives each task (slurm:src/common/proc_args.c slurm_verify_cpu_bind,
+    the launch's SLURM_CPU_BIND_*; fixtures/22.05/cpu-bind): SLURM_CPU_BIND_VERBOSE (quiet or verbose),
+    _TYPE (the last type given: ``cores``, ``none``, ``map_cpu:``, ...), _LIST (a map or mask's
+    values; for sockets, cores, threads and ldoms the whole TEXT as given, as 22.05 keeps it) and
+    SLURM_CPU_BIND, ``VERBOSE,TYPELIST`` (so ``--cpu-bind=cores`` is ``quiet,corescores``). Raises
+    ValueError with srun's error line for a word it does not know or a map or mask without a list."""
+    marked = "".join(";" if char == "," and not _bind_value(text[index + 1:]) else char
+                     for index, char in enumerate(text))
+    verbose, kind, values = "quiet", "", ""
+    for token in marked.split(";"):
+        word = token.lower()
+        name, _, listed = token.partition(":") if ":" in token else token.partition("=")
+        if word in ("q", "quiet"):
+            verbose = "quiet"
+        elif word in ("v", "verbose"):
+            verbose = "verbose"
+        elif word in _BIND_TYPES:
+            kind = _BIND_TYPES[word]
+            values = text if kind in _BIND_KEEPS_TEXT else ""
+        elif name.lower().replace("_", "") in {key.replace("_", "") for key in _BIND_LISTS}:
+            kind = next(key for key in _BIND_LISTS if key.replace("_", "") == name.lower().replace("_", ""))
+            if not listed:
+                raise ValueError(f'srun: error: missing list for "--cpu-bind={kind}:<list>"')
+            values = _bind_list(kind, listed)
+            kind += ":"
+        else:
+            raise ValueError(f'srun: error: unrecognized --cpu-bind argument "{token}"')
+    return {"SLURM_CPU_BIND_VERBOSE": verbose, "SLURM_CPU_BIND_TYPE": kind, "SLURM_CPU_BIND_LIST": values,
+            "SLURM_CPU_BIND": f"{verbose},{kind}{values}"}
+
+
+def nodes_within_tasks(options: argparse.Namespace) -> str | None:
+    """A step's -N above its -n is lowered to it, every node running a task, as sbatch lowers a
+    job's (trainhub.slurm.sbatch.nodes_within_tasks; fixtures/22.05/tasks-nodes/salloc-7.err): srun's
+    warning line, or None."""
+    if options.nodes is None or options.ntasks is None or options.ntasks >= options.nodes:
+        return None
+    warning = f"srun: Warning: can't run {options.ntasks} processes on {options.nodes} nodes, setting nnodes to {options.ntasks}"
+    options.nodes = options.ntasks
+    return warning
 
 
 def gres_gpus(text: str) -> int:
@@ -452,6 +534,9 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
         env["SLURM_DISTRIBUTION"] = options.distribution if kind != "plane" else kind
         if kind == "plane":
             env["SLURM_DIST_PLANESIZE"] = str(plane_size)
+    cpu_bind = cpu_bind_given(options, environ)
+    if cpu_bind is not None:
+        env.update(cpu_bind_variables(cpu_bind))
     return env
 
 
@@ -574,6 +659,21 @@ def main(argv: list[str]) -> int:
         except ValueError as exc:
             print(exc, file=sys.stderr)
             return 1
+    cpu_bind = cpu_bind_given(options, os.environ)
+    if cpu_bind is not None and cpu_bind.lower() == "help":
+        print(CPU_BIND_HELP)
+        return 1
+    if cpu_bind is not None:
+        print(NO_CPU_BINDING, file=sys.stderr)
+        try:
+            cpu_bind_variables(cpu_bind)
+        except ValueError as exc:
+            print(exc, "srun: fatal: Failed to parse --cpu-bind= values.", sep="\n", file=sys.stderr)
+            return 1
+    warning = nodes_within_tasks(options)
+    # srun that made its own allocation (trainhub.cli.srun) said so as it asked for it
+    if warning and not os.environ.get(COMPLETION):
+        print(warning, file=sys.stderr)
     allocated = os.environ.get("SLURM_JOB_NUM_NODES", "")
     if options.nodes is not None and allocated.isdigit() and options.nodes > int(allocated):
         print(f"srun: error: Only allocated {allocated} nodes asked for {options.nodes}", file=sys.stderr)

@@ -51,12 +51,15 @@ class CliError(Exception):
     # A plain class, as are the CLI's other records: importing dataclasses costs every command
     # several milliseconds of start-up.
     def __init__(self, message: str, status: str = "", http_status: int | None = None,
-                 violations: list[tuple[str, str]] | None = None) -> None:
+                 violations: list[tuple[str, str]] | None = None, output: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.http_status = http_status
         self.violations = violations if violations is not None else []
+        #: What the Slurm command printed before it failed, where the error body carries it (its
+        #: ``text``: scontrol show node's nodes and ``Node NAME not found`` lines).
+        self.output = output
 
     def __repr__(self) -> str:
         return (f"CliError(message={self.message!r}, status={self.status!r}, http_status={self.http_status!r}, "
@@ -75,9 +78,10 @@ class _ParserExit(Exception):
 def error_from_response(response: Any) -> CliError:
     """Convert an error response, ideally a Google error body, into a CliError."""
     try:
-        error = response.json().get("error")
+        document = response.json()
+        error = document.get("error")
     except (ValueError, AttributeError):
-        error = None
+        document, error = {}, None
     if not isinstance(error, dict):
         text = " ".join(response.text.split())[:200]
         return CliError(
@@ -97,6 +101,7 @@ def error_from_response(response: Any) -> CliError:
         status=str(error.get("status") or STATUS_BY_HTTP.get(response.status_code, f"HTTP {response.status_code}")),
         http_status=response.status_code,
         violations=violations,
+        output=document.get("text") if isinstance(document.get("text"), str) else "",
     )
 
 

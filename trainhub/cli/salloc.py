@@ -234,7 +234,7 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     exit code or signal, or CANCELLED by its user after two Ctrl-C (fixtures/22.05/srun-abort/sacct-p.txt,
     job 1), and is completed so even when it ended under the step."""
     try:
-        job_id = client.post(f"{cluster_path}/allocations", {"sallocArgs": options, **alloc_place()})["jobId"]
+        answer = client.post(f"{cluster_path}/allocations", {"sallocArgs": options, **alloc_place()})
     except CliError as exc:
         if exc.http_status != 400:
             raise
@@ -242,6 +242,9 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
         sys.stderr.write(exc.message.replace(ALLOCATE_FAILED, words.allocate_failed)
                          .replace("salloc: ", f"{words.program}: ") + "\n")
         return 1
+    for warning in answer.get("warnings", ()):
+        sys.stderr.write(f"{words.program}: {warning}\n")
+    job_id = answer["jobId"]
     allocation = Allocation(client, f"{cluster_path}/jobs/{job_id}", job_id)
     interrupted: list[int] = []
     previous = {signum: signal.signal(signum, lambda signum, frame: interrupted.append(signum))

@@ -6,7 +6,7 @@
     trainhub slurm squeue|sprio|sshare|sacct --cluster C [their flags]
     trainhub slurm scancel --cluster C JOBID...
     trainhub slurm scontrol --cluster C hold|release|requeue JOBID... | update jobid=N nice=V | [-o] show job [N]
-        | show step [N[.M]]
+        | show step [N[.M]] | [-o] show node[s] [NAMES]
     trainhub slurm sacctmgr --cluster C [-i] [-n] [-p|-P] COMMAND...
 
 Output is what the Slurm command prints; the server renders the sprio/squeue/sshare/sacct/sacctmgr
@@ -72,9 +72,32 @@ def scancel(ctx: Any) -> int:
     return 0
 
 
+def _show_named(ctx: Any, report: str, parameter: str, names: list[str]) -> int:
+    """scontrol show node[s] [NAMES] | partition [NAME]: what it prints, with its exit status 1 and its
+    ``Node NAME not found`` lines where a name is no node's (the server's 404 carries them); a list
+    it cannot parse is the server's 400, its message on stderr."""
+    params = {parameter: names[0]} if names else {}
+    if ctx.args.oneliner:
+        params["oneliner"] = "true"
+    try:
+        text, _ = ctx.client().get_text(_cluster_path(ctx, f"/{report}"), params)
+    except CliError as exc:
+        if exc.http_status == 404 and exc.output:
+            _print(exc.output)
+            return 1
+        raise
+    _print(text)
+    return 0
+
+
 def scontrol(ctx: Any) -> int:
-    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show job [JOBID] | show step [JOBID[.STEPID]]"""
+    """scontrol hold|release|requeue JOBID... | update jobid=N nice=V | show job [JOBID] | show step [JOBID[.STEPID]]
+    | show partition [NAME] | show node[s] [NAMES]"""
     words = ctx.args.words
+    if words[:2] in (["show", "node"], ["show", "nodes"]) and len(words) <= 3:
+        return _show_named(ctx, "scontrolNodes", "node", words[2:])
+    if words[:2] in (["show", "partition"], ["show", "partitions"]) and len(words) <= 3:
+        return _show_named(ctx, "scontrolPartitions", "partition", words[2:])
     client = ctx.client()
     if words[:2] == ["show", "step"] and len(words) <= 3:
         answer = client.get(_cluster_path(ctx, "/steps"), {"step": words[2]} if len(words) == 3 else {})
@@ -99,8 +122,9 @@ def scontrol(ctx: Any) -> int:
             client.post(_cluster_path(ctx, f"/jobs/{fields['jobid']}:update"), {"nice": fields["nice"]})
             return 0
     raise CliError("scontrol: error: trainhub supports `scontrol hold|release|requeue JOBID...`, "
-                   "`scontrol update jobid=N nice=V`, `scontrol [-o] show job [JOBID]` and "
-                   "`scontrol show step [JOBID[.STEPID]]`")
+                   "`scontrol update jobid=N nice=V`, `scontrol [-o] show job [JOBID]`, "
+                   "`scontrol show step [JOBID[.STEPID]]`, `scontrol [-o] show partition [NAME]` and "
+                   "`scontrol [-o] show node[s] [NAMES]`")
 
 
 def sacctmgr(ctx: Any) -> int:
@@ -201,7 +225,7 @@ def _scancel_arguments(parser: _CommandParser) -> None:
 
 
 def _scontrol_arguments(parser: _CommandParser) -> None:
-    parser.add_argument("-o", "--oneliner", action="store_true", help="show job: each job on one line")
+    parser.add_argument("-o", "--oneliner", action="store_true", help="show job/node: each record on one line")
     parser.add_argument("words", nargs="+", metavar="WORD")
 
 
@@ -240,7 +264,7 @@ COMMANDS: tuple[tuple[str, Handler, str, Callable[[_CommandParser], None]], ...]
                               "allocations": "allocations", "parsable": "parsable"}),
      "accounting records of jobs", _sacct_arguments),
     ("scancel", scancel, "cancel jobs", _scancel_arguments),
-    ("scontrol", scontrol, "hold, release, requeue or renice jobs; show running steps", _scontrol_arguments),
+    ("scontrol", scontrol, "hold, release, requeue or renice jobs; show jobs, running steps and nodes", _scontrol_arguments),
     ("sacctmgr", sacctmgr, "accounts, users, QOS: add|modify|delete|show", _sacctmgr_arguments),
 )
 

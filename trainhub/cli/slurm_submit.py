@@ -92,6 +92,8 @@ def sbatch(ctx: Any) -> int:
             raise CliError(f"sbatch: error: Unable to open file {path}") from exc
         body["scriptPath"], body["scriptArgs"] = path, rest[1:]
     answer = ctx.client().post(cluster_path(ctx, "/jobs"), body)
+    for warning in answer.get("warnings", ()):
+        sys.stderr.write(f"sbatch: {warning}\n")
     print_text(answer.get("message", ""))
     if answer.get("stderr"):
         sys.stderr.write(answer["stderr"] + "\n")

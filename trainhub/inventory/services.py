@@ -160,7 +160,7 @@ def _node_report_in_full(*, node_pk: int, now: dt.datetime, running: list[int], 
 def _recorded_facts(pool: NodePool, facts: dict) -> dict:
     """What is kept of an agent's facts: a simulated node claims its pool's GPUs."""
     kept = {key: facts[key] for key in ("hostname", "address", "cpus", "memoryBytes", "gpus", "agentVersion",
-                                        "runtime", "simulated") if key in facts}
+                                        "runtime", "simulated", "arch", "os", "bootTime") if key in facts}
     if kept.get("simulated"):
         kept["gpus"] = simulated_gpus(pool.accelerator_type, pool.accelerator_count)
     return kept

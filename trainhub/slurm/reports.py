@@ -22,21 +22,22 @@ from signal import SIGINT
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import (BigIntegerField, Case, DateTimeField, Exists, F, Func, IntegerField, OuterRef, Prefetch,
-                              Q, QuerySet, Subquery, Value, When)
+from django.db.models import (BigIntegerField, Case, DateTimeField, Exists, F, Func, IntegerField, Max, OuterRef,
+                              Prefetch, Q, QuerySet, Subquery, Value, When)
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
 
 from trainhub.iam.selectors import posix_accounts_by_username
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import arrays, fairshare, formats, jobenv, scheduler, scontrol_job, snapshot
+from trainhub.slurm import (arrays, fairshare, formats, jobenv, scheduler, scontrol_job, scontrol_node,
+                            scontrol_partition, snapshot)
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import parse_config
-from trainhub.slurm.hostlist import compress, expand
+from trainhub.slurm.hostlist import HostlistError, compress, expand
 from trainhub.slurm.models import (Association, ClusterAuditEntry, JobNode, JobRun, JobState, JobStep, NodePhase,
                                    PendingStep, SlurmCluster, SlurmJob, StepNode)
 from trainhub.slurm.priority import PriorityBreakdown
-from trainhub.slurm.tres import format_tres
+from trainhub.slurm.tres import GresRequest, format_tres
 
 _STATE_NAMES = {code: state for state, code in {
     "PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "CANCELLED": "CA", "FAILED": "F",
@@ -124,6 +125,9 @@ class Report:
         self.text = text
         #: What the command prints on its standard error beside its output (squeue's unknown -O fields).
         self.stderr = stderr
+        #: The lines that say what it was asked for and did not find (scontrol show node's ``Node NAME
+        #: not found``, in its output too), which make its exit status 1.
+        self.missing: list[str] = []
         self.items = items
         self._to_rows = to_rows
         self.total = len(items) if total is None else total
@@ -787,33 +791,58 @@ def sshare(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, long: bool =
 _AVAIL = {"UP": "up", "DOWN": "down", "INACTIVE": "inact", "DRAIN": "drain"}
 
 
+def _running_allocations(cluster: SlurmCluster) -> list[tuple[int, int, list[int], int]]:
+    """What running jobs hold now: (node pk, CPUs, GPU indices, job pk) of each job's current run on
+    each node its epilog has not finished on."""
+    return list(JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING,
+                                       run_index=F("job__restart_count"))
+                .exclude(phase=NodePhase.DONE).values_list("node_id", "cpus", "gpu_indices", "job_id"))
+
+
+@dataclass(frozen=True)
+class _NodeCondition:
+    responding: bool
+    reason: str
+    reason_user: str
+    reason_time: dt.datetime | None
+
+
+def _node_conditions(cluster: SlurmCluster, state: snapshot.ClusterState) -> dict[int, _NodeCondition]:
+    """Each node's reason with who set it and when (the cluster's audit), or Not responding (by
+    ``slurm``, at its last heartbeat) for an UP node whose agent stopped answering."""
+    set_by = {}
+    for entry in ClusterAuditEntry.objects.filter(cluster=cluster, subject__startswith="node ").order_by("time", "id"):
+        set_by[entry.subject[len("node "):]] = (entry.actor, entry.time)
+    heartbeats = dict(Node.objects.filter(pk__in=list(state.nodes)).values_list("pk", "last_heartbeat"))
+    conditions = {}
+    for pk, node in state.nodes.items():
+        responding = node.available or node.state != NodeState.UP
+        if responding:
+            user, since = set_by.get(node.name, ("root", None)) if node.reason else ("", None)
+            conditions[pk] = _NodeCondition(True, node.reason, user, since)
+        else:
+            conditions[pk] = _NodeCondition(False, "Not responding", "slurm", heartbeats.get(pk))
+    return conditions
+
+
 def sinfo_partitions(cluster: SlurmCluster, *, now: dt.datetime,
                      partition: str = "") -> list[sinfo_layout.SinfoPartition]:
     """The cluster's partitions with their nodes' states, CPUs allocated to running jobs counted per
     node; a node's reason with who set it and when (the cluster's audit), or Not responding."""
     state = snapshot.load_cluster(cluster, now=now)
     allocated: dict[int, int] = {}
-    for node_id, cpus in (JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING,
-                                                 run_index=F("job__restart_count"))
-                          .exclude(phase=NodePhase.DONE).values_list("node_id", "cpus")):
+    for node_id, cpus, _, _ in _running_allocations(cluster):
         allocated[node_id] = allocated.get(node_id, 0) + cpus
-    set_by = {}
-    for entry in ClusterAuditEntry.objects.filter(cluster=cluster, subject__startswith="node ").order_by("time", "id"):
-        set_by[entry.subject[len("node "):]] = (entry.actor, entry.time)
-    heartbeats = dict(Node.objects.filter(pk__in=list(state.nodes)).values_list("pk", "last_heartbeat"))
+    conditions = _node_conditions(cluster, state)
     nodes = {}
     for pk, node in state.nodes.items():
-        responding = node.available or node.state != NodeState.UP
-        user, since = set_by.get(node.name, ("root", None)) if node.reason else ("", None)
-        reason = node.reason if responding else "Not responding"
-        if not responding:
-            user, since = "slurm", heartbeats.get(pk)
+        condition = conditions[pk]
         nodes[pk] = sinfo_layout.SinfoNode(
-            name=node.name, cpus=node.cpus, memory_mb=node.memory_mb, reason=reason, reason_user=user,
-            available_features=node.available_features, active_features=node.active_features,
-            reason_time=since, state=sinfo_layout.node_state(
-                responding=responding, drain=node.state == NodeState.DRAIN, down=node.state == NodeState.DOWN,
-                allocated_cpus=allocated.get(pk, 0), cpus=node.cpus))
+            name=node.name, cpus=node.cpus, memory_mb=node.memory_mb, reason=condition.reason,
+            reason_user=condition.reason_user, available_features=node.available_features,
+            active_features=node.active_features, reason_time=condition.reason_time, state=sinfo_layout.node_state(
+                responding=condition.responding, drain=node.state == NodeState.DRAIN,
+                down=node.state == NodeState.DOWN, allocated_cpus=allocated.get(pk, 0), cpus=node.cpus))
     wanted = set(_names(partition)) if partition else None
     return [sinfo_layout.SinfoPartition(
         name=name, default=name == cluster.default_partition, avail=_AVAIL.get(info.options.state, "up"),
@@ -828,6 +857,104 @@ def sinfo(cluster: SlurmCluster, *, now: dt.datetime, node_oriented: bool = Fals
     text = sinfo_layout.sinfo_text(partitions, now=now, node_oriented=node_oriented, long=long, summarize=summarize,
                                    reasons=reasons)
     return Report(text, partitions, sinfo_layout.sinfo_rows)
+
+
+def scontrol_partitions(cluster: SlurmCluster, *, now: dt.datetime, partition: str = "",
+                        one_liner: bool = False) -> Report:
+    """``scontrol [-o] show partition [NAME]`` (scontrol_partition.py's layout), in the cluster's
+    partition order; an unknown NAME is no record and scontrol's ``Partition NAME not found`` (missing)."""
+    state = snapshot.load_cluster(cluster, now=now)
+    items = [scontrol_partition.ScontrolPartition(
+        name=name, default=name == cluster.default_partition, options=info.options,
+        nodes=compress(sorted(state.nodes[pk].name for pk in info.node_pks)), totals=info.tres_totals,
+        cluster_preempt_mode=state.config.preempt_base_mode, max_tres="MAX_TRES" in state.config.priority_flags)
+        for name, info in state.partitions.items() if partition in ("", name)]
+    report = Report(scontrol_partition.scontrol_partition_text(items, asked=partition, one_liner=one_liner), items,
+                    scontrol_partition.scontrol_partition_rows)
+    if partition and not items:
+        report.missing = [report.text.rstrip("\n")]
+    return report
+
+
+# --- scontrol show node -------------------------------------------------------------------------
+
+#: A bracket closed before anything but a comma: a list hostlist_create refuses ("gpu[2-3]x";
+#: fixtures/22.05/node/bad-syntax), which trainhub's hostlist would read as names with a suffix.
+_AFTER_BRACKET = re.compile(r"\][^,]")
+
+
+def _asked_nodes(nodes: str, known: Sequence[str]) -> list[str]:
+    """The names ``nodes`` lists, in its order (a name twice twice), or every node by name; ValueError
+    with scontrol's message for a list it cannot parse."""
+    if not nodes:
+        return list(known)
+    try:
+        if _AFTER_BRACKET.search(nodes):
+            raise HostlistError(nodes)
+        return expand(nodes)
+    except HostlistError as exc:
+        raise ValueError(f"unable to parse node list {nodes}") from exc
+
+
+def scontrol_nodes(cluster: SlurmCluster, *, now: dt.datetime, nodes: str = "", one_liner: bool = False) -> Report:
+    """``scontrol [-o] show node[s] [NAMES]`` (scontrol_node.py's layout and its rules for what only
+    the machine knows): each node asked, a name no node has its ``Node NAME not found`` line, which
+    also makes the report's ``missing``. CPUs, GPUs and (where memory is consumable, CR_*_Memory)
+    memory count what running jobs hold. Raises ValueError for a list scontrol cannot parse."""
+    state = snapshot.load_cluster(cluster, now=now)
+    by_name = {node.name: node for node in state.nodes.values()}
+    asked = _asked_nodes(nodes, list(by_name))
+    pks = {by_name[name].pk for name in asked if name in by_name}
+    held: dict[int, list[int]] = {pk: [0, 0, 0] for pk in pks}
+    allocations = [row for row in _running_allocations(cluster) if row[0] in pks]
+    jobs = {}
+    if state.config.memory_is_consumable:
+        jobs = SlurmJob.objects.in_bulk({job_pk for _, _, _, job_pk in allocations})
+    for node_pk, cpus, gpu_indices, job_pk in allocations:
+        totals = held[node_pk]
+        totals[0] += cpus
+        totals[1] += len(gpu_indices)
+        totals[2] += snapshot.job_memory_mb(jobs[job_pk], state, cpus) if job_pk in jobs else 0
+    conditions = _node_conditions(cluster, state)
+    machines = Node.objects.in_bulk(pks)
+    last_ends = dict(JobNode.objects.filter(node_id__in=pks, job__cluster=cluster, job__end_time__isnull=False)
+                     .order_by().values("node_id").annotate(last=Max("job__end_time"))
+                     .values_list("node_id", "last"))
+    partitions: dict[int, list[str]] = {pk: [] for pk in pks}
+    for name, info in state.partitions.items():
+        for pk in info.node_pks:
+            if pk in partitions:
+                partitions[pk].append(name)
+    items: list[scontrol_node.ScontrolNode | str] = []
+    shown: dict[int, scontrol_node.ScontrolNode] = {}
+    for name in asked:
+        node = by_name.get(name)
+        if node is None:
+            items.append(name)
+            continue
+        if node.pk not in shown:
+            machine, condition = machines[node.pk], conditions[node.pk]
+            cpus, gpus, memory = held[node.pk]
+            started = machine.joined_at or cluster.create_time
+            boot = machine.facts.get("bootTime")
+            shown[node.pk] = scontrol_node.ScontrolNode(
+                name=node.name, cpus=node.cpus, alloc_cpus=cpus, real_memory_mb=node.memory_mb, alloc_memory_mb=memory,
+                gres=str(GresRequest("gpu", node.gpu_type, node.gpus)) if node.gpus else "", gpus=node.gpus,
+                alloc_gpus=gpus, available_features=node.available_features, active_features=node.active_features,
+                state=scontrol_node.node_state(responding=condition.responding, drain=node.state == NodeState.DRAIN,
+                                               down=node.state == NodeState.DOWN, alloc_cpus=cpus, cpus=node.cpus),
+                weight=node.weight, partitions=tuple(partitions[node.pk]), reason=condition.reason,
+                reason_user=condition.reason_user, reason_time=condition.reason_time,
+                node_addr=machine.peer_address, hostname=machine.hostname,
+                arch=str(machine.facts.get("arch") or scontrol_node.DEFAULT_ARCH),
+                os=str(machine.facts.get("os") or scontrol_node.DEFAULT_OS),
+                boot_time=dt.datetime.fromtimestamp(boot, dt.UTC) if isinstance(boot, int | float) else started,
+                slurmd_start_time=started, last_busy_time=last_ends.get(node.pk) or started)
+        items.append(shown[node.pk])
+    report = Report(scontrol_node.scontrol_node_text(items, one_liner=one_liner), items,
+                    scontrol_node.scontrol_node_rows)
+    report.missing = [scontrol_node.not_found(item).rstrip("\n") for item in items if isinstance(item, str)]
+    return report
 
 
 # --- sacct --------------------------------------------------------------------------------------

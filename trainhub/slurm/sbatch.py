@@ -330,6 +330,22 @@ def parse_options(argv: list[str]) -> tuple[SbatchOptions, list[str]]:
     return SbatchOptions(**values), rest
 
 
+def nodes_within_tasks(options: SbatchOptions) -> tuple[SbatchOptions, list[str]]:
+    """-N against -n, once the command line and the #SBATCH lines are merged (slurm:src/sbatch/opt.c
+    _opt_verify; salloc and srun check the same; fixtures/22.05/tasks-nodes): every node runs a task,
+    so a node count above the task count is lowered to it. Below -N's minimum the submitter says
+    ``Warning: can't run 2 processes on 3 nodes, setting nnodes to 2`` (the warning lines, without
+    the program's name, come second); -N MIN-MAX's MAX is lowered silently (``-N 1-4 -n 2``)."""
+    if options.ntasks is None or options.nodes is None:
+        return options, []
+    warnings, nodes = [], options.nodes
+    if options.ntasks < nodes:
+        warnings.append(f"Warning: can't run {options.ntasks} processes on {nodes} nodes, "
+                        f"setting nnodes to {options.ntasks}")
+        nodes = options.ntasks
+    return replace(options, nodes=nodes, max_nodes=min(options.max_nodes or nodes, options.ntasks)), warnings
+
+
 def script_directives(script: str) -> SbatchOptions:
     """The options of the script's leading ``#SBATCH`` lines."""
     argv: list[str] = []

@@ -70,6 +70,7 @@ STEP_OPTIONS: dict[str, tuple[str, str]] = {
     "exact": ("", "none"),
     "overlap": ("", "none"),
     "distribution": ("m", "required"),
+    "cpu-bind": ("", "required"),
     "verbose": ("v", "none"),
 }
 

@@ -98,7 +98,8 @@ def _duration(seconds: int) -> str:
     return f"{days}-{text}" if days else text
 
 
-def _limit(minutes: int | None) -> str:
+def limit_text(minutes: int | None) -> str:
+    """A time limit in minutes as scontrol prints it: ``UNLIMITED``, ``00:30:00``, ``1-00:00:00``."""
     return "UNLIMITED" if minutes is None else _duration(minutes * 60)
 
 
@@ -219,7 +220,7 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
              f"   JobState={job.state} Reason={job.reason.replace(' ', '_')} Dependency={job.dependency or '(null)'}",
              f"   Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag={int(job.batch)} Reboot=0 "
              f"ExitCode={job.exit_code}",
-             f"   RunTime={_duration(job.run_seconds)} TimeLimit={_limit(job.time_limit)} TimeMin=N/A",
+             f"   RunTime={_duration(job.run_seconds)} TimeLimit={limit_text(job.time_limit)} TimeMin=N/A",
              f"   SubmitTime={_time(job.submit)} EligibleTime={_time(job.eligible)}",
              f"   AccrueTime={_time(job.accrue)}",
              f"   StartTime={_time(job.start)} EndTime={_time(job.end)} Deadline=N/A"]

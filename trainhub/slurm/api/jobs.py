@@ -118,6 +118,8 @@ class SlurmJobCollection(APIView):
         job = services.job_submit(cluster=cluster_obj, user=request.user, submission=submission,
                                   is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj))
         body = {"jobId": job.job_id, "message": services.submitted_message(job, submission), "job": render_job(job)}
+        if submission.warnings:  # the CLI prints them on stderr after sbatch's name
+            body["warnings"] = submission.warnings
         if job.pk is None:  # --test-only: nothing was queued; sbatch prints its estimate on stderr
             body["stderr"] = services.will_run_message(job)
         notice = selectors.simulated_notice(cluster=cluster_obj)
@@ -192,7 +194,7 @@ class SlurmJobLog(APIView):
 
 
 class SlurmAllocationCollection(APIView):
-    """salloc: {"sallocArgs": ["-N", "2", ...]} -> {jobId, job}; the job pends like any other."""
+    """salloc: {"sallocArgs": ["-N", "2", ...]} -> {jobId, job[, warnings]}; the job pends like any other."""
 
     @extend_schema(operation_id="slurmJobs.allocate", request={"application/json": BODY}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str) -> Response:
@@ -202,11 +204,15 @@ class SlurmAllocationCollection(APIView):
         if unknown:
             raise invalid_argument([FieldViolation(key, "unknown field; expected " + ", ".join(ALLOCATE_FIELDS))
                                     for key in unknown])
+        submission = services.Submission(argv=tuple(_strings(body.get("sallocArgs"), "sallocArgs")), allocation=True,
+                                         **_alloc_place(body))
         job = allocations.allocation_submit(
-            cluster=cluster_obj, user=request.user, argv=_strings(body.get("sallocArgs"), "sallocArgs"),
-            is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj), now=timezone.now(),
-            **_alloc_place(body))
-        return Response({"jobId": job.job_id, "job": render_job(job)})
+            cluster=cluster_obj, user=request.user, submission=submission,
+            is_admin=selectors.is_cluster_admin(user=request.user, cluster=cluster_obj), now=timezone.now())
+        answer = {"jobId": job.job_id, "job": render_job(job)}
+        if submission.warnings:
+            answer["warnings"] = submission.warnings
+        return Response(answer)
 
 
 class SlurmAllocationKeepAlive(APIView):

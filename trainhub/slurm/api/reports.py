@@ -1,4 +1,5 @@
-"""squeue, sprio, sshare, sacct, sinfo and scontrol show step (``steps``) as JSON: ``{"text": <the command's whole output>, "rows": [...],
+"""squeue, sprio, sshare, sacct, sinfo, scontrol show step (``steps``), job (``scontrolJobs``), partition
+(``scontrolPartitions``) and node (``scontrolNodes``) as JSON: ``{"text": <the command's whole output>, "rows": [...],
 "nextPageToken"}``; rows come a page at a time (``pageSize``, default 100, at most 10,000). A request
 that accepts ``text/plain`` first (the CLI) is answered the text alone, as text/plain.
 
@@ -21,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from trainhub.common.collector import collector_paused
-from trainhub.common.errors import FieldViolation, invalid_argument
+from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.common.wire import WireError, parse_int
 from trainhub.slurm import formats, reports
 from trainhub.slurm.api.clusters import cluster_for
@@ -128,9 +129,49 @@ def jobs_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetim
         raise invalid_argument([FieldViolation("job", str(exc))], str(exc)) from exc
 
 
+class NamesNotFound(ApiError):
+    """scontrol show node's (partition's) names that no node (partition) has: a 404 whose message is
+    scontrol's ``Node NAME not found`` line(s), its body's ``text`` all scontrol printed (the nodes it
+    found too), which the CLI prints before exiting 1 as scontrol does."""
+
+    def __init__(self, report: reports.Report) -> None:
+        super().__init__(404, "\n".join(report.missing))
+        self.report = report
+
+    def body(self) -> dict:
+        return {**super().body(), "text": self.report.text}
+
+
+def nodes_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                      page: slice | None = None) -> reports.Report:
+    """scontrol [-o] show node [``node``]: ``node`` a node name or a host list (gpu1,gpu[3-4]), in
+    the order it lists them; ``oneliner`` is -o. A list scontrol cannot parse is a 400 with its
+    message, a name no node has a 404 (NamesNotFound)."""
+    try:
+        report = reports.scontrol_nodes(cluster, now=now, nodes=params.get("node", "").strip(),
+                                        one_liner=flag(params, "oneliner"))
+    except ValueError as exc:
+        raise invalid_argument([FieldViolation("node", str(exc))], str(exc)) from exc
+    if report.missing:
+        raise NamesNotFound(report)
+    return report
+
+
+def partitions_text_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
+                           page: slice | None = None) -> reports.Report:
+    """scontrol [-o] show partition [``partition``]: ``oneliner`` is -o; a name no partition has is a
+    404 (NamesNotFound)."""
+    report = reports.scontrol_partitions(cluster, now=now, partition=params.get("partition", "").strip(),
+                                         one_liner=flag(params, "oneliner"))
+    if report.missing:
+        raise NamesNotFound(report)
+    return report
+
+
 REPORTS: dict[str, Callable[..., reports.Report]] = {
     "squeue": squeue_report, "sprio": sprio_report, "sshare": sshare_report, "sacct": sacct_report,
-    "sinfo": sinfo_report, "steps": steps_report, "scontrolJobs": jobs_text_report}
+    "sinfo": sinfo_report, "steps": steps_report, "scontrolJobs": jobs_text_report,
+    "scontrolPartitions": partitions_text_report, "scontrolNodes": nodes_text_report}
 
 
 def _view(name: str) -> type[APIView]:
@@ -175,5 +216,6 @@ def _view(name: str) -> type[APIView]:
     return ReportView
 
 
-SqueueView, SprioView, SshareView, SacctView, SinfoView, StepsView, ScontrolJobsView = (
-    _view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo", "steps", "scontrolJobs"))
+(SqueueView, SprioView, SshareView, SacctView, SinfoView, StepsView, ScontrolJobsView, ScontrolPartitionsView,
+ ScontrolNodesView) = (_view(name) for name in ("squeue", "sprio", "sshare", "sacct", "sinfo", "steps", "scontrolJobs",
+                                               "scontrolPartitions", "scontrolNodes"))

@@ -68,6 +68,8 @@ REPORT_PARAMETERS = {
               *(OpenApiParameter(name, bool) for name in ("nodes", "long", "summarize", "reasons"))],
     "steps": [*PAGE, OpenApiParameter("step", str)],
     "scontrolJobs": [*PAGE, OpenApiParameter("job", str), OpenApiParameter("oneliner", bool)],
+    "scontrolPartitions": [*PAGE, OpenApiParameter("partition", str), OpenApiParameter("oneliner", bool)],
+    "scontrolNodes": [*PAGE, OpenApiParameter("node", str), OpenApiParameter("oneliner", bool)],
 }
 
 __all__ = ["ACTION", "BODY", "CLUSTER", "ERRORS", "NICE", "REPORT_PARAMETERS", "SACCTMGR", "SUBMISSION",

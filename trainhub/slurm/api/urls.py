@@ -36,4 +36,7 @@ urlpatterns = [
     path(f"{CLUSTER}/sacct", reports.SacctView.as_view(), name="slurmcluster-sacct"),
     path(f"{CLUSTER}/steps", reports.StepsView.as_view(), name="slurmcluster-steps"),
     path(f"{CLUSTER}/scontrolJobs", reports.ScontrolJobsView.as_view(), name="slurmcluster-scontrol-jobs"),
+    path(f"{CLUSTER}/scontrolPartitions", reports.ScontrolPartitionsView.as_view(),
+         name="slurmcluster-scontrol-partitions"),
+    path(f"{CLUSTER}/scontrolNodes", reports.ScontrolNodesView.as_view(), name="slurmcluster-scontrol-nodes"),
 ]

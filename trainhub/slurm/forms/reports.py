@@ -27,6 +27,7 @@ class SinfoForm(forms.Form):
     long = _flag("-l long")
     summarize = _flag("-s summarize")
     reasons = _flag("-R reasons")
+    node = _text("scontrol show node", "node names (gpu1,gpu[3-4]): their details instead of sinfo")
 
 
 class SprioForm(forms.Form):

@@ -38,13 +38,12 @@ from trainhub.slurm.services.steps import step_credential
 ALLOCATE_FAILED = "salloc: error: Job submit/allocate failed: "
 
 
-def allocation_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, argv: tuple[str, ...], is_admin: bool,
-                      now: dt.datetime, alloc_node: str = "", alloc_sid: int = 0, submit_dir: str = "") -> SlurmJob:
-    """Queue salloc's job: sbatch's options, parsing and validation, no batch script; errors in
-    salloc's words. ``alloc_node``/``alloc_sid``/``submit_dir``: where salloc runs."""
+def allocation_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Submission, is_admin: bool,
+                      now: dt.datetime) -> SlurmJob:
+    """Queue salloc's job (``submission``: its arguments, allocation=True, where salloc runs): sbatch's
+    options, parsing and validation, no batch script; errors in salloc's words."""
     try:
-        return job_submit(cluster=cluster, user=user, is_admin=is_admin, now=now, submission=Submission(
-            argv=argv, allocation=True, alloc_node=alloc_node, alloc_sid=alloc_sid, submit_dir=submit_dir))
+        return job_submit(cluster=cluster, user=user, is_admin=is_admin, now=now, submission=submission)
     except ApiError as exc:
         message = exc.message.replace(SUBMIT_FAILED, ALLOCATE_FAILED).replace("sbatch: ", "salloc: ")
         raise replace(exc, message=message) from None

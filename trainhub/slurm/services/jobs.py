@@ -31,6 +31,7 @@ from trainhub.slurm.sbatch import (
     batch_script,
     check_cpus_per_gpu,
     check_memory,
+    nodes_within_tasks,
     parse_begin,
     parse_options,
     script_directives,
@@ -73,23 +74,33 @@ class Submission:
     submit_dir: str = ""
 
     @cached_property
+    def _read(self) -> tuple[SbatchOptions, list[str]]:
+        return _options(self)
+
+    @property
     def options(self) -> SbatchOptions:
         """The options of the command line over the script's #SBATCH lines, read once (job_submit and
         submitted_message both need them); an ApiError with sbatch's message if they are refused."""
-        return _options(self)
+        return self._read[0]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What sbatch (salloc) warns of on stderr as it reads the options, without its name:
+        ``Warning: can't run 2 processes on 3 nodes, setting nnodes to 2``."""
+        return self._read[1]
 
 
 #: salloc's options are sbatch's but for those that only make sense for a batch script.
 NOT_SALLOC_OPTIONS = ("array", "wrap", "output", "error", "test_only", "parsable")
 
 
-def _options(submission: Submission) -> SbatchOptions:
+def _options(submission: Submission) -> tuple[SbatchOptions, list[str]]:
     try:
         command_line, rest = parse_options(list(submission.argv))
         if rest:
             raise SbatchError("sbatch: error: give the batch script as its text (the CLI reads the file), not as "
                               f"an argument: {rest[0]!r}")
-        options = command_line.over(script_directives(submission.script or ""))
+        options, warnings = nodes_within_tasks(command_line.over(script_directives(submission.script or "")))
     except SbatchError as exc:
         raise _refuse(str(exc)) from exc
     if too_long(options):
@@ -99,7 +110,7 @@ def _options(submission: Submission) -> SbatchOptions:
         if given or submission.script is not None or submission.script_args:
             what = f"--{given[0].replace('_', '-')}" if given else "a batch script"
             raise _refuse(f"salloc: error: salloc takes no {what}: it runs its command where salloc runs")
-    return options
+    return options, warnings
 
 
 def _work_dir(options: SbatchOptions, submit_dir: str, user: str) -> str:

@@ -402,6 +402,14 @@ def _job_ended_since(cluster: SlurmCluster, moment: dt.datetime | None) -> bool:
     return moment is not None and JobRun.objects.filter(job__cluster=cluster, end_time__gte=moment).exists()
 
 
+def _allocation_untried(job: SlurmJob) -> bool:
+    """An salloc request no pass has evaluated: slurmctld tries one as it receives it. A pass whose
+    moment came before the request's submission (begun by another request as it committed) saw it
+    BeginTime: that was no try."""
+    return (job.state == JobState.PENDING and job.interactive and job.restart_count == 0
+            and (job.sched_eval_time is None or job.sched_eval_time < job.submit_time))
+
+
 def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary = PassSummary()
     cluster.refresh_from_db()
@@ -415,13 +423,10 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     summary.timed_out = _stop_timed_out(cluster, state, now)
     summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
     _resolve_dependencies(cluster, now)
-    # salloc's requests no pass has evaluated: slurmctld tries them as it receives them. A pass whose
-    # moment came before a request's submission (begun by another request as it committed) saw it
-    # BeginTime: that was no try.
-    new_allocations = frozenset(SlurmJob.objects.filter(
-        Q(sched_eval_time__isnull=True) | Q(sched_eval_time__lt=F("submit_time")),
-        cluster=cluster, state=JobState.PENDING, interactive=True, restart_count=0,
-    ).values_list("pk", flat=True))
+    new_allocations = frozenset(
+        job.pk for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING, interactive=True)
+        .only("pk", "state", "interactive", "restart_count", "sched_eval_time", "submit_time")
+        if _allocation_untried(job))
     _start_accruing(cluster, now, new_allocations)
     state = snapshot.load_cluster(cluster, now=now)
     summary.timed_out += _stop_over_tres_minutes(cluster, state, now)
@@ -430,9 +435,7 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     if shares is not None:
         _store_priority_norms(cluster, state, shares)
     # and one queued since: the main scheduler may not run in this pass to start it (main_due)
-    new_allocations |= {job.pk for job in jobs if job.state == JobState.PENDING and job.interactive
-                        and (job.sched_eval_time is None or job.sched_eval_time < job.submit_time)
-                        and job.restart_count == 0}
+    new_allocations |= {job.pk for job in jobs if _allocation_untried(job)}
     recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due,
                                        shares=shares)
     summary.priorities_computed = len(recomputed)

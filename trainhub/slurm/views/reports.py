@@ -1,5 +1,6 @@
-"""The queue (squeue), priority (sprio), fair-share (sshare), accounting (sacct) and nodes (sinfo) pages, each
-showing its command's text for the flags chosen, and a job's priority factor by factor."""
+"""The queue (squeue), priority (sprio), fair-share (sshare), accounting (sacct) and nodes (sinfo, or
+scontrol show node for the nodes named) pages, each showing its command's text for the flags chosen,
+and a job's priority factor by factor."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 from trainhub.common.collector import collector_paused
+from trainhub.common.errors import ApiError
 from trainhub.common.pages import html_page
 from trainhub.slurm import figures, reports, selectors
-from trainhub.slurm.api.reports import REPORTS
+from trainhub.slurm.api.reports import REPORTS, NamesNotFound
 from trainhub.slurm.forms.reports import SacctForm, SinfoForm, SprioForm, SqueueForm, SshareForm
 from trainhub.slurm.views.common import cluster_context, cluster_for, job_url
 
@@ -52,23 +54,34 @@ def _pager(request: HttpRequest, start: int, shown: int, total: int) -> dict | N
 
 
 def _report_page(page: str):
-    command, form_class, title = PAGES[page]
+    page_command, form_class, title = PAGES[page]
 
     @html_page
     def view(request: HttpRequest, project: str, location: str, cluster: str) -> HttpResponse:
         cluster_obj = cluster_for(request, project, location, cluster, LIST)
+        # the nodes page's ``node``: scontrol show node's details of those nodes instead of sinfo
+        command = "scontrolNodes" if page == "nodes" and request.GET.get("node", "").strip() else page_command
         build = REPORTS[command]
         args = (cluster_obj, request.GET, request.user.get_username(), timezone.now())
         start = _page_start(request)
+        status = 200
         with collector_paused():  # as the API's reports (trainhub/slurm/api/reports.py)
-            report = build(*args, page=slice(start, start + PAGE_LINES)) if command in PAGED else build(*args)
+            try:
+                report = build(*args, page=slice(start, start + PAGE_LINES)) if command in PAGED else build(*args)
+            except NamesNotFound as missing:  # what scontrol printed: the nodes found, a line for each other
+                report = missing.report
+            except ApiError as refused:  # a flag the command refuses: the form again, with its message
+                if refused.http_status != 400:
+                    raise
+                report, status = reports.Report("", stderr=f"{refused.message}\n"), 400
         context = cluster_context(request, cluster_obj, page)
         target = job_url(cluster_obj, 0, "job_priority" if command == "sprio" else "job")
-        output = report.text if command in ("sshare", "sinfo") else linked_job_ids(report.text, target)
-        context.update(form=form_class(request.GET or None), command=command, title=title, output=output,
+        output = report.text if command in ("sshare", "sinfo", "scontrolNodes") else linked_job_ids(report.text, target)
+        shown = "scontrol show node" if command == "scontrolNodes" else command
+        context.update(form=form_class(request.GET or None), command=shown, title=title, output=output,
                        stderr=report.stderr,
                        pager=_pager(request, start, len(report.items), report.total) if command in PAGED else None)
-        return render(request, "slurm/report.html", context)
+        return render(request, "slurm/report.html", context, status=status)
 
     view.__name__ = f"{page}_page"
     return view
