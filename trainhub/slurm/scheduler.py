@@ -12,7 +12,9 @@ Public API (pure Python, no Django)::
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
-               gpu_type=None, spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
+               gpu_type=None, gpus_per_job=0, gpus_per_task=0, cpus_per_gpu=0, spread=None,
+               allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
+    cpus_for_gpus(cpus, gpus, cpus_per_gpu) -> int           # a node's CPUs with --cpus-per-gpu
     TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
         .take(rooms, min_nodes); .place(rooms by node, min_nodes)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
