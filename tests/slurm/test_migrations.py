@@ -63,3 +63,17 @@ def test_jobs_made_before_jobs_kept_their_submitters_ids_take_them(cluster, cast
     project = settings.TRAINHUB_REPLICA_UID_BASE + cluster.project_id
     assert [SlurmJob.objects.values_list("uid", "gid", "group_name").get(pk=job.pk) for job in jobs] == [
         (1001, 1001, "uma"), (vic, vic, "vic"), (project, project, "alpha")]
+
+
+def test_jobs_made_before_fifo_priorities_were_counted_keep_the_value_their_id_gave(cluster, now):
+    """priority/basic gave TOP_PRIORITY less the job id; the cluster has given one a job id so far."""
+    from trainhub.slurm.models import SlurmCluster, SlurmJob
+
+    job = make_job(cluster, now=now)
+    try:
+        migrate([("slurm", "0036_job_gpus_per_node_option")])
+        migrate([("slurm", "0037_fifo_priorities")])
+    finally:
+        migrate(None)
+    assert SlurmJob.objects.get(pk=job.pk).fifo_priority == 0xFFFF0000 - job.job_id
+    assert SlurmCluster.objects.get(pk=cluster.pk).fifo_priorities == job.job_id

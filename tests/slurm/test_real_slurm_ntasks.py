@@ -173,7 +173,8 @@ def batch_environment(job: SlurmJob) -> dict[str, str]:
         stderr_path="", comment="", start_epoch=0, end_epoch=None, uid=document["job"]["uid"],
         gid=document["job"]["gid"], cpus_per_task=document["job"]["cpusPerTask"],
         ntasks_per_node=document["job"]["ntasksPerNode"], gpus_per_job=document["job"]["gpusPerJob"],
-        gpus_per_node_option=document["job"]["gpusPerNodeOption"], gpus_per_task=document["job"]["gpusPerTask"])
+        gpus_per_node_option=document["job"]["gpusPerNodeOption"], gpus_per_task=document["job"]["gpusPerTask"],
+        cpus_per_gpu=document["job"]["cpusPerGpu"])
     return jobenv.batch_environment(context, jobenv.NodeContext(0, tuple(document["gpuIndices"])))
 
 

@@ -39,8 +39,9 @@ def test_an_sbatch_costs_the_same_statements_however_big_the_cluster(api, accoun
 
 
 def test_a_priority_basic_sbatch_gives_its_priority_in_the_same_statements(api, accounts, now):
-    """priority/basic's FIFO value (0xffff0000 less the job id) is written with the job, in the
-    statement that takes its id: no statement more than a multifactor sbatch, and no pass needed."""
+    """priority/basic's FIFO value (0xffff0000 less the values given so far, which its jobs count
+    down) is written with the job, in the statement that takes its id: no statement more than a
+    multifactor sbatch, and no pass needed."""
     from trainhub.slurm.models import SlurmJob
     from trainhub.slurm.services.clusters import cluster_config_set
 
@@ -50,7 +51,8 @@ def test_a_priority_basic_sbatch_gives_its_priority_in_the_same_statements(api, 
     _statements(api)
     assert len(_statements(api)) == len(multifactor)
     job = SlurmJob.objects.filter(cluster=accounts).latest("job_id")
-    assert (job.priority, job.priority_time is not None) == (0xFFFF0000 - job.job_id, True)
+    # the multifactor jobs before took no FIFO value: the second job under priority/basic takes the second
+    assert (job.priority, job.fifo_priority, job.priority_time is not None) == (0xFFFF0000 - 2, 0xFFFF0000 - 2, True)
 
 
 def test_an_administrators_sbatch_reads_the_membership_once_and_takes_its_job_id_as_it_writes_the_job(api, accounts,
@@ -108,17 +110,25 @@ def test_a_job_written_with_its_event_takes_the_next_id_in_the_same_statement_or
             JOB_IDS, cluster.pk, ("job_id", "array_job_id", ("priority", top))))
         return job
 
-    first = SlurmCluster.objects.get(pk=cluster.pk).next_job_id
+    first, given = SlurmCluster.objects.values_list("next_job_id", "fifo_priorities").get(pk=cluster.pk)
     job = write("queued")
-    assert (job.job_id, job.array_job_id, job.priority) == (first, first, 1000 - first)  # counted down from 1000
-    assert SlurmJob.objects.filter(pk=job.pk, job_id=first, array_job_id=first, priority=1000 - first).exists()
+    # counted down from 1000 by the cluster's fifo_priorities, one more
+    assert (job.job_id, job.array_job_id, job.priority) == (first, first, 1000 - given - 1)
+    assert SlurmJob.objects.filter(pk=job.pk, job_id=first, array_job_id=first, priority=1000 - given - 1).exists()
     assert list(JobEvent.objects.filter(job=job).values_list("message", flat=True)) == ["queued"]
     with pytest.raises(IntegrityError), transaction.atomic():
         write(None)  # the event's message is NOT NULL
-    assert SlurmCluster.objects.get(pk=cluster.pk).next_job_id == first + 1
+    assert SlurmCluster.objects.values_list("next_job_id", "fifo_priorities").get(pk=cluster.pk) == (
+        first + 1, given + 1)
     following = write("next", top=5000)  # another top: the same statement, its own value
-    assert (following.job_id, following.priority) == (first + 1, 5000 - first - 1)
-    assert SlurmJob.objects.get(pk=following.pk).priority == 5000 - first - 1
+    assert (following.job_id, following.priority) == (first + 1, 5000 - given - 2)
+    assert SlurmJob.objects.get(pk=following.pk).priority == 5000 - given - 2
+    uncounted = CompiledInsert(SlurmJob)  # a job with no field counted down does not count down
+    uncounted.save_with(SlurmJob(cluster=cluster, name="wrap", submitted_by=admin, user_name="alice", partition="a4",
+                                 submit_time=now, begin_time=now), JobEvent(time=now, message="held"), EVENT_INSERT,
+                        numbered_by=(JOB_IDS, cluster.pk, ("job_id",)))
+    assert SlurmCluster.objects.values_list("next_job_id", "fifo_priorities").get(pk=cluster.pk) == (
+        first + 3, given + 2)
 
 
 def test_a_job_written_by_the_compiled_insert_reads_back_as_one_the_orm_saved(cluster, admin, now):

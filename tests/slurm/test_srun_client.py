@@ -95,3 +95,38 @@ def test_srun_inside_a_job_asks_for_its_default_distribution_and_srun_alone_does
     monkeypatch.setenv(srun.COMPLETION, str(tmp_path / "completion"))
     assert srun.main(["-m", "cyclic", "true"]) == 1
     assert [(body["inAllocation"], body.get("distribution")) for body in sent] == [(True, None), (False, "cyclic")]
+
+
+PLANE = STEPS_FIXTURES.parent / "srun-plane"
+
+
+def _plane_section(command: str) -> list[str]:
+    """The lines of fixtures/22.05/srun-plane/out-1.txt's ``== COMMAND`` section."""
+    text = (PLANE / "out-1.txt").read_text()
+    return text.split(f"\n== {command}\n", 1)[1].split("\n== ", 1)[0].splitlines()
+
+
+def test_a_plane_gives_the_tasks_its_size():
+    """srun-plane/out-1.txt: ``-m plane=N`` (or --distribution=plane=N) sets SLURM_DIST_PLANESIZE=N beside
+    SLURM_DISTRIBUTION=plane; another distribution none, nor the batch script. srun-alone-plane.txt:
+    srun outside a job as well (its step launcher gets -m)."""
+    from trainhub.cli import srun as srun_cli
+
+    for command in ("-m plane=2", "-m plane=3", "--distribution=plane=4", "-m block"):
+        environment = srun.own_environment(srun.parse([*command.split(), "true"]), {})
+        recorded = {tuple(line.split()[4:]) for line in _plane_section(f"srun {command}")}
+        assert recorded == {(environment["SLURM_DISTRIBUTION"], environment.get("SLURM_DIST_PLANESIZE", "unset"))}
+    assert (PLANE / "out-1.txt").read_text().startswith("batch script: SLURM_DIST_PLANESIZE=unset\n")
+    _, step = srun_cli.split(["-A", "physics", "-p", "batch", "-N", "2", "-n", "5", "-m", "plane=2", "-l", "sh"])
+    environment = srun.own_environment(srun.parse(step[1:]), {})
+    alone = {tuple(line.split()[4:]) for line in (PLANE / "srun-alone-plane.txt").read_text().splitlines()}
+    assert alone == {(environment["SLURM_DISTRIBUTION"], environment["SLURM_DIST_PLANESIZE"])} == {("plane", "2")}
+
+
+def test_a_plane_without_its_size_is_refused_in_sruns_two_lines(capsys, monkeypatch):
+    """srun-plane/out-1.txt: ``-m plane`` and ``-m plane=2:block``."""
+    monkeypatch.setenv("TRAINHUB_STEP_CREDENTIAL", "x")
+    monkeypatch.setenv("TRAINHUB_URL", "http://127.0.0.1:9")
+    for given in ("plane", "plane=2:block"):
+        assert srun.main(["-m", given, "true"]) == 255
+        assert capsys.readouterr().err.splitlines() == _plane_section(f"srun -m {given}")

@@ -13,9 +13,8 @@ else SIGTERM) and srun waits for them (Interrupts). The job ending under the ste
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
 (own_environment; inside a job it did not make, also srun's default SLURM_DISTRIBUTION, which the
 control plane adds). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
---overlap, -m/--distribution (block, cyclic, plane=N), --cpu-bind (cpu_bind_variables), -l/--label,
--v/--verbose (defined_options,
-launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
+--overlap, -m/--distribution (block, cyclic, plane=N, arbitrary with SLURM_HOSTFILE), --cpu-bind
+(cpu_bind_variables), -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
@@ -116,20 +115,49 @@ def parse(argv: list[str]) -> argparse.Namespace:
 #: no task to another node.
 DISTRIBUTION_LEVELS = ("block", "cyclic", "fcyclic", "*")
 BAD_DISTRIBUTION = "srun: error: Invalid --distribution specification"
+#: srun's second line for a plane with no size or with levels after it (fixtures/22.05/srun-plane/out-1.txt).
+BAD_PLANE = "srun: error: Invalid plane size or size not specified"
 
 
 def parse_distribution(text: str) -> tuple[str, int]:
-    """``-m``/``--distribution``: (its node level, the plane size): ``block``, ``cyclic`` (1) or
-    ``plane=N`` (N), the first two optionally followed by the socket and core levels
-    (``cyclic:block``). Raises ValueError for anything else (srun: ``Invalid --distribution
-    specification``, fixtures/22.05/srun-dist/out-1.txt)."""
+    """``-m``/``--distribution``: (its node level, the plane size): ``block``, ``cyclic``,
+    ``arbitrary`` (1) or ``plane=N`` (N), the first two optionally followed by the socket and core levels
+    (``cyclic:block``). Raises ValueError, with srun's lines, for anything else (``Invalid
+    --distribution specification``, fixtures/22.05/srun-dist/out-1.txt; for a plane with no size or
+    with levels after it also ``Invalid plane size or size not specified``, srun-plane/out-1.txt)."""
     first, _, rest = text.partition(":")
     if first in ("block", "cyclic") and all(level in DISTRIBUTION_LEVELS for level in rest.split(":") if rest):
         return first, 1
+    if text == "arbitrary":
+        return text, 1
     kind, _, size = first.partition("=")
     if kind == "plane" and size.isdigit() and int(size) > 0 and not rest:
         return kind, int(size)
-    raise ValueError(text)
+    raise ValueError("\n".join([BAD_DISTRIBUTION, BAD_PLANE] if kind == "plane" else [BAD_DISTRIBUTION]))
+
+
+def arbitrary_hosts(environ: dict[str, str]) -> list[str]:
+    """``-m arbitrary``'s nodes, one a task in task order: SLURM_HOSTFILE's lines, one node name each
+    (none without the file)."""
+    path = environ.get("SLURM_HOSTFILE")
+    if not path:
+        return []
+    try:
+        with open(path) as handle:
+            return [line.strip() for line in handle if line.strip()]
+    except OSError:
+        return []
+
+
+def arbitrary_tasks(options: argparse.Namespace, environ: dict[str, str]) -> tuple[int, list[str]]:
+    """``-m arbitrary``'s task count (-n, else one a SLURM_HOSTFILE line) and each task's node. Raises
+    ValueError with srun's line when the file names fewer nodes than tasks
+    (fixtures/22.05/srun-plane/out-1.txt: ``srun -n 3 -m arbitrary`` without SLURM_HOSTFILE)."""
+    hosts = arbitrary_hosts(environ)
+    tasks = options.ntasks or len(hosts)
+    if not tasks or len(hosts) < tasks:
+        raise ValueError(f"srun: error: You asked for {tasks} tasks but hostlist specified {len(hosts)} nodes")
+    return tasks, hosts[:tasks]
 
 
 #: srun's line for --cpu-bind (or SLURM_CPU_BIND) where the nodes bind no task to CPUs: trainhub's
@@ -491,7 +519,8 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
     (fixtures/22.05/srun-details/env-*.txt): SLURM_UMASK (its umask, unless set already: sbatch sets it
     for the batch script), SLURM_PRIO_PROCESS (its scheduling priority), given --ntasks-per-node,
     SLURM_NTASKS_PER_NODE and, given -m, SLURM_DISTRIBUTION as given, ``plane`` for ``plane=N``
-    (fixtures/22.05/srun-dist/out-1.txt)."""
+    (fixtures/22.05/srun-dist/out-1.txt) with N in SLURM_DIST_PLANESIZE (srun-plane/out-1.txt,
+    srun-alone-plane.txt)."""
     env = {name: value for name, value in environ.items() if name not in PRIVATE}
     if "SLURM_UMASK" not in env:
         mask = os.umask(0)
@@ -501,7 +530,10 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
     if options.ntasks_per_node is not None:
         env["SLURM_NTASKS_PER_NODE"] = str(options.ntasks_per_node)
     if options.distribution is not None:
-        env["SLURM_DISTRIBUTION"] = "plane" if options.distribution.startswith("plane=") else options.distribution
+        kind, plane_size = parse_distribution(options.distribution)
+        env["SLURM_DISTRIBUTION"] = options.distribution if kind != "plane" else kind
+        if kind == "plane":
+            env["SLURM_DIST_PLANESIZE"] = str(plane_size)
     cpu_bind = cpu_bind_given(options, environ)
     if cpu_bind is not None:
         env.update(cpu_bind_variables(cpu_bind))
@@ -617,9 +649,16 @@ def main(argv: list[str]) -> int:
     if options.distribution is not None:
         try:
             parse_distribution(options.distribution)
-        except ValueError:
-            print(BAD_DISTRIBUTION, file=sys.stderr)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
             return 255
+    tasks, hosts = options.ntasks, None
+    if options.distribution == "arbitrary":
+        try:
+            tasks, hosts = arbitrary_tasks(options, dict(os.environ))
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 1
     cpu_bind = cpu_bind_given(options, os.environ)
     if cpu_bind is not None and cpu_bind.lower() == "help":
         print(CPU_BIND_HELP)
@@ -653,8 +692,8 @@ def main(argv: list[str]) -> int:
     if options.verbose >= 2:
         _say(*propagated_lines(environment), *(ALLOCATION_THREAD if alone else ()), *PLUGINS)
     body = {"argv": options.command, "label": options.label, "environment": environment,
-            "nodes": options.nodes, "tasks": options.ntasks, "tasksPerNode": options.ntasks_per_node,
-            "distribution": options.distribution, "inAllocation": not alone,
+            "nodes": options.nodes, "tasks": tasks, "tasksPerNode": options.ntasks_per_node,
+            "distribution": options.distribution, "hosts": hosts, "inAllocation": not alone,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:

@@ -69,10 +69,28 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
     if not command:
         raise CliError("srun: fatal: No command given to execute.")
     job = [_argument(name, value) for name, value in given if name not in STEP_OPTIONS]
+    if ("distribution", "arbitrary") in given:
+        job += _arbitrary_allocation(given)
     if not any(name == "job-name" for name, _ in given):
         job.insert(0, f"--job-name={os.path.basename(command[0])}")
     step = [_argument(name, value) for name, value in given if name in STEP_OPTIONS or name in STEP_SHAPE]
     return job, ["srun", *step, "--", *command]
+
+
+def _arbitrary_allocation(given: list[tuple[str, str | None]]) -> list[str]:
+    """``-m arbitrary`` outside an allocation: the job is given SLURM_HOSTFILE's nodes, as many, and
+    one task a line unless -n (fixtures/22.05/srun-plane/srun-alone-arbitrary.txt: ``-n 3`` over gpu3,
+    gpu1, gpu3 runs on gpu[1,3]); the step launcher puts the tasks there. Without the file srun
+    refuses it (srun-alone-arbitrary-nohost.err)."""
+    from trainhub.agent.srun import arbitrary_hosts
+
+    hosts = arbitrary_hosts(dict(os.environ))
+    if not hosts:
+        raise CliError("srun: error: With Arbitrary distribution you need to specify a nodelist or hostfile "
+                       "with the -w option")
+    nodes = list(dict.fromkeys(hosts))
+    tasks = [] if any(name == "ntasks" for name, _ in given) else [f"--ntasks={len(hosts)}"]
+    return [f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", *tasks]
 
 
 def defined_options(argv: list[str]) -> list[str]:

@@ -21,7 +21,8 @@ transaction - one round trip where two INSERTs in a transaction take four (BEGIN
 INSERT, COMMIT). Given a ``Counter`` (a Slurm cluster's next job id), the same statement also
 takes the row's number from it: the counter's row is locked only while that statement runs. A
 numbered field takes the number itself, or a value counted down from a top (``(name, top)``:
-``top - number``, priority/basic's FIFO priority of a job under its id).
+``top`` less the counter's second, countdown column, which such a row adds one to: priority/basic's
+FIFO priority, which only the jobs that take one count down).
 
 On PostgreSQL a row's values travel as one JSON parameter that ``json_populate_record`` turns
 into the table's row type, not as one parameter per column: psycopg keeps its parse of a
@@ -69,7 +70,8 @@ _AS_IS = {CharField: str, TextField: str, BooleanField: bool, IntegerField: int,
           PositiveBigIntegerField: int, FloatField: float}
 
 #: A field that a Counter's number sets: its name (it takes the number), or (name, top): it takes
-#: ``top - number``, a value that falls as the numbers rise.
+#: ``top`` less the Counter's countdown after the row counted down (a value that falls with every
+#: row that has such a field, see Counter.countdown).
 Numbered = str | tuple[str, int]
 
 
@@ -77,13 +79,22 @@ def _numbered_name(numbered: Numbered) -> str:
     return numbered if isinstance(numbered, str) else numbered[0]
 
 
-def _numbered_value(numbered: Numbered, number: int) -> int:
-    return number if isinstance(numbered, str) else numbered[1] - number
+def _numbered_value(numbered: Numbered, number: int, countdown: int | None) -> int:
+    if isinstance(numbered, str):
+        return number
+    if countdown is None:
+        raise ValueError(f"{numbered[0]} counts down, and the counter has no countdown column")
+    return numbered[1] - countdown
+
+
+def _counts_down(numbered: tuple[Numbered, ...]) -> int:
+    """What a row with these numbered fields adds to the counter's countdown: one if any counts down."""
+    return int(any(not isinstance(field, str) for field in numbered))
 
 
 def _numbered_sql(numbered: Numbered) -> str:
-    """The field's value in save_with's statement: the number, or a parameter (its top) less it."""
-    return "number.value" if isinstance(numbered, str) else "%s - number.value"
+    """The field's value in save_with's statement: the number, or a parameter (its top) less the countdown."""
+    return "number.value" if isinstance(numbered, str) else "%s - number.countdown"
 
 
 def _numbered_shape(numbered: tuple[Numbered, ...]) -> tuple[Numbered, ...]:
@@ -104,29 +115,39 @@ class _Compiled:
 @dataclass(frozen=True)
 class Counter:
     """An integer column of ``model`` that numbers new rows elsewhere (a Slurm cluster's
-    ``next_job_id``): taking numbers adds to it and returns the first taken, in one UPDATE."""
+    ``next_job_id``): taking numbers adds to it and returns the first taken, in one UPDATE.
+
+    ``countdown``, a second column, counts the rows that take a value counted down from a top
+    (Numbered's ``(name, top)``) in the same UPDATE: slurmctld's priority/basic gives a job the
+    next FIFO value only where it gives it a priority at all (a held job takes none)."""
 
     model: type[Model]
     column: str
+    countdown: str = ""
 
     def _sql(self, connection: Any) -> str:
-        """The UPDATE that takes numbers and returns the first taken; its parameters are _params'."""
+        """The UPDATE that takes numbers and counts down; it returns the first number taken and the
+        countdown after it (NULL without one). Its parameters are _params'."""
         quote, meta = connection.ops.quote_name, self.model._meta
         column = quote(meta.get_field(self.column).column)
-        return (f"UPDATE {quote(meta.db_table)} SET {column} = {column} + %s "  # noqa: S608
-                f"WHERE {quote(meta.pk.column)} = %s RETURNING {column} - %s")
+        countdown = quote(meta.get_field(self.countdown).column) if self.countdown else ""
+        also = f", {countdown} = {countdown} + %s" if countdown else ""
+        return (f"UPDATE {quote(meta.db_table)} SET {column} = {column} + %s{also} "  # noqa: S608
+                f"WHERE {quote(meta.pk.column)} = %s RETURNING {column} - %s AS value, "
+                f"{countdown or 'NULL'} AS countdown")
 
-    @staticmethod
-    def _params(pk: Any, count: int) -> list[Any]:
-        return [count, pk, count]
+    def _params(self, pk: Any, count: int, down: int = 0) -> list[Any]:
+        return [count, *([down] if self.countdown else []), pk, count]
 
-    def take(self, pk: Any, count: int = 1, *, using: str = DEFAULT_DB_ALIAS) -> int:
-        """The first of ``count`` consecutive numbers. The UPDATE takes them atomically by itself;
-        inside a transaction the counter's row stays locked until it commits."""
+    def take(self, pk: Any, count: int = 1, *, down: int = 0, using: str = DEFAULT_DB_ALIAS) -> tuple[int, int | None]:
+        """The first of ``count`` consecutive numbers, and the countdown once ``down`` is added to
+        it (None without a countdown column). The UPDATE takes them atomically by itself; inside a
+        transaction the counter's row stays locked until it commits."""
         connection = connections[using]
         with connection.cursor() as cursor:
-            cursor.execute(self._sql(connection), self._params(pk, count))
-            return cursor.fetchone()[0]
+            cursor.execute(self._sql(connection), self._params(pk, count, down))
+            number, countdown = cursor.fetchone()
+            return number, countdown
 
 
 class CompiledQuery:
@@ -309,9 +330,9 @@ class CompiledInsert:
         with transaction.atomic(using=using, savepoint=False) if numbered_by else nullcontext():
             if numbered_by:
                 counter, counter_pk, numbered = numbered_by
-                number = counter.take(counter_pk, using=using)
+                number, countdown = counter.take(counter_pk, down=_counts_down(numbered), using=using)
                 for field in numbered:
-                    setattr(obj, _numbered_name(field), _numbered_value(field, number))
+                    setattr(obj, _numbered_name(field), _numbered_value(field, number, countdown))
             params = self._prepare(obj, fields, connection, using)
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
@@ -324,7 +345,8 @@ class CompiledInsert:
         """Insert ``obj`` and ``dependent``, whose foreign key points at it, both or neither.
 
         ``numbered_by`` = (counter, the counter row's primary key, fields of ``obj``, see Numbered):
-        those fields take the counter's next number (or their top less it), set on ``obj`` too.
+        those fields take the counter's next number (or their top less its countdown, which any
+        such field counts down by one), set on ``obj`` too.
 
         On PostgreSQL it is one statement (``WITH [number AS (UPDATE ... RETURNING)] parent AS
         (INSERT ... RETURNING pk) INSERT ... SELECT parent.pk ...``); elsewhere the number's UPDATE
@@ -353,10 +375,11 @@ class CompiledInsert:
         params = tops + self._prepare(obj, fields, connection, using) + dependent_insert._prepare(
             dependent, dependent_fields, connection, using)
         with connection.cursor() as cursor:
-            cursor.execute(statement, (counter._params(counter_pk, 1) if counter is not None else []) + params)
-            pk, dependent_pk, number = cursor.fetchone()
+            cursor.execute(statement, (counter._params(counter_pk, 1, _counts_down(numbered))
+                                       if counter is not None else []) + params)
+            pk, dependent_pk, number, countdown = cursor.fetchone()
         for field in numbered:
-            setattr(obj, _numbered_name(field), _numbered_value(field, number))
+            setattr(obj, _numbered_name(field), _numbered_value(field, number, countdown))
         self._saved(obj, pk, using)
         setattr(dependent, link.name, obj)
         self._saved(dependent, dependent_pk, using)
@@ -371,7 +394,7 @@ class CompiledInsert:
         dependent_pk = quote(dependent_insert._model._meta.pk.column)
         number = ""
         if counter is not None:
-            number = f"number AS ({counter._sql(connection)} AS value), "
+            number = f"number AS ({counter._sql(connection)}), "
         parent_source = self._row_source(connection, fields, {_numbered_name(spec): _numbered_sql(spec) for spec in numbered},
                                          "number" if number else "")
         child_source = dependent_insert._row_source(connection, dependent_fields, {link.attname: f"parent.{pk}"},
@@ -381,7 +404,8 @@ class CompiledInsert:
                      f"child AS ({dependent_insert._insert_sql(connection, dependent_fields, child_source)} "
                      f"RETURNING {dependent_pk}) "
                      f"SELECT parent.{pk}, child.{dependent_pk}, "
-                     f"{'number.value' if number else 'NULL'} FROM parent, child{', number' if number else ''}")
+                     f"{'number.value, number.countdown' if number else 'NULL, NULL'} "
+                     f"FROM parent, child{', number' if number else ''}")
         return link, dependent_fields, statement
 
     def _link_to(self, model: type[Model]) -> ForeignKey:

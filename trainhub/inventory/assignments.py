@@ -134,7 +134,7 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
             "account": job.account, "partition": job.partition, "qos": job.qos, "numTasks": job.num_tasks,
             "cpusPerTask": job.cpus_per_task, "ntasksPerNode": job.ntasks_per_node,
             "gpusPerJob": job.gpus_per_job, "gpusPerNodeOption": job.gpus_per_node_option,
-            "gpusPerTask": job.gpus_per_task, "workDir": job.work_dir,
+            "gpusPerTask": job.gpus_per_task, "cpusPerGpu": job.cpus_per_gpu, "workDir": job.work_dir,
             # %A and %a resolved here: the agent knows only the job id (for %j, and %A outside arrays).
             "stdoutPattern": arrays.file_pattern(job.stdout_pattern, array_job_id=job.array_job_id,
                                                  task_id=job.array_task_id),

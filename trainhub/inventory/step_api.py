@@ -88,6 +88,7 @@ def _count(body: dict, name: str) -> int | None:
 
 class Steps(SrunView):
     """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
+    hosts? (-m arbitrary: each task's node),
     inAllocation? (srun did not make the job: its tasks see srun's default SLURM_DISTRIBUTION), label?,
     pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
     [[node, [task, ...]], ...]}; while other
@@ -109,11 +110,15 @@ class Steps(SrunView):
         try:
             kind, plane_size = parse_distribution(distribution) if distribution else (None, 1)
         except ValueError:
-            raise invalid_argument([FieldViolation("distribution", "block, cyclic or plane=N")]) from None
+            raise invalid_argument([FieldViolation("distribution", "block, cyclic, plane=N or arbitrary")]) from None
+        hosts = _field(body, "hosts", list, required=False, default=[])
+        if not all(isinstance(host, str) and host for host in hosts) or len(hosts) > MAX_ARGS:
+            raise invalid_argument([FieldViolation("hosts", f"at most {MAX_ARGS} node names")])
         wanted = StepRequest(nodes=_count(body, "nodes"), tasks=_count(body, "tasks"),
                              tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus,
                              exact=bool(body.get("exact")), overlap=bool(body.get("overlap")),
-                             distribution=kind, plane_size=plane_size, in_allocation=bool(body.get("inAllocation")))
+                             distribution=kind, plane_size=plane_size, hosts=tuple(hosts),
+                             in_allocation=bool(body.get("inAllocation")))
         srun_host = _field(body, "srunHost", str, required=False, default="")
         srun_pid = _field(body, "srunPid", int, required=False, default=0)
         if srun_pid < 0:

@@ -77,6 +77,9 @@ class JobContext:
     #: SLURM_GPUS_PER_NODE and SLURM_GPUS_PER_TASK (fixtures/22.05/gpu-env; --gres=gpu:N sets neither).
     gpus_per_node_option: int = 0
     gpus_per_task: int = 0
+    #: sbatch's --cpus-per-gpu (0: not given), exported as SLURM_CPUS_PER_GPU, with GPUs or without
+    #: (fixtures/22.05/cpus-per-gpu/out-3.txt).
+    cpus_per_gpu: int = 0
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,8 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     if not node.gpu_indices:  # no GPU variable at all (fixtures/22.05/ntasks/out-1.txt)
         for name in GPU_VARIABLES:
             env.pop(name, None)
+    if job.cpus_per_gpu:
+        env["SLURM_CPUS_PER_GPU"] = str(job.cpus_per_gpu)
     return env
 
 
@@ -244,7 +249,7 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
                        hosts: list[str], cpus_per_node: list[int], num_tasks: int, submit_dir: str,
                        submit_host: str, cpus_per_task: int = 1, tasks_given: bool = False,
                        ntasks_per_node: int | None = None, node_aliases: bool = True,
-                       gpus: tuple[int, int, int] = (0, 0, 0)) -> dict[str, str]:
+                       gpus: tuple[int, int, int] = (0, 0, 0), cpus_per_gpu: int = 0) -> dict[str, str]:
     """What salloc gives its command, which runs where salloc runs (fixtures/22.05/salloc/salloc-3.txt):
     the allocation's job variables, none of a node's (no SLURM_NODEID, SLURMD_NODENAME, GPUs);
     SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host. SLURM_NTASKS and
@@ -252,7 +257,8 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
     SLURM_NTASKS_PER_NODE only where that was given (fixtures/22.05/srun-details/salloc-9.txt,
     salloc-10.txt). ``node_aliases``: SLURM_NODE_ALIASES, which salloc sets and srun outside an
     allocation does not give its tasks (srun-details/env-1.txt). ``gpus``: the GPUs asked by -G,
-    --gpus-per-node and --gpus-per-task (gpu_request_variables)."""
+    --gpus-per-node and --gpus-per-task (gpu_request_variables); ``cpus_per_gpu``: --cpus-per-gpu's
+    SLURM_CPUS_PER_GPU (fixtures/22.05/cpus-per-gpu/salloc.txt)."""
     nodelist = compress(hosts)
     env = {
         "SLURM_CLUSTER_NAME": cluster_name,
@@ -280,6 +286,8 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
     if not node_aliases:
         del env["SLURM_NODE_ALIASES"]
     env.update(gpu_request_variables(*gpus))
+    if cpus_per_gpu:
+        env["SLURM_CPUS_PER_GPU"] = str(cpus_per_gpu)
     return env
 
 

@@ -77,6 +77,9 @@ class SlurmCluster(models.Model):
     epilog_scripts = models.JSONField(default=list)
     default_partition = models.CharField(max_length=63)
     next_job_id = models.PositiveBigIntegerField(default=1)
+    #: priority/basic's FIFO values given so far: slurmctld's lowest_prio is TOP_PRIORITY less it. A
+    #: job takes one as it is submitted (one held at submission takes none) and as it is released.
+    fifo_priorities = models.PositiveBigIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     create_time = models.DateTimeField()
     update_time = models.DateTimeField()
@@ -272,6 +275,8 @@ class SlurmJob(models.Model):
     #: pending job's NumNodes as MIN-MAX when -N was given.
     max_nodes = models.PositiveIntegerField(default=0)
     gpus_per_task = models.PositiveIntegerField(default=0)
+    #: --cpus-per-gpu: CPUs allocated with each GPU on a node, when more than its tasks' (0: not asked).
+    cpus_per_gpu = models.PositiveIntegerField(default=0)
     #: --gpus-per-node's count (0: not given; --gres=gpu:N asks as many but sets no variable), which the
     #: batch script sees as SLURM_GPUS_PER_NODE (fixtures/22.05/gpu-env).
     gpus_per_node_option = models.PositiveIntegerField(default=0)
@@ -304,6 +309,9 @@ class SlurmJob(models.Model):
     #: scontrol's state_desc ("launch failed requeued held", "cancelled by alice").
     state_desc = models.CharField(max_length=255, blank=True)
     priority = models.PositiveBigIntegerField(default=0)
+    #: priority/basic's FIFO value the job took (SlurmCluster.fifo_priorities), before its nice: its
+    #: priority under priority/basic is this less its nice. 0: none yet (held since its submission).
+    fifo_priority = models.PositiveBigIntegerField(default=0)
     #: When ``priority`` and the factors below were last computed (a job's submission, then the decay
     #: runs); null: at the next pass (held requeued, released or reniced jobs, jobs submitted before
     #: the first decay run, and every job after a config change).

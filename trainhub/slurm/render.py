@@ -91,6 +91,8 @@ def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:
         "gpusPerJob": job.gpus_per_job,
         "gpusPerNodeOption": job.gpus_per_node_option,
         "gpusPerTask": job.gpus_per_task,
+        # --cpus-per-gpu's: salloc's SLURM_CPUS_PER_GPU
+        "cpusPerGpu": job.cpus_per_gpu,
         # the GPU type asked (--gres=gpu:v100:2): the job runs only on nodes of that type
         "gpuType": job.gpu_type,
         "timeLimit": format_time_limit(job.time_limit),

@@ -29,8 +29,8 @@ from django.utils.dateparse import parse_datetime
 
 from trainhub.iam.selectors import posix_accounts_by_username
 from trainhub.inventory.models import Node, NodeState
-from trainhub.slurm import (arrays, fairshare, formats, jobenv, scontrol_job, scontrol_node, scontrol_partition,
-                            snapshot)
+from trainhub.slurm import (arrays, fairshare, formats, jobenv, scheduler, scontrol_job, scontrol_node,
+                            scontrol_partition, snapshot)
 from trainhub.slurm import sinfo as sinfo_layout
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.hostlist import HostlistError, compress, expand
@@ -143,7 +143,7 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
                   "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir",
-                  "gpus_per_job", "gpu_request", "ntasks_per_node")
+                  "gpus_per_job", "gpu_request", "ntasks_per_node", "cpus_per_gpu")
 #: What only squeue's rarer letters and -O fields show (formats.squeue_reads_more), read after the
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
@@ -167,7 +167,7 @@ _SQUEUE_SHOWN = (*_SQUEUE_FIELDS[:14], "array_job_id", "array_task_id", "array_p
 _SQUEUE_UNSHOWN = {"account": "", "num_tasks": 1, "cpus_per_task": 1, "gpus_per_node": 0, "nice": 0, "features": None,
                    "gpus_per_task": 0, "qos": "", "comment": "", "dependency": "", "exclusive": False,
                    "mem_per_node": 0, "mem_per_cpu": 0, "req_nodes": "", "exc_nodes": "", "submit_time": None,
-                   "work_dir": "", "gpus_per_job": 0, "gpu_request": "", "ntasks_per_node": 0}
+                   "work_dir": "", "gpus_per_job": 0, "gpu_request": "", "ntasks_per_node": 0, "cpus_per_gpu": 0}
 _SQUEUE_NARROW_FORMATS = (formats.SQUEUE_DEFAULT, formats.SQUEUE_LONG)
 
 
@@ -200,13 +200,17 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
      exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, gpus_per_job, gpu_request,
-     ntasks_per_node, *more) = row
+     ntasks_per_node, cpus_per_gpu, *more) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=gpu_request, per_job=gpus_per_job, per_node=gpus_per_node, per_task=gpus_per_task)
     # allocated, --ntasks-per-node's tasks' CPUs on every node (ntasks-per-node/squeue-o: -n 20 on 3 x 8, 24)
     cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else num_tasks) * cpus_per_task
+    if cpus_per_gpu and state != JobState.PENDING:  # and --cpus-per-gpu's for its GPUs (cpus-per-gpu/squeue.txt)
+        cpus = scheduler.cpus_for_gpus(cpus, scontrol_job.requested_gpus(
+            nodes=num_nodes, num_tasks=num_tasks, gpus_per_job=gpus_per_job, gpus_per_task=gpus_per_task,
+            gpus_per_node=gpus_per_node), cpus_per_gpu)
     tres = partial(scontrol_job.job_cpus_and_tres, requested=state == JobState.PENDING, num_nodes=num_nodes,
                    num_tasks=num_tasks, cpus_per_task=cpus_per_task, gpus_per_job=gpus_per_job,
                    gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, mem_per_node=mem_per_node,
@@ -622,7 +626,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         exclusive=job.exclusive, command=scontrol_job.command_text(job.script_path, job.script_args),
         work_dir=job.work_dir, comment=job.comment, stdin=streams[0], stdout=streams[1], stderr=streams[2],
         tres_per_job=tres_per_job, tres_per_node=tres_per_node, tres_per_task=tres_per_task,
-        mem_per_gpu=job.mem_per_gpu,
+        cpus_per_gpu=job.cpus_per_gpu, mem_per_gpu=job.mem_per_gpu,
         mail_type=job.mail_type, mail_user=job.mail_user or job.user_name, array=array)
 
 

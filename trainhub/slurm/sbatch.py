@@ -15,7 +15,7 @@ Supported: -J/--job-name, -p/--partition, -A/--account, -q/--qos, -N/--nodes, -n
 -d/--dependency (trainhub.slurm.dependency), --parsable (print only the job id), -a/--array (kept as
 written; trainhub.slurm.arrays parses it against the cluster's MaxArraySize), --test-only, --mem,
 --mem-per-cpu, --mem-per-gpu (megabytes unless K/M/G/T; one of them), -w/--nodelist, -x/--exclude,
---exclusive, -G/--gpus and --gpus-per-task ([type:]N), --export, --signal=[R][B:]SIG[@TIME],
+--exclusive, -G/--gpus and --gpus-per-task ([type:]N), --cpus-per-gpu, --export, --signal=[R][B:]SIG[@TIME],
 --mail-type, --mail-user, -C/--constraint.
 Anything else is "sbatch: unrecognized option".
 """
@@ -101,6 +101,8 @@ class SbatchOptions:
     #: --gpus (for the whole job) and --gpus-per-task, as ([type], count).
     gpus: tuple[str | None, int] | None = None
     gpus_per_task: tuple[str | None, int] | None = None
+    #: --cpus-per-gpu: CPUs allocated with each GPU (not with --cpus-per-task; see check_cpus_per_gpu).
+    cpus_per_gpu: int | None = None
     export: str | None = None
     signal: str | None = None
     mail_type: str | None = None
@@ -129,13 +131,17 @@ def _int_arg(value: int, flag: str) -> int:
     return value
 
 
-def _count(name: str, minimum: int = 1):
+def _count(name: str, minimum: int = 1, *, below_is_not_numeric: bool = False):
+    """A count of at least ``minimum``; one below it is an invalid value, or where sbatch reads the
+    option with parse_int's positive check (``below_is_not_numeric``: --cpus-per-gpu=0) an invalid
+    numeric value, as text that is not a number is."""
     def parse(text: str) -> int:
+        not_numeric = SbatchError(f"sbatch: error: Invalid numeric value \"{text}\" for {name}.")
         if not re.fullmatch(r"\d+", text.strip()):
-            raise SbatchError(f"sbatch: error: Invalid numeric value \"{text}\" for {name}.")
+            raise not_numeric
         value = _int_arg(int(text), name)
         if value < minimum:
-            raise SbatchError(f"sbatch: error: Invalid {name} value: {text}")
+            raise not_numeric if below_is_not_numeric else SbatchError(f"sbatch: error: Invalid {name} value: {text}")
         return value
     return parse
 
@@ -206,6 +212,17 @@ def check_memory(options: SbatchOptions) -> None:
     """sbatch refuses two of --mem, --mem-per-cpu and --mem-per-gpu together."""
     if sum(value is not None for value in (options.mem, options.mem_per_cpu, options.mem_per_gpu)) > 1:
         raise SbatchError("sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+
+
+#: sbatch's (salloc's, srun's) lines for --cpus-per-gpu with --cpus-per-task (fixtures/22.05/cpus-per-gpu/sbatch-c.err).
+CPUS_PER_GPU_AND_TASK = ("sbatch: error: --cpus-per-gpu is mutually exclusive with --cpus-per-task\n"
+                         "sbatch: error: Invalid generic resource (gres) specification")
+
+
+def check_cpus_per_gpu(options: SbatchOptions) -> None:
+    """sbatch refuses --cpus-per-gpu with --cpus-per-task, in either order."""
+    if options.cpus_per_gpu is not None and options.cpus_per_task is not None:
+        raise SbatchError(CPUS_PER_GPU_AND_TASK)
 
 
 def _gpu_count(field: str, flag: str):
@@ -290,6 +307,7 @@ _PARSERS = {
     "exclusive": lambda _: {"exclusive": True},
     "gpus": _gpu_count("gpus", "--gpus"),
     "gpus-per-task": _gpu_count("gpus_per_task", "--gpus-per-task"),
+    "cpus-per-gpu": lambda t: {"cpus_per_gpu": _count("--cpus-per-gpu", below_is_not_numeric=True)(t)},
     "export": _single("export"),
     "signal": _signal,
     "mail-type": _mail_type,

@@ -55,6 +55,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "exclusive": ("", "optional"),
     "gpus": ("G", "required"),
     "gpus-per-task": ("", "required"),
+    "cpus-per-gpu": ("", "required"),
     "export": ("", "required"),
     "signal": ("", "required"),
     "mail-type": ("", "required"),

@@ -12,9 +12,10 @@ Public API (pure Python, no Django)::
                user="", account="", qos=None, begin_time=None, hold_reason=None, blocked_reason=None,
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
-               gpu_type=None, gpus_per_job=0, gpus_per_task=0, max_nodes=0, mem_per_gpu=0, spread=None,
-               allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
+               gpu_type=None, gpus_per_job=0, gpus_per_task=0, max_nodes=0, mem_per_gpu=0, cpus_per_gpu=0,
+               spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
                # max_nodes: --gpus's node range (from nodes up to it, as many as its GPUs need)
+    cpus_for_gpus(cpus, gpus, cpus_per_gpu) -> int           # a node's CPUs with --cpus-per-gpu
     TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
         .take(rooms, min_nodes); .place(rooms by node, min_nodes)
     Snapshot(nodes, partitions={name: (node names)}, partition_options={name: PartitionOptions}, running, pending)
@@ -307,6 +308,22 @@ class TaskSpread:
         return tasks_left, nodes_left
 
 
+def cpus_for_gpus(cpus: int, gpus: int, cpus_per_gpu: int) -> int:
+    """A node's CPUs for a job: its tasks' ``cpus``, or --cpus-per-gpu's for each of its ``gpus`` on the
+    node where that is more (cons_tres: gres_select_util_job_min_cpus raises the node's CPUs as it
+    gives it GPUs; fixtures/22.05/cpus-per-gpu: ``--gpus=2 --cpus-per-gpu=3`` runs on 6 CPUs, ``-N 2
+    --gres=gpu:2 --cpus-per-gpu=4`` on 8 each, ``-n 2 --gres=gpu:2 --cpus-per-gpu=3`` on 6, and
+    ``--cpus-per-gpu=3`` without a GPU on 1)."""
+    return max(cpus, cpus_per_gpu * gpus)
+
+
+def _gpu_room(job: PendingJob, free: Resources) -> int:
+    """The GPUs of --gpus's count a node can take for ``job``: its free ones, at most as many as its
+    free CPUs hold --cpus-per-gpu's CPUs for."""
+    gpus = free.gres.get("gpu", 0)
+    return min(gpus, free.cpus // job.cpus_per_gpu) if job.cpus_per_gpu else gpus
+
+
 def share_gpus_per_job(count: int, free_gpus: Sequence[int]) -> list[int] | None:
     """--gpus's ``count`` over a job's nodes taken in node order with ``free_gpus`` each: every node as
     many as it has, leaving one for each node after it (gres_select_filter.c ``_get_job_cnt``: ``MIN(avail,
@@ -370,6 +387,8 @@ class PendingJob:
     #: --mem-per-gpu where memory is a consumable resource: each node's memory is its share of --gpus's
     #: count times it (``per_node`` asks it for one GPU, the fewest a node gets).
     mem_per_gpu: int = 0
+    #: --cpus-per-gpu: each node's CPUs are at least this many for each GPU it gives the job (cpus_for_gpus).
+    cpus_per_gpu: int = 0
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order; -N
     #: with -n (TaskSpread.exact_nodes): the tasks fill its ``nodes`` in order.
     spread: TaskSpread | None = None
@@ -627,7 +646,7 @@ class _Pass:
         free GPUs (in node order)."""
         spread = job.spread if free is not None and not self._whole_nodes(job) else None
         per_job = job.gpus_per_job if free is not None and not self._whole_nodes(job) else 0
-        gpus = {name: free[name].gres.get("gpu", 0) for name in free} if per_job else {}
+        gpus = {name: _gpu_room(job, free[name]) for name in free} if per_job else {}
         most = {name: spread.room(free[name], job.per_node) for name in free} if spread is not None else gpus
 
         def holds_gpus(picked: list[str]) -> bool:
@@ -814,7 +833,7 @@ class _Pass:
         if not spread:
             allocation = {name: self._need(job, self.nodes[name]) for name in names}
         if job.gpus_per_job and self._fits_by_free(job):  # --gpus's count, with or without -n's tasks
-            shares = share_gpus_per_job(job.gpus_per_job, [self.nodes[name].free.gres.get("gpu", 0) for name in names])
+            shares = share_gpus_per_job(job.gpus_per_job, [_gpu_room(job, self.nodes[name].free) for name in names])
             assert shares is not None, "_choose picked nodes that hold --gpus's count"
             # --mem-per-gpu gives each node its GPUs' memory (gres_select_util.c ``gres_select_util_job_mem_set``:
             # ``mem_per_gres * gres_cnt`` of the node; fixtures/22.05/gpus-mem scontrol-d-N2-g3: ``-N 2 --gpus=3
@@ -823,6 +842,9 @@ class _Pass:
                                           share * job.mem_per_gpu if job.mem_per_gpu else allocation[name].memory_mb,
                                           {"gpu": share})
                           for name, share in zip(names, shares)}
+        if job.cpus_per_gpu:
+            allocation = {name: Resources(cpus_for_gpus(held.cpus, held.gres.get("gpu", 0), job.cpus_per_gpu),
+                                          held.memory_mb, held.gres) for name, held in allocation.items()}
         self._occupy(job.job_id, allocation, end)
         # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
         # the job keeps it (backfill.c: ``part_time_limit = YEAR_MINUTES``, ``time_limit =

@@ -78,6 +78,8 @@ class ScontrolJob:
     tres_per_job: str = ""
     #: --gpus-per-task's request, which slurmctld keeps instead of a TresPerNode.
     tres_per_task: str = ""
+    #: --cpus-per-gpu's count (CpusPerTres=gres:gpu:N, before MemPerTres); 0 without it.
+    cpus_per_gpu: int = 0
     #: --mem-per-gpu's MB (MemPerTres=gres:gpu:MB); 0 without it.
     mem_per_gpu: int = 0
     #: --mail-type and the address it mails (--mail-user, else the job's user); "" without --mail-type.
@@ -246,6 +248,8 @@ def _paragraph(job: ScontrolJob, one_liner: bool) -> str:
     if job.batch:
         lines += [f"   StdErr={job.stderr}", f"   StdIn={job.stdin}", f"   StdOut={job.stdout}"]
     lines.append("   Power=")
+    if job.cpus_per_gpu:  # fixtures/22.05/cpus-per-gpu/scontrol-4
+        lines.append(f"   CpusPerTres=gres:gpu:{job.cpus_per_gpu}")
     if job.mem_per_gpu:
         lines.append(f"   MemPerTres=gres:gpu:{job.mem_per_gpu}")
     if job.tres_per_job:

@@ -56,6 +56,7 @@ class QueuedJob:
     state: str
     reason: str
     priority: int
+    fifo_priority: int
     priority_time: dt.datetime | None
     sched_eval_time: dt.datetime | None
     nice: int
@@ -84,6 +85,7 @@ class QueuedJob:
     nodes_from_tasks: bool
     ntasks_per_node: int
     gpus_per_task: int
+    cpus_per_gpu: int
     gpus_per_job: int
     gpu_type: str
     interactive: bool
@@ -165,11 +167,12 @@ class ClusterState:
         """What each node of the job must have free (one shared value per job shape: Resources is frozen):
         with --gpus one GPU, the fewest cons_tres gives each node of it (scheduler.share_gpus_per_job)."""
         shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.gpus_per_job,
-                 job.mem_per_node, job.mem_per_cpu, job.mem_per_gpu)
+                 job.mem_per_node, job.mem_per_cpu, job.mem_per_gpu, job.cpus_per_gpu)
         found = self._per_node.get(shape)
         if found is None:
-            cpus = -(-job.num_tasks // job.num_nodes) * job.cpus_per_task
             gpus = 1 if job.gpus_per_job else job.gpus_per_node
+            cpus = scheduler.cpus_for_gpus(-(-job.num_tasks // job.num_nodes) * job.cpus_per_task, gpus,
+                                           job.cpus_per_gpu)
             found = self._per_node[shape] = scheduler.Resources(
                 cpus=cpus, memory_mb=job_memory_mb(job, self, cpus, gpus), gres={"gpu": gpus} if gpus else {})
         return found
@@ -405,8 +408,9 @@ def job_gpus(job: JobLike) -> int:
 
 
 def job_billing(job: JobLike, state: ClusterState, tres: Mapping[str, int] | None = None) -> float:
-    """Billable TRES per second of what the job asks, or of ``tres`` (allocation_tres): the partition's
-    TRESBillingWeights applied, else the CPU count."""
+    """Billable TRES per second of what the job asks, or of ``tres`` (allocation_tres: slurmctld bills an
+    allocation's tres_alloc_cnt; fixtures/22.05/cpus-per-gpu/sacct.txt, --gpus=2 --cpus-per-gpu=3 bills 6):
+    the partition's TRESBillingWeights applied, else the CPU count."""
     tres = tres or {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job_gpus(job)}
     partition = state.partitions.get(job.partition)
     return billable_tres(tres, partition.billing_weights if partition else {},
@@ -448,7 +452,7 @@ def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> 
     """The job as trainhub.slurm.priority sees it; ``terms`` from association_terms (a job without an
     association gets no fair-share and no association priority). A job not yet written has no job
     id, and so no priority/basic value (its submission gives that one as it takes its id, see
-    services.jobs._submission_priority)."""
+    services.jobs._submission_priority; its release another, services.jobs.job_release)."""
     fairshare_factor, assoc_priority = (terms.get((job.account, job.user_name, job.partition))
                                         or terms.get((job.account, job.user_name, "")) or (0.0, 0))
     return priority.PriorityJob(
@@ -456,7 +460,7 @@ def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> 
         user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
         time_limit_minutes=job.time_limit, tres=state.tres_of(job), fairshare_factor=fairshare_factor,
         assoc_priority=assoc_priority, nice=job.nice, site_factor=job.site_factor, held=job.hold != Hold.NONE,
-        previous_priority=job.priority or None, basic_priority=BASIC_TOP_PRIORITY - (job.job_id or 0))
+        previous_priority=job.priority or None, basic_priority=job.fifo_priority)
 
 
 #: SlurmJob's factor columns, in priority.FACTOR_NAMES order.
@@ -642,7 +646,7 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint, gpu_type=job.gpu_type or None, gpus_per_job=job.gpus_per_job,
         gpus_per_task=job.gpus_per_task, max_nodes=gpu_node_range(job, state),
-        mem_per_gpu=job.mem_per_gpu if state.config.memory_is_consumable else 0,
+        mem_per_gpu=job.mem_per_gpu if state.config.memory_is_consumable else 0, cpus_per_gpu=job.cpus_per_gpu,
         spread=task_spread(job, nodes, state), allocating=allocating)
 
 

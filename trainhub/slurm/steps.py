@@ -76,6 +76,8 @@ class StepRequest:
     #: ``plane_size`` task ids at a time; None without -m (laid out as block).
     distribution: str | None = None
     plane_size: int = 1
+    #: ``-m arbitrary``: each task's node, in task order (SLURM_HOSTFILE's lines).
+    hosts: tuple[str, ...] = ()
     #: srun inside an allocation it did not make (a batch script's, salloc's): without -m its tasks
     #: see srun's default distribution in SLURM_DISTRIBUTION (srun outside one gives them none).
     in_allocation: bool = False
@@ -98,10 +100,11 @@ class NodeTasks:
 
 
 def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_tasks: int,
-           task_room: list[int] | None = None) -> list[NodeTasks]:
-    """Lay a step out over an allocation whose nodes (in node-list order) hold ``allocation_gpus``
-    and ``task_room`` tasks (their CPUs / cpus-per-task: a ``-n 20`` job's 16,4 nodes run a step's
-    tasks 16,4, fixtures/22.05/ntasks/out-2.txt).
+           task_room: list[int] | None = None, allocation_names: list[str] | None = None) -> list[NodeTasks]:
+    """Lay a step out over an allocation whose nodes (in node-list order, named ``allocation_names``)
+    hold ``allocation_gpus`` and ``task_room`` tasks (their CPUs / cpus-per-task: a ``-n 20`` job's
+    16,4 nodes run a step's tasks 16,4, fixtures/22.05/ntasks/out-2.txt); ``-m arbitrary`` puts each
+    task on the node request.hosts names (arbitrary_tasks).
 
     Raises StepRefused when more nodes or GPUs are asked for than the allocation has."""
     available = len(allocation_gpus)
@@ -120,15 +123,17 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
     else:
         tasks = job_tasks
     nodes = min(nodes, tasks)
-    if request.distribution in (None, "block"):
+    if request.distribution == "arbitrary":
+        placed = arbitrary_tasks(request.hosts, allocation_names or [])
+    elif request.distribution in (None, "block"):
         counts = tasks_per_node(tasks, nodes, task_room)
         starts = [sum(counts[:index]) for index in range(nodes)]
-        task_ids = [tuple(range(start, start + count)) for start, count in zip(starts, counts, strict=True)]
+        placed = list(enumerate(tuple(range(start, start + count)) for start, count in zip(starts, counts, strict=True)))
     else:
-        task_ids = deal_tasks(tasks, (task_room or [tasks] * nodes)[:nodes],
-                              request.plane_size if request.distribution == "plane" else 1)
+        placed = list(enumerate(deal_tasks(tasks, (task_room or [tasks] * nodes)[:nodes],
+                                           request.plane_size if request.distribution == "plane" else 1)))
     parts = []
-    for index, ids in enumerate(task_ids):
+    for index, ids in placed:
         gpus = allocation_gpus[index]
         if request.gpus_per_node is not None:
             if request.gpus_per_node > len(gpus):
@@ -137,6 +142,20 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
             gpus = gpus[:request.gpus_per_node]
         parts.append(NodeTasks(index, ids, tuple(gpus)))
     return parts
+
+
+def arbitrary_tasks(hosts: tuple[str, ...], names: list[str]) -> list[tuple[int, tuple[int, ...]]]:
+    """``-m arbitrary``: task N on the node ``hosts[N]`` names, whatever its CPUs (fixtures/22.05/srun-plane:
+    SLURM_HOSTFILE gpu2, gpu1, gpu2 in a job of 4 CPUs on gpu1 and 1 on gpu2 runs tasks 0 and 2 on gpu2);
+    the step's nodes in allocation order, with their tasks: (allocation index, task ids). A node
+    outside the allocation cannot be given."""
+    where = {name: index for index, name in enumerate(names)}
+    if not hosts or not set(hosts) <= where.keys():
+        raise StepRefused(NOT_AVAILABLE)
+    by_node: dict[int, list[int]] = {}
+    for task, host in enumerate(hosts):
+        by_node.setdefault(where[host], []).append(task)
+    return [(index, tuple(ids)) for index, ids in sorted(by_node.items())]
 
 
 def deal_tasks(tasks: int, room: list[int], size: int) -> list[tuple[int, ...]]:
@@ -190,6 +209,8 @@ def place(request: StepRequest, parts: list[NodeTasks], shares: list[NodeShare],
     for part in parts:
         share = shares[part.allocation_index]
         needed = len(part.task_ids) * cpus_per_task
+        if request.distribution == "arbitrary":  # its tasks go where it says, over the node's CPUs if need be
+            needed = min(needed, share.cpus)
         if needed > share.cpus:
             raise StepRefused(TOO_MANY_CPUS)
         cpus = needed if request.exact else share.cpus

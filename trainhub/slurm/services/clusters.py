@@ -60,13 +60,20 @@ def request_pass(cluster: SlurmCluster) -> None:
     pass_requests.request_coalesced(pass_requested_flag(cluster.pk), "trainhub.slurm.tasks.cluster_pass", cluster.pk)
 
 
-#: A cluster's job ids: slurmctld numbers jobs from one counter per cluster.
-JOB_IDS = Counter(SlurmCluster, "next_job_id")
+#: A cluster's job ids: slurmctld numbers jobs from one counter per cluster; and the priority/basic
+#: FIFO values it has given (SlurmCluster.fifo_priorities), taken in the same UPDATE.
+JOB_IDS = Counter(SlurmCluster, "next_job_id", countdown="fifo_priorities")
 
 
 def take_job_ids(cluster: SlurmCluster, count: int) -> int:
     """The first of ``count`` consecutive job ids, taken from the cluster's counter in one UPDATE."""
-    return JOB_IDS.take(cluster.pk, count)
+    return JOB_IDS.take(cluster.pk, count)[0]
+
+
+def take_fifo_priority(cluster: SlurmCluster, top: int) -> int:
+    """priority/basic's next FIFO value, ``top`` less the values given so far (a released job's:
+    slurmctld's set_job_prio gives it one less than the lowest yet), in one UPDATE."""
+    return top - JOB_IDS.take(cluster.pk, 0, down=1)[1]
 
 
 def audit(cluster: SlurmCluster, *, actor: str, subject: str, old: Any, new: Any, now: dt.datetime) -> None:

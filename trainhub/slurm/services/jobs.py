@@ -21,6 +21,7 @@ from trainhub.iam.selectors import posix_account
 from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
 from trainhub.slurm import limits
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
+from trainhub.slurm.conf import parse_config
 from trainhub.slurm.models import Hold, JobEvent, JobState, SlurmCluster, SlurmJob
 from trainhub.slurm.sbatch import (
     MAX_LENGTH,
@@ -28,6 +29,7 @@ from trainhub.slurm.sbatch import (
     SbatchError,
     SbatchOptions,
     batch_script,
+    check_cpus_per_gpu,
     check_memory,
     nodes_within_tasks,
     parse_begin,
@@ -35,7 +37,7 @@ from trainhub.slurm.sbatch import (
     script_directives,
     too_long,
 )
-from trainhub.slurm.services.clusters import JOB_IDS, request_pass, take_job_ids
+from trainhub.slurm.services.clusters import JOB_IDS, request_pass, take_fifo_priority, take_job_ids
 from trainhub.slurm.services.lifecycle import EVENT_INSERT, job_event, job_requeue, job_stop
 from trainhub.slurm.services.mail import mail_job_ended
 from trainhub.slurm.services.passes import will_run
@@ -175,9 +177,10 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
     type and the request as written. Refusals are
     slurmctld's: a node name it does not know, a --constraint over 1024 characters (before the job
     takes an id; its syntax and features are checked with the node configuration), two memory
-    options (sbatch's)."""
+    options, --cpus-per-gpu with --cpus-per-task (sbatch's)."""
     try:
         check_memory(options)
+        check_cpus_per_gpu(options)
     except SbatchError as exc:
         raise _refuse(str(exc)) from exc
     if options.constraint is not None and len(options.constraint) > features.MAX_CONSTRAINT_LENGTH:
@@ -202,6 +205,7 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         ntasks_per_node=options.ntasks_per_node or 0,
         gpus_per_job=options.gpus[1] if options.gpus else 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
+        cpus_per_gpu=options.cpus_per_gpu or 0,
         gpus_per_node_option=options.gpus_per_node_option or 0,
         gpu_type=options.gpu_type or "", gpu_request=options.gpu_request or "",
         mem_per_node=options.mem or 0, mem_per_cpu=options.mem_per_cpu or 0, mem_per_gpu=options.mem_per_gpu or 0,
@@ -259,9 +263,10 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     if error or held:
         return error
     required = set(_hosts(request.nodelist))
-    # --ntasks-per-node's tasks' CPUs on every node (slurmctld's pn_min_cpus)
+    # --ntasks-per-node's tasks' CPUs on every node (slurmctld's pn_min_cpus), or --cpus-per-gpu's for
+    # its GPUs there (fixtures/22.05/cpus-per-gpu/sbatch-big: 17 CPUs for one GPU on nodes of 16)
     tasks_per_node = max(-(-(request.ntasks or nodes) // nodes), request.ntasks_per_node or 0)
-    cpus = tasks_per_node * (request.cpus_per_task or 1)
+    cpus = max(tasks_per_node * (request.cpus_per_task or 1), (request.cpus_per_gpu or 0) * (request.gpus_per_node or 0))
     memory = ((request.mem or (request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
         request.gpus_per_node or 0)) if state.config.memory_is_consumable else 0)
     fitting = [node for node in members
@@ -302,12 +307,14 @@ def _submission_priority(state: snapshot.ClusterState, job: SlurmJob, now: dt.da
     so does one whose node test then fails (scenario/scontrol-job-3-running). Before the first decay
     run the next pass gives it.
 
-    priority/basic: FIFO, one less than the last job's, less its nice (snapshot.BASIC_TOP_PRIORITY
-    less the job id, as the pass gives it too), in the statement that takes the id; a held job's is 0
-    (fixtures/22.05/prio-basic)."""
+    priority/basic: FIFO, one less than the last value given (snapshot.BASIC_TOP_PRIORITY less the
+    cluster's fifo_priorities, which it counts down), less its nice, in the statement that takes the
+    id (fixtures/22.05/prio-basic); a held job's is 0 and it takes no value, so the next job takes
+    the one it would have (fixtures/22.05/prio-held: sbatch, sbatch -H, sbatch give -1, 0, -2)."""
     if state.config.priority_type == "priority/basic":
         job.priority_time = now
-        return () if job.hold != Hold.NONE else (("priority", snapshot.BASIC_TOP_PRIORITY - job.nice),)
+        return () if job.hold != Hold.NONE else (("fifo_priority", snapshot.BASIC_TOP_PRIORITY),
+                                                 ("priority", snapshot.BASIC_TOP_PRIORITY - job.nice))
     if state.cluster.priority_norms:
         snapshot.set_priorities([job], state, snapshot.association_terms(state),
                                 snapshot.priority_context(state, state.cluster.priority_norms), now)
@@ -554,7 +561,10 @@ def job_hold(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.
 
 
 def job_release(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: dt.datetime | None = None) -> SlurmJob:
-    """scontrol release: the job is eligible again from now (age restarts) and gets a new priority."""
+    """scontrol release: the job is eligible again from now (age restarts) and gets a new priority;
+    under priority/basic the next FIFO value (slurmctld's _release_job -> set_job_prio, one less
+    than the lowest given yet: fixtures/22.05/prio-held, a job held at submission released after
+    another job takes the value after that job's)."""
     now = now or timezone.now()
     if not _may_act(job, actor, is_admin):
         raise ApiError(403, f"scontrol: error: {PERMISSION_DENIED} for job {job.job_id}")
@@ -568,8 +578,11 @@ def job_release(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: 
             job.state_desc = ""
             job.accrue_time = now if job.begin_time <= now else None
             job.priority_time = job.sched_eval_time = None
+            if parse_config(job.cluster.config).priority_type == "priority/basic":
+                job.fifo_priority = take_fifo_priority(job.cluster, snapshot.BASIC_TOP_PRIORITY)
+                job.priority, job.priority_time = job.fifo_priority - job.nice, now
             job.save(update_fields=["hold", "reason", "state_desc", "accrue_time", "priority_time",
-                                    "sched_eval_time"])
+                                    "sched_eval_time", "fifo_priority", "priority"])
             job_event(job, now, f"Released by {actor.get_username()}.")
             request_pass(job.cluster)
     return job

@@ -84,7 +84,8 @@ def step_create(*, job: SlurmJob, run_index: int, argv: list[str], environment: 
     if not job_nodes:
         raise StepRefused(ALREADY_DONE)
     parts = layout(request, allocation_gpus=[tuple(node.gpu_indices) for node in job_nodes], job_tasks=job.num_tasks,
-                   task_room=task_room([node.cpus for node in job_nodes], job.cpus_per_task))
+                   task_room=task_room([node.cpus for node in job_nodes], job.cpus_per_task),
+                   allocation_names=[node.node.name for node in job_nodes])
     placements = place(request, parts, _shares(job, run_index, job_nodes), cpus_per_task=job.cpus_per_task)
     chosen = [job_nodes[part.allocation_index] for part in parts]
     num_tasks = sum(len(part.task_ids) for part in parts)
