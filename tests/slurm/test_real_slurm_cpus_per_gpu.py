@@ -120,6 +120,9 @@ def test_a_job_no_node_has_the_cpus_for_is_refused(replayed):
     with pytest.raises(ApiError) as refused:
         _submit(cluster, dict(sbatch_lines(REAL))["sbatch-big"], SHOWN)
     assert refused.value.message == refusal("sbatch-big")
+    # slurmctld made its record first: job 6 is FAILED and salloc's is 7 (salloc.err)
+    assert SlurmJob.objects.get(cluster=cluster, job_id=6).state == "FAILED"
+    assert "Granted job allocation 7" in (REAL / "salloc.err").read_text()
 
 
 @pytest.mark.parametrize("name", ["sbatch-c", "sbatch-c-first", "sbatch-zero", "sbatch-x", "sbatch-empty"])
