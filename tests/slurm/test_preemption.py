@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 
 from trainhub.slurm.conf import parse_config, parse_partition_options
 from trainhub.slurm.limits import QosRecord
-from trainhub.slurm.preemption import PreemptJob, PreemptPolicy, choose_victims, grace_check_due, preempt
+from trainhub.slurm.preemption import (
+    PreemptJob,
+    PreemptPolicy,
+    choose_victims,
+    grace_check_due,
+    preempt,
+)
 
 NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
 SEED = {"PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE", "PreemptExemptTime": "00:10:00"}
