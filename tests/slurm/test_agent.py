@@ -286,7 +286,7 @@ def test_a_batch_script_whose_supervisor_died_is_lost_and_the_job_requeued(clust
 
 
 def test_a_preempted_script_gets_its_grace_time_before_sigkill(cluster, real_pools, now, tmp_path):
-    from trainhub.slurm.services.lifecycle import job_preempt
+    from trainhub.slurm.services.lifecycle import job_preempt, preempted_jobs_end
 
     # The script ignores SIGTERM, as a job checkpointing in its GraceTime would keep running.
     job = make_job(cluster, script="#!/bin/bash\ntrap '' TERM\necho up\nwhile true; do sleep 0.1; done\n", now=now)
@@ -302,9 +302,12 @@ def test_a_preempted_script_gets_its_grace_time_before_sigkill(cluster, real_poo
     assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.RUNNING
     job.refresh_from_db()
     assert job.state == JobState.RUNNING  # as 22.05 shows a victim in its GraceTime
-    run_until(agent, job, later(moment, 30), nodes_done)
+    moment = run_until(agent, job, later(moment, 30), nodes_done)
     assert JobNode.objects.get(job=job, run_index=0).phase == NodePhase.DONE
-    # killed at the end of its GraceTime (SIGKILL KillWait later): requeued when its script has ended
+    # killed at the end of its GraceTime (SIGKILL KillWait later), it is requeued at slurmctld's next check
+    assert job.state == JobState.RUNNING
+    preempted_jobs_end(cluster=job.cluster, now=moment)
+    job.refresh_from_db()
     assert (job.state, job.restart_count) == (JobState.PENDING, 1) and job.submit_time > grace_end
 
 

@@ -298,7 +298,7 @@ def test_a_preempted_jobs_requeued_mail_waits_for_the_end_of_its_grace_time(tier
     """22.05 mails Requeued when GraceTime is over and the victim is requeued, not when it is chosen
     (fixtures/22.05/mail: urgent job at 1796427143, the victims' SIGTERM then, their kill and the
     Requeued mails 39 s later with GraceTime=30, when slurmctld found it over): here at the first pass
-    after it."""
+    after it where slurmctld's periodic check is due (30 s after the last backfill iteration)."""
     from trainhub.slurm.services.lifecycle import job_node_prolog_finished, job_preempt
 
     settings.EMAIL_BACKEND, settings.TRAINHUB_MAIL_ENABLED = LOCMEM["EMAIL_BACKEND"], True
@@ -315,10 +315,13 @@ def test_a_preempted_jobs_requeued_mail_waits_for_the_end_of_its_grace_time(tier
         run_pass(tiered, at(chosen, seconds=10))
     assert job_mail_flush(now=at(chosen, seconds=20)) == 0 and django_mail.outbox == []
     with django_capture_on_commit_callbacks(execute=True):
-        run_pass(tiered, at(kill_at, seconds=2))
+        run_pass(tiered, at(kill_at, seconds=2))  # 22 s after the last backfill iteration: no check
+    assert job_mail_flush(now=at(kill_at, seconds=5)) == 0 and django_mail.outbox == []
+    with django_capture_on_commit_callbacks(execute=True):
+        run_pass(tiered, at(kill_at, seconds=10))
     assert [m.subject for m in django_mail.outbox] == [
-        f"Slurm Job_id={victim.job_id} Name=vB Requeued, Run time 00:11:32"]
-    assert JobMail.objects.get(job=victim).created == at(kill_at, seconds=2)
+        f"Slurm Job_id={victim.job_id} Name=vB Requeued, Run time 00:11:40"]
+    assert JobMail.objects.get(job=victim).created == at(kill_at, seconds=10)
 
 
 def test_the_invalid_dependency_subject_is_slurms():

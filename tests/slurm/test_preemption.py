@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 
 from trainhub.slurm.conf import parse_config, parse_partition_options
 from trainhub.slurm.limits import QosRecord
-from trainhub.slurm.preemption import PreemptJob, PreemptPolicy, choose_victims, preempt
+from trainhub.slurm.preemption import (
+    PreemptJob,
+    PreemptPolicy,
+    choose_victims,
+    grace_check_due,
+    preempt,
+)
 
 NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
 SEED = {"PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE", "PreemptExemptTime": "00:10:00"}
@@ -114,6 +120,15 @@ def test_a_victim_chosen_again_keeps_the_end_of_its_grace_time():
     chosen = NOW - dt.timedelta(seconds=50)
     action = preempt(policy(), running(8, "graceful", preempt_time=chosen), NOW)
     assert action.signal_at == chosen and action.kill_at == chosen + dt.timedelta(seconds=120)
+
+def test_victims_past_their_grace_time_are_looked_at_on_slurmctlds_30_s_clock():
+    """slurmctld's periodic check (and backfill iterations) every 30 s, timed here from the last backfill
+    iteration; without one ever, at every pass."""
+    last = NOW - dt.timedelta(seconds=29)
+    assert not grace_check_due(last, NOW)
+    assert grace_check_due(last, NOW + dt.timedelta(seconds=1))
+    assert grace_check_due(None, NOW)
+
 
 
 @settings(deadline=None)

@@ -7,8 +7,9 @@ urgent job started at once; started-*, taken once squeue showed it RUNNING, are 
 (sacct: the victim's run PREEMPTED, ended at its requeue).
 
 slurmctld requeued the victim 16 s after its GraceTime ended (18:03:20), when its periodic check found it
-over (requeued-at.txt, slurmctld-extract.txt); trainhub does at the first pass after the GraceTime, here
-replayed at that moment.
+over (requeued-at.txt, slurmctld-extract.txt: "for JobId=Invalid", job_mgr.c ``job_time_limit``); trainhub
+does at its first pass where that check is due (preemption.grace_check_due: 30 s after the last backfill
+iteration), here replayed at that moment.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def test_in_its_grace_time_the_victim_runs_and_the_urgent_job_waits_with_no_expe
 
 def test_the_victim_is_requeued_when_its_grace_time_is_found_over_and_the_urgent_job_starts(cast, now):
     cluster = replay(cast, now)
+    # slurmctld's backfill iterations (and periodic checks) every 30 s: 18:03:06, then the check at 18:03:36
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=at("18:03:06"))
     run_pass(cluster, DECAY + 60 * SECOND)
     requeued = _epoch("requeued-at.txt")
     run_pass(cluster, requeued)

@@ -149,16 +149,29 @@ def test_a_pass_in_the_grace_time_keeps_the_victims_running_and_their_preempt_ti
                                   kill_at=round_.urgent + 30 * SECOND).count() == 4
 
 
+#: slurmctld's backfill iterations and periodic checks in mail.sh's REQUEUE round, every 30 s
+#: (slurmctld-extract.txt: the victims requeued at 23:33:02.939, their GraceTime over at 23:32:53).
+REQUEUE_CHECKS = (_moment("2026-12-04T23:32:02"), _moment("2026-12-04T23:32:32"), _moment("2026-12-04T23:33:02"))
+
+
+def _on_slurms_clock(cluster) -> None:
+    """The replayed cluster's last backfill iteration at slurmctld's, before the urgent job."""
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_backfill_time=REQUEUE_CHECKS[0])
+
+
 def test_a_requeue_victim_is_requeued_when_its_grace_time_ends(cast, now):
-    """At the first pass that finds its GraceTime over, as 22.05 requeues it at its periodic check
-    (slurmctld-extract.txt: "preempted JobId=35 has been requeued" 39 s after it was chosen):
-    PENDING, Reason=BeginTime, Restarts=1, submitted again then and eligible 121 s later, its run
-    recorded PREEMPTED; the urgent job starts in that pass."""
+    """At slurmctld's first periodic check that finds its GraceTime over (slurmctld-extract.txt:
+    "preempted JobId=35 has been requeued" 39 s after it was chosen, 9 s after its GraceTime), not
+    at a pass in between: PENDING, Reason=BeginTime, Restarts=1, submitted again then and eligible
+    121 s later, its run recorded PREEMPTED; the urgent job starts in that pass."""
     round_ = ROUNDS["REQUEUE"]
     cluster = replay_round(cast, now, round_)
-    run_pass(cluster, round_.urgent + 29 * SECOND)
+    _on_slurms_clock(cluster)
+    _, first, found = REQUEUE_CHECKS
+    run_pass(cluster, first)
+    run_pass(cluster, round_.urgent + 33 * SECOND)  # its GraceTime is over, no check is due
     assert SlurmJob.objects.get(cluster=cluster, job_id=35).state == JobState.RUNNING
-    found = round_.urgent + 33 * SECOND
+    assert found == round_.urgent + 39 * SECOND
     run_pass(cluster, found)  # no word from the victims' nodes yet: they are killed now
     victim = SlurmJob.objects.get(cluster=cluster, job_id=35)
     assert (victim.state, victim.reason, victim.restart_count) == (JobState.PENDING, "BeginTime", 1)
@@ -176,13 +189,15 @@ def test_a_requeued_victim_started_again_has_no_preempt_time(cast, now):
     show PreemptTime=None (as every running job in the other recordings)."""
     round_ = ROUNDS["REQUEUE"]
     cluster = replay_round(cast, now, round_)
+    _on_slurms_clock(cluster)
     killed = round_.urgent + 30 * SECOND  # the end of their GraceTime: their batch scripts are killed
     for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.RUNNING, batch_host=True):
         job_batch_finished(job_node=job_node, exit_code=0, signal=15, max_rss_kb=None, now=killed)
     for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG):
         job_node_epilog_finished(job_node=job_node, exit_code=0, now=killed)
+    assert SlurmJob.objects.get(cluster=cluster, job_id=35).state == JobState.RUNNING  # until the check
+    run_pass(cluster, REQUEUE_CHECKS[2])  # requeued; the urgent job starts
     assert SlurmJob.objects.get(cluster=cluster, job_id=35).state == JobState.PENDING
-    run_pass(cluster, killed)  # the urgent job starts
     later = round_.submitted + 300 * SECOND
     finish(cluster, [39], later)
     run_pass(cluster, later)

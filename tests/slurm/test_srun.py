@@ -239,7 +239,7 @@ def test_a_preempted_jobs_steps_get_sigterm_at_once_and_its_batch_shell_only_whe
     """What 22.05 does to a victim with GraceTime=30 (fixtures/22.05/mail, trap-REQUEUE-*.txt): SIGTERM
     (and SIGCONT) to the steps' tasks at once, nothing to the batch shell or its other children, not
     its --signal; when the grace time ends, SIGTERM to everything, SIGKILL KillWait later."""
-    from trainhub.slurm.services.lifecycle import job_preempt
+    from trainhub.slurm.services.lifecycle import job_preempt, preempted_jobs_end
 
     home = tmp_path / "slurm" / "c1" / "home" / "uma"
     script = ("#!/bin/bash\ntrap 'touch batch-term' TERM\ncat > task.sh <<'EOF'\n"
@@ -254,8 +254,9 @@ def test_a_preempted_jobs_steps_get_sigterm_at_once_and_its_batch_shell_only_whe
     job_preempt(job=job, requeue=True, now=moment, desc="preempted", kill_at=grace_end)
     moment = run_until(agents, job, moment, lambda job: all((home / f"term-{task}").exists() for task in (0, 1)))
     assert moment < grace_end and not (home / "batch-term").exists()
-    run_until(agents, job, grace_end, lambda job: (home / "batch-term").exists())
-    run_until(agents, job, grace_end, nodes_done)  # SIGKILL a grace (KillWait) later ends what trapped TERM
+    moment = run_until(agents, job, grace_end, lambda job: (home / "batch-term").exists())
+    preempted_jobs_end(cluster=job.cluster, now=moment)  # slurmctld's next check: requeued, its nodes let go
+    run_until(agents, job, moment, nodes_done)  # SIGKILL a grace (KillWait) later ends what trapped TERM
     assert tasks_alive(agents) == []
 
 

@@ -585,6 +585,8 @@ class SqueueJob:
     mem_per_cpu: int = 0
     req_nodes: str = ""
     exc_nodes: str = ""
+    #: A running preemption victim's GraceTime end (SlurmJob.preempt_kill_time): %e's end if earlier.
+    kill_time: dt.datetime | None = None
     submit_time: dt.datetime | None = None
     work_dir: str = ""
     #: The cluster's name; the submitter's uid, gid and group name (SlurmJob.uid, gid, group_name).
@@ -699,14 +701,21 @@ def _timestamp_cell(moment: dt.datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S") if moment else "N/A"
 
 
+def limit_end(start: dt.datetime, limit_minutes: int, kill_time: dt.datetime | None) -> dt.datetime:
+    """A job's end as slurmctld keeps it: start + time limit, or a preemption victim's GraceTime end
+    (``kill_time``) if that comes first (fixtures/22.05/preempt-grace: v1 EndTime=21:11:12, not 21:19:48)."""
+    end = start + dt.timedelta(minutes=limit_minutes)
+    return min(end, kill_time) if kill_time is not None else end
+
+
 def _end_time(job: SqueueJob) -> str:
-    """%e: start + time limit; ``NONE`` without a limit, ``N/A`` for a pending job with no expected
-    start (fixtures/22.05/squeue-letters: running, BeginTime and waiting jobs)."""
+    """%e: start + time limit (limit_end); ``NONE`` without a limit, ``N/A`` for a pending job with no
+    expected start (fixtures/22.05/squeue-letters: running, BeginTime and waiting jobs)."""
     if job.start_time is None:
         return "N/A"
     if job.time_limit_minutes is None:
         return "NONE"
-    return _timestamp_cell(job.start_time + dt.timedelta(minutes=job.time_limit_minutes))
+    return _timestamp_cell(limit_end(job.start_time, job.time_limit_minutes, job.kill_time))
 
 
 def _time_left(job: SqueueJob) -> str:

@@ -381,6 +381,9 @@ class SlurmJob(models.Model):
     ending_state = models.CharField(max_length=16, blank=True)
     #: When this run was chosen as a preemption victim (scontrol's PreemptTime; None: not chosen).
     preempt_time = models.DateTimeField(null=True, blank=True)
+    #: A victim's GraceTime end (PreemptTime + GraceTime): slurmctld's end time for it from then on
+    #: (preempt.c ``end_time = MIN(end_time, preempt_time + grace_time)``); None: not chosen.
+    preempt_kill_time = models.DateTimeField(null=True, blank=True)
     #: An allocation without a batch script (salloc, srun outside a job: scontrol's BatchFlag=0); its
     #: command runs where salloc runs, which proves it is alive at ``salloc_seen`` (keep-alive).
     interactive = models.BooleanField(default=False)

@@ -16,6 +16,7 @@ Public API (pure Python, no Django)::
         # signal_at = when it was first chosen (its preempt_time, else now), kill_at = signal_at + GraceTime;
         # the job stays RUNNING until kill_at, then its run is recorded PREEMPTED and REQUEUE sends it
         # back to PENDING, CANCEL ends it PREEMPTED (services.lifecycle.job_preempt).
+    grace_check_due(last_backfill, now) -> bool   # does slurmctld look at the victims past their GraceTime now?
 
 Rules (reference section 4; slurm:src/plugins/preempt/partition_prio, preempt/qos,
 src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld/job_mgr.c):
@@ -46,8 +47,22 @@ src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld
   been requeued" after the GraceTime, not when chosen; services.lifecycle.job_preempt). GraceTime 0
   does it at once.
 - A victim already chosen (``preempt_time``) is chosen again while its GraceTime runs: its GraceTime
-  still ends ``preempt_time + GraceTime`` (preempt.c ``_preempt_signal`` signals a job once and
-  ``slurm_job_check_grace`` only tests its end).
+  still ends ``preempt_time + GraceTime`` (preempt.c ``_job_check_grace_internal`` signals a job once
+  and then only tests its end). So is a second preemptor's: 22.05 keeps a victim in its GraceTime a
+  candidate, but the first preemptor's try, in the same scheduler run, leaves its nodes to that one, and
+  the second chooses a new victim (fixtures/22.05/preempt-grace: u2 preempts v2, not v1 again, and then
+  starts beside u1 on v1's node; v2 is requeued or ended all the same when its own GraceTime is over).
+- From its preemption on, slurmctld's end time of the victim is ``min(end, PreemptTime + GraceTime)``
+  (preempt.c: ``end_time = MIN(end_time, preempt_time + grace_time)``): squeue's END_TIME, scontrol's
+  EndTime and the other pending jobs' backfill estimates count its resources busy until then only.
+- Nothing happens at the GraceTime's end itself: slurmctld requeues or kills a victim when it next
+  looks -- its periodic ``job_time_limit`` check (every PERIODIC_TIMEOUT = 30 s, slurmctld.h) or a
+  backfill iteration (every bf_interval, 30 s by default) that tries the victim's preemptor (node_scheduler.c
+  ``_preempt_jobs`` -> ``slurm_job_preempt``), both timed from slurmctld's start (fixtures/22.05/
+  preempt-grace, slurmctld-extract.txt: backfill at 21:11:15.104 and the check at 21:11:15.585, v1's
+  GraceTime over at 21:11:12 -> requeued at 21:11:15; v2's at 21:11:17 -> at 21:11:45; preempt-requeue:
+  over at 18:03:20, requeued 18:03:36 "for JobId=Invalid", by the periodic check). trainhub keeps one such
+  clock, the backfill iterations' (``grace_check_due``).
 """
 
 from __future__ import annotations
@@ -64,10 +79,13 @@ __all__ = [
     "PreemptJob",
     "PreemptPolicy",
     "choose_victims",
+    "grace_check_due",
     "preempt",
 ]
 
 _UINT16 = 0xFFFF
+#: slurmctld.h's PERIODIC_TIMEOUT: seconds between slurmctld's ``job_time_limit`` checks.
+PERIODIC_TIMEOUT = 30
 
 
 @dataclass(frozen=True)
@@ -215,3 +233,11 @@ def preempt(policy: PreemptPolicy, victim: PreemptJob, now: dt.datetime) -> Pree
     chosen = victim.preempt_time or now
     return PreemptAction(job_id=victim.job_id, mode=mode, signal_at=chosen,
                          kill_at=chosen + dt.timedelta(seconds=policy.grace_time(victim)))
+
+
+def grace_check_due(last_backfill: dt.datetime | None, now: dt.datetime) -> bool:
+    """Whether slurmctld looks at the victims whose GraceTime is over at ``now`` (see the module doc):
+    when PERIODIC_TIMEOUT seconds have passed since the last backfill iteration (``last_backfill``),
+    which its periodic check follows within the second with the default bf_interval; at every pass
+    where no backfill iteration ever ran (its periodic check has no clock to keep here then)."""
+    return last_backfill is None or (now - last_backfill).total_seconds() >= PERIODIC_TIMEOUT

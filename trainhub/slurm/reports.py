@@ -143,7 +143,7 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
                   "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir",
-                  "gpus_per_job", "gpu_request", "ntasks_per_node", "cpus_per_gpu")
+                  "gpus_per_job", "gpu_request", "ntasks_per_node", "cpus_per_gpu", "preempt_kill_time")
 #: What only squeue's rarer letters and -O fields show (formats.squeue_reads_more), read after the
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
@@ -167,7 +167,8 @@ _SQUEUE_SHOWN = (*_SQUEUE_FIELDS[:14], "array_job_id", "array_task_id", "array_p
 _SQUEUE_UNSHOWN = {"account": "", "num_tasks": 1, "cpus_per_task": 1, "gpus_per_node": 0, "nice": 0, "features": None,
                    "gpus_per_task": 0, "qos": "", "comment": "", "dependency": "", "exclusive": False,
                    "mem_per_node": 0, "mem_per_cpu": 0, "req_nodes": "", "exc_nodes": "", "submit_time": None,
-                   "work_dir": "", "gpus_per_job": 0, "gpu_request": "", "ntasks_per_node": 0, "cpus_per_gpu": 0}
+                   "work_dir": "", "gpus_per_job": 0, "gpu_request": "", "ntasks_per_node": 0, "cpus_per_gpu": 0,
+                   "preempt_kill_time": None}
 _SQUEUE_NARROW_FORMATS = (formats.SQUEUE_DEFAULT, formats.SQUEUE_LONG)
 
 
@@ -200,7 +201,7 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
      exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, gpus_per_job, gpu_request,
-     ntasks_per_node, cpus_per_gpu, *more) = row
+     ntasks_per_node, cpus_per_gpu, kill_time, *more) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
@@ -227,6 +228,7 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         features=features, qos=qos, cpus_per_task=cpus_per_task, comment=comment, dependency=depends,
         exclusive=exclusive, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu, req_nodes=req_nodes,
         exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir, num_tasks=num_tasks,
+        kill_time=kill_time if state == JobState.RUNNING else None,
         **(_squeue_more(more, start_time, submit_time, depends, now, tres) if more else {}))
 
 
@@ -551,9 +553,11 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     started = not pending and job.start_time is not None
     limit = dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None
     if started:
-        start, end = job.start_time, job.end_time or (job.start_time + limit if limit else None)
-    elif future:
-        start, end = job.begin_time, None
+        kill_time = job.preempt_kill_time if job.state == JobState.RUNNING else None
+        start, end = job.start_time, job.end_time or (
+            formats.limit_end(job.start_time, job.time_limit, kill_time) if limit else None)
+    elif future:  # its time limit after it (preempt-grace/REQUEUE ended-scontrol-v1: a requeued job)
+        start, end = job.begin_time, job.begin_time + limit if limit else None
     else:
         start = expected_start_shown(job.expected_start, now)
         end = start + limit if start and limit else None

@@ -47,8 +47,10 @@ other jobs in that partition will be scheduled"; job_scheduler.c removes the par
 the available set). A job whose ``-w`` nodes are as many as it needs withholds only those
 nodes and blocks no other job of its partition (job_scheduler.c clears ``fail_by_part`` for it). With preemption on, a job that does not fit first tries to preempt (see
 :mod:`trainhub.slurm.preemption`): the victims are signalled, the job keeps waiting with
-``Resources`` and the nodes it will use are kept for it. Victims still in their GraceTime are
-running jobs like any other: chosen again, their GraceTime keeps its end (``preempt_time``).
+``Resources`` and the nodes it will use are kept for it; a backfill iteration then expects it to
+start now on them (``_preemptor_block``). Victims still in their GraceTime are running jobs like any
+other, their end time their GraceTime's end if that comes first (snapshot.running_job): chosen again,
+their GraceTime keeps its end (``preempt_time``).
 
 Features (``sbatch -C``; :mod:`trainhub.slurm.features`): a job only gets nodes whose active features
 satisfy its constraint (``Constraint.choose``: a matching OR's first alternative that fits, counts).
@@ -906,14 +908,23 @@ class _Pass:
                 self.nodes[name].releases[victim.job_id] = (self._still_running(min(end, _seconds(ready))), resources)
                 self.nodes[name].changed()
         self.by_availability.clear()
-        block_end = _seconds(ready) + self._duration(job)
         for name in names or []:
-            self.nodes[name].reserve(self.now_s, block_end)
+            self.nodes[name].reserve(*self._preemptor_block(job))
         # no expected start (slurmctld sets none for a preemptor: fixtures/22.05/mail, *-squeue.txt, the
-        # urgent job's END_TIME N/A in its victims' GraceTime); its nodes are kept for it above
+        # urgent job's END_TIME N/A in its victims' GraceTime) until backfill tries it; its nodes are
+        # kept for it
         self.plan.waiting[job.job_id] = Waiting("Resources", planned_nodes=tuple(names or ()),
                                                 preempting=tuple(v.job_id for v in victims))
         return True
+
+    def _preemptor_block(self, job: PendingJob) -> tuple[float, float]:
+        """The time a preemptor keeps its nodes: backfill tries to start it now, as the resources of
+        preemptable jobs count free to it, which fails while its victims run out their GraceTime, and
+        then reserves them from now for its time limit (backfill.c: "Drop through and reserve these
+        resources", ``end_reserve`` floored to bf_resolution; fixtures/22.05/preempt-grace bf-*: u1
+        expected at 21:10:45, the backfill iteration's time, p after it at 21:15:00, not 21:16:12
+        when u1 would end once v1's GraceTime is over)."""
+        return self._slot(self.now_s), self._slot(self.now_s + self._duration(job))
 
     # -- allocation requests at submission --
 
@@ -958,8 +969,14 @@ class _Pass:
     def _waiting_reason(self, job: PendingJob, withheld_tier: Mapping[str, int]) -> str:
         """Resources, or, when nodes held back for a waiting job of a higher PriorityTier leave too
         few of the partition's nodes, the text slurmctld gives (ESLURM_NODE_NOT_AVAIL's state_desc;
-        fixtures/22.05/scenario/squeue-o-running.txt, job 2)."""
+        fixtures/22.05/scenario/squeue-o-running.txt, job 2); for a job whose -w nodes are held back so,
+        ``ReqNodeNotAvail, UnavailableNodes:`` those nodes (fixtures/22.05/preempt-grace: p, -w gpu1,
+        while the urgent u1 waits for gpu1)."""
         tier = self._tier(job.partition)
+        required = sorted((name for name in job.required_nodes if withheld_tier.get(name, 0) > tier),
+                          key=self.node_order.__getitem__)
+        if required:
+            return f"ReqNodeNotAvail, UnavailableNodes:{compress(required)}"
         free = [name for name in self.snapshot.partitions.get(job.partition, ()) if withheld_tier.get(name, 0) <= tier]
         return NODES_RESERVED if len(free) < job.nodes else "Resources"
 
@@ -995,7 +1012,7 @@ class _Pass:
                 continue
             if not self._try_preempt(job, withheld):
                 self.plan.waiting[job.job_id] = Waiting(self._waiting_reason(job, withheld_tier))
-                remaining.append(job)
+            remaining.append(job)
             # a job whose -w nodes are all it needs holds back those nodes only (job_scheduler.c: "Do
             # not schedule more jobs on nodes required by this job, but don't block the entire
             # queue/partition"; fixtures/22.05/sched d-squeue-l: x18, x19 start beside y17)
@@ -1083,7 +1100,10 @@ class _Pass:
         per_partition: dict[str, int] = {}
         per_user: dict[str, int] = {}
         for job in remaining:
-            if job.job_id in self.plan.waiting and self.plan.waiting[job.job_id].preempting:
+            preempting = self.plan.waiting.get(job.job_id)
+            if preempting and preempting.preempting:  # tried now, its nodes reserved (_preemptor_block)
+                self.plan.waiting[job.job_id] = Waiting(preempting.reason, self.now, preempting.planned_nodes,
+                                                        preempting.preempting)
                 continue
             if tested >= params.bf_max_job_test:
                 break

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
 
 from trainhub.common.compiled import CompiledInsert
 from trainhub.inventory.models import Node, NodeState
@@ -160,13 +159,16 @@ def job_preempt(*, job: SlurmJob, requeue: bool, now: dt.datetime, desc: str, ki
     """A RUNNING job chosen by a preemption now (its PreemptTime), whose GraceTime ends at ``kill_at``.
 
     As 22.05 (fixtures/22.05/mail: REQUEUE-squeue.txt, *-scontrol-*.txt, trap-*.txt): it stays
-    RUNNING, its step tasks get SIGTERM at once and its batch script is killed at ``kill_at``
-    (job_stop); then CANCEL ends it PREEMPTED and REQUEUE (``requeue``) requeues it, at the first pass
-    after ``kill_at`` (``preempted_jobs_requeue``) or when its batch script has ended, whichever comes
-    first. A REQUEUE victim without GraceTime, or whose batch script does not run yet, is requeued at once.
+    RUNNING, its end time ``kill_at`` if that comes before its time limit (preempt-grace: squeue's
+    END_TIME, scontrol's EndTime), its step tasks get SIGTERM at once and its batch script is killed
+    at ``kill_at`` (job_stop); then slurmctld requeues it (``requeue``) or ends it PREEMPTED when it
+    next finds its GraceTime over (``preempted_jobs_end``), even if its batch script has ended since
+    (job_batch_finished). A REQUEUE victim without GraceTime, or whose batch script does not run yet,
+    is requeued at once.
     """
     job.preempt_time = now
-    job.save(update_fields=["preempt_time"])
+    job.preempt_kill_time = kill_at
+    job.save(update_fields=["preempt_time", "preempt_kill_time"])
     if requeue and (kill_at <= now or _running_batch(job) is None):
         job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=desc)
     else:
@@ -174,21 +176,36 @@ def job_preempt(*, job: SlurmJob, requeue: bool, now: dt.datetime, desc: str, ki
                  kill_at=kill_at)
 
 
-def preempted_jobs_requeue(*, cluster: SlurmCluster, now: dt.datetime) -> int:
-    """Requeue, now, the REQUEUE victims whose GraceTime is over: slurmctld requeues a victim when its
-    periodic check finds the GraceTime over (fixtures/22.05/preempt-requeue: GraceTime over at
-    18:03:20, requeued at 18:03:36, "preempted JobId=1 has been requeued" in slurmctld-extract.txt,
-    SubmitTime then), a pass does when it runs. How many were requeued."""
-    due = set(JobNode.objects.filter(job__cluster=cluster, job__state=JobState.RUNNING,
-                                     job__ending_state=JobState.REQUEUED, run_index=F("job__restart_count"),
-                                     kill_at__lte=now).values_list("job_id", flat=True))
+def _grace_over(job: SlurmJob, now: dt.datetime) -> bool:
+    """Whether the job is a preemption victim stopped for it whose GraceTime is over at ``now``."""
+    return (job.state == JobState.RUNNING and job.ending_state in (JobState.REQUEUED, JobState.PREEMPTED)
+            and job.preempt_kill_time is not None and job.preempt_kill_time <= now)
+
+
+def preempted_jobs_end(*, cluster: SlurmCluster, now: dt.datetime) -> int:
+    """Requeue, or end PREEMPTED, now, the victims whose GraceTime is over: what slurmctld does when
+    its periodic check (``job_time_limit``) or a backfill iteration trying the victim's preemptor
+    finds it over (preempt.c ``_job_check_grace_internal``: PreemptTime set to then; CANCEL's job
+    signalled SIGKILL and ended PREEMPTED, ExitCode 0:15, REQUEUE's requeued; fixtures/22.05/
+    preempt-grace, slurmctld-extract.txt: "preempted JobId=1 has been requeued/killed to reclaim
+    resources" at the first 30-s tick after the GraceTime; preempt-requeue: GraceTime over at 18:03:20,
+    requeued at 18:03:36). The caller runs it when that check is due (preemption.grace_check_due).
+    How many were requeued or ended."""
+    due = SlurmJob.objects.filter(cluster=cluster, state=JobState.RUNNING, preempt_kill_time__lte=now,
+                                  ending_state__in=[JobState.REQUEUED, JobState.PREEMPTED])
     count = 0
-    for job_pk in sorted(due):
+    for job_pk in sorted(due.values_list("pk", flat=True)):
         with transaction.atomic():
             job = _locked_job(job_pk)
-            if job.state == JobState.RUNNING and job.ending_state == JobState.REQUEUED:
+            if not _grace_over(job, now):
+                continue
+            job.preempt_time = now
+            job.save(update_fields=["preempt_time"])
+            if job.ending_state == JobState.REQUEUED:
                 job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=job.state_desc)
-                count += 1
+            else:
+                _end(job, JobState.PREEMPTED, now, exit_code=0, signal=SIGTERM, desc=job.state_desc)
+            count += 1
     return count
 
 
@@ -330,6 +347,8 @@ def job_batch_finished(*, job_node: JobNode, exit_code: int, signal: int, max_rs
         batch_state=(JobState.COMPLETED if exit_code == signal == 0 else
                      JobState.CANCELLED if job.ending_state else JobState.FAILED),
         batch_exit_code=exit_code, batch_exit_signal=signal)
+    if _grace_over(job, now):  # killed at its GraceTime's end: it ends when slurmctld next checks
+        return
     if job.ending_state == JobState.REQUEUED:  # a preemption's victim (job_preempt)
         job_requeue(job=job, now=now, record_state=JobState.PREEMPTED, desc=job.state_desc)
         return
@@ -435,7 +454,7 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
         job.node_list = compress(names[grant.node_id] for grant in start.grants)
         job.state = JobState.RUNNING
         job.start_time = started_at
-        job.preempt_time = None  # a new run, no victim yet
+        job.preempt_time = job.preempt_kill_time = None  # a new run, no victim yet
         job.started_by_backfill = start.backfilled
         job.reason = "None"
         job.expected_start = None
@@ -457,7 +476,8 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
     JobNode.objects.bulk_create(job_nodes, batch_size=1000)
     nodes_wake(job_node.node_id for job_node in job_nodes)
     GpuAllocation.objects.bulk_create(gpus, batch_size=1000)
-    SlurmJob.objects.bulk_update(jobs, ["node_list", "state", "start_time", "preempt_time", "started_by_backfill",
+    SlurmJob.objects.bulk_update(jobs, ["node_list", "state", "start_time", "preempt_time", "preempt_kill_time",
+                                        "started_by_backfill",
                                         "reason", "expected_start", "num_nodes", "num_tasks", "time_limit"],
                                  batch_size=1000)
     JobEvent.objects.bulk_create([JobEvent(job=job, time=now, message=f"Allocated {job.node_list}; running the prolog.")

@@ -1,8 +1,9 @@
 """One scheduler pass of one cluster, as slurmctld's threads would do it:
 
 1. every PriorityCalcPeriod, usage decay and accrual (the decay thread, services.usage);
-2. jobs on a DOWN node fail NODE_FAIL and are requeued; preemption victims (REQUEUE) whose GraceTime
-   has ended are requeued (services.lifecycle.job_preempt); jobs past their time limit, or of an
+2. jobs on a DOWN node fail NODE_FAIL and are requeued; preemption victims whose GraceTime has ended
+   are requeued or end PREEMPTED when slurmctld's periodic check is due (preemption.grace_check_due,
+   services.lifecycle.preempted_jobs_end); jobs past their time limit, or of an
    association or QOS whose usage reached its GrpTRESMins, are stopped (TIMEOUT), and allocations
    whose salloc went silent end (services.allocations);
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
@@ -33,7 +34,7 @@ from django.db.models import F, Model, Q
 
 from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import NodeState
-from trainhub.slurm import arrays, dependency, fairshare, hostlist, limits, scheduler, snapshot
+from trainhub.slurm import arrays, dependency, fairshare, hostlist, limits, preemption, scheduler, snapshot
 from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.models import (
     Association,
@@ -418,7 +419,8 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
         usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
     mail_time_limits(cluster_pk=cluster.pk, now=now)
-    lifecycle.preempted_jobs_requeue(cluster=cluster, now=now)
+    if preemption.grace_check_due(cluster.last_backfill_time, now):
+        lifecycle.preempted_jobs_end(cluster=cluster, now=now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
     summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
     _resolve_dependencies(cluster, now)
