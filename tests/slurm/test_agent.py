@@ -31,12 +31,14 @@ SCRIPT = """#!/bin/bash
 echo "id=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST n=$SLURM_NNODES part=$SLURM_JOB_PARTITION acct=$SLURM_JOB_ACCOUNT"
 echo "user=$SLURM_JOB_USER name=$SLURM_JOB_NAME cluster=$SLURM_CLUSTER_NAME tasks=$SLURM_NTASKS"
 echo "gpus=$SLURM_GPUS_ON_NODE cuda=$CUDA_VISIBLE_DEVICES dir=$SLURM_SUBMIT_DIR"
+echo "mem=${SLURM_MEM_PER_CPU-unset},${SLURM_MEM_PER_NODE-unset}"
 echo oops >&2
 """
 
 
 def test_a_job_runs_prolog_script_and_epilog_with_slurms_environment(cluster, real_pools, now, tmp_path):
-    job = make_job(cluster, script=SCRIPT, name="train", num_nodes=2, num_tasks=2, gpus_per_node=2, now=now)
+    job = make_job(cluster, script=SCRIPT, name="train", num_nodes=2, num_tasks=2, gpus_per_node=2, mem_per_cpu=500,
+                   now=now)
     start_job(job, ["a4-0", "a4-1"], now=now)
     agent = agent_for(tmp_path)
     run_until(agent, job, now, nodes_done)
@@ -46,6 +48,7 @@ def test_a_job_runs_prolog_script_and_epilog_with_slurms_environment(cluster, re
         f"id={job.job_id} nodes=a4-[0-1] n=2 part=a4 acct=ml",
         "user=uma name=train cluster=c1 tasks=2",
         f"gpus=2 cuda=0,1 dir={tmp_path}/slurm/c1/home/uma",
+        "mem=500,unset",  # --mem-per-cpu's SLURM_MEM_PER_CPU (fixtures/22.05/mem-env)
         "oops",
     ]
     # two prolog scripts on each of two nodes, in order; the epilog on both nodes

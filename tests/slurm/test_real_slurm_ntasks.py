@@ -174,7 +174,7 @@ def batch_environment(job: SlurmJob) -> dict[str, str]:
         gid=document["job"]["gid"], cpus_per_task=document["job"]["cpusPerTask"],
         ntasks_per_node=document["job"]["ntasksPerNode"], gpus_per_job=document["job"]["gpusPerJob"],
         gpus_per_node_option=document["job"]["gpusPerNodeOption"], gpus_per_task=document["job"]["gpusPerTask"],
-        cpus_per_gpu=document["job"]["cpusPerGpu"])
+        cpus_per_gpu=document["job"]["cpusPerGpu"], memory=tuple(document["job"]["memory"]))
     return jobenv.batch_environment(context, jobenv.NodeContext(0, tuple(document["gpuIndices"])))
 
 

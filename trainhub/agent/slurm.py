@@ -234,6 +234,7 @@ class SlurmNodeWork:
             uid=job["uid"], gid=job["gid"], cpus_per_task=job["cpusPerTask"], ntasks_per_node=job["ntasksPerNode"],
             gpus_per_job=job["gpusPerJob"], gpus_per_node_option=job.get("gpusPerNodeOption", 0),
             gpus_per_task=job.get("gpusPerTask", 0), cpus_per_gpu=job.get("cpusPerGpu", 0),
+            memory=tuple(job.get("memory", (0, 0, 0))),
         )
         return context, jobenv.NodeContext(index=step["index"], gpu_indices=tuple(step["gpuIndices"]))
 

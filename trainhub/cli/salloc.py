@@ -168,10 +168,12 @@ def command_environment(answer: dict, *, job_id: int, base_url: str, credential:
         cpus_per_task=job["cpusPerTask"], tasks_given=any(name in ("ntasks", "ntasks-per-node") for name, _ in given),
         ntasks_per_node=next((int(value) for name, value in given if name == "ntasks-per-node" and value), None),
         node_aliases=words.program == "salloc",
-        # what salloc exports of its GPU options; srun outside an allocation gives its tasks none of them
+        # what salloc exports of its GPU and memory options; srun outside an allocation gives its tasks no GPU one
         # (fixtures/22.05/cpus-per-gpu/srun.txt: no SLURM_GPUS, no SLURM_CPUS_PER_GPU)
         **({"gpus": (job.get("gpusPerJob", 0), job.get("gpusPerNodeOption", 0), job.get("gpusPerTask", 0)),
-            "cpus_per_gpu": job.get("cpusPerGpu", 0)} if words.program == "salloc" else {})))
+            "cpus_per_gpu": job.get("cpusPerGpu", 0),
+            "memory": (job.get("memPerNode") or 0, job.get("memPerCpu") or 0, job.get("memPerGpu") or 0)}
+           if words.program == "salloc" else {})))
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}"
     env["TRAINHUB_URL"] = base_url
     env["TRAINHUB_STEP_CREDENTIAL"] = credential

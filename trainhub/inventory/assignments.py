@@ -135,6 +135,7 @@ def _slurm_document(job_node: JobNode) -> dict[str, Any]:
             "cpusPerTask": job.cpus_per_task, "ntasksPerNode": job.ntasks_per_node,
             "gpusPerJob": job.gpus_per_job, "gpusPerNodeOption": job.gpus_per_node_option,
             "gpusPerTask": job.gpus_per_task, "cpusPerGpu": job.cpus_per_gpu, "workDir": job.work_dir,
+            "memory": [job.mem_per_node, job.mem_per_cpu, job.mem_per_gpu],
             # %A and %a resolved here: the agent knows only the job id (for %j, and %A outside arrays).
             "stdoutPattern": arrays.file_pattern(job.stdout_pattern, array_job_id=job.array_job_id,
                                                  task_id=job.array_task_id),

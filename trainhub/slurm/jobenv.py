@@ -80,6 +80,9 @@ class JobContext:
     #: sbatch's --cpus-per-gpu (0: not given), exported as SLURM_CPUS_PER_GPU, with GPUs or without
     #: (fixtures/22.05/cpus-per-gpu/out-3.txt).
     cpus_per_gpu: int = 0
+    #: --mem, --mem-per-cpu and --mem-per-gpu in MB (0: not given), exported as SLURM_MEM_PER_NODE,
+    #: SLURM_MEM_PER_CPU and SLURM_MEM_PER_GPU (memory_request_variables).
+    memory: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,7 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
             env.pop(name, None)
     if job.cpus_per_gpu:
         env["SLURM_CPUS_PER_GPU"] = str(job.cpus_per_gpu)
+    env.update(memory_request_variables(*job.memory))
     return env
 
 
@@ -245,11 +249,21 @@ def gpu_request_variables(gpus_per_job: int, gpus_per_node_option: int, gpus_per
     return {name: str(count) for name, count in counts.items() if count}
 
 
+def memory_request_variables(mem_per_node: int, mem_per_cpu: int, mem_per_gpu: int) -> dict[str, str]:
+    """SLURM_MEM_PER_NODE, SLURM_MEM_PER_CPU and SLURM_MEM_PER_GPU, each only where --mem,
+    --mem-per-cpu or --mem-per-gpu asked it, in MB whatever unit was given (``--mem=2G``: 2048), as
+    sbatch and salloc set them (fixtures/22.05/mem-env: env-*.txt and salloc-*.txt); a default from
+    the cluster (DefMemPerCPU) sets none."""
+    sizes = {"SLURM_MEM_PER_NODE": mem_per_node, "SLURM_MEM_PER_CPU": mem_per_cpu, "SLURM_MEM_PER_GPU": mem_per_gpu}
+    return {name: str(size) for name, size in sizes.items() if size}
+
+
 def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account: str, partition: str, qos: str,
                        hosts: list[str], cpus_per_node: list[int], num_tasks: int, submit_dir: str,
                        submit_host: str, cpus_per_task: int = 1, tasks_given: bool = False,
                        ntasks_per_node: int | None = None, node_aliases: bool = True,
-                       gpus: tuple[int, int, int] = (0, 0, 0), cpus_per_gpu: int = 0) -> dict[str, str]:
+                       gpus: tuple[int, int, int] = (0, 0, 0), cpus_per_gpu: int = 0,
+                       memory: tuple[int, int, int] = (0, 0, 0)) -> dict[str, str]:
     """What salloc gives its command, which runs where salloc runs (fixtures/22.05/salloc/salloc-3.txt):
     the allocation's job variables, none of a node's (no SLURM_NODEID, SLURMD_NODENAME, GPUs);
     SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST are salloc's own directory and host. SLURM_NTASKS and
@@ -258,7 +272,8 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
     salloc-10.txt). ``node_aliases``: SLURM_NODE_ALIASES, which salloc sets and srun outside an
     allocation does not give its tasks (srun-details/env-1.txt). ``gpus``: the GPUs asked by -G,
     --gpus-per-node and --gpus-per-task (gpu_request_variables); ``cpus_per_gpu``: --cpus-per-gpu's
-    SLURM_CPUS_PER_GPU (fixtures/22.05/cpus-per-gpu/salloc.txt)."""
+    SLURM_CPUS_PER_GPU (fixtures/22.05/cpus-per-gpu/salloc.txt); ``memory``: --mem, --mem-per-cpu and
+    --mem-per-gpu (memory_request_variables)."""
     nodelist = compress(hosts)
     env = {
         "SLURM_CLUSTER_NAME": cluster_name,
@@ -288,6 +303,7 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
     env.update(gpu_request_variables(*gpus))
     if cpus_per_gpu:
         env["SLURM_CPUS_PER_GPU"] = str(cpus_per_gpu)
+    env.update(memory_request_variables(*memory))
     return env
 
 
