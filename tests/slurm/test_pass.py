@@ -11,7 +11,7 @@ from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.models import Association, GpuAllocation, JobNode, JobState, Qos, SlurmJob
 from trainhub.slurm.services.accounting import account_add, associations_modify, user_add
-from trainhub.slurm.services.clusters import cluster_create
+from trainhub.slurm.services.clusters import cluster_config_set, cluster_create
 from trainhub.slurm.services.jobs import Submission, job_submit
 
 
@@ -391,3 +391,22 @@ def test_usage_decays_by_the_half_life_and_resets_at_the_period(accounts, now):
     run_pass(accounts, at(now, days=2, hours=1))
     assert Association.objects.get(user="uma").raw_usage == 0
     assert Qos.objects.get(cluster=accounts, name="normal").tres_usage == {}
+
+
+def test_a_victim_past_its_grace_time_is_requeued_where_backfill_runs_more_often_than_30_s(tiered, cast, now):
+    """bf_interval=10: a backfill iteration every 10 s tries the victim's preemptor, which requeues the
+    victim past its GraceTime (preemption's module doc); the 30 s since the last iteration never come,
+    and the victim must not hold its nodes for ever."""
+    from trainhub.slurm.services.lifecycle import job_node_prolog_finished, job_preempt
+
+    cluster_config_set(cluster=tiered, changes={"SchedulerParameters": "bf_interval=10"}, actor="alice")
+    victim = submit(tiered, cast["uma"], "-p", "low", "--gres=gpu:8", "--wrap", "train", now=now)
+    run_pass(tiered, now)
+    job_node_prolog_finished(job_node=JobNode.objects.get(job=victim), exit_code=0, now=now)  # its script runs
+    chosen = at(now, minutes=11)
+    job_preempt(job=reload(victim), requeue=True, now=chosen, desc="preempted", kill_at=at(chosen, seconds=30))
+    for seconds in range(10, 100, 10):
+        run_pass(tiered, at(chosen, seconds=seconds))
+    victim = reload(victim)
+    assert (victim.state, victim.restart_count) == (JobState.PENDING, 1)
+    assert victim.runs.get().end_time == at(chosen, seconds=30)  # the first iteration after its GraceTime
