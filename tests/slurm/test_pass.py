@@ -410,3 +410,17 @@ def test_a_victim_past_its_grace_time_is_requeued_where_backfill_runs_more_often
     victim = reload(victim)
     assert (victim.state, victim.restart_count) == (JobState.PENDING, 1)
     assert victim.runs.get().end_time == at(chosen, seconds=30)  # the first iteration after its GraceTime
+
+
+def test_a_node_range_job_runs_on_fewer_nodes_while_one_is_drained(accounts, cast, now):
+    """-N 1-2 asks for up to 2 nodes, at least 1: a DRAIN (or DOWN, or silent) node is no node the
+    select plugin is given, so the job runs on the one left (rem_nodes counts the usable nodes) instead
+    of waiting for the drained one for ever."""
+    from trainhub.slurm.services.clusters import node_state_set
+
+    node_state_set(cluster=accounts, node=Node.objects.get(name="a4-1"), state=NodeState.DRAIN, reason="fan",
+                   actor="alice")
+    for minute, args in enumerate((("-N", "1-2"), ("-N", "1-2", "-n", "2"))):
+        job = submit(accounts, cast["uma"], *args, "--wrap", "x", now=at(now, minutes=minute))
+        run_pass(accounts, at(now, minutes=minute))
+        assert (reload(job).state, reload(job).node_list) == (JobState.RUNNING, "a4-0"), args

@@ -619,9 +619,13 @@ def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
     if job.max_nodes > job.num_nodes and not job.gpus_per_job:
         # -N MIN-MAX without --gpus asks for MAX (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
         # req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 nodes, 3,1,1 tasks), at most
-        # the partition's nodes
+        # the partition's nodes that can run it: a DRAIN, DOWN or silent node is none the select plugin is
+        # given, and counting it would keep the job waiting for it
         partition = state.partitions.get(job.partition)
-        return max(min(job.max_nodes, len(partition.node_pks)), job.num_nodes) if partition else job.max_nodes
+        if partition is None:
+            return job.max_nodes
+        usable = sum(1 for pk in partition.node_pks if state.nodes[pk].available)
+        return max(min(job.max_nodes, usable), job.num_nodes)
     if not (job.nodes_from_tasks and job.gpus_per_task) or job.partition not in state.partitions:
         return job.num_nodes
     return max(job.num_nodes, state.task_nodes(job.partition, tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
