@@ -424,3 +424,16 @@ def test_a_node_range_job_runs_on_fewer_nodes_while_one_is_drained(accounts, cas
         job = submit(accounts, cast["uma"], *args, "--wrap", "x", now=at(now, minutes=minute))
         run_pass(accounts, at(now, minutes=minute))
         assert (reload(job).state, reload(job).node_list) == (JobState.RUNNING, "a4-0"), args
+
+
+def test_switching_to_priority_basic_gives_a_job_queued_before_the_lowest_priority_not_an_error(accounts, cast, now):
+    """A job queued under priority/multifactor took no FIFO value: under priority/basic it is last
+    (priority 1, priority_basic.c's floor), its nice cannot take it below 0 (the pass raised)."""
+    submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "--wrap", "x", now=now)
+    niced = submit(accounts, cast["uma"], "--nice=10", "--gres=gpu:1", "--wrap", "x", now=now)
+    run_pass(accounts, now)
+    accounts = cluster_config_set(cluster=accounts, changes={"PriorityType": "priority/basic"}, actor="alice")
+    later = submit(accounts, cast["uma"], "--gres=gpu:1", "--wrap", "x", now=at(now, minutes=1))
+    run_pass(accounts, at(now, minutes=1))
+    assert (reload(niced).state, reload(niced).priority) == (JobState.PENDING, 1)
+    assert reload(later).priority > 1
