@@ -610,6 +610,12 @@ def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
 _HOLD_REASONS = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}
 
 
+def allocated_memory_mb(job: JobLike, state: ClusterState, cpus: int, gpus: int) -> int:
+    """The memory a running job holds on a node where it has ``cpus`` and ``gpus`` (job_memory_mb):
+    with --gpus, --mem-per-gpu's for the GPUs it got there (fixtures/22.05/gpus-mem scontrol-d-N2-g3)."""
+    return job_memory_mb(job, state, cpus, gpus if job.gpus_per_job else None)
+
+
 def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
     """The nodes the scheduler asks for a job: its own count, which for -n without -N is slurmctld's
     estimate at submission from the tasks' CPUs alone (fixtures/22.05/gputype/scontrol-6: held ``-n 40
@@ -687,8 +693,7 @@ def task_spread(job: JobLike, nodes: int, state: ClusterState) -> scheduler.Task
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,
                 request: limits.JobRequest) -> scheduler.RunningJob:
     """``nodes``: (node name, CPUs, GPUs) of the job's current allocation."""
-    allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus,
-                                                                             gpus if job.gpus_per_job else None),
+    allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=allocated_memory_mb(job, state, cpus, gpus),
                                             gres={"gpu": gpus} if gpus else {})
                   for name, cpus, gpus in nodes}
     end = job.start_time + dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None
