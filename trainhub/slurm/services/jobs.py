@@ -266,7 +266,8 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     # --ntasks-per-node's tasks' CPUs on every node (slurmctld's pn_min_cpus), or --cpus-per-gpu's for
     # its GPUs there (fixtures/22.05/cpus-per-gpu/sbatch-big: 17 CPUs for one GPU on nodes of 16)
     tasks_per_node = max(-(-(request.ntasks or nodes) // nodes), request.ntasks_per_node or 0)
-    cpus = max(tasks_per_node * (request.cpus_per_task or 1), (request.cpus_per_gpu or 0) * (request.gpus_per_node or 0))
+    cpus = scheduler.cpus_for_gpus(tasks_per_node * (request.cpus_per_task or 1), request.gpus_per_node or 0,
+                                   request.cpus_per_gpu or 0)
     memory = ((request.mem or (request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
         request.gpus_per_node or 0)) if state.config.memory_is_consumable else 0)
     fitting = [node for node in members
