@@ -696,9 +696,9 @@ def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterS
     allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=allocated_memory_mb(job, state, cpus, gpus),
                                             gres={"gpu": gpus} if gpus else {})
                   for name, cpus, gpus in nodes}
-    end = job.start_time + dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None
-    if job.preempt_kill_time is not None:  # a victim ends with its GraceTime (preemption's module doc)
-        end = min(end, job.preempt_kill_time) if end is not None else job.preempt_kill_time
+    end = preemption.victim_end(
+        job.start_time + dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None,
+        job.preempt_kill_time)
     return scheduler.RunningJob(job_id=job.job_id, partition=job.partition, allocation=allocation,
                                 start_time=job.start_time, end_time=end, user=job.user_name, account=job.account,
                                 qos=job.qos or None, priority=job.priority, requeue=job.requeue,
