@@ -74,6 +74,7 @@ __all__ = [
     "PriorityBreakdown",
     "PriorityContext",
     "PriorityJob",
+    "basic_priority",
     "compute_priorities",
     "compute_priority",
 ]
@@ -289,13 +290,19 @@ def _unweighted(job: PriorityJob, priority: int, *, admin_set: bool) -> Priority
                              _NO_FACTORS, {}, job.site_factor if admin_set else 0, job.nice, admin_set, priority)
 
 
+def basic_priority(fifo_value: int, nice: int) -> int:
+    """priority/basic's priority of a job that is not held: its FIFO value less its nice, at least 1
+    (see the module doc)."""
+    return max(1, fifo_value - nice)
+
+
 def compute_priority(job: PriorityJob, context: PriorityContext, now: dt.datetime) -> PriorityBreakdown:
     """The job's priority as slurmctld computes it at ``now`` (see the module doc)."""
     config = context.config
     if job.admin_priority is not None and job.admin_priority > 0:
         return _unweighted(job, job.admin_priority, admin_set=True)
     if config.priority_type == "priority/basic":
-        return _unweighted(job, 0 if job.held else max(1, job.basic_priority - job.nice), admin_set=False)
+        return _unweighted(job, 0 if job.held else basic_priority(job.basic_priority, job.nice), admin_set=False)
     w_age, w_assoc, w_fs, w_js, w_part, w_qos = weights = context.weights
     age = 0.0
     if w_age:
