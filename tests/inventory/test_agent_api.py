@@ -66,6 +66,18 @@ def test_a_machines_arch_os_and_boot_time_are_kept_for_scontrol_show_node(nodes)
     assert (kept["arch"], kept["os"], kept["bootTime"]) == ("aarch64", "Linux 6.8.0-45-generic #45-Ubuntu SMP", 1764900000)
 
 
+def test_machine_facts_scontrol_show_node_cannot_print_are_not_kept(nodes):
+    """A boot time past any date (fromtimestamp would raise in every scontrol show node, a 500) or
+    not a number, an OS over several lines (a forged field in scontrol's text) are dropped."""
+    facts = {**H100_FACTS, "arch": ["x"], "os": "Linux\n   State=IDLE", "bootTime": 10 ** 20}
+    assert join(nodes["h100"], "gpu-7", facts).status_code == 200
+    kept = Node.objects.get(name="gpu-7").facts
+    assert not {"arch", "os", "bootTime"} & kept.keys()
+    for index, boot_time in enumerate((True, 1.5, -1)):
+        assert join(nodes["h100"], f"gpu-{index}", {**H100_FACTS, "bootTime": boot_time}).status_code == 200
+        assert "bootTime" not in Node.objects.get(name=f"gpu-{index}").facts
+
+
 def test_a_machine_without_its_pools_gpus_is_refused_with_what_it_has(nodes):
     facts = {**H100_FACTS, "gpus": H100_FACTS["gpus"][:1] + [{"index": 1, "uuid": "x", "name": "Tesla T4"}]}
     answer = join(nodes["h100"], "gpu-8", facts)

@@ -124,3 +124,13 @@ def test_every_member_who_may_show_jobs_may_show_nodes(api, accounts, user):
 def test_it_rejects_a_stranger_and_an_anonymous_caller_as_scontrol_show_job_does(api, accounts, client):
     assert api("mallory").get(URL).status_code == api("mallory").get(f"{CLUSTERS}/c1/scontrolJobs").status_code == 404
     assert client.get(URL).status_code == client.get(f"{CLUSTERS}/c1/scontrolJobs").status_code == 401
+
+
+def test_a_gpus_jobs_mem_per_gpu_is_allocated_by_the_gpus_each_node_has(api, accounts):
+    """-N 2 --gpus=3 --mem-per-gpu=1000: 2 GPUs and 2000M on the first node, 1 and 1000M on the second
+    (fixtures/22.05/gpus-mem, scontrol-d-N2-g3), as the scheduler holds them (snapshot.running_job)."""
+    assert sbatch(api, "uma", "-N", "2", "--gpus=3", "--mem-per-gpu=1000", "--wrap", "x").status_code == 200
+    run_pass(accounts)
+    nodes = paragraphs(api("vic").get(URL).json()["text"])
+    assert "   AllocTRES=cpu=1,mem=2000M,gres/gpu=2\n" in nodes["a4-0"]
+    assert "   AllocTRES=cpu=1,mem=1000M,gres/gpu=1\n" in nodes["a4-1"]

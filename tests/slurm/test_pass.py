@@ -11,7 +11,7 @@ from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.models import Association, GpuAllocation, JobNode, JobState, Qos, SlurmJob
 from trainhub.slurm.services.accounting import account_add, associations_modify, user_add
-from trainhub.slurm.services.clusters import cluster_create
+from trainhub.slurm.services.clusters import cluster_config_set, cluster_create
 from trainhub.slurm.services.jobs import Submission, job_submit
 
 
@@ -391,3 +391,49 @@ def test_usage_decays_by_the_half_life_and_resets_at_the_period(accounts, now):
     run_pass(accounts, at(now, days=2, hours=1))
     assert Association.objects.get(user="uma").raw_usage == 0
     assert Qos.objects.get(cluster=accounts, name="normal").tres_usage == {}
+
+
+def test_a_victim_past_its_grace_time_is_requeued_where_backfill_runs_more_often_than_30_s(tiered, cast, now):
+    """bf_interval=10: a backfill iteration every 10 s tries the victim's preemptor, which requeues the
+    victim past its GraceTime (preemption's module doc); the 30 s since the last iteration never come,
+    and the victim must not hold its nodes for ever."""
+    from trainhub.slurm.services.lifecycle import job_node_prolog_finished, job_preempt
+
+    cluster_config_set(cluster=tiered, changes={"SchedulerParameters": "bf_interval=10"}, actor="alice")
+    victim = submit(tiered, cast["uma"], "-p", "low", "--gres=gpu:8", "--wrap", "train", now=now)
+    run_pass(tiered, now)
+    job_node_prolog_finished(job_node=JobNode.objects.get(job=victim), exit_code=0, now=now)  # its script runs
+    chosen = at(now, minutes=11)
+    job_preempt(job=reload(victim), requeue=True, now=chosen, desc="preempted", kill_at=at(chosen, seconds=30))
+    for seconds in range(10, 100, 10):
+        run_pass(tiered, at(chosen, seconds=seconds))
+    victim = reload(victim)
+    assert (victim.state, victim.restart_count) == (JobState.PENDING, 1)
+    assert victim.runs.get().end_time == at(chosen, seconds=30)  # the first iteration after its GraceTime
+
+
+def test_a_node_range_job_runs_on_fewer_nodes_while_one_is_drained(accounts, cast, now):
+    """-N 1-2 asks for up to 2 nodes, at least 1: a DRAIN (or DOWN, or silent) node is no node the
+    select plugin is given, so the job runs on the one left (rem_nodes counts the usable nodes) instead
+    of waiting for the drained one for ever."""
+    from trainhub.slurm.services.clusters import node_state_set
+
+    node_state_set(cluster=accounts, node=Node.objects.get(name="a4-1"), state=NodeState.DRAIN, reason="fan",
+                   actor="alice")
+    for minute, args in enumerate((("-N", "1-2"), ("-N", "1-2", "-n", "2"))):
+        job = submit(accounts, cast["uma"], *args, "--wrap", "x", now=at(now, minutes=minute))
+        run_pass(accounts, at(now, minutes=minute))
+        assert (reload(job).state, reload(job).node_list) == (JobState.RUNNING, "a4-0"), args
+
+
+def test_switching_to_priority_basic_gives_a_job_queued_before_the_lowest_priority_not_an_error(accounts, cast, now):
+    """A job queued under priority/multifactor took no FIFO value: under priority/basic it is last
+    (priority 1, priority_basic.c's floor), its nice cannot take it below 0 (the pass raised)."""
+    submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "--wrap", "x", now=now)
+    niced = submit(accounts, cast["uma"], "--nice=10", "--gres=gpu:1", "--wrap", "x", now=now)
+    run_pass(accounts, now)
+    accounts = cluster_config_set(cluster=accounts, changes={"PriorityType": "priority/basic"}, actor="alice")
+    later = submit(accounts, cast["uma"], "--gres=gpu:1", "--wrap", "x", now=at(now, minutes=1))
+    run_pass(accounts, at(now, minutes=1))
+    assert (reload(niced).state, reload(niced).priority) == (JobState.PENDING, 1)
+    assert reload(later).priority > 1

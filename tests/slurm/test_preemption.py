@@ -14,6 +14,7 @@ from trainhub.slurm.preemption import (
     choose_victims,
     grace_check_due,
     preempt,
+    victim_end,
 )
 
 NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -147,3 +148,12 @@ def test_victims_always_suffice_and_none_of_them_is_superfluous(sizes, needed):
     chosen = frozenset(job.job_id for job in victims)
     assert fits(chosen)
     assert all(not fits(chosen - {job_id}) for job_id in chosen)
+
+
+def test_a_victims_end_is_its_grace_times_end_if_that_comes_first():
+    """preempt.c: end_time = MIN(end_time, preempt_time + grace_time); a job without a limit ends then."""
+    kill_at = NOW + dt.timedelta(seconds=30)
+    assert victim_end(NOW + dt.timedelta(hours=1), kill_at) == kill_at
+    assert victim_end(NOW + dt.timedelta(seconds=10), kill_at) == NOW + dt.timedelta(seconds=10)
+    assert victim_end(None, kill_at) == kill_at
+    assert victim_end(NOW, None) == NOW and victim_end(None, None) is None

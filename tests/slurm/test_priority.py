@@ -153,6 +153,13 @@ def test_priority_basic_subtracts_the_nice():
     assert compute_priority(job(basic_priority=500, nice=100), ctx, NOW).priority == 400
 
 
+def test_priority_basic_is_at_least_one():
+    """priority_basic.c's priority_p_set: below 1 is 1 (a nice over the FIFO value, or no value taken)."""
+    ctx = context({"PriorityType": "priority/basic"})
+    assert compute_priority(job(basic_priority=500, nice=600), ctx, NOW).priority == 1
+    assert compute_priority(job(basic_priority=0, nice=10), ctx, NOW).priority == 1
+
+
 def test_factors_with_zero_weight_are_not_computed():
     result = compute_priority(job(qos="normal"), context(SEED, qos={"normal": 5}), NOW)
     assert result.factors["qos"].factor == 0

@@ -157,10 +157,26 @@ def _node_report_in_full(*, node_pk: int, now: dt.datetime, running: list[int], 
     return node.state, node.state_reason
 
 
+#: The latest BootTime kept (9999-12-31T23:59:59 UTC): scontrol show node prints it as a date.
+_LAST_BOOT_TIME = 253_402_300_799
+
+
+def _machine_fact(key: str, value: object) -> bool:
+    """Whether an agent's ``arch``, ``os`` or ``bootTime`` is one scontrol show node can print
+    (trainhub.slurm.scontrol_node): a line of text of at most 255 characters, or seconds since the
+    epoch that make a date; another is dropped, and the node shows the defaults, not a broken page."""
+    if key == "bootTime":
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _LAST_BOOT_TIME
+    return isinstance(value, str) and len(value) <= 255 and value.isprintable()
+
+
 def _recorded_facts(pool: NodePool, facts: dict) -> dict:
-    """What is kept of an agent's facts: a simulated node claims its pool's GPUs."""
+    """What is kept of an agent's facts: a simulated node claims its pool's GPUs; a machine's arch, OS
+    and boot time only as _machine_fact allows."""
     kept = {key: facts[key] for key in ("hostname", "address", "cpus", "memoryBytes", "gpus", "agentVersion",
-                                        "runtime", "simulated", "arch", "os", "bootTime") if key in facts}
+                                        "runtime", "simulated") if key in facts}
+    kept.update({key: facts[key] for key in ("arch", "os", "bootTime")
+                 if key in facts and _machine_fact(key, facts[key])})
     if kept.get("simulated"):
         kept["gpus"] = simulated_gpus(pool.accelerator_type, pool.accelerator_count)
     return kept

@@ -64,6 +64,7 @@ from trainhub.slurm import arrays, jobenv
 from trainhub.slurm.conf import SlurmConfig
 from trainhub.slurm.fairshare import NO_VAL, ShareRow
 from trainhub.slurm.hostlist import expand as expand_hosts
+from trainhub.slurm.preemption import victim_end
 from trainhub.slurm.priority import FACTOR_NAMES, PRIORITY_MAX, PriorityBreakdown
 from trainhub.slurm.steps import default_distribution
 from trainhub.slurm.timefmt import format_elapsed, format_secs, format_time_limit
@@ -704,8 +705,7 @@ def _timestamp_cell(moment: dt.datetime | None) -> str:
 def limit_end(start: dt.datetime, limit_minutes: int, kill_time: dt.datetime | None) -> dt.datetime:
     """A job's end as slurmctld keeps it: start + time limit, or a preemption victim's GraceTime end
     (``kill_time``) if that comes first (fixtures/22.05/preempt-grace: v1 EndTime=21:11:12, not 21:19:48)."""
-    end = start + dt.timedelta(minutes=limit_minutes)
-    return min(end, kill_time) if kill_time is not None else end
+    return victim_end(start + dt.timedelta(minutes=limit_minutes), kill_time)
 
 
 def _end_time(job: SqueueJob) -> str:

@@ -17,6 +17,7 @@ Public API (pure Python, no Django)::
         # the job stays RUNNING until kill_at, then its run is recorded PREEMPTED and REQUEUE sends it
         # back to PENDING, CANCEL ends it PREEMPTED (services.lifecycle.job_preempt).
     grace_check_due(last_backfill, now) -> bool   # does slurmctld look at the victims past their GraceTime now?
+    victim_end(end, kill_at) -> datetime | None   # a running job's end once it is a victim
 
 Rules (reference section 4; slurm:src/plugins/preempt/partition_prio, preempt/qos,
 src/interfaces/preempt.c, src/plugins/select/cons_tres/job_test.c, src/slurmctld/job_mgr.c):
@@ -81,6 +82,7 @@ __all__ = [
     "choose_victims",
     "grace_check_due",
     "preempt",
+    "victim_end",
 ]
 
 _UINT16 = 0xFFFF
@@ -241,3 +243,12 @@ def grace_check_due(last_backfill: dt.datetime | None, now: dt.datetime) -> bool
     which its periodic check follows within the second with the default bf_interval; at every pass
     where no backfill iteration ever ran (its periodic check has no clock to keep here then)."""
     return last_backfill is None or (now - last_backfill).total_seconds() >= PERIODIC_TIMEOUT
+
+
+def victim_end(end: dt.datetime | None, kill_at: dt.datetime | None) -> dt.datetime | None:
+    """A running job's end time (``end``: start + time limit, None without one) once it is a victim
+    whose GraceTime ends at ``kill_at`` (None: not chosen): the earlier of the two (preempt.c
+    ``end_time = MIN(end_time, preempt_time + grace_time)``; see the module doc)."""
+    if kill_at is None:
+        return end
+    return min(end, kill_at) if end is not None else kill_at

@@ -46,7 +46,10 @@ Factors:
   replaces everything and zeroes the factors; a held job's priority is 0.
 - PriorityFlags=INCR_ONLY keeps the previous priority when the new one is lower.
 - PriorityType=priority/basic: FIFO; the priority is the job's ``basic_priority`` less its nice and no
-  factors apply (fixtures/22.05/prio-basic: ``--nice=100`` shows 100 less).
+  factors apply (fixtures/22.05/prio-basic: ``--nice=100`` shows 100 less), at least 1
+  (slurm:src/plugins/priority/basic/priority_basic.c ``priority_p_set``: ``if (new_prio < 1) new_prio
+  = 1``): a job that took no FIFO value (``basic_priority`` 0: queued under another PriorityType) or
+  whose nice is larger than its value is last, not below 0.
 
 sprio's PRIORITY column is recomputed by sprio from the factors without the 2**32 cap; every
 factor column is printed rounded (``%.0f``), so the columns need not add up (reference section 9).
@@ -71,6 +74,7 @@ __all__ = [
     "PriorityBreakdown",
     "PriorityContext",
     "PriorityJob",
+    "basic_priority",
     "compute_priorities",
     "compute_priority",
 ]
@@ -286,13 +290,19 @@ def _unweighted(job: PriorityJob, priority: int, *, admin_set: bool) -> Priority
                              _NO_FACTORS, {}, job.site_factor if admin_set else 0, job.nice, admin_set, priority)
 
 
+def basic_priority(fifo_value: int, nice: int) -> int:
+    """priority/basic's priority of a job that is not held: its FIFO value less its nice, at least 1
+    (see the module doc)."""
+    return max(1, fifo_value - nice)
+
+
 def compute_priority(job: PriorityJob, context: PriorityContext, now: dt.datetime) -> PriorityBreakdown:
     """The job's priority as slurmctld computes it at ``now`` (see the module doc)."""
     config = context.config
     if job.admin_priority is not None and job.admin_priority > 0:
         return _unweighted(job, job.admin_priority, admin_set=True)
     if config.priority_type == "priority/basic":
-        return _unweighted(job, 0 if job.held else job.basic_priority - job.nice, admin_set=False)
+        return _unweighted(job, 0 if job.held else basic_priority(job.basic_priority, job.nice), admin_set=False)
     w_age, w_assoc, w_fs, w_js, w_part, w_qos = weights = context.weights
     age = 0.0
     if w_age:

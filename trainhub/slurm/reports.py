@@ -918,7 +918,7 @@ def scontrol_nodes(cluster: SlurmCluster, *, now: dt.datetime, nodes: str = "", 
         totals = held[node_pk]
         totals[0] += cpus
         totals[1] += len(gpu_indices)
-        totals[2] += snapshot.job_memory_mb(jobs[job_pk], state, cpus) if job_pk in jobs else 0
+        totals[2] += snapshot.allocated_memory_mb(jobs[job_pk], state, cpus, len(gpu_indices)) if job_pk in jobs else 0
     conditions = _node_conditions(cluster, state)
     machines = Node.objects.in_bulk(pks)
     last_ends = dict(JobNode.objects.filter(node_id__in=pks, job__cluster=cluster, job__end_time__isnull=False)

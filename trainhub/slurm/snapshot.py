@@ -610,6 +610,12 @@ def scheduler_nodes(state: ClusterState) -> list[scheduler.NodeState]:
 _HOLD_REASONS = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}
 
 
+def allocated_memory_mb(job: JobLike, state: ClusterState, cpus: int, gpus: int) -> int:
+    """The memory a running job holds on a node where it has ``cpus`` and ``gpus`` (job_memory_mb):
+    with --gpus, --mem-per-gpu's for the GPUs it got there (fixtures/22.05/gpus-mem scontrol-d-N2-g3)."""
+    return job_memory_mb(job, state, cpus, gpus if job.gpus_per_job else None)
+
+
 def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
     """The nodes the scheduler asks for a job: its own count, which for -n without -N is slurmctld's
     estimate at submission from the tasks' CPUs alone (fixtures/22.05/gputype/scontrol-6: held ``-n 40
@@ -619,9 +625,13 @@ def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
     if job.max_nodes > job.num_nodes and not job.gpus_per_job:
         # -N MIN-MAX without --gpus asks for MAX (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
         # req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 nodes, 3,1,1 tasks), at most
-        # the partition's nodes
+        # the partition's nodes that can run it: a DRAIN, DOWN or silent node is none the select plugin is
+        # given, and counting it would keep the job waiting for it
         partition = state.partitions.get(job.partition)
-        return max(min(job.max_nodes, len(partition.node_pks)), job.num_nodes) if partition else job.max_nodes
+        if partition is None:
+            return job.max_nodes
+        usable = sum(1 for pk in partition.node_pks if state.nodes[pk].available)
+        return max(min(job.max_nodes, usable), job.num_nodes)
     if not (job.nodes_from_tasks and job.gpus_per_task) or job.partition not in state.partitions:
         return job.num_nodes
     return max(job.num_nodes, state.task_nodes(job.partition, tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
@@ -683,13 +693,12 @@ def task_spread(job: JobLike, nodes: int, state: ClusterState) -> scheduler.Task
 def running_job(job: JobLike, nodes: list[tuple[str, int, int]], state: ClusterState,
                 request: limits.JobRequest) -> scheduler.RunningJob:
     """``nodes``: (node name, CPUs, GPUs) of the job's current allocation."""
-    allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=job_memory_mb(job, state, cpus,
-                                                                             gpus if job.gpus_per_job else None),
+    allocation = {name: scheduler.Resources(cpus=cpus, memory_mb=allocated_memory_mb(job, state, cpus, gpus),
                                             gres={"gpu": gpus} if gpus else {})
                   for name, cpus, gpus in nodes}
-    end = job.start_time + dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None
-    if job.preempt_kill_time is not None:  # a victim ends with its GraceTime (preemption's module doc)
-        end = min(end, job.preempt_kill_time) if end is not None else job.preempt_kill_time
+    end = preemption.victim_end(
+        job.start_time + dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None,
+        job.preempt_kill_time)
     return scheduler.RunningJob(job_id=job.job_id, partition=job.partition, allocation=allocation,
                                 start_time=job.start_time, end_time=end, user=job.user_name, account=job.account,
                                 qos=job.qos or None, priority=job.priority, requeue=job.requeue,

@@ -18,7 +18,7 @@ from django.utils import timezone
 from trainhub.common.compiled import CompiledInsert, Numbered
 from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import posix_account
-from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, scheduler, snapshot
+from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, priority, scheduler, snapshot
 from trainhub.slurm import limits
 from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
 from trainhub.slurm.conf import parse_config
@@ -266,7 +266,8 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     # --ntasks-per-node's tasks' CPUs on every node (slurmctld's pn_min_cpus), or --cpus-per-gpu's for
     # its GPUs there (fixtures/22.05/cpus-per-gpu/sbatch-big: 17 CPUs for one GPU on nodes of 16)
     tasks_per_node = max(-(-(request.ntasks or nodes) // nodes), request.ntasks_per_node or 0)
-    cpus = max(tasks_per_node * (request.cpus_per_task or 1), (request.cpus_per_gpu or 0) * (request.gpus_per_node or 0))
+    cpus = scheduler.cpus_for_gpus(tasks_per_node * (request.cpus_per_task or 1), request.gpus_per_node or 0,
+                                   request.cpus_per_gpu or 0)
     memory = ((request.mem or (request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
         request.gpus_per_node or 0)) if state.config.memory_is_consumable else 0)
     fitting = [node for node in members
@@ -580,7 +581,7 @@ def job_release(*, job: SlurmJob, actor: AbstractBaseUser, is_admin: bool, now: 
             job.priority_time = job.sched_eval_time = None
             if parse_config(job.cluster.config).priority_type == "priority/basic":
                 job.fifo_priority = take_fifo_priority(job.cluster, snapshot.BASIC_TOP_PRIORITY)
-                job.priority, job.priority_time = job.fifo_priority - job.nice, now
+                job.priority, job.priority_time = priority.basic_priority(job.fifo_priority, job.nice), now
             job.save(update_fields=["hold", "reason", "state_desc", "accrue_time", "priority_time",
                                     "sched_eval_time", "fifo_priority", "priority"])
             job_event(job, now, f"Released by {actor.get_username()}.")

@@ -2,8 +2,9 @@
 
 1. every PriorityCalcPeriod, usage decay and accrual (the decay thread, services.usage);
 2. jobs on a DOWN node fail NODE_FAIL and are requeued; preemption victims whose GraceTime has ended
-   are requeued or end PREEMPTED when slurmctld's periodic check is due (preemption.grace_check_due,
-   services.lifecycle.preempted_jobs_end); jobs past their time limit, or of an
+   are requeued or end PREEMPTED when slurmctld's periodic check is due (preemption.grace_check_due)
+   or a backfill iteration runs (it tries their preemptors; bf_interval below 30 s never lets the
+   check's 30 s pass), services.lifecycle.preempted_jobs_end; jobs past their time limit, or of an
    association or QOS whose usage reached its GrpTRESMins, are stopped (TIMEOUT), and allocations
    whose salloc went silent end (services.allocations);
 3. --dependency tested; pending jobs that became eligible start accruing age (accrue_time);
@@ -419,7 +420,8 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
         usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
     mail_time_limits(cluster_pk=cluster.pk, now=now)
-    if preemption.grace_check_due(cluster.last_backfill_time, now):
+    if preemption.grace_check_due(cluster.last_backfill_time, now) or scheduler.backfill_due(
+            state.config, cluster.last_backfill_time, now):  # an iteration tries the victims' preemptors
         lifecycle.preempted_jobs_end(cluster=cluster, now=now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
     summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
