@@ -134,3 +134,12 @@ def test_a_gpus_jobs_mem_per_gpu_is_allocated_by_the_gpus_each_node_has(api, acc
     nodes = paragraphs(api("vic").get(URL).json()["text"])
     assert "   AllocTRES=cpu=1,mem=2000M,gres/gpu=2\n" in nodes["a4-0"]
     assert "   AllocTRES=cpu=1,mem=1000M,gres/gpu=1\n" in nodes["a4-1"]
+
+
+def test_a_node_list_of_more_names_than_slurms_hostlist_takes_is_refused(api, accounts):
+    """x[0-999999] would be a million ``Node ... not found`` lines (48 MB), twice."""
+    from trainhub.slurm.reports import MAX_ASKED_NODES
+
+    answer = api("vic").get(URL, {"node": f"x[1-{MAX_ASKED_NODES + 1}]"})
+    assert answer.status_code == 400 and len(answer.content) < 10_000
+    assert api("vic").get(URL, {"node": f"x[1-{MAX_ASKED_NODES}]"}).status_code == 404

@@ -887,17 +887,25 @@ def scontrol_partitions(cluster: SlurmCluster, *, now: dt.datetime, partition: s
 _AFTER_BRACKET = re.compile(r"\][^,]")
 
 
+#: The most names a node list may give scontrol show node: Slurm's hostlist refuses a range of more
+#: (hostlist.c MAX_RANGE), and each name no node has is a line of the answer.
+MAX_ASKED_NODES = 64 * 1024
+
+
 def _asked_nodes(nodes: str, known: Sequence[str]) -> list[str]:
     """The names ``nodes`` lists, in its order (a name twice twice), or every node by name; ValueError
-    with scontrol's message for a list it cannot parse."""
+    with scontrol's message for a list it cannot parse or one of more than MAX_ASKED_NODES names."""
     if not nodes:
         return list(known)
     try:
         if _AFTER_BRACKET.search(nodes):
             raise HostlistError(nodes)
-        return expand(nodes)
+        names = expand(nodes)
     except HostlistError as exc:
         raise ValueError(f"unable to parse node list {nodes}") from exc
+    if len(names) > MAX_ASKED_NODES:
+        raise ValueError(f"unable to parse node list {nodes}")
+    return names
 
 
 def scontrol_nodes(cluster: SlurmCluster, *, now: dt.datetime, nodes: str = "", one_liner: bool = False) -> Report:
