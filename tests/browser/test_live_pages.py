@@ -166,13 +166,13 @@ def test_the_cluster_pages_buttons_drain_and_resume_a_node_and_pause_stops_the_u
     login("alice")  # an administrator of c1
     page.goto(f"{live_server.url}{SLURM}/")
     node = Node.objects.filter(name__startswith="a4").order_by("name").first()
-    row = page.locator("tr", has=page.locator(f"th:text-is('{node.name}')"))
+    row = page.locator("tr", has=page.locator(f"th a:text-is('{node.name}')"))
     row.locator("input[name=reason]").fill("bad fan")
     row.get_by_role("button", name="Drain").click()
     page.get_by_text(f"Node {node.name} is now DRAIN.").wait_for()
     node.refresh_from_db()
     assert node.state == "DRAIN" and node.state_reason == "bad fan"
-    page.locator("tr", has=page.locator(f"th:text-is('{node.name}')")).get_by_role("button", name="Resume").click()
+    page.locator("tr", has=page.locator(f"th a:text-is('{node.name}')")).get_by_role("button", name="Resume").click()
     page.get_by_text(f"Node {node.name} is now UP.").wait_for()
     node.refresh_from_db()
     assert node.state == "UP"
