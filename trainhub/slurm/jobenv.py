@@ -81,7 +81,7 @@ class JobContext:
     #: (fixtures/22.05/cpus-per-gpu/out-3.txt).
     cpus_per_gpu: int = 0
     #: --mem, --mem-per-cpu and --mem-per-gpu in MB (0: not given), exported as SLURM_MEM_PER_NODE,
-    #: SLURM_MEM_PER_CPU and SLURM_MEM_PER_GPU (memory_request_variables).
+    #: SLURM_MEM_PER_CPU and SLURM_MEM_PER_GPU (cpu_memory_request_variables).
     memory: tuple[int, int, int] = (0, 0, 0)
 
 
@@ -234,9 +234,7 @@ def batch_environment(job: JobContext, node: NodeContext) -> dict[str, str]:
     if not node.gpu_indices:  # no GPU variable at all (fixtures/22.05/ntasks/out-1.txt)
         for name in GPU_VARIABLES:
             env.pop(name, None)
-    if job.cpus_per_gpu:
-        env["SLURM_CPUS_PER_GPU"] = str(job.cpus_per_gpu)
-    env.update(memory_request_variables(*job.memory))
+    env.update(cpu_memory_request_variables(job.cpus_per_gpu, job.memory))
     return env
 
 
@@ -249,13 +247,16 @@ def gpu_request_variables(gpus_per_job: int, gpus_per_node_option: int, gpus_per
     return {name: str(count) for name, count in counts.items() if count}
 
 
-def memory_request_variables(mem_per_node: int, mem_per_cpu: int, mem_per_gpu: int) -> dict[str, str]:
-    """SLURM_MEM_PER_NODE, SLURM_MEM_PER_CPU and SLURM_MEM_PER_GPU, each only where --mem,
-    --mem-per-cpu or --mem-per-gpu asked it, in MB whatever unit was given (``--mem=2G``: 2048), as
-    sbatch and salloc set them (fixtures/22.05/mem-env: env-*.txt and salloc-*.txt); a default from
-    the cluster (DefMemPerCPU) sets none."""
-    sizes = {"SLURM_MEM_PER_NODE": mem_per_node, "SLURM_MEM_PER_CPU": mem_per_cpu, "SLURM_MEM_PER_GPU": mem_per_gpu}
-    return {name: str(size) for name, size in sizes.items() if size}
+def cpu_memory_request_variables(cpus_per_gpu: int, memory: tuple[int, int, int]) -> dict[str, str]:
+    """SLURM_CPUS_PER_GPU where --cpus-per-gpu asked it, with GPUs or without
+    (fixtures/22.05/cpus-per-gpu: out-3.txt, salloc.txt), and SLURM_MEM_PER_NODE, SLURM_MEM_PER_CPU and
+    SLURM_MEM_PER_GPU, each only where --mem, --mem-per-cpu or --mem-per-gpu (``memory``, in that
+    order) asked it, in MB whatever unit was given (``--mem=2G``: 2048), as sbatch and salloc set them
+    (fixtures/22.05/mem-env: env-*.txt and salloc-*.txt); a default from the cluster (DefMemPerCPU)
+    sets none."""
+    values = {"SLURM_CPUS_PER_GPU": cpus_per_gpu, "SLURM_MEM_PER_NODE": memory[0], "SLURM_MEM_PER_CPU": memory[1],
+              "SLURM_MEM_PER_GPU": memory[2]}
+    return {name: str(value) for name, value in values.items() if value}
 
 
 def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account: str, partition: str, qos: str,
@@ -273,7 +274,7 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
     allocation does not give its tasks (srun-details/env-1.txt). ``gpus``: the GPUs asked by -G,
     --gpus-per-node and --gpus-per-task (gpu_request_variables); ``cpus_per_gpu``: --cpus-per-gpu's
     SLURM_CPUS_PER_GPU (fixtures/22.05/cpus-per-gpu/salloc.txt); ``memory``: --mem, --mem-per-cpu and
-    --mem-per-gpu (memory_request_variables)."""
+    --mem-per-gpu (cpu_memory_request_variables)."""
     nodelist = compress(hosts)
     env = {
         "SLURM_CLUSTER_NAME": cluster_name,
@@ -301,9 +302,7 @@ def salloc_environment(*, cluster_name: str, job_id: int, job_name: str, account
     if not node_aliases:
         del env["SLURM_NODE_ALIASES"]
     env.update(gpu_request_variables(*gpus))
-    if cpus_per_gpu:
-        env["SLURM_CPUS_PER_GPU"] = str(cpus_per_gpu)
-    env.update(memory_request_variables(*memory))
+    env.update(cpu_memory_request_variables(cpus_per_gpu, memory))
     return env
 
 
