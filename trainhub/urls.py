@@ -10,6 +10,8 @@ from trainhub.iam.forms import ThrottledAuthenticationForm
 from trainhub.jobs import api as jobs_api
 from trainhub.scheduling.api import SchedulerStatus
 
+handler400 = "trainhub.common.pages.bad_request"
+
 JOB = "v1/projects/<str:project>/locations/<str:location>/customJobs/<str:job_id>"
 
 

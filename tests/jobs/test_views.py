@@ -430,6 +430,21 @@ def test_the_form_shows_the_argument_list_before_submit(client, cast):
     assert client.get("/jobs/argv", {"prefix": "../x"}).status_code == 400
 
 
+def test_a_refused_page_request_shows_the_reason_on_the_400_page(client, cast):
+    client.force_login(cast["uma"])
+    response = client.get("/jobs/argv", {"prefix": "../x"})
+    assert response.status_code == 400
+    assert "bad_request.html" in [t.name for t in response.templates]
+    assert "prefix must name a worker pool (pool0 ... pool3)" in response.content.decode()
+
+
+def test_a_suspicious_request_keeps_the_bare_400_page(client, cast):
+    client.force_login(cast["uma"])
+    response = client.get("/jobs/argv", {"prefix": "pool0"}, HTTP_HOST="attacker.example")
+    assert response.status_code == 400
+    assert response.templates == [] and b"attacker" not in response.content
+
+
 # What this location can run ---------------------------------------------------------------------
 
 def test_the_form_offers_this_locations_machine_types_with_free_and_total_nodes(client, cast, nodes, now):

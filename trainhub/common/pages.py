@@ -8,6 +8,7 @@ from typing import Callable
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.views import defaults
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
@@ -45,7 +46,7 @@ def render_page_or_fragment(request: HttpRequest, page_template: str, sections: 
 
 def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Require login, and show an ApiError from a selector or service as the HTML error page
-    of its status (404 and 403 render templates/404.html and templates/403.html)."""
+    of its status (templates/404.html, 403.html and, for the rest, bad_request.html with the message)."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
@@ -59,6 +60,16 @@ def html_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
             raise BadRequest(error.message) from error
 
     return login_required(wrapper)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The 400 page (``handler400``). A ``BadRequest`` carries a service's message written for the
+    user, so the page shows it; any other ``SuspiciousOperation`` (a forged host, too many fields)
+    keeps Django's bare page, whose text says nothing about the server (the template is not named
+    400.html, which Django's own handler would render without the request)."""
+    if type(exception) is not BadRequest:
+        return defaults.bad_request(request, exception)
+    return render(request, "bad_request.html", {"message": str(exception)}, status=400)
 
 
 def redirect_to_first_project_form(request: HttpRequest, *, permission: str, url_name: str, location: str,
