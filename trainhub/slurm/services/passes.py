@@ -420,8 +420,9 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
         usage_pass(cluster=cluster, config=state.config, now=now)
     summary.node_failed = _fail_jobs_on_down_nodes(cluster, now)
     mail_time_limits(cluster_pk=cluster.pk, now=now)
-    if preemption.grace_check_due(cluster.last_backfill_time, now) or scheduler.backfill_due(
-            state.config, cluster.last_backfill_time, now):  # an iteration tries the victims' preemptors
+    backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
+    # a backfill iteration tries the victims' preemptors, so it ends those past their GraceTime too
+    if backfill or preemption.grace_check_due(cluster.last_backfill_time, now):
         lifecycle.preempted_jobs_end(cluster=cluster, now=now)
     summary.timed_out = _stop_timed_out(cluster, state, now)
     summary.timed_out += lifecycle.allocations_abandoned(cluster=cluster, config=state.config, now=now)
@@ -442,7 +443,6 @@ def cluster_pass(*, cluster: SlurmCluster, now: dt.datetime) -> PassSummary:
     recomputed = _recompute_priorities(state, [job for job in jobs if job.state == JobState.PENDING], now, due=due,
                                        shares=shares)
     summary.priorities_computed = len(recomputed)
-    backfill = scheduler.backfill_due(state.config, cluster.last_backfill_time, now)
     main = scheduler.main_due(state.config, cluster.last_main_time, now, job_ended=_job_ended_since(
         cluster, cluster.last_main_time))
     _schedule(cluster, state, jobs, recomputed, now, summary, main=main, backfill=backfill,
