@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-browser docs bench bench-compare chaos chaos-short install clean
+.PHONY: run test lint test-browser docs bench bench-compare chaos chaos-short install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not browser"
+
+# pyflakes, pycodestyle's errors and bugbear ([tool.ruff] in pyproject.toml); CI runs it first.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 test-browser: $(STAMP)
 	$(PY) -m pytest -m browser

@@ -214,9 +214,9 @@ def _wait_for(url: str, seconds: float = 120) -> None:
         try:
             with urllib.request.urlopen(f"{url}/healthz", timeout=2):
                 return
-        except OSError:
+        except OSError as error:
             if time.monotonic() > deadline:
-                raise SystemExit(f"the web server did not answer at {url} within {seconds:.0f} s")
+                raise SystemExit(f"the web server did not answer at {url} within {seconds:.0f} s: {error}") from error
             time.sleep(0.3)
 
 

@@ -23,7 +23,7 @@ def make_agent(tmp_path, grace=1):
 
 def run_until(agent, job, moment, final_states=states.TERMINAL, limit=1000):
     """Tick the agent until the job reaches one of ``final_states`` (bounded: never hangs)."""
-    for step in range(limit):
+    for _ in range(limit):
         moment = later(moment, 0.05)
         agent.tick(now=moment)
         scheduler_pass(now=moment)

@@ -7,7 +7,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from tests.agent.harness import agent_for_identity, join_nodes

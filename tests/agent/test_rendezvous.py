@@ -2,7 +2,6 @@
 127.0.0.3, two nodes each): rank 0 listens on MASTER_ADDR:MASTER_PORT, rank 1 connects from its
 own address, they exchange a message. Two such jobs at once do not collide or cross-talk."""
 
-import json
 import time
 
 import pytest

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainhub.cli.base import _ParserExit
+from trainhub.cli.client import _ParserExit
 from trainhub.cli.main import build_parser, main
 from trainhub.cli.slurm_submit import quick_args
 

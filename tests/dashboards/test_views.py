@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.conftest import container_pool, later
+from tests.conftest import later
 from tests.dashboards.test_samples import run_on, t4_job
 from tests.jobs.test_views import submit
 from tests.plotting import assert_drawn_as_graph_objects_would

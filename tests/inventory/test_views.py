@@ -190,7 +190,7 @@ def test_the_nodes_page_runs_as_many_queries_for_a_reservation_of_many_nodes_as_
     scheduler_pass(now=later(now, 101))
     with django_assert_max_num_queries(len(none_held)):
         content = client.get(reverse("inventory:list")).content.decode()
-    assert content.count(f"idle, held for FLEX_START job <a") == 7
+    assert content.count("idle, held for FLEX_START job <a") == 7
     assert gang.job_id in content
 
 

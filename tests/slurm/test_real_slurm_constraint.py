@@ -120,7 +120,7 @@ def _scontrol_differences(cluster, moment: dt.datetime) -> dict[str, list[str]]:
 def test_jobs_wait_for_nodes_with_their_features_as_in_slurm(featured):
     cluster = featured
     carol = get_user_model().objects.get(username="carol")
-    for name, args in _submissions("$S"):
+    for _, args in _submissions("$S"):
         _submit(cluster, ["-A", "bio", "-p", "batch", "-H", "--wrap", "true", *args], START + SECOND)
     for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING):
         job_cancel(job=job, actor=carol, is_admin=False, now=START + 2 * SECOND)

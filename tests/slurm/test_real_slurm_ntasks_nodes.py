@@ -14,7 +14,7 @@ import pytest
 from trainhub.common.errors import ApiError
 from trainhub.inventory.models import Node
 from trainhub.slurm import hostlist, reports
-from trainhub.slurm.models import JobNode, SlurmCluster, SlurmJob
+from trainhub.slurm.models import JobNode, SlurmCluster
 from trainhub.slurm.services.clusters import node_features_set
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
 

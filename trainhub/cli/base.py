@@ -20,19 +20,19 @@ import sys
 import time
 from collections import namedtuple
 
-# _ParserExit and the defaults live beneath this module, where trainhub.cli.parsing reads them too.
+# The defaults live beneath this module, where trainhub.cli.parsing reads them too.
 from trainhub.cli.client import (
     DEFAULT_PROJECT,
     DEFAULT_URL,
     CliError,
     ResourceRef,
     TrainhubClient,
-    _ParserExit,
     parse_resource_ref,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers take as True, without importing typing
 if TYPE_CHECKING:
+    from argparse import ArgumentParser
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any, NoReturn
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
-from trainhub.cli.base import Context, _ParserExit, config_path, read_config, resolve_settings
-from trainhub.cli.client import CliError
+from trainhub.cli.base import Context, config_path, read_config, resolve_settings
+from trainhub.cli.client import CliError, _ParserExit
 from trainhub.cli.slurm_submit import COMMAND as SBATCH_COMMAND
 from trainhub.cli.slurm_submit import quick_args
 

@@ -487,8 +487,8 @@ def set_priorities(jobs: Iterable[JobLike], state: ClusterState, terms: Associat
 def store_breakdown(job: JobLike, breakdown: priority.PriorityBreakdown, now: dt.datetime) -> None:
     job.priority = breakdown.priority
     job.priority_time = now
-    for field, value in zip(FACTOR_FIELDS, breakdown.values, strict=True):
-        setattr(job, field, value)
+    for factor_field, value in zip(FACTOR_FIELDS, breakdown.values, strict=True):
+        setattr(job, factor_field, value)
     job.factor_tres = {name: [f.factor, f.weight] for name, f in breakdown.tres.items()}
 
 
