@@ -48,6 +48,7 @@ class QueuedJob:
     qos: str
     num_nodes: int
     max_nodes: int
+    min_nodes: int
     num_tasks: int
     cpus_per_task: int
     gpus_per_node: int
@@ -621,21 +622,28 @@ def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
     estimate at submission from the tasks' CPUs alone (fixtures/22.05/gputype/scontrol-6: held ``-n 40
     --gpus-per-task=1`` shows 3 nodes of 16 CPUs), raised by --gpus-per-task's GPUs, as the select
     plugin counts them once it tries the job (ntasks/scontrol-4: ``-n 16 --gpus-per-task=1`` on nodes of 8
-    GPUs pends showing 2; services.passes stores it then)."""
-    if job.max_nodes > job.num_nodes and not job.gpus_per_job:
-        # -N MIN-MAX without --gpus asks for MAX (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
-        # req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 nodes, 3,1,1 tasks), at most
-        # the partition's nodes that can run it: a DRAIN, DOWN or silent node is none the select plugin is
-        # given, and counting it would keep the job waiting for it
-        partition = state.partitions.get(job.partition)
-        if partition is None:
-            return job.max_nodes
-        usable = sum(1 for pk in partition.node_pks if state.nodes[pk].available)
-        return max(min(job.max_nodes, usable), job.num_nodes)
+    GPUs pends showing 2; services.passes stores it then). A node range's: with --gpus its MIN (the
+    scheduler adds nodes to MAX as its GPUs need them), else node_range_count."""
+    if job.min_nodes:
+        return job.min_nodes if job.gpus_per_job else node_range_count(job, state)
     if not (job.nodes_from_tasks and job.gpus_per_task) or job.partition not in state.partitions:
         return job.num_nodes
     return max(job.num_nodes, state.task_nodes(job.partition, tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
                                                gpus_per_task=job.gpus_per_task, per_node=job.ntasks_per_node))
+
+
+def node_range_count(job: JobLike, state: ClusterState) -> int:
+    """-N MIN-MAX without --gpus asks for MAX (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
+    req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 idle nodes, 3,1,1 tasks), at most
+    the partition's nodes that can run it: a DRAIN, DOWN or silent node is none the select plugin is given,
+    and counting it would keep the job waiting for it. Where fewer are free the scheduler takes as many as
+    are, MIN at least (scheduler.PendingJob.min_nodes); a job that waits shows this count
+    (fixtures/22.05/node-range wait-N3-4: NumNodes=4-4, squeue's NODES 4; slurmctld's node_cnt_wag)."""
+    partition = state.partitions.get(job.partition)
+    if partition is None:
+        return job.max_nodes
+    usable = sum(1 for pk in partition.node_pks if state.nodes[pk].available)
+    return max(min(job.max_nodes, usable), job.min_nodes)
 
 
 def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *,
@@ -657,6 +665,7 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint, gpu_type=job.gpu_type or None, gpus_per_job=job.gpus_per_job,
         gpus_per_task=job.gpus_per_task, max_nodes=gpu_node_range(job, state),
+        min_nodes=job.min_nodes if job.min_nodes and not job.gpus_per_job else 0,
         mem_per_gpu=job.mem_per_gpu if state.config.memory_is_consumable else 0, cpus_per_gpu=job.cpus_per_gpu,
         spread=task_spread(job, nodes, state), allocating=allocating)
 
@@ -667,7 +676,7 @@ def gpu_node_range(job: JobLike, state: ClusterState) -> int:
     if not job.gpus_per_job:
         return 0
     if job.max_nodes:
-        return job.max_nodes if job.max_nodes > job.num_nodes else 0
+        return job.max_nodes if job.min_nodes else 0
     partition = state.partitions.get(job.partition)
     return len(partition.node_pks) if partition else 0
 
@@ -684,7 +693,7 @@ def task_spread(job: JobLike, nodes: int, state: ClusterState) -> scheduler.Task
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, job.ntasks_per_node)
     if job.num_tasks > nodes and not job.ntasks_per_node and gpu_node_range(job, state):
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task)
-    if nodes > 1 and job.num_tasks > min(nodes, job.num_nodes) and not job.ntasks_per_node:
+    if nodes > 1 and job.num_tasks > min(nodes, job.min_nodes or job.num_nodes) and not job.ntasks_per_node:
         # more tasks than nodes, or a node range (-N 1-2 -n 2: scheduled_node_count's 2 nodes, one task each)
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, exact_nodes=True)
     return None

@@ -200,8 +200,11 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         options = replace(options, gpu_type=options.gpus_per_task[0],
                           gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
     estimate = _node_count(options, state, partition, required, by_gpus=False)[0] if options.gpus_per_task else nodes
+    ranged = bool(options.max_nodes and options.max_nodes > nodes)  # -N MIN-MAX (models.SlurmJob.min_nodes)
     return options, nodes, dict(
         num_nodes=estimate, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
+        min_nodes=nodes if ranged else 0,
+        tasks_from_nodes=ranged and options.ntasks is None and not options.ntasks_per_node,
         ntasks_per_node=options.ntasks_per_node or 0,
         gpus_per_job=options.gpus[1] if options.gpus else 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
