@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from trainhub.slurm import reports
+from trainhub.slurm import reports, snapshot
 from trainhub.slurm.formats import sacct_text
 from trainhub.slurm.models import SlurmCluster, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
@@ -195,3 +195,28 @@ def test_sacct_keeps_the_request_and_shows_what_each_job_got(replayed):
     shown = sacct_text([record for record, _ in records], fields=fields, parsable="plain")
     recorded = [line.split("|") for line in _as_trainhubs(real("sacct"), cluster).splitlines()]
     assert shown.splitlines() == ["|".join(row[:2] + row[3:]) for row in recorded]
+
+
+def test_a_waiting_node_range_counts_its_minimum_for_its_share_limits_and_priority(cast, now):
+    """wait-N3-4 shows NumNodes=4-4 once tried, but slurmctld's limits and job size factor read its
+    min_nodes and min_cpus (TRES=cpu=1,...,node=3): trainhub's too (snapshot.asked_nodes, job_cpus), and each
+    of its nodes still needs one task's CPU."""
+    cluster, _ = harness_cluster(cast, now)
+    alice = Replay(cluster, cast).users["alice"]
+
+    def submit(*args: str) -> SlurmJob:
+        argv = ("-A", "physics", "-p", "batch", *args, "--wrap", "sleep 600")
+        return job_submit(cluster=cluster, user=alice, now=now,
+                          submission=Submission(argv=argv, alloc_node="localhost", submit_dir=WORK))
+
+    submit("-w", "gpu1", "-N", "1", "-n", "16")
+    submit("-w", "gpu2", "-N", "1", "-n", "16")
+    run_pass(cluster, now)
+    job = submit("-N", "3-4")
+    run_pass(cluster, now + 4 * SECOND)
+    job.refresh_from_db()
+    assert (job.state, job.num_nodes, job.min_nodes) == ("PENDING", 4, 3)
+    state = snapshot.load_cluster(cluster, now=now)
+    assert snapshot.limit_request(job, state).nodes == 3
+    assert {name: snapshot.job_tres(job, state)[name] for name in ("node", "cpu")} == {"node": 3, "cpu": 1}
+    assert state.per_node_request(job).cpus == 1

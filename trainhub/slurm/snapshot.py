@@ -24,7 +24,7 @@ from trainhub.common.compiled import CompiledQuery, rows_together
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import dependency, fairshare, features, hostlist, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
-from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
+from trainhub.slurm.models import Account, Association, Hold, JobState, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.scontrol_job import requested_gpus
 from trainhub.slurm.slurmconf import gpu_type, node_spec
 from trainhub.slurm.tres import billable_tres
@@ -49,6 +49,7 @@ class QueuedJob:
     num_nodes: int
     max_nodes: int
     min_nodes: int
+    tasks_from_nodes: bool
     num_tasks: int
     cpus_per_task: int
     gpus_per_node: int
@@ -168,12 +169,13 @@ class ClusterState:
     def per_node_request(self, job: JobLike) -> scheduler.Resources:
         """What each node of the job must have free (one shared value per job shape: Resources is frozen):
         with --gpus one GPU, the fewest cons_tres gives each node of it (scheduler.share_gpus_per_job)."""
-        shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.gpus_per_job,
+        nodes = asked_nodes(job)
+        shape = (nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.gpus_per_job,
                  job.mem_per_node, job.mem_per_cpu, job.mem_per_gpu, job.cpus_per_gpu)
         found = self._per_node.get(shape)
         if found is None:
             gpus = 1 if job.gpus_per_job else job.gpus_per_node
-            cpus = scheduler.cpus_for_gpus(-(-job.num_tasks // job.num_nodes) * job.cpus_per_task, gpus,
+            cpus = scheduler.cpus_for_gpus(-(-job.num_tasks // nodes) * job.cpus_per_task, gpus,
                                            job.cpus_per_gpu)
             found = self._per_node[shape] = scheduler.Resources(
                 cpus=cpus, memory_mb=job_memory_mb(job, self, cpus, gpus), gres={"gpu": gpus} if gpus else {})
@@ -399,13 +401,22 @@ def priority_context(state: ClusterState, norms: Mapping[str, int] | None = None
         max_assoc_priority=norms["max_assoc_priority"], max_partition_factor=norms["max_partition_factor"])
 
 
+def asked_nodes(job: JobLike) -> int:
+    """The nodes a job counts for its size, limits and per-node share: a pending node range's MIN (its
+    num_nodes is the count the scheduler tried it with, slurmctld's node_cnt_wag, which neither its
+    priority nor its limits see), else num_nodes (a running job's are those it got)."""
+    return job.min_nodes if job.min_nodes and job.state == JobState.PENDING else job.num_nodes
+
+
 def job_cpus(job: JobLike) -> int:
-    return job.num_tasks * job.cpus_per_task
+    """Its tasks' CPUs; a pending node range without -n asks one task's (scontrol_job.job_cpus_and_tres)."""
+    tasks = 1 if job.tasks_from_nodes and job.state == JobState.PENDING else job.num_tasks
+    return tasks * job.cpus_per_task
 
 
 def job_gpus(job: JobLike) -> int:
     """The GPUs the job asks for (scontrol_job.requested_gpus): -N 2 --gpus=3 asks 3, not 2 on each node."""
-    return requested_gpus(nodes=job.num_nodes, num_tasks=job.num_tasks, gpus_per_job=job.gpus_per_job,
+    return requested_gpus(nodes=asked_nodes(job), num_tasks=job.num_tasks, gpus_per_job=job.gpus_per_job,
                           gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node)
 
 
@@ -413,7 +424,7 @@ def job_billing(job: JobLike, state: ClusterState, tres: Mapping[str, int] | Non
     """Billable TRES per second of what the job asks, or of ``tres`` (allocation_tres: slurmctld bills an
     allocation's tres_alloc_cnt; fixtures/22.05/cpus-per-gpu/sacct.txt, --gpus=2 --cpus-per-gpu=3 bills 6):
     the partition's TRESBillingWeights applied, else the CPU count."""
-    tres = tres or {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job_gpus(job)}
+    tres = tres or {"cpu": job_cpus(job), "node": asked_nodes(job), "gres/gpu": job_gpus(job)}
     partition = state.partitions.get(job.partition)
     return billable_tres(tres, partition.billing_weights if partition else {},
                          max_tres="MAX_TRES" in state.config.priority_flags)
@@ -429,7 +440,7 @@ def allocation_tres(allocation: Mapping[str, scheduler.Resources]) -> dict[str, 
 
 def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
     """The TRES a job asks for, ``billing`` included (as Slurm's TRES counts, an integer)."""
-    tres = {"cpu": job_cpus(job), "node": job.num_nodes}
+    tres = {"cpu": job_cpus(job), "node": asked_nodes(job)}
     gpus = job_gpus(job)
     if gpus:
         tres["gres/gpu"] = gpus
@@ -459,7 +470,7 @@ def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> 
                                         or terms.get((job.account, job.user_name, "")) or (0.0, 0))
     return priority.PriorityJob(
         job_id=job.job_id, partition=job.partition, submit_time=job.submit_time, eligible_time=job.accrue_time,
-        user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
+        user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=asked_nodes(job), cpus=job_cpus(job),
         time_limit_minutes=job.time_limit, tres=state.tres_of(job), fairshare_factor=fairshare_factor,
         assoc_priority=assoc_priority, nice=job.nice, site_factor=job.site_factor, held=job.hold != Hold.NONE,
         previous_priority=job.priority or None, basic_priority=job.fifo_priority)
@@ -562,7 +573,7 @@ def limit_context(state: ClusterState) -> limits.LimitContext:
 def limit_request(job: JobLike, state: ClusterState) -> limits.JobRequest:
     assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
     return limits.JobRequest(user=job.user_name, account=job.account, partition=job.partition, qos=job.qos or None,
-                             assoc_key=str(assoc.pk) if assoc else None, nodes=job.num_nodes,
+                             assoc_key=str(assoc.pk) if assoc else None, nodes=asked_nodes(job),
                              tres=state.tres_of(job), time_limit_minutes=job.time_limit)
 
 

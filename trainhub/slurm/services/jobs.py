@@ -200,7 +200,8 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         options = replace(options, gpu_type=options.gpus_per_task[0],
                           gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
     estimate = _node_count(options, state, partition, required, by_gpus=False)[0] if options.gpus_per_task else nodes
-    ranged = bool(options.max_nodes and options.max_nodes > nodes)  # -N MIN-MAX (models.SlurmJob.min_nodes)
+    # -N MIN-MAX, or --gpus without -N (1 to the partition's nodes: snapshot.gpu_node_range): models.SlurmJob.min_nodes
+    ranged = bool(options.max_nodes and options.max_nodes > nodes) or (options.gpus is not None and options.nodes is None)
     return options, nodes, dict(
         num_nodes=estimate, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
         min_nodes=nodes if ranged else 0,
