@@ -1004,13 +1004,18 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
     if run and memory_is_consumable:
         tres["mem"] = (job.mem_per_gpu * run.alloc_gpus or job.mem_per_node * run.num_nodes
                        or job.mem_per_cpu * run.alloc_cpus)
+    # a job that never ran: what it asked (fixtures/22.05/node-range/sacct.txt: ``-N 2-4`` cancelled while it
+    # waited, 1 CPU on 2 nodes; ntasks/sacct.txt: ``-n 65`` 65 on 1)
+    cpus, nodes = (run.alloc_cpus, run.num_nodes) if run else scontrol_job.requested_cpus_and_nodes(
+        num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task, tasks_from_nodes=job.tasks_from_nodes,
+        num_nodes=job.num_nodes, min_nodes=job.min_nodes, nodes_from_tasks=job.nodes_from_tasks)
     return formats.SacctJob(
         job_id=arrays.display_id(job_id=job.job_id, array_job_id=job.array_job_id, pending=job.array_pending,
                                  task_id=job.array_task_id, max_running=job.array_max_running),
         job_id_raw=str(job.job_id), name=job.name, partition=job.partition, account=job.account,
-        alloc_cpus=run.alloc_cpus if run else 0, state=state,
+        alloc_cpus=cpus, state=state,
         exit_code=f"{exit_code or 0}:{signal or 0}", user=job.user_name, elapsed_seconds=max(elapsed, 0),
-        time_limit_minutes=job.time_limit, nnodes=run.num_nodes if run else job.num_nodes,
+        time_limit_minutes=job.time_limit, nnodes=nodes,
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
         alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres)
@@ -1101,8 +1106,11 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     # slurmdbd learns of a job when it becomes eligible (fixtures/22.05/scenario/sacct-a-running.txt).
     # Nor has an array's record while its ``%`` limit holds its tasks back (EligibleTime=Unknown;
     # fixtures/22.05/array/sacct.txt).
-    never_eligible = Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now)
-                                                  | Q(reason=arrays.TASK_LIMIT))
+    # Nor has a job that ended so, cancelled while held or before its --begin (fixtures/22.05/node-range/sacct.txt:
+    # no held-N2-4, begin-N2-4).
+    never_eligible = (Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now)
+                                                   | Q(reason=arrays.TASK_LIMIT))
+                      | ~Q(state=JobState.PENDING) & (~Q(hold="") | Q(begin_time__gt=F("end_time"))))
     rows = (SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
             .exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk")))))
     if jobs:

@@ -165,16 +165,28 @@ def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num
     range (``min_nodes``) asks for MIN nodes, their memory and GPUs, whatever count it was tried with or
     got, and without -n (``tasks_from_nodes``) for one task's CPUs (node-range/scontrol-wait-N3-4: ``-N 3-4``
     TRES=cpu=1,mem=48000M,node=3 beside NumNodes=4-4 NumTasks=3; sacct.txt's ReqTRES once it ran)."""
-    nodes = (1 if nodes_from_tasks else min_nodes or num_nodes) if requested else num_nodes
+    asked_cpus, asked_nodes = requested_cpus_and_nodes(
+        num_tasks=num_tasks, cpus_per_task=cpus_per_task, tasks_from_nodes=tasks_from_nodes, num_nodes=num_nodes,
+        min_nodes=min_nodes, nodes_from_tasks=nodes_from_tasks)
+    nodes = asked_nodes if requested else num_nodes
     if allocated is not None:
         cpus, gpus = allocated
     else:
-        cpus = (1 if tasks_from_nodes else num_tasks) * cpus_per_task
+        cpus = asked_cpus
         gpus = requested_gpus(nodes=nodes, num_tasks=num_tasks, gpus_per_job=gpus_per_job, gpus_per_task=gpus_per_task,
                               gpus_per_node=gpus_per_node)
     return cpus, job_tres_text(requested=requested, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=mem_per_node,
                                mem_per_cpu=mem_per_cpu, mem_per_gpu=mem_per_gpu, node_memory_mb=node_memory_mb,
                                memory_is_consumable=memory_is_consumable)
+
+
+def requested_cpus_and_nodes(*, num_tasks: int, cpus_per_task: int, tasks_from_nodes: bool, num_nodes: int,
+                             min_nodes: int, nodes_from_tasks: bool) -> tuple[int, int]:
+    """The CPUs and nodes a job asks for (slurmctld's min_cpus and min_nodes, which its TRES request and a
+    record that never ran show): every task's CPUs, one task's for a node range without -n
+    (``tasks_from_nodes``); a node range's MIN, one node for -n without -N."""
+    return ((1 if tasks_from_nodes else num_tasks) * cpus_per_task,
+            1 if nodes_from_tasks else min_nodes or num_nodes)
 
 
 def tres_by_name(text: str) -> str:

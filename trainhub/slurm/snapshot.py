@@ -636,25 +636,28 @@ def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
     GPUs pends showing 2; services.passes stores it then). A node range's: with --gpus its MIN (the
     scheduler adds nodes to MAX as its GPUs need them), else node_range_count."""
     if job.min_nodes:
-        return job.min_nodes if job.gpus_per_job else node_range_count(job, state)
+        return job.min_nodes if job.gpus_per_job else node_range_count(
+            state, job.partition, low=job.min_nodes, high=job.max_nodes, excluded=job.exc_nodes)
     if not (job.nodes_from_tasks and job.gpus_per_task) or job.partition not in state.partitions:
         return job.num_nodes
     return max(job.num_nodes, state.task_nodes(job.partition, tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
                                                gpus_per_task=job.gpus_per_task, per_node=job.ntasks_per_node))
 
 
-def node_range_count(job: JobLike, state: ClusterState) -> int:
-    """-N MIN-MAX without --gpus asks for MAX (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
-    req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 idle nodes, 3,1,1 tasks), at most
-    the partition's nodes that can run it: a DRAIN, DOWN or silent node is none the select plugin is given,
-    and counting it would keep the job waiting for it. Where fewer are free the scheduler takes as many as
-    are, MIN at least (scheduler.PendingJob.min_nodes); a job that waits shows this count
-    (fixtures/22.05/node-range wait-N3-4: NumNodes=4-4, squeue's NODES 4; slurmctld's node_cnt_wag)."""
-    partition = state.partitions.get(job.partition)
-    if partition is None:
-        return job.max_nodes
-    usable = sum(1 for pk in partition.node_pks if state.nodes[pk].available)
-    return max(min(job.max_nodes, usable), job.min_nodes)
+def node_range_count(state: ClusterState, partition: str, *, low: int, high: int, excluded: str) -> int:
+    """-N LOW-HIGH without --gpus asks for HIGH (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
+    req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 idle nodes, 3,1,1 tasks), at most the
+    partition's nodes that can run it: one of its -x (``excluded``), a DRAIN, DOWN or silent node is none the
+    select plugin is given, and counting it would keep the job waiting for it. Where fewer are free the
+    scheduler takes as many as are, LOW at least (scheduler.PendingJob.min_nodes); a job shows this count
+    from the node test at its submission on (fixtures/22.05/node-range: wait-N3-4 NumNodes=4-4, squeue's
+    NODES 4; begin-N2-4-x1 3-4; slurmctld's node_cnt_wag), a held job its range (held-N2-4: 2-4)."""
+    info = state.partitions.get(partition)
+    if info is None:
+        return high
+    others = set(hostlist.expand(excluded)) if excluded else set()
+    usable = sum(1 for pk in info.node_pks if state.nodes[pk].available and state.nodes[pk].name not in others)
+    return max(min(high, usable), low)
 
 
 def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *,

@@ -434,6 +434,11 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
+    if placement["min_nodes"] and options.gpus is None and not options.hold:
+        # slurmctld's node test at submission (job_allocate's test-only select_nodes) gives a node range the
+        # count it shows until it runs (snapshot.node_range_count); a held job has none
+        fields["num_nodes"] = snapshot.node_range_count(state, partition, low=nodes, high=options.max_nodes,
+                                                        excluded=placement["exc_nodes"])
     context = snapshot.limit_context(state)
     active: list[SlurmJob] = []
     if snapshot.has_submit_count_limits(context):
