@@ -544,9 +544,9 @@ def test_jobs_get_the_lowest_weight_nodes_first_then_the_best_fit():
         "n1": 15, "n2": 5, "n0": 4}
 
 
-def range_job(job_id, low, high, per_node=Resources(cpus=1), **fields):
+def range_job(job_id, low, high, per_node=None, **fields):
     """-N LOW-HIGH without --gpus (snapshot.py): HIGH nodes, as few as LOW where fewer are free."""
-    return pending(job_id, nodes=high, per_node=per_node, min_nodes=low, **fields)
+    return pending(job_id, nodes=high, per_node=per_node or cpus(1), min_nodes=low, **fields)
 
 
 def test_a_node_range_starts_on_the_free_nodes_when_they_are_at_least_its_minimum():
