@@ -542,3 +542,36 @@ def test_jobs_get_the_lowest_weight_nodes_first_then_the_best_fit():
     assert set(started(plan)[2].nodes) == {"n1", "n2"}
     assert {name: resources.cpus for name, resources in started(plan)[3].allocation.items()} == {
         "n1": 15, "n2": 5, "n0": 4}
+
+
+def range_job(job_id, low, high, per_node=None, **fields):
+    """-N LOW-HIGH without --gpus (snapshot.py): HIGH nodes, as few as LOW where fewer are free."""
+    return pending(job_id, nodes=high, per_node=per_node or cpus(1), min_nodes=low, **fields)
+
+
+def test_a_node_range_starts_on_the_free_nodes_when_they_are_at_least_its_minimum():
+    """fixtures/22.05/node-range: with gpu1 and gpu2's CPUs all held, -N 1-3 and -N 2-4 run at once on
+    gpu[3-4] rather than wait for MAX; -N 2-4 -n 6 puts its tasks on those 2 (5, 1); with only the GPUs of
+    gpu1 and gpu2 held -N 1-3 takes 3 nodes and -N 1-3 --gres=gpu:1 the 2 with GPUs free."""
+    held_cpus = [running(9, ["gpu1", "gpu2"], 60, per_node=cpus(16))]
+    for job in (range_job(1, 1, 3), range_job(1, 2, 4)):
+        assert started(schedule(snapshot(CPU_NODES, [job], held_cpus), CONFIG, NOW))[1].nodes == ("gpu3", "gpu4")
+    tasks = range_job(1, 2, 4, spread=TaskSpread(6, exact_nodes=True))
+    start = started(schedule(snapshot(CPU_NODES, [tasks], held_cpus), CONFIG, NOW))[1]
+    assert {name: got.cpus for name, got in start.allocation.items()} == {"gpu3": 5, "gpu4": 1}
+    held_gpus = [running(9, ["gpu1", "gpu2"], 60, per_node=Resources(cpus=1, gres={"gpu": 8}))]
+    assert started(schedule(snapshot(CPU_NODES, [range_job(1, 1, 3)], held_gpus), CONFIG, NOW))[1].nodes == (
+        "gpu1", "gpu2", "gpu3")
+    one_gpu = range_job(1, 1, 3, per_node=Resources(cpus=1, gres={"gpu": 1}))
+    assert started(schedule(snapshot(CPU_NODES, [one_gpu], held_gpus), CONFIG, NOW))[1].nodes == ("gpu3", "gpu4")
+
+
+def test_a_node_range_waits_for_its_minimum_and_is_planned_on_it():
+    """-N 3-4 beside gpu1 and gpu2's held CPUs waits (Resources, not NODES_RESERVED: the partition has its
+    3); backfill plans it once one of the holding jobs ends, on the 3 nodes free then, not when both have."""
+    held = [running(8, ["gpu1"], 60, per_node=cpus(16)), running(9, ["gpu2"], 5, per_node=cpus(16))]
+    plan = schedule(snapshot(CPU_NODES, [range_job(1, 3, 4)], held), CONFIG, NOW)
+    assert not plan.starts
+    assert plan.waiting[1].reason == "Resources"
+    assert plan.waiting[1].estimated_start == NOW + dt.timedelta(minutes=5)
+    assert plan.waiting[1].planned_nodes == ("gpu2", "gpu3", "gpu4")

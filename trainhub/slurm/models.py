@@ -274,6 +274,14 @@ class SlurmJob(models.Model):
     #: sbatch -N's upper bound (its count when -N gives no range); 0 without -N. scontrol shows a
     #: pending job's NumNodes as MIN-MAX when -N was given.
     max_nodes = models.PositiveIntegerField(default=0)
+    #: -N MIN-MAX's MIN (0 for no range): what the job asked for, kept for its request (sacct's ReqTRES,
+    #: a pending job's TRES and NumTasks) while num_nodes is the count the scheduler tried it with
+    #: (slurmctld's node_cnt_wag: a waiting -N 3-4 shows NumNodes=4-4) and then the nodes it got, as few
+    #: as MIN (fixtures/22.05/node-range).
+    min_nodes = models.PositiveIntegerField(default=0)
+    #: A node range without -n: num_tasks counts a task a node (MIN, then the nodes it got), but the job
+    #: asks for one task's CPUs (node-range/sacct.txt: ``-N 2-4`` ReqTRES cpu=1; pending NumCPUs=1).
+    tasks_from_nodes = models.BooleanField(default=False)
     gpus_per_task = models.PositiveIntegerField(default=0)
     #: --cpus-per-gpu: CPUs allocated with each GPU on a node, when more than its tasks' (0: not asked).
     cpus_per_gpu = models.PositiveIntegerField(default=0)

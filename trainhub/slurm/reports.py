@@ -143,7 +143,8 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_ti
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
                   "exclusive", "mem_per_node", "mem_per_cpu", "req_nodes", "exc_nodes", "submit_time", "work_dir",
-                  "gpus_per_job", "gpu_request", "ntasks_per_node", "cpus_per_gpu", "preempt_kill_time")
+                  "gpus_per_job", "gpu_request", "ntasks_per_node", "cpus_per_gpu", "preempt_kill_time", "min_nodes",
+                  "tasks_from_nodes")
 #: What only squeue's rarer letters and -O fields show (formats.squeue_reads_more), read after the
 #: others for a format that shows one: a 10,000-job queue read a third slower with them.
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
@@ -168,7 +169,7 @@ _SQUEUE_UNSHOWN = {"account": "", "num_tasks": 1, "cpus_per_task": 1, "gpus_per_
                    "gpus_per_task": 0, "qos": "", "comment": "", "dependency": "", "exclusive": False,
                    "mem_per_node": 0, "mem_per_cpu": 0, "req_nodes": "", "exc_nodes": "", "submit_time": None,
                    "work_dir": "", "gpus_per_job": 0, "gpu_request": "", "ntasks_per_node": 0, "cpus_per_gpu": 0,
-                   "preempt_kill_time": None}
+                   "preempt_kill_time": None, "min_nodes": 0, "tasks_from_nodes": False}
 _SQUEUE_NARROW_FORMATS = (formats.SQUEUE_DEFAULT, formats.SQUEUE_LONG)
 
 
@@ -201,13 +202,15 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
      exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, gpus_per_job, gpu_request,
-     ntasks_per_node, cpus_per_gpu, kill_time, *more) = row
+     ntasks_per_node, cpus_per_gpu, kill_time, min_nodes, tasks_from_nodes, *more) = row
     state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=gpu_request, per_job=gpus_per_job, per_node=gpus_per_node, per_task=gpus_per_task)
     # allocated, --ntasks-per-node's tasks' CPUs on every node (ntasks-per-node/squeue-o: -n 20 on 3 x 8, 24)
-    cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else num_tasks) * cpus_per_task
+    # pending, a node range without -n asks for one task's (node-range/squeue-wait-N3-4: CPUS 1)
+    tasks = 1 if tasks_from_nodes and state == JobState.PENDING else num_tasks
+    cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else tasks) * cpus_per_task
     if cpus_per_gpu and state != JobState.PENDING:  # and --cpus-per-gpu's for its GPUs (cpus-per-gpu/squeue.txt)
         cpus = scheduler.cpus_for_gpus(cpus, scontrol_job.requested_gpus(
             nodes=num_nodes, num_tasks=num_tasks, gpus_per_job=gpus_per_job, gpus_per_task=gpus_per_task,
@@ -215,7 +218,7 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     tres = partial(scontrol_job.job_cpus_and_tres, requested=state == JobState.PENDING, num_nodes=num_nodes,
                    num_tasks=num_tasks, cpus_per_task=cpus_per_task, gpus_per_job=gpus_per_job,
                    gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, mem_per_node=mem_per_node,
-                   mem_per_cpu=mem_per_cpu)
+                   mem_per_cpu=mem_per_cpu, min_nodes=min_nodes, tasks_from_nodes=tasks_from_nodes)
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
@@ -590,7 +593,8 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         nodes_from_tasks=job.nodes_from_tasks, num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
         gpus_per_job=job.gpus_per_job, gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node,
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, mem_per_gpu=job.mem_per_gpu,
-        node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable)
+        node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable, min_nodes=job.min_nodes,
+        tasks_from_nodes=job.tasks_from_nodes)
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=job.gpu_request, per_job=job.gpus_per_job, per_node=job.gpus_per_node, per_task=job.gpus_per_task)
     array = ""
@@ -1000,13 +1004,18 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
     if run and memory_is_consumable:
         tres["mem"] = (job.mem_per_gpu * run.alloc_gpus or job.mem_per_node * run.num_nodes
                        or job.mem_per_cpu * run.alloc_cpus)
+    # a job that never ran: what it asked (fixtures/22.05/node-range/sacct.txt: ``-N 2-4`` cancelled while it
+    # waited, 1 CPU on 2 nodes; ntasks/sacct.txt: ``-n 65`` 65 on 1)
+    cpus, nodes = (run.alloc_cpus, run.num_nodes) if run else scontrol_job.requested_cpus_and_nodes(
+        num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task, tasks_from_nodes=job.tasks_from_nodes,
+        num_nodes=job.num_nodes, min_nodes=job.min_nodes, nodes_from_tasks=job.nodes_from_tasks)
     return formats.SacctJob(
         job_id=arrays.display_id(job_id=job.job_id, array_job_id=job.array_job_id, pending=job.array_pending,
                                  task_id=job.array_task_id, max_running=job.array_max_running),
         job_id_raw=str(job.job_id), name=job.name, partition=job.partition, account=job.account,
-        alloc_cpus=run.alloc_cpus if run else 0, state=state,
+        alloc_cpus=cpus, state=state,
         exit_code=f"{exit_code or 0}:{signal or 0}", user=job.user_name, elapsed_seconds=max(elapsed, 0),
-        time_limit_minutes=job.time_limit, nnodes=run.num_nodes if run else job.num_nodes,
+        time_limit_minutes=job.time_limit, nnodes=nodes,
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
         alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres)
@@ -1024,7 +1033,7 @@ def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJ
             num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task, gpus_per_job=job.gpus_per_job,
             gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node, mem_per_node=job.mem_per_node,
             mem_per_cpu=job.mem_per_cpu, mem_per_gpu=job.mem_per_gpu, node_memory_mb=node_memory,
-            memory_is_consumable=consumable)[1])
+            memory_is_consumable=consumable, min_nodes=job.min_nodes, tasks_from_nodes=job.tasks_from_nodes)[1])
     return requested
 
 
@@ -1086,7 +1095,7 @@ _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "pa
                      "array_max_running",
                      # ReqTRES's (_requested_tres)
                      "num_tasks", "cpus_per_task", "nodes_from_tasks", "gpus_per_job", "gpus_per_task",
-                     "gpus_per_node", "mem_per_node", "mem_per_cpu", "mem_per_gpu")
+                     "gpus_per_node", "mem_per_node", "mem_per_cpu", "mem_per_gpu", "min_nodes", "tasks_from_nodes")
 
 
 def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "", user: str = "",
@@ -1097,8 +1106,11 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     # slurmdbd learns of a job when it becomes eligible (fixtures/22.05/scenario/sacct-a-running.txt).
     # Nor has an array's record while its ``%`` limit holds its tasks back (EligibleTime=Unknown;
     # fixtures/22.05/array/sacct.txt).
-    never_eligible = Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now)
-                                                  | Q(reason=arrays.TASK_LIMIT))
+    # Nor has a job that ended so, cancelled while held or before its --begin (fixtures/22.05/node-range/sacct.txt:
+    # no held-N2-4, begin-N2-4).
+    never_eligible = (Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now)
+                                                   | Q(reason=arrays.TASK_LIMIT))
+                      | ~Q(state=JobState.PENDING) & (~Q(hold="") | Q(begin_time__gt=F("end_time"))))
     rows = (SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
             .exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk")))))
     if jobs:

@@ -13,8 +13,9 @@ Public API (pure Python, no Django)::
                no_reserve=False, requeue=True, restart_count=0, limit_request=None, required_nodes=frozenset(),
                excluded_nodes=frozenset(), exclusive=False, constraint=None,   # constraint: features.Constraint
                gpu_type=None, gpus_per_job=0, gpus_per_task=0, max_nodes=0, mem_per_gpu=0, cpus_per_gpu=0,
-               spread=None, allocating=False)   # spread: TaskSpread (-n without -N); allocating: a new salloc
+               spread=None, allocating=False, min_nodes=0)   # spread: TaskSpread (-n without -N); allocating: a new salloc
                # max_nodes: --gpus's node range (from nodes up to it, as many as its GPUs need)
+               # min_nodes: -N MIN-MAX's MIN, nodes its MAX (as many as can hold it now, MIN at least)
     cpus_for_gpus(cpus, gpus, cpus_per_gpu) -> int           # a node's CPUs with --cpus-per-gpu
     TaskSpread(tasks, cpus_per_task=1, gpus_per_task=0); TaskSpread.min_nodes(...); .room(free, per_node);
         .take(rooms, min_nodes); .place(rooms by node, min_nodes)
@@ -84,7 +85,7 @@ import heapq
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig
 from trainhub.slurm.features import Constraint
@@ -386,6 +387,9 @@ class PendingJob:
     #: With --gpus, the most nodes it may take (-N MIN-MAX's MAX; without -N the partition's): from
     #: ``nodes`` on, as many as its GPUs need (_Pass._add_for_gpus). 0: exactly ``nodes``.
     max_nodes: int = 0
+    #: -N MIN-MAX without --gpus: ``nodes`` is MAX (snapshot.node_range_count); where fewer nodes can hold
+    #: it now it starts on those, this many at least (_fewer_nodes). 0: exactly ``nodes``.
+    min_nodes: int = 0
     #: --mem-per-gpu where memory is a consumable resource: each node's memory is its share of --gpus's
     #: count times it (``per_node`` asks it for one GPU, the fewest a node gets).
     mem_per_gpu: int = 0
@@ -570,6 +574,18 @@ def _near_gpus(job: PendingJob, free: Resources) -> int:
         return 0
     free_gpus = free.gres.get("gpu", 0)
     return min(free_gpus, job.gpus_per_job) if job.gpus_per_job else free_gpus
+
+
+def _fewer_nodes(job: PendingJob, holding: int) -> PendingJob:
+    """A node range's job (``job.min_nodes``) where only ``holding`` nodes can hold it now: as many nodes,
+    MIN at least, instead of MAX. Slurm gives it what is free rather than wait for MAX: job_test.c
+    ``_eval_nodes`` starts with ``rem_nodes = MAX(min_nodes, req_nodes)`` and succeeds once it has taken every
+    node it can while ``_enough_nodes`` (``rem_nodes + min_nodes - req_nodes``: at least MIN taken) holds
+    (fixtures/22.05/node-range: beside gpu1 and gpu2's held CPUs ``-N 1-3`` and ``-N 2-4`` run at once on
+    gpu[3-4]; a waiting ``-N 3-4`` starts on gpu[2-4] when gpu2 frees)."""
+    if not job.min_nodes or holding >= job.nodes:
+        return job
+    return replace(job, nodes=max(holding, job.min_nodes))
 
 
 class _Pass:
@@ -822,7 +838,7 @@ class _Pass:
             fitting.append((node.state.weight, -_near_gpus(job, free), sum(free.gres.values()), free.cpus, name))
             if free_now is not None:
                 free_now[name] = free
-        return self._choose(job, [name for *_, name in sorted(fitting)], free_now)
+        return self._choose(_fewer_nodes(job, len(fitting)), [name for *_, name in sorted(fitting)], free_now)
 
     def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
         duration = self._duration(job)
@@ -978,7 +994,7 @@ class _Pass:
         if required:
             return f"ReqNodeNotAvail, UnavailableNodes:{compress(required)}"
         free = [name for name in self.snapshot.partitions.get(job.partition, ()) if withheld_tier.get(name, 0) <= tier]
-        return NODES_RESERVED if len(free) < job.nodes else "Resources"
+        return NODES_RESERVED if len(free) < (job.min_nodes or job.nodes) else "Resources"
 
     def _kept_out(self, job: PendingJob) -> bool:
         """Whether the job waits for no resources (held, its --begin, a dependency, partition or
@@ -1054,7 +1070,8 @@ class _Pass:
         is, and for --gpus and --gpus-per-task those with more free GPUs then are taken first, as the
         main scheduler does (_near_gpus; select's will-run test weighs nodes as its run test:
         fixtures/22.05/gpus-backfill, -N 2 --gpus=4 planned on gpu[2,4] with 8 free GPUs each, not on
-        gpu[1-2] with 1 and 8)."""
+        gpu[1-2] with 1 and 8). A node range is planned once MIN nodes are open, on every node open then
+        (_fewer_nodes: select's will-run test is its run test with the running jobs' ends)."""
         duration = self._duration(job)
         by_free = self._fits_by_free(job)
         ordered = self._availability(job)
@@ -1082,13 +1099,15 @@ class _Pass:
                 continue
             open_nodes.setdefault(name, moment)
             opening = (events and events[0][:2] == (moment, 0)) or (index < len(ordered) and ordered[index][0] <= moment)
-            if opening and by_free:
-                continue  # every node open at this moment counts before the best are chosen (_near_gpus)
-            if len(open_nodes) >= job.nodes:
+            if opening and (by_free or job.min_nodes):
+                # every node open at this moment counts before the best are chosen (_near_gpus), or
+                # before a node range takes as many as are open (_fewer_nodes)
+                continue
+            if len(open_nodes) >= (job.min_nodes or job.nodes):
                 free = {n: self.nodes[n].free_at(moment) for n in open_nodes} if by_free else None
                 # as the main scheduler, nodes with more free GPUs first for --gpus and --gpus-per-task
                 # (_near_gpus: select's will-run test weighs the nodes as its run test does)
-                chosen = self._choose(job, sorted(open_nodes, key=lambda n: (
+                chosen = self._choose(_fewer_nodes(job, len(open_nodes)), sorted(open_nodes, key=lambda n: (
                     open_nodes[n], self.weights[n], -_near_gpus(job, free[n]) if free else 0, n)), free)
                 if chosen is not None:
                     return moment, chosen

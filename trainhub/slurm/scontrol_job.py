@@ -154,23 +154,39 @@ def requested_gpus(*, nodes: int, num_tasks: int, gpus_per_job: int, gpus_per_ta
 def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num_nodes: int, nodes_from_tasks: bool,
                       num_tasks: int, cpus_per_task: int, gpus_per_job: int, gpus_per_task: int, gpus_per_node: int,
                       mem_per_node: int, mem_per_cpu: int, mem_per_gpu: int, node_memory_mb: int,
-                      memory_is_consumable: bool) -> tuple[int, str]:
+                      memory_is_consumable: bool, min_nodes: int = 0, tasks_from_nodes: bool = False,
+                      ) -> tuple[int, str]:
     """A job's NumCPUs and TRES= (squeue's tres-alloc is the same string): ``allocated``, its current
     run's (CPUs, GPUs) once it has nodes (an --exclusive job gets its nodes' all: constraint/scontrol-19),
     else what it asks: every task's CPUs, --gpus's count, --gpus-per-task's for every task, else its
     GPUs per node on each node. As requested, -n without -N asks for one node (NumNodes= is slurmctld's
     estimate: fixtures/22.05/ntasks/scontrol-4..9, gputype/scontrol-6) and --gpus for its count, not
-    its share of each node rounded up (gputype/scontrol-4: ``-N 2 --gpus=tesla:3`` is gres/gpu=3)."""
-    nodes = 1 if requested and nodes_from_tasks else num_nodes
+    its share of each node rounded up (gputype/scontrol-4: ``-N 2 --gpus=tesla:3`` is gres/gpu=3); a node
+    range (``min_nodes``) asks for MIN nodes, their memory and GPUs, whatever count it was tried with or
+    got, and without -n (``tasks_from_nodes``) for one task's CPUs (node-range/scontrol-wait-N3-4: ``-N 3-4``
+    TRES=cpu=1,mem=48000M,node=3 beside NumNodes=4-4 NumTasks=3; sacct.txt's ReqTRES once it ran)."""
+    asked_cpus, asked_nodes = requested_cpus_and_nodes(
+        num_tasks=num_tasks, cpus_per_task=cpus_per_task, tasks_from_nodes=tasks_from_nodes, num_nodes=num_nodes,
+        min_nodes=min_nodes, nodes_from_tasks=nodes_from_tasks)
+    nodes = asked_nodes if requested else num_nodes
     if allocated is not None:
         cpus, gpus = allocated
     else:
-        cpus = num_tasks * cpus_per_task
+        cpus = asked_cpus
         gpus = requested_gpus(nodes=nodes, num_tasks=num_tasks, gpus_per_job=gpus_per_job, gpus_per_task=gpus_per_task,
                               gpus_per_node=gpus_per_node)
     return cpus, job_tres_text(requested=requested, cpus=cpus, nodes=nodes, gpus=gpus, mem_per_node=mem_per_node,
                                mem_per_cpu=mem_per_cpu, mem_per_gpu=mem_per_gpu, node_memory_mb=node_memory_mb,
                                memory_is_consumable=memory_is_consumable)
+
+
+def requested_cpus_and_nodes(*, num_tasks: int, cpus_per_task: int, tasks_from_nodes: bool, num_nodes: int,
+                             min_nodes: int, nodes_from_tasks: bool) -> tuple[int, int]:
+    """The CPUs and nodes a job asks for (slurmctld's min_cpus and min_nodes, which its TRES request and a
+    record that never ran show): every task's CPUs, one task's for a node range without -n
+    (``tasks_from_nodes``); a node range's MIN, one node for -n without -N."""
+    return ((1 if tasks_from_nodes else num_tasks) * cpus_per_task,
+            1 if nodes_from_tasks else min_nodes or num_nodes)
 
 
 def tres_by_name(text: str) -> str:

@@ -24,7 +24,7 @@ from trainhub.common.compiled import CompiledQuery, rows_together
 from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import dependency, fairshare, features, hostlist, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
-from trainhub.slurm.models import Account, Association, Hold, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
+from trainhub.slurm.models import Account, Association, Hold, JobState, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.scontrol_job import requested_gpus
 from trainhub.slurm.slurmconf import gpu_type, node_spec
 from trainhub.slurm.tres import billable_tres
@@ -48,6 +48,8 @@ class QueuedJob:
     qos: str
     num_nodes: int
     max_nodes: int
+    min_nodes: int
+    tasks_from_nodes: bool
     num_tasks: int
     cpus_per_task: int
     gpus_per_node: int
@@ -167,12 +169,13 @@ class ClusterState:
     def per_node_request(self, job: JobLike) -> scheduler.Resources:
         """What each node of the job must have free (one shared value per job shape: Resources is frozen):
         with --gpus one GPU, the fewest cons_tres gives each node of it (scheduler.share_gpus_per_job)."""
-        shape = (job.num_nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.gpus_per_job,
+        nodes = asked_nodes(job)
+        shape = (nodes, job.num_tasks, job.cpus_per_task, job.gpus_per_node, job.gpus_per_job,
                  job.mem_per_node, job.mem_per_cpu, job.mem_per_gpu, job.cpus_per_gpu)
         found = self._per_node.get(shape)
         if found is None:
             gpus = 1 if job.gpus_per_job else job.gpus_per_node
-            cpus = scheduler.cpus_for_gpus(-(-job.num_tasks // job.num_nodes) * job.cpus_per_task, gpus,
+            cpus = scheduler.cpus_for_gpus(-(-job.num_tasks // nodes) * job.cpus_per_task, gpus,
                                            job.cpus_per_gpu)
             found = self._per_node[shape] = scheduler.Resources(
                 cpus=cpus, memory_mb=job_memory_mb(job, self, cpus, gpus), gres={"gpu": gpus} if gpus else {})
@@ -398,13 +401,22 @@ def priority_context(state: ClusterState, norms: Mapping[str, int] | None = None
         max_assoc_priority=norms["max_assoc_priority"], max_partition_factor=norms["max_partition_factor"])
 
 
+def asked_nodes(job: JobLike) -> int:
+    """The nodes a job counts for its size, limits and per-node share: a pending node range's MIN (its
+    num_nodes is the count the scheduler tried it with, slurmctld's node_cnt_wag, which neither its
+    priority nor its limits see), else num_nodes (a running job's are those it got)."""
+    return job.min_nodes if job.min_nodes and job.state == JobState.PENDING else job.num_nodes
+
+
 def job_cpus(job: JobLike) -> int:
-    return job.num_tasks * job.cpus_per_task
+    """Its tasks' CPUs; a pending node range without -n asks one task's (scontrol_job.job_cpus_and_tres)."""
+    tasks = 1 if job.tasks_from_nodes and job.state == JobState.PENDING else job.num_tasks
+    return tasks * job.cpus_per_task
 
 
 def job_gpus(job: JobLike) -> int:
     """The GPUs the job asks for (scontrol_job.requested_gpus): -N 2 --gpus=3 asks 3, not 2 on each node."""
-    return requested_gpus(nodes=job.num_nodes, num_tasks=job.num_tasks, gpus_per_job=job.gpus_per_job,
+    return requested_gpus(nodes=asked_nodes(job), num_tasks=job.num_tasks, gpus_per_job=job.gpus_per_job,
                           gpus_per_task=job.gpus_per_task, gpus_per_node=job.gpus_per_node)
 
 
@@ -412,7 +424,7 @@ def job_billing(job: JobLike, state: ClusterState, tres: Mapping[str, int] | Non
     """Billable TRES per second of what the job asks, or of ``tres`` (allocation_tres: slurmctld bills an
     allocation's tres_alloc_cnt; fixtures/22.05/cpus-per-gpu/sacct.txt, --gpus=2 --cpus-per-gpu=3 bills 6):
     the partition's TRESBillingWeights applied, else the CPU count."""
-    tres = tres or {"cpu": job_cpus(job), "node": job.num_nodes, "gres/gpu": job_gpus(job)}
+    tres = tres or {"cpu": job_cpus(job), "node": asked_nodes(job), "gres/gpu": job_gpus(job)}
     partition = state.partitions.get(job.partition)
     return billable_tres(tres, partition.billing_weights if partition else {},
                          max_tres="MAX_TRES" in state.config.priority_flags)
@@ -428,7 +440,7 @@ def allocation_tres(allocation: Mapping[str, scheduler.Resources]) -> dict[str, 
 
 def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
     """The TRES a job asks for, ``billing`` included (as Slurm's TRES counts, an integer)."""
-    tres = {"cpu": job_cpus(job), "node": job.num_nodes}
+    tres = {"cpu": job_cpus(job), "node": asked_nodes(job)}
     gpus = job_gpus(job)
     if gpus:
         tres["gres/gpu"] = gpus
@@ -458,7 +470,7 @@ def priority_job(job: JobLike, state: ClusterState, terms: AssociationTerms) -> 
                                         or terms.get((job.account, job.user_name, "")) or (0.0, 0))
     return priority.PriorityJob(
         job_id=job.job_id, partition=job.partition, submit_time=job.submit_time, eligible_time=job.accrue_time,
-        user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=job.num_nodes, cpus=job_cpus(job),
+        user=job.user_name, account=job.account, qos=job.qos or None, min_nodes=asked_nodes(job), cpus=job_cpus(job),
         time_limit_minutes=job.time_limit, tres=state.tres_of(job), fairshare_factor=fairshare_factor,
         assoc_priority=assoc_priority, nice=job.nice, site_factor=job.site_factor, held=job.hold != Hold.NONE,
         previous_priority=job.priority or None, basic_priority=job.fifo_priority)
@@ -561,7 +573,7 @@ def limit_context(state: ClusterState) -> limits.LimitContext:
 def limit_request(job: JobLike, state: ClusterState) -> limits.JobRequest:
     assoc = state.association_for(account=job.account, user=job.user_name, partition=job.partition)
     return limits.JobRequest(user=job.user_name, account=job.account, partition=job.partition, qos=job.qos or None,
-                             assoc_key=str(assoc.pk) if assoc else None, nodes=job.num_nodes,
+                             assoc_key=str(assoc.pk) if assoc else None, nodes=asked_nodes(job),
                              tres=state.tres_of(job), time_limit_minutes=job.time_limit)
 
 
@@ -621,21 +633,31 @@ def scheduled_node_count(job: JobLike, state: ClusterState) -> int:
     estimate at submission from the tasks' CPUs alone (fixtures/22.05/gputype/scontrol-6: held ``-n 40
     --gpus-per-task=1`` shows 3 nodes of 16 CPUs), raised by --gpus-per-task's GPUs, as the select
     plugin counts them once it tries the job (ntasks/scontrol-4: ``-n 16 --gpus-per-task=1`` on nodes of 8
-    GPUs pends showing 2; services.passes stores it then)."""
-    if job.max_nodes > job.num_nodes and not job.gpus_per_job:
-        # -N MIN-MAX without --gpus asks for MAX (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
-        # req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 nodes, 3,1,1 tasks), at most
-        # the partition's nodes that can run it: a DRAIN, DOWN or silent node is none the select plugin is
-        # given, and counting it would keep the job waiting for it
-        partition = state.partitions.get(job.partition)
-        if partition is None:
-            return job.max_nodes
-        usable = sum(1 for pk in partition.node_pks if state.nodes[pk].available)
-        return max(min(job.max_nodes, usable), job.num_nodes)
+    GPUs pends showing 2; services.passes stores it then). A node range's: with --gpus its MIN (the
+    scheduler adds nodes to MAX as its GPUs need them), else node_range_count."""
+    if job.min_nodes:
+        return job.min_nodes if job.gpus_per_job else node_range_count(
+            state, job.partition, low=job.min_nodes, high=job.max_nodes, excluded=job.exc_nodes)
     if not (job.nodes_from_tasks and job.gpus_per_task) or job.partition not in state.partitions:
         return job.num_nodes
     return max(job.num_nodes, state.task_nodes(job.partition, tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
                                                gpus_per_task=job.gpus_per_task, per_node=job.ntasks_per_node))
+
+
+def node_range_count(state: ClusterState, partition: str, *, low: int, high: int, excluded: str) -> int:
+    """-N LOW-HIGH without --gpus asks for HIGH (job_test.c ``_eval_nodes``: ``rem_nodes = MAX(min_nodes,
+    req_nodes)``; fixtures/22.05/gpus-spread: ``-N 1-3 -n 5`` runs on 3 idle nodes, 3,1,1 tasks), at most the
+    partition's nodes that can run it: one of its -x (``excluded``), a DRAIN, DOWN or silent node is none the
+    select plugin is given, and counting it would keep the job waiting for it. Where fewer are free the
+    scheduler takes as many as are, LOW at least (scheduler.PendingJob.min_nodes); a job shows this count
+    from the node test at its submission on (fixtures/22.05/node-range: wait-N3-4 NumNodes=4-4, squeue's
+    NODES 4; begin-N2-4-x1 3-4; slurmctld's node_cnt_wag), a held job its range (held-N2-4: 2-4)."""
+    info = state.partitions.get(partition)
+    if info is None:
+        return high
+    others = set(hostlist.expand(excluded)) if excluded else set()
+    usable = sum(1 for pk in info.node_pks if state.nodes[pk].available and state.nodes[pk].name not in others)
+    return max(min(high, usable), low)
 
 
 def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *,
@@ -657,6 +679,7 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         excluded_nodes=frozenset(hostlist.expand(job.exc_nodes) if job.exc_nodes else ()), exclusive=job.exclusive,
         constraint=constraint, gpu_type=job.gpu_type or None, gpus_per_job=job.gpus_per_job,
         gpus_per_task=job.gpus_per_task, max_nodes=gpu_node_range(job, state),
+        min_nodes=job.min_nodes if job.min_nodes and not job.gpus_per_job else 0,
         mem_per_gpu=job.mem_per_gpu if state.config.memory_is_consumable else 0, cpus_per_gpu=job.cpus_per_gpu,
         spread=task_spread(job, nodes, state), allocating=allocating)
 
@@ -667,7 +690,7 @@ def gpu_node_range(job: JobLike, state: ClusterState) -> int:
     if not job.gpus_per_job:
         return 0
     if job.max_nodes:
-        return job.max_nodes if job.max_nodes > job.num_nodes else 0
+        return job.max_nodes if job.min_nodes else 0
     partition = state.partitions.get(job.partition)
     return len(partition.node_pks) if partition else 0
 
@@ -684,7 +707,7 @@ def task_spread(job: JobLike, nodes: int, state: ClusterState) -> scheduler.Task
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, job.ntasks_per_node)
     if job.num_tasks > nodes and not job.ntasks_per_node and gpu_node_range(job, state):
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task)
-    if nodes > 1 and job.num_tasks > min(nodes, job.num_nodes) and not job.ntasks_per_node:
+    if nodes > 1 and job.num_tasks > min(nodes, job.min_nodes or job.num_nodes) and not job.ntasks_per_node:
         # more tasks than nodes, or a node range (-N 1-2 -n 2: scheduled_node_count's 2 nodes, one task each)
         return scheduler.TaskSpread(job.num_tasks, job.cpus_per_task, job.gpus_per_task, exact_nodes=True)
     return None

@@ -200,8 +200,12 @@ def _placement(options: SbatchOptions, state: snapshot.ClusterState, partition: 
         options = replace(options, gpu_type=options.gpus_per_task[0],
                           gpus_per_node=options.gpus_per_task[1] * tasks_per_node)
     estimate = _node_count(options, state, partition, required, by_gpus=False)[0] if options.gpus_per_task else nodes
+    # -N MIN-MAX, or --gpus without -N (1 to the partition's nodes: snapshot.gpu_node_range): models.SlurmJob.min_nodes
+    ranged = bool(options.max_nodes and options.max_nodes > nodes) or (options.gpus is not None and options.nodes is None)
     return options, nodes, dict(
         num_nodes=estimate, nodes_from_tasks=from_tasks, max_nodes=options.max_nodes or 0,
+        min_nodes=nodes if ranged else 0,
+        tasks_from_nodes=ranged and options.ntasks is None and not options.ntasks_per_node,
         ntasks_per_node=options.ntasks_per_node or 0,
         gpus_per_job=options.gpus[1] if options.gpus else 0,
         gpus_per_task=options.gpus_per_task[1] if options.gpus_per_task else 0,
@@ -430,6 +434,11 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
+    if placement["min_nodes"] and options.gpus is None and not options.hold:
+        # slurmctld's node test at submission (job_allocate's test-only select_nodes) gives a node range the
+        # count it shows until it runs (snapshot.node_range_count); a held job has none
+        fields["num_nodes"] = snapshot.node_range_count(state, partition, low=nodes, high=options.max_nodes,
+                                                        excluded=placement["exc_nodes"])
     context = snapshot.limit_context(state)
     active: list[SlurmJob] = []
     if snapshot.has_submit_count_limits(context):

@@ -458,8 +458,9 @@ def _start_all(starts: list[JobStart], now: dt.datetime) -> set[int]:
         job.started_by_backfill = start.backfilled
         job.reason = "None"
         job.expected_start = None
-        # a constraint's counts got it more nodes than it asked for (-C a100*2): one task each at least
-        job.num_nodes = max(job.num_nodes, len(start.grants))
+        # a constraint's counts got it more nodes than it asked for (-C a100*2), a node range as many as
+        # were free (fewer than it was tried with: min_nodes keeps its MIN): one task each at least
+        job.num_nodes = len(start.grants) if job.min_nodes else max(job.num_nodes, len(start.grants))
         job.num_tasks = max(job.num_tasks, job.num_nodes)
         if job.time_limit is None:
             job.time_limit = start.time_limit

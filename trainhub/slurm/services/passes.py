@@ -304,7 +304,7 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
     summary.preempted = _preempt(by_id, plan, now)
     _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill,
                  task_nodes={job.job_id: snapshot.scheduled_node_count(job, state) for job in pending
-                             if job.nodes_from_tasks})
+                             if job.nodes_from_tasks or job.min_nodes})
     held, released = array_service.throttle_changes(plan, by_id)
     if held:
         SlurmJob.objects.filter(pk__in=held).update(accrue_time=None)
@@ -356,8 +356,8 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
     still pending: a job may have been cancelled or started since it was read. Without a backfill
     iteration (``estimated`` False) a job keeps the estimate of the last one unless the main
     scheduler gave it a new one (its --begin, or the end of its preemption victims). A job of -n
-    without -N the main scheduler tried and could not start (Resources) shows the node count it was
-    tried with (``task_nodes``: snapshot.scheduled_node_count; slurmctld's node_cnt_wag, set by
+    without -N (or of -N MIN-MAX) the main scheduler tried and could not start (Resources) shows the node
+    count it was tried with (``task_nodes``: snapshot.scheduled_node_count; slurmctld's node_cnt_wag, set by
     select_nodes whether or not the job starts)."""
     adapt = connection.ops.adapt_datetimefield_value
     moment = adapt(now)
