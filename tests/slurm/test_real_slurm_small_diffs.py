@@ -7,6 +7,8 @@
 - ``srun --cpu-bind=map_cpu:0*N`` with N so large the variables cannot be set (out-1.txt): srun and
   each task's slurmstepd say so and the task runs without them; bad multipliers are refused.
 - ``scontrol show node``'s CfgTRES billing under partitions' TRESBillingWeights (node-*.txt).
+- sbatch of a job whose nodes would each need more CPUs than any has (sbatch-5 ... sbatch-10):
+  slurmctld's extra line where the CPUs per task say so, the job kept FAILED.
 
 Known differences, kept: 22.05 writes out ``map_cpu:0*2147483647`` for minutes before it launches
 anything (killed after 20 s: rc=137), where trainhub sees at once that no variable can hold it and
@@ -26,6 +28,7 @@ from django.contrib.auth import get_user_model
 from trainhub.agent import srun
 from trainhub.cli import srun as srun_cli
 from trainhub.cli.client import CliError
+from trainhub.common.errors import ApiError
 from trainhub.slurm import reports
 from trainhub.slurm.models import JobStep, SlurmJob
 from trainhub.slurm.services.allocations import allocation_submit
@@ -279,3 +282,38 @@ def test_a_nodes_billing_is_its_partitions_highest_weighted(cast, now, name):
         [line for line in masked(recorded).splitlines() if "TRES" in line]
     assert masked(reports.scontrol_partitions(cluster, now=now).text) == masked(
         (REAL / f"partition-{name}.txt").read_text())
+
+
+def sbatch_args(name: str) -> list[str]:
+    """small-diffs.sh's ``rec NAME as alice sbatch ARGS`` (the -o left out)."""
+    line = next(line for line in (REAL.parent / "small-diffs.sh").read_text().splitlines()
+                if line.startswith(f"rec {name} as alice sbatch "))
+    words = line.split(" sbatch ", 1)[1].split()
+    return [word for index, word in enumerate(words) if word != "-o" and words[index - 1] != "-o"]
+
+
+def submitted(cluster, args: list[str], now) -> str:
+    """What sbatch prints for ARGS (the --wrap'd command quoted as the shell gave it), its stdout or
+    its refusal."""
+    wrap = args.index("--wrap")
+    argv = (*args[:wrap], "--wrap", " ".join(args[wrap + 1:]))
+    try:
+        job = job_submit(cluster=cluster, user=get_user_model().objects.get(username="alice"),
+                         submission=Submission(argv=argv, alloc_node="localhost"), now=now)
+    except ApiError as exc:
+        return exc.message + "\n"
+    return f"Submitted batch job {job.job_id}\n"
+
+
+@pytest.mark.parametrize("name", ["sbatch-5", "sbatch-7", "sbatch-8", "sbatch-9", "sbatch-10"])
+def test_a_job_no_node_has_the_cpus_for_is_refused_and_kept_failed(cast, now, name):
+    """slurmctld's ``CPU count per node can not be satisfied`` where each node would need more CPUs than
+    any has (a task's -c or --gpus-per-task x --cpus-per-gpu, times --ntasks-per-node), none for ``-N 1
+    -n 17``; the job keeps its id, FAILED (BadConstraints, 1:0): the next job's id is one more."""
+    cluster, _ = harness_cluster(cast, now)
+    recorded = (REAL / f"{name}.err").read_text().rsplit("rc=", 1)
+    assert submitted(cluster, sbatch_args(name), now) == recorded[0] and recorded[1] == "1\n"
+    failed = SlurmJob.objects.get(cluster=cluster, job_id=1)
+    assert (failed.state, failed.reason, failed.exit_code) == ("FAILED", "BadConstraints", 1)
+    assert submitted(cluster, sbatch_args("sbatch-6"), now) == "Submitted batch job 2\n"
+    assert (REAL / "sbatch-6.txt").read_text() == "Submitted batch job 6\n"
