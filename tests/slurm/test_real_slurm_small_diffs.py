@@ -2,8 +2,9 @@
 
 - ``srun -m arbitrary`` with SLURM_HOSTFILE in a ``-N 3 -n 3`` job (out-1.txt, one CPU on each of
   gpu[1-3]): host lists, ``NAME*K``, several names a line, blank lines and comments, -n shorter than
-  the file (reading stops there), and every refusal with srun's lines and exit status; outside a
-  job (alone-*.txt) the allocation is made on the file's nodes.
+  the file (reading stops there; more distinct nodes than -n are cut to the first in node-list
+  order), and every refusal with srun's lines and exit status; outside a job (alone-*.txt) the
+  allocation is made on the file's nodes.
 - ``srun --cpu-bind=map_cpu:0*N`` with N so large the variables cannot be set (out-1.txt): srun and
   each task's slurmstepd say so and the task runs without them; bad multipliers are refused.
 - ``scontrol show node``'s CfgTRES billing under partitions' TRESBillingWeights (node-*.txt).
@@ -15,7 +16,9 @@ anything (killed after 20 s: rc=137), where trainhub sees at once that no variab
 runs the step without them; outside a job a file of more names than -n (alone-over) gets an
 allocation from 22.05 whose step then fails (``Unable to create step for job 4: Unspecified error``,
 the job FAILED, JobLaunchFailure), where trainhub refuses it before allocating, with the line srun
-prints for the same file inside a job.
+prints for the same file inside a job. Not done: the FAILED records' own fields (scontrol-5.txt:
+22.05 keeps NumNodes=3, CPUs/Task=100 and MinCPUsNode=100 for ``-n 3 --gpus-per-task=1
+--cpus-per-gpu=100`` and a priority, where trainhub's record has 1 node, 1 CPU a task, priority 0).
 """
 
 from __future__ import annotations
@@ -72,11 +75,17 @@ def hostfile_case(name: str, tmp_path: Path) -> tuple[Path, list[str]]:
     return tmp_path / f"h-{name}", [*args.split(), "-l", "true"]
 
 
+#: What job 1's batch script has that srun reads: its node and task counts.
+JOB_ENVIRONMENT = {"SLURM_NNODES": "3", "SLURM_NTASKS": "3"}
+
+
 def step_request(name: str, tmp_path: Path) -> StepRequest:
     """The step trainhub's srun asks for (SLURM_HOSTFILE's entries) as the control plane takes it
     (host lists expanded: trainhub.inventory.step_api)."""
     path, argv = hostfile_case(name, tmp_path)
-    tasks, entries = srun.arbitrary_tasks(srun.parse(argv), {"SLURM_HOSTFILE": str(path)})
+    options, environ = srun.parse(argv), {"SLURM_HOSTFILE": str(path), **JOB_ENVIRONMENT}
+    srun.hostfile_alone(options, environ)
+    tasks, entries = srun.arbitrary_tasks(options, environ)
     hosts, tasks = arbitrary_hosts(entries, tasks, 3)
     return StepRequest(tasks=tasks, distribution="arbitrary", hosts=hosts)
 
@@ -88,7 +97,8 @@ def in_job(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TRAINHUB_STEP_CREDENTIAL", "credential")
     monkeypatch.setenv("TRAINHUB_URL", "http://127.0.0.1:9")
-    monkeypatch.setenv("SLURM_NNODES", "3")
+    for name, value in JOB_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("SLURM_CPU_BIND", raising=False)
     return tmp_path
 
@@ -101,27 +111,31 @@ def running(cast, now):
     return job, now
 
 
-RAN = sorted(name for name, (_, stdout, _, status) in SECTIONS.items() if stdout and "-m arbitrary" in SECTIONS[name][0])
+RAN = sorted(name for name, (_, stdout, _, _) in SECTIONS.items() if stdout and not name.startswith("srun"))
 
 
 def test_the_recording_has_every_case():
-    assert RAN == ["blank", "comma", "comma-n", "comma-over", "comment", "more", "range", "range-n-short",
-                   "trailing-space"]
+    assert RAN == ["blank", "comma", "comma-n", "comma-over", "comment", "more", "no-m-more", "no-m-n", "range",
+                   "range-n-short", "trailing-space"]
 
 
 @pytest.mark.parametrize("name", RAN)
 def test_each_task_runs_where_slurm_ran_it(running, name, tmp_path):
-    """Node, SLURM_LOCALID and SLURM_NODEID of each task (by its label, SLURM_PROCID), and the step's
-    SLURM_STEP_NODELIST and task count."""
+    """Node, SLURM_LOCALID and SLURM_NODEID of each task (by its label, SLURM_PROCID), the step's
+    SLURM_STEP_NODELIST and task count, and SLURM_DISTRIBUTION (arbitrary, SLURM_HOSTFILE alone too:
+    no-m-*)."""
     job, moment = running
-    _, stdout, _, status = SECTIONS[name]
+    header, stdout, _, status = SECTIONS[name]
     assert srun_layout(job, moment, step_request(name, tmp_path)) == recorded_srun_layout("\n".join(stdout))
     step = JobStep.objects.filter(job=job).latest("pk")
-    fields = {tuple(line.split()[5:8]) for line in stdout}
-    assert fields == {(step.node_list, str(len(step.step_nodes.all())), str(step.num_tasks))} and status == 0
+    options = srun.parse(hostfile_case(name, tmp_path)[1])
+    srun.hostfile_alone(options, {"SLURM_HOSTFILE": "hosts", **JOB_ENVIRONMENT})
+    fields = {(*line.split()[5:8], line.split()[-1]) for line in stdout}
+    assert fields == {(step.node_list, str(len(step.step_nodes.all())), str(step.num_tasks),
+                       srun.own_environment(options, {})["SLURM_DISTRIBUTION"])} and status == 0
 
 
-@pytest.mark.parametrize("name", ["range-n-short", "comma-over"])
+@pytest.mark.parametrize("name", ["range-n-short", "comma-over", "no-m-n"])
 def test_fewer_tasks_than_the_jobs_nodes_say_so(name, in_job):
     """srun takes -N from SLURM_NNODES (the job's 3 nodes) and lowers it to -n, with its warning."""
     options = srun.parse(hostfile_case(name, in_job)[1])
@@ -129,10 +143,10 @@ def test_fewer_tasks_than_the_jobs_nodes_say_so(name, in_job):
     assert options.nodes is None
 
 
-@pytest.mark.parametrize("name", ["range-n", "fewer", "leading-space", "empty", "missing"])
+@pytest.mark.parametrize("name", ["range-n", "fewer", "leading-space", "empty", "missing", "no-m"])
 def test_a_hostfile_srun_cannot_read_is_refused_by_srun(name, in_job, monkeypatch, capsys):
     """slurm_read_hostfile's line, then srun's; exit 1 (``gpu[1-2]`` counts as one line's name
-    there: with -n 3 the file is short)."""
+    there: with -n 3 the file is short; without -m the file is read for the job's 3 tasks)."""
     path, argv = (Path("nosuch"), ["-m", "arbitrary", "-n", "2", "true"]) if name == "missing" \
         else hostfile_case(name, in_job)
     monkeypatch.setenv("SLURM_HOSTFILE", path.name)
@@ -217,15 +231,18 @@ def alone(name: str) -> tuple[str, str, int]:
     return (REAL / f"alone-{name}.txt").read_text(), recorded[0], int(recorded[1])
 
 
-@pytest.mark.parametrize(("name", "hostfile", "tasks", "node_list"), [
-    ("range", "gpu[3-4]\ngpu3*2\n", [], "gpu[3-4]"), ("more", "gpu4\ngpu2\ngpu1\n", ["-n", "2"], "gpu[2,4]")])
-def test_outside_a_job_the_allocation_is_the_files_nodes(cast, now, tmp_path, monkeypatch, name, hostfile, tasks,
+@pytest.mark.parametrize(("name", "hostfile", "given", "node_list"), [
+    ("range", "gpu[3-4]\ngpu3*2\n", ["-m", "arbitrary"], "gpu[3-4]"),
+    ("more", "gpu4\ngpu2\ngpu1\n", ["-m", "arbitrary", "-n", "2"], "gpu[2,4]"),
+    ("no-m", "gpu4\ngpu2\ngpu4\n", [], "gpu[2,4]")])
+def test_outside_a_job_the_allocation_is_the_files_nodes(cast, now, tmp_path, monkeypatch, name, hostfile, given,
                                                          node_list):
-    """range: four tasks, three on gpu3; more: the first two lines, gpu4 and gpu2."""
+    """range: four tasks, three on gpu3; more: the first two lines, gpu4 and gpu2; no-m: SLURM_HOSTFILE
+    alone is -m arbitrary."""
     cluster, _ = harness_cluster(cast, now)
     (tmp_path / "hosts").write_text(hostfile)
     monkeypatch.setenv("SLURM_HOSTFILE", str(tmp_path / "hosts"))
-    job_options, step = srun_cli.split(["-A", "physics", "-p", "batch", "-m", "arbitrary", *tasks, "-l", "sh"])
+    job_options, step = srun_cli.split(["-A", "physics", "-p", "batch", *given, "-l", "sh"])
     job = allocation_submit(cluster=cluster, user=get_user_model().objects.get(username="alice"), is_admin=False,
                             submission=Submission(argv=tuple(job_options), allocation=True), now=now)
     run_pass(cluster, now)
@@ -233,7 +250,9 @@ def test_outside_a_job_the_allocation_is_the_files_nodes(cast, now, tmp_path, mo
     text, err, status = alone(name)
     assert (job.node_list, job.num_tasks, err, status) == (node_list, len(text.splitlines()), "", 0)
     options = srun.parse(step[1:])
-    ntasks, entries = srun.arbitrary_tasks(options, {"SLURM_HOSTFILE": str(tmp_path / "hosts")})
+    environ = {"SLURM_HOSTFILE": str(tmp_path / "hosts"), "SLURM_NTASKS": str(job.num_tasks)}
+    srun.hostfile_alone(options, environ)
+    ntasks, entries = srun.arbitrary_tasks(options, environ)
     hosts, ntasks = arbitrary_hosts(entries, ntasks)
     assert srun_layout(job, now, StepRequest(tasks=ntasks, distribution="arbitrary", hosts=hosts)) == \
         recorded_srun_layout(text)

@@ -218,6 +218,19 @@ def arbitrary_tasks(options: argparse.Namespace, environ: dict[str, str]) -> tup
     return options.ntasks, read_hostfile(path, options.ntasks)
 
 
+def hostfile_alone(options: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """SLURM_HOSTFILE without -m makes the step ``-m arbitrary`` (srun's _opt_verify), its file read
+    for -n or, without it, for the job's tasks (SLURM_NTASKS; fixtures/22.05/small-diffs/out-1.txt:
+    ``no-m``, two lines for a 3-task job, Too few NodeNames; ``no-m-more`` runs three of four lines,
+    SLURM_DISTRIBUTION=arbitrary). -m arbitrary given reads the whole file without -n (``range``)."""
+    if options.distribution is not None or not environ.get("SLURM_HOSTFILE"):
+        return
+    options.distribution = "arbitrary"
+    inherited = environ.get("SLURM_NTASKS", "")
+    if options.ntasks is None and inherited.isdigit():
+        options.ntasks = int(inherited)
+
+
 #: srun's line for --cpu-bind (or SLURM_CPU_BIND) where the nodes bind no task to CPUs: trainhub's
 #: agent does not, as a Slurm cluster with TaskPlugin=task/none (fixtures/22.05/cpu-bind).
 NO_CPU_BINDING = "srun: cluster configuration lacks support for cpu binding"
@@ -772,6 +785,7 @@ def main(argv: list[str]) -> int:
         except ValueError as exc:
             print(exc, file=sys.stderr)
             return 255
+    hostfile_alone(options, os.environ)
     tasks, hosts = options.ntasks, None
     if options.distribution == "arbitrary":
         try:

@@ -69,7 +69,9 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
     if not command:
         raise CliError("srun: fatal: No command given to execute.")
     job = [_argument(name, value) for name, value in given if name not in STEP_OPTIONS]
-    if ("distribution", "arbitrary") in given:
+    # SLURM_HOSTFILE without -m is -m arbitrary (fixtures/22.05/small-diffs/alone-no-m.txt)
+    if ("distribution", "arbitrary") in given or (os.environ.get("SLURM_HOSTFILE")
+                                                  and not any(name == "distribution" for name, _ in given)):
         job += _arbitrary_allocation(given)
     if not any(name == "job-name" for name, _ in given):
         job.insert(0, f"--job-name={os.path.basename(command[0])}")
