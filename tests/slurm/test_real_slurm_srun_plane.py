@@ -39,16 +39,23 @@ def sections() -> dict[str, str]:
     return {part.split("\n", 1)[0].strip(): part.split("\n", 1)[1] for part in text.split("\n== ")[1:]}
 
 
-@pytest.fixture
-def running(cast, now):
+def started(cast, now, *options: str) -> SlurmJob:
+    """Job 1: alice's ``sbatch -A physics -p batch OPTIONS --wrap true`` on the harness's cluster,
+    started by the scheduler."""
     cluster, _ = harness_cluster(cast, now)
-    argv = ("-A", "physics", "-p", "batch", "-N", "2", "-n", "5", "--wrap", "true")
+    argv = ("-A", "physics", "-p", "batch", *options, "--wrap", "true")
     job_submit(cluster=cluster, user=get_user_model().objects.get(username="alice"),
                submission=Submission(argv=argv, alloc_node="localhost"), now=now)
     run_pass(cluster, now)
-    for node, cpus in zip(JobNode.objects.filter(job__cluster=cluster).order_by("node__name"), (4, 1), strict=True):
+    return SlurmJob.objects.get(cluster=cluster, job_id=1)
+
+
+@pytest.fixture
+def running(cast, now):
+    job = started(cast, now, "-N", "2", "-n", "5")
+    for node, cpus in zip(JobNode.objects.filter(job=job).order_by("node__name"), (4, 1), strict=True):
         JobNode.objects.filter(pk=node.pk).update(cpus=cpus)
-    return SlurmJob.objects.get(cluster=cluster, job_id=1), now
+    return job, now
 
 
 @pytest.mark.parametrize("command", ["srun -m plane=2", "srun -m plane=3", "srun --distribution=plane=4", "srun -m block"])

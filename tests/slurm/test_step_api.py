@@ -118,6 +118,17 @@ def test_a_step_that_can_never_fit_fails_with_sruns_lines(cluster, now):
     assert srun(job, tasks=3).json()["error"]["message"] == errors[2]
 
 
+def test_arbitrary_host_lists_are_expanded_and_a_count_other_than_n_refused(cluster, now):
+    """srun sends SLURM_HOSTFILE's entries (fixtures/22.05/small-diffs/out-1.txt): ``a4-[0-1]`` is two
+    tasks; ``a4-1*3`` read with -n 2 is three names, refused with srun's own line."""
+    job = running(cluster, now, num_tasks=4)
+    answer = srun(job, distribution="arbitrary", hosts=["a4-[1,0]", "a4-1"], overlap=True)
+    assert (answer.json()["numTasks"], answer.json()["layout"]) == (3, [["a4-0", [1]], ["a4-1", [0, 2]]])
+    refused = srun(job, distribution="arbitrary", hosts=["a4-1", "a4-1", "a4-1"], tasks=2)
+    assert (refused.status_code, refused.json()["error"]["message"]) == (
+        400, "You asked for 2 tasks but hostlist specified 3 nodes")
+
+
 @pytest.mark.parametrize("body, reason", [
     ({"nodes": 3}, "Requested node configuration is not available"),
     ({"gpusPerNode": 3}, "Invalid generic resource (gres) specification"),

@@ -13,7 +13,7 @@ else SIGTERM) and srun waits for them (Interrupts). The job ending under the ste
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
 (own_environment; inside a job it did not make, also srun's default SLURM_DISTRIBUTION, which the
 control plane adds). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
---overlap, -m/--distribution (block, cyclic, plane=N, arbitrary with SLURM_HOSTFILE), --cpu-bind
+--overlap, -m/--distribution (block, cyclic, plane=N, arbitrary with SLURM_HOSTFILE: read_hostfile), --cpu-bind
 (cpu_bind_variables), -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
@@ -136,28 +136,99 @@ def parse_distribution(text: str) -> tuple[str, int]:
     raise ValueError("\n".join([BAD_DISTRIBUTION, BAD_PLANE] if kind == "plane" else [BAD_DISTRIBUTION]))
 
 
-def arbitrary_hosts(environ: dict[str, str]) -> list[str]:
-    """``-m arbitrary``'s nodes, one a task in task order: SLURM_HOSTFILE's lines, one node name each
-    (none without the file)."""
+#: srun's line after slurm_read_hostfile's own when SLURM_HOSTFILE gives no node list
+#: (fixtures/22.05/small-diffs/out-1.txt).
+HOSTFILE_FAILED = "srun: error: Failure getting NodeNames from hostfile"
+#: srun's line where -m arbitrary's node list and -n differ (job_step_create_allocation); the control
+#: plane, which expands the file's host lists, says it for a list of another length than -n.
+ARBITRARY_COUNT = "You asked for {tasks} tasks but hostlist specified {hosts} nodes"
+
+
+def _atoi(text: str) -> int:
+    """C's atoi: the leading optionally signed digits, 0 without any."""
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    number = digits[:len(digits) - len(digits.lstrip("0123456789"))]
+    return sign * int(number) if number else 0
+
+
+def read_hostfile(path: str, tasks: int | None) -> list[str]:
+    """SLURM_HOSTFILE's entries as 22.05's slurm_read_hostfile reads them for ``-m arbitrary`` with
+    ``tasks`` (-n; None: the whole file; fixtures/22.05/small-diffs/out-1.txt): ``#`` starts a comment
+    (``\\#`` is a ``#``), a blank line is skipped, a line is entries separated by commas, ``NAME*K`` is
+    NAME K times (K read as atoi reads it; ``*0`` leaves the word a name, one no node has), and reading
+    stops after the line that brings the count to ``tasks`` (more lines are not read; a line that
+    goes past it is kept whole, and -n then differs). An entry counts as one here even where it is a
+    host list (``gpu[1-2]``): the control plane expands it (trainhub.slurm.steps.arbitrary_hosts).
+    Raises ValueError with srun's lines: slurm_read_hostfile's (a line not starting with a letter or
+    digit, no entry, fewer than ``tasks``, a file it cannot open) and HOSTFILE_FAILED."""
+    shown = path if "/" in path else f"./{path}"
+    try:
+        return _hostfile_entries(shown, tasks)
+    except OSError as exc:
+        problem = f"slurm_allocate_resources error opening file {shown}, {exc.strerror}"
+    except ValueError as exc:
+        problem = str(exc)
+    raise ValueError(f"srun: error: {problem}\n{HOSTFILE_FAILED}")
+
+
+def _hostfile_entries(shown: str, tasks: int | None) -> list[str]:
+    """read_hostfile's entries; OSError, or ValueError with slurm_read_hostfile's line."""
+    entries: list[str] = []
+    with open(shown, errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            text = _uncommented(line.rstrip("\n"))
+            if not text:
+                continue
+            if not (text[0].isascii() and text[0].isalnum()):
+                raise ValueError(f"Invalid hostfile {shown} contents on line {number}")
+            for word in filter(None, text.split(",")):
+                name, star, count = word.partition("*")
+                repeat = _atoi(count) if star else 0
+                entries += [name] * max(repeat, 0) if repeat else [word]
+            if tasks is not None and len(entries) == tasks:
+                break
+    if not entries:
+        raise ValueError("Hostlist is empty!")
+    if tasks is not None and len(entries) < tasks:
+        raise ValueError("Too few NodeNames in Slurm Hostfile")
+    return entries
+
+
+def _uncommented(line: str) -> str:
+    """A hostfile line up to its ``#`` (a ``\\#`` is a ``#``)."""
+    kept = []
+    for char in line:
+        if char == "#" and kept and kept[-1] == "\\":
+            kept[-1] = "#"
+        elif char == "#":
+            break
+        else:
+            kept.append(char)
+    return "".join(kept)
+
+
+def arbitrary_tasks(options: argparse.Namespace, environ: dict[str, str]) -> tuple[int | None, list[str]]:
+    """``-m arbitrary``'s task count (-n; None: one an expanded entry) and SLURM_HOSTFILE's entries
+    (read_hostfile). Raises ValueError with srun's lines for a file it cannot read, and without
+    SLURM_HOSTFILE (fixtures/22.05/srun-plane/out-1.txt: ``srun -n 3 -m arbitrary`` ``... hostlist
+    specified 0 nodes``)."""
     path = environ.get("SLURM_HOSTFILE")
     if not path:
-        return []
-    try:
-        with open(path) as handle:
-            return [line.strip() for line in handle if line.strip()]
-    except OSError:
-        return []
+        raise ValueError("srun: error: " + ARBITRARY_COUNT.format(tasks=options.ntasks or 0, hosts=0))
+    return options.ntasks, read_hostfile(path, options.ntasks)
 
 
-def arbitrary_tasks(options: argparse.Namespace, environ: dict[str, str]) -> tuple[int, list[str]]:
-    """``-m arbitrary``'s task count (-n, else one a SLURM_HOSTFILE line) and each task's node. Raises
-    ValueError with srun's line when the file names fewer nodes than tasks
-    (fixtures/22.05/srun-plane/out-1.txt: ``srun -n 3 -m arbitrary`` without SLURM_HOSTFILE)."""
-    hosts = arbitrary_hosts(environ)
-    tasks = options.ntasks or len(hosts)
-    if not tasks or len(hosts) < tasks:
-        raise ValueError(f"srun: error: You asked for {tasks} tasks but hostlist specified {len(hosts)} nodes")
-    return tasks, hosts[:tasks]
+def hostfile_alone(options: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """SLURM_HOSTFILE without -m makes the step ``-m arbitrary`` (srun's _opt_verify), its file read
+    for -n or, without it, for the job's tasks (SLURM_NTASKS; fixtures/22.05/small-diffs/out-1.txt:
+    ``no-m``, two lines for a 3-task job, Too few NodeNames; ``no-m-more`` runs three of four lines,
+    SLURM_DISTRIBUTION=arbitrary). -m arbitrary given reads the whole file without -n (``range``)."""
+    if options.distribution is not None or not environ.get("SLURM_HOSTFILE"):
+        return
+    options.distribution = "arbitrary"
+    inherited = environ.get("SLURM_NTASKS", "")
+    if options.ntasks is None and inherited.isdigit():
+        options.ntasks = int(inherited)
 
 
 #: srun's line for --cpu-bind (or SLURM_CPU_BIND) where the nodes bind no task to CPUs: trainhub's
@@ -182,14 +253,51 @@ def _bind_value(text: str) -> bool:
     return rest == "" or rest.startswith(",")
 
 
-def _bind_list(kind: str, text: str) -> str:
-    """A map or mask list with its ``V*N`` repeats written out (_expand_mult) and masks without 0x."""
-    values = []
+#: The longest ``NAME=VALUE`` (with its NUL) 22.05 puts in an environment (env.c MAX_ENV_STRLEN):
+#: a longer one is not set, and srun and each task's slurmstepd say so (unset_lines).
+MAX_ENV_STRLEN = 32 * 4096
+
+
+def too_long(name: str, value: str) -> bool:
+    """Whether setenvf refuses NAME=VALUE (``strlen(name) + strlen(value) + 2 >= MAX_ENV_STRLEN``)."""
+    return len(name) + len(value) + 2 >= MAX_ENV_STRLEN
+
+
+def unset_lines(names: list[str], who: str) -> list[str]:
+    """``WHO: error:`` lines for variables too long to set, srun's (``srun``) before the launch and
+    each task's slurmstepd's (``slurmstepd-NODE``) on its stderr (fixtures/22.05/small-diffs/out-1.txt:
+    ``--cpu-bind=map_cpu:0*65526``)."""
+    return [line for name in names for line in (f"{who}: error: environment variable {name} is too long",
+                                                f"{who}: error: Unable to set {name}")]
+
+
+#: strtol's bound: a multiplier of this or more is refused (_expand_mult).
+LONG_MAX = 2**63 - 1
+
+
+def _bind_list(kind: str, text: str) -> str | None:
+    """A map or mask list with its ``V*N`` repeats written out (_expand_mult) and masks without 0x;
+    a multiplier not a number from 1 (below LONG_MAX) refused with srun's line, as 22.05 does
+    (small-diffs/out-1.txt: ``Invalid map_cpu multiplier: 0``, for a map's one with other than digits
+    ``Failed to validate number: *x, the offending character is x``);
+    None where it is longer than any variable may hold (22.05 writes out any N, taking as long as it
+    must: srun --cpu-bind=map_cpu:0*2147483647 had launched nothing when killed 20 s later,
+    small-diffs/out-1.txt; no variable could hold the list, so trainhub does not write it out)."""
+    values, length = [], 0
     for item in text.split(","):
-        value, _, count = item.partition("*")
+        value, star, count = item.partition("*")
         if kind.startswith("mask") and value[:2].lower() == "0x":
             value = value[2:]
-        values += [value] * (int(count) if count.isdigit() else 1)
+        if star and kind.startswith("map") and not count.isdigit() and count:
+            offending = next(char for char in count if not char.isdigit())
+            raise ValueError(f"srun: error: Failed to validate number: *{count}, the offending character is {offending}")
+        if star and not (count.isdigit() and 0 < int(count) < LONG_MAX):
+            raise ValueError(f"srun: error: Invalid {kind} multiplier: {count}")
+        repeat = int(count) if star else 1
+        length += repeat * (len(value) + 1)
+        if length > MAX_ENV_STRLEN:
+            return None
+        values += [value] * repeat
     return ",".join(values)
 
 
@@ -198,13 +306,24 @@ def cpu_bind_given(options: argparse.Namespace, environ: Mapping[str, str]) -> s
     return options.cpu_bind if options.cpu_bind is not None else environ.get("SLURM_CPU_BIND")
 
 
-def cpu_bind_variables(text: str) -> dict[str, str]:
+def cpu_bind_environment(text: str) -> tuple[dict[str, str], list[str]]:
+    """The SLURM_CPU_BIND* variables srun --cpu-bind=TEXT gives each task (cpu_bind_variables) and
+    the names of those too long to set, which the tasks do not get (small-diffs/out-1.txt: the
+    task of ``map_cpu:0*65522`` sees no SLURM_CPU_BIND, of ``map_cpu:0*65526`` no SLURM_CPU_BIND_LIST
+    either), in the order srun names them."""
+    variables = cpu_bind_variables(text)
+    dropped = sorted(name for name, value in variables.items() if value is None or too_long(name, value))
+    return {name: value for name, value in variables.items() if name not in dropped}, dropped
+
+
+def cpu_bind_variables(text: str) -> dict[str, str | None]:
     """What srun --cpu-bind=TEXT gives each task (slurm:src/common/proc_args.c slurm_verify_cpu_bind,
     the launch's SLURM_CPU_BIND_*; fixtures/22.05/cpu-bind): SLURM_CPU_BIND_VERBOSE (quiet or verbose),
     _TYPE (the last type given: ``cores``, ``none``, ``map_cpu:``, ...), _LIST (a map or mask's
     values; for sockets, cores, threads and ldoms the whole TEXT as given, as 22.05 keeps it) and
-    SLURM_CPU_BIND, ``VERBOSE,TYPELIST`` (so ``--cpu-bind=cores`` is ``quiet,corescores``). Raises
-    ValueError with srun's error line for a word it does not know or a map or mask without a list."""
+    SLURM_CPU_BIND, ``VERBOSE,TYPELIST`` (so ``--cpu-bind=cores`` is ``quiet,corescores``); the last
+    two None for a list too long to write out (_bind_list). Raises ValueError with srun's error line
+    for a word it does not know or a map or mask without a list."""
     marked = "".join(";" if char == "," and not _bind_value(text[index + 1:]) else char
                      for index, char in enumerate(text))
     verbose, kind, values = "quiet", "", ""
@@ -227,17 +346,22 @@ def cpu_bind_variables(text: str) -> dict[str, str]:
         else:
             raise ValueError(f'srun: error: unrecognized --cpu-bind argument "{token}"')
     return {"SLURM_CPU_BIND_VERBOSE": verbose, "SLURM_CPU_BIND_TYPE": kind, "SLURM_CPU_BIND_LIST": values,
-            "SLURM_CPU_BIND": f"{verbose},{kind}{values}"}
+            "SLURM_CPU_BIND": None if values is None else f"{verbose},{kind}{values}"}
 
 
-def nodes_within_tasks(options: argparse.Namespace) -> str | None:
+def nodes_within_tasks(options: argparse.Namespace, environ: Mapping[str, str] | None = None) -> str | None:
     """A step's -N above its -n is lowered to it, every node running a task, as sbatch lowers a
     job's (trainhub.slurm.sbatch.nodes_within_tasks; fixtures/22.05/tasks-nodes/salloc-7.err): srun's
-    warning line, or None."""
-    if options.nodes is None or options.ntasks is None or options.ntasks >= options.nodes:
+    warning line, or None. Without -N srun takes SLURM_NNODES from ``environ`` (the job's node count
+    in a batch script) and says the same (fixtures/22.05/small-diffs/out-1.txt: ``srun -n 1`` in a
+    3-node job, ``can't run 1 processes on 3 nodes``); the step is sent no -N then."""
+    inherited = (environ or {}).get("SLURM_NNODES", "")
+    nodes = options.nodes if options.nodes is not None else int(inherited) if inherited.isdigit() else None
+    if nodes is None or options.ntasks is None or options.ntasks >= nodes:
         return None
-    warning = f"srun: Warning: can't run {options.ntasks} processes on {options.nodes} nodes, setting nnodes to {options.ntasks}"
-    options.nodes = options.ntasks
+    warning = f"srun: Warning: can't run {options.ntasks} processes on {nodes} nodes, setting nnodes to {options.ntasks}"
+    if options.nodes is not None:
+        options.nodes = options.ntasks
     return warning
 
 
@@ -536,7 +660,7 @@ def own_environment(options: argparse.Namespace, environ: dict[str, str]) -> dic
             env["SLURM_DIST_PLANESIZE"] = str(plane_size)
     cpu_bind = cpu_bind_given(options, environ)
     if cpu_bind is not None:
-        env.update(cpu_bind_variables(cpu_bind))
+        env.update(cpu_bind_environment(cpu_bind)[0])
     return env
 
 
@@ -630,6 +754,15 @@ def completed_lines(step: dict, failed: list[list]) -> list[str]:
     return lines
 
 
+def stepd_unset_lines(step: dict, names: list[str], *, label: bool) -> list[str]:
+    """Each task's slurmstepd's unset_lines, on that task's stderr (labelled as its output with -l), in
+    task order: the nodes could not set the variables srun could not (small-diffs/out-1.txt)."""
+    width = len(str(max(step["numTasks"] - 1, 0)))
+    placed = sorted((task, node) for node, tasks in step["layout"] for task in tasks)
+    return [f"{task:>{width}}: {line}" if label else line
+            for task, node in placed for line in unset_lines(names, f"slurmstepd-{node}")]
+
+
 def finished_lines(step: dict, *, alone: bool) -> list[str]:
     """srun -vv's last lines, once its tasks' exits are said: each task done, its IO thread's end and,
     for srun that made its own allocation (``alone``), its allocation thread's (srun-vv/vv-1.err)."""
@@ -652,6 +785,7 @@ def main(argv: list[str]) -> int:
         except ValueError as exc:
             print(exc, file=sys.stderr)
             return 255
+    hostfile_alone(options, os.environ)
     tasks, hosts = options.ntasks, None
     if options.distribution == "arbitrary":
         try:
@@ -663,17 +797,20 @@ def main(argv: list[str]) -> int:
     if cpu_bind is not None and cpu_bind.lower() == "help":
         print(CPU_BIND_HELP)
         return 1
+    unset: list[str] = []
     if cpu_bind is not None:
         print(NO_CPU_BINDING, file=sys.stderr)
         try:
-            cpu_bind_variables(cpu_bind)
+            unset = cpu_bind_environment(cpu_bind)[1]
         except ValueError as exc:
             print(exc, "srun: fatal: Failed to parse --cpu-bind= values.", sep="\n", file=sys.stderr)
             return 1
-    warning = nodes_within_tasks(options)
+    warning = nodes_within_tasks(options, os.environ)
     # srun that made its own allocation (trainhub.cli.srun) said so as it asked for it
     if warning and not os.environ.get(COMPLETION):
         print(warning, file=sys.stderr)
+    for line in unset_lines(unset, "srun"):
+        print(line, file=sys.stderr)
     allocated = os.environ.get("SLURM_JOB_NUM_NODES", "")
     if options.nodes is not None and allocated.isdigit() and options.nodes > int(allocated):
         print(f"srun: error: Only allocated {allocated} nodes asked for {options.nodes}", file=sys.stderr)
@@ -701,6 +838,7 @@ def main(argv: list[str]) -> int:
         if step is None:
             return 128 + _interrupted[0][0]
         interrupts = Interrupts(client, step)
+        _say(*stepd_unset_lines(step, unset, label=options.label))
         if options.verbose:
             _say(*launch_lines(step, dict(os.environ), command=options.command[0], debug=options.verbose >= 2))
         with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():

@@ -69,7 +69,9 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
     if not command:
         raise CliError("srun: fatal: No command given to execute.")
     job = [_argument(name, value) for name, value in given if name not in STEP_OPTIONS]
-    if ("distribution", "arbitrary") in given:
+    # SLURM_HOSTFILE without -m is -m arbitrary (fixtures/22.05/small-diffs/alone-no-m.txt)
+    if ("distribution", "arbitrary") in given or (os.environ.get("SLURM_HOSTFILE")
+                                                  and not any(name == "distribution" for name, _ in given)):
         job += _arbitrary_allocation(given)
     if not any(name == "job-name" for name, _ in given):
         job.insert(0, f"--job-name={os.path.basename(command[0])}")
@@ -79,18 +81,26 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def _arbitrary_allocation(given: list[tuple[str, str | None]]) -> list[str]:
     """``-m arbitrary`` outside an allocation: the job is given SLURM_HOSTFILE's nodes, as many, and
-    one task a line unless -n (fixtures/22.05/srun-plane/srun-alone-arbitrary.txt: ``-n 3`` over gpu3,
-    gpu1, gpu3 runs on gpu[1,3]); the step launcher puts the tasks there. Without the file srun
-    refuses it (srun-alone-arbitrary-nohost.err)."""
-    from trainhub.agent.srun import arbitrary_hosts
+    one task a name unless -n (fixtures/22.05/srun-plane/srun-alone-arbitrary.txt: ``-n 3`` over gpu3,
+    gpu1, gpu3 runs on gpu[1,3]; small-diffs/alone-*.txt: host lists and ``NAME*K`` read as in a job,
+    no more lines than -n); the step launcher puts the tasks there. Without the file srun refuses it
+    (srun-alone-arbitrary-nohost.err), as it refuses a file it cannot read (read_hostfile) or whose
+    names are not -n (steps.arbitrary_hosts)."""
+    from trainhub.agent.srun import read_hostfile
+    from trainhub.slurm.steps import arbitrary_hosts
 
-    hosts = arbitrary_hosts(dict(os.environ))
-    if not hosts:
+    path = os.environ.get("SLURM_HOSTFILE")
+    if not path:
         raise CliError("srun: error: With Arbitrary distribution you need to specify a nodelist or hostfile "
                        "with the -w option")
+    ntasks = next((int(value) for name, value in given if name == "ntasks" and value and value.isdigit()), None)
+    try:
+        hosts, tasks = arbitrary_hosts(read_hostfile(path, ntasks), ntasks)
+    except ValueError as exc:
+        message = str(exc)
+        raise CliError(message if message.startswith("srun: ") else f"srun: error: {message}") from exc
     nodes = list(dict.fromkeys(hosts))
-    tasks = [] if any(name == "ntasks" for name, _ in given) else [f"--ntasks={len(hosts)}"]
-    return [f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", *tasks]
+    return [f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", *([f"--ntasks={tasks}"] if ntasks is None else [])]
 
 
 def defined_options(argv: list[str]) -> list[str]:

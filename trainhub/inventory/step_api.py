@@ -24,7 +24,7 @@ from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
 from trainhub.slurm.models import JobStep, StepNode
 from trainhub.slurm.selectors import kill_wait, step_layout, step_output, steps_ended
 from trainhub.slurm.services import steps as step_services
-from trainhub.slurm.steps import NODES_BUSY, StepRefused, StepRequest
+from trainhub.slurm.steps import NODES_BUSY, StepRefused, StepRequest, arbitrary_hosts
 
 SIGINT, SIGTERM = 2, 15
 
@@ -88,7 +88,7 @@ def _count(body: dict, name: str) -> int | None:
 
 class Steps(SrunView):
     """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
-    hosts? (-m arbitrary: each task's node),
+    hosts? (-m arbitrary: SLURM_HOSTFILE's entries, host lists expanded here: steps.arbitrary_hosts),
     inAllocation? (srun did not make the job: its tasks see srun's default SLURM_DISTRIBUTION), label?,
     pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
     [[node, [task, ...]], ...]}; while other
@@ -114,7 +114,14 @@ class Steps(SrunView):
         hosts = _field(body, "hosts", list, required=False, default=[])
         if not all(isinstance(host, str) and host for host in hosts) or len(hosts) > MAX_ARGS:
             raise invalid_argument([FieldViolation("hosts", f"at most {MAX_ARGS} node names")])
-        wanted = StepRequest(nodes=_count(body, "nodes"), tasks=_count(body, "tasks"),
+        tasks, nodes = _count(body, "tasks"), _count(body, "nodes")
+        principal = request.user
+        if kind == "arbitrary":
+            try:
+                hosts, tasks = arbitrary_hosts(hosts, tasks, nodes or principal.job.num_nodes)
+            except ValueError as exc:
+                raise ApiError(400, str(exc), "FAILED_PRECONDITION") from None
+        wanted = StepRequest(nodes=nodes, tasks=tasks,
                              tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus,
                              exact=bool(body.get("exact")), overlap=bool(body.get("overlap")),
                              distribution=kind, plane_size=plane_size, hosts=tuple(hosts),
@@ -126,7 +133,6 @@ class Steps(SrunView):
         pty = _field(body, "pty", dict, required=False)
         if pty is not None:
             pty = _window_size(pty, "pty")
-        principal = request.user
         try:
             step = step_services.step_create(job=principal.job, run_index=principal.run_index, argv=argv,
                                              environment=environment, request=wanted,

@@ -965,7 +965,11 @@ def scontrol_nodes(cluster: SlurmCluster, *, now: dt.datetime, nodes: str = "", 
                 arch=str(machine.facts.get("arch") or scontrol_node.DEFAULT_ARCH),
                 os=str(machine.facts.get("os") or scontrol_node.DEFAULT_OS),
                 boot_time=dt.datetime.fromtimestamp(boot, dt.UTC) if isinstance(boot, int | float) else started,
-                slurmd_start_time=started, last_busy_time=last_ends.get(node.pk) or started)
+                slurmd_start_time=started, last_busy_time=last_ends.get(node.pk) or started,
+                billing=scontrol_node.node_billing(
+                    {"cpu": node.cpus, "mem": node.memory_mb, "node": 1, "gres/gpu": node.gpus},
+                    [state.partitions[name].billing_weights for name in partitions[node.pk]],
+                    max_tres="MAX_TRES" in state.config.priority_flags))
         items.append(shown[node.pk])
     report = Report(scontrol_node.scontrol_node_text(items, one_liner=one_liner), items,
                     scontrol_node.scontrol_node_rows)

@@ -26,12 +26,13 @@ what running jobs hold (CPUAlloc, AllocMem, AllocTRES). What only the real machi
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from trainhub.slurm import sinfo
 from trainhub.slurm.scontrol_job import memory_text
+from trainhub.slurm.tres import billable_tres
 
 #: slurmd's version in ``Version=`` (module docstring).
 SLURM_VERSION = "22.05.8"
@@ -68,6 +69,8 @@ class ScontrolNode:
     boot_time: dt.datetime | None
     slurmd_start_time: dt.datetime | None
     last_busy_time: dt.datetime | None
+    #: CfgTRES's billing (node_billing).
+    billing: int
 
 
 def node_state(*, responding: bool, drain: bool, down: bool, alloc_cpus: int, cpus: int) -> str:
@@ -84,8 +87,20 @@ def _time(moment: dt.datetime | None, unset: str = "None") -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S") if moment else unset
 
 
+def node_billing(tres: Mapping[str, int], partition_weights: Iterable[Mapping[str, float]], *,
+                 max_tres: bool = False) -> int:
+    """CfgTRES's billing: the highest weighted billing (assoc_mgr_tres_weighted, as ``scontrol show
+    partition`` weighs a partition's) of the node's ``tres`` under the TRESBillingWeights of those of
+    its partitions that set any, truncated; its CPUs where none does (fixtures/22.05/small-diffs:
+    node-batch.txt 51 under batch's ``CPU=1.0,Mem=0.25G,GRES/gpu=4.0``, node-urgent.txt still 51
+    with urgent's ``CPU=2.0``, 32, beside it, node-half.txt 8 under batch's ``CPU=0.5`` beside an
+    urgent without weights)."""
+    billings = [billable_tres(tres, weights, max_tres=max_tres) for weights in partition_weights if weights]
+    return int(max(billings)) if billings else tres.get("cpu", 0)
+
+
 def node_tres(*, cpus: int, memory_mb: int, gpus: int, billing: int | None = None) -> str:
-    """CfgTRES= (with ``billing``: the node's CPUs) and AllocTRES= in slurmctld's TRES order, cpu,
+    """CfgTRES= (with ``billing``: node_billing) and AllocTRES= in slurmctld's TRES order, cpu,
     mem, billing, gres/gpu; zero counts left out (an idle node's AllocTRES is empty)."""
     parts = [("cpu", str(cpus) if cpus else ""), ("mem", memory_text(memory_mb) if memory_mb else ""),
              ("billing", str(billing) if billing else ""), ("gres/gpu", str(gpus) if gpus else "")]
@@ -110,7 +125,7 @@ def _lines(node: ScontrolNode) -> list[str]:
     lines += [f"BootTime={_time(node.boot_time)} SlurmdStartTime={_time(node.slurmd_start_time)}",
               f"LastBusyTime={_time(node.last_busy_time, 'Unknown')}",
               "CfgTRES=" + node_tres(cpus=node.cpus, memory_mb=node.real_memory_mb, gpus=node.gpus,
-                                     billing=node.cpus),
+                                     billing=node.billing),
               "AllocTRES=" + node_tres(cpus=node.alloc_cpus, memory_mb=node.alloc_memory_mb, gpus=node.alloc_gpus),
               "CapWatts=n/a",
               "CurrentWatts=0 AveWatts=0",

@@ -36,8 +36,11 @@ left waits (srun: ``step creation temporarily disabled, retrying (Requested node
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from trainhub.agent.srun import ARBITRARY_COUNT
+from trainhub.slurm.hostlist import HostlistError, compress, expand
 from trainhub.slurm.jobenv import tasks_per_node
 
 NOT_AVAILABLE = "Requested node configuration is not available"
@@ -144,6 +147,33 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
     return parts
 
 
+def arbitrary_hosts(entries: Sequence[str], tasks: int | None,
+                    nodes: int | None = None) -> tuple[tuple[str, ...], int]:
+    """``-m arbitrary``'s node for each task and the step's task count, from SLURM_HOSTFILE's entries
+    as srun read them (trainhub.agent.srun.read_hostfile), for a step of at most ``nodes`` nodes (-N,
+    else the job's: srun takes SLURM_NNODES) and ``tasks`` (-n; None: a task a name). srun joins the
+    entries into one host list and reads it again (job_step_create_allocation; fixtures/22.05/
+    small-diffs/out-1.txt), so an entry may name several nodes, in order (``gpu[2-3]`` and ``gpu1``:
+    tasks on gpu2, gpu3, gpu1), and blanks part names as commas do. A list of more distinct nodes than
+    the step may have (``nodes`` lowered to ``tasks``) is cut to its first ones in node-list order,
+    the file's order lost (``gpu3,gpu1,gpu2`` with -n 2 in a 3-node job: tasks on gpu1, gpu2). Raises
+    ValueError with srun's line where -n still differs from the names (``gpu3*3`` with -n 2: ``You
+    asked for 2 tasks but hostlist specified 3 nodes``); entries that are no host list are kept as
+    names no node has."""
+    words = [word for entry in entries for word in entry.split()]
+    try:
+        hosts = expand(",".join(words))
+    except HostlistError:  # hostlist.py's bound on names included
+        hosts = words
+    if tasks is not None and nodes is not None:
+        distinct = expand(compress(hosts))
+        if len(distinct) > min(nodes, tasks):
+            hosts = distinct[:min(nodes, tasks)]
+    if tasks is not None and tasks != len(hosts):
+        raise ValueError(ARBITRARY_COUNT.format(tasks=tasks, hosts=len(hosts)))
+    return tuple(hosts), len(hosts)
+
+
 def arbitrary_tasks(hosts: tuple[str, ...], names: list[str]) -> list[tuple[int, tuple[int, ...]]]:
     """``-m arbitrary``: task N on the node ``hosts[N]`` names, whatever its CPUs (fixtures/22.05/srun-plane:
     SLURM_HOSTFILE gpu2, gpu1, gpu2 in a job of 4 CPUs on gpu1 and 1 on gpu2 runs tasks 0 and 2 on gpu2);
@@ -204,7 +234,14 @@ class Placement:
 def place(request: StepRequest, parts: list[NodeTasks], shares: list[NodeShare], *,
           cpus_per_task: int) -> list[Placement] | None:
     """What each node of a laid-out step (``parts``) takes, or None while it must wait for other
-    steps to end. Raises StepRefused when it could never fit in the allocation."""
+    steps to end. Raises StepRefused when it could never fit in the allocation: ``-m arbitrary``
+    may put more tasks on a node than the job has CPUs there, but not more in all than the job has
+    on the step's nodes (fixtures/22.05/small-diffs/out-1.txt: ``gpu2*2`` and ``gpu1`` over one CPU on
+    each is refused, More processors requested than permitted; srun-plane: gpu2, gpu1, gpu2 over
+    1 + 4 runs)."""
+    if request.distribution == "arbitrary" and (sum(len(part.task_ids) for part in parts) * cpus_per_task
+                                                > sum(shares[part.allocation_index].cpus for part in parts)):
+        raise StepRefused(TOO_MANY_CPUS)
     placements = []
     for part in parts:
         share = shares[part.allocation_index]

@@ -286,6 +286,22 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     return NODE_CONFIG_UNAVAILABLE if len(fitting) < nodes or not required <= names else None
 
 
+#: slurmctld's words, before the refusal, for a job whose every node needs more CPUs than any node has.
+CPU_COUNT_UNSATISFIED = "sbatch: error: CPU count per node can not be satisfied\n"
+
+
+def _cpu_count_line(request: SbatchOptions, state: snapshot.ClusterState, partition: str) -> str:
+    """CPU_COUNT_UNSATISFIED where the CPUs the job needs on each node (its pn_min_cpus: a task's CPUs,
+    -c or --gpus-per-task x --cpus-per-gpu, times --ntasks-per-node) are more than the partition's
+    biggest node has, else "" (fixtures/22.05/small-diffs/sbatch-*.err: ``-c 17``,
+    ``--ntasks-per-node=17``, ``--gpus-per-task=2 --cpus-per-gpu=9`` on nodes of 16 say it; ``-N 1 -n
+    17`` and, in cpus-per-gpu/sbatch-big, ``--gres=gpu:1 --cpus-per-gpu=17`` fail without it)."""
+    per_task = request.cpus_per_task or (request.gpus_per_task[1] * request.cpus_per_gpu
+                                         if request.gpus_per_task and request.cpus_per_gpu else 1)
+    biggest = max((state.nodes[pk].cpus for pk in state.partitions[partition].node_pks), default=0)
+    return CPU_COUNT_UNSATISFIED if per_task * (request.ntasks_per_node or 1) > biggest else ""
+
+
 def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
     """--dependency as slurmctld stores it; every job it names must exist."""
     if not options.dependency:
@@ -466,7 +482,7 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
                     account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
                     time_limit=accepted.time_limit_minutes, state=JobState.FAILED, reason="BadConstraints",
                     exit_code=1, exit_signal=0, start_time=now, end_time=now, **fields)
-        raise _refuse(SUBMIT_FAILED + node_error)
+        raise _refuse(_cpu_count_line(options, state, partition) + SUBMIT_FAILED + node_error)
     depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE
     reason = ("JobHeldUser" if hold else "BeginTime" if begin > now else dependency.pending_reason(depends)
