@@ -67,6 +67,20 @@ def test_a_failing_query_sent_together_raises_and_leaves_the_connection_usable(c
     assert usernames.rows(cast["vic"].pk) == [("vic",)]
 
 
+def test_a_datetime_argument_is_compared_as_the_queryset_compares_it(cast):
+    """A datetime sample is found as the backend adapts it (text on SQLite), and each call's
+    datetime is adapted the same way."""
+    created = CompiledQuery(lambda project_id, after: Membership.objects.filter(
+        project__project_id=project_id, project__created__gte=after).values_list("role").order_by("role"),
+        "\x00project", dt.datetime(1999, 9, 9, tzinfo=dt.UTC))
+    made = Membership.objects.filter(project__project_id="alpha").values_list("project__created")[0][0]
+    for after in (made, made + dt.timedelta(microseconds=1), made - dt.timedelta(days=1)):
+        expected = list(Membership.objects.filter(project__project_id="alpha", project__created__gte=after)
+                        .values_list("role").order_by("role"))
+        assert created.rows("alpha", after) == expected
+    assert created.rows("alpha", made) and not created.rows("alpha", made + dt.timedelta(microseconds=1))
+
+
 def test_a_lookup_that_transforms_its_argument_is_refused():
     contains = CompiledQuery(lambda name: User.objects.filter(username__contains=name).values_list("pk"), "\x00name")
     with pytest.raises(ValueError, match="not a parameter"):

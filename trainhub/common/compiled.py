@@ -10,8 +10,10 @@ datetimes on SQLite, for instance) - so the rows are exactly what ``values_list`
 
 The queryset is written as usual by a function of the arguments, and compiled once with distinct
 sample values that must appear verbatim among the compiled parameters: exact lookups on ints and
-strings. A lookup that transforms its value (``contains``, ``iexact``, ``in``) cannot be located
-and is refused when compiled, as is a sample that collides with a constant of the query.
+strings, and comparisons with a datetime (located and passed as the backend adapts a DateTimeField's
+value: as it is on PostgreSQL, as text on SQLite). A lookup that transforms its value (``contains``,
+``iexact``, ``in``) cannot be located and is refused when compiled, as is a sample that collides
+with a constant of the query.
 
 A ``CompiledInsert`` does the same for ``Model.save()`` of a new row, which compiles an INSERT each
 time: it keeps the statement and only prepares each field's value, as the ORM's compiler would.
@@ -153,7 +155,7 @@ class Counter:
 class CompiledQuery:
     """``build(*args)`` returns a ``values_list`` queryset; ``rows(*args)`` runs it without compiling it."""
 
-    def __init__(self, build: Callable[..., QuerySet], *samples: int | str) -> None:
+    def __init__(self, build: Callable[..., QuerySet], *samples: int | str | dt.datetime) -> None:
         if len(set(samples)) != len(samples):
             raise ValueError("CompiledQuery samples must be distinct")
         self._build = build
@@ -167,6 +169,7 @@ class CompiledQuery:
         sql, params = compiler.as_sql()
         slots = []
         for index, sample in enumerate(self._samples):
+            sample = _adapted(compiler.connection, sample)
             positions = [p for p, value in enumerate(params) if type(value) is type(sample) and value == sample]
             if not positions:
                 raise ValueError(f"sample {sample!r} is not a parameter of the compiled query (not an exact lookup?)")
@@ -176,7 +179,7 @@ class CompiledQuery:
                            for position, (convs, expression) in compiler.get_converters(columns).items())
         return _Compiled(sql, tuple(params), tuple(slots), converters)
 
-    def rows(self, *args: int | str, using: str = DEFAULT_DB_ALIAS) -> list[tuple]:
+    def rows(self, *args: int | str | dt.datetime, using: str = DEFAULT_DB_ALIAS) -> list[tuple]:
         (rows,) = rows_together((self, args), using=using)
         return rows
 
@@ -187,7 +190,7 @@ class CompiledQuery:
             compiled = self._compiled[key] = self._compile(using)
         params = list(compiled.params)
         for position, index in compiled.slots:
-            params[position] = args[index]
+            params[position] = _adapted(connection, args[index])
         return compiled, params
 
     @staticmethod
@@ -202,6 +205,12 @@ class CompiledQuery:
                     row[position] = converter(row[position], expression, connection)
             rows.append(tuple(row))
         return rows
+
+
+def _adapted(connection: Any, value: Any) -> Any:
+    """A sample or argument as the compiled query's parameter: a datetime as the backend adapts a
+    DateTimeField's value, anything else as it is."""
+    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, dt.datetime) else value
 
 
 def rows_together(*calls: tuple[CompiledQuery, tuple], using: str = DEFAULT_DB_ALIAS) -> list[list[tuple]]:
