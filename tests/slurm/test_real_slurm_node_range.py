@@ -29,6 +29,7 @@ import pytest
 from trainhub.slurm import reports, snapshot
 from trainhub.slurm.formats import sacct_text
 from trainhub.slurm.models import SlurmCluster, SlurmJob
+from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.allocations import allocation_submit
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
 
@@ -265,3 +266,30 @@ def test_salloc_of_a_node_range_gets_the_free_nodes_at_once(cast, now):
     run_pass(cluster, now + 3 * SECOND)
     job.refresh_from_db()
     assert (job.state, job.node_list, job.num_nodes, job.min_nodes) == ("RUNNING", "gpu[3-4]", 2, 1)
+
+
+def test_a_requeued_node_range_asks_again_for_min_tasks(cast, now):
+    """A node range without -n that ran on 3 nodes (a task each) and was requeued asks again for a task on
+    each of MIN nodes, one CPU in all: beside 3 full nodes and one with a CPU free it starts on that one
+    with one task, as the same job submitted then would, not waiting for 3 CPUs there."""
+    cluster, _ = harness_cluster(cast, now)
+    alice = Replay(cluster, cast).users["alice"]
+
+    def submit(at: dt.datetime, *args: str) -> SlurmJob:
+        argv = ("-A", "physics", "-p", "batch", *args, "--wrap", "sleep 600")
+        return job_submit(cluster=cluster, user=alice, now=at,
+                          submission=Submission(argv=argv, alloc_node="localhost", submit_dir=WORK))
+
+    job = submit(now, "-N", "1-3")
+    run_pass(cluster, now + SECOND)
+    job.refresh_from_db()
+    assert (job.node_list, job.num_tasks) == ("gpu[1-3]", 3)
+    lifecycle.job_requeue(job=job, now=now + 2 * SECOND, record_state="REQUEUED", desc="requeued by test")
+    job.refresh_from_db()
+    assert (job.state, job.num_tasks) == ("PENDING", 1)
+    for node, tasks in (("gpu1", "16"), ("gpu2", "16"), ("gpu3", "16"), ("gpu4", "15")):
+        submit(now + 3 * SECOND, "-w", node, "-N", "1", "-n", tasks)
+    run_pass(cluster, now + 4 * SECOND)
+    run_pass(cluster, now + 4 * SECOND + lifecycle.REQUEUE_DELAY)
+    job.refresh_from_db()
+    assert (job.state, job.node_list, job.num_nodes, job.num_tasks) == ("RUNNING", "gpu4", 1, 1)

@@ -141,6 +141,10 @@ def job_requeue(*, job: SlurmJob, now: dt.datetime, record_state: str, desc: str
     job.hold = hold
     job.state_desc = desc
     job.reason = {Hold.USER: "JobHeldUser", Hold.ADMIN: "JobHeldAdmin"}.get(hold, "BeginTime")
+    if job.tasks_from_nodes:
+        # a node range without -n asks again for a task on each of MIN nodes, as at submission: its run's
+        # count (a task a node it got) would make it wait for that many CPUs on the nodes it gets next
+        job.num_tasks = job.min_nodes
     if hold:
         job.priority = 0
         job.priority_time = job.sched_eval_time = None
