@@ -28,7 +28,7 @@ import pytest
 
 from trainhub.slurm import reports, snapshot
 from trainhub.slurm.formats import sacct_text
-from trainhub.slurm.models import SlurmCluster, SlurmJob
+from trainhub.slurm.models import Partition, SlurmCluster, SlurmJob
 from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.allocations import allocation_submit
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
@@ -293,3 +293,20 @@ def test_a_requeued_node_range_asks_again_for_min_tasks(cast, now):
     run_pass(cluster, now + 4 * SECOND + lifecycle.REQUEUE_DELAY)
     job.refresh_from_db()
     assert (job.state, job.node_list, job.num_nodes, job.num_tasks) == ("RUNNING", "gpu4", 1, 1)
+
+
+def test_a_node_range_takes_at_most_the_partitions_max_nodes(cast, now):
+    """select_nodes caps a job's MAX at the partition's MaxNodes; only a MIN above it waits
+    (PartitionNodeLimit): ``-N 1-4`` in a partition of MaxNodes=2 runs on 2 idle nodes, ``-N 3-4`` waits."""
+    cluster, _ = harness_cluster(cast, now)
+    partition = Partition.objects.get(cluster=cluster, name="batch")
+    Partition.objects.filter(pk=partition.pk).update(config={**partition.config, "MaxNodes": "2"})
+    alice = Replay(cluster, cast).users["alice"]
+    jobs = [job_submit(cluster=cluster, user=alice, now=now, submission=Submission(
+        argv=("-A", "physics", "-p", "batch", "-N", nodes, "--wrap", "sleep 600"), alloc_node="localhost",
+        submit_dir=WORK)) for nodes in ("1-4", "3-4")]
+    run_pass(cluster, now + SECOND)
+    for job in jobs:
+        job.refresh_from_db()
+    assert [(job.state, job.node_list, job.reason) for job in jobs] == [
+        ("RUNNING", "gpu[1-2]", "None"), ("PENDING", "", "PartitionNodeLimit")]

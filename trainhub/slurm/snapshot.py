@@ -656,10 +656,14 @@ def node_range_count(state: ClusterState, partition: str, *, low: int, high: int
     select plugin is given, and counting it would keep the job waiting for it. Where fewer are free the
     scheduler takes as many as are, LOW at least (scheduler.PendingJob.min_nodes); a job shows this count
     from the node test at its submission on (fixtures/22.05/node-range: wait-N3-4 NumNodes=4-4, squeue's
-    NODES 4; begin-N2-4-x1 3-4; slurmctld's node_cnt_wag), a held job its range (held-N2-4: 2-4)."""
+    NODES 4; begin-N2-4-x1 3-4; slurmctld's node_cnt_wag), a held job its range (held-N2-4: 2-4). HIGH is at
+    most the partition's MaxNodes (node_scheduler.c select_nodes: ``max_nodes = MIN(job's max_nodes,
+    part_ptr->max_nodes)``; only LOW above it keeps the job waiting, PartitionNodeLimit)."""
     info = state.partitions.get(partition)
     if info is None:
         return high
+    if info.options.max_nodes is not None:
+        high = min(high, info.options.max_nodes)
     others = set(hostlist.expand(excluded)) if excluded else set()
     usable = sum(1 for pk in info.node_pks if state.nodes[pk].available and state.nodes[pk].name not in others)
     return max(min(high, usable), low)
