@@ -336,3 +336,16 @@ def test_a_job_no_node_has_the_cpus_for_is_refused_and_kept_failed(cast, now, na
     assert (failed.state, failed.reason, failed.exit_code) == ("FAILED", "BadConstraints", 1)
     assert submitted(cluster, sbatch_args("sbatch-6"), now) == "Submitted batch job 2\n"
     assert (REAL / "sbatch-6.txt").read_text() == "Submitted batch job 6\n"
+
+
+@pytest.mark.parametrize("content", ["gpu1*99999999999999", "gpu1*4000,gpu2*97", "gpu1\n" * 4097])
+def test_a_hostfile_of_more_names_than_the_control_plane_takes_is_refused_before_it_is_written_out(
+        content, in_job, monkeypatch, capsys):
+    """``NAME*K`` is K names: a K beyond what a step may have (MAX_HOSTFILE_ENTRIES) is refused with
+    srun's hostfile failure, not written out (a MemoryError, or gigabytes, for a K of 22.05's int)."""
+    (in_job / "h-big").write_text(content)
+    monkeypatch.setenv("SLURM_HOSTFILE", "h-big")
+    code = srun.main(["-m", "arbitrary", "true"])
+    _, err = capsys.readouterr()
+    assert (code, err.splitlines()) == (1, [f"srun: error: Hostfile ./h-big gives more than "
+                                            f"{srun.MAX_HOSTFILE_ENTRIES} names", srun.HOSTFILE_FAILED])

@@ -142,6 +142,9 @@ HOSTFILE_FAILED = "srun: error: Failure getting NodeNames from hostfile"
 #: srun's line where -m arbitrary's node list and -n differ (job_step_create_allocation); the control
 #: plane, which expands the file's host lists, says it for a list of another length than -n.
 ARBITRARY_COUNT = "You asked for {tasks} tasks but hostlist specified {hosts} nodes"
+#: The most entries a step's SLURM_HOSTFILE may give (the control plane takes no more; a ``NAME*K``
+#: beyond it is refused before it is written out: 22.05 pushes K names, any K).
+MAX_HOSTFILE_ENTRIES = 4096
 
 
 def _atoi(text: str) -> int:
@@ -160,7 +163,8 @@ def read_hostfile(path: str, tasks: int | None) -> list[str]:
     goes past it is kept whole, and -n then differs). An entry counts as one here even where it is a
     host list (``gpu[1-2]``): the control plane expands it (trainhub.slurm.steps.arbitrary_hosts).
     Raises ValueError with srun's lines: slurm_read_hostfile's (a line not starting with a letter or
-    digit, no entry, fewer than ``tasks``, a file it cannot open) and HOSTFILE_FAILED."""
+    digit, no entry, fewer than ``tasks``, a file it cannot open; trainhub's for more than
+    MAX_HOSTFILE_ENTRIES entries) and HOSTFILE_FAILED."""
     shown = path if "/" in path else f"./{path}"
     try:
         return _hostfile_entries(shown, tasks)
@@ -184,6 +188,8 @@ def _hostfile_entries(shown: str, tasks: int | None) -> list[str]:
             for word in filter(None, text.split(",")):
                 name, star, count = word.partition("*")
                 repeat = _atoi(count) if star else 0
+                if len(entries) + (max(repeat, 0) if repeat else 1) > MAX_HOSTFILE_ENTRIES:
+                    raise ValueError(f"Hostfile {shown} gives more than {MAX_HOSTFILE_ENTRIES} names")
                 entries += [name] * max(repeat, 0) if repeat else [word]
             if tasks is not None and len(entries) == tasks:
                 break

@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trainhub.agent.srun import parse_distribution
+from trainhub.agent.srun import MAX_HOSTFILE_ENTRIES, parse_distribution
 from trainhub.common.errors import ApiError, FieldViolation, invalid_argument
 from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
 from trainhub.slurm.models import JobStep, StepNode
@@ -112,8 +112,8 @@ class Steps(SrunView):
         except ValueError:
             raise invalid_argument([FieldViolation("distribution", "block, cyclic, plane=N or arbitrary")]) from None
         hosts = _field(body, "hosts", list, required=False, default=[])
-        if not all(isinstance(host, str) and host for host in hosts) or len(hosts) > MAX_ARGS:
-            raise invalid_argument([FieldViolation("hosts", f"at most {MAX_ARGS} node names")])
+        if not all(isinstance(host, str) and host for host in hosts) or len(hosts) > MAX_HOSTFILE_ENTRIES:
+            raise invalid_argument([FieldViolation("hosts", f"at most {MAX_HOSTFILE_ENTRIES} node names")])
         tasks, nodes = _count(body, "tasks"), _count(body, "nodes")
         principal = request.user
         if kind == "arbitrary":
