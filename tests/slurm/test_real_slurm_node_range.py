@@ -32,6 +32,7 @@ from trainhub.slurm.models import Partition, SlurmCluster, SlurmJob
 from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.allocations import allocation_submit
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
+from trainhub.slurm.services.sacctmgr import sacctmgr_run
 
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster, scontrol_differences
@@ -310,3 +311,17 @@ def test_a_node_range_takes_at_most_the_partitions_max_nodes(cast, now):
         job.refresh_from_db()
     assert [(job.state, job.node_list, job.reason) for job in jobs] == [
         ("RUNNING", "gpu[1-2]", "None"), ("PENDING", "", "PartitionNodeLimit")]
+
+
+def test_a_node_range_takes_at_most_its_limits_nodes(cast, now):
+    """select_nodes caps a job's MAX at its association's and QOS's node limits (acct_policy_get_max_nodes):
+    ``-N 1-4`` of a user with MaxTRESPerJob=node=2 runs on 2 idle nodes, not 4."""
+    cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos")
+    sacctmgr_run(cluster=cluster, line="sacctmgr -i modify user alice set MaxTRESPerJob=node=2", actor="root",
+                 is_admin=True, now=now)
+    job = job_submit(cluster=cluster, user=Replay(cluster, cast).users["alice"], now=now, submission=Submission(
+        argv=("-A", "physics", "-p", "batch", "-N", "1-4", "--wrap", "sleep 600"), alloc_node="localhost",
+        submit_dir=WORK))
+    run_pass(cluster, now + SECOND)
+    job.refresh_from_db()
+    assert (job.state, job.node_list, job.num_nodes) == ("RUNNING", "gpu[1-2]", 2)

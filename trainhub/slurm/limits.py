@@ -651,6 +651,16 @@ def limit_reason(context: LimitContext, usage: LimitUsage, job: JobRequest) -> s
     return next(iter(_limit_reasons(context, job, usage)), None)
 
 
+def max_nodes(context: LimitContext, job: JobRequest) -> int | None:
+    """The most nodes the association and QOS limits let ``job`` have, whatever runs
+    (acct_policy_get_max_nodes: the node count of their GrpTRES, MaxTRESPerUser and MaxTRESPerJob),
+    None without any; slurmctld's select_nodes caps a node range's MAX at it."""
+    if not context.config.enforces_limits:
+        return None
+    return min((check.limit for check in context.checks(job) if check.kind == _TRES and check.name == "node"),
+               default=None)
+
+
 def _strict(qos_order: list[QosRecord], job: JobRequest) -> bool:
     return job.qos is None or any(qos.has_flag("DenyOnLimit") for qos in qos_order)
 

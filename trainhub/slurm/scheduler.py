@@ -90,7 +90,7 @@ from dataclasses import dataclass, field, replace
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig
 from trainhub.slurm.features import Constraint
 from trainhub.slurm.hostlist import compress
-from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason
+from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason, max_nodes
 from trainhub.slurm.preemption import PreemptAction, PreemptJob, PreemptPolicy, choose_victims, preempt
 
 #: squeue's reason for the top job of a lower tier while a higher-tier job waits for the same nodes.
@@ -586,6 +586,16 @@ def _fewer_nodes(job: PendingJob, holding: int) -> PendingJob:
     if not job.min_nodes or holding >= job.nodes:
         return job
     return replace(job, nodes=max(holding, job.min_nodes))
+
+
+def _within_node_limits(job: PendingJob, context: LimitContext) -> PendingJob:
+    """A node range's MAX (``job.nodes``) lowered to what its association and QOS node limits allow, MIN
+    at least (node_scheduler.c select_nodes: ``max_nodes = MIN(max_nodes, acct_max_nodes)`` from
+    acct_policy_get_max_nodes; a MIN above it waits on the limit's reason)."""
+    if not job.min_nodes or job.limit_request is None:
+        return job
+    most = max_nodes(context, job.limit_request)
+    return job if most is None or most >= job.nodes else replace(job, nodes=max(most, job.min_nodes))
 
 
 class _Pass:
@@ -1219,7 +1229,8 @@ def schedule(snapshot: Snapshot, config: SlurmConfig, now: dt.datetime, *,
     ``backfill`` (see :func:`backfill_due`) runs the backfill scheduler after it, where the
     configuration has it. Without either, the pending jobs keep their reasons."""
     run = _Pass(snapshot, config, now, limits, preempt_policy)
-    order = run.allocate_at_submit(queue_order(snapshot.pending, snapshot.partition_options, run.preempt_policy))
+    pending = [_within_node_limits(job, limits[0]) for job in snapshot.pending] if limits else snapshot.pending
+    order = run.allocate_at_submit(queue_order(pending, snapshot.partition_options, run.preempt_policy))
     remaining = run.main(order) if main else run.queue(order)
     if backfill and backfill_due(config, None, now):
         run.backfill(remaining)
