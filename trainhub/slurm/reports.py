@@ -208,8 +208,8 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=gpu_request, per_job=gpus_per_job, per_node=gpus_per_node, per_task=gpus_per_task)
     # allocated, --ntasks-per-node's tasks' CPUs on every node (ntasks-per-node/squeue-o: -n 20 on 3 x 8, 24)
-    # pending, a node range without -n asks for one task's (node-range/squeue-wait-N3-4: CPUS 1)
-    tasks = 1 if tasks_from_nodes and state == JobState.PENDING else num_tasks
+    tasks = scontrol_job.asked_tasks(num_tasks=num_tasks, tasks_from_nodes=tasks_from_nodes,
+                                     pending=state == JobState.PENDING)
     cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else tasks) * cpus_per_task
     if cpus_per_gpu and state != JobState.PENDING:  # and --cpus-per-gpu's for its GPUs (cpus-per-gpu/squeue.txt)
         cpus = scheduler.cpus_for_gpus(cpus, scontrol_job.requested_gpus(

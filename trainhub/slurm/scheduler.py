@@ -577,7 +577,7 @@ def _near_gpus(job: PendingJob, free: Resources) -> int:
 
 
 def _fewer_nodes(job: PendingJob, holding: int) -> PendingJob:
-    """A node range's job (``job.min_nodes``) where only ``holding`` nodes can hold it now: as many nodes,
+    """A node range's job (``job.min_nodes``) where at most ``holding`` nodes can hold it: as many nodes,
     MIN at least, instead of MAX. Slurm gives it what is free rather than wait for MAX: job_test.c
     ``_eval_nodes`` starts with ``rem_nodes = MAX(min_nodes, req_nodes)`` and succeeds once it has taken every
     node it can while ``_enough_nodes`` (``rem_nodes + min_nodes - req_nodes``: at least MIN taken) holds
@@ -595,7 +595,7 @@ def _within_node_limits(job: PendingJob, context: LimitContext) -> PendingJob:
     if not job.min_nodes or job.limit_request is None:
         return job
     most = max_nodes(context, job.limit_request)
-    return job if most is None or most >= job.nodes else replace(job, nodes=max(most, job.min_nodes))
+    return job if most is None else _fewer_nodes(job, most)
 
 
 class _Pass:

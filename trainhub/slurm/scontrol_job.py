@@ -183,10 +183,17 @@ def job_cpus_and_tres(*, requested: bool, allocated: tuple[int, int] | None, num
 def requested_cpus_and_nodes(*, num_tasks: int, cpus_per_task: int, tasks_from_nodes: bool, num_nodes: int,
                              min_nodes: int, nodes_from_tasks: bool) -> tuple[int, int]:
     """The CPUs and nodes a job asks for (slurmctld's min_cpus and min_nodes, which its TRES request and a
-    record that never ran show): every task's CPUs, one task's for a node range without -n
-    (``tasks_from_nodes``); a node range's MIN, one node for -n without -N."""
-    return ((1 if tasks_from_nodes else num_tasks) * cpus_per_task,
+    record that never ran show): its asked tasks' CPUs (asked_tasks); a node range's MIN, one node for
+    -n without -N."""
+    return (asked_tasks(num_tasks=num_tasks, tasks_from_nodes=tasks_from_nodes, pending=True) * cpus_per_task,
             1 if nodes_from_tasks else min_nodes or num_nodes)
+
+
+def asked_tasks(*, num_tasks: int, tasks_from_nodes: bool, pending: bool) -> int:
+    """The tasks whose CPUs a job counts: a pending node range without -n (``tasks_from_nodes``) asks for
+    one task's (node-range/squeue-wait-N3-4: CPUS 1; sacct.txt: ``-N 2-4`` ReqTRES cpu=1), though
+    num_tasks counts a task a node; any other job, or one that got its nodes, its num_tasks."""
+    return 1 if tasks_from_nodes and pending else num_tasks
 
 
 def tres_by_name(text: str) -> str:

@@ -25,7 +25,7 @@ from trainhub.inventory.models import Node, NodeState
 from trainhub.slurm import dependency, fairshare, features, hostlist, limits, preemption, priority, scheduler
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Account, Association, Hold, JobState, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
-from trainhub.slurm.scontrol_job import requested_gpus
+from trainhub.slurm.scontrol_job import asked_tasks, requested_gpus
 from trainhub.slurm.slurmconf import gpu_type, node_spec
 from trainhub.slurm.tres import billable_tres
 
@@ -415,8 +415,8 @@ def asked_nodes(job: JobLike) -> int:
 
 def job_cpus(job: JobLike) -> int:
     """Its tasks' CPUs; a pending node range without -n asks one task's (scontrol_job.job_cpus_and_tres)."""
-    tasks = 1 if job.tasks_from_nodes and job.state == JobState.PENDING else job.num_tasks
-    return tasks * job.cpus_per_task
+    return asked_tasks(num_tasks=job.num_tasks, tasks_from_nodes=job.tasks_from_nodes,
+                       pending=job.state == JobState.PENDING) * job.cpus_per_task
 
 
 def job_gpus(job: JobLike) -> int:
