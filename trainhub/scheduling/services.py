@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -159,14 +160,33 @@ def _quota_estimates(estimates: dict[int, WaitEstimate], unplaced: list[WaitingJ
         estimates[job.pk] = WaitEstimate(estimates[job.pk].position, start)
 
 
-def _stockout_error(job: WaitingJob, now: dt.datetime, reasons: list[str]) -> str | None:
+def _retry_from(job: WaitingJob, plan: PassPlan, marks: Mapping[int, float | None],
+                changed: dict[int, float | None], now: dt.datetime) -> float | None:
+    """When a STANDARD job's stockout retry window started (POSIX seconds): at submission, or at the
+    first pass that found free the quota it had waited for; None while it waits for quota. Vertex
+    keeps a job short of quota QUEUED "until you have sufficient quotas" and only then tries, and
+    retries, to get its machines: a job that waited an hour for quota has its full retry window
+    once it gets it. Marks that change go to ``changed`` (kept in Redis by pass_end)."""
+    if job.pk in plan.quota_shortfalls or job.pk in plan.quota_held_against:
+        if marks.get(job.pk, 0.0) is not None:
+            changed[job.pk] = None
+        return None
+    if job.pk not in marks:
+        return job.submitted
+    if marks[job.pk] is None:
+        changed[job.pk] = now.timestamp()
+        return now.timestamp()
+    return marks[job.pk]
+
+
+def _stockout_error(job: WaitingJob, now: dt.datetime, reasons: list[str], retry_from: float) -> str | None:
     """STANDARD jobs retry placement for TRAINHUB_STOCKOUT_RETRY_SECONDS, then fail as Vertex does."""
-    waited = job.waited(now)
-    if job.strategy != "STANDARD" or waited < settings.TRAINHUB_STOCKOUT_RETRY_SECONDS:
+    retried = round(now.timestamp() - retry_from, 6)
+    if retried < settings.TRAINHUB_STOCKOUT_RETRY_SECONDS:
         return None
     missing = " ".join(reasons) or "capacity never became free."
     return (f"Resources are insufficient in region: {job.gang.location} . Try a different region or use a "
-            f"different accelerator. (Retried for {int(waited)}s.) {missing}")
+            f"different accelerator. (Retried for {int(retried)}s.) {missing}")
 
 
 def _holds_quota(job: WaitingJob, now: dt.datetime) -> bool:
@@ -455,12 +475,16 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
     flex_waiting: list[int] = []
     computed_at = format_timestamp(now)
     quota_holders = _quota_holders(plan)
+    retry_marks = working_memory.retry_marks_read(client)
+    changed_marks: dict[int, float | None] = {}
     for job in unplaced:
         reasons = _wait_reasons(job.pk, plan, reservations, quota_holders)
-        stockout = _stockout_error(job, now, reasons) if job.pk in plan.shortfalls else None
-        if stockout is not None:
-            stockouts[job.pk] = stockout
-            continue
+        retry_from = _retry_from(job, plan, retry_marks, changed_marks, now) if job.strategy == "STANDARD" else None
+        if retry_from is not None and job.pk in plan.shortfalls:
+            stockout = _stockout_error(job, now, reasons, retry_from)
+            if stockout is not None:
+                stockouts[job.pk] = stockout
+                continue
         if job.strategy == "FLEX_START" and job.state == states.QUEUED:
             flex_waiting.append(job.pk)
         estimate = estimates[job.pk]
@@ -477,7 +501,7 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
         quota_usage={f"{project}:{location}:{metric}": gpus for (project, location, metric), gpus in quotas.usage.items()},
         summary={"time": computed_at, "considered": result.considered, "placed": result.placed,
                  "failed": result.failed, "preempted": result.preempted},
-        reservations=reservations.values(),
+        reservations=reservations.values(), retry_marks=changed_marks,
     )
     return result
 

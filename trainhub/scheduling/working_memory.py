@@ -7,6 +7,9 @@ The database stays the record; everything here can be rebuilt from it by ``recon
                                 strategy, quota demand, worker pools), so a pass decodes no spec
 - ``trainhub:flex:deadlines``   sorted set, FLEX_START job id -> maxWaitDuration deadline, swept by beat
 - ``trainhub:wait``             hash, job id -> why it waits, its position and estimated start
+- ``trainhub:stockout:from``    hash, STANDARD job id -> when its stockout retry window started
+                                (POSIX seconds), or "" while it waits for quota; absent: at submission.
+                                Lost with Redis, a window counts from submission again
 - ``trainhub:node:hb:<id>``     one key per node: its last heartbeat, expiring after the heartbeat TTL
 - ``trainhub:capacity:free``    hash, node id -> free GPUs, as the last pass saw it
 - ``trainhub:quota:usage``      hash, "project:location:metric" -> GPUs in use, as the last pass saw it
@@ -32,6 +35,7 @@ PENDING = "trainhub:pending"
 DETAILS = "trainhub:pending:details"
 FLEX_DEADLINES = "trainhub:flex:deadlines"
 WAIT = "trainhub:wait"
+RETRY_FROM = "trainhub:stockout:from"
 HEARTBEAT_PREFIX = "trainhub:node:hb:"
 FREE_CAPACITY = "trainhub:capacity:free"
 QUOTA_USAGE = "trainhub:quota:usage"
@@ -156,6 +160,7 @@ def _forget(pipe, pks: Iterable[int]) -> bool:
         pipe.zrem(FLEX_DEADLINES, *pks)
         pipe.hdel(WAIT, *pks)
         pipe.hdel(DETAILS, *pks)
+        pipe.hdel(RETRY_FROM, *pks)
     return bool(pks)
 
 
@@ -230,6 +235,12 @@ def waits_read(client: redis.Redis, pks: list[int]) -> dict[int, WaitExplanation
     return {pk: WaitExplanation(**json.loads(raw)) for pk, raw in zip(pks, values) if raw}
 
 
+def retry_marks_read(client: redis.Redis) -> dict[int, float | None]:
+    """STANDARD job id -> when its stockout retry window started, None while it waits for quota;
+    jobs never held up by quota are absent (their window starts at submission)."""
+    return {int(pk): float(raw) if raw else None for pk, raw in client.hgetall(RETRY_FROM).items()}
+
+
 def heartbeat(client: redis.Redis, node_ids: Iterable[int], at: dt.datetime, ttl_seconds: int) -> None:
     """Each node's key holds when it last heart-beat and expires ``ttl_seconds`` later."""
     pipe = client.pipeline(transaction=False)
@@ -248,14 +259,17 @@ def alive(client: redis.Redis, node_ids: list[int], since: dt.datetime) -> set[i
 
 def pass_end(client: redis.Redis, *, done: Iterable[int], explanations: Mapping[int, WaitExplanation],
              free_gpus: Mapping[int, int], quota_usage: Mapping[str, int], summary: Mapping[str, str | int],
-             reservations: Iterable[Reservation] = ()) -> None:
+             reservations: Iterable[Reservation] = (), retry_marks: Mapping[int, float | None] | None = None) -> None:
     """Everything a pass leaves in Redis, in one round trip: jobs that stopped waiting leave the
-    queue, waiting jobs get their explanation, and the snapshot of free capacity, quota usage and
-    the nodes held for FLEX_START gangs."""
+    queue, waiting jobs get their explanation and changed stockout retry marks (see
+    ``retry_marks_read``), and the snapshot of free capacity, quota usage and the nodes held for
+    FLEX_START gangs."""
     pipe = client.pipeline(transaction=True)
     _forget(pipe, done)
     if explanations:
         pipe.hset(WAIT, mapping=_encoded(explanations))
+    if retry_marks:
+        pipe.hset(RETRY_FROM, mapping={pk: "" if mark is None else repr(mark) for pk, mark in retry_marks.items()})
     pipe.delete(FREE_CAPACITY, QUOTA_USAGE, RESERVATIONS)
     held = {reservation.job_pk: json.dumps(asdict(reservation)) for reservation in reservations}
     if held:
