@@ -1055,6 +1055,11 @@ class SacctJob:
     job_id_raw: str = ""
     #: Tasks of a step (1 for the batch script); None (blank) for a job's own record.
     ntasks: int | None = None
+    #: ReqCPUS and ReqNodes: what the job asked (scontrol_job.requested_cpus_and_nodes); AllocNodes: the
+    #: nodes it got, 0 if it never ran (finished-jobs/sacct-x-more.txt).
+    req_cpus: int = 0
+    req_nodes: int = 0
+    alloc_nodes: int = 0
 
 
 def _timestamp(moment: dt.datetime | None) -> str:
@@ -1086,6 +1091,10 @@ SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "alloctres": (PrintField("AllocTRES", 10), lambda j: j.alloc_tres),
     "reqtres": (PrintField("ReqTRES", 10), lambda j: j.req_tres),
     "ntasks": (PrintField("NTasks", 8, "uint"), lambda j: j.ntasks),
+    "ncpus": (PrintField("NCPUS", 10, "uint"), lambda j: j.alloc_cpus),
+    "reqcpus": (PrintField("ReqCPUS", 8, "uint"), lambda j: j.req_cpus),
+    "reqnodes": (PrintField("ReqNodes", 8, "uint"), lambda j: j.req_nodes),
+    "allocnodes": (PrintField("AllocNodes", 10, "uint"), lambda j: j.alloc_nodes),
 }
 SACCT_DEFAULT_FIELDS = ("jobid", "jobname", "partition", "account", "alloccpus", "state", "exitcode")
 

@@ -1017,7 +1017,8 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
     if state == JobState.CANCELLED and desc.startswith("by "):
         name = desc[3:]
         state = f"CANCELLED by {job.uid if name == job.user_name else uids.get(name, name)}"
-    start = run.start_time if run else None
+    # a refused job's record started and ended at its submission (finished-jobs/sacct-x-more.txt)
+    start = run.start_time if run else job.start_time
     end = (run.end_time if run else job.end_time)
     elapsed = int(((end or now) - start).total_seconds()) if start else 0
     exit_code, signal = (run.exit_code, run.exit_signal) if run else (job.exit_code, job.exit_signal)
@@ -1030,9 +1031,10 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
                        or job.mem_per_cpu * run.alloc_cpus)
     # a job that never ran: what it asked (fixtures/22.05/node-range/sacct.txt: ``-N 2-4`` cancelled while it
     # waited, 1 CPU on 2 nodes; ntasks/sacct.txt: ``-n 65`` 65 on 1)
-    cpus, nodes = (run.alloc_cpus, run.num_nodes) if run else scontrol_job.requested_cpus_and_nodes(
+    asked_cpus, asked_nodes = scontrol_job.requested_cpus_and_nodes(
         num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task, tasks_from_nodes=job.tasks_from_nodes,
         num_nodes=job.num_nodes, min_nodes=job.min_nodes, nodes_from_tasks=job.nodes_from_tasks)
+    cpus, nodes = (run.alloc_cpus, run.num_nodes) if run else (asked_cpus, asked_nodes)
     return formats.SacctJob(
         job_id=arrays.display_id(job_id=job.job_id, array_job_id=job.array_job_id, pending=job.array_pending,
                                  task_id=job.array_task_id, max_running=job.array_max_running),
@@ -1042,7 +1044,8 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
         time_limit_minutes=job.time_limit, nnodes=nodes,
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
-        alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres)
+        alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres, req_cpus=asked_cpus, req_nodes=asked_nodes,
+        alloc_nodes=run.num_nodes if run else 0)
 
 
 def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJob], str]:
