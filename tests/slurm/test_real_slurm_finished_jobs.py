@@ -179,6 +179,8 @@ def test_scontrol_show_job_of_each_is_slurms(replayed):
     shown = {f"scontrol-{job_id}": reports.scontrol_jobs(replay.cluster, now=LATER, job=str(job_id)).text
              for job_id in range(1, 12) if job_id != NODES5}
     assert scontrol_differences(shown, REAL) == {}
+    gone = reports.scontrol_jobs(replay.cluster, now=LATER, job="12")  # no such job
+    assert gone.text + gone.stderr + "rc=1\n" == real("scontrol-12") + (REAL / "scontrol-12.err").read_text()
 
 
 @pytest.mark.parametrize(("name", "fields"), [
