@@ -173,13 +173,14 @@ def test_sacct_default_layout_and_cancelled_state():
 
 
 def test_squeue_orders_by_partition_state_descending_priority_then_the_first_sorts_order():
-    """Equal jobs (3 and 1) stay in the order given: that of squeue's first sort (reports.squeue_first_sort)."""
+    """Equal jobs (3 and 1) stay in the order given: that of squeue's first sort (reports.squeue_first_sort);
+    states by their short codes as strings, CG before PD and R (src/squeue/sort.c)."""
     jobs = [SqueueJob(5, "b", "x", "u", "PENDING", priority=1), SqueueJob(4, "a", "x", "u", "RUNNING", priority=9),
             SqueueJob(3, "a", "x", "u", "PENDING", priority=1), SqueueJob(2, "a", "x", "u", "PENDING", priority=7),
             SqueueJob(1, "a", "x", "u", "PENDING", priority=1), SqueueJob(6, "a", "x", "u", "COMPLETING")]
     ordered = in_squeue_order(jobs, partition=lambda job: job.partition, state=lambda job: job.state,
                               priority=lambda job: job.priority)
-    assert [job.job_id for job in ordered] == [2, 3, 1, 4, 6, 5]
+    assert [job.job_id for job in ordered] == [6, 2, 3, 1, 4, 5]
 
 
 def _laying_out(calls: list[list]):

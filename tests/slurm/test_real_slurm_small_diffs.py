@@ -10,19 +10,26 @@
 - ``scontrol show node``'s CfgTRES billing under partitions' TRESBillingWeights (node-*.txt).
 - sbatch of a job whose nodes would each need more CPUs than any has (sbatch-5 ... sbatch-10):
   slurmctld's extra line where the CPUs per task say so, the job kept FAILED.
+- The finished and refused jobs (squeue-all.txt, scontrol-5.txt, sacct-5.txt): ``squeue -t all`` lists them
+  COMPLETED before FAILED with their nodes, CPUs and reasons; the refused ``-n 3 --gpus-per-task=1
+  --cpus-per-gpu=100`` keeps its priority, NumNodes=3, CPUs/Task=100 and MinCPUsNode=100 beside NumCPUs=3
+  and its TRES's one node (sacct's ReqTRES too).
 
 Known differences, kept: 22.05 writes out ``map_cpu:0*2147483647`` for minutes before it launches
 anything (killed after 20 s: rc=137), where trainhub sees at once that no variable can hold it and
 runs the step without them; outside a job a file of more names than -n (alone-over) gets an
 allocation from 22.05 whose step then fails (``Unable to create step for job 4: Unspecified error``,
 the job FAILED, JobLaunchFailure), where trainhub refuses it before allocating, with the line srun
-prints for the same file inside a job. Not done: the FAILED records' own fields (scontrol-5.txt:
-22.05 keeps NumNodes=3, CPUs/Task=100 and MinCPUsNode=100 for ``-n 3 --gpus-per-task=1
---cpus-per-gpu=100`` and a priority, where trainhub's record has 1 node, 1 CPU a task, priority 0).
+prints for the same file inside a job: squeue-all's ``4|FAILED|1|2|N/A|gpu4|JobLaunchFailure`` has no
+trainhub job (the replay spends its id). A job refused before the cluster's first decay run keeps
+Priority=0 in trainhub (a job's priority waits for that run, and it never runs a finished job's), where
+slurmctld computes it as it makes the record (the replay runs a pass first).
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -33,14 +40,16 @@ from trainhub.cli import srun as srun_cli
 from trainhub.cli.client import CliError
 from trainhub.common.errors import ApiError
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobStep, SlurmJob
+from trainhub.slurm.formats import sacct_text
+from trainhub.slurm.models import JobNode, JobStep, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.allocations import allocation_submit
 from trainhub.slurm.services.clusters import partition_update
-from trainhub.slurm.services.jobs import Submission, job_submit
+from trainhub.slurm.services.jobs import Submission, job_submit, take_job_ids
 from trainhub.slurm.steps import StepRefused, StepRequest, arbitrary_hosts
 
 from .conftest import run_pass
-from .test_real_slurm import harness_cluster
+from .test_real_slurm import harness_cluster, scontrol_differences
 from .test_real_slurm_node import masked
 from .test_real_slurm_ntasks import recorded_srun_layout, srun_layout
 from .test_real_slurm_srun_plane import started
@@ -349,3 +358,75 @@ def test_a_hostfile_of_more_names_than_the_control_plane_takes_is_refused_before
     _, err = capsys.readouterr()
     assert (code, err.splitlines()) == (1, [f"srun: error: Hostfile ./h-big gives more than "
                                             f"{srun.MAX_HOSTFILE_ENTRIES} names", srun.HOSTFILE_FAILED])
+
+
+#: The recording's clock: job 5's submission (scontrol-5's SubmitTime), squeue -t all 3 s later.
+REFUSED_AT = dt.datetime(2026, 12, 6, 1, 8, 2, tzinfo=dt.UTC)
+#: Where its sbatch ran (scontrol-5's WorkDir).
+WORK = "/tmp/small-diffs.cAZcB0"
+
+
+@pytest.fixture
+def finished(cast, now):
+    """The recording's jobs on its clock, all ended: 1 (``-N 3 -n 3``) ran on gpu[1-3]; srun's allocations 2
+    and 3 on gpu[3-4] (4 tasks) and gpu[2,4] (2), in one second; job 4's id spent (module docstring: trainhub
+    refuses alone-over before allocating); jobs 5-10 as small-diffs.sh submitted them, 6 run and ended at
+    once. No decay run in between: every job's priority is the first pass's."""
+    cluster, _ = harness_cluster(cast, now)
+    alice = get_user_model().objects.get(username="alice")
+    start = REFUSED_AT - dt.timedelta(seconds=30)
+    run_pass(cluster, start - dt.timedelta(seconds=10))
+    SlurmCluster.objects.filter(pk=cluster.pk).update(last_decay_time=start, last_priority_time=start)
+    first = job_submit(cluster=cluster, user=alice, now=start,
+                       submission=Submission(argv=("-A", "physics", "-p", "batch", "-N", "3", "-n", "3", "--wrap", "true"),
+                                             alloc_node="localhost", submit_dir=WORK))
+    run_pass(cluster, start)
+    lifecycle.job_batch_finished(job_node=first.job_nodes.get(node__name="gpu1"), exit_code=0, signal=0,
+                                 max_rss_kb=None, now=start)
+    moment = start + dt.timedelta(seconds=10)
+    for nodes, tasks in (("gpu[3-4]", "4"), ("gpu[2,4]", "2")):
+        job = allocation_submit(cluster=cluster, user=alice, is_admin=False, now=moment, submission=Submission(
+            argv=("-A", "physics", "-p", "batch", "-w", nodes, "-n", tasks), allocation=True, alloc_node="localhost"))
+        run_pass(cluster, moment)
+        lifecycle.job_allocation_ended(job=SlurmJob.objects.get(pk=job.pk), exit_code=0, signal=0, now=moment)
+    take_job_ids(cluster, 1)
+    for name in ("sbatch-5", "sbatch-6", "sbatch-7", "sbatch-8", "sbatch-9", "sbatch-10"):
+        args = sbatch_args(name)
+        wrap = args.index("--wrap")
+        with contextlib.suppress(ApiError):
+            job_submit(cluster=cluster, user=alice, now=REFUSED_AT, submission=Submission(
+                argv=(*args[:wrap], "-o", "/dev/null", "--wrap", " ".join(args[wrap + 1:])), alloc_node="localhost",
+                submit_dir=WORK))
+    run_pass(cluster, REFUSED_AT)
+    sixth = SlurmJob.objects.get(cluster=cluster, job_id=6)
+    lifecycle.job_batch_finished(job_node=sixth.job_nodes.get(), exit_code=0, signal=0, max_rss_kb=None,
+                                 now=REFUSED_AT)
+    for job_node in JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG):
+        lifecycle.job_node_epilog_finished(job_node=job_node, exit_code=0, now=REFUSED_AT)
+    return cluster
+
+
+def test_a_refused_jobs_record_keeps_its_request(finished):
+    """scontrol-5: ``-n 3 --gpus-per-task=1 --cpus-per-gpu=100`` kept FAILED with its priority, 3 nodes (one a
+    task: no node has a task's 100 CPUs), CPUs/Task=100 and MinCPUsNode=100 beside NumCPUs=3 and TRES's
+    one node."""
+    shown = {"scontrol-5": reports.scontrol_jobs(finished, now=REFUSED_AT, job="5").text}
+    assert scontrol_differences(shown, REAL) == {}
+
+
+def test_sacct_shows_the_refused_job_beside_one_that_ran(finished):
+    """sacct-5: the FAILED record's ReqTRES (one node), no AllocTRES, ``None assigned``."""
+    fields = ["JobID", "State", "ExitCode", "ReqTRES", "AllocTRES", "NodeList"]
+    records = reports.sacct(finished, now=REFUSED_AT, viewer="root", all_users=True, allocations=True, jobs="5,6",
+                            fields=fields).items
+    assert sacct_text([record for record, _ in records], fields=fields, parsable="plain") == (
+        REAL / "sacct-5.txt").read_text()
+
+
+def test_squeue_all_lists_the_finished_jobs_in_slurms_order(finished):
+    """squeue-all: COMPLETED before FAILED (squeue's ``t`` compares the short codes), each with its nodes
+    and CPUs, a refused job its node count and reason; job 4's line left out (module docstring)."""
+    shown = reports.squeue(finished, now=REFUSED_AT + dt.timedelta(seconds=3), states="all",
+                           format="%i|%T|%D|%C|%b|%N|%r").text
+    recorded = (REAL / "squeue-all.txt").read_text()
+    assert shown == "".join(line for line in recorded.splitlines(keepends=True) if not line.startswith("4|"))

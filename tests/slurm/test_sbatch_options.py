@@ -111,6 +111,7 @@ def test_memory_fills_a_node(api, memory_cluster):
     assert {_node_of(first), _node_of(second)} == {"a4-0", "a4-1"}
     assert SlurmJob.objects.get(job_id=third).state == JobState.PENDING
     assert sbatch(api, "uma", f"--mem={memory_gb + 1}G", "--wrap", "true").json()["error"]["message"] == (
+        "sbatch: error: Memory specification can not be satisfied\n"
         "sbatch: error: Batch job submission failed: Requested node configuration is not available")
 
 

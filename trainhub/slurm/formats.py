@@ -24,6 +24,7 @@ Public API (pure Python, no Django)::
                                                          # for a field without a letter); unknown: error lines
     squeue_reads_more(format_text); squeue_reads_clock(format_text)   # what reports.squeue must read/refresh
     in_squeue_order(items, *, partition=, state=, priority=)   # squeue's default order, by getters
+    STATE_CODES   # a job state's short code (squeue's ST, -t's codes, its state order)
     report_text(header, lines) -> str   # header (None: -h) and lines as the command prints them
     LineCache().lines(report, rows, lay_out, keys=None)   # lines kept between reads of a report
     # sacct (reference 6.2)
@@ -86,6 +87,7 @@ __all__ = [
     "sprio_rows",
     "sprio_text",
     "in_squeue_order",
+    "STATE_CODES",
     "squeue_format",
     "squeue_header",
     "squeue_lines",
@@ -533,7 +535,7 @@ def sshare_rows(rows: Iterable[ShareRow], *, user: str | None = None, all_users:
 
 # --- squeue -------------------------------------------------------------------------------------
 
-_STATE_CODES = {"PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "CANCELLED": "CA",
+STATE_CODES = {"PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "CANCELLED": "CA",
                 "FAILED": "F", "TIMEOUT": "TO", "PREEMPTED": "PR", "NODE_FAIL": "NF", "REQUEUED": "RQ",
                 "SUSPENDED": "S", "BOOT_FAIL": "BF", "OUT_OF_MEMORY": "OOM", "DEADLINE": "DL",
                 "CONFIGURING": "CF", "REQUEUE_HOLD": "RH", "RESIZING": "RS", "REVOKED": "RV"}
@@ -588,6 +590,8 @@ class SqueueJob:
     exc_nodes: str = ""
     #: A running preemption victim's GraceTime end (SlurmJob.preempt_kill_time): %e's end if earlier.
     kill_time: dt.datetime | None = None
+    #: A finished job's end (None while it is queued).
+    end_time: dt.datetime | None = None
     submit_time: dt.datetime | None = None
     work_dir: str = ""
     #: The cluster's name; the submitter's uid, gid and group name (SlurmJob.uid, gid, group_name).
@@ -687,9 +691,9 @@ _SQUEUE_GETTERS: dict[str, Callable[[SqueueJob], str]] = {
     "A": lambda job: str(job.job_id), "F": lambda job: str(job.array_job_id or job.job_id),
     "K": lambda job: "N/A" if job.array_job_id is None else arrays.task_text(
         pending=job.array_pending, task_id=job.array_task_id, max_running=job.array_max_running),
-    "u": attrgetter("user"), "t": lambda job: _STATE_CODES.get(job.state, job.state[:2]), "T": attrgetter("state"),
+    "u": attrgetter("user"), "t": lambda job: STATE_CODES.get(job.state, job.state[:2]), "T": attrgetter("state"),
     "M": lambda job: _uncut_time(format_elapsed(job.elapsed_seconds)),
-    "l": lambda job: _uncut_time(format_time_limit(job.time_limit_minutes)), "D": lambda job: str(job.nodes), "R": lambda job: f"({job.reason})" if job.state == "PENDING" else job.nodelist,
+    "l": lambda job: _uncut_time(format_time_limit(job.time_limit_minutes)), "D": lambda job: str(job.nodes),
     "S": lambda job: job.start_time.strftime("%Y-%m-%dT%H:%M:%S") if job.start_time else "N/A",
     "Y": lambda job: job.sched_nodes or "(null)", "Q": lambda job: str(job.priority), "r": attrgetter("reason"),
     "N": attrgetter("nodelist"), "a": attrgetter("account"), "C": lambda job: str(job.cpus),
@@ -708,9 +712,22 @@ def limit_end(start: dt.datetime, limit_minutes: int, kill_time: dt.datetime | N
     return victim_end(start + dt.timedelta(minutes=limit_minutes), kill_time)
 
 
+#: The states whose %R is the reason, not the nodes (src/squeue/print.c ``_print_job_reason_list``).
+_REASON_SHOWN = frozenset({"PENDING", "FAILED", "TIMEOUT"})
+
+
+def _reason_or_nodes(job: SqueueJob) -> str:
+    """%R: ``(REASON)`` for a pending, failed or timed-out job, else its nodes (a cancelled or completed
+    job's, none if it never ran: fixtures/22.05/finished-jobs/squeue-all.txt)."""
+    return f"({job.reason})" if job.state in _REASON_SHOWN else job.nodelist
+
+
 def _end_time(job: SqueueJob) -> str:
-    """%e: start + time limit (limit_end); ``NONE`` without a limit, ``N/A`` for a pending job with no
-    expected start (fixtures/22.05/squeue-letters: running, BeginTime and waiting jobs)."""
+    """%e: a finished job's end (fixtures/22.05/finished-jobs/squeue-all-o.txt), else start + time limit
+    (limit_end); ``NONE`` without a limit, ``N/A`` for a pending job with no expected start
+    (fixtures/22.05/squeue-letters: running, BeginTime and waiting jobs)."""
+    if job.end_time is not None:
+        return _timestamp_cell(job.end_time)
     if job.start_time is None:
         return "N/A"
     if job.time_limit_minutes is None:
@@ -738,6 +755,7 @@ def _memory(job: SqueueJob) -> str:
 _SQUEUE_CONSTANTS = {"d": "0", "H": "*", "I": "*", "J": "*", "O": "0", "v": "(null)", "w": "(null)", "W": "(null)",
                      "X": "N/A", "z": "*:*:*"}
 _SQUEUE_GETTERS.update({
+    "R": _reason_or_nodes,
     "q": attrgetter("qos"), "c": lambda job: str(job.cpus_per_task), "e": _end_time,
     "E": lambda job: job.dependency or "(null)", "h": lambda job: "NO" if job.exclusive else "OK",
     "k": lambda job: job.comment or "(null)", "L": _time_left, "m": _memory, "n": attrgetter("req_nodes"),
@@ -863,20 +881,18 @@ def _squeue_getter(letter: str) -> Callable[[SqueueJob], str]:
     return _SQUEUE_GETTERS.get(letter, lambda job: "")
 
 
-_STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "SUSPENDED": 2, "COMPLETING": 3}
-
-
 def in_squeue_order(items: Iterable[Any], *, partition: Callable[[Any], str], state: Callable[[Any], str],
                     priority: Callable[[Any], int]) -> list[Any]:
     """``items``, given in the order of squeue's first sort (reports.squeue_first_sort), in squeue's
-    default order ``-S P,t,-p``: partition, state (pending, running, the rest), descending priority; equal
-    ones stay in the order given (src/squeue/sort.c ``sort_job_list``: one stable sort per key, last key
-    first). Three stable sorts, each reading its key in C where the getter is an attrgetter/itemgetter
-    (10,000 jobs: a third of a tuple key's cost)."""
+    default order ``-S P,t,-p``: partition, state, descending priority; equal ones stay in the order
+    given (src/squeue/sort.c ``sort_job_list``: one stable sort per key, last key first). ``t`` compares
+    the states' short codes as strings (``_sort_job_by_state_compact``): CA, CD, CG, F, PD, R, S, TO
+    (fixtures/22.05/finished-jobs/squeue-all.txt). Three stable sorts, each reading its key in C where
+    the getter is an attrgetter/itemgetter (10,000 jobs: a third of a tuple key's cost)."""
     ordered = sorted(items, key=priority, reverse=True)  # reverse=True keeps equal priorities in their order
-    # The state's rank of each item computed in C (map), then a stable sort of their positions by it:
+    # The state's code of each item computed in C (map), then a stable sort of their positions by it:
     # a lambda per item cost as much as the three other sorts together.
-    ranks = list(map(_STATE_ORDER.get, map(state, ordered), repeat(9)))
+    ranks = list(map(STATE_CODES.get, map(state, ordered), repeat("")))
     ordered = list(map(ordered.__getitem__, sorted(range(len(ordered)), key=ranks.__getitem__)))
     ordered.sort(key=partition)
     return ordered
@@ -929,7 +945,7 @@ def squeue_steps_text(steps: Iterable[SqueueJob], *, header: bool = True) -> str
 
 def squeue_rows(jobs: Iterable[SqueueJob]) -> list[dict[str, Any]]:
     return [{"jobId": job.job_id, "partition": job.partition, "name": job.name, "user": job.user, "state": job.state,
-             "stateCode": _STATE_CODES.get(job.state, job.state[:2]), "time": format_elapsed(job.elapsed_seconds),
+             "stateCode": STATE_CODES.get(job.state, job.state[:2]), "time": format_elapsed(job.elapsed_seconds),
              "timeLimit": format_time_limit(job.time_limit_minutes), "nodes": job.nodes, "nodelist": job.nodelist,
              "reason": job.reason, "priority": job.priority,
              "startTime": job.start_time.isoformat() if job.start_time else None, "schedNodes": job.sched_nodes,
@@ -1039,6 +1055,11 @@ class SacctJob:
     job_id_raw: str = ""
     #: Tasks of a step (1 for the batch script); None (blank) for a job's own record.
     ntasks: int | None = None
+    #: ReqCPUS and ReqNodes: what the job asked (scontrol_job.requested_cpus_and_nodes); AllocNodes: the
+    #: nodes it got, 0 if it never ran (finished-jobs/sacct-x-more.txt).
+    req_cpus: int = 0
+    req_nodes: int = 0
+    alloc_nodes: int = 0
 
 
 def _timestamp(moment: dt.datetime | None) -> str:
@@ -1070,6 +1091,10 @@ SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "alloctres": (PrintField("AllocTRES", 10), lambda j: j.alloc_tres),
     "reqtres": (PrintField("ReqTRES", 10), lambda j: j.req_tres),
     "ntasks": (PrintField("NTasks", 8, "uint"), lambda j: j.ntasks),
+    "ncpus": (PrintField("NCPUS", 10, "uint"), lambda j: j.alloc_cpus),
+    "reqcpus": (PrintField("ReqCPUS", 8, "uint"), lambda j: j.req_cpus),
+    "reqnodes": (PrintField("ReqNodes", 8, "uint"), lambda j: j.req_nodes),
+    "allocnodes": (PrintField("AllocNodes", 10, "uint"), lambda j: j.alloc_nodes),
 }
 SACCT_DEFAULT_FIELDS = ("jobid", "jobname", "partition", "account", "alloccpus", "state", "exitcode")
 

@@ -22,7 +22,7 @@ from signal import SIGINT
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import (BigIntegerField, Case, DateTimeField, Exists, F, Func, IntegerField, Max, OuterRef,
+from django.db.models import (BigIntegerField, Case, CharField, DateTimeField, Exists, F, Func, IntegerField, Max, OuterRef,
                               Prefetch, Q, QuerySet, Subquery, Value, When)
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
@@ -138,7 +138,7 @@ class Report:
 
 # --- squeue -------------------------------------------------------------------------------------
 
-_SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "state", "start_time", "time_limit", "num_nodes",
+_SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "squeue_state", "start_time", "time_limit", "num_nodes",
                   "node_list", "reason", "expected_start", "priority", "end_time", "expected_nodes", "account",
                   "num_tasks", "cpus_per_task", "gpus_per_node", "nice", "array_job_id", "array_task_id",
                   "array_pending", "array_max_running", "features", "gpus_per_task", "qos", "comment", "dependency",
@@ -179,11 +179,6 @@ def _squeue_widened(row: tuple) -> tuple:
     return tuple(shown[name] if name in shown else _SQUEUE_UNSHOWN[name] for name in _SQUEUE_FIELDS)
 
 
-def _squeue_state(job_state: str) -> str:
-    """What squeue shows of a job it lists: pending, running, or completing (its epilog still runs)."""
-    return job_state if job_state in (JobState.PENDING, JobState.RUNNING) else "COMPLETING"
-
-
 def expected_start_shown(expected: dt.datetime | None, now: dt.datetime) -> dt.datetime | None:
     """A pending job's expected start as squeue and scontrol show it: ``now`` once it has passed and the
     job still waits (fixtures/22.05/start-passed: job 5 planned at 14:47:34 shows 14:47:39 at 14:47:39,
@@ -198,12 +193,11 @@ def _expected_start_shown_sql(now: dt.datetime) -> Case:
 
 
 def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
-    (job_id, partition, name, user_name, job_state, start_time, time_limit, num_nodes, node_list, reason,
+    (job_id, partition, name, user_name, state, start_time, time_limit, num_nodes, node_list, reason,
      expected_start, priority, end_time, expected_nodes, account, num_tasks, cpus_per_task, gpus_per_node, nice,
      array_job_id, array_task_id, array_pending, array_max_running, features, gpus_per_task, qos, comment, depends,
      exclusive, mem_per_node, mem_per_cpu, req_nodes, exc_nodes, submit_time, work_dir, gpus_per_job, gpu_request,
      ntasks_per_node, cpus_per_gpu, kill_time, min_nodes, tasks_from_nodes, *more) = row
-    state = _squeue_state(job_state)
     running_for = ((end_time or now) - start_time).total_seconds() if start_time else 0
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=gpu_request, per_job=gpus_per_job, per_node=gpus_per_node, per_task=gpus_per_task)
@@ -211,7 +205,9 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     tasks = scontrol_job.asked_tasks(num_tasks=num_tasks, tasks_from_nodes=tasks_from_nodes,
                                      pending=state == JobState.PENDING)
     cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else tasks) * cpus_per_task
-    if cpus_per_gpu and state != JobState.PENDING:  # and --cpus-per-gpu's for its GPUs (cpus-per-gpu/squeue.txt)
+    # and, once it got nodes, --cpus-per-gpu's for its GPUs (cpus-per-gpu/squeue.txt; a refused record
+    # none: small-diffs/squeue-all.txt, ``-n 1 --gpus-per-task=2 --cpus-per-gpu=9`` CPUS 1)
+    if cpus_per_gpu and state != JobState.PENDING and node_list:
         cpus = scheduler.cpus_for_gpus(cpus, scontrol_job.requested_gpus(
             nodes=num_nodes, num_tasks=num_tasks, gpus_per_job=gpus_per_job, gpus_per_task=gpus_per_task,
             gpus_per_node=gpus_per_node), cpus_per_gpu)
@@ -222,7 +218,9 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     return formats.SqueueJob(
         job_id=job_id, partition=partition, name=name, user=user_name, state=state,
         elapsed_seconds=max(0, int(running_for)), time_limit_minutes=time_limit, nodes=num_nodes, nodelist=node_list,
-        reason=reason, start_time=expected_start_shown(expected_start, now) if state == JobState.PENDING else start_time,
+        # a job cancelled while pending started and ended at the cancel (finished-jobs/squeue-all-o.txt)
+        reason=reason, start_time=expected_start_shown(expected_start, now) if state == JobState.PENDING
+        else start_time or end_time,
         priority=priority,
         sched_nodes=expected_nodes if state == JobState.PENDING else "", account=account,
         cpus=cpus, tres_per_job=tres_per_job, tres_per_node=tres_per_node, tres_per_task=tres_per_task, nice=nice,
@@ -232,6 +230,7 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         exclusive=exclusive, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu, req_nodes=req_nodes,
         exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir, num_tasks=num_tasks,
         kill_time=kill_time if state == JobState.RUNNING else None,
+        end_time=None if state in (JobState.PENDING, JobState.RUNNING) else end_time,
         **(_squeue_more(more, start_time, submit_time, depends, now, tres) if more else {}))
 
 
@@ -265,7 +264,12 @@ def _squeue_rows(cluster: SlurmCluster, format_text: str, now: dt.datetime) -> Q
     job's association (its partition's, else the one for every partition), the cluster's last scheduler
     pass, and for tres-alloc its current run's CPUs and GPUs, its nodes' largest memory and whether
     memory is consumable (None otherwise: no join, and a kept line is not laid out again at every pass)."""
-    rows = SlurmJob.objects.filter(cluster=cluster)
+    active = [JobState.PENDING, JobState.RUNNING]
+    epilog = JobNode.objects.filter(job=OuterRef("pk"), phase=NodePhase.EPILOG)
+    # A finished job whose epilog still runs on a node is COMPLETING.
+    rows = SlurmJob.objects.filter(cluster=cluster).annotate(squeue_state=Case(
+        When(state__in=active, then=F("state")), When(Exists(epilog), then=Value("COMPLETING")),
+        default=F("state"), output_field=CharField()))
     if not formats.squeue_reads_more(format_text):
         return rows
     association = Association.objects.filter(
@@ -309,26 +313,39 @@ def squeue_first_sort(now: dt.datetime) -> tuple:
     merge sort thereby reverses them (fixtures/22.05/order: b-squeue-o lists the urgent jobs started at
     11:51:02 before those of 11:50:59, and pending 19 before 17)."""
     pending = Q(state=JobState.PENDING)
-    start = Case(When(pending, then=_expected_start_shown_sql(now)), default=F("start_time"),
+    start = Case(When(pending, then=_expected_start_shown_sql(now)), default=Coalesce("start_time", "end_time"),
                  output_field=DateTimeField())
     unknown_reversed = Case(When(pending & Q(expected_start__isnull=True), then=-F("job_id")), default=F("job_id"),
                             output_field=BigIntegerField())
     return start.desc(nulls_last=True), unknown_reversed
 
 
-def _squeue_in_order(rows, *, wanted: set[str], start: bool, now: dt.datetime):
-    """squeue's selection and order (formats.squeue_order) in SQL, so that a page reads only its jobs."""
+def _squeue_selected(cluster: SlurmCluster, rows: QuerySet, *, states: str, now: dt.datetime) -> QuerySet:
+    """The jobs squeue lists (rows annotated by _squeue_rows): without -t the queued and completing ones,
+    with -j too (src/squeue/filter.c); with -t, of slurmctld's jobs (those, and the ones that ended within
+    MinJobAge: it purges them after) the states it names (a name or short code, ``all`` any; a completing
+    job is only CG) (fixtures/22.05/finished-jobs: squeue, squeue-all, squeue-finished, squeue-j-default).
+    The plain columns select first: the shown state is worked out only for the rows they keep."""
     active = [JobState.PENDING, JobState.RUNNING]
-    if wanted:
-        shown = Q(state__in=[state for state in active if state in wanted])
-        if "COMPLETING" in wanted:
-            shown |= ~Q(state__in=active)
-        rows = rows.filter(shown)
+    completing = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
+                  .exclude(job__state__in=active).values("job_id"))
+    queued = Q(state__in=active) | Q(pk__in=completing)
+    wanted = _states(states)
+    if not wanted:
+        return rows.filter(queued)
+    kept = rows.filter(queued | Q(end_time__gte=now - dt.timedelta(
+        seconds=parse_config(cluster.config).min_job_age)))
+    return kept if "ALL" in wanted else kept.filter(squeue_state__in=wanted)
+
+
+def _squeue_in_order(rows: QuerySet, *, start: bool, now: dt.datetime) -> QuerySet:
+    """squeue's order (formats.squeue_order) in SQL, so that a page reads only its jobs."""
     if start:
         return rows.filter(state=JobState.PENDING).order_by(_expected_start_shown_sql(now).asc(nulls_last=True),
                                                             "job_id")
-    state_order = Case(When(state=JobState.PENDING, then=0), When(state=JobState.RUNNING, then=1), default=3)
-    return rows.order_by("partition", state_order, "-priority", *squeue_first_sort(now))
+    state_code = Case(*(When(squeue_state=state, then=Value(code)) for state, code in formats.STATE_CODES.items()),
+                      default=Value(""), output_field=CharField())
+    return rows.order_by("partition", state_code, "-priority", *squeue_first_sort(now))
 
 
 def _job_selection(text: str) -> tuple[Q, Callable[[formats.SqueueJob], list[formats.SqueueJob]]]:
@@ -356,14 +373,11 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
            page: slice | None = None, array_tasks: bool = False) -> Report:
     """``format``: an -o format string (formats.squeue_long_format makes one of -O's fields);
     ``array_tasks`` (squeue -r): an array's pending tasks one per line."""
-    active = [JobState.PENDING, JobState.RUNNING]
-    completing_ids = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
-                      .exclude(job__state__in=active).values("job_id"))
     format_text = formats.squeue_format(long=long, start=start, format=format)
     fields = _squeue_fields(format_text)
     # The cluster's jobs read straight off its (cluster, job id) index, not through a subquery of
     # their own ids (which cost a quarter more and a sort over 10,000 pending jobs).
-    rows = _squeue_rows(cluster, format_text, now).filter(Q(state__in=active) | Q(pk__in=completing_ids))
+    rows = _squeue_selected(cluster, _squeue_rows(cluster, format_text, now), states=states, now=now)
     if user:
         rows = rows.filter(user_name__in=_names(user))
     if partition:
@@ -372,26 +386,22 @@ def squeue(cluster: SlurmCluster, *, now: dt.datetime, user: str = "", partition
     if jobs:
         selection, shown = _job_selection(jobs)
         rows = rows.filter(selection)
-    wanted = _states(states)
     if page is not None:
-        rows = _squeue_in_order(rows, wanted=wanted, start=start, now=now)
+        rows = _squeue_in_order(rows, start=start, now=now)
         # Tuples, not model instances, and only the page's: the queue page refreshes every 5 s.
         items = _squeue_items(rows[page].values_list(*fields), now, shown, array_tasks)
         return Report(formats.squeue_text(items, long=long, start=start, format=format), items,
                       formats.squeue_rows, total=rows.count())
     rows = rows.order_by(*squeue_first_sort(now))
     if shown is not None or array_tasks or start:
-        items = [item for item in _squeue_items(rows.values_list(*fields), now, shown, array_tasks)
-                 if not wanted or item.state in wanted]
+        items = _squeue_items(rows.values_list(*fields), now, shown, array_tasks)
         return Report(formats.squeue_text(items, long=long, start=start, format=format), items, formats.squeue_rows)
     # One line per row: laid out once per row and kept (formats.LineCache) while the row stays the
     # same, except a job that has started, whose TIME moves with ``now``.
     narrow = format_text in _SQUEUE_NARROW_FORMATS
     fetched, converted = _driver_rows(rows, _SQUEUE_SHOWN if narrow else fields)
-    selected = formats.in_squeue_order(
-        [row for row in fetched if not wanted or _squeue_state(row[4]) in wanted],
-        # A finished job squeue lists is COMPLETING: its stored state ranks after RUNNING as that does.
-        partition=itemgetter(1), state=itemgetter(4), priority=itemgetter(11))
+    selected = formats.in_squeue_order(fetched, partition=itemgetter(1), state=itemgetter(4),
+                                       priority=itemgetter(11))
     clocked = formats.squeue_reads_clock(format_text)
 
     def items(chosen: Sequence[tuple]) -> list[formats.SqueueJob]:
@@ -519,10 +529,11 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     return report
 
 
-def _num_tasks(job: SlurmJob, *, rejected: bool, allocated_cpus: int | None) -> str:
-    """NumTasks: N/A for a rejected job -n did not give one to (NO_VAL); once running with
-    --ntasks-per-node, what its CPUs hold (ntasks-per-node/scontrol-1: ``-n 20`` on 3 x 8 CPUs, 24)."""
-    if rejected and not job.nodes_from_tasks:
+def _num_tasks(job: SlurmJob, *, untested: bool, allocated_cpus: int | None) -> str:
+    """NumTasks: N/A for a job no node test gave one to that -n did not (NO_VAL: rejected, or cancelled
+    while held or before its begin time: finished-jobs/scontrol-4); once running with --ntasks-per-node,
+    what its CPUs hold (ntasks-per-node/scontrol-1: ``-n 20`` on 3 x 8 CPUs, 24)."""
+    if untested and not job.nodes_from_tasks:
         return "N/A"
     if allocated_cpus is not None and job.ntasks_per_node:
         return str(allocated_cpus // job.cpus_per_task)
@@ -551,11 +562,16 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     ``memory_is_consumable``: SelectTypeParameters=CR_*_Memory."""
     allocated = last_run[2:] if last_run and last_run[0] == job.restart_count else None
     pending = job.state == JobState.PENDING
-    waiting = pending and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
-    future = pending and job.begin_time > now
+    # cancelled while pending: slurmctld keeps it as it waited, its start and end the cancel's
+    # (fixtures/22.05/finished-jobs/scontrol-4, -5)
+    never_ran = not pending and job.state != JobState.RUNNING and job.start_time is None
+    waiting = (pending or never_ran) and (bool(job.hold) or job.reason in ("Dependency", "DependencyNeverSatisfied"))
+    future = (pending or never_ran) and job.begin_time > now
     started = not pending and job.start_time is not None
     limit = dt.timedelta(minutes=job.time_limit) if job.time_limit is not None else None
-    if started:
+    if never_ran:
+        start = end = job.end_time
+    elif started:
         kill_time = job.preempt_kill_time if job.state == JobState.RUNNING else None
         start, end = job.start_time, job.end_time or (
             formats.limit_end(job.start_time, job.time_limit, kill_time) if limit else None)
@@ -587,7 +603,10 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
             evaluated, scheduler = last_backfill, "Backfill:*"
     # the --gres=gpu:9 kind: slurmctld made the record, then failed its node test (services.jobs)
     rejected = job.state == JobState.FAILED and job.reason == "BadConstraints" and not job.node_list
-    asked = pending or rejected  # TRES as requested (scontrol_job.job_cpus_and_tres)
+    # its record keeps the CPUs --cpus-per-gpu gave each task's --gpus-per-task, not counted in its NumCPUs
+    # (small-diffs/scontrol-5: ``-n 3 --gpus-per-task=1 --cpus-per-gpu=100``, CPUs/Task=100 NumCPUs=3)
+    cpus_per_task = max(job.cpus_per_task, job.gpus_per_task * job.cpus_per_gpu) if rejected else job.cpus_per_task
+    asked = pending or rejected or never_ran  # TRES as requested (scontrol_job.job_cpus_and_tres)
     cpus, tres = scontrol_job.job_cpus_and_tres(
         requested=asked, allocated=allocated if started else None, num_nodes=job.num_nodes,
         nodes_from_tasks=job.nodes_from_tasks, num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task,
@@ -616,7 +635,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         run_seconds=int(((job.end_time or now) - job.start_time).total_seconds()) if started else 0,
         time_limit=job.time_limit, submit=job.submit_time, eligible=eligible,
         accrue=job.accrue_time, start=start, end=end,
-        preempt_eligible=job.start_time + exempt if started else None, preempt_time=job.preempt_time,
+        preempt_eligible=start + exempt if started or never_ran else None, preempt_time=job.preempt_time,
         last_sched_eval=evaluated, scheduler=scheduler,
         partition=job.partition, alloc_node=job.alloc_node, alloc_sid=job.alloc_sid, req_nodes=job.req_nodes,
         exc_nodes=job.exc_nodes, node_list=job.node_list if started else "",
@@ -625,10 +644,11 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         batch_host=(batch_host or expand(job.node_list)[0]) if started and job.node_list else "",
         num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
         num_cpus=cpus,
-        num_tasks=_num_tasks(job, rejected=rejected, allocated_cpus=cpus if started and allocated else None),
-        cpus_per_task=job.cpus_per_task, ntasks_per_node=job.ntasks_per_node,
+        num_tasks=_num_tasks(job, untested=rejected or never_ran and (waiting or future),
+                             allocated_cpus=cpus if started and allocated else None),
+        cpus_per_task=cpus_per_task, ntasks_per_node=job.ntasks_per_node,
         # job_mgr.c _copy_job_desc_to_job_record: pn_min_cpus = MAX(it, cpus_per_task x ntasks_per_node)
-        min_cpus_node=job.cpus_per_task * max(job.ntasks_per_node if job.num_tasks > 1 else 1, 1),
+        min_cpus_node=cpus_per_task * max(job.ntasks_per_node if job.num_tasks > 1 else 1, 1),
         tres=tres,
         mem_per_node=job.mem_per_node, mem_per_cpu=job.mem_per_cpu, features=job.features,
         exclusive=job.exclusive, command=scontrol_job.command_text(job.script_path, job.script_args),
@@ -997,7 +1017,8 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
     if state == JobState.CANCELLED and desc.startswith("by "):
         name = desc[3:]
         state = f"CANCELLED by {job.uid if name == job.user_name else uids.get(name, name)}"
-    start = run.start_time if run else None
+    # a refused job's record started and ended at its submission (finished-jobs/sacct-x-more.txt)
+    start = run.start_time if run else job.start_time
     end = (run.end_time if run else job.end_time)
     elapsed = int(((end or now) - start).total_seconds()) if start else 0
     exit_code, signal = (run.exit_code, run.exit_signal) if run else (job.exit_code, job.exit_signal)
@@ -1010,9 +1031,10 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
                        or job.mem_per_cpu * run.alloc_cpus)
     # a job that never ran: what it asked (fixtures/22.05/node-range/sacct.txt: ``-N 2-4`` cancelled while it
     # waited, 1 CPU on 2 nodes; ntasks/sacct.txt: ``-n 65`` 65 on 1)
-    cpus, nodes = (run.alloc_cpus, run.num_nodes) if run else scontrol_job.requested_cpus_and_nodes(
+    asked_cpus, asked_nodes = scontrol_job.requested_cpus_and_nodes(
         num_tasks=job.num_tasks, cpus_per_task=job.cpus_per_task, tasks_from_nodes=job.tasks_from_nodes,
         num_nodes=job.num_nodes, min_nodes=job.min_nodes, nodes_from_tasks=job.nodes_from_tasks)
+    cpus, nodes = (run.alloc_cpus, run.num_nodes) if run else (asked_cpus, asked_nodes)
     return formats.SacctJob(
         job_id=arrays.display_id(job_id=job.job_id, array_job_id=job.array_job_id, pending=job.array_pending,
                                  task_id=job.array_task_id, max_running=job.array_max_running),
@@ -1022,7 +1044,8 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
         time_limit_minutes=job.time_limit, nnodes=nodes,
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
-        alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres)
+        alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres, req_cpus=asked_cpus, req_nodes=asked_nodes,
+        alloc_nodes=run.num_nodes if run else 0)
 
 
 def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJob], str]:

@@ -272,8 +272,10 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     tasks_per_node = max(-(-(request.ntasks or nodes) // nodes), request.ntasks_per_node or 0)
     cpus = scheduler.cpus_for_gpus(tasks_per_node * (request.cpus_per_task or 1), request.gpus_per_node or 0,
                                    request.cpus_per_gpu or 0)
-    memory = ((request.mem or (request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
-        request.gpus_per_node or 0)) if state.config.memory_is_consumable else 0)
+    # --mem against each node's RealMemory even where memory is not consumable (node_scheduler.c
+    # _build_node_list: finished-jobs/sbatch-mem, --mem=20000 on nodes of 16000 under CR_CPU)
+    memory = request.mem or ((request.mem_per_cpu or 0) * cpus or (request.mem_per_gpu or 0) * (
+        request.gpus_per_node or 0) if state.config.memory_is_consumable else 0)
     fitting = [node for node in members
                if node.gpus >= (request.gpus_per_node or 0)
                and (request.gpu_type is None or node.gpu_type == request.gpu_type)
@@ -288,18 +290,40 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
 
 #: slurmctld's words, before the refusal, for a job whose every node needs more CPUs than any node has.
 CPU_COUNT_UNSATISFIED = "sbatch: error: CPU count per node can not be satisfied\n"
+#: ... and for one whose --mem is more than any node's RealMemory (finished-jobs/sbatch-mem.err).
+MEMORY_UNSATISFIED = "sbatch: error: Memory specification can not be satisfied\n"
 
 
-def _cpu_count_line(request: SbatchOptions, state: snapshot.ClusterState, partition: str) -> str:
-    """CPU_COUNT_UNSATISFIED where the CPUs the job needs on each node (its pn_min_cpus: a task's CPUs,
-    -c or --gpus-per-task x --cpus-per-gpu, times --ntasks-per-node) are more than the partition's
-    biggest node has, else "" (fixtures/22.05/small-diffs/sbatch-*.err: ``-c 17``,
-    ``--ntasks-per-node=17``, ``--gpus-per-task=2 --cpus-per-gpu=9`` on nodes of 16 say it; ``-N 1 -n
-    17`` and, in cpus-per-gpu/sbatch-big, ``--gres=gpu:1 --cpus-per-gpu=17`` fail without it)."""
-    per_task = request.cpus_per_task or (request.gpus_per_task[1] * request.cpus_per_gpu
-                                         if request.gpus_per_task and request.cpus_per_gpu else 1)
+def _cpus_per_task(request: SbatchOptions) -> int:
+    """A task's CPUs as slurmctld's node test counts them: -c, else --gpus-per-task x --cpus-per-gpu."""
+    return request.cpus_per_task or (request.gpus_per_task[1] * request.cpus_per_gpu
+                                     if request.gpus_per_task and request.cpus_per_gpu else 1)
+
+
+def _refused_node_count(request: SbatchOptions, state: snapshot.ClusterState, partition: str) -> int:
+    """The nodes the record of a job refused at its node test shows (NumNodes, squeue's NODES): -n's tasks
+    over the partition's biggest node, at least one a node where a task needs more CPUs than it has
+    (fixtures/22.05/small-diffs: ``-n 3 --gpus-per-task=1 --cpus-per-gpu=100`` 3 nodes, ``-N 1 -n 17``
+    2; without -n, ``-c 17`` and ``--ntasks-per-node=17`` 1); 1 without -n."""
+    if not request.ntasks:
+        return 1
     biggest = max((state.nodes[pk].cpus for pk in state.partitions[partition].node_pks), default=0)
-    return CPU_COUNT_UNSATISFIED if per_task * (request.ntasks_per_node or 1) > biggest else ""
+    return -(-request.ntasks // max(1, biggest // _cpus_per_task(request)))
+
+
+def _unsatisfied_lines(request: SbatchOptions, state: snapshot.ClusterState, partition: str) -> str:
+    """slurmctld's lines before a node test's refusal: CPU_COUNT_UNSATISFIED where the CPUs the job needs
+    on each node (its pn_min_cpus: a task's CPUs, -c or --gpus-per-task x --cpus-per-gpu, times
+    --ntasks-per-node) are more than the partition's biggest node has (fixtures/22.05/small-diffs/sbatch-*.err:
+    ``-c 17``, ``--ntasks-per-node=17``, ``--gpus-per-task=2 --cpus-per-gpu=9`` on nodes of 16 say it;
+    ``-N 1 -n 17`` and, in cpus-per-gpu/sbatch-big, ``--gres=gpu:1 --cpus-per-gpu=17`` fail without it),
+    MEMORY_UNSATISFIED where --mem is more than any of its nodes has; "" if neither."""
+    per_task = _cpus_per_task(request)
+    members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
+    biggest = max((node.cpus for node in members), default=0)
+    most_memory = max((node.memory_mb for node in members), default=0)
+    return ((CPU_COUNT_UNSATISFIED if per_task * (request.ntasks_per_node or 1) > biggest else "")
+            + (MEMORY_UNSATISFIED if (request.mem or 0) > most_memory else ""))
 
 
 def _dependency(cluster: SlurmCluster, options: SbatchOptions) -> str:
@@ -478,11 +502,12 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     if node_error:
         # slurmctld made the job record before its node test failed: the job id is taken and sacct
         # shows the job FAILED 1:0 (fixtures/22.05/scenario: sbatch-3-gres9, sacct-a-*).
+        fields["num_nodes"] = max(fields["num_nodes"], _refused_node_count(options, state, partition))
         _job_create(cluster, state, user=user, options=options, submission=submission, script=script, now=now,
                     account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
                     time_limit=accepted.time_limit_minutes, state=JobState.FAILED, reason="BadConstraints",
                     exit_code=1, exit_signal=0, start_time=now, end_time=now, **fields)
-        raise _refuse(_cpu_count_line(options, state, partition) + SUBMIT_FAILED + node_error)
+        raise _refuse(_unsatisfied_lines(options, state, partition) + SUBMIT_FAILED + node_error)
     depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE
     reason = ("JobHeldUser" if hold else "BeginTime" if begin > now else dependency.pending_reason(depends)
@@ -547,10 +572,10 @@ def _cancel_one(job: SlurmJob, actor: AbstractBaseUser, now: dt.datetime, prefix
         if job.state == JobState.PENDING:
             job.state = JobState.CANCELLED
             job.end_time = now
-            job.reason = "None"
+            # it keeps the reason it waited for (fixtures/22.05/finished-jobs: BeginTime, JobHeldUser)
             job.state_desc = desc
             job.expected_start = None
-            job.save(update_fields=["state", "end_time", "reason", "state_desc", "expected_start"])
+            job.save(update_fields=["state", "end_time", "state_desc", "expected_start"])
             job_event(job, now, f"Cancelled while pending, {desc}.")
             mail_job_ended(job=job, now=now)
         elif job.state == JobState.RUNNING and job.cancellable:

@@ -95,10 +95,17 @@ def _leave_nodes(job: SlurmJob) -> None:
     nodes.exclude(phase=NodePhase.RUNNING, batch_host=True).update(phase=NodePhase.EPILOG, kill_at=None)
 
 
+#: The reason slurmctld gives a job whose script or command exited non-zero (FAIL_EXIT_CODE).
+NON_ZERO_EXIT_CODE = "NonZeroExitCode"
+
+
 def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, signal: int = 0,
          desc: str = "", reason: str = "None") -> None:
     if state == JobState.TIMEOUT and desc == TIME_LIMIT:
         reason = TIME_LIMIT_REASON
+    elif state == JobState.FAILED and reason == "None":
+        # job_completion: a non-zero exit is FAIL_EXIT_CODE (fixtures/22.05/finished-jobs/scontrol-2: exit 3)
+        reason = NON_ZERO_EXIT_CODE
     _close_run(job, state, now, exit_code=exit_code, signal=signal, desc=desc)
     _leave_nodes(job)
     job.state = state
