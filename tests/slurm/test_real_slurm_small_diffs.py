@@ -4,7 +4,8 @@
   gpu[1-3]): host lists, ``NAME*K``, several names a line, blank lines and comments, -n shorter than
   the file (reading stops there; more distinct nodes than -n are cut to the first in node-list
   order), and every refusal with srun's lines and exit status; outside a job (alone-*.txt) the
-  allocation is made on the file's nodes.
+  allocation is made on the file's nodes, and a file of more names than -n (alone-over) fails its
+  step there (fixtures/22.05/hostfile-edge replays it with the job's records).
 - ``srun --cpu-bind=map_cpu:0*N`` with N so large the variables cannot be set (out-1.txt): srun and
   each task's slurmstepd say so and the task runs without them; bad multipliers are refused.
 - ``scontrol show node``'s CfgTRES billing under partitions' TRESBillingWeights (node-*.txt).
@@ -13,10 +14,7 @@
 
 Known differences, kept: 22.05 writes out ``map_cpu:0*2147483647`` for minutes before it launches
 anything (killed after 20 s: rc=137), where trainhub sees at once that no variable can hold it and
-runs the step without them; outside a job a file of more names than -n (alone-over) gets an
-allocation from 22.05 whose step then fails (``Unable to create step for job 4: Unspecified error``,
-the job FAILED, JobLaunchFailure), where trainhub refuses it before allocating, with the line srun
-prints for the same file inside a job. Not done: the FAILED records' own fields (scontrol-5.txt:
+runs the step without them. Not done: the FAILED records' own fields (scontrol-5.txt:
 22.05 keeps NumNodes=3, CPUs/Task=100 and MinCPUsNode=100 for ``-n 3 --gpus-per-task=1
 --cpus-per-gpu=100`` and a priority, where trainhub's record has 1 node, 1 CPU a task, priority 0).
 """
@@ -258,20 +256,24 @@ def test_outside_a_job_the_allocation_is_the_files_nodes(cast, now, tmp_path, mo
         recorded_srun_layout(text)
 
 
-@pytest.mark.parametrize(("name", "hostfile"), [("fewer", "gpu4\n"), ("over", "gpu4*3\n")])
-def test_outside_a_job_a_file_short_of_n_is_refused(tmp_path, monkeypatch, name, hostfile):
-    """fewer: slurm_read_hostfile's lines, as 22.05 printed them. over: trainhub refuses before
-    allocating (module docstring)."""
-    (tmp_path / "hosts").write_text(hostfile)
+def test_outside_a_job_a_file_short_of_n_is_refused(tmp_path, monkeypatch):
+    """fewer: slurm_read_hostfile's lines, as 22.05 printed them."""
+    (tmp_path / "hosts").write_text("gpu4\n")
     monkeypatch.setenv("SLURM_HOSTFILE", str(tmp_path / "hosts"))
     with pytest.raises(CliError) as refused:
         srun_cli.split(["-A", "physics", "-p", "batch", "-m", "arbitrary", "-n", "2", "-l", "sh"])
-    _, err, status = alone(name)
-    if name == "fewer":
-        assert (refused.value.message + "\n", status) == (err, 1)
-    else:
-        assert refused.value.message == "srun: error: You asked for 2 tasks but hostlist specified 3 nodes"
-        assert err == "srun: error: Unable to create step for job 4: Unspecified error\n" and status == 1
+    _, err, status = alone("fewer")
+    assert (refused.value.message + "\n", status) == (err, 1)
+
+
+def test_outside_a_job_a_file_over_n_is_allocated_and_its_step_fails(tmp_path, monkeypatch):
+    """over: job 4 on gpu4, its step refused with slurmctld's reason (test_real_slurm_hostfile_edge replays
+    the same case with the job's records)."""
+    (tmp_path / "hosts").write_text("gpu4*3\n")
+    monkeypatch.setenv("SLURM_HOSTFILE", str(tmp_path / "hosts"))
+    job_options, _ = srun_cli.split(["-A", "physics", "-p", "batch", "-m", "arbitrary", "-n", "2", "-l", "sh"])
+    assert job_options[-2:] == ["--nodelist=gpu4", "--nodes=1"]
+    assert alone("over")[1:] == ("srun: error: Unable to create step for job 4: Unspecified error\n", 1)
 
 
 def partition_lines(name: str) -> dict[str, dict[str, str]]:
