@@ -75,8 +75,16 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
         job += _arbitrary_allocation(given)
     if not any(name == "job-name" for name, _ in given):
         job.insert(0, f"--job-name={os.path.basename(command[0])}")
-    step = [_argument(name, value) for name, value in given if name in STEP_OPTIONS or name in STEP_SHAPE]
+    step = [_argument(name, value) for name, value in given
+            if name in STEP_OPTIONS or (name in STEP_SHAPE and not _node_range(name, value))]
     return job, ["srun", *step, "--", *command]
+
+
+def _node_range(name: str, value: str | None) -> bool:
+    """-N MIN-MAX shapes the job, not its step: the step runs on every node the job got, a task on each
+    without -n (srun's job_create_allocation takes the allocation's node count; fixtures/22.05/alloc-range:
+    ``srun -N 2-4`` on 4 idle nodes runs 4 tasks, on 2 free ones 2)."""
+    return name == "nodes" and value is not None and "-" in value
 
 
 def _arbitrary_allocation(given: list[tuple[str, str | None]]) -> list[str]:
