@@ -4,7 +4,8 @@
   gpu[1-3]): host lists, ``NAME*K``, several names a line, blank lines and comments, -n shorter than
   the file (reading stops there; more distinct nodes than -n are cut to the first in node-list
   order), and every refusal with srun's lines and exit status; outside a job (alone-*.txt) the
-  allocation is made on the file's nodes.
+  allocation is made on the file's nodes, and a file of more names than -n (alone-over) fails its
+  step there (fixtures/22.05/hostfile-edge replays it with the job's records).
 - ``srun --cpu-bind=map_cpu:0*N`` with N so large the variables cannot be set (out-1.txt): srun and
   each task's slurmstepd say so and the task runs without them; bad multipliers are refused.
 - ``scontrol show node``'s CfgTRES billing under partitions' TRESBillingWeights (node-*.txt).
@@ -17,11 +18,7 @@
 
 Known differences, kept: 22.05 writes out ``map_cpu:0*2147483647`` for minutes before it launches
 anything (killed after 20 s: rc=137), where trainhub sees at once that no variable can hold it and
-runs the step without them; outside a job a file of more names than -n (alone-over) gets an
-allocation from 22.05 whose step then fails (``Unable to create step for job 4: Unspecified error``,
-the job FAILED, JobLaunchFailure), where trainhub refuses it before allocating, with the line srun
-prints for the same file inside a job: squeue-all's ``4|FAILED|1|2|N/A|gpu4|JobLaunchFailure`` has no
-trainhub job (the replay spends its id). A job refused before the cluster's first decay run keeps
+runs the step without them. A job refused before the cluster's first decay run keeps
 Priority=0 in trainhub (a job's priority waits for that run, and it never runs a finished job's), where
 slurmctld computes it as it makes the record (the replay runs a pass first).
 """
@@ -45,7 +42,7 @@ from trainhub.slurm.models import JobNode, JobStep, NodePhase, SlurmCluster, Slu
 from trainhub.slurm.services import lifecycle
 from trainhub.slurm.services.allocations import allocation_submit
 from trainhub.slurm.services.clusters import partition_update
-from trainhub.slurm.services.jobs import Submission, job_submit, take_job_ids
+from trainhub.slurm.services.jobs import Submission, job_submit
 from trainhub.slurm.steps import StepRefused, StepRequest, arbitrary_hosts
 
 from .conftest import run_pass
@@ -267,20 +264,24 @@ def test_outside_a_job_the_allocation_is_the_files_nodes(cast, now, tmp_path, mo
         recorded_srun_layout(text)
 
 
-@pytest.mark.parametrize(("name", "hostfile"), [("fewer", "gpu4\n"), ("over", "gpu4*3\n")])
-def test_outside_a_job_a_file_short_of_n_is_refused(tmp_path, monkeypatch, name, hostfile):
-    """fewer: slurm_read_hostfile's lines, as 22.05 printed them. over: trainhub refuses before
-    allocating (module docstring)."""
-    (tmp_path / "hosts").write_text(hostfile)
+def test_outside_a_job_a_file_short_of_n_is_refused(tmp_path, monkeypatch):
+    """fewer: slurm_read_hostfile's lines, as 22.05 printed them."""
+    (tmp_path / "hosts").write_text("gpu4\n")
     monkeypatch.setenv("SLURM_HOSTFILE", str(tmp_path / "hosts"))
     with pytest.raises(CliError) as refused:
         srun_cli.split(["-A", "physics", "-p", "batch", "-m", "arbitrary", "-n", "2", "-l", "sh"])
-    _, err, status = alone(name)
-    if name == "fewer":
-        assert (refused.value.message + "\n", status) == (err, 1)
-    else:
-        assert refused.value.message == "srun: error: You asked for 2 tasks but hostlist specified 3 nodes"
-        assert err == "srun: error: Unable to create step for job 4: Unspecified error\n" and status == 1
+    _, err, status = alone("fewer")
+    assert (refused.value.message + "\n", status) == (err, 1)
+
+
+def test_outside_a_job_a_file_over_n_is_allocated_and_its_step_fails(tmp_path, monkeypatch):
+    """over: job 4 on gpu4, its step refused with slurmctld's reason (test_real_slurm_hostfile_edge replays
+    the same case with the job's records)."""
+    (tmp_path / "hosts").write_text("gpu4*3\n")
+    monkeypatch.setenv("SLURM_HOSTFILE", str(tmp_path / "hosts"))
+    job_options, _ = srun_cli.split(["-A", "physics", "-p", "batch", "-m", "arbitrary", "-n", "2", "-l", "sh"])
+    assert job_options[-2:] == ["--nodelist=gpu4", "--nodes=1"]
+    assert alone("over")[1:] == ("srun: error: Unable to create step for job 4: Unspecified error\n", 1)
 
 
 def partition_lines(name: str) -> dict[str, dict[str, str]]:
@@ -369,8 +370,8 @@ WORK = "/tmp/small-diffs.cAZcB0"
 @pytest.fixture
 def finished(cast, now):
     """The recording's jobs on its clock, all ended: 1 (``-N 3 -n 3``) ran on gpu[1-3]; srun's allocations 2
-    and 3 on gpu[3-4] (4 tasks) and gpu[2,4] (2), in one second; job 4's id spent (module docstring: trainhub
-    refuses alone-over before allocating); jobs 5-10 as small-diffs.sh submitted them, 6 run and ended at
+    and 3 on gpu[3-4] (4 tasks) and gpu[2,4] (2), in one second; 4 (alone-over) on gpu4 with 2 CPUs in the
+    second jobs 5-10 came, its step refused (FAILED, JobLaunchFailure); jobs 5-10 as small-diffs.sh submitted them, 6 run and ended at
     once. No decay run in between: every job's priority is the first pass's."""
     cluster, _ = harness_cluster(cast, now)
     alice = get_user_model().objects.get(username="alice")
@@ -389,7 +390,11 @@ def finished(cast, now):
             argv=("-A", "physics", "-p", "batch", "-w", nodes, "-n", tasks), allocation=True, alloc_node="localhost"))
         run_pass(cluster, moment)
         lifecycle.job_allocation_ended(job=SlurmJob.objects.get(pk=job.pk), exit_code=0, signal=0, now=moment)
-    take_job_ids(cluster, 1)
+    over = allocation_submit(cluster=cluster, user=alice, is_admin=False, now=REFUSED_AT, submission=Submission(
+        argv=("-A", "physics", "-p", "batch", "-w", "gpu4", "-N", "1", "-n", "2"), allocation=True,
+        alloc_node="localhost"))
+    run_pass(cluster, REFUSED_AT)
+    lifecycle.job_launch_failed(job=SlurmJob.objects.get(pk=over.pk), now=REFUSED_AT)
     for name in ("sbatch-5", "sbatch-6", "sbatch-7", "sbatch-8", "sbatch-9", "sbatch-10"):
         args = sbatch_args(name)
         wrap = args.index("--wrap")
@@ -425,8 +430,8 @@ def test_sacct_shows_the_refused_job_beside_one_that_ran(finished):
 
 def test_squeue_all_lists_the_finished_jobs_in_slurms_order(finished):
     """squeue-all: COMPLETED before FAILED (squeue's ``t`` compares the short codes), each with its nodes
-    and CPUs, a refused job its node count and reason; job 4's line left out (module docstring)."""
+    and CPUs, a refused job its node count and reason."""
     shown = reports.squeue(finished, now=REFUSED_AT + dt.timedelta(seconds=3), states="all",
                            format="%i|%T|%D|%C|%b|%N|%r").text
     recorded = (REAL / "squeue-all.txt").read_text()
-    assert shown == "".join(line for line in recorded.splitlines(keepends=True) if not line.startswith("4|"))
+    assert shown == recorded

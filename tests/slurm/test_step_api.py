@@ -120,13 +120,27 @@ def test_a_step_that_can_never_fit_fails_with_sruns_lines(cluster, now):
 
 def test_arbitrary_host_lists_are_expanded_and_a_count_other_than_n_refused(cluster, now):
     """srun sends SLURM_HOSTFILE's entries (fixtures/22.05/small-diffs/out-1.txt): ``a4-[0-1]`` is two
-    tasks; ``a4-1*3`` read with -n 2 is three names, refused with srun's own line."""
+    tasks; ``a4-1*3`` read with -n 2 is three names, refused with srun's own line in an allocation srun
+    did not make, with slurmctld's in its own (fixtures/22.05/hostfile-edge/alone-over.err)."""
     job = running(cluster, now, num_tasks=4)
-    answer = srun(job, distribution="arbitrary", hosts=["a4-[1,0]", "a4-1"], overlap=True)
+    answer = srun(job, distribution="arbitrary", hosts=["a4-[1,0]", "a4-1"], overlap=True, inAllocation=True)
     assert (answer.json()["numTasks"], answer.json()["layout"]) == (3, [["a4-0", [1]], ["a4-1", [0, 2]]])
-    refused = srun(job, distribution="arbitrary", hosts=["a4-1", "a4-1", "a4-1"], tasks=2)
+    over = {"distribution": "arbitrary", "hosts": ["a4-1", "a4-1", "a4-1"], "tasks": 2}
+    refused = srun(job, **over, inAllocation=True)
     assert (refused.status_code, refused.json()["error"]["message"]) == (
         400, "You asked for 2 tasks but hostlist specified 3 nodes")
+    alone = srun(job, **over)
+    assert (alone.status_code, alone.json()["error"]["message"]) == (
+        400, f"Unable to create step for job {job.job_id}: Unspecified error")
+
+
+@pytest.mark.parametrize("hosts", [["a4-0," * 4096 + "a4-0"], ["a4-[0-4096]"], ["a4-0"] * 4097])
+def test_more_arbitrary_hosts_than_a_step_places_are_a_clean_400(cluster, now, hosts):
+    """MAX_HOSTFILE_ENTRIES names, in one entry of comma-separated names (counted before they are split
+    apart), a host list's range or entries."""
+    answer = srun(running(cluster, now), distribution="arbitrary", hosts=hosts, inAllocation=True)
+    assert answer.status_code == 400
+    assert "4096" in answer.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("body, reason", [

@@ -57,11 +57,12 @@ import time
 import tty
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 #: Where srun outside an allocation (trainhub.cli.srun) learns how its job is to end: a path this
-#: srun writes ``{"exitCode", "signal", "cancelled"}`` to once its step ended, as srun.c's fini_srun
-#: completes its own job with the tasks' worst status, or cancelled (NO_VAL) after two Ctrl-C.
+#: srun writes ``{"exitCode", "signal", "cancelled", "launchFailed"}`` to once its step ended, as
+#: srun.c's fini_srun completes its own job with the tasks' worst status, or cancelled (NO_VAL) after
+#: two Ctrl-C; or once its step was refused, as srun_job.c completes it with 1 (launchFailed).
 COMPLETION = "TRAINHUB_SRUN_COMPLETION"
 #: What srun does not pass on to its tasks: the credential, where it is used, the completion's path.
 PRIVATE = ("TRAINHUB_STEP_CREDENTIAL", "TRAINHUB_URL", "TRAINHUB_CA_BUNDLE", COMPLETION)
@@ -154,6 +155,11 @@ def _atoi(text: str) -> int:
     return sign * int(number) if number else 0
 
 
+#: slurm_read_hostfile reads SLURM_HOSTFILE with fgets into a buffer of BUFFER_SIZE 1024 (22.05's
+#: src/api/allocate.c): at most this many characters at a time, a line longer than that in pieces.
+HOSTFILE_CHUNK = 1023
+
+
 def read_hostfile(path: str, tasks: int | None) -> list[str]:
     """SLURM_HOSTFILE's entries as 22.05's slurm_read_hostfile reads them for ``-m arbitrary`` with
     ``tasks`` (-n; None: the whole file; fixtures/22.05/small-diffs/out-1.txt): ``#`` starts a comment
@@ -162,9 +168,11 @@ def read_hostfile(path: str, tasks: int | None) -> list[str]:
     stops after the line that brings the count to ``tasks`` (more lines are not read; a line that
     goes past it is kept whole, and -n then differs). An entry counts as one here even where it is a
     host list (``gpu[1-2]``): the control plane expands it (trainhub.slurm.steps.arbitrary_hosts).
-    Raises ValueError with srun's lines: slurm_read_hostfile's (a line not starting with a letter or
-    digit, no entry, fewer than ``tasks``, a file it cannot open; trainhub's for more than
-    MAX_HOSTFILE_ENTRIES entries) and HOSTFILE_FAILED."""
+    The file is read HOSTFILE_CHUNK characters at a time, as fgets reads it (_hostfile_lines), so no
+    line, however long, is held whole. Raises ValueError with srun's lines: slurm_read_hostfile's (a
+    line not starting with a letter or digit, a piece of HOSTFILE_CHUNK characters without a comma, no
+    entry, fewer than ``tasks``, a file it cannot open; trainhub's for more than MAX_HOSTFILE_ENTRIES
+    entries) and HOSTFILE_FAILED."""
     shown = path if "/" in path else f"./{path}"
     try:
         return _hostfile_entries(shown, tasks)
@@ -178,26 +186,46 @@ def read_hostfile(path: str, tasks: int | None) -> list[str]:
 def _hostfile_entries(shown: str, tasks: int | None) -> list[str]:
     """read_hostfile's entries; OSError, or ValueError with slurm_read_hostfile's line."""
     entries: list[str] = []
-    with open(shown, errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            text = _uncommented(line.rstrip("\n"))
-            if not text:
-                continue
-            if not (text[0].isascii() and text[0].isalnum()):
-                raise ValueError(f"Invalid hostfile {shown} contents on line {number}")
-            for word in filter(None, text.split(",")):
-                name, star, count = word.partition("*")
-                repeat = _atoi(count) if star else 0
-                if len(entries) + (max(repeat, 0) if repeat else 1) > MAX_HOSTFILE_ENTRIES:
-                    raise ValueError(f"Hostfile {shown} gives more than {MAX_HOSTFILE_ENTRIES} names")
-                entries += [name] * max(repeat, 0) if repeat else [word]
-            if tasks is not None and len(entries) == tasks:
-                break
+    for number, text in _hostfile_lines(shown):
+        if not text:
+            continue
+        if not (text[0].isascii() and text[0].isalnum()):
+            raise ValueError(f"Invalid hostfile {shown} contents on line {number}")
+        for word in filter(None, text.split(",")):
+            name, star, count = word.partition("*")
+            repeat = _atoi(count) if star else 0
+            if len(entries) + (max(repeat, 0) if repeat else 1) > MAX_HOSTFILE_ENTRIES:
+                raise ValueError(f"Hostfile {shown} gives more than {MAX_HOSTFILE_ENTRIES} names")
+            entries += [name] * max(repeat, 0) if repeat else [word]
+        if tasks is not None and len(entries) == tasks:
+            break
     if not entries:
         raise ValueError("Hostlist is empty!")
     if tasks is not None and len(entries) < tasks:
         raise ValueError("Too few NodeNames in Slurm Hostfile")
     return entries
+
+
+def _hostfile_lines(shown: str) -> Iterator[tuple[int, str]]:
+    """What slurm_read_hostfile takes from each fgets of HOSTFILE_CHUNK characters, uncommented, with its
+    line count then (fixtures/22.05/hostfile-edge): a piece that fills the buffer is cut at its last
+    comma, what follows carried to the front of the next piece, and refused without a comma (``Line N,
+    of hostfile F too long``, N the lines read before it: 0 for the first); the count goes up only for
+    a piece that does not fill it. A comment ends its piece only (``gpu2#`` and 1018 more characters,
+    then ``gpu1``: gpu1 is read as a line of its own). A NUL ends a piece as it ends a C string; bytes
+    are characters (latin-1), as fgets counts them."""
+    carried, number = "", 0
+    with open(shown, "rb") as handle:
+        while piece := handle.readline(HOSTFILE_CHUNK):
+            text = _uncommented(piece.decode("latin-1").split("\0", 1)[0].split("\n", 1)[0])
+            head = carried
+            if len(text) == HOSTFILE_CHUNK:
+                text, comma, carried = text.rpartition(",")
+                if not comma:
+                    raise ValueError(f"Line {number}, of hostfile {shown} too long")
+            else:
+                carried, number = "", number + 1
+            yield number, head + text
 
 
 def _uncommented(line: str) -> str:
@@ -841,8 +869,14 @@ def main(argv: list[str]) -> int:
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:
         step = create(client, {k: v for k, v in body.items() if v is not None})
-        if step is None:
-            return 128 + _interrupted[0][0]
+    except Refused as exc:
+        _say_refused(exc)
+        if alone:  # srun_job.c: its own allocation completed with 1 (services.lifecycle.job_launch_failed)
+            _complete(exit_code=1, signum=0, cancelled=False, launch_failed=True)
+        return 1
+    if step is None:
+        return 128 + _interrupted[0][0]
+    try:
         interrupts = Interrupts(client, step)
         _say(*stepd_unset_lines(step, unset, label=options.label))
         if options.verbose:
@@ -852,8 +886,7 @@ def main(argv: list[str]) -> int:
                            terminal=pty is not None, interrupts=interrupts,
                            patience=step.get("killWait", 30) + 2)
     except Refused as exc:
-        for line in str(exc).splitlines():
-            print(f"srun: error: {line}", file=sys.stderr)
+        _say_refused(exc)
         return 1
     if ended["state"] == "CANCELLED" and not interrupts.aborted and ended.get("firstNode"):
         # The job ended under the step (scancel, time limit): slurmstepd's line, srun's
@@ -876,10 +909,21 @@ def main(argv: list[str]) -> int:
     if ended["state"] == "CANCELLED" and not ended["failed"]:
         signals = [signal.SIGTERM]
     worst_signal = 0 if code else max(signals, default=0)
-    if os.environ.get(COMPLETION):
-        with open(os.environ[COMPLETION], "w") as completion:
-            json.dump({"exitCode": code, "signal": worst_signal, "cancelled": interrupts.ctrl_c_aborted}, completion)
+    if alone:
+        _complete(exit_code=code, signum=worst_signal, cancelled=interrupts.ctrl_c_aborted, launch_failed=False)
     return code or (128 + worst_signal if worst_signal else 0)
+
+
+def _say_refused(exc: Refused) -> None:
+    for line in str(exc).splitlines():
+        print(f"srun: error: {line}", file=sys.stderr)
+
+
+def _complete(*, exit_code: int, signum: int, cancelled: bool, launch_failed: bool) -> None:
+    """Say how srun's own allocation is to end (COMPLETION)."""
+    with open(os.environ[COMPLETION], "w") as completion:
+        json.dump({"exitCode": exit_code, "signal": signum, "cancelled": cancelled, "launchFailed": launch_failed},
+                  completion)
 
 
 if __name__ == "__main__":

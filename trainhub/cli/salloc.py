@@ -101,11 +101,13 @@ class Allocation:
     def step_credential(self) -> str:
         return self.client.post(f"{self.path}:stepCredential", {})["credential"]
 
-    def relinquish(self, exit_code: int, signum: int, *, cancelled: bool = False) -> None:
+    def relinquish(self, exit_code: int, signum: int, *, cancelled: bool = False, launch_failed: bool = False) -> None:
         """End the allocation with COMMAND's exit; ``cancelled``: CANCELLED by its user instead (srun
-        whose step two Ctrl-C aborted)."""
+        whose step two Ctrl-C aborted); ``launch_failed``: FAILED, JobLaunchFailure (srun whose step
+        was refused)."""
         body = {"exitCode": exit_code, "signal": signum}
-        self.client.post(f"{self.path}:relinquish", {**body, "cancelled": True} if cancelled else body)
+        flags = {name: True for name, given in (("cancelled", cancelled), ("launchFailed", launch_failed)) if given}
+        self.client.post(f"{self.path}:relinquish", {**body, **flags})
 
 
 def _wait_granted(allocation: Allocation, interrupted: list[int], *, words: Words = SALLOC, now=time.monotonic,
@@ -234,6 +236,7 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     are, two within a second abort the step). ``completes_job`` (srun outside an allocation, whose
     command is the step launcher): the job ends as the step launcher says, with its tasks' worst
     exit code or signal, or CANCELLED by its user after two Ctrl-C (fixtures/22.05/srun-abort/sacct-p.txt,
+    job 1), or FAILED with JobLaunchFailure when its step was refused (fixtures/22.05/hostfile-edge,
     job 1), and is completed so even when it ended under the step."""
     try:
         answer = client.post(f"{cluster_path}/allocations", {"sallocArgs": options, **alloc_place()})
@@ -303,7 +306,8 @@ def allocate_and_run(client: Any, cluster_path: str, options: list[str], command
     if not allocation.revoked or completion is not None:
         # srun completes its job even when it ended under the step: slurmctld keeps the exit code
         # for scontrol show job (fixtures/22.05/srun-timeout/scontrol-2.txt: ExitCode=0:15).
-        allocation.relinquish(code, signum, cancelled=bool(completion and completion["cancelled"]))
+        allocation.relinquish(code, signum, cancelled=bool(completion and completion["cancelled"]),
+                              launch_failed=bool(completion and completion.get("launchFailed")))
     return status
 
 

@@ -75,19 +75,29 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
         job += _arbitrary_allocation(given)
     if not any(name == "job-name" for name, _ in given):
         job.insert(0, f"--job-name={os.path.basename(command[0])}")
-    step = [_argument(name, value) for name, value in given if name in STEP_OPTIONS or name in STEP_SHAPE]
+    step = [_argument(name, value) for name, value in given
+            if name in STEP_OPTIONS or (name in STEP_SHAPE and not _node_range(name, value))]
     return job, ["srun", *step, "--", *command]
+
+
+def _node_range(name: str, value: str | None) -> bool:
+    """-N MIN-MAX shapes the job, not its step: the step runs on every node the job got, a task on each
+    without -n (srun's job_create_allocation takes the allocation's node count; fixtures/22.05/alloc-range:
+    ``srun -N 2-4`` on 4 idle nodes runs 4 tasks, on 2 free ones 2)."""
+    return name == "nodes" and value is not None and "-" in value
 
 
 def _arbitrary_allocation(given: list[tuple[str, str | None]]) -> list[str]:
     """``-m arbitrary`` outside an allocation: the job is given SLURM_HOSTFILE's nodes, as many, and
     one task a name unless -n (fixtures/22.05/srun-plane/srun-alone-arbitrary.txt: ``-n 3`` over gpu3,
     gpu1, gpu3 runs on gpu[1,3]; small-diffs/alone-*.txt: host lists and ``NAME*K`` read as in a job,
-    no more lines than -n); the step launcher puts the tasks there. Without the file srun refuses it
-    (srun-alone-arbitrary-nohost.err), as it refuses a file it cannot read (read_hostfile) or whose
-    names are not -n (steps.arbitrary_hosts)."""
+    no more lines than -n); the step launcher puts the tasks there. More nodes than -n are cut to the
+    first in node-list order, the job asked for all of them so that it says ``can't run 2 processes on
+    3 nodes`` (srun's _opt_verify; hostfile-edge/alone-comma-over). A file of more names than -n is
+    allocated all the same and its step then fails (hostfile-edge/alone-over). Without the file srun
+    refuses it (srun-alone-arbitrary-nohost.err), as it refuses a file it cannot read (read_hostfile)."""
     from trainhub.agent.srun import read_hostfile
-    from trainhub.slurm.steps import arbitrary_hosts
+    from trainhub.slurm.steps import arbitrary_hosts, first_nodes
 
     path = os.environ.get("SLURM_HOSTFILE")
     if not path:
@@ -95,12 +105,13 @@ def _arbitrary_allocation(given: list[tuple[str, str | None]]) -> list[str]:
                        "with the -w option")
     ntasks = next((int(value) for name, value in given if name == "ntasks" and value and value.isdigit()), None)
     try:
-        hosts, tasks = arbitrary_hosts(read_hostfile(path, ntasks), ntasks)
+        hosts, tasks = arbitrary_hosts(read_hostfile(path, ntasks), None)
     except ValueError as exc:
         message = str(exc)
         raise CliError(message if message.startswith("srun: ") else f"srun: error: {message}") from exc
     nodes = list(dict.fromkeys(hosts))
-    return [f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", *([f"--ntasks={tasks}"] if ntasks is None else [])]
+    kept = first_nodes(nodes, ntasks) if ntasks is not None and len(nodes) > ntasks else nodes
+    return [f"--nodelist={','.join(kept)}", f"--nodes={len(nodes)}", *([f"--ntasks={tasks}"] if ntasks is None else [])]
 
 
 def defined_options(argv: list[str]) -> list[str]:

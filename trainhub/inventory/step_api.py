@@ -24,7 +24,8 @@ from trainhub.inventory.agent_api import AgentView, _append, _field, _moment
 from trainhub.slurm.models import JobStep, StepNode
 from trainhub.slurm.selectors import kill_wait, step_layout, step_output, steps_ended
 from trainhub.slurm.services import steps as step_services
-from trainhub.slurm.steps import NODES_BUSY, StepRefused, StepRequest, arbitrary_hosts
+from trainhub.slurm.steps import (NODES_BUSY, UNSPECIFIED_ERROR, ArbitraryCountDiffers, StepRefused, StepRequest,
+                                  arbitrary_hosts)
 
 SIGINT, SIGTERM = 2, 15
 
@@ -116,16 +117,21 @@ class Steps(SrunView):
             raise invalid_argument([FieldViolation("hosts", f"at most {MAX_HOSTFILE_ENTRIES} node names")])
         tasks, nodes = _count(body, "tasks"), _count(body, "nodes")
         principal = request.user
+        in_allocation = bool(body.get("inAllocation"))
         if kind == "arbitrary":
             try:
                 hosts, tasks = arbitrary_hosts(hosts, tasks, nodes or principal.job.num_nodes)
+            except ArbitraryCountDiffers as exc:
+                if in_allocation:
+                    raise ApiError(400, str(exc), "FAILED_PRECONDITION") from None
+                raise _refused(principal, StepRefused(UNSPECIFIED_ERROR)) from None
             except ValueError as exc:
                 raise ApiError(400, str(exc), "FAILED_PRECONDITION") from None
         wanted = StepRequest(nodes=nodes, tasks=tasks,
                              tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus,
                              exact=bool(body.get("exact")), overlap=bool(body.get("overlap")),
                              distribution=kind, plane_size=plane_size, hosts=tuple(hosts),
-                             in_allocation=bool(body.get("inAllocation")))
+                             in_allocation=in_allocation)
         srun_host = _field(body, "srunHost", str, required=False, default="")
         srun_pid = _field(body, "srunPid", int, required=False, default=0)
         if srun_pid < 0:
@@ -139,8 +145,7 @@ class Steps(SrunView):
                                              label=bool(body.get("label")), now=_moment(body),
                                              srun_host=srun_host, srun_pid=srun_pid, pty=pty)
         except StepRefused as exc:
-            reason = f"Unable to create step for job {principal.job.job_id}: {exc}"
-            raise ApiError(400, f"{exc.detail}\n{reason}" if exc.detail else reason, "FAILED_PRECONDITION") from None
+            raise _refused(principal, exc) from None
         if step is None:
             return Response({"jobId": principal.job.job_id, "retry": True, "reason": NODES_BUSY,
                              "stepsEnded": steps_ended(job=principal.job, run_index=principal.run_index)},
@@ -148,6 +153,13 @@ class Steps(SrunView):
         return Response({"stepId": step.step_id, "jobId": principal.job.job_id, "nodeList": step.node_list,
                          "numTasks": step.num_tasks, "killWait": kill_wait(job=principal.job),
                          "layout": step_layout(step=step)})
+
+
+def _refused(principal: StepPrincipal, exc: StepRefused) -> ApiError:
+    """srun's lines for a step slurmctld refuses: the detail, where there is one, then ``Unable to
+    create step for job N: REASON``."""
+    reason = f"Unable to create step for job {principal.job.job_id}: {exc}"
+    return ApiError(400, f"{exc.detail}\n{reason}" if exc.detail else reason, "FAILED_PRECONDITION")
 
 
 def _window_size(body: dict, name: str) -> dict[str, int]:

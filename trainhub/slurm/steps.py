@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainhub.agent.srun import ARBITRARY_COUNT
+from trainhub.agent.srun import ARBITRARY_COUNT, MAX_HOSTFILE_ENTRIES
 from trainhub.slurm.hostlist import HostlistError, compress, expand
 from trainhub.slurm.jobenv import tasks_per_node
 
@@ -147,6 +147,17 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
     return parts
 
 
+class ArbitraryCountDiffers(ValueError):
+    """``-m arbitrary``'s names are not -n. srun refuses such a step itself in an allocation it did not
+    make (job_step_create_allocation's ``You asked for 2 tasks but hostlist specified 3 nodes``,
+    fixtures/22.05/small-diffs/out-1.txt), while in its own allocation slurmctld fails it (``Unable to
+    create step for job N: Unspecified error``, fixtures/22.05/hostfile-edge/alone-over.err)."""
+
+
+#: Why slurmctld refuses the step of srun's own allocation whose -m arbitrary names are not -n.
+UNSPECIFIED_ERROR = "Unspecified error"
+
+
 def arbitrary_hosts(entries: Sequence[str], tasks: int | None,
                     nodes: int | None = None) -> tuple[tuple[str, ...], int]:
     """``-m arbitrary``'s node for each task and the step's task count, from SLURM_HOSTFILE's entries
@@ -155,23 +166,37 @@ def arbitrary_hosts(entries: Sequence[str], tasks: int | None,
     entries into one host list and reads it again (job_step_create_allocation; fixtures/22.05/
     small-diffs/out-1.txt), so an entry may name several nodes, in order (``gpu[2-3]`` and ``gpu1``:
     tasks on gpu2, gpu3, gpu1), and blanks part names as commas do. A list of more distinct nodes than
-    the step may have (``nodes`` lowered to ``tasks``) is cut to its first ones in node-list order,
-    the file's order lost (``gpu3,gpu1,gpu2`` with -n 2 in a 3-node job: tasks on gpu1, gpu2). Raises
-    ValueError with srun's line where -n still differs from the names (``gpu3*3`` with -n 2: ``You
-    asked for 2 tasks but hostlist specified 3 nodes``); entries that are no host list are kept as
-    names no node has."""
+    the step may have (``nodes`` lowered to ``tasks``) is cut to its first ones (first_nodes), the
+    file's order lost (``gpu3,gpu1,gpu2`` with -n 2 in a 3-node job: tasks on gpu1, gpu2). Raises
+    ArbitraryCountDiffers with srun's line where -n still differs from the names (``gpu3*3`` with -n 2:
+    ``You asked for 2 tasks but hostlist specified 3 nodes``), and ValueError for entries of more than
+    MAX_HOSTFILE_ENTRIES names (a step has no more; comma-separated ones counted before they are split
+    apart, a body of millions costs no list of them); entries that are no host list are kept as names
+    no node has."""
     words = [word for entry in entries for word in entry.split()]
+    too_many = ValueError(f"-m arbitrary's hosts name more than {MAX_HOSTFILE_ENTRIES} nodes (a step places at "
+                          f"most {MAX_HOSTFILE_ENTRIES} tasks by name)")
+    if sum(word.count(",") + 1 for word in words) > MAX_HOSTFILE_ENTRIES:  # counted before any is split apart
+        raise too_many
     try:
         hosts = expand(",".join(words))
     except HostlistError:  # hostlist.py's bound on names included
         hosts = words
-    if tasks is not None and nodes is not None:
-        distinct = expand(compress(hosts))
-        if len(distinct) > min(nodes, tasks):
-            hosts = distinct[:min(nodes, tasks)]
+    if len(hosts) > MAX_HOSTFILE_ENTRIES:  # host lists (gpu[1-5000]) expanded
+        raise too_many
+    if tasks is not None and nodes is not None and len(set(hosts)) > min(nodes, tasks):
+        hosts = first_nodes(hosts, min(nodes, tasks))
     if tasks is not None and tasks != len(hosts):
-        raise ValueError(ARBITRARY_COUNT.format(tasks=tasks, hosts=len(hosts)))
+        raise ArbitraryCountDiffers(ARBITRARY_COUNT.format(tasks=tasks, hosts=len(hosts)))
     return tuple(hosts), len(hosts)
+
+
+def first_nodes(hosts: Sequence[str], count: int) -> list[str]:
+    """The first ``count`` distinct nodes of ``hosts`` in node-list order: srun cuts a host list of more
+    nodes than tasks so (hostlist_uniq sorts it, then hostlist_pop takes from its end; srun's
+    _opt_verify, fixtures/22.05/hostfile-edge/alone-comma-over: ``gpu4,gpu2,gpu1`` with -n 2 runs on
+    gpu[1-2])."""
+    return expand(compress(hosts))[:count]
 
 
 def arbitrary_tasks(hosts: tuple[str, ...], names: list[str]) -> list[tuple[int, tuple[int, ...]]]:

@@ -238,7 +238,8 @@ class SlurmAllocationStepCredential(APIView):
 
 class SlurmAllocationRelinquish(APIView):
     """salloc's command exited: {"exitCode": C, "signal": S} ends the allocation; with "cancelled":
-    true (srun whose step two Ctrl-C aborted) it ends CANCELLED by its user."""
+    true (srun whose step two Ctrl-C aborted) it ends CANCELLED by its user, with "launchFailed": true
+    (srun whose step was refused) FAILED with JobLaunchFailure."""
 
     @extend_schema(operation_id="slurmJobs.relinquish", request={"application/json": ACTION}, responses=responses(BODY, ERRORS))
     def post(self, request: Request, project: str, location: str, cluster: str, slurm_job_id: str) -> Response:
@@ -249,9 +250,11 @@ class SlurmAllocationRelinquish(APIView):
             signal = parse_int(data.get("signal", 0), minimum=0, maximum=64)
         except WireError as exc:
             raise invalid_argument([FieldViolation("exitCode/signal", str(exc))]) from exc
-        cancelled = data.get("cancelled", False)
-        if not isinstance(cancelled, bool):
-            raise invalid_argument([FieldViolation("cancelled", "must be true or false")])
+        flags = {name: data.get(name, False) for name in ("cancelled", "launchFailed")}
+        for name, value in flags.items():
+            if not isinstance(value, bool):
+                raise invalid_argument([FieldViolation(name, "must be true or false")])
         job = allocations.allocation_relinquish(job=job, actor=request.user, exit_code=exit_code, signal=signal,
-                                                now=timezone.now(), cancelled=cancelled)
+                                                now=timezone.now(), cancelled=flags["cancelled"],
+                                                launch_failed=flags["launchFailed"])
         return Response(render_job(job))

@@ -85,16 +85,20 @@ def allocation_step_credential(*, job: SlurmJob, actor: AbstractBaseUser) -> str
 
 
 def allocation_relinquish(*, job: SlurmJob, actor: AbstractBaseUser, exit_code: int, signal: int,
-                          now: dt.datetime, cancelled: bool = False) -> SlurmJob:
+                          now: dt.datetime, cancelled: bool = False, launch_failed: bool = False) -> SlurmJob:
     """salloc's command exited (or salloc was interrupted while it waited): the allocation ends.
     ``cancelled``: srun outside an allocation whose step two Ctrl-C aborted: CANCELLED by the
-    actor, 0:0 (srun.c: slurm_complete_job with NO_VAL; fixtures/22.05/srun-abort/sacct-p.txt)."""
+    actor, 0:0 (srun.c: slurm_complete_job with NO_VAL; fixtures/22.05/srun-abort/sacct-p.txt).
+    ``launch_failed``: srun outside an allocation whose step was refused (lifecycle.job_launch_failed;
+    the exit code and signal are then Slurm's, not the ones given)."""
     job = _owned(job, actor)
     if job.state == JobState.PENDING:
         return job_cancel(job=job, actor=actor, is_admin=False, now=now)
     with transaction.atomic():
         job = SlurmJob.objects.select_for_update().select_related("cluster").get(pk=job.pk)
-        if job.state == JobState.RUNNING and not job.ending_state:
+        if job.state == JobState.RUNNING and not job.ending_state and launch_failed:
+            lifecycle.job_launch_failed(job=job, now=now)
+        elif job.state == JobState.RUNNING and not job.ending_state:
             lifecycle.job_allocation_ended(job=job, exit_code=exit_code, signal=signal, now=now,
                                            cancelled_by=actor.get_username() if cancelled else "")
         elif job.state != JobState.RUNNING and not (job.exit_code or job.exit_signal):

@@ -256,6 +256,16 @@ def job_allocation_ended(*, job: SlurmJob, exit_code: int, signal: int, now: dt.
     _end(job, state, now, exit_code=exit_code, signal=signal)
 
 
+def job_launch_failed(*, job: SlurmJob, now: dt.datetime) -> None:
+    """srun's own allocation whose step was refused: srun completes it with 1 (srun_job.c's
+    create_srun_job: ``slurm_complete_job(job_id, 1)``), which slurmctld's job_complete reads as a
+    wait status killed by signal 1: FAILED, Reason JobLaunchFailure, scontrol's ExitCode 0:1; slurmdbd
+    stores a 1 as exit code 1 ("set by Slurm so don't treat it like a signal", as_mysql_job.c): sacct's
+    1:0 (fixtures/22.05/hostfile-edge: scontrol-1.txt, sacct.txt)."""
+    _end(job, JobState.FAILED, now, exit_code=0, signal=1, reason=JOB_LAUNCH_FAILURE)
+    JobRun.objects.filter(job=job, index=job.restart_count).update(exit_code=1, exit_signal=0)
+
+
 @transaction.atomic
 def job_allocation_abandoned(*, job: SlurmJob, now: dt.datetime, reason: str) -> None:
     """The allocation's salloc went silent: a running one ends TIMEOUT with ``reason``
