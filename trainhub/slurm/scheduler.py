@@ -72,7 +72,9 @@ that is now, it starts (``backfilled``); otherwise it reserves whole nodes from
 ``_set_slot_time``), so a lower-priority job starts only where it ends before every reservation on
 its nodes: it delays no higher-priority job's reservation. Reservations give ``squeue --start``
 estimates; a job found to start beyond bf_window keeps that start without a reservation; none is made
-for QOS Flags=NoReserve jobs or jobs below bf_min_prio_reserve. A pending job without a time limit runs
+for QOS Flags=NoReserve jobs or jobs below bf_min_prio_reserve. Backfill's plan ends with bf_window: a
+reservation reaching the window's end holds its nodes for ever, so a later job that needs them gets no
+start at all (``squeue --start`` N/A), where without the reservation it would get one beyond the window. A pending job without a time limit runs
 a year and only fits where nothing is reserved later; a running one ends a year after its start.
 """
 
@@ -1169,6 +1171,12 @@ class _Pass:
                 continue
             start = self._slot(moment)
             end = self._slot(moment + self._duration(job))
+            if end >= self._slot(window_end):
+                # backfill's node-space map ends at bf_window's end (node_space[0].end_time = window_end;
+                # _add_reservation adds no record after it): these nodes stay reserved for every later
+                # job of the iteration, which finds no start on them within the window and keeps none
+                # (fixtures/22.05/node-range planned-N3-4: N/A behind plan-N2-4 without a time limit)
+                end = _FOREVER
             for name in names:
                 self.nodes[name].reserve(start, end)
             # in node order (SchedNodeList is a node bitmap), whatever order they were chosen in
