@@ -284,21 +284,23 @@ def test_a_requeued_node_range_asks_again_for_min_tasks(cast, now):
     assert (job.state, job.node_list, job.num_nodes, job.num_tasks) == ("RUNNING", "gpu4", 1, 1)
 
 
-def test_a_node_range_takes_at_most_the_partitions_max_nodes(cast, now):
-    """select_nodes caps a job's MAX at the partition's MaxNodes; only a MIN above it waits
-    (PartitionNodeLimit): ``-N 1-4`` in a partition of MaxNodes=2 runs on 2 idle nodes, ``-N 3-4`` waits."""
+def test_a_node_range_over_the_partitions_max_nodes_waits(cast, now):
+    """_part_access_check tests a job's MAX against the partition's MaxNodes: ``-N 1-4`` in a partition of
+    MaxNodes=2 waits PartitionNodeLimit beside idle nodes, showing its range (no node test at submission),
+    as ``-N 3-4`` does; ``-N 1-2`` runs (fixtures/22.05/range-limits pm-N1-4: NumNodes=1-4)."""
     cluster, _ = harness_cluster(cast, now)
     partition = Partition.objects.get(cluster=cluster, name="batch")
     Partition.objects.filter(pk=partition.pk).update(config={**partition.config, "MaxNodes": "2"})
     alice = Replay(cluster, cast).users["alice"]
     jobs = [job_submit(cluster=cluster, user=alice, now=now, submission=Submission(
         argv=("-A", "physics", "-p", "batch", "-N", nodes, "--wrap", "sleep 600"), alloc_node="localhost",
-        submit_dir=WORK)) for nodes in ("1-4", "3-4")]
+        submit_dir=WORK)) for nodes in ("1-4", "3-4", "1-2")]
     run_pass(cluster, now + SECOND)
     for job in jobs:
         job.refresh_from_db()
-    assert [(job.state, job.node_list, job.reason) for job in jobs] == [
-        ("RUNNING", "gpu[1-2]", "None"), ("PENDING", "", "PartitionNodeLimit")]
+    assert [(job.state, job.node_list, job.reason, job.num_nodes) for job in jobs] == [
+        ("PENDING", "", "PartitionNodeLimit", 1), ("PENDING", "", "PartitionNodeLimit", 3),
+        ("RUNNING", "gpu[1-2]", "None", 2)]
 
 
 def test_a_node_range_takes_at_most_its_limits_nodes(cast, now):

@@ -216,6 +216,24 @@ def test_limits_keep_jobs_waiting_with_their_reason_and_update_as_jobs_start():
     assert plan.waiting[2].reason == "AssocGrpGRES"
 
 
+def test_a_node_range_counts_its_limits_on_the_nodes_it_would_get():
+    """select_nodes' acct_policy_job_runnable_post_select counts the CPUs and nodes select chose: ``-N 1-4``
+    (a CPU a node) under GrpTRES=cpu=3 waits AssocGrpCpuLimit beside 4 idle nodes, though its request's one
+    CPU is within it; with 3 nodes free it runs on them (fixtures/22.05/range-limits grp-N1-4)."""
+    context = LimitContext(parse_config({"AccountingStorageEnforce": "associations,limits"}),
+                           {"root": AssocRecord("root", "root"),
+                            "a@ml": AssocRecord("a@ml", "ml", user="a", parent="root", grp_tres={"cpu": 3})},
+                           {"normal": QosRecord("normal")}, {"gpu": parse_partition_options({})})
+    request = JobRequest("a", "ml", "gpu", "normal", "a@ml", 1, {"cpu": 1}, 60)
+    job = pending(1, nodes=4, min_nodes=1, per_node=Resources(cpus=1), limit_request=request)
+    plan = schedule(snapshot(nodes(4), [job]), context.config, NOW,
+                    limits=(context, LimitUsage.of(context, [(request, False)])))
+    assert (plan.starts, plan.waiting[1].reason) == ([], "AssocGrpCpuLimit")
+    plan = schedule(snapshot(nodes(4), [job], [running(9, ["n3"], 30)]), context.config, NOW,
+                    limits=(context, LimitUsage.of(context, [(request, False)])))
+    assert started(plan)[1].nodes == ("n0", "n1", "n2")
+
+
 def test_preemption_requeues_a_lower_tier_job_and_keeps_its_nodes_for_the_preemptor():
     config = parse_config({"PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE",
                            "PreemptExemptTime": "00:10:00"})
