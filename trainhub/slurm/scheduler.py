@@ -74,8 +74,9 @@ its nodes: it delays no higher-priority job's reservation. Reservations give ``s
 estimates; a job found to start beyond bf_window keeps that start without a reservation; none is made
 for QOS Flags=NoReserve jobs or jobs below bf_min_prio_reserve. Backfill's plan ends with bf_window: a
 reservation reaching the window's end holds its nodes for ever, so a later job that needs them gets no
-start at all (``squeue --start`` N/A), where without the reservation it would get one beyond the window. A pending job without a time limit runs
-a year and only fits where nothing is reserved later; a running one ends a year after its start.
+start at all (``squeue --start`` N/A), where without the reservation it would get one beyond the window
+(fixtures/22.05/backfill-window). A pending job without a time limit runs a year and only fits where
+nothing is reserved later; a running one ends a year after its start.
 """
 
 from __future__ import annotations
