@@ -171,6 +171,19 @@ def test_beyond_bf_window_a_job_keeps_its_start_but_reserves_nothing():
     assert plan.waiting[2] == Waiting("Priority", NOW + dt.timedelta(minutes=120))
 
 
+def test_a_reservation_reaching_past_bf_window_holds_its_nodes_for_the_rest_of_the_iteration():
+    """backfill.c's plan ends at bf_window's end (node_space[0].end_time = window_end): job 1, without a time
+    limit, reserves n0 and n1 from +30 min to past it, so job 2 behind it finds no start within the window
+    and gets none (squeue --start N/A: fixtures/22.05/node-range start-planned-N3-4), not one after job 1's
+    year. A reservation that ends within the window frees its nodes after it (job 3 then job 4)."""
+    run = [running(9, ["n0"], 30)]
+    plan = schedule(snapshot(nodes(2), [pending(1, 100, nodes=2, minutes=None), pending(2, 50)], run), CONFIG, NOW)
+    assert plan.waiting[1].estimated_start == NOW + dt.timedelta(minutes=30)
+    assert plan.waiting[2] == Waiting("Priority")
+    plan = schedule(snapshot(nodes(2), [pending(3, 100, nodes=2, minutes=120), pending(4, 50)], run), CONFIG, NOW)
+    assert plan.waiting[4].estimated_start == NOW + dt.timedelta(minutes=150)
+
+
 def test_a_running_job_without_a_time_limit_ends_a_year_after_its_start():
     """job_mgr.c job_end_time_reset (fixtures/22.05/order a-squeue-start: job 9 a year after 5-8 started)."""
     run = [dataclasses.replace(running(9, ["n0"], 0), end_time=None)]
@@ -201,6 +214,24 @@ def test_limits_keep_jobs_waiting_with_their_reason_and_update_as_jobs_start():
     plan = schedule(snapshot(nodes(2), jobs), parse_config({}), NOW, limits=(context, usage))
     assert 1 in started(plan)
     assert plan.waiting[2].reason == "AssocGrpGRES"
+
+
+def test_a_node_range_counts_its_limits_on_the_nodes_it_would_get():
+    """select_nodes' acct_policy_job_runnable_post_select counts the CPUs and nodes select chose: ``-N 1-4``
+    (a CPU a node) under GrpTRES=cpu=3 waits AssocGrpCpuLimit beside 4 idle nodes, though its request's one
+    CPU is within it; with 3 nodes free it runs on them (fixtures/22.05/range-limits grp-N1-4)."""
+    context = LimitContext(parse_config({"AccountingStorageEnforce": "associations,limits"}),
+                           {"root": AssocRecord("root", "root"),
+                            "a@ml": AssocRecord("a@ml", "ml", user="a", parent="root", grp_tres={"cpu": 3})},
+                           {"normal": QosRecord("normal")}, {"gpu": parse_partition_options({})})
+    request = JobRequest("a", "ml", "gpu", "normal", "a@ml", 1, {"cpu": 1}, 60)
+    job = pending(1, nodes=4, min_nodes=1, per_node=Resources(cpus=1), limit_request=request)
+    plan = schedule(snapshot(nodes(4), [job]), context.config, NOW,
+                    limits=(context, LimitUsage.of(context, [(request, False)])))
+    assert (plan.starts, plan.waiting[1].reason) == ([], "AssocGrpCpuLimit")
+    plan = schedule(snapshot(nodes(4), [job], [running(9, ["n3"], 30)]), context.config, NOW,
+                    limits=(context, LimitUsage.of(context, [(request, False)])))
+    assert started(plan)[1].nodes == ("n0", "n1", "n2")
 
 
 def test_preemption_requeues_a_lower_tier_job_and_keeps_its_nodes_for_the_preemptor():

@@ -72,8 +72,11 @@ that is now, it starts (``backfilled``); otherwise it reserves whole nodes from
 ``_set_slot_time``), so a lower-priority job starts only where it ends before every reservation on
 its nodes: it delays no higher-priority job's reservation. Reservations give ``squeue --start``
 estimates; a job found to start beyond bf_window keeps that start without a reservation; none is made
-for QOS Flags=NoReserve jobs or jobs below bf_min_prio_reserve. A pending job without a time limit runs
-a year and only fits where nothing is reserved later; a running one ends a year after its start.
+for QOS Flags=NoReserve jobs or jobs below bf_min_prio_reserve. Backfill's plan ends with bf_window: a
+reservation reaching the window's end holds its nodes for ever, so a later job that needs them gets no
+start at all (``squeue --start`` N/A), where without the reservation it would get one beyond the window
+(fixtures/22.05/backfill-window). A pending job without a time limit runs a year and only fits where
+nothing is reserved later; a running one ends a year after its start.
 """
 
 from __future__ import annotations
@@ -588,14 +591,36 @@ def _fewer_nodes(job: PendingJob, holding: int) -> PendingJob:
     return replace(job, nodes=max(holding, job.min_nodes))
 
 
-def _within_node_limits(job: PendingJob, context: LimitContext) -> PendingJob:
-    """A node range's MAX (``job.nodes``) lowered to what its association and QOS node limits allow, MIN
-    at least (node_scheduler.c select_nodes: ``max_nodes = MIN(max_nodes, acct_max_nodes)`` from
-    acct_policy_get_max_nodes; a MIN above it waits on the limit's reason)."""
+def _selected_request(job: PendingJob, allocation: Mapping[str, Resources]) -> JobRequest | None:
+    """The job as limits see it once select chose ``allocation``: a node range's CPUs and nodes are those it
+    got, not its request's (MIN nodes, one task's CPUs without -n). slurmctld checks them after the node
+    selection (node_scheduler.c select_nodes: acct_policy_job_runnable_post_select with ``tres_req_cnt``'s
+    cpu ``total_cpus`` and node the selected count), and a job over a limit there waits with its reason,
+    trying MAX again at every pass (fixtures/22.05/range-limits grp-N1-4: GrpTRES=cpu=3, ``-N 1-4`` beside
+    4 idle nodes waits AssocGrpCpuLimit for ever; max-N1-4: MaxTRESPerJob=cpu=2, AssocMaxCpuPerJobLimit).
+    The request itself for the other jobs, whose request counts what they get."""
     if not job.min_nodes or job.limit_request is None:
+        return job.limit_request
+    request = job.limit_request
+    cpus = sum(held.cpus for held in allocation.values())
+    return replace(request, nodes=len(allocation), tres={**request.tres, "cpu": cpus, "node": len(allocation)})
+
+
+def _within_node_limits(job: PendingJob, context: LimitContext) -> PendingJob:
+    """A node range's MAX (``job.nodes``, or a --gpus job's ``max_nodes``) lowered to what its association
+    and QOS node limits allow, MIN at least (node_scheduler.c select_nodes: ``max_nodes = MIN(max_nodes,
+    acct_max_nodes)`` from acct_policy_get_max_nodes; a MIN above it waits on the limit's reason). A --gpus
+    job whose GPUs need more nodes than that waits with Resources (fixtures/22.05/range-limits mn-gpus6,
+    gn-gpus6, qn-gpus6: ``--gpus=6`` beside 2 free GPUs a node under MaxTRESPerJob=node=2, GrpTRES=node=2
+    or the QOS's MaxTRESPerJob=node=2)."""
+    if not (job.min_nodes or job.max_nodes) or job.limit_request is None:
         return job
     most = max_nodes(context, job.limit_request)
-    return job if most is None else _fewer_nodes(job, most)
+    if most is None:
+        return job
+    if job.max_nodes:
+        return replace(job, max_nodes=max(min(job.max_nodes, most), job.nodes))
+    return _fewer_nodes(job, most)
 
 
 class _Pass:
@@ -850,7 +875,9 @@ class _Pass:
                 free_now[name] = free
         return self._choose(_fewer_nodes(job, len(fitting)), [name for *_, name in sorted(fitting)], free_now)
 
-    def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> None:
+    def _start(self, job: PendingJob, names: list[str], *, backfilled: bool) -> bool:
+        """Start the job on ``names``; False where a node range's limits, counted on those nodes, keep it
+        waiting instead (_selected_request: its reason is set)."""
         duration = self._duration(job)
         end = self.now_s + duration
         spread = job.spread is not None and not self._whole_nodes(job)
@@ -873,6 +900,12 @@ class _Pass:
         if job.cpus_per_gpu:
             allocation = {name: Resources(cpus_for_gpus(held.cpus, held.gres.get("gpu", 0), job.cpus_per_gpu),
                                           held.memory_mb, held.gres) for name, held in allocation.items()}
+        request = _selected_request(job, allocation)
+        if self.limits is not None and request is not None:
+            reason = limit_reason(self.limits[0], self.limits[1], request)
+            if reason:
+                self.plan.waiting[job.job_id] = Waiting(reason)
+                return False
         self._occupy(job.job_id, allocation, end)
         # backfill gives a job without a time limit its partition's, a year for MaxTime=INFINITE, and
         # the job keeps it (backfill.c: ``part_time_limit = YEAR_MINUTES``, ``time_limit =
@@ -881,8 +914,9 @@ class _Pass:
         given = YEAR_MINUTES if backfilled and job.time_limit_minutes is None else None
         end_time = None if job.time_limit_minutes is None and given is None else self.now + dt.timedelta(seconds=duration)
         self.plan.starts.append(Start(job.job_id, tuple(names), allocation, self.now, end_time, backfilled, given))
-        if self.limits is not None and job.limit_request is not None:
-            self.limits[1].start(job.limit_request)
+        if self.limits is not None and request is not None:
+            self.limits[1].start(request)
+        return True
 
     def _spread(self, job: PendingJob, spread: TaskSpread, names: list[str]) -> dict[str, Resources]:
         """The tasks on ``names`` (in the order _choose took them), one at least on each: their CPUs,
@@ -981,8 +1015,7 @@ class _Pass:
             if not job.allocating or self._static_reason(job) or self._limit_reason(job) or not self._top_priority(job):
                 continue
             names = self._allocate_now(job, set())
-            if names is not None:
-                self._start(job, names, backfilled=False)
+            if names is not None and self._start(job, names, backfilled=False):
                 started.add(job.job_id)
         return [job for job in order if job.job_id not in started] if started else order
 
@@ -1034,7 +1067,8 @@ class _Pass:
                 continue
             names = self._allocate_now(job, withheld)
             if names is not None:
-                self._start(job, names, backfilled=False)
+                if not self._start(job, names, backfilled=False):  # over its limits there: it blocks nothing
+                    remaining.append(job)
                 continue
             if not self._try_preempt(job, withheld):
                 self.plan.waiting[job.job_id] = Waiting(self._waiting_reason(job, withheld_tier))
@@ -1156,9 +1190,9 @@ class _Pass:
                 if params.bf_max_job_start and started >= params.bf_max_job_start:
                     continue
                 names = self._allocate_now(job, set()) or names
-                self._start(job, names, backfilled=True)
-                self.plan.waiting.pop(job.job_id, None)
-                started += 1
+                if self._start(job, names, backfilled=True):
+                    self.plan.waiting.pop(job.job_id, None)
+                    started += 1
                 continue
             current = self.plan.waiting.get(job.job_id, Waiting("Priority"))
             if moment > window_end:
@@ -1169,6 +1203,12 @@ class _Pass:
                 continue
             start = self._slot(moment)
             end = self._slot(moment + self._duration(job))
+            if end >= self._slot(window_end):
+                # backfill's node-space map ends at bf_window's end (node_space[0].end_time = window_end;
+                # _add_reservation adds no record after it): these nodes stay reserved for every later
+                # job of the iteration, which finds no start on them within the window and keeps none
+                # (fixtures/22.05/node-range planned-N3-4: N/A behind plan-N2-4 without a time limit)
+                end = _FOREVER
             for name in names:
                 self.nodes[name].reserve(start, end)
             # in node order (SchedNodeList is a node bitmap), whatever order they were chosen in

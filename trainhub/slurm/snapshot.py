@@ -656,14 +656,12 @@ def node_range_count(state: ClusterState, partition: str, *, low: int, high: int
     select plugin is given, and counting it would keep the job waiting for it. Where fewer are free the
     scheduler takes as many as are, LOW at least (scheduler.PendingJob.min_nodes); a job shows this count
     from the node test at its submission on (fixtures/22.05/node-range: wait-N3-4 NumNodes=4-4, squeue's
-    NODES 4; begin-N2-4-x1 3-4; slurmctld's node_cnt_wag), a held job its range (held-N2-4: 2-4). HIGH is at
-    most the partition's MaxNodes (node_scheduler.c select_nodes: ``max_nodes = MIN(job's max_nodes,
-    part_ptr->max_nodes)``; only LOW above it keeps the job waiting, PartitionNodeLimit)."""
+    NODES 4; begin-N2-4-x1 3-4; slurmctld's node_cnt_wag), a held job its range (held-N2-4: 2-4). A HIGH
+    above the partition's MaxNodes keeps the job waiting with PartitionNodeLimit, as a LOW above it
+    (job_mgr.c _part_access_check tests the job's max_nodes; fixtures/22.05/range-limits pm-N1-4)."""
     info = state.partitions.get(partition)
     if info is None:
         return high
-    if info.options.max_nodes is not None:
-        high = min(high, info.options.max_nodes)
     others = set(hostlist.expand(excluded)) if excluded else set()
     usable = sum(1 for pk in info.node_pks if state.nodes[pk].available and state.nodes[pk].name not in others)
     return max(min(high, usable), low)
@@ -695,13 +693,19 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
 
 def gpu_node_range(job: JobLike, state: ClusterState) -> int:
     """The most nodes a --gpus job may take (scheduler.PendingJob.max_nodes): -N MIN-MAX's MAX, without -N
-    (``max_nodes`` 0: sbatch sets it with -N) the partition's nodes; 0 for an exact -N and other jobs."""
+    (``max_nodes`` 0: sbatch sets it with -N) the partition's nodes, at most its MaxNodes (node_scheduler.c
+    select_nodes: ``max_nodes = MIN(job's max_nodes, part_ptr->max_nodes)``; fixtures/22.05/range-limits
+    pm-gpus6: ``--gpus=6`` needing 3 nodes waits with Resources under MaxNodes=2, not PartitionNodeLimit:
+    without -N the job has no max_nodes for _part_access_check); 0 for an exact -N and other jobs."""
     if not job.gpus_per_job:
         return 0
     if job.max_nodes:
         return job.max_nodes if job.min_nodes else 0
     partition = state.partitions.get(job.partition)
-    return len(partition.node_pks) if partition else 0
+    if partition is None:
+        return 0
+    most = partition.options.max_nodes
+    return len(partition.node_pks) if most is None else min(len(partition.node_pks), most)
 
 
 def task_spread(job: JobLike, nodes: int, state: ClusterState) -> scheduler.TaskSpread | None:

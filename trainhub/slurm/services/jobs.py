@@ -474,11 +474,6 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
-    if placement["min_nodes"] and options.gpus is None and not options.hold:
-        # slurmctld's node test at submission (job_allocate's test-only select_nodes) gives a node range the
-        # count it shows until it runs (snapshot.node_range_count); a held job has none
-        fields["num_nodes"] = snapshot.node_range_count(state, partition, low=nodes, high=options.max_nodes,
-                                                        excluded=placement["exc_nodes"])
     context = snapshot.limit_context(state)
     active: list[SlurmJob] = []
     if snapshot.has_submit_count_limits(context):
@@ -495,6 +490,16 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
             time_limit_minutes=options.time_limit, default_account=default_account)
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
+    most = state.partitions[partition].options.max_nodes
+    if placement["min_nodes"] and options.gpus is None and not options.hold and not accepted.pending_reason and (
+            most is None or options.max_nodes <= most):
+        # slurmctld's node test at submission (job_allocate's test-only select_nodes) gives a node range the
+        # count it shows until it runs (snapshot.node_range_count); a held job has none, nor one its limits
+        # keep waiting (acct_policy_job_runnable_pre_select fails first; fixtures/22.05/range-limits mn-N3-4
+        # shows NumNodes=3-4) or whose MAX is over the partition's MaxNodes (_part_access_check fails first,
+        # PartitionNodeLimit; pm-N1-4 shows NumNodes=1-4)
+        fields["num_nodes"] = snapshot.node_range_count(state, partition, low=nodes, high=options.max_nodes,
+                                                        excluded=placement["exc_nodes"])
     if options.test_only:
         if node_error:
             raise _refuse(SUBMIT_FAILED + node_error)
