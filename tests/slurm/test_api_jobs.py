@@ -6,6 +6,7 @@ import pytest
 from tests.slurm.conftest import JOBS, run_pass, sbatch
 from trainhub.iam.services import posix_identity_set
 from trainhub.slurm.models import Hold, JobState, SlurmJob
+from trainhub.slurm.services.clusters import cluster_config_set
 
 
 def test_sbatch_wrap_queues_a_job_in_the_default_partition(api, accounts):
@@ -112,7 +113,6 @@ def test_sbatch_directives_in_the_script_are_honoured_and_the_command_line_wins(
                                    "submission failed: Invalid partition name specified"),
     (["--gres=gpu:9", "--wrap", "x"], "sbatch: error: Batch job submission failed: Requested node configuration "
                                       "is not available"),
-    (["-N", "3", "--wrap", "x"], "sbatch: error: Batch job submission failed: Node count specification invalid"),
     (["--frobnicate"], "sbatch: unrecognized option '--frobnicate'"),
     ([], "sbatch: error: Batch job submission failed: a batch script or --wrap is required"),
     (["-o", "../../etc/x", "--wrap", "x"], "sbatch: error: --output=../../etc/x: the path may not leave the "
@@ -126,6 +126,20 @@ def test_sbatch_refuses_with_slurms_message(api, accounts, args, message):
     # only a job that fails slurmctld's node test takes a job id (and ends FAILED 1:0), as on real Slurm
     failed = [(job.state, job.exit_code, job.reason) for job in SlurmJob.objects.all()]
     assert failed == ([("FAILED", 1, "BadConstraints")] if "node configuration" in message else [])
+
+
+def test_more_nodes_than_the_partition_has_pend_unless_partition_limits_are_enforced(api, accounts, now):
+    """fixtures/22.05/finished-jobs nodes5: ``-N 5`` on 4 nodes is job 7, PENDING with PartitionNodeLimit;
+    under EnforcePartLimits slurmctld refuses it at submission."""
+    job_id = sbatch(api, "uma", "-N", "3", "--wrap", "x").json()["jobId"]
+    run_pass(accounts)
+    job = SlurmJob.objects.get(job_id=job_id)
+    assert (job.state, job.reason, job.num_nodes) == (JobState.PENDING, "PartitionNodeLimit", 3)
+    cluster_config_set(cluster=accounts, changes={"EnforcePartLimits": "ALL"}, actor="test", now=now)
+    response = sbatch(api, "uma", "-N", "3", "--wrap", "x")
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == ("sbatch: error: Batch job submission failed: Node count "
+                                                   "specification invalid")
 
 
 def test_a_user_without_an_association_cannot_submit(api, accounts):

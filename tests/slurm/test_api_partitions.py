@@ -2,7 +2,10 @@
 PreemptMode) and node pools by API and page, validated with 400s naming the field; the change
 reaches scheduling."""
 
+import datetime as dt
+
 import pytest
+from django.utils import timezone
 
 from tests.slurm.conftest import CLUSTERS, run_pass, sbatch, seed_spec, slurm_spec
 from trainhub.inventory.models import Executor
@@ -58,13 +61,14 @@ def test_a_new_max_time_keeps_longer_jobs_pending_with_slurms_reason(api, two_po
 
 
 def test_moving_a_pool_into_a_partition_gives_its_jobs_those_nodes(api, two_pools):
-    refused = sbatch(api, "uma", "-p", "a4", "-N", "3", "--gres=gpu:8", "--wrap", "x").json()
-    assert refused["error"]["message"].endswith("Node count specification invalid")
-    response = patch(api, {"nodePoolIds": ["a4", "b4"]})
-    assert response.status_code == 200 and response.json()["nodePoolIds"] == ["a4", "b4"]
     job_id = sbatch(api, "uma", "-p", "a4", "-N", "3", "--gres=gpu:8", "--wrap", "x").json()["jobId"]
     run_pass(two_pools)
     job = SlurmJob.objects.get(job_id=job_id)
+    assert (job.state, job.reason) == (JobState.PENDING, "PartitionNodeLimit")  # 3 nodes, a4 has 2
+    response = patch(api, {"nodePoolIds": ["a4", "b4"]})
+    assert response.status_code == 200 and response.json()["nodePoolIds"] == ["a4", "b4"]
+    run_pass(two_pools, timezone.now() + dt.timedelta(seconds=5))  # the main scheduler's next run
+    job.refresh_from_db()
     assert job.state == JobState.RUNNING and job.node_list == "a4-[0-1],b4-0"
 
 

@@ -9,13 +9,9 @@ start and end. ``-N 5`` on the 4-node partition is not refused: it pends (Partit
 
 The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
 
-Known differences, kept: ``-N 5`` on the 4-node partition (nodes5): 22.05 queues it as job 7, PENDING with
-PartitionNodeLimit (``NumNodes=5-5 NumCPUs=5 NumTasks=5``, ``TRES=cpu=5,mem=80000M,node=5,billing=5``, sacct
-``7|nodes5|PENDING|0:0|billing=5,cpu=5,mem=80000M,node=5||5|5|None assigned|10000``), where trainhub refuses
-it (``Batch job submission failed: Node count specification invalid``); the replay spends id 7 as slurmctld
-did and leaves job 7's lines out of the recorded outputs. sacct's Reason column (sacct-x-more.txt): trainhub's
-sacct has no Reason field; 22.05 shows ``None`` for every finished job, the refused ones too (not their
-BadConstraints) and ``PartitionConfig`` for nodes5 (squeue's PartitionNodeLimit).
+Known differences, kept: sacct's Reason column (sacct-x-more.txt): trainhub's sacct has no Reason
+field; 22.05 shows ``None`` for every finished job, the refused ones too (not their BadConstraints) and
+``PartitionConfig`` for nodes5 (squeue's PartitionNodeLimit).
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ import pytest
 from trainhub.common.errors import ApiError
 from trainhub.slurm import formats, reports
 from trainhub.slurm.models import JobNode, JobState, SlurmJob
-from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message, take_job_ids
+from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message
 from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_prolog_finished
 
 from .conftest import run_pass
@@ -121,31 +117,17 @@ def replayed(cast, now) -> tuple[Replay, dict[str, tuple[str, str]]]:
     cancel(replay, 5, "alice", at("03:40:03"))
     for name in ("gres9", "nodes5", "mem", "cpus", "keep", "held"):
         answers[name] = sbatch(replay, name, at("03:40:03"))
-        if name == "nodes5":  # refused by trainhub (KNOWN_DIFFERENCES), queued by slurmctld under id 7
-            take_job_ids(cluster, 1)
     run_pass(cluster, at("03:40:05"))  # keep's LastSchedEval
     launch(10, at("03:40:05"))
     return replay, answers
 
 
 def test_sbatch_answers_as_slurm(replayed):
-    """Each sbatch's job id or refusal (slurmctld's extra line for --mem and -c), but nodes5's (module
-    docstring)."""
+    """Each sbatch's job id or refusal (slurmctld's extra line for --mem and -c); nodes5 (``-N 5`` on 4
+    nodes) is accepted, EnforcePartLimits being NO."""
     _, answers = replayed
-    assert answers.pop("nodes5") == ("", "sbatch: error: Batch job submission failed: Node count specification "
-                                         "invalid\nrc=1\n")
     assert answers == {name: (real(f"sbatch-{name}"), (REAL / f"sbatch-{name}.err").read_text())
                        for name in answers}
-
-
-#: nodes5's job id (module docstring: trainhub refuses it).
-NODES5 = 7
-
-
-def without_nodes5(text: str, *, separator: str) -> str:
-    """A recorded squeue or sacct output without nodes5's line (its job id is the line's first field)."""
-    return "".join(line for line in text.splitlines(keepends=True)
-                   if line.strip().split(separator or None)[0] != str(NODES5))
 
 
 SHOWN = at("03:40:07")
@@ -171,13 +153,13 @@ def test_squeue_lists_finished_jobs_as_slurm(replayed, name, options):
     text = reports.squeue(replay.cluster, now=moment, **options).text
     if options.get("long"):  # it prints its clock first
         text = f"{moment:%a %b %d %H:%M:%S %Y}\n" + text
-    assert text == without_nodes5(real(name), separator="|" if "format" in options else "")
+    assert text == real(name)
 
 
 def test_scontrol_show_job_of_each_is_slurms(replayed):
     replay, _ = replayed
     shown = {f"scontrol-{job_id}": reports.scontrol_jobs(replay.cluster, now=LATER, job=str(job_id)).text
-             for job_id in range(1, 12) if job_id != NODES5}
+             for job_id in range(1, 12)}
     assert scontrol_differences(shown, REAL) == {}
     gone = reports.scontrol_jobs(replay.cluster, now=LATER, job="12")  # no such job
     assert gone.text + gone.stderr + "rc=1\n" == real("scontrol-12") + (REAL / "scontrol-12.err").read_text()
@@ -201,11 +183,10 @@ def test_sacct_of_them_is_slurms(replayed, name, fields):
     records = reports.sacct(replay.cluster, now=at("03:40:11") if name == "sacct-x-more" else SHOWN, viewer="root", all_users=True, allocations=name != "sacct-steps",
                             fields=fields.split(",")).items
     shown = formats.sacct_text([record for record, _ in records], fields=fields.split(","), parsable="plain")
-    assert shown == without_nodes5(recorded, separator="|")
+    assert shown == recorded
 
 
 def test_sacct_default_is_slurms(replayed):
     replay, _ = replayed
     shown = reports.sacct(replay.cluster, now=SHOWN, viewer="root", all_users=True).text
-    assert shown == "".join(line for line in real("sacct").splitlines(keepends=True)
-                            if not line.startswith(f"{NODES5} "))
+    assert shown == real("sacct")

@@ -607,7 +607,10 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     elif waiting or future:
         evaluated, scheduler = last_run[1] if last_run and job.restart_count else job.submit_time, "Main"
     elif job.reason in _OUTSIDE_QUEUE:
-        evaluated, scheduler = max(job.sched_eval_time or job.submit_time, job.submit_time), "Main"
+        # slurmctld tried it as it came and no scheduler looks at it again (build_job_queue leaves it
+        # out), however many priority calculations pass (finished-jobs/scontrol-7, range-limits
+        # scontrol-pm-N1-4, ntasks scontrol-6/7: LastSchedEval is SubmitTime)
+        evaluated, scheduler = job.submit_time, "Main"
     else:
         evaluated, scheduler = max(last_main or job.submit_time, job.submit_time), "Main"
         # backfill runs after the main scheduler in a pass that runs both, except the main run the job's

@@ -254,14 +254,16 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     none of whose alternatives has enough nodes, counts that too few nodes meet). -x is no
     reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted), and a held job is not
     tested against the nodes (fixtures/22.05/constraint: held ``-C a100&v100`` and ``-N 3 -C a100``
-    are accepted, unheld refused). A node count from -n alone (``from_tasks``) over the partition's is
-    accepted and pends with PartitionConfig (fixtures/22.05/ntasks: ``-n 65``, ``-n 5 -c 16``); one from
-    -n and --ntasks-per-node is refused as no node configuration (``-n 40 --ntasks-per-node=8``: the
-    select plugin's node test wants its 5 nodes)."""
+    are accepted, unheld refused). More nodes than the partition has: -N's count is refused only under
+    EnforcePartLimits, and otherwise pends with PartitionNodeLimit (_part_access_check's "too many
+    nodes", fixtures/22.05/finished-jobs nodes5: ``-N 5`` on 4 nodes); a count from -n alone
+    (``from_tasks``) is accepted and pends with PartitionConfig (fixtures/22.05/ntasks: ``-n 65``, ``-n 5
+    -c 16``); one from -n and --ntasks-per-node is refused as no node configuration (``-n 40
+    --ntasks-per-node=8``: the select plugin's node test wants its 5 nodes)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     if nodes > len(members):
         if not from_tasks:
-            return INVALID_NODE_COUNT
+            return INVALID_NODE_COUNT if state.config.enforce_part_limits != "NO" else None
         return NODE_CONFIG_UNAVAILABLE if request.ntasks_per_node else None
     error, constraint = _feature_error(request, members)
     if error or held:
