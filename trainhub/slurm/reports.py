@@ -1134,8 +1134,8 @@ def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
 #: What a job's sacct records read of it (_run_record): a third of its columns - not its script,
 #: environment or priority factors - which takes 40 % off the CPU of a 500-job page.
 _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "partition", "qos", "num_nodes",
-                     "time_limit", "state", "state_desc", "priority", "restart_count", "submit_time", "end_time",
-                     "exit_code", "exit_signal", "array_job_id", "array_task_id", "array_pending",
+                     "time_limit", "state", "state_desc", "priority", "restart_count", "submit_time", "start_time",
+                     "end_time", "exit_code", "exit_signal", "array_job_id", "array_task_id", "array_pending",
                      "array_max_running",
                      # ReqTRES's (_requested_tres)
                      "num_tasks", "cpus_per_task", "nodes_from_tasks", "gpus_per_job", "gpus_per_task",
