@@ -113,23 +113,9 @@ WEB_ENV = "TRAINHUB_BENCH_WEB"
 NGINX_TEMPLATE = REPO_ROOT / "deploy" / "nginx" / "trainhub.conf.template"
 
 
-#: How much more often nginx's round-robin tie-break picks the first idle replica than another idle one.
-FIRST_REPLICA_WEIGHT = 100
-
-
-def upstream_servers(servers: list[str]) -> str:
-    """The replicas' ``server`` lines as deploy/nginx/trainhub.conf.template describes them: each replica once
-    with ``max_conns=1``, the first weighted to win the tie when several are idle, then each again as a
-    ``backup`` for the requests beyond one per replica."""
-    first, *others = servers
-    return " ".join([f"server {first} max_conns=1 weight={FIRST_REPLICA_WEIGHT};",
-                     *(f"server {server} max_conns=1;" for server in others),
-                     *(f"server {server} backup;" for server in servers)])
-
-
 def render_nginx_template(*, servers: list[str], listen: str) -> str:
     """The template with its variables set, as the nginx image's envsubst sets them."""
-    return (NGINX_TEMPLATE.read_text().replace("${TRAINHUB_WEB_SERVERS}", upstream_servers(servers))
+    return (NGINX_TEMPLATE.read_text().replace("${TRAINHUB_WEB_SERVERS}", " ".join(f"server {s};" for s in servers))
             .replace("${TRAINHUB_PROXY_LISTEN}", listen))
 
 
