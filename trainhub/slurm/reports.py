@@ -1146,20 +1146,20 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
           all_users: bool = False, duplicates: bool = False, starttime: dt.datetime | None = None,
           endtime: dt.datetime | None = None, state: str = "", brief: bool = False, allocations: bool = False,
           parsable: bool = False, fields: list[str] | None = None, page: slice | None = None) -> Report:
-    # A job that has never been eligible (held, --begin ahead, a dependency) has no record yet:
-    # slurmdbd learns of a job when it becomes eligible (fixtures/22.05/scenario/sacct-a-running.txt).
-    # Nor has an array's record while its ``%`` limit holds its tasks back (EligibleTime=Unknown;
-    # fixtures/22.05/array/sacct.txt).
-    # Nor has a job that ended so, cancelled while held or before its --begin (fixtures/22.05/node-range/sacct.txt:
-    # no held-N2-4, begin-N2-4).
+    # Without -j, sacct's time window leaves out a job that has never been eligible (held, --begin ahead, a
+    # dependency; fixtures/22.05/scenario/sacct-a-running.txt), an array's record while its ``%`` limit holds
+    # its tasks back (EligibleTime=Unknown; fixtures/22.05/array/sacct.txt) and a job that ended so, cancelled
+    # while held or before its --begin (fixtures/22.05/node-range/sacct.txt: no held-N2-4, begin-N2-4). -j
+    # lists them all the same (22.05.8: ``sacct -j`` of a held, a --begin, a dependent job and an array's
+    # throttled tasks shows them PENDING, Start Unknown, and CANCELLED once cancelled).
     never_eligible = (Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now)
                                                    | Q(reason=arrays.TASK_LIMIT))
                       | ~Q(state=JobState.PENDING) & (~Q(hold="") | Q(begin_time__gt=F("end_time"))))
-    rows = (SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
-            .exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk")))))
+    rows = SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
     if jobs:
         rows = rows.filter(_job_selection(jobs)[0])
     else:
+        rows = rows.exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk"))))
         since = starttime or now.replace(hour=0, minute=0, second=0, microsecond=0)
         rows = rows.filter(Q(end_time__isnull=True) | Q(end_time__gte=since))
         if endtime:
