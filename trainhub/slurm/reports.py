@@ -600,12 +600,17 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     # LastSchedEval and Scheduler=: slurmctld's last look at the job, the one that started it (by the
     # main scheduler or a backfill iteration), a held or waiting job's submission (a requeued one's
     # last start: sched/b-scontrol-6), the main scheduler's last run since its submission (ntasks/
-    # scontrol-4: 05:10:51) or, for one its queue leaves out, the pass that gave it its priority
-    # (ntasks/scontrol-6, array/scontrol-1), or a later backfill iteration, "Backfill:*" (sched/a-scontrol-5)
+    # scontrol-4: 05:10:51) or, for one its queue leaves out, its submission (ntasks/scontrol-6) or, for an
+    # array's throttled record, the pass that gave it its priority (array/scontrol-1), or a later backfill
+    # iteration, "Backfill:*" (sched/a-scontrol-5)
     if started:
         evaluated, scheduler = job.start_time, "Backfill" if job.started_by_backfill else "Main"
     elif waiting or future:
         evaluated, scheduler = last_run[1] if last_run and job.restart_count else job.submit_time, "Main"
+    elif job.reason == arrays.TASK_LIMIT:
+        # an array's record its throttle holds back: the pass that gave it its priority (array/scontrol-1,
+        # scontrol-1-4, scontrol-1-after: LastSchedEval two seconds after its submission)
+        evaluated, scheduler = max(job.sched_eval_time or job.submit_time, job.submit_time), "Main"
     elif job.reason in _OUTSIDE_QUEUE:
         # slurmctld tried it as it came and no scheduler looks at it again (build_job_queue leaves it
         # out), however many priority calculations pass (finished-jobs/scontrol-7, range-limits
