@@ -409,3 +409,16 @@ def test_sacct_j_lists_the_jobs_it_names_though_never_eligible(accounts, cast, n
     assert [(state.split()[0], start) for _, state, start, _ in (line.split("|") for line in listed(jobs=named))] == [
         ("CANCELLED", "None"), ("CANCELLED", "None"), ("PENDING", "Unknown")]
     assert listed() == []
+
+
+def test_squeue_all_shows_a_node_range_cancelled_while_held_with_the_cpus_it_asked(accounts, cast, now):
+    """22.05.8: ``sbatch -N 2-4 -H``, scancel: squeue -t all shows it CA on 2 nodes with 1 CPU (scontrol's
+    NumCPUs=1: a node range without -n asks for one task's CPUs until it runs)."""
+    from trainhub.slurm import reports
+    from trainhub.slurm.services.jobs import job_cancel
+
+    job = job_submit(cluster=accounts, user=cast["uma"], submission=Submission(argv=("-N", "2-3", "-H", "--wrap", "x")),
+                     now=now)
+    job_cancel(job=job, actor=cast["uma"], is_admin=False, now=now)
+    assert reports.squeue(accounts, now=now, states="all", format="%i %t %D %C").text.splitlines()[1:] == [
+        f"{job.job_id} CA 2 1"]

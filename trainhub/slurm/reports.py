@@ -202,8 +202,9 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=gpu_request, per_job=gpus_per_job, per_node=gpus_per_node, per_task=gpus_per_task)
     # allocated, --ntasks-per-node's tasks' CPUs on every node (ntasks-per-node/squeue-o: -n 20 on 3 x 8, 24)
-    tasks = scontrol_job.asked_tasks(num_tasks=num_tasks, tasks_from_nodes=tasks_from_nodes,
-                                     pending=state == JobState.PENDING)
+    # a job that never got nodes (pending, or cancelled while it waited: 22.05.8 ``-N 2-4 -H`` then scancel,
+    # squeue -t all CPUS 1, as scontrol's NumCPUs) counts what it asked
+    tasks = scontrol_job.asked_tasks(num_tasks=num_tasks, tasks_from_nodes=tasks_from_nodes, pending=not node_list)
     cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else tasks) * cpus_per_task
     # and, once it got nodes, --cpus-per-gpu's for its GPUs (cpus-per-gpu/squeue.txt; a refused record
     # none: small-diffs/squeue-all.txt, ``-n 1 --gpus-per-task=2 --cpus-per-gpu=9`` CPUS 1)
