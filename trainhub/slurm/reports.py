@@ -1155,12 +1155,14 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
     # Without -j, sacct's time window leaves out a job that has never been eligible (held, --begin ahead, a
     # dependency; fixtures/22.05/scenario/sacct-a-running.txt), an array's record while its ``%`` limit holds
     # its tasks back (EligibleTime=Unknown; fixtures/22.05/array/sacct.txt) and a job that ended so, cancelled
-    # while held or before its --begin (fixtures/22.05/node-range/sacct.txt: no held-N2-4, begin-N2-4). -j
+    # while held, before its --begin or its dependency (fixtures/22.05/node-range/sacct.txt: no held-N2-4,
+    # begin-N2-4; 22.05.8: an afterok job cancelled while its dependency waited is not listed). -j
     # lists them all the same (22.05.8: ``sacct -j`` of a held, a --begin, a dependent job and an array's
     # throttled tasks shows them PENDING, Start Unknown, and CANCELLED once cancelled).
     never_eligible = (Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now)
                                                    | Q(reason=arrays.TASK_LIMIT))
-                      | ~Q(state=JobState.PENDING) & (~Q(hold="") | Q(begin_time__gt=F("end_time"))))
+                      | ~Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="")
+                                                      | Q(begin_time__gt=F("end_time"))))
     rows = SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
     if jobs:
         rows = rows.filter(_job_selection(jobs)[0])
