@@ -384,3 +384,41 @@ def test_scontrol_show_partition_gives_each_partitions_record_as_text_and_rows(a
     assert unknown.status_code == 404
     assert (unknown.json()["error"]["message"], unknown.json()["text"]) == (
         "Partition gone not found", "Partition gone not found\n")
+
+
+def test_sacct_j_lists_the_jobs_it_names_though_never_eligible(accounts, cast, now):
+    """22.05.8: without -j sacct leaves out held, --begin and dependent jobs (never eligible), and such a job
+    cancelled while it waited; ``sacct -j`` of them lists them PENDING with Start Unknown, then CANCELLED."""
+    from trainhub.slurm import reports
+    from trainhub.slurm.services.jobs import job_cancel
+
+    jobs = [job_submit(cluster=accounts, user=cast["uma"], submission=Submission(argv=(*args, "--wrap", "x")), now=now)
+            for args in (("-H",), ("--begin=now+3600",))]
+    jobs.append(job_submit(cluster=accounts, user=cast["uma"], now=now, submission=Submission(
+        argv=("-d", f"afterok:{jobs[0].job_id}", "--wrap", "x"))))
+    named = ",".join(str(job.job_id) for job in jobs)
+
+    def listed(**selection) -> list[str]:
+        return reports.sacct(accounts, now=now, viewer="uma", fields=["JobID", "State", "Start"], parsable=True,
+                             **selection).text.splitlines()[1:]
+
+    assert listed() == []
+    assert listed(jobs=named) == [f"{job.job_id}|PENDING|Unknown|" for job in jobs]
+    for job in reversed(jobs):
+        job_cancel(job=job, actor=cast["uma"], is_admin=False, now=now)
+    assert [(state.split()[0], start) for _, state, start, _ in (line.split("|") for line in listed(jobs=named))] == [
+        ("CANCELLED", "None")] * 3
+    assert listed() == []
+
+
+def test_squeue_all_shows_a_node_range_cancelled_while_held_with_the_cpus_it_asked(accounts, cast, now):
+    """22.05.8: ``sbatch -N 2-4 -H``, scancel: squeue -t all shows it CA on 2 nodes with 1 CPU (scontrol's
+    NumCPUs=1: a node range without -n asks for one task's CPUs until it runs)."""
+    from trainhub.slurm import reports
+    from trainhub.slurm.services.jobs import job_cancel
+
+    job = job_submit(cluster=accounts, user=cast["uma"], submission=Submission(argv=("-N", "2-3", "-H", "--wrap", "x")),
+                     now=now)
+    job_cancel(job=job, actor=cast["uma"], is_admin=False, now=now)
+    assert reports.squeue(accounts, now=now, states="all", format="%i %t %D %C").text.splitlines()[1:] == [
+        f"{job.job_id} CA 2 1"]

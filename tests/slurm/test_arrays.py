@@ -155,6 +155,19 @@ def test_sbatch_test_only_answers_on_stderr_and_queues_nothing(api, accounts):
                                 "a4-0 in partition a4")
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("-N", "3"), "allocation failure: Requested node configuration is not available"),
+    (("--gres=gpu:9",), "allocation failure: Requested node configuration is not available"),
+    (("-p", "nope"), "sbatch: error: invalid partition specified: nope\n"
+                     "allocation failure: Invalid partition name specified")])
+def test_sbatch_test_only_refused_says_allocation_failure(api, accounts, args, message):
+    """22.05.8 sbatch --test-only prints slurm_job_will_run's refusal with slurm_perror("allocation failure")
+    (``-N 5`` on 4 nodes, ``--gres=gpu:9``, ``-p nope``), not submission's line; no job id is taken."""
+    answer = sbatch(api, "uma", "--test-only", *args, "--wrap", "true")
+    assert (answer.status_code, answer.json()["error"]["message"]) == (400, message)
+    assert not SlurmJob.objects.exists()
+
+
 def test_a_dependency_on_an_array_waits_for_every_task(api, accounts):
     sbatch(api, "uma", "--array=0-1", "--gres=gpu:8", "--wrap", "true")
     after = sbatch(api, "uma", "--dependency=afterok:1", "--wrap", "true").json()["jobId"]

@@ -376,6 +376,22 @@ def test_a_finished_job_asks_for_a_pass(accounts, cast, now, django_capture_on_c
     assert accounts.last_pass_summary["ok"] and accounts.last_pass_time > now  # the pass ran (eager Celery)
 
 
+@pytest.mark.parametrize(("exit_code", "signal", "reason"), [(3, 0, "NonZeroExitCode"), (0, 9, "JobLaunchFailure")])
+def test_a_failed_batch_script_gives_job_completes_reason_for_an_exit_code_or_a_signal(accounts, cast, now, exit_code,
+                                                                                       signal, reason):
+    """job_mgr.c job_complete: FAIL_EXIT_CODE for a non-zero exit, FAIL_LAUNCH for a death by a signal
+    (22.05.8: ``--wrap 'exit 3'`` Reason=NonZeroExitCode ExitCode=3:0, ``--wrap 'kill -9 $$'``
+    Reason=JobLaunchFailure ExitCode=0:9)."""
+    from trainhub.slurm.services.lifecycle import job_batch_finished
+
+    job = submit(accounts, cast["uma"], "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    job_batch_finished(job_node=JobNode.objects.get(job=job), exit_code=exit_code, signal=signal, max_rss_kb=None,
+                       now=now)
+    job = reload(job)
+    assert (job.state, job.reason, job.exit_code, job.exit_signal) == (JobState.FAILED, reason, exit_code, signal)
+
+
 def test_usage_decays_by_the_half_life_and_resets_at_the_period(accounts, now):
     from trainhub.slurm.services.clusters import cluster_config_set
 

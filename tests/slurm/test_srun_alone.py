@@ -537,3 +537,14 @@ def test_srun_vv_inside_an_allocation_says_the_allocations_options_too(slurm_cli
     assert (code, out) == (0, f"{socket.gethostname()}\n")
     assert debug_masked(err.splitlines(), job.job_id) == debug_masked(
         first_srun + ["salloc: Relinquishing job allocation 3"], job.job_id)
+
+
+def test_a_hostfile_of_names_no_host_list_reads_is_refused_at_allocation(slurm_cli_as_uma, tmp_path, monkeypatch):
+    """22.05.8: ``SLURM_HOSTFILE`` of ``gpu[1-,gpu2,gpu3`` with ``-m arbitrary -n 2`` outside a job: ``srun:
+    error: Unable to allocate resources: Invalid node name specified``, exit 1; cutting the names to -n's
+    first nodes (steps.first_nodes) must not read them as a host list."""
+    (tmp_path / "hosts").write_text("a4-[0-,a4-0,a4-1\n")
+    monkeypatch.setenv("SLURM_HOSTFILE", str(tmp_path / "hosts"))
+    code, out, err = slurm_cli_as_uma("srun", "-m", "arbitrary", "-n", "2", "true")
+    assert (code, out, err) == (1, "", "srun: error: Unable to allocate resources: Invalid node name specified\n")
+    assert not SlurmJob.objects.exists()

@@ -1086,7 +1086,9 @@ SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "priority": (PrintField("Priority", 10, "uint"), lambda j: j.priority),
     "restarts": (PrintField("Restarts", 8, "uint"), lambda j: j.restarts),
     "submit": (PrintField("Submit", 19), lambda j: _timestamp(j.submit)),
-    "start": (PrintField("Start", 19), lambda j: _timestamp(j.start)),
+    # a job that ended without starting: None, where a pending one's start is Unknown (22.05.8: cancelled
+    # while pending; fixtures/22.05/node-range/sacct-times.txt plan-N2-4)
+    "start": (PrintField("Start", 19), lambda j: _timestamp(j.start) if j.start or j.state == "PENDING" else "None"),
     "end": (PrintField("End", 19), lambda j: _timestamp(j.end)),
     "alloctres": (PrintField("AllocTRES", 10), lambda j: j.alloc_tres),
     "reqtres": (PrintField("ReqTRES", 10), lambda j: j.req_tres),

@@ -202,8 +202,9 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
     tres_per_job, tres_per_node, tres_per_task = scontrol_job.gpu_tres_per(
         request=gpu_request, per_job=gpus_per_job, per_node=gpus_per_node, per_task=gpus_per_task)
     # allocated, --ntasks-per-node's tasks' CPUs on every node (ntasks-per-node/squeue-o: -n 20 on 3 x 8, 24)
-    tasks = scontrol_job.asked_tasks(num_tasks=num_tasks, tasks_from_nodes=tasks_from_nodes,
-                                     pending=state == JobState.PENDING)
+    # a job that never got nodes (pending, or cancelled while it waited: 22.05.8 ``-N 2-4 -H`` then scancel,
+    # squeue -t all CPUS 1, as scontrol's NumCPUs) counts what it asked
+    tasks = scontrol_job.asked_tasks(num_tasks=num_tasks, tasks_from_nodes=tasks_from_nodes, pending=not node_list)
     cpus = (num_nodes * ntasks_per_node if ntasks_per_node and state != JobState.PENDING else tasks) * cpus_per_task
     # and, once it got nodes, --cpus-per-gpu's for its GPUs (cpus-per-gpu/squeue.txt; a refused record
     # none: small-diffs/squeue-all.txt, ``-n 1 --gpus-per-task=2 --cpus-per-gpu=9`` CPUS 1)
@@ -600,12 +601,17 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
     # LastSchedEval and Scheduler=: slurmctld's last look at the job, the one that started it (by the
     # main scheduler or a backfill iteration), a held or waiting job's submission (a requeued one's
     # last start: sched/b-scontrol-6), the main scheduler's last run since its submission (ntasks/
-    # scontrol-4: 05:10:51) or, for one its queue leaves out, the pass that gave it its priority
-    # (ntasks/scontrol-6, array/scontrol-1), or a later backfill iteration, "Backfill:*" (sched/a-scontrol-5)
+    # scontrol-4: 05:10:51) or, for one its queue leaves out, its submission (ntasks/scontrol-6) or, for an
+    # array's throttled record, the pass that gave it its priority (array/scontrol-1), or a later backfill
+    # iteration, "Backfill:*" (sched/a-scontrol-5)
     if started:
         evaluated, scheduler = job.start_time, "Backfill" if job.started_by_backfill else "Main"
     elif waiting or future:
         evaluated, scheduler = last_run[1] if last_run and job.restart_count else job.submit_time, "Main"
+    elif job.reason == arrays.TASK_LIMIT:
+        # an array's record its throttle holds back: the pass that gave it its priority (array/scontrol-1,
+        # scontrol-1-4, scontrol-1-after: LastSchedEval two seconds after its submission)
+        evaluated, scheduler = max(job.sched_eval_time or job.submit_time, job.submit_time), "Main"
     elif job.reason in _OUTSIDE_QUEUE:
         # slurmctld tried it as it came and no scheduler looks at it again (build_job_queue leaves it
         # out), however many priority calculations pass (finished-jobs/scontrol-7, range-limits
@@ -1146,20 +1152,22 @@ def sacct(cluster: SlurmCluster, *, now: dt.datetime, viewer: str, jobs: str = "
           all_users: bool = False, duplicates: bool = False, starttime: dt.datetime | None = None,
           endtime: dt.datetime | None = None, state: str = "", brief: bool = False, allocations: bool = False,
           parsable: bool = False, fields: list[str] | None = None, page: slice | None = None) -> Report:
-    # A job that has never been eligible (held, --begin ahead, a dependency) has no record yet:
-    # slurmdbd learns of a job when it becomes eligible (fixtures/22.05/scenario/sacct-a-running.txt).
-    # Nor has an array's record while its ``%`` limit holds its tasks back (EligibleTime=Unknown;
-    # fixtures/22.05/array/sacct.txt).
-    # Nor has a job that ended so, cancelled while held or before its --begin (fixtures/22.05/node-range/sacct.txt:
-    # no held-N2-4, begin-N2-4).
+    # Without -j, sacct's time window leaves out a job that has never been eligible (held, --begin ahead, a
+    # dependency; fixtures/22.05/scenario/sacct-a-running.txt), an array's record while its ``%`` limit holds
+    # its tasks back (EligibleTime=Unknown; fixtures/22.05/array/sacct.txt) and a job that ended so, cancelled
+    # while held, before its --begin or its dependency (fixtures/22.05/node-range/sacct.txt: no held-N2-4,
+    # begin-N2-4; 22.05.8: an afterok job cancelled while its dependency waited is not listed). -j
+    # lists them all the same (22.05.8: ``sacct -j`` of a held, a --begin, a dependent job and an array's
+    # throttled tasks shows them PENDING, Start Unknown, and CANCELLED once cancelled).
     never_eligible = (Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="") | Q(begin_time__gt=now)
                                                    | Q(reason=arrays.TASK_LIMIT))
-                      | ~Q(state=JobState.PENDING) & (~Q(hold="") | Q(begin_time__gt=F("end_time"))))
-    rows = (SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
-            .exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk")))))
+                      | ~Q(state=JobState.PENDING) & (~Q(hold="") | ~Q(dependency="")
+                                                      | Q(begin_time__gt=F("end_time"))))
+    rows = SlurmJob.objects.filter(cluster=cluster).only(*_SACCT_JOB_FIELDS)
     if jobs:
         rows = rows.filter(_job_selection(jobs)[0])
     else:
+        rows = rows.exclude(never_eligible & ~Exists(JobRun.objects.filter(job=OuterRef("pk"))))
         since = starttime or now.replace(hour=0, minute=0, second=0, microsecond=0)
         rows = rows.filter(Q(end_time__isnull=True) | Q(end_time__gte=since))
         if endtime:

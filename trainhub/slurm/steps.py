@@ -195,8 +195,13 @@ def first_nodes(hosts: Sequence[str], count: int) -> list[str]:
     """The first ``count`` distinct nodes of ``hosts`` in node-list order: srun cuts a host list of more
     nodes than tasks so (hostlist_uniq sorts it, then hostlist_pop takes from its end; srun's
     _opt_verify, fixtures/22.05/hostfile-edge/alone-comma-over: ``gpu4,gpu2,gpu1`` with -n 2 runs on
-    gpu[1-2])."""
-    return expand(compress(hosts))[:count]
+    gpu[1-2]). Names that are no host list (``gpu[1-``) are all kept, uncut, in their order: slurmctld
+    refuses them as names it does not know (22.05.8: ``gpu[1-,gpu2,gpu3`` with -n 2 outside a job,
+    ``Unable to allocate resources: Invalid node name specified``)."""
+    try:
+        return expand(compress(hosts))[:count]
+    except HostlistError:
+        return list(dict.fromkeys(hosts))
 
 
 def arbitrary_tasks(hosts: tuple[str, ...], names: list[str]) -> list[tuple[int, tuple[int, ...]]]:

@@ -43,6 +43,8 @@ from trainhub.slurm.services.mail import mail_job_ended
 from trainhub.slurm.services.passes import will_run
 
 SUBMIT_FAILED = "sbatch: error: Batch job submission failed: "
+#: What sbatch --test-only prints before slurmctld's refusal in place of SUBMIT_FAILED.
+TEST_ONLY_FAILED = "allocation failure: "
 PERMISSION_DENIED = "Access/permission denied"
 DEPENDENCY_PROBLEM = "Job dependency problem"
 NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
@@ -447,6 +449,20 @@ def job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Sub
     """sbatch: parse the options, validate them as slurmctld does (limits.validate_submission:
     association, QOS, partition and submit-count limits) and queue the job under the cluster's next
     job id. The job pends with the reason known at submit time (a limit, BeginTime, JobHeldUser)."""
+    try:
+        return _job_submit(cluster=cluster, user=user, submission=submission, is_admin=is_admin, now=now)
+    except ApiError as exc:
+        if not submission.options.test_only:
+            raise
+        # --test-only asks slurm_job_will_run, whose refusal sbatch prints with slurm_perror("allocation
+        # failure") (22.05.8: ``--test-only -N 5`` on 4 nodes, ``--gres=gpu:9``, ``-c 17``: "allocation failure:
+        # Requested node configuration is not available"; ``-p nope``: "allocation failure: Invalid partition
+        # name specified" after sbatch's own line)
+        raise replace(exc, message=exc.message.replace(SUBMIT_FAILED, TEST_ONLY_FAILED)) from None
+
+
+def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Submission, is_admin: bool,
+                now: dt.datetime | None) -> SlurmJob:
     now = now or timezone.now()
     options = submission.options
     try:

@@ -104,8 +104,10 @@ def _end(job: SlurmJob, state: str, now: dt.datetime, *, exit_code: int | None, 
     if state == JobState.TIMEOUT and desc == TIME_LIMIT:
         reason = TIME_LIMIT_REASON
     elif state == JobState.FAILED and reason == "None":
-        # job_completion: a non-zero exit is FAIL_EXIT_CODE (fixtures/22.05/finished-jobs/scontrol-2: exit 3)
-        reason = NON_ZERO_EXIT_CODE
+        # job_mgr.c job_complete: a non-zero exit is FAIL_EXIT_CODE (fixtures/22.05/finished-jobs/scontrol-2:
+        # exit 3), a death by a signal FAIL_LAUNCH (a batch script or salloc's command killed by signal 9:
+        # Reason=JobLaunchFailure ExitCode=0:9 on 22.05.8)
+        reason = JOB_LAUNCH_FAILURE if signal else NON_ZERO_EXIT_CODE
     _close_run(job, state, now, exit_code=exit_code, signal=signal, desc=desc)
     _leave_nodes(job)
     job.state = state
