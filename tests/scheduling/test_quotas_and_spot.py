@@ -95,6 +95,19 @@ def test_a_job_short_of_quota_and_of_nodes_waits_and_retries_only_once_its_quota
     assert "(Retried for 11s.)" in second.error["message"]
 
 
+def test_a_retry_mark_left_for_a_job_that_no_longer_waits_is_dropped_by_the_next_pass(cast, nodes, now,
+                                                                                      a100_quota):
+    """A job cancelled while a pass ran can get its mark written after the cancel removed it."""
+    from trainhub.common.redis import get_redis
+    from trainhub.scheduling import working_memory
+
+    first = submit(cast, now, a100())
+    scheduler_pass(now=later(now, 1))
+    get_redis().hset(working_memory.RETRY_FROM, mapping={first.pk: "", 999_999: ""})
+    scheduler_pass(now=later(now, 2))
+    assert working_memory.retry_marks_read(get_redis()) == {}
+
+
 def test_a_standard_job_preempts_a_running_spot_job(cast, nodes, now):
     spot_one = submit(cast, now, a100(), scheduling={"strategy": "SPOT"})
     spot_two = submit(cast, later(now, 1), a100(), scheduling={"strategy": "SPOT"})

@@ -502,6 +502,8 @@ def _scheduler_pass(now: dt.datetime) -> PassResult:
         summary={"time": computed_at, "considered": result.considered, "placed": result.placed,
                  "failed": result.failed, "preempted": result.preempted},
         reservations=reservations.values(), retry_marks=changed_marks,
+        # a job that stopped waiting between the pass's read and a pass_end that wrote its mark
+        stale_marks=set(retry_marks) - {job.pk for job in unplaced},
     )
     return result
 

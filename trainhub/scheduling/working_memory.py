@@ -259,15 +259,19 @@ def alive(client: redis.Redis, node_ids: list[int], since: dt.datetime) -> set[i
 
 def pass_end(client: redis.Redis, *, done: Iterable[int], explanations: Mapping[int, WaitExplanation],
              free_gpus: Mapping[int, int], quota_usage: Mapping[str, int], summary: Mapping[str, str | int],
-             reservations: Iterable[Reservation] = (), retry_marks: Mapping[int, float | None] | None = None) -> None:
+             reservations: Iterable[Reservation] = (), retry_marks: Mapping[int, float | None] | None = None,
+             stale_marks: Iterable[int] = ()) -> None:
     """Everything a pass leaves in Redis, in one round trip: jobs that stopped waiting leave the
     queue, waiting jobs get their explanation and changed stockout retry marks (see
-    ``retry_marks_read``), and the snapshot of free capacity, quota usage and the nodes held for
-    FLEX_START gangs."""
+    ``retry_marks_read``; ``stale_marks``, those of jobs that no longer wait, are dropped), and the
+    snapshot of free capacity, quota usage and the nodes held for FLEX_START gangs."""
     pipe = client.pipeline(transaction=True)
     _forget(pipe, done)
     if explanations:
         pipe.hset(WAIT, mapping=_encoded(explanations))
+    stale_marks = list(stale_marks)
+    if stale_marks:
+        pipe.hdel(RETRY_FROM, *stale_marks)
     if retry_marks:
         pipe.hset(RETRY_FROM, mapping={pk: "" if mark is None else repr(mark) for pk, mark in retry_marks.items()})
     pipe.delete(FREE_CAPACITY, QUOTA_USAGE, RESERVATIONS)

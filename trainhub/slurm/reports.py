@@ -65,6 +65,29 @@ def _states(text: str) -> set[str]:
     return {_STATE_NAMES.get(item.upper(), item.upper()) for item in _names(text)}
 
 
+#: The job states squeue -t takes, in the order its error lists them, with their compact codes
+#: (src/squeue/opts.c ``_check_job_state``, job_state_string_compact).
+SQUEUE_STATES = {
+    "PENDING": "PD", "RUNNING": "R", "SUSPENDED": "S", "COMPLETED": "CD", "CANCELLED": "CA", "FAILED": "F",
+    "TIMEOUT": "TO", "NODE_FAIL": "NF", "PREEMPTED": "PR", "BOOT_FAIL": "BF", "DEADLINE": "DL",
+    "OUT_OF_MEMORY": "OOM", "COMPLETING": "CG", "CONFIGURING": "CF", "RESIZING": "RS", "RESV_DEL_HOLD": "RD",
+    "REQUEUED": "RQ", "REQUEUE_FED": "RF", "REQUEUE_HOLD": "RH", "REVOKED": "RV", "SIGNALING": "SI",
+    "SPECIAL_EXIT": "SE", "STAGE_OUT": "SO", "STOPPED": "ST"}
+_SQUEUE_STATE_WORDS = {*SQUEUE_STATES, *SQUEUE_STATES.values()}
+
+
+def squeue_states(text: str) -> set[str]:
+    """squeue -t's states (``_states``), ``all`` only alone; raises ValueError with squeue's two error
+    lines for any other word (fixtures/22.05/bad-input: ``-t bogus``, ``-t all,PD``, ``-t PD,bogus``)."""
+    if text.strip().upper() == "ALL":
+        return {"ALL"}
+    for item in _names(text):
+        if item.upper() not in _SQUEUE_STATE_WORDS:
+            raise ValueError(f"squeue: error: Invalid job state specified: {item}\n"
+                             f"squeue: error: Valid job states include: {','.join(SQUEUE_STATES)}\n")
+    return _states(text)
+
+
 class _Stored(Func):
     """A datetime column as the database stores it, which the driver leaves unparsed: on SQLite through
     its no-op unary ``+`` (the result has no declared type, which the sqlite3 module parses by: Django
@@ -331,7 +354,7 @@ def _squeue_selected(cluster: SlurmCluster, rows: QuerySet, *, states: str, now:
     completing = (JobNode.objects.filter(job__cluster=cluster, phase=NodePhase.EPILOG)
                   .exclude(job__state__in=active).values("job_id"))
     queued = Q(state__in=active) | Q(pk__in=completing)
-    wanted = _states(states)
+    wanted = squeue_states(states)
     if not wanted:
         return rows.filter(queued)
     kept = rows.filter(queued | Q(end_time__gte=now - dt.timedelta(

@@ -60,10 +60,13 @@ def squeue_report(cluster: SlurmCluster, params, viewer: str, now: dt.datetime,
     unknown: list[str] = []
     if params.get("outputFormat"):
         format_text = formats.squeue_long_format(params["outputFormat"], unknown=unknown)
-    report = reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
-                          states=params.get("states", ""), jobs=params.get("jobs", ""), long=flag(params, "long"),
-                          start=flag(params, "start"), format=format_text, page=page,
-                          array_tasks=flag(params, "array"))
+    try:
+        report = reports.squeue(cluster, now=now, user=params.get("user", ""), partition=params.get("partition", ""),
+                                states=params.get("states", ""), jobs=params.get("jobs", ""),
+                                long=flag(params, "long"), start=flag(params, "start"), format=format_text,
+                                page=page, array_tasks=flag(params, "array"))
+    except ValueError as exc:  # a -t state squeue does not know, with its error lines
+        raise invalid_argument([FieldViolation("states", str(exc).rstrip())], str(exc).rstrip()) from exc
     report.stderr = "".join(f"{line}\n" for line in unknown)
     return report
 

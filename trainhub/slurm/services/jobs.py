@@ -263,11 +263,13 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     -c 16``); one from -n and --ntasks-per-node is refused as no node configuration (``-n 40
     --ntasks-per-node=8``: the select plugin's node test wants its 5 nodes)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
+    error, constraint = _feature_error(request, members)  # first, whatever the count (bad-input: -N 5 -C bogus)
     if nodes > len(members):
+        if error:
+            return error
         if not from_tasks:
             return INVALID_NODE_COUNT if state.config.enforce_part_limits != "NO" else None
         return NODE_CONFIG_UNAVAILABLE if request.ntasks_per_node else None
-    error, constraint = _feature_error(request, members)
     if error or held:
         return error
     required = set(_hosts(request.nodelist))
