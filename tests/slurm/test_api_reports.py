@@ -422,3 +422,21 @@ def test_squeue_all_shows_a_node_range_cancelled_while_held_with_the_cpus_it_ask
     job_cancel(job=job, actor=cast["uma"], is_admin=False, now=now)
     assert reports.squeue(accounts, now=now, states="all", format="%i %t %D %C").text.splitlines()[1:] == [
         f"{job.job_id} CA 2 1"]
+
+
+def test_report_answers_are_drf_json_and_follow_the_report_when_read_again(api, queue, accounts, now):
+    """The report's JSON keeps its text's encoding between reads (api.reports._text_json): the answer
+    stays what DRF's renderer writes, page token included, and a changed report is encoded afresh."""
+    from rest_framework.renderers import JSONRenderer
+
+    def read(**params):
+        response = api("vic").get(f"{BASE}/sprio", params)
+        assert response["Content-Type"] == "application/json"
+        assert response.content == JSONRenderer().render(response.json())
+        return response.json()
+
+    first = read(pageSize=1)
+    assert list(first) == ["text", "rows", "nextPageToken"] and first["nextPageToken"] == "1"
+    assert read(pageSize=1) == first
+    run_pass(accounts, now + 2 * DAY)
+    assert read()["text"].splitlines()[1] == row(1, "a4", 2785, 0, 286, 2500)
