@@ -10,8 +10,14 @@ Submissions are shell loops of ``sbatch --wrap true`` run as the harness's users
 loops at once for 2 submitters); the queue is then filled to N with the same loops, untimed. Each
 command's time is the median wall time of 5 runs, output to /dev/null.
 
+The sbatch figures are the median of 3 rounds (1 with --quick), each a real and a trainhub run for 1
+and for 2 submitters, the sides alternated and their order swapped every other round: on a shared
+machine the load drifts within minutes, and measuring one side after the other put the whole drift
+on the ratio. The harness settles after each of its rounds (slurmdbd and MariaDB record the jobs
+after sbatch has answered); every round's figure is printed in the notes.
+
 trainhub's side is the ``slurm_submit`` cluster (the seed's cluster on drained simulated nodes):
-sbatch over REST from 1 and 2 client processes (bench.submission.http_run against gunicorn, as
+sbatch over REST from 1 and 2 client processes (bench.submission.http_run against the web tier, as
 ``slurm_submit`` measures), then N pending jobs with their priorities computed by a scheduler pass,
 and ``GET .../sprio``, ``.../sprio?long=true`` and ``.../squeue`` over HTTP, one kept-alive
 connection, 5 timed requests each; then ``trainhub slurm sprio|squeue`` from the CLI (its whole run,
@@ -30,7 +36,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from bench.cli import _children_cpu, cli_installs
@@ -41,6 +47,9 @@ from bench.slurm_submit import SBATCH_ARGS, sbatch_target
 from bench.submission import _cpu_of, _cpu_spent, _request_bytes, http_run
 
 RUNS = 5
+#: sbatch rounds of each side in a full run (bench_slurm_vs_real: alternated; one in a quick run).
+ROUNDS = 3
+CLIENTS = (1, 2)
 SUBMITTERS = ("alice", "bob")
 #: The harness's partition and one account each submitter belongs to (start.sh).
 HARNESS_SBATCH = {"alice": "-A physics -p batch", "bob": "-A bio -p batch"}
@@ -147,18 +156,24 @@ def drained(environ: dict[str, str]) -> Iterator[None]:
                        capture_output=True)
 
 
-def _real_side(environ: dict[str, str], submissions: int, pending: int) -> dict[str, float]:
-    with drained(environ):
-        figures = {"sbatch, 1 submitter": submissions / _sbatch_loops(environ, {"alice": submissions})}
-        half = submissions // 2
-        figures["sbatch, 2 submitters"] = 2 * half / _sbatch_loops(environ, {"alice": half, "bob": half})
-        left = max(pending - submissions - 2 * half, 0)
-        _sbatch_loops(environ, {"alice": left // 2, "bob": left - left // 2})
-        servers = _slurmctld(environ)
-        for what, command, params in READS:
-            figures[what], figures[f"{what} CPU"] = _median_wall([command, *(["-l"] if params else [])], environ,
-                                                                 servers)
-        return figures
+def _real_sbatch(environ: dict[str, str], clients: int, submissions: int) -> float:
+    """Real sbatch/s from ``clients`` shell loops (alice's, then bob's too) sending ``submissions`` in all."""
+    share = submissions // clients
+    return clients * share / _sbatch_loops(environ, dict.fromkeys(SUBMITTERS[:clients], share))
+
+
+def _real_reads(environ: dict[str, str], queued: int, pending: int) -> dict[str, float]:
+    """The queue filled to ``pending`` (``queued`` are there), then each read's median wall and CPU."""
+    left = max(pending - queued, 0)
+    _sbatch_loops(environ, {"alice": left // 2, "bob": left - left // 2})
+    servers, figures = _slurmctld(environ), {}
+    for what, command, params in READS:
+        figures[what], figures[f"{what} CPU"] = _median_wall([command, *(["-l"] if params else [])], environ, servers)
+    return figures
+
+
+def _sbatch_row(clients: int) -> str:
+    return f"sbatch, {clients} submitter{'s' if clients > 1 else ''}"
 
 
 def _get(path: str, token: str, params: dict[str, str]) -> bytes:
@@ -167,32 +182,50 @@ def _get(path: str, token: str, params: dict[str, str]) -> bytes:
     return request.replace(b"POST ", b"GET ", 1)
 
 
-def _trainhub_side(submissions: int, pending: int) -> tuple[dict[str, float], list[str]]:
-    from trainhub.iam.services import api_token_rotate
+def _trainhub_sbatch(post: bytes, clients: int, submissions: int) -> float:
+    """trainhub's sbatch/s over REST from ``clients`` client processes sending ``submissions`` in all."""
+    share = submissions // clients
+    return clients * share / http_run([[post] * share for _ in range(clients)], warm_up=20).elapsed
+
+
+def _trainhub_reads(cluster, token: str, jobs_path: str, pending: int, now: dt.datetime) -> tuple[dict[str, float],
+                                                                                                   list[str]]:
+    """The sbatch rounds' jobs gone, ``pending`` jobs queued with their priorities computed by a pass,
+    then each read over HTTP and from the CLI."""
     from trainhub.slurm.models import SlurmJob
-    from trainhub.slurm.services.clusters import cluster_delete
     from trainhub.slurm.services.passes import cluster_pass
 
     from bench.slurm_pages import USERS, slurm_queue
 
-    now = dt.datetime.now(dt.UTC)
-    cluster, admin, jobs_path = sbatch_target(now)
-    token = api_token_rotate(user=admin).key
-    post = _request_bytes(jobs_path, token, json.dumps({"sbatchArgs": SBATCH_ARGS}).encode())
-    figures = {"sbatch, 1 submitter": submissions / http_run([[post] * submissions], warm_up=20).elapsed}
-    half = submissions // 2
-    figures["sbatch, 2 submitters"] = 2 * half / http_run([[post] * half, [post] * half], warm_up=20).elapsed
     SlurmJob.objects.filter(cluster=cluster).delete()
     slurm_queue(cluster, [f"user{index}" for index in range(USERS)], pending, now)
     cluster_pass(cluster=cluster, now=now)
-    base = jobs_path.removesuffix("/jobs")
+    base, figures = jobs_path.removesuffix("/jobs"), {}
     for what, report, params in READS:
         run = http_run([[_get(f"{base}/{report}", token, params)] * (RUNS + 1)], warm_up=1)
         figures[f"{what} over HTTP"] = statistics.median(run.latencies)
         figures[f"{what} over HTTP CPU"] = run.server_cpu / len(run.latencies)
-    notes = _cli_reads(cluster, token, figures)
-    cluster_delete(cluster=cluster)
-    return figures, notes
+    return figures, _cli_reads(cluster, token, figures)
+
+
+def _sbatch_rounds(environ: dict[str, str] | None, post: bytes, submissions: int,
+                   rounds: int) -> dict[tuple[str, int], list[float]]:
+    """sbatch/s by (side, clients), ``rounds`` of each, the sides alternated within a round and their
+    order swapped every other round, so the machine's drifting load falls on both alike. After each
+    real round the harness settles first (slurmdbd and MariaDB record the submissions after sbatch
+    has answered, on the cores trainhub is measured on next)."""
+    rates: dict[tuple[str, int], list[float]] = {}
+    for round_number in range(rounds):
+        for clients in CLIENTS:
+            sides = ("real", "trainhub") if environ else ("trainhub",)
+            for side in sides if round_number % 2 == 0 else reversed(sides):
+                if side == "real":
+                    rate = _real_sbatch(environ, clients, submissions)
+                    harness_settled(environ)
+                else:
+                    rate = _trainhub_sbatch(post, clients, submissions)
+                rates.setdefault((side, clients), []).append(rate)
+    return rates
 
 
 def _cli_reads(cluster, token: str, figures: dict[str, float]) -> list[str]:
@@ -220,14 +253,29 @@ def _cli_reads(cluster, token: str, figures: dict[str, float]) -> list[str]:
 
 
 def bench_slurm_vs_real(sizes: Sizes) -> Section:
+    from trainhub.iam.services import api_token_rotate
+    from trainhub.slurm.services.clusters import cluster_delete
+
     submissions, pending = (200, 1_000) if sizes == QUICK else (1_000, 10_000)
+    rounds = 1 if sizes == QUICK else ROUNDS
     load_before = load_average()
     environ = harness_environment()
-    real = _real_side(environ, submissions, pending) if environ else {}
+    now = dt.datetime.now(dt.UTC)
+    cluster, admin, jobs_path = sbatch_target(now)
+    token = api_token_rotate(user=admin).key
+    post = _request_bytes(jobs_path, token, json.dumps({"sbatchArgs": SBATCH_ARGS}).encode())
+    real: dict[str, float] = {}
+    with drained(environ) if environ else nullcontext():
+        rates = _sbatch_rounds(environ, post, submissions, rounds)
+        if environ:
+            real = _real_reads(environ, rounds * 2 * submissions, pending)
     settle_seconds = harness_settled(environ) if environ else 0.0
-    ours, notes = _trainhub_side(submissions, pending)
+    ours, notes = _trainhub_reads(cluster, token, jobs_path, pending, now)
+    cluster_delete(cluster=cluster)
+    for (side, clients), measured in rates.items():
+        (real if side == "real" else ours)[_sbatch_row(clients)] = statistics.median(measured)
     rows = []
-    for what, unit in (("sbatch, 1 submitter", "jobs/s"), ("sbatch, 2 submitters", "jobs/s"),
+    for what, unit in (*((_sbatch_row(clients), "jobs/s") for clients in CLIENTS),
                        *((read, "s") for read, _, _ in READS)):
         real_value = real.get(what)
         for where in ((" over HTTP", " from the CLI") if unit == "s" else ("",)):
@@ -250,6 +298,9 @@ def bench_slurm_vs_real(sizes: Sizes) -> Section:
         if environ else "real Slurm was not available (no slurm-harness cluster answered scontrol ping): "
                         "start ../shared/tools/slurm-harness/start.sh for the comparison",
         "trainhub: sbatch over REST (gunicorn, kept-alive connections), reads over HTTP and from the CLI",
+        f"sbatch: the median of {rounds} round(s), the sides alternated within each (jobs/s, in order: "
+        + "; ".join(f"{_sbatch_row(clients)} {side} " + ", ".join(f"{rate:.1f}" for rate in rates[side, clients])
+                    for clients in CLIENTS for side in ("real", "trainhub") if (side, clients) in rates) + ")",
         *([f"trainhub's side started once the harness's daemons were idle again ({settle_seconds:.0f} s after "
            "its jobs were cancelled: slurmctld, slurmdbd and MariaDB record every cancellation)"] if environ else []),
         *notes,

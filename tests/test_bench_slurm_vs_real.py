@@ -1,10 +1,11 @@
 """bench/slurm_vs_real finds the Slurm harness through its pointer file, and goes on without it; it
-counts the CPU of the harness's slurmctld beside the commands', and measures trainhub only once the
-harness's daemons are idle again."""
+counts the CPU of the harness's slurmctld beside the commands', measures trainhub only once the
+harness's daemons are idle again, and alternates the two sides' sbatch rounds."""
 
 import subprocess
 import sys
 
+from bench import slurm_vs_real
 from bench.slurm_vs_real import _slurmctld, harness_environment, harness_settled
 
 
@@ -38,3 +39,22 @@ def test_trainhub_is_measured_once_the_harness_daemons_are_idle_again(tmp_path):
     finally:
         busy.kill(), idle.kill(), busy.wait(), idle.wait()
     assert 1.9 <= waited < 10
+
+
+def test_sbatch_rounds_alternate_the_sides_and_swap_their_order_each_round(monkeypatch):
+    """Each round runs both sides for 1 then 2 submitters, real first in even rounds and trainhub first in
+    odd ones; the harness settles after each real run; every run's rate is kept for the median."""
+    runs = []
+    rate = iter(range(1, 100))
+    monkeypatch.setattr(slurm_vs_real, "_real_sbatch", lambda environ, clients, n: runs.append(("real", clients))
+                        or next(rate))
+    monkeypatch.setattr(slurm_vs_real, "_trainhub_sbatch", lambda post, clients, n: runs.append(("trainhub", clients))
+                        or next(rate))
+    monkeypatch.setattr(slurm_vs_real, "harness_settled", lambda environ: runs.append(("settled", 0)) or 0.0)
+    rates = slurm_vs_real._sbatch_rounds({"SLURM_CONF": "x"}, b"", 10, rounds=2)
+    assert runs == [("real", 1), ("settled", 0), ("trainhub", 1), ("real", 2), ("settled", 0), ("trainhub", 2),
+                    ("trainhub", 1), ("real", 1), ("settled", 0), ("trainhub", 2), ("real", 2), ("settled", 0)]
+    assert rates == {("real", 1): [1, 6], ("trainhub", 1): [2, 5], ("real", 2): [3, 8], ("trainhub", 2): [4, 7]}
+    runs.clear()
+    assert slurm_vs_real._sbatch_rounds(None, b"", 10, rounds=1) == {("trainhub", 1): [9], ("trainhub", 2): [10]}
+    assert runs == [("trainhub", 1), ("trainhub", 2)]
