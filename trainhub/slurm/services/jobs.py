@@ -493,6 +493,7 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
     if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
+                  tasks_given=options.ntasks is not None or bool(options.ntasks_per_node),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
     context = snapshot.limit_context(state)
     active: list[SlurmJob] = []

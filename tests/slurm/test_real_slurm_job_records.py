@@ -1,0 +1,128 @@
+"""trainhub replays fixtures/22.05/job-records.sh (issue 19): job records on the slurm-harness cluster of 4
+nodes x 16 CPUs x 16000 MB x 8 GPUs, CR_CPU, AccountingStorageEnforce=associations,limits,qos.
+
+What Slurm did. NumTasks: ``-N 2 -n 3`` shows 3 and ``-N 2 --ntasks-per-node=2`` 4 whether it runs, is held,
+waits for Resources or was cancelled while held; ``-N 2`` alone shows its node count, but N/A (squeue's
+TASKS 4294967294, NO_VAL) once cancelled while held, as a refused ``--gres=gpu:9`` does: slurmctld keeps -n's
+count from submission, and without one packs the pending job's nodes or its allocation's.
+
+The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shlex
+from pathlib import Path
+
+import pytest
+
+from trainhub.common.errors import ApiError
+from trainhub.slurm import formats, reports
+from trainhub.slurm.models import SlurmCluster
+from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
+
+from .conftest import run_pass
+from .test_real_slurm import harness_cluster, scontrol_differences
+from .test_real_slurm_finished_jobs import cancel, finish, launch
+from .test_real_slurm_sched import Replay
+
+REAL = Path(__file__).parent / "fixtures" / "22.05" / "job-records"
+#: Where the recording's sbatch ran (scontrol's WorkDir).
+WORK = "/tmp/job-records.cEPk9c"
+#: The sbatch options every ``sub`` of the script adds (its SB).
+SB = ["-A", "physics", "-p", "batch", "-o", "/dev/null"]
+
+
+def real(name: str) -> str:
+    return (REAL / f"{name}.txt").read_text()
+
+
+def err(name: str) -> str:
+    return (REAL / f"{name}.err").read_text()
+
+
+def at(clock: str) -> dt.datetime:
+    """A time of the recording (2026-12-06, UTC)."""
+    return dt.datetime.fromisoformat(f"2026-12-06T{clock}+00:00")
+
+
+def script_lines() -> list[list[str]]:
+    """job-records.sh's ``sub`` and ``case_`` lines as words, in order."""
+    return [shlex.split(line) for line in REAL.with_suffix(".sh").read_text().splitlines()
+            if line.lstrip().startswith(("sub ", "case_ "))]
+
+
+#: ``sub NAME USER ARGS...``: NAME -> (user, sbatch arguments as sub passes them).
+SUBMISSIONS = {words[1]: (words[2], [*SB, "-J", words[1], *words[3:]])
+               for words in script_lines() if words[0] == "sub"}
+
+
+def sbatch(cluster: SlurmCluster, users, name: str, moment: dt.datetime, *extra: str) -> tuple[str, str]:
+    """sbatch NAME at ``moment``: its stdout and stderr as the recording keeps them (stderr's rc= line)."""
+    user, args = SUBMISSIONS.get(name) or ("alice", [*SB, "-J", name])
+    args = [*args, *extra]
+    try:
+        job = job_submit(cluster=cluster, user=users[user], now=moment,
+                         submission=Submission(argv=tuple(args), alloc_node="localhost", submit_dir=WORK))
+    except ApiError as exc:
+        return "", exc.message + "\nrc=1\n"
+    return submitted_message(job, Submission(argv=tuple(args))) + "\n", "rc=0\n"
+
+
+# --- part 1: NumTasks and sacct's Reason ------------------------------------------------------------
+
+PART1 = ("done", "run-n3", "run-pn2", "run-N2", "held-n3", "held-pn2", "held-N2", "hcancel-n3", "hcancel-pn2",
+         "hcancel-N2", "gpu-all", "res-n3", "res-pn2", "res-N2", "rcancel", "nodes5", "gres9")
+
+
+@pytest.fixture
+def part1(cast, now) -> tuple[Replay, dict[str, tuple[str, str]]]:
+    """Part 1 on the recording's clock: done ran in the second after its submission, the next ten were
+    submitted at 07:04:59 and the running ones started at 07:05:01, the rest came at 07:05:02 and the held
+    ones and rcancel were cancelled at 07:05:04."""
+    cluster, _ = harness_cluster(cast, now)
+    replay = Replay(cluster, cast)
+    answers = {"done": sbatch(cluster, replay.users, "done", at("07:04:57"))}
+    run_pass(cluster, at("07:04:58"))
+    launch(1, at("07:04:58"))
+    finish(1, exit_code=0, moment=at("07:04:58"))
+    replay.epilogs_done(at("07:04:58"))
+    for name in PART1[1:11]:
+        answers[name] = sbatch(cluster, replay.users, name, at("07:04:59"))
+    run_pass(cluster, at("07:05:01"))
+    for job_id in (2, 3, 4, 11):
+        launch(job_id, at("07:05:01"))
+    for name in PART1[11:]:
+        answers[name] = sbatch(cluster, replay.users, name, at("07:05:02"))
+    run_pass(cluster, at("07:05:04"))
+    for job_id in (8, 9, 10, 15):
+        cancel(replay, job_id, "alice", at("07:05:04"))
+    return replay, answers
+
+
+def test_part1_sbatch_answers_as_slurm(part1):
+    _, answers = part1
+    assert answers == {name: (real(f"sbatch-{name}"), err(f"sbatch-{name}")) for name in PART1}
+
+
+SHOWN = at("07:05:06")
+
+
+def test_squeue_shows_tasks_as_slurm(part1):
+    """squeue -O NumTasks: -n's count in every state, NO_VAL for a job without one that never had a node
+    test (hcancel-N2, gres9)."""
+    replay, _ = part1
+    for name, format_text in (("squeue", "%i|%j|%T|%D|%C|%r"),
+                              ("squeue-O", "JobID,Name,State,NumTasks,NumNodes,NumCPUs,Reason")):
+        shown = format_text if name == "squeue" else formats.squeue_long_format(format_text)
+        assert replay.squeue(SHOWN, states="all", format=shown) == real(name), name
+
+
+def test_scontrol_show_job_of_each_is_slurms(part1):
+    """NumTasks=3 for ``-N 2 -n 3`` and 4 for ``-N 2 --ntasks-per-node=2``, running, held, waiting for
+    Resources and cancelled while held (8, 9); N/A for ``-N 2`` cancelled while held (10)."""
+    replay, _ = part1
+    shown = {f"scontrol-{job_id}": reports.scontrol_jobs(replay.cluster, now=SHOWN, job=str(job_id)).text
+             for job_id in range(1, 18)}
+    assert scontrol_differences(shown, REAL) == {}
