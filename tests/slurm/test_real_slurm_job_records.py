@@ -4,7 +4,9 @@ nodes x 16 CPUs x 16000 MB x 8 GPUs, CR_CPU, AccountingStorageEnforce=associatio
 What Slurm did. NumTasks: ``-N 2 -n 3`` shows 3 and ``-N 2 --ntasks-per-node=2`` 4 whether it runs, is held,
 waits for Resources or was cancelled while held; ``-N 2`` alone shows its node count, but N/A (squeue's
 TASKS 4294967294, NO_VAL) once cancelled while held, as a refused ``--gres=gpu:9`` does: slurmctld keeps -n's
-count from submission, and without one packs the pending job's nodes or its allocation's.
+count from submission, and without one packs the pending job's nodes or its allocation's. sacct's Reason is
+``None`` for every job record, finished, running, pending, held, cancelled and refused, but ``PartitionConfig``
+for ``-N 5`` on the 4-node partition (squeue's PartitionNodeLimit), blank for a step (formats.accounting_reason).
 
 The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
 """
@@ -126,3 +128,19 @@ def test_scontrol_show_job_of_each_is_slurms(part1):
     shown = {f"scontrol-{job_id}": reports.scontrol_jobs(replay.cluster, now=SHOWN, job=str(job_id)).text
              for job_id in range(1, 18)}
     assert scontrol_differences(shown, REAL) == {}
+
+
+@pytest.mark.parametrize(("name", "fields", "options"), [
+    ("sacct-reason", "JobID,JobName,State,Reason", {"all_users": True, "allocations": True}),
+    ("sacct-reason-wide", "JobID,JobName,State,Reason,NTasks,NNodes", {"all_users": True, "allocations": True}),
+    ("sacct-reason-steps", "JobID,State,Reason", {"all_users": True}),
+    ("sacct-reason-j", "JobID,JobName,State,Reason", {"jobs": ",".join(str(n) for n in range(1, 18)),
+                                                      "allocations": True}),
+])
+def test_sacct_reason_is_slurms(part1, name, fields, options):
+    replay, _ = part1
+    records = reports.sacct(replay.cluster, now=at("07:05:09"), viewer="root", fields=fields.split(","),
+                            **options).items
+    parsable = None if name == "sacct-reason-wide" else "plain"
+    assert formats.sacct_text([record for record, _ in records], fields=fields.split(","),
+                              parsable=parsable) == real(name)
