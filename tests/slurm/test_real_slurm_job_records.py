@@ -7,6 +7,8 @@ TASKS 4294967294, NO_VAL) once cancelled while held, as a refused ``--gres=gpu:9
 count from submission, and without one packs the pending job's nodes or its allocation's. sacct's Reason is
 ``None`` for every job record, finished, running, pending, held, cancelled and refused, but ``PartitionConfig``
 for ``-N 5`` on the 4-node partition (squeue's PartitionNodeLimit), blank for a step (formats.accounting_reason).
+EnforcePartLimits=ALL and ANY with the partition's MaxNodes=2 refuse a node range whose MAX is over it
+(``-N 1-4``, ``-N 2-4``) as they refuse ``-N 3``, and ``-N 1-2`` runs on 2.
 
 The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
 """
@@ -14,6 +16,7 @@ The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTi
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shlex
 from pathlib import Path
 
@@ -21,19 +24,22 @@ import pytest
 
 from trainhub.common.errors import ApiError
 from trainhub.slurm import formats, reports
-from trainhub.slurm.models import SlurmCluster
+from trainhub.slurm.models import Partition, SlurmCluster, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
 
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster, scontrol_differences
 from .test_real_slurm_finished_jobs import cancel, finish, launch
+from .test_real_slurm_nsplit import end
 from .test_real_slurm_sched import Replay
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "job-records"
 #: Where the recording's sbatch ran (scontrol's WorkDir).
 WORK = "/tmp/job-records.cEPk9c"
-#: The sbatch options every ``sub`` of the script adds (its SB).
+#: The sbatch options every ``sub`` of the script adds (its SB), and the cases' squeue format (its SQ).
 SB = ["-A", "physics", "-p", "batch", "-o", "/dev/null"]
+SQUEUE = "%i|%j|%T|%D|%C|%b|%N|%R"
+SECOND = dt.timedelta(seconds=1)
 
 
 def real(name: str) -> str:
@@ -144,3 +150,62 @@ def test_sacct_reason_is_slurms(part1, name, fields, options):
     parsable = None if name == "sacct-reason-wide" else "plain"
     assert formats.sacct_text([record for record, _ in records], fields=fields.split(","),
                               parsable=parsable) == real(name)
+
+
+# --- parts 2 and 3: EnforcePartLimits with a node range; a node range's billing and memory under GrpTRES ---
+
+#: ``case_ NAME ARGS...``: NAME (epl-$m-... for both modes) -> alice's sbatch arguments.
+CASES = {words[1]: words[2:] for words in script_lines() if words[0] == "case_"}
+#: scontrol's lines a case compares: its state and reason, its node count, CPUs and tasks.
+COMPARED = re.compile(r"^\s+(JobState=|NumNodes=)")
+
+
+def job_id_masked(text: str) -> str:
+    """sbatch's and squeue's lines without their job id (the replay's cases run on clusters of their own)."""
+    return re.sub(r"^(Submitted batch job )?\d+(\||$)", r"\1ID\2", text, flags=re.MULTILINE)
+
+
+def run_cases(cluster: SlurmCluster, users, names: list[str], moment: dt.datetime) -> dict[str, dict[str, str]]:
+    """Each case as the script's case_ runs it: sbatch, its squeue and scontrol once a scheduler saw it,
+    then scancel; the recorded outputs' names -> trainhub's."""
+    shown = {}
+    for name in names:
+        moment += 5 * SECOND
+        pattern = name.replace("-all-", "-$m-").replace("-any-", "-$m-")
+        out, error = sbatch(cluster, users, name, moment, *CASES[pattern], "--wrap", "sleep 600")
+        shown[f"sbatch-{name}"] = job_id_masked(out + error)
+        if not out:
+            continue
+        run_pass(cluster, moment)
+        job = SlurmJob.objects.get(cluster=cluster, job_id=int(out.split()[-1]))
+        shown[f"squeue-{name}"] = job_id_masked(reports.squeue(cluster, now=moment, format=SQUEUE).text)
+        shown[f"scontrol-{name}"] = "".join(
+            line for line in reports.scontrol_jobs(cluster, now=moment, job=str(job.job_id)).text.splitlines(
+                keepends=True) if COMPARED.match(line))
+        end(job, Replay(cluster, {}), moment)
+        run_pass(cluster, moment)
+    return shown
+
+
+def recorded(names: list[str]) -> dict[str, str]:
+    """What run_cases shows, as the recording has it."""
+    found = {}
+    for name in names:
+        found[f"sbatch-{name}"] = job_id_masked(real(f"sbatch-{name}") + err(f"sbatch-{name}"))
+        if (REAL / f"squeue-{name}.txt").exists():
+            found[f"squeue-{name}"] = job_id_masked(real(f"squeue-{name}"))
+            found[f"scontrol-{name}"] = "".join(line for line in real(f"scontrol-{name}").splitlines(keepends=True)
+                                                if COMPARED.match(line))
+    return found
+
+
+@pytest.mark.parametrize("mode", ["ALL", "ANY"])
+def test_enforce_part_limits_refuses_a_range_over_max_nodes_as_slurm(cast, now, mode):
+    """MaxNodes=2: ``-N 1-4`` and ``-N 2-4`` are refused as ``-N 3`` is (their MAX is over it), ``-N 1-2``
+    runs on 2 nodes."""
+    cluster, _ = harness_cluster(cast, now, EnforcePartLimits=mode)
+    partition = Partition.objects.get(cluster=cluster, name="batch")
+    Partition.objects.filter(pk=partition.pk).update(config={**partition.config, "MaxNodes": "2"})
+    names = [f"epl-{mode.lower()}-{case}" for case in ("N1-4", "N2-4", "N1-2", "N3")]
+    assert run_cases(cluster, Replay(cluster, cast).users, names, now) == recorded(names)
+    assert real(f"config-{mode}") == f"EnforcePartLimits       = {mode}\nMaxNodes=2\n"

@@ -20,7 +20,7 @@ Public API (pure Python, no Django)::
     JobRequest(user, account, partition, qos, assoc_key, nodes, tres, time_limit_minutes)
     LimitUsage.of(context, [(JobRequest, running: bool), ...]); usage.add(job, running=); usage.start(job)
     validate_submission(context, usage, user=, account=, partition=, qos=, nodes=, tres=,
-                        time_limit_minutes=, default_account=) -> Submission     # raises SubmitRejected(message)
+                        time_limit_minutes=, default_account=, most_nodes=) -> Submission     # raises SubmitRejected(message)
     limit_reason(context, usage, job) -> str | None      # why limits keep a pending job from starting
     tres_minutes_exhausted(context, job, allocated) -> str | None   # why a running job is killed (GrpTRESMins)
     SubmitRejected.message: one of Slurm's error strings below
@@ -49,7 +49,7 @@ Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
   unless the job QOS has OverPartQOS); Max* association limits are inherited from the nearest ancestor
   that sets them and count the user's jobs; Grp* limits apply at every level to the whole subtree.
 - EnforcePartLimits=NO (default): over MaxTime / MaxNodes pends (PartitionTimeLimit,
-  PartitionNodeLimit); ALL/ANY/YES reject. A DOWN partition pends (PartitionDown); DRAIN/INACTIVE reject.
+  PartitionNodeLimit); ALL/ANY/YES reject. A node range counts by its MAX (``-N 1-4`` under MaxNodes=2). A DOWN partition pends (PartitionDown); DRAIN/INACTIVE reject.
 - Scheduling-time order (acct_policy_job_runnable_pre_select, then _post_select): QOS then associations
   for job counts and wall time, then QOS then associations for TRES; the first limit hit is the reason.
 
@@ -679,7 +679,13 @@ def _resolve_time_limit(context: LimitContext, job: JobRequest, partition: Parti
     return partition.max_time_minutes
 
 
-def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest) -> str | None:
+def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest,
+                      most_nodes: int = 0) -> str | None:
+    """Why the partition keeps the job waiting, or raises SubmitRejected where EnforcePartLimits refuses it.
+    ``most_nodes``: a node range's MAX, which _part_access_check holds against MaxNodes as it does MIN
+    (job_mgr.c: ``job_desc->max_nodes > part_ptr->max_nodes``; fixtures/22.05/job-records: under
+    EnforcePartLimits=ALL and ANY with MaxNodes=2 ``-N 1-4`` and ``-N 2-4`` are refused as ``-N 3`` is,
+    ``Node count specification invalid``, and ``-N 1-2`` runs on 2)."""
     if partition.state in ("DRAIN", "INACTIVE"):
         raise SubmitRejected(PARTITION_NOT_AVAIL)
     enforce = config.enforce_part_limits != "NO"
@@ -689,7 +695,7 @@ def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: Job
         if enforce:
             raise SubmitRejected(INVALID_TIME_LIMIT, "PartitionTimeLimit")
         return "PartitionTimeLimit"
-    if partition.max_nodes is not None and job.nodes > partition.max_nodes:
+    if partition.max_nodes is not None and max(job.nodes, most_nodes) > partition.max_nodes:
         if enforce:
             raise SubmitRejected(INVALID_NODE_COUNT, "PartitionNodeLimit")
         return "PartitionNodeLimit"
@@ -698,10 +704,12 @@ def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: Job
 
 def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, account: str | None,
                         partition: str, qos: str | None, nodes: int, tres: Mapping[str, int],
-                        time_limit_minutes: int | None, default_account: str | None) -> Submission:
+                        time_limit_minutes: int | None, default_account: str | None,
+                        most_nodes: int = 0) -> Submission:
     """Accept a job as slurmctld would, or raise :class:`SubmitRejected` with Slurm's message.
 
-    ``partition`` must be a partition of the cluster (the caller reports unknown partitions).
+    ``partition`` must be a partition of the cluster (the caller reports unknown partitions);
+    ``most_nodes``: -N MIN-MAX's MAX (0: ``nodes`` alone).
     """
     config = context.config
     partition_options = context.partitions[partition]
@@ -724,7 +732,7 @@ def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, 
     job = JobRequest(user=user, account=account, partition=partition, qos=job_qos, assoc_key=assoc_key,
                      nodes=nodes, tres=dict(tres), time_limit_minutes=time_limit_minutes)
     job = replace(job, time_limit_minutes=_resolve_time_limit(context, job, partition_options))
-    reason = _partition_reason(config, partition_options, job)
+    reason = _partition_reason(config, partition_options, job, most_nodes)
     if config.enforces_limits:
         submit_reason = _submit_count_reason(context, usage, job)
         if submit_reason:

@@ -508,7 +508,8 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
         accepted = validate_submission(
             context, snapshot.limit_usage(state, context, active), user=username, account=options.account,
             partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(probe, state),
-            time_limit_minutes=options.time_limit, default_account=default_account)
+            time_limit_minutes=options.time_limit, default_account=default_account,
+            most_nodes=options.max_nodes or 0)
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     most = state.partitions[partition].options.max_nodes
