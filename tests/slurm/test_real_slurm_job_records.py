@@ -8,7 +8,9 @@ count from submission, and without one packs the pending job's nodes or its allo
 ``None`` for every job record, finished, running, pending, held, cancelled and refused, but ``PartitionConfig``
 for ``-N 5`` on the 4-node partition (squeue's PartitionNodeLimit), blank for a step (formats.accounting_reason).
 EnforcePartLimits=ALL and ANY with the partition's MaxNodes=2 refuse a node range whose MAX is over it
-(``-N 1-4``, ``-N 2-4``) as they refuse ``-N 3``, and ``-N 1-2`` runs on 2.
+(``-N 1-4``, ``-N 2-4``) as they refuse ``-N 3``, and ``-N 1-2`` runs on 2. A node range's billing is counted
+again on the nodes select chose (GrpTRES=billing=3: ``-N 1-4`` waits AssocGrpBilling, ``-N 1-3`` runs on 3),
+and under CR_CPU GrpTRES=mem= holds nothing back (``-N 3-4 --mem=8000`` asks 24000M of 20000 and runs on 4).
 
 The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
 """
@@ -26,6 +28,7 @@ from trainhub.common.errors import ApiError
 from trainhub.slurm import formats, reports
 from trainhub.slurm.models import Partition, SlurmCluster, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
+from trainhub.slurm.services.sacctmgr import sacctmgr_run
 
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster, scontrol_differences
@@ -209,3 +212,15 @@ def test_enforce_part_limits_refuses_a_range_over_max_nodes_as_slurm(cast, now, 
     names = [f"epl-{mode.lower()}-{case}" for case in ("N1-4", "N2-4", "N1-2", "N3")]
     assert run_cases(cluster, Replay(cluster, cast).users, names, now) == recorded(names)
     assert real(f"config-{mode}") == f"EnforcePartLimits       = {mode}\nMaxNodes=2\n"
+
+
+@pytest.mark.parametrize(("limit", "prefix"), [("GrpTRES=mem=20000", "mem-"), ("GrpTRES=billing=3", "bill-")])
+def test_a_node_range_under_grp_tres_is_counted_as_slurm(cast, now, limit, prefix):
+    """billing=3: ``-N 1-4`` waits AssocGrpBilling (billing 4 on the 4 nodes select chose; NumNodes=4-4, 1 CPU),
+    ``-N 1-3`` and ``-N 1-4 -n 2`` run; mem=20000 under CR_CPU: every ``--mem=8000`` range runs, ``-N 3-4``
+    on 4 nodes though it asks 24000M."""
+    cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos")
+    sacctmgr_run(cluster=cluster, line=f"-i modify user alice where account=physics partition=batch set {limit}",
+                 actor="root", is_admin=True, now=now)
+    names = [name for name in CASES if name.startswith(prefix)]
+    assert run_cases(cluster, Replay(cluster, cast).users, names, now) == recorded(names)
