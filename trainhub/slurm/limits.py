@@ -20,7 +20,8 @@ Public API (pure Python, no Django)::
     JobRequest(user, account, partition, qos, assoc_key, nodes, tres, time_limit_minutes)
     LimitUsage.of(context, [(JobRequest, running: bool), ...]); usage.add(job, running=); usage.start(job)
     validate_submission(context, usage, user=, account=, partition=, qos=, nodes=, tres=,
-                        time_limit_minutes=, default_account=, most_nodes=) -> Submission     # raises SubmitRejected(message)
+                        time_limit_minutes=, default_account=, most_nodes=) -> Submission
+                        # raises SubmitRejected(message)
     limit_reason(context, usage, job) -> str | None      # why limits keep a pending job from starting
     tres_minutes_exhausted(context, job, allocated) -> str | None   # why a running job is killed (GrpTRESMins)
     SubmitRejected.message: one of Slurm's error strings below
@@ -49,7 +50,8 @@ Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
   unless the job QOS has OverPartQOS); Max* association limits are inherited from the nearest ancestor
   that sets them and count the user's jobs; Grp* limits apply at every level to the whole subtree.
 - EnforcePartLimits=NO (default): over MaxTime / MaxNodes pends (PartitionTimeLimit,
-  PartitionNodeLimit); ALL/ANY/YES reject. A node range counts by its MAX (``-N 1-4`` under MaxNodes=2). A DOWN partition pends (PartitionDown); DRAIN/INACTIVE reject.
+  PartitionNodeLimit); ALL/ANY/YES reject. A node range counts by its MAX (``-N 1-4`` under
+  MaxNodes=2). A DOWN partition pends (PartitionDown); DRAIN/INACTIVE reject.
 - Scheduling-time order (acct_policy_job_runnable_pre_select, then _post_select): QOS then associations
   for job counts and wall time, then QOS then associations for TRES; the first limit hit is the reason.
 
