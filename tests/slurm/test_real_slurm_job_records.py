@@ -11,6 +11,8 @@ EnforcePartLimits=ALL and ANY with the partition's MaxNodes=2 refuse a node rang
 (``-N 1-4``, ``-N 2-4``) as they refuse ``-N 3``, and ``-N 1-2`` runs on 2. A node range's billing is counted
 again on the nodes select chose (GrpTRES=billing=3: ``-N 1-4`` waits AssocGrpBilling, ``-N 1-3`` runs on 3),
 and under CR_CPU GrpTRES=mem= holds nothing back (``-N 3-4 --mem=8000`` asks 24000M of 20000 and runs on 4).
+job-records-mem.sh, on a harness with CR_CPU_Memory: memory is counted again on the nodes select chose
+(``-N 1-4 --mem=8000`` waits AssocGrpMemLimit showing NumNodes=4-4, ``-N 1-2`` runs on 2).
 
 The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -58,9 +61,9 @@ def at(clock: str) -> dt.datetime:
     return dt.datetime.fromisoformat(f"2026-12-06T{clock}+00:00")
 
 
-def script_lines() -> list[list[str]]:
-    """job-records.sh's ``sub`` and ``case_`` lines as words, in order."""
-    return [shlex.split(line) for line in REAL.with_suffix(".sh").read_text().splitlines()
+def script_lines(folder: Path = REAL) -> list[list[str]]:
+    """The recording script's ``sub`` and ``case_`` lines as words, in order."""
+    return [shlex.split(line) for line in folder.with_suffix(".sh").read_text().splitlines()
             if line.lstrip().startswith(("sub ", "case_ "))]
 
 
@@ -159,6 +162,9 @@ def test_sacct_reason_is_slurms(part1, name, fields, options):
 
 #: ``case_ NAME ARGS...``: NAME (epl-$m-... for both modes) -> alice's sbatch arguments.
 CASES = {words[1]: words[2:] for words in script_lines() if words[0] == "case_"}
+#: job-records-mem.sh's: the mem-* cases again where memory is a consumable resource (CR_CPU_Memory).
+MEMORY = REAL.with_name("job-records-mem")
+MEMORY_CASES = {words[1]: words[2:] for words in script_lines(MEMORY) if words[0] == "case_"}
 #: scontrol's lines a case compares: its state and reason, its node count, CPUs and tasks.
 COMPARED = re.compile(r"^\s+(JobState=|NumNodes=)")
 
@@ -168,20 +174,20 @@ def job_id_masked(text: str) -> str:
     return re.sub(r"^(Submitted batch job )?\d+(\||$)", r"\1ID\2", text, flags=re.MULTILINE)
 
 
-def run_cases(cluster: SlurmCluster, users, names: list[str], moment: dt.datetime) -> dict[str, dict[str, str]]:
-    """Each case as the script's case_ runs it: sbatch, its squeue and scontrol once a scheduler saw it,
-    then scancel; the recorded outputs' names -> trainhub's."""
+def run_cases(cluster: SlurmCluster, users, cases: dict[str, list[str]], moment: dt.datetime,
+              squeue_format: str = SQUEUE) -> dict[str, str]:
+    """Each case (name -> its sbatch arguments) as the script's case_ runs it: sbatch, its squeue and scontrol
+    once a scheduler saw it, then scancel; the recorded outputs' names -> trainhub's."""
     shown = {}
-    for name in names:
+    for name, args in cases.items():
         moment += 5 * SECOND
-        pattern = name.replace("-all-", "-$m-").replace("-any-", "-$m-")
-        out, error = sbatch(cluster, users, name, moment, *CASES[pattern], "--wrap", "sleep 600")
+        out, error = sbatch(cluster, users, name, moment, *args, "--wrap", "sleep 600")
         shown[f"sbatch-{name}"] = job_id_masked(out + error)
         if not out:
             continue
         run_pass(cluster, moment)
         job = SlurmJob.objects.get(cluster=cluster, job_id=int(out.split()[-1]))
-        shown[f"squeue-{name}"] = job_id_masked(reports.squeue(cluster, now=moment, format=SQUEUE).text)
+        shown[f"squeue-{name}"] = job_id_masked(reports.squeue(cluster, now=moment, format=squeue_format).text)
         shown[f"scontrol-{name}"] = "".join(
             line for line in reports.scontrol_jobs(cluster, now=moment, job=str(job.job_id)).text.splitlines(
                 keepends=True) if COMPARED.match(line))
@@ -190,15 +196,17 @@ def run_cases(cluster: SlurmCluster, users, names: list[str], moment: dt.datetim
     return shown
 
 
-def recorded(names: list[str]) -> dict[str, str]:
-    """What run_cases shows, as the recording has it."""
+def recorded(names: Iterable[str], folder: Path = REAL) -> dict[str, str]:
+    """What run_cases shows, as the recording in ``folder`` has it."""
     found = {}
     for name in names:
-        found[f"sbatch-{name}"] = job_id_masked(real(f"sbatch-{name}") + err(f"sbatch-{name}"))
-        if (REAL / f"squeue-{name}.txt").exists():
-            found[f"squeue-{name}"] = job_id_masked(real(f"squeue-{name}"))
-            found[f"scontrol-{name}"] = "".join(line for line in real(f"scontrol-{name}").splitlines(keepends=True)
-                                                if COMPARED.match(line))
+        found[f"sbatch-{name}"] = job_id_masked("".join(
+            (folder / f"sbatch-{name}{suffix}").read_text() for suffix in (".txt", ".err")))
+        if (folder / f"squeue-{name}.txt").exists():
+            found[f"squeue-{name}"] = job_id_masked((folder / f"squeue-{name}.txt").read_text())
+            found[f"scontrol-{name}"] = "".join(
+                line for line in (folder / f"scontrol-{name}.txt").read_text().splitlines(keepends=True)
+                if COMPARED.match(line))
     return found
 
 
@@ -209,8 +217,8 @@ def test_enforce_part_limits_refuses_a_range_over_max_nodes_as_slurm(cast, now, 
     cluster, _ = harness_cluster(cast, now, EnforcePartLimits=mode)
     partition = Partition.objects.get(cluster=cluster, name="batch")
     Partition.objects.filter(pk=partition.pk).update(config={**partition.config, "MaxNodes": "2"})
-    names = [f"epl-{mode.lower()}-{case}" for case in ("N1-4", "N2-4", "N1-2", "N3")]
-    assert run_cases(cluster, Replay(cluster, cast).users, names, now) == recorded(names)
+    cases = {f"epl-{mode.lower()}-{case}": CASES[f"epl-$m-{case}"] for case in ("N1-4", "N2-4", "N1-2", "N3")}
+    assert run_cases(cluster, Replay(cluster, cast).users, cases, now) == recorded(cases)
     assert real(f"config-{mode}") == f"EnforcePartLimits       = {mode}\nMaxNodes=2\n"
 
 
@@ -222,5 +230,17 @@ def test_a_node_range_under_grp_tres_is_counted_as_slurm(cast, now, limit, prefi
     cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos")
     sacctmgr_run(cluster=cluster, line=f"-i modify user alice where account=physics partition=batch set {limit}",
                  actor="root", is_admin=True, now=now)
-    names = [name for name in CASES if name.startswith(prefix)]
-    assert run_cases(cluster, Replay(cluster, cast).users, names, now) == recorded(names)
+    cases = {name: args for name, args in CASES.items() if name.startswith(prefix)}
+    assert run_cases(cluster, Replay(cluster, cast).users, cases, now) == recorded(cases)
+
+
+def test_a_node_range_under_grp_tres_mem_is_counted_as_slurm_where_memory_is_consumable(cast, now):
+    """CR_CPU_Memory, GrpTRES=mem=20000: ``-N 1-4 --mem=8000`` (8000M asked) waits AssocGrpMemLimit showing
+    NumNodes=4-4 (32000M on the 4 nodes select chose), as ``--mem-per-cpu=6000`` does; ``-N 1-2`` runs on 2,
+    ``--mem=4000`` on 4, ``-N 1-4 -n 2 --mem-per-cpu=6000`` on 2; ``-N 3-4`` (24000M asked) waits."""
+    cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos",
+                                 SelectTypeParameters="CR_CPU_Memory")
+    sacctmgr_run(cluster=cluster, line="-i modify user alice where account=physics partition=batch set "
+                 "GrpTRES=mem=20000", actor="root", is_admin=True, now=now)
+    shown = run_cases(cluster, Replay(cluster, cast).users, MEMORY_CASES, now, squeue_format="%i|%j|%T|%D|%C|%m|%N|%R")
+    assert shown == recorded(MEMORY_CASES, MEMORY)

@@ -163,6 +163,23 @@ _QOS_MIN = _reasons("QOSMinCpuNotSatisfied", "QOSMinMemory", "QOSMinNode", "QOSM
                     "QOSMinLicense", "QOSMinBB", "QOSMinBilling", "QOSMinUnknown")
 
 
+#: The reasons of TRES limits other than nodes that slurmctld counts only once select chose a job's nodes
+#: (acct_policy_job_runnable_post_select), where node limits cap the nodes before it (select_nodes'
+#: acct_policy_get_max_nodes) and job counts and wall time wait before it (_pre_select).
+_AFTER_SELECTION = frozenset(
+    reason for table in (_ASSOC_GRP, _ASSOC_MAX_PER_JOB, _QOS_GRP, _QOS_MAX_PER_JOB, _QOS_MAX_PER_USER,
+                         _QOS_MAX_PER_ACCOUNT)
+    for name, reason in table.items() if name != "node")
+
+
+def counted_after_selection(reason: str | None) -> bool:
+    """Whether a limit with this reason keeps a job waiting only after select chose its nodes, so that a
+    node range has had its node test and shows its count (fixtures/22.05/job-records-mem mem-N3-4:
+    ``-N 3-4 --mem=8000`` over GrpTRES=mem=20000 waits AssocGrpMemLimit showing NumNodes=4-4, where
+    range-limits mn-N3-4 under MaxTRESPerJob=node=2 shows 3-4)."""
+    return reason in _AFTER_SELECTION
+
+
 def _reason(table: Mapping[str, str], tres: str) -> str:
     """The reason for a TRES name: ``gres/gpu`` -> the GRES entry (``_get_tres_state_reason``)."""
     kind = tres.split("/", 1)[0]

@@ -397,6 +397,9 @@ class PendingJob:
     #: --mem-per-gpu where memory is a consumable resource: each node's memory is its share of --gpus's
     #: count times it (``per_node`` asks it for one GPU, the fewest a node gets).
     mem_per_gpu: int = 0
+    #: --mem-per-cpu where memory is a consumable resource: a node range's memory counted again on the CPUs
+    #: it got (_selected_request).
+    mem_per_cpu: int = 0
     #: --cpus-per-gpu: each node's CPUs are at least this many for each GPU it gives the job (cpus_for_gpus).
     cpus_per_gpu: int = 0
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order; -N
@@ -602,15 +605,19 @@ def _selected_request(job: PendingJob, allocation: Mapping[str, Resources], part
     waits with its reason, trying MAX again at every pass (fixtures/22.05/range-limits grp-N1-4: GrpTRES=cpu=3,
     ``-N 1-4`` beside 4 idle nodes waits AssocGrpCpuLimit for ever; max-N1-4: MaxTRESPerJob=cpu=2,
     AssocMaxCpuPerJobLimit; job-records bill-N1-4: GrpTRES=billing=3, AssocGrpBilling, where ``-N 1-3`` runs
-    on 3). Memory is not counted again: under CR_CPU 22.05 holds no ``GrpTRES=mem=`` against a job at all
-    (job-records mem-N3-4: ``--mem=8000`` on 3 to 4 nodes runs under 20000). The request itself for the
-    other jobs, whose request counts what they get."""
+    on 3), and so is its memory where the request counts one (CR_*_Memory: --mem-per-gpu x its GPUs,
+    --mem-per-cpu x its CPUs, --mem x its nodes; job-records-mem mem-N1-4: GrpTRES=mem=20000, ``-N 1-4
+    --mem=8000`` waits AssocGrpMemLimit, ``-N 1-2`` runs on 2, ``--mem=4000`` on 4, ``-N 1-4 -n 2
+    --mem-per-cpu=6000`` on 2). The request itself for the other jobs, whose request counts what they get."""
     if not job.min_nodes or job.limit_request is None:
         return job.limit_request
     request = job.limit_request
     got = {"cpu": sum(held.cpus for held in allocation.values()), "node": len(allocation),
            "gres/gpu": sum(held.gres.get("gpu", 0) for held in allocation.values())}
     tres = {**request.tres, "cpu": got["cpu"], "node": got["node"]}
+    if "mem" in request.tres:  # job_get_tres_mem on them (snapshot.job_memory_tres: memory is consumable)
+        tres["mem"] = (job.mem_per_gpu * got["gres/gpu"] if job.mem_per_gpu else
+                       job.mem_per_cpu * got["cpu"] if job.mem_per_cpu else job.per_node.memory_mb * got["node"])
     if "billing" in request.tres:
         weights = partition.billing_weights if partition else {}
         tres["billing"] = int(billable_tres(got, weights, max_tres=max_tres))

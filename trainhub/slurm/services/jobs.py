@@ -513,13 +513,15 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     most = state.partitions[partition].options.max_nodes
-    if placement["min_nodes"] and options.gpus is None and not options.hold and not accepted.pending_reason and (
+    limited = accepted.pending_reason and not limits.counted_after_selection(accepted.pending_reason)
+    if placement["min_nodes"] and options.gpus is None and not options.hold and not limited and (
             most is None or options.max_nodes <= most):
         # slurmctld's node test at submission (job_allocate's test-only select_nodes) gives a node range the
         # count it shows until it runs (snapshot.node_range_count); a held job has none, nor one its limits
-        # keep waiting (acct_policy_job_runnable_pre_select fails first; fixtures/22.05/range-limits mn-N3-4
-        # shows NumNodes=3-4) or whose MAX is over the partition's MaxNodes (_part_access_check fails first,
-        # PartitionNodeLimit; pm-N1-4 shows NumNodes=1-4)
+        # keep waiting before the node selection (a node limit, a job count: fixtures/22.05/range-limits
+        # mn-N3-4 shows NumNodes=3-4; a TRES limit waits after it, job-records-mem mem-N3-4 4-4) or whose MAX
+        # is over the partition's MaxNodes (_part_access_check fails first, PartitionNodeLimit; pm-N1-4 shows
+        # NumNodes=1-4)
         fields["num_nodes"] = snapshot.node_range_count(state, partition, low=nodes, high=options.max_nodes,
                                                         excluded=placement["exc_nodes"])
     if options.test_only:
