@@ -77,3 +77,16 @@ def test_jobs_made_before_fifo_priorities_were_counted_keep_the_value_their_id_g
         migrate(None)
     assert SlurmJob.objects.get(pk=job.pk).fifo_priority == 0xFFFF0000 - job.job_id
     assert SlurmCluster.objects.get(pk=cluster.pk).fifo_priorities == job.job_id
+
+
+def test_jobs_made_before_tasks_given_was_kept_count_their_tasks_given_where_n_set_their_nodes(cluster, now):
+    """-n without -N (nodes_from_tasks) gave the tasks; for the others the submission is not kept."""
+    from trainhub.slurm.models import SlurmJob
+
+    jobs = [make_job(cluster, nodes_from_tasks=True, num_tasks=3, now=now), make_job(cluster, num_nodes=2, now=now)]
+    try:
+        migrate([("slurm", "0040_job_min_nodes")])
+        migrate([("slurm", "0041_job_tasks_given")])
+    finally:
+        migrate(None)
+    assert [SlurmJob.objects.get(pk=job.pk).tasks_given for job in jobs] == [True, False]

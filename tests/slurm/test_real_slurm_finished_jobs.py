@@ -7,11 +7,10 @@ where ``t`` compares the short state codes as strings (CA, CD, F, PD, R); plain 
 (BadConstraints, 0:1 in scontrol, 1:0 in sacct) with its request: priority, CPUs, TRES, its submit time as
 start and end. ``-N 5`` on the 4-node partition is not refused: it pends (PartitionNodeLimit).
 
-The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
+sacct's Reason (sacct-x-more.txt) is ``None`` for every finished job, the refused ones too (not their
+BadConstraints), and ``PartitionConfig`` for nodes5 (squeue's PartitionNodeLimit; formats.accounting_reason).
 
-Known differences, kept: sacct's Reason column (sacct-x-more.txt): trainhub's sacct has no Reason
-field; 22.05 shows ``None`` for every finished job, the refused ones too (not their BadConstraints) and
-``PartitionConfig`` for nodes5 (squeue's PartitionNodeLimit).
+The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
 """
 
 from __future__ import annotations
@@ -168,18 +167,14 @@ def test_scontrol_show_job_of_each_is_slurms(replayed):
 @pytest.mark.parametrize(("name", "fields"), [
     ("sacct-x", "JobID,JobName,State,ExitCode,ReqTRES,AllocTRES,NNodes,AllocCPUS,NodeList,Priority"),
     ("sacct-steps", "JobID,State,ExitCode,NNodes,NodeList"),
-    ("sacct-x-more", "JobID,NCPUS,ReqCPUS,ReqNodes,AllocNodes,Start,End,Elapsed"),
+    ("sacct-x-more", "JobID,NCPUS,ReqCPUS,ReqNodes,AllocNodes,Reason,Start,End,Elapsed"),
 ])
 def test_sacct_of_them_is_slurms(replayed, name, fields):
     """-X: each job's record; sacct-steps: with its batch step's (FAILED 3:0 on the batch host alone,
     CANCELLED 0:15 under the job's ``CANCELLED by 1002`` 0:0); sacct-x-more (ran at 03:40:11: keep's
-    Elapsed) without its Reason column (module docstring): a refused job asked 1 node and got none,
-    started and ended at its submission."""
+    Elapsed): a refused job asked 1 node and got none, started and ended at its submission."""
     replay, _ = replayed
     recorded = real(name)
-    if name == "sacct-x-more":
-        recorded = "".join("|".join(line.split("|")[:5] + line.split("|")[6:])
-                           for line in recorded.splitlines(keepends=True))
     records = reports.sacct(replay.cluster, now=at("03:40:11") if name == "sacct-x-more" else SHOWN, viewer="root", all_users=True, allocations=name != "sacct-steps",
                             fields=fields.split(",")).items
     shown = formats.sacct_text([record for record, _ in records], fields=fields.split(","), parsable="plain")

@@ -1060,10 +1060,27 @@ class SacctJob:
     req_cpus: int = 0
     req_nodes: int = 0
     alloc_nodes: int = 0
+    #: Reason: what slurmdbd was told the job waited for (accounting_reason); blank for a step.
+    reason: str = ""
 
 
 def _timestamp(moment: dt.datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S") if moment else "Unknown"
+
+
+def accounting_reason(*, reason: str, started: bool) -> str:
+    """sacct's Reason of a job record: the state_reason_prev_db slurmctld sent slurmdbd with the job's
+    record (sacct's print_fields PRINT_REASON), not squeue's reason. slurmctld sets it in build_job_queue
+    from a pending job's reason other than None, Priority and Resources; slurmdbd learns it when the
+    job's record is sent, which for a job that has not started is the accounting plugin's first pass
+    over new jobs, seconds after submission. 22.05.8 shows ``None`` for finished, running, pending
+    (Resources, Priority, held) and refused jobs, cancelled ones too, and ``PartitionConfig`` for a
+    ``-N 5`` on a 4-node partition (squeue's PartitionNodeLimit: the reason select_nodes gave before the
+    first queue build; fixtures/22.05/job-records/sacct-reason-j.txt, finished-jobs/sacct-x-more.txt).
+    Which reason slurmdbd gets races with that pass (another recording showed None for the same job,
+    and a ``-N 1-4`` cancelled while it waited AssocGrpBilling showed that reason), so only these are
+    modelled."""
+    return "PartitionConfig" if reason == "PartitionNodeLimit" and not started else "None"
 
 
 #: field name (lower case) -> (PrintField, value getter); widths from slurm:src/sacct/sacct.c
@@ -1097,6 +1114,7 @@ SACCT_FIELDS: dict[str, tuple[PrintField, Callable[[SacctJob], Any]]] = {
     "reqcpus": (PrintField("ReqCPUS", 8, "uint"), lambda j: j.req_cpus),
     "reqnodes": (PrintField("ReqNodes", 8, "uint"), lambda j: j.req_nodes),
     "allocnodes": (PrintField("AllocNodes", 10, "uint"), lambda j: j.alloc_nodes),
+    "reason": (PrintField("Reason", 22), lambda j: j.reason),
 }
 SACCT_DEFAULT_FIELDS = ("jobid", "jobname", "partition", "account", "alloccpus", "state", "exitcode")
 

@@ -20,7 +20,8 @@ Public API (pure Python, no Django)::
     JobRequest(user, account, partition, qos, assoc_key, nodes, tres, time_limit_minutes)
     LimitUsage.of(context, [(JobRequest, running: bool), ...]); usage.add(job, running=); usage.start(job)
     validate_submission(context, usage, user=, account=, partition=, qos=, nodes=, tres=,
-                        time_limit_minutes=, default_account=) -> Submission     # raises SubmitRejected(message)
+                        time_limit_minutes=, default_account=, most_nodes=) -> Submission
+                        # raises SubmitRejected(message)
     limit_reason(context, usage, job) -> str | None      # why limits keep a pending job from starting
     tres_minutes_exhausted(context, job, allocated) -> str | None   # why a running job is killed (GrpTRESMins)
     SubmitRejected.message: one of Slurm's error strings below
@@ -49,7 +50,8 @@ Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
   unless the job QOS has OverPartQOS); Max* association limits are inherited from the nearest ancestor
   that sets them and count the user's jobs; Grp* limits apply at every level to the whole subtree.
 - EnforcePartLimits=NO (default): over MaxTime / MaxNodes pends (PartitionTimeLimit,
-  PartitionNodeLimit); ALL/ANY/YES reject. A DOWN partition pends (PartitionDown); DRAIN/INACTIVE reject.
+  PartitionNodeLimit); ALL/ANY/YES reject. A node range counts by its MAX (``-N 1-4`` under
+  MaxNodes=2). A DOWN partition pends (PartitionDown); DRAIN/INACTIVE reject.
 - Scheduling-time order (acct_policy_job_runnable_pre_select, then _post_select): QOS then associations
   for job counts and wall time, then QOS then associations for TRES; the first limit hit is the reason.
 
@@ -159,6 +161,23 @@ _QOS_MAX_PER_ACCOUNT = _reasons("MaxCpuPerAccount", "MaxMemoryPerAccount", "MaxN
                                 "MaxBBPerAccount", "MaxBillingPerAccount", "MaxUnknownPerAccount")
 _QOS_MIN = _reasons("QOSMinCpuNotSatisfied", "QOSMinMemory", "QOSMinNode", "QOSMinEnergy", "QOSMinGRES",
                     "QOSMinLicense", "QOSMinBB", "QOSMinBilling", "QOSMinUnknown")
+
+
+#: The reasons of TRES limits other than nodes that slurmctld counts only once select chose a job's nodes
+#: (acct_policy_job_runnable_post_select), where node limits cap the nodes before it (select_nodes'
+#: acct_policy_get_max_nodes) and job counts and wall time wait before it (_pre_select).
+_AFTER_SELECTION = frozenset(
+    reason for table in (_ASSOC_GRP, _ASSOC_MAX_PER_JOB, _QOS_GRP, _QOS_MAX_PER_JOB, _QOS_MAX_PER_USER,
+                         _QOS_MAX_PER_ACCOUNT)
+    for name, reason in table.items() if name != "node")
+
+
+def counted_after_selection(reason: str | None) -> bool:
+    """Whether a limit with this reason keeps a job waiting only after select chose its nodes, so that a
+    node range has had its node test and shows its count (fixtures/22.05/job-records-mem mem-N3-4:
+    ``-N 3-4 --mem=8000`` over GrpTRES=mem=20000 waits AssocGrpMemLimit showing NumNodes=4-4, where
+    range-limits mn-N3-4 under MaxTRESPerJob=node=2 shows 3-4)."""
+    return reason in _AFTER_SELECTION
 
 
 def _reason(table: Mapping[str, str], tres: str) -> str:
@@ -679,7 +698,13 @@ def _resolve_time_limit(context: LimitContext, job: JobRequest, partition: Parti
     return partition.max_time_minutes
 
 
-def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest) -> str | None:
+def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest,
+                      most_nodes: int = 0) -> str | None:
+    """Why the partition keeps the job waiting, or raises SubmitRejected where EnforcePartLimits refuses it.
+    ``most_nodes``: a node range's MAX, which _part_access_check holds against MaxNodes as it does MIN
+    (job_mgr.c: ``job_desc->max_nodes > part_ptr->max_nodes``; fixtures/22.05/job-records: under
+    EnforcePartLimits=ALL and ANY with MaxNodes=2 ``-N 1-4`` and ``-N 2-4`` are refused as ``-N 3`` is,
+    ``Node count specification invalid``, and ``-N 1-2`` runs on 2)."""
     if partition.state in ("DRAIN", "INACTIVE"):
         raise SubmitRejected(PARTITION_NOT_AVAIL)
     enforce = config.enforce_part_limits != "NO"
@@ -689,7 +714,7 @@ def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: Job
         if enforce:
             raise SubmitRejected(INVALID_TIME_LIMIT, "PartitionTimeLimit")
         return "PartitionTimeLimit"
-    if partition.max_nodes is not None and job.nodes > partition.max_nodes:
+    if partition.max_nodes is not None and max(job.nodes, most_nodes) > partition.max_nodes:
         if enforce:
             raise SubmitRejected(INVALID_NODE_COUNT, "PartitionNodeLimit")
         return "PartitionNodeLimit"
@@ -698,10 +723,12 @@ def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: Job
 
 def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, account: str | None,
                         partition: str, qos: str | None, nodes: int, tres: Mapping[str, int],
-                        time_limit_minutes: int | None, default_account: str | None) -> Submission:
+                        time_limit_minutes: int | None, default_account: str | None,
+                        most_nodes: int = 0) -> Submission:
     """Accept a job as slurmctld would, or raise :class:`SubmitRejected` with Slurm's message.
 
-    ``partition`` must be a partition of the cluster (the caller reports unknown partitions).
+    ``partition`` must be a partition of the cluster (the caller reports unknown partitions);
+    ``most_nodes``: -N MIN-MAX's MAX (0: ``nodes`` alone).
     """
     config = context.config
     partition_options = context.partitions[partition]
@@ -724,7 +751,7 @@ def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, 
     job = JobRequest(user=user, account=account, partition=partition, qos=job_qos, assoc_key=assoc_key,
                      nodes=nodes, tres=dict(tres), time_limit_minutes=time_limit_minutes)
     job = replace(job, time_limit_minutes=_resolve_time_limit(context, job, partition_options))
-    reason = _partition_reason(config, partition_options, job)
+    reason = _partition_reason(config, partition_options, job, most_nodes)
     if config.enforces_limits:
         submit_reason = _submit_count_reason(context, usage, job)
         if submit_reason:

@@ -268,6 +268,10 @@ class SlurmJob(models.Model):
     #: -n without -N: num_nodes is slurmctld's estimate (the fewest nodes the tasks fit on) and the
     #: tasks fill the nodes they get in order (scheduler.TaskSpread); --gpus-per-task's count.
     nodes_from_tasks = models.BooleanField(default=False)
+    #: -n or --ntasks-per-node was given (slurmctld keeps details->num_tasks from submission; sbatch makes
+    #: --ntasks-per-node's -N x it): NumTasks shows num_tasks even where the job never had a node test
+    #: (fixtures/22.05/job-records: ``-N 2 -n 3 -H`` cancelled, 3), where one without shows N/A.
+    tasks_given = models.BooleanField(default=False)
     #: --ntasks-per-node (0: not given): with -n the most tasks of a node, and each node needs that many
     #: tasks' CPUs free (slurmctld's pn_min_cpus, scontrol's NtasksPerN:B:S:C and MinCPUsNode).
     ntasks_per_node = models.PositiveIntegerField(default=0)

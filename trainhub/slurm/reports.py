@@ -173,6 +173,7 @@ _SQUEUE_FIELDS = ("job_id", "partition", "name", "user_name", "squeue_state", "s
 _SQUEUE_MORE_FIELDS = ("interactive", "accrue_time", "begin_time", "hold", "requeue", "restart_count", "exit_code",
                        "exit_signal", "stdout_pattern", "stderr_pattern", "alloc_node", "alloc_sid",
                        "uid", "gid", "group_name", "script_path", "script_args", "nodes_from_tasks", "mem_per_gpu",
+                       "tasks_given",
                        # what _squeue_rows annotates
                        "squeue_cluster", "squeue_assoc", "squeue_last_pass", "squeue_node_memory",
                        "squeue_memory_consumable", "squeue_alloc_cpus", "squeue_alloc_gpus")
@@ -252,23 +253,32 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         array_task_id=array_task_id, array_pending=array_pending, array_max_running=array_max_running,
         features=features, qos=qos, cpus_per_task=cpus_per_task, comment=comment, dependency=depends,
         exclusive=exclusive, mem_per_node=mem_per_node, mem_per_cpu=mem_per_cpu, req_nodes=req_nodes,
-        exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir, num_tasks=num_tasks,
+        exc_nodes=exc_nodes, submit_time=submit_time, work_dir=work_dir,
         kill_time=kill_time if state == JobState.RUNNING else None,
         end_time=None if state in (JobState.PENDING, JobState.RUNNING) else end_time,
-        **(_squeue_more(more, start_time, submit_time, depends, now, tres) if more else {}))
+        **(_squeue_more(more, start_time, submit_time, depends, now, tres, partial(
+            scontrol_job.never_tested, state=state, reason=reason, node_list=node_list, start_time=start_time, now=now),
+            partial(scontrol_job.shown_tasks, num_tasks=num_tasks, ntasks_per_node=ntasks_per_node,
+                    cpus_per_task=cpus_per_task, allocated_cpus=None))
+           if more else {"num_tasks": num_tasks}))
 
 
 def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt.datetime, depends: str,
-                 now: dt.datetime, tres: Callable[..., str]) -> dict:
+                 now: dt.datetime, tres: Callable[..., str], untested: Callable[..., bool],
+                 tasks: Callable[..., int | None]) -> dict:
     """SqueueJob's values of the _SQUEUE_MORE_FIELDS read for a row; ``tres``: scontrol_job.job_cpus_and_tres
     of the row's job, given what tres-alloc reads of the job and the cluster (its current run's CPUs and
-    GPUs, None while it has none; its nodes' memory, None when not read): scontrol's TRES=."""
+    GPUs, None while it has none; its nodes' memory, None when not read): scontrol's TRES=. ``untested`` and
+    ``tasks``: scontrol_job.never_tested and shown_tasks of the row's job, given its hold, begin time and
+    whether its tasks were given (TASKS: NO_VAL where scontrol shows NumTasks=N/A)."""
     (interactive, accrue_time, begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern,
      stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, nodes_from_tasks, mem_per_gpu,
-     cluster_name, assoc_id, last_pass, node_memory, memory_is_consumable, alloc_cpus, alloc_gpus) = more
+     tasks_given, cluster_name, assoc_id, last_pass, node_memory, memory_is_consumable, alloc_cpus, alloc_gpus) = more
     started = start_time if start_time is not None and start_time < now else None
     allocated = (alloc_cpus, alloc_gpus) if alloc_cpus is not None else None
+    shown_tasks = tasks(tasks_given=tasks_given, untested=untested(hold=bool(hold), begin_time=begin_time))
     return dict(
+        num_tasks=scontrol_job.NO_VAL if shown_tasks is None else shown_tasks,
         tres=tres(allocated=allocated, nodes_from_tasks=nodes_from_tasks, mem_per_gpu=mem_per_gpu,
                   node_memory_mb=node_memory, memory_is_consumable=memory_is_consumable)[1]
         if node_memory is not None else "",
@@ -553,17 +563,6 @@ def scontrol_jobs(cluster: SlurmCluster, *, now: dt.datetime, job: str = "", one
     return report
 
 
-def _num_tasks(job: SlurmJob, *, untested: bool, allocated_cpus: int | None) -> str:
-    """NumTasks: N/A for a job no node test gave one to that -n did not (NO_VAL: rejected, or cancelled
-    while held or before its begin time: finished-jobs/scontrol-4); once running with --ntasks-per-node,
-    what its CPUs hold (ntasks-per-node/scontrol-1: ``-n 20`` on 3 x 8 CPUs, 24)."""
-    if untested and not job.nodes_from_tasks:
-        return "N/A"
-    if allocated_cpus is not None and job.ntasks_per_node:
-        return str(allocated_cpus // job.cpus_per_task)
-    return str(job.num_tasks)
-
-
 def _node_memory_mb(cluster: SlurmCluster, now: dt.datetime) -> int:
     """The largest RealMemory of the cluster's nodes: what a pending job without --mem asks of each."""
     return max((node.memory_mb for node in snapshot.load_cluster(cluster, now=now).nodes.values()), default=0)
@@ -671,6 +670,12 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         stdout_pattern=job.stdout_pattern, stderr_pattern=job.stderr_pattern, work_dir=job.work_dir,
         job_id=job.job_id, job_name=job.name, user=job.user_name, array_job_id=job.array_job_id,
         task_id=job.array_task_id if task_id is None else task_id)
+    tasks = scontrol_job.shown_tasks(
+        num_tasks=job.num_tasks, tasks_given=job.tasks_given, ntasks_per_node=job.ntasks_per_node,
+        untested=scontrol_job.never_tested(state=job.state, reason=job.reason, node_list=job.node_list,
+                                           start_time=job.start_time, hold=bool(job.hold), begin_time=job.begin_time,
+                                           now=now),
+        cpus_per_task=job.cpus_per_task, allocated_cpus=cpus if started and allocated else None)
     return scontrol_job.ScontrolJob(
         job_id=job.job_id, name=job.name, user=job.user_name, uid=job.uid, gid=job.gid,
         group=job.group_name, priority=job.priority, nice=job.nice,
@@ -690,8 +695,7 @@ def _scontrol_job(job: SlurmJob, *, now: dt.datetime, exempt: dt.timedelta, node
         batch_host=(batch_host or expand(job.node_list)[0]) if started and job.node_list else "",
         num_nodes=f"{job.num_nodes}-{job.max_nodes}" if pending and job.max_nodes else str(job.num_nodes),
         num_cpus=cpus,
-        num_tasks=_num_tasks(job, untested=rejected or never_ran and (waiting or future),
-                             allocated_cpus=cpus if started and allocated else None),
+        num_tasks="N/A" if tasks is None else str(tasks),
         cpus_per_task=cpus_per_task, ntasks_per_node=job.ntasks_per_node,
         # job_mgr.c _copy_job_desc_to_job_record: pn_min_cpus = MAX(it, cpus_per_task x ntasks_per_node)
         min_cpus_node=cpus_per_task * max(job.ntasks_per_node if job.num_tasks > 1 else 1, 1),
@@ -1091,7 +1095,8 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
         nodelist=run.node_list if run else "None assigned", qos=job.qos, priority=job.priority,
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
         alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres, req_cpus=asked_cpus, req_nodes=asked_nodes,
-        alloc_nodes=run.num_nodes if run else 0)
+        alloc_nodes=run.num_nodes if run else 0,
+        reason=formats.accounting_reason(reason=job.reason, started=run is not None))
 
 
 def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJob], str]:
@@ -1165,7 +1170,7 @@ def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
 _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "partition", "qos", "num_nodes",
                      "time_limit", "state", "state_desc", "priority", "restart_count", "submit_time", "start_time",
                      "end_time", "exit_code", "exit_signal", "array_job_id", "array_task_id", "array_pending",
-                     "array_max_running",
+                     "array_max_running", "reason",
                      # ReqTRES's (_requested_tres)
                      "num_tasks", "cpus_per_task", "nodes_from_tasks", "gpus_per_job", "gpus_per_task",
                      "gpus_per_node", "mem_per_node", "mem_per_cpu", "mem_per_gpu", "min_nodes", "tasks_from_nodes")

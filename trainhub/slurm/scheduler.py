@@ -95,6 +95,7 @@ from trainhub.slurm.features import Constraint
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason, max_nodes
 from trainhub.slurm.preemption import PreemptAction, PreemptJob, PreemptPolicy, choose_victims, preempt
+from trainhub.slurm.tres import billable_tres
 
 #: squeue's reason for the top job of a lower tier while a higher-tier job waits for the same nodes.
 NODES_RESERVED = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
@@ -396,6 +397,9 @@ class PendingJob:
     #: --mem-per-gpu where memory is a consumable resource: each node's memory is its share of --gpus's
     #: count times it (``per_node`` asks it for one GPU, the fewest a node gets).
     mem_per_gpu: int = 0
+    #: --mem-per-cpu where memory is a consumable resource: a node range's memory counted again on the CPUs
+    #: it got (_selected_request).
+    mem_per_cpu: int = 0
     #: --cpus-per-gpu: each node's CPUs are at least this many for each GPU it gives the job (cpus_for_gpus).
     cpus_per_gpu: int = 0
     #: -n without -N: ``nodes`` is the fewest the tasks fit on and the tasks fill them in order; -N
@@ -591,19 +595,33 @@ def _fewer_nodes(job: PendingJob, holding: int) -> PendingJob:
     return replace(job, nodes=max(holding, job.min_nodes))
 
 
-def _selected_request(job: PendingJob, allocation: Mapping[str, Resources]) -> JobRequest | None:
+def _selected_request(job: PendingJob, allocation: Mapping[str, Resources], partition: PartitionOptions | None,
+                      max_tres: bool) -> JobRequest | None:
     """The job as limits see it once select chose ``allocation``: a node range's CPUs and nodes are those it
-    got, not its request's (MIN nodes, one task's CPUs without -n). slurmctld checks them after the node
-    selection (node_scheduler.c select_nodes: acct_policy_job_runnable_post_select with ``tres_req_cnt``'s
-    cpu ``total_cpus`` and node the selected count), and a job over a limit there waits with its reason,
-    trying MAX again at every pass (fixtures/22.05/range-limits grp-N1-4: GrpTRES=cpu=3, ``-N 1-4`` beside
-    4 idle nodes waits AssocGrpCpuLimit for ever; max-N1-4: MaxTRESPerJob=cpu=2, AssocMaxCpuPerJobLimit).
-    The request itself for the other jobs, whose request counts what they get."""
+    got, not its request's (MIN nodes, one task's CPUs without -n), and so is its billing, the ``partition``'s
+    TRESBillingWeights (PriorityFlags=MAX_TRES: ``max_tres``) over them. slurmctld checks them after the
+    node selection (node_scheduler.c select_nodes: acct_policy_job_runnable_post_select with ``tres_req_cnt``'s
+    cpu ``total_cpus``, node the selected count and billing weighted anew), and a job over a limit there
+    waits with its reason, trying MAX again at every pass (fixtures/22.05/range-limits grp-N1-4: GrpTRES=cpu=3,
+    ``-N 1-4`` beside 4 idle nodes waits AssocGrpCpuLimit for ever; max-N1-4: MaxTRESPerJob=cpu=2,
+    AssocMaxCpuPerJobLimit; job-records bill-N1-4: GrpTRES=billing=3, AssocGrpBilling, where ``-N 1-3`` runs
+    on 3), and so is its memory where the request counts one (CR_*_Memory: --mem-per-gpu x its GPUs,
+    --mem-per-cpu x its CPUs, --mem x its nodes; job-records-mem mem-N1-4: GrpTRES=mem=20000, ``-N 1-4
+    --mem=8000`` waits AssocGrpMemLimit, ``-N 1-2`` runs on 2, ``--mem=4000`` on 4, ``-N 1-4 -n 2
+    --mem-per-cpu=6000`` on 2). The request itself for the other jobs, whose request counts what they get."""
     if not job.min_nodes or job.limit_request is None:
         return job.limit_request
     request = job.limit_request
-    cpus = sum(held.cpus for held in allocation.values())
-    return replace(request, nodes=len(allocation), tres={**request.tres, "cpu": cpus, "node": len(allocation)})
+    got = {"cpu": sum(held.cpus for held in allocation.values()), "node": len(allocation),
+           "gres/gpu": sum(held.gres.get("gpu", 0) for held in allocation.values())}
+    tres = {**request.tres, "cpu": got["cpu"], "node": got["node"]}
+    if "mem" in request.tres:  # job_get_tres_mem on them (snapshot.job_memory_tres: memory is consumable)
+        tres["mem"] = (job.mem_per_gpu * got["gres/gpu"] if job.mem_per_gpu else
+                       job.mem_per_cpu * got["cpu"] if job.mem_per_cpu else job.per_node.memory_mb * got["node"])
+    if "billing" in request.tres:
+        weights = partition.billing_weights if partition else {}
+        tres["billing"] = int(billable_tres(got, weights, max_tres=max_tres))
+    return replace(request, nodes=len(allocation), tres=tres)
 
 
 def _within_node_limits(job: PendingJob, context: LimitContext) -> PendingJob:
@@ -900,7 +918,8 @@ class _Pass:
         if job.cpus_per_gpu:
             allocation = {name: Resources(cpus_for_gpus(held.cpus, held.gres.get("gpu", 0), job.cpus_per_gpu),
                                           held.memory_mb, held.gres) for name, held in allocation.items()}
-        request = _selected_request(job, allocation)
+        request = _selected_request(job, allocation, self.snapshot.partition_options.get(job.partition),
+                                    "MAX_TRES" in self.config.priority_flags)
         if self.limits is not None and request is not None:
             reason = limit_reason(self.limits[0], self.limits[1], request)
             if reason:

@@ -196,6 +196,37 @@ def asked_tasks(*, num_tasks: int, tasks_from_nodes: bool, pending: bool) -> int
     return 1 if tasks_from_nodes and pending else num_tasks
 
 
+#: squeue's TASKS (-O NumTasks) of a count slurmctld never set: NO_VAL printed as the number it is
+#: (fixtures/22.05/job-records/squeue-O.txt: ``-N 2 -H`` cancelled, ``--gres=gpu:9`` refused).
+NO_VAL = 4294967294
+
+
+def never_tested(*, state: str, reason: str, node_list: str, start_time: dt.datetime | None, hold: bool,
+                 begin_time: dt.datetime, now: dt.datetime) -> bool:
+    """Whether no node test ever gave the job nodes (slurmctld's tres_alloc_cnt unset) once it has ended:
+    refused at its node test (FAILED BadConstraints, no nodes: the --gres=gpu:9 kind) or cancelled while
+    held, waiting on a dependency or before its begin time (fixtures/22.05/finished-jobs/scontrol-4, -5)."""
+    rejected = state == "FAILED" and reason == "BadConstraints" and not node_list
+    never_ran = state not in ("PENDING", "RUNNING") and start_time is None
+    waited = hold or reason in ("Dependency", "DependencyNeverSatisfied") or begin_time > now
+    return rejected or (never_ran and waited)
+
+
+def shown_tasks(*, num_tasks: int, tasks_given: bool, untested: bool, ntasks_per_node: int, cpus_per_task: int,
+                allocated_cpus: int | None) -> int | None:
+    """NumTasks as slurmctld packs it (job_mgr.c pack_job: details->num_tasks where -n or --ntasks-per-node
+    set it, else a pending job's node count, else its allocated nodes, else NO_VAL): None (scontrol's N/A)
+    for a job given no tasks that never had a node test (``untested``: never_tested); ``-N 2 -n 3`` and ``-N 2
+    --ntasks-per-node=2`` show 3 and 4 in every state, cancelled while held too (fixtures/22.05/job-records).
+    Once running with --ntasks-per-node, what its CPUs hold (ntasks-per-node/scontrol-1: ``-n 20`` on 3 x 8
+    CPUs, 24)."""
+    if untested and not tasks_given:
+        return None
+    if allocated_cpus is not None and ntasks_per_node:
+        return allocated_cpus // cpus_per_task
+    return num_tasks
+
+
 def tres_by_name(text: str) -> str:
     """A TRES string in sacct's order, by name (ReqTRES: fixtures/22.05/gputype/sacct.txt
     ``billing=1,cpu=1,gres/gpu=2,mem=16000M,node=1``)."""

@@ -444,13 +444,29 @@ def allocation_tres(allocation: Mapping[str, scheduler.Resources]) -> dict[str, 
 
 
 def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
-    """The TRES a job asks for, ``billing`` included (as Slurm's TRES counts, an integer)."""
+    """The TRES a job asks for, ``billing`` included (as Slurm's TRES counts, an integer), and its memory
+    where memory is a consumable resource and the job asked for some (job_memory_tres)."""
     tres = {"cpu": job_cpus(job), "node": asked_nodes(job)}
     gpus = job_gpus(job)
     if gpus:
         tres["gres/gpu"] = gpus
+    memory = job_memory_tres(job, state, gpus)
+    if memory:
+        tres["mem"] = memory
     tres["billing"] = int(job_billing(job, state))
     return tres
+
+
+def job_memory_tres(job: JobLike, state: ClusterState, gpus: int) -> int:
+    """The memory (MB) a job's TRES counts against limits such as ``GrpTRES=mem=`` (slurmctld's
+    job_get_tres_mem: --mem-per-gpu x its ``gpus``, --mem x its nodes, --mem-per-cpu x its CPUs), only
+    where memory is a consumable resource (CR_*_Memory): under CR_CPU 22.05 holds no such limit against
+    a job (fixtures/22.05/job-records mem-N3-4: ``-N 3-4 --mem=8000`` asks 24000M of 20000 and runs), under
+    CR_CPU_Memory it does (job-records-mem mem-N3-4 waits AssocGrpMemLimit). 0 for a job without --mem*:
+    trainhub gives it no memory (job_memory_mb), where 22.05 would count its nodes' whole RealMemory."""
+    if not state.config.memory_is_consumable:
+        return 0
+    return job.mem_per_gpu * gpus or job.mem_per_node * asked_nodes(job) or job.mem_per_cpu * job_cpus(job)
 
 
 AssociationTerms = dict[tuple[str, str, str], tuple[float, int]]
@@ -688,6 +704,7 @@ def pending_job(job: JobLike, state: ClusterState, request: limits.JobRequest, *
         gpus_per_task=job.gpus_per_task, max_nodes=gpu_node_range(job, state),
         min_nodes=job.min_nodes if job.min_nodes and not job.gpus_per_job else 0,
         mem_per_gpu=job.mem_per_gpu if state.config.memory_is_consumable else 0, cpus_per_gpu=job.cpus_per_gpu,
+        mem_per_cpu=job.mem_per_cpu if state.config.memory_is_consumable else 0,
         spread=task_spread(job, nodes, state), allocating=allocating)
 
 

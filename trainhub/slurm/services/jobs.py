@@ -493,6 +493,7 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
     if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
+                  tasks_given=options.ntasks is not None or bool(options.ntasks_per_node),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
     context = snapshot.limit_context(state)
     active: list[SlurmJob] = []
@@ -507,17 +508,20 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
         accepted = validate_submission(
             context, snapshot.limit_usage(state, context, active), user=username, account=options.account,
             partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(probe, state),
-            time_limit_minutes=options.time_limit, default_account=default_account)
+            time_limit_minutes=options.time_limit, default_account=default_account,
+            most_nodes=options.max_nodes or 0)
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     most = state.partitions[partition].options.max_nodes
-    if placement["min_nodes"] and options.gpus is None and not options.hold and not accepted.pending_reason and (
+    limited = accepted.pending_reason and not limits.counted_after_selection(accepted.pending_reason)
+    if placement["min_nodes"] and options.gpus is None and not options.hold and not limited and (
             most is None or options.max_nodes <= most):
         # slurmctld's node test at submission (job_allocate's test-only select_nodes) gives a node range the
         # count it shows until it runs (snapshot.node_range_count); a held job has none, nor one its limits
-        # keep waiting (acct_policy_job_runnable_pre_select fails first; fixtures/22.05/range-limits mn-N3-4
-        # shows NumNodes=3-4) or whose MAX is over the partition's MaxNodes (_part_access_check fails first,
-        # PartitionNodeLimit; pm-N1-4 shows NumNodes=1-4)
+        # keep waiting before the node selection (a node limit, a job count: fixtures/22.05/range-limits
+        # mn-N3-4 shows NumNodes=3-4; a TRES limit waits after it, job-records-mem mem-N3-4 4-4) or whose MAX
+        # is over the partition's MaxNodes (_part_access_check fails first, PartitionNodeLimit; pm-N1-4 shows
+        # NumNodes=1-4)
         fields["num_nodes"] = snapshot.node_range_count(state, partition, low=nodes, high=options.max_nodes,
                                                         excluded=placement["exc_nodes"])
     if options.test_only:
