@@ -92,7 +92,7 @@ class Refused(Exception):
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="srun", allow_abbrev=False)
-    parser.add_argument("-N", "--nodes", type=int)
+    parser.add_argument("-N", "--nodes", type=node_range)
     parser.add_argument("-n", "--ntasks", type=int)
     parser.add_argument("--ntasks-per-node", type=int)
     parser.add_argument("--gres", type=gres_gpus)
@@ -105,11 +105,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-v", "--verbose", action="count", default=0)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
+    options.nodes, options.max_nodes = options.nodes or (None, None)
     if options.command and options.command[0] == "--":
         options.command = options.command[1:]
     if not options.command:
         parser.error("No command given to execute.")
     return options
+
+
+def node_range(text: str) -> tuple[int, int | None]:
+    """``-N``: a node count ``N`` (N, None) or a range ``MIN-MAX`` (MIN, MAX). Inside an allocation the
+    step runs on MAX of the job's nodes, all of them where it has fewer, MIN at least (22.05's srun
+    sends both to slurmctld, which takes as many as it may; fixtures/22.05/srun-range: ``-N 1-2`` in
+    a 3-node job runs on 2, ``-N 2-4`` on 3, ``-N 4-5`` is refused, ``Only allocated 3 nodes asked for
+    4``)."""
+    low, dash, high = text.partition("-")
+    if not low.isdigit() or (dash and not high.isdigit()):
+        raise argparse.ArgumentTypeError(f"invalid node count: {text!r}")
+    return int(low), int(high) if dash else None
 
 
 #: What may follow -m's node level: the distributions over sockets and cores (srun.1), which move
@@ -388,14 +401,18 @@ def nodes_within_tasks(options: argparse.Namespace, environ: Mapping[str, str] |
     job's (trainhub.slurm.sbatch.nodes_within_tasks; fixtures/22.05/tasks-nodes/salloc-7.err): srun's
     warning line, or None. Without -N srun takes SLURM_NNODES from ``environ`` (the job's node count
     in a batch script) and says the same (fixtures/22.05/small-diffs/out-1.txt: ``srun -n 1`` in a
-    3-node job, ``can't run 1 processes on 3 nodes``); the step is sent no -N then."""
+    3-node job, ``can't run 1 processes on 3 nodes``); the step is sent no -N then. A range's MIN is
+    the count said (fixtures/22.05/srun-range/batch-N2-3-n1.err: ``-N 2-3 -n 1``, ``on 2 nodes``), its
+    MAX is lowered to -n silently."""
     inherited = (environ or {}).get("SLURM_NNODES", "")
     nodes = options.nodes if options.nodes is not None else int(inherited) if inherited.isdigit() else None
+    if options.ntasks is not None and options.max_nodes is not None:
+        options.max_nodes = min(options.max_nodes, options.ntasks)
     if nodes is None or options.ntasks is None or options.ntasks >= nodes:
         return None
     warning = f"srun: Warning: can't run {options.ntasks} processes on {nodes} nodes, setting nnodes to {options.ntasks}"
     if options.nodes is not None:
-        options.nodes = options.ntasks
+        options.nodes, options.max_nodes = options.ntasks, None
     return warning
 
 
@@ -710,7 +727,8 @@ def allocation_options(options: argparse.Namespace, environ: dict[str, str]) -> 
     """srun -v's options inside an allocation (srun-vv/salloc-3.err): what it takes from the
     allocation's variables first (its node list under the name ``(null)``, as Slurm 22.05 prints
     it, its job id and name), then those given (a flag's value is ``set``)."""
-    given = {"nodes": options.nodes, "ntasks": options.ntasks, "ntasks-per-node": options.ntasks_per_node,
+    nodes = options.nodes if options.max_nodes is None else f"{options.nodes}-{options.max_nodes}"
+    given = {"nodes": nodes, "ntasks": options.ntasks, "ntasks-per-node": options.ntasks_per_node,
              "distribution": options.distribution,
              "gres": None if options.gres is None else f"gpu:{options.gres}", "exact": options.exact or None,
              "overlap": options.overlap or None, "label": options.label or None, "pty": options.pty or None,
@@ -863,7 +881,7 @@ def main(argv: list[str]) -> int:
     if options.verbose >= 2:
         _say(*propagated_lines(environment), *(ALLOCATION_THREAD if alone else ()), *PLUGINS)
     body = {"argv": options.command, "label": options.label, "environment": environment,
-            "nodes": options.nodes, "tasks": tasks, "tasksPerNode": options.ntasks_per_node,
+            "nodes": options.nodes, "maxNodes": options.max_nodes, "tasks": tasks, "tasksPerNode": options.ntasks_per_node,
             "distribution": options.distribution, "hosts": hosts, "inAllocation": not alone,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}

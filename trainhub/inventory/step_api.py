@@ -88,7 +88,7 @@ def _count(body: dict, name: str) -> int | None:
 
 
 class Steps(SrunView):
-    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
+    """POST {argv, environment, nodes?, maxNodes? (-N MIN-MAX: nodes is MIN), tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
     hosts? (-m arbitrary: SLURM_HOSTFILE's entries, host lists expanded here: steps.arbitrary_hosts),
     inAllocation? (srun did not make the job: its tasks see srun's default SLURM_DISTRIBUTION), label?,
     pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
@@ -115,19 +115,22 @@ class Steps(SrunView):
         hosts = _field(body, "hosts", list, required=False, default=[])
         if not all(isinstance(host, str) and host for host in hosts) or len(hosts) > MAX_HOSTFILE_ENTRIES:
             raise invalid_argument([FieldViolation("hosts", f"at most {MAX_HOSTFILE_ENTRIES} node names")])
-        tasks, nodes = _count(body, "tasks"), _count(body, "nodes")
+        tasks, nodes, max_nodes = _count(body, "tasks"), _count(body, "nodes"), _count(body, "maxNodes")
+        if max_nodes is not None and (nodes is None or max_nodes < nodes):
+            raise invalid_argument([FieldViolation("maxNodes", "-N MIN-MAX's MAX: with nodes, and not below it")])
         principal = request.user
         in_allocation = bool(body.get("inAllocation"))
         if kind == "arbitrary":
             try:
-                hosts, tasks = arbitrary_hosts(hosts, tasks, nodes or principal.job.num_nodes)
+                hosts, tasks = arbitrary_hosts(hosts, tasks, min(max_nodes or nodes or principal.job.num_nodes,
+                                                                 principal.job.num_nodes))
             except ArbitraryCountDiffers as exc:
                 if in_allocation:
                     raise ApiError(400, str(exc), "FAILED_PRECONDITION") from None
                 raise _refused(principal, StepRefused(UNSPECIFIED_ERROR)) from None
             except ValueError as exc:
                 raise ApiError(400, str(exc), "FAILED_PRECONDITION") from None
-        wanted = StepRequest(nodes=nodes, tasks=tasks,
+        wanted = StepRequest(nodes=nodes, max_nodes=max_nodes, tasks=tasks,
                              tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus,
                              exact=bool(body.get("exact")), overlap=bool(body.get("overlap")),
                              distribution=kind, plane_size=plane_size, hosts=tuple(hosts),

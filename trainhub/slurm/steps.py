@@ -2,7 +2,9 @@
 "--gres"; slurm:src/common/slurm_step_layout.c). Pure Python.
 
 - The step runs on the first ``-N`` nodes of the allocation in node-list order; without ``-N``
-  on every node, or on ``-n`` nodes when fewer tasks than nodes are asked for.
+  on every node, or on ``-n`` nodes when fewer tasks than nodes are asked for. ``-N MIN-MAX`` runs on
+  MAX nodes, or all of the allocation's where it has fewer (fixtures/22.05/srun-range: ``-N 2-4`` in a
+  3-node job runs 3 tasks on 3 nodes).
 - Tasks: ``-n``; else ``--ntasks-per-node`` x nodes; else one per node with ``-N``; else the
   job's own task count (srun inherits SLURM_NTASKS from the batch script).
 - Block distribution (the default): the first ``tasks % nodes`` nodes get one task more, task
@@ -68,6 +70,8 @@ class StepRequest:
     """srun's options; None where the user gave none."""
 
     nodes: int | None = None
+    #: ``-N MIN-MAX``'s MAX (``nodes`` is its MIN): the step takes as many of the allocation's nodes.
+    max_nodes: int | None = None
     tasks: int | None = None
     tasks_per_node: int | None = None
     gpus_per_node: int | None = None
@@ -117,6 +121,8 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
     if request.nodes is not None and request.nodes > available:
         raise StepRefused(NOT_AVAILABLE)
     nodes = request.nodes or available
+    if request.max_nodes is not None:  # -N MIN-MAX: up to MAX of them (fixtures/22.05/srun-range)
+        nodes = max(nodes, min(request.max_nodes, available))
     if request.tasks is not None:
         tasks = request.tasks
     elif request.tasks_per_node is not None:
