@@ -9,6 +9,13 @@ MAX is more (``-N 1-2``: 2 tasks on gpu[1-2]; ``-N 2-4``: 3 on gpu[1-3]), one ta
 4-5``: ``Only allocated 3 nodes asked for 4``); -n below MIN lowers it with srun's warning naming MIN;
 ``-v`` lists ``nodes : 1-2``. A refused step takes no step id (sacct: 1.0 to 1.5 for the six that ran).
 
+SLURM_HOSTFILE of 5000 names with ``srun -n 2 --distribution=arbitrary`` outside a job (many-*): on one line
+(job 6) or as ``gpu4*5000`` (job 7) the job is allocated gpu4 with 2 CPUs and its step fails (``Unable to
+create step for job N: Unspecified error``, exit 1; the job FAILED, JobLaunchFailure, no step); 5000 lines
+are read only to the -n-th (job 8 runs on gpu4); ``gpu4*5000,gpu2`` with -n 1 is cut to its first node in
+node-list order (job 9 runs on gpu2, with srun's warning). trainhub reads such a file as runs of one name
+and counts them, holding no list of 5000.
+
 The recording's noise: srun -v's ``_task_start`` and ``_task_finish`` lines come as the nodes' messages
 race (salloc-N1-2-v.err has gpu1's task finish before gpu2's start, batch-N1-2-v.err each node's start
 first, as trainhub prints them); that case of salloc's is compared as a set of lines.
@@ -16,19 +23,29 @@ first, as trainhub prints them); that case of salloc's is compared as a set of l
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import re
 import shlex
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 
 from trainhub.agent import srun
+from trainhub.cli import srun as srun_cli
 from trainhub.slurm import reports
-from trainhub.slurm.models import JobNode, NodePhase, SlurmJob, StepNode
-from trainhub.slurm.services.steps import step_credential, step_node_finished
+from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmCluster, SlurmJob
+from trainhub.slurm.services.allocations import allocation_relinquish, allocation_submit
+from trainhub.slurm.services.jobs import Submission
+from trainhub.slurm.services.steps import step_create, step_credential, step_node_finished
+from trainhub.slurm.steps import ArbitraryCountDiffers, StepRequest, arbitrary_hosts
 
+from .conftest import run_pass
+from .test_real_slurm import harness_cluster, scontrol_differences
+from .test_real_slurm_hostfile_edge import peak_memory, written
 from .test_real_slurm_srun_plane import started
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "srun-range"
@@ -77,15 +94,26 @@ class InProcess:
         return answer.json()
 
     def follow(self, client, step_id: int, *, label: bool, num_tasks: int, **_) -> dict:
-        parts = list(StepNode.objects.filter(step__job=self.job, step__step_id=step_id)
-                     .select_related("step", "job_node__node").order_by("node_index"))
-        step = parts[0].step
-        for part in parts:
-            for task in part.task_ids:
-                line = f"{part.job_node.node.name} {task} {len(parts)} {step.num_tasks} {step.node_list}"
-                print(f"{task}: {line}" if label else line)
-            step_node_finished(step_node=part, exits=[(task, 0, 0) for task in part.task_ids], now=self.moment)
+        step = self.job.steps.get(step_id=step_id)
+        for line in task_lines(step, label=label):
+            print(line)
+        finish(step, self.moment)
         return {"state": "COMPLETED", "failed": []}
+
+
+def task_lines(step, *, label: bool) -> list[str]:
+    """What the recording's ``where`` prints in each of the step's tasks, by task: its node, SLURM_PROCID,
+    SLURM_STEP_NUM_NODES, SLURM_STEP_NUM_TASKS and SLURM_STEP_NODELIST (``N: `` before it with -l)."""
+    parts = list(step.step_nodes.select_related("job_node__node"))
+    lines = sorted((task, f"{part.job_node.node.name} {task} {len(parts)} {step.num_tasks} {step.node_list}")
+                   for part in parts for task in part.task_ids)
+    return [f"{task}: {line}" if label else line for task, line in lines]
+
+
+def finish(step, moment) -> None:
+    """Every task of the step exited 0."""
+    for part in step.step_nodes.all():
+        step_node_finished(step_node=part, exits=[(task, 0, 0) for task in part.task_ids], now=moment)
 
 
 @pytest.fixture
@@ -136,14 +164,26 @@ def test_sacct_lists_the_steps_that_ran_as_slurm(allocation, capsys, now, prefix
     job = allocation(prefix)
     for args in CASES.values():
         srun.main([*args, f"{WORK}/where"])
-    fields = ["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList", "AllocCPUS", "ReqTRES",
-              "AllocTRES"]
+    steps = [row for row in sacct_rows(job, now) if re.match(rf"{job.job_id}\.\d", row[0])]
+    assert steps == [row for row in recorded_sacct_rows(job.job_id) if re.match(rf"{job.job_id}\.\d", row[0])]
+    assert len(steps) == 6
+
+
+#: The recording's sacct fields.
+SACCT_FIELDS = ["JobID", "JobName", "State", "ExitCode", "NNodes", "NTasks", "NodeList", "AllocCPUS", "ReqTRES",
+                "AllocTRES"]
+
+
+def sacct_rows(job: SlurmJob, now) -> list[list[str]]:
+    """trainhub's sacct -P of the job: its rows' fields."""
     text = reports.sacct(job.cluster, now=now, viewer="alice", jobs=str(job.job_id), parsable=True,
-                         fields=fields).text
-    steps = [line.split("|")[:10] for line in text.splitlines() if re.match(rf"{job.job_id}\.\d", line)]
-    recorded_steps = [line.split("|") for line in recorded("sacct")[0].splitlines()
-                      if re.match(rf"{job.job_id}\.\d", line)]
-    assert steps == recorded_steps and len(steps) == 6
+                         fields=SACCT_FIELDS).text
+    return [line.split("|")[:len(SACCT_FIELDS)] for line in text.splitlines()[1:]]
+
+
+def recorded_sacct_rows(job_id: int) -> list[list[str]]:
+    """The recording's sacct rows of job ``job_id`` and its steps."""
+    return [line.split("|") for line in recorded("sacct")[0].splitlines() if line.split("|")[0].split(".")[0] == str(job_id)]
 
 
 def test_a_node_range_is_min_and_max():
@@ -177,3 +217,156 @@ def test_a_range_without_its_min_or_below_it_is_a_clean_400(allocation, body):
                            HTTP_AUTHORIZATION=f"Bearer {step_credential(job_pk=job.pk, run_index=0)}")
     assert (answer.status_code, answer.json()["error"]["details"][0]["fieldViolations"][0]["field"]) == (
         400, "maxNodes")
+
+
+# SLURM_HOSTFILE of 5000 names outside a job ---------------------------------------------------------
+
+#: Each many-NAME case's SLURM_HOSTFILE, as the script's python expression writes it, and its job id.
+MANY = {
+    "one-line": (",".join(["gpu4"] * 5000) + "\n", 6),
+    "star": ("gpu4*5000\n", 7),
+    "lines": ("gpu4\n" * 5000, 8),
+    "star-cut": ("gpu4*5000,gpu2\n", 9),
+}
+
+
+def many_cases() -> dict[str, list[str]]:
+    """The script's ``many NAME CONTENT ARGS...`` lines: NAME -> srun's arguments."""
+    return {words[1]: words[3:] for words in (shlex.split(line.split("#")[0]) for line in SCRIPT.read_text().splitlines()
+                                              if line.startswith("many "))}
+
+
+def test_the_recording_has_every_hostfile():
+    assert list(many_cases()) == list(MANY)
+
+
+@pytest.fixture
+def many(cast, monkeypatch, tmp_path):
+    """Case NAME's hostfile h-NAME in srun's working directory, named in SLURM_HOSTFILE as the recording
+    named it; its allocation on the harness's cluster at its recorded moment, with its
+    recorded id, started by the scheduler: the job and srun's step launcher's arguments."""
+    monkeypatch.chdir(tmp_path)
+    cluster, _ = harness_cluster(cast, recorded_moment(6))
+
+    def allocate(name: str) -> tuple[SlurmJob, list[str]]:
+        content, job_id = MANY[name]
+        moment = recorded_moment(job_id)
+        (tmp_path / f"h-{name}").write_text(content)
+        monkeypatch.setenv("SLURM_HOSTFILE", f"h-{name}")
+        job_options, step = srun_cli.split(["-A", "physics", "-p", "batch", *many_cases()[name], "-l", f"{WORK}/where"])
+        SlurmCluster.objects.filter(pk=cluster.pk).update(next_job_id=job_id)
+        job = allocation_submit(cluster=cluster, user=get_user_model().objects.get(username="alice"), is_admin=False,
+                                submission=Submission(argv=tuple(job_options), allocation=True, alloc_node="localhost",
+                                                      submit_dir=WORK), now=moment)
+        run_pass(cluster, moment)
+        return SlurmJob.objects.get(pk=job.pk), step
+    return allocate
+
+
+def recorded_moment(job_id: int):
+    """Job ``job_id``'s submission (scontrol-N.txt's SubmitTime; jobs 8 and 9, not shown, job 7's)."""
+    text = (REAL / f"scontrol-{min(job_id, 7)}.txt").read_text()
+    return dt.datetime.fromisoformat(re.search(r"SubmitTime=(\S+)", text)[1]).replace(tzinfo=dt.UTC)
+
+
+def step_of(step: list[str], job: SlurmJob):
+    """What the control plane makes of srun's -m arbitrary step in its own allocation: its hosts and task
+    count (steps.arbitrary_hosts), from what the step launcher read (srun.arbitrary_tasks)."""
+    options = srun.parse(step[1:])
+    tasks, entries = srun.arbitrary_tasks(options, {"SLURM_HOSTFILE": os.environ["SLURM_HOSTFILE"]})
+    return arbitrary_hosts(entries, tasks, job.num_nodes)
+
+
+@pytest.mark.parametrize("name", ["one-line", "star"])
+def test_5000_names_for_2_tasks_are_allocated_and_the_step_fails(many, now, name):
+    """The job gets gpu4 and -n CPUs, its step is refused as slurmctld refuses it (``Unable to create step
+    for job N: Unspecified error``, exit 1); the job then ends FAILED, JobLaunchFailure: scontrol show job
+    (every line but its Command, which trainhub's allocation does not record), squeue -t all and sacct
+    (no step)."""
+    job, step = many(name)
+    job_id = MANY[name][1]
+    assert (job.job_id, job.node_list, job.num_tasks, job.state) == (job_id, "gpu4", 2, JobState.RUNNING)
+    with pytest.raises(ArbitraryCountDiffers, match="hostlist specified 5000 nodes"):
+        step_of(step, job)
+    assert recorded(f"many-{name}") == ("", f"srun: error: Unable to create step for job {job_id}: Unspecified error\n", 1)
+    moment = recorded_moment(job_id)
+    job = allocation_relinquish(job=job, actor=get_user_model().objects.get(username="alice"), exit_code=1, signal=0,
+                                now=moment, launch_failed=True)
+    shown = reports.scontrol_jobs(job.cluster, now=moment, job=str(job_id)).text
+    assert scontrol_differences({f"scontrol-{job_id}": shown}, REAL) == {
+        f"scontrol-{job_id}": [f"-   Command={WORK}/where", "+   Command=(null)"]}
+    JobNode.objects.filter(job=job).update(phase=NodePhase.DONE)  # its epilog done, as when squeue ran
+    squeue = reports.squeue(job.cluster, now=moment, format="%i|%j|%T|%D|%C|%N|%r", states="all",
+                            jobs=str(job_id)).text.splitlines()
+    assert squeue[1] == next(line for line in recorded("squeue-all")[0].splitlines() if line.startswith(f"{job_id}|"))
+    assert sacct_rows(job, moment) == recorded_sacct_rows(job_id)
+
+
+@pytest.mark.parametrize("name", ["lines", "star-cut"])
+def test_a_file_read_to_n_or_cut_to_n_nodes_runs(many, name):
+    """lines: 5000 lines of gpu4, of which srun reads the first 2 for -n 2: 2 tasks on gpu4; star-cut:
+    ``gpu4*5000,gpu2`` with -n 1: two distinct nodes for one task, cut to the first in node-list order,
+    gpu2, with srun's warning. Each task's line, and sacct of the job and its step once it ended."""
+    job, step = many(name)
+    moment = recorded_moment(job.job_id)
+    out, err, status = recorded(f"many-{name}")
+    warnings = Submission(argv=tuple(srun_cli.split(["-A", "physics", "-p", "batch", *many_cases()[name], "where"])[0]),
+                          allocation=True).warnings
+    assert ("".join(f"srun: {line}\n" for line in warnings), 0) == (err, status)
+    hosts, tasks = step_of(step, job)
+    JobNode.objects.filter(job=job).update(phase=NodePhase.RUNNING)
+    created = step_create(job=job, run_index=0, argv=[f"{WORK}/where"], environment={}, now=moment, label=True,
+                          request=StepRequest(tasks=tasks, distribution="arbitrary", hosts=hosts))
+    assert "".join(f"{line}\n" for line in task_lines(created, label=True)) == out
+    finish(created, moment)
+    allocation_relinquish(job=job, actor=get_user_model().objects.get(username="alice"), exit_code=0, signal=0,
+                          now=moment)
+    assert sacct_rows(job, moment) == recorded_sacct_rows(job.job_id)
+
+
+def test_a_million_names_on_a_line_are_counted_not_held(tmp_path):
+    """A line of 1,000,000 names ``gpu4`` read for -n 2: one run, a few pieces of the file held at a time."""
+    path = written(tmp_path / "hosts", "gpu4," * 1000, 1000)
+    entries = []
+
+    def read():
+        entries.extend(srun.read_hostfile(str(path), 2))
+        with pytest.raises(ArbitraryCountDiffers, match="hostlist specified 1000000 nodes"):
+            arbitrary_hosts(entries, 2, 1)
+    assert peak_memory(read) < 1_000_000 and entries == [("gpu4", 1_000_000)]
+
+
+def test_runs_of_thousands_of_names_reach_the_step_api_as_counts(allocation):
+    """srun sends each run once with how many times it comes (``repeats``): refused in an allocation srun
+    did not make with srun's own line; bad counts are a clean 400."""
+    job = allocation("batch")
+
+    def post(**body):
+        return Client().post("/agent/v1/srun/steps", json.dumps({"argv": ["true"], **body}),
+                             content_type="application/json",
+                             HTTP_AUTHORIZATION=f"Bearer {step_credential(job_pk=job.pk, run_index=0)}")
+
+    refused = post(distribution="arbitrary", tasks=2, hosts=["gpu1", "gpu2"], repeats=[4000, 1000], inAllocation=True)
+    assert (refused.status_code, refused.json()["error"]["message"]) == (
+        400, "You asked for 2 tasks but hostlist specified 5000 nodes")
+    for repeats in ([0, 1], [1], ["2", 1], [True, 1]):
+        answer = post(distribution="arbitrary", tasks=2, hosts=["gpu1", "gpu2"], repeats=repeats)
+        assert answer.json()["error"]["details"][0]["fieldViolations"][0]["field"] == "repeats"
+
+
+def test_srun_alone_allocates_5000_names_and_completes_its_job_failed(slurm_cli_as_uma, tmp_path, monkeypatch):
+    """End to end on the test cluster (a4-0, a4-1): 5000 names ``a4-1`` on one line, ``srun -n 2
+    --distribution=arbitrary``: srun's one line, exit 1, the job FAILED with JobLaunchFailure on a4-1, no
+    step (many-one-line)."""
+    from django.utils import timezone
+
+    (tmp_path / "hosts").write_text(",".join(["a4-1"] * 5000) + "\n")
+    monkeypatch.setenv("SLURM_HOSTFILE", str(tmp_path / "hosts"))
+    code, out, err = slurm_cli_as_uma("srun", "-n", "2", "--distribution=arbitrary", "-l", "true")
+    job = SlurmJob.objects.get()
+    _, recorded_err, status = recorded("many-one-line")
+    assert (code, out, err) == (status, "", recorded_err.replace("job 6:", f"job {job.job_id}:"))
+    assert (job.state, job.reason, job.node_list, job.num_tasks, job.steps.count()) == (
+        JobState.FAILED, "JobLaunchFailure", "a4-1", 2, 0)
+    shown = reports.scontrol_jobs(job.cluster, now=timezone.now(), job=str(job.job_id)).text.splitlines()
+    assert shown[3:5] == (REAL / "scontrol-6.txt").read_text().splitlines()[3:5]

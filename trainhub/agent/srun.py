@@ -173,7 +173,7 @@ def _atoi(text: str) -> int:
 HOSTFILE_CHUNK = 1023
 
 
-def read_hostfile(path: str, tasks: int | None) -> list[str]:
+def read_hostfile(path: str, tasks: int | None) -> list[tuple[str, int]]:
     """SLURM_HOSTFILE's entries as 22.05's slurm_read_hostfile reads them for ``-m arbitrary`` with
     ``tasks`` (-n; None: the whole file; fixtures/22.05/small-diffs/out-1.txt): ``#`` starts a comment
     (``\\#`` is a ``#``), a blank line is skipped, a line is entries separated by commas, ``NAME*K`` is
@@ -181,11 +181,14 @@ def read_hostfile(path: str, tasks: int | None) -> list[str]:
     stops after the line that brings the count to ``tasks`` (more lines are not read; a line that
     goes past it is kept whole, and -n then differs). An entry counts as one here even where it is a
     host list (``gpu[1-2]``): the control plane expands it (trainhub.slurm.steps.arbitrary_hosts).
-    The file is read HOSTFILE_CHUNK characters at a time, as fgets reads it (_hostfile_lines), so no
-    line, however long, is held whole. Raises ValueError with srun's lines: slurm_read_hostfile's (a
-    line not starting with a letter or digit, a piece of HOSTFILE_CHUNK characters without a comma, no
-    entry, fewer than ``tasks``, a file it cannot open; trainhub's for more than MAX_HOSTFILE_ENTRIES
-    entries) and HOSTFILE_FAILED."""
+    The entries come as runs, (entry, how many times in a row), so that ``gpu4*5000`` or 5,000 names
+    ``gpu4`` on a line are one run: 22.05 allocates for them and fails the step (fixtures/22.05/
+    srun-range/many-*), which needs their count, not a list of them. The file is read HOSTFILE_CHUNK
+    characters at a time, as fgets reads it (_hostfile_lines), so no line, however long, is held
+    whole. Raises ValueError with srun's lines: slurm_read_hostfile's (a line not starting with a
+    letter or digit, a piece of HOSTFILE_CHUNK characters without a comma, no entry, fewer than
+    ``tasks``, a file it cannot open; trainhub's for more than MAX_HOSTFILE_ENTRIES runs, or names
+    without ``tasks``: a task a name, more than a step places) and HOSTFILE_FAILED."""
     shown = path if "/" in path else f"./{path}"
     try:
         return _hostfile_entries(shown, tasks)
@@ -196,27 +199,34 @@ def read_hostfile(path: str, tasks: int | None) -> list[str]:
     raise ValueError(f"srun: error: {problem}\n{HOSTFILE_FAILED}")
 
 
-def _hostfile_entries(shown: str, tasks: int | None) -> list[str]:
+def _hostfile_entries(shown: str, tasks: int | None) -> list[tuple[str, int]]:
     """read_hostfile's entries; OSError, or ValueError with slurm_read_hostfile's line."""
-    entries: list[str] = []
+    runs: list[tuple[str, int]] = []
+    count = 0
+    too_many = ValueError(f"Hostfile {shown} gives more than {MAX_HOSTFILE_ENTRIES} names")
     for number, text in _hostfile_lines(shown):
         if not text:
             continue
         if not (text[0].isascii() and text[0].isalnum()):
             raise ValueError(f"Invalid hostfile {shown} contents on line {number}")
         for word in filter(None, text.split(",")):
-            name, star, count = word.partition("*")
-            repeat = _atoi(count) if star else 0
-            if len(entries) + (max(repeat, 0) if repeat else 1) > MAX_HOSTFILE_ENTRIES:
-                raise ValueError(f"Hostfile {shown} gives more than {MAX_HOSTFILE_ENTRIES} names")
-            entries += [name] * max(repeat, 0) if repeat else [word]
-        if tasks is not None and len(entries) == tasks:
+            name, star, times = word.partition("*")
+            repeat = _atoi(times) if star else 0
+            entry, repeat = (name, max(repeat, 0)) if repeat else (word, 1)
+            if runs and runs[-1][0] == entry:
+                runs[-1] = (entry, runs[-1][1] + repeat)
+            elif repeat:
+                runs.append((entry, repeat))
+            count += repeat
+            if len(runs) > MAX_HOSTFILE_ENTRIES or (tasks is None and count > MAX_HOSTFILE_ENTRIES):
+                raise too_many
+        if tasks is not None and count == tasks:
             break
-    if not entries:
+    if not count:
         raise ValueError("Hostlist is empty!")
-    if tasks is not None and len(entries) < tasks:
+    if tasks is not None and count < tasks:
         raise ValueError("Too few NodeNames in Slurm Hostfile")
-    return entries
+    return runs
 
 
 def _hostfile_lines(shown: str) -> Iterator[tuple[int, str]]:
@@ -254,9 +264,10 @@ def _uncommented(line: str) -> str:
     return "".join(kept)
 
 
-def arbitrary_tasks(options: argparse.Namespace, environ: dict[str, str]) -> tuple[int | None, list[str]]:
+def arbitrary_tasks(options: argparse.Namespace,
+                    environ: dict[str, str]) -> tuple[int | None, list[tuple[str, int]]]:
     """``-m arbitrary``'s task count (-n; None: one an expanded entry) and SLURM_HOSTFILE's entries
-    (read_hostfile). Raises ValueError with srun's lines for a file it cannot read, and without
+    (read_hostfile's runs). Raises ValueError with srun's lines for a file it cannot read, and without
     SLURM_HOSTFILE (fixtures/22.05/srun-plane/out-1.txt: ``srun -n 3 -m arbitrary`` ``... hostlist
     specified 0 nodes``)."""
     path = environ.get("SLURM_HOSTFILE")
@@ -882,7 +893,8 @@ def main(argv: list[str]) -> int:
         _say(*propagated_lines(environment), *(ALLOCATION_THREAD if alone else ()), *PLUGINS)
     body = {"argv": options.command, "label": options.label, "environment": environment,
             "nodes": options.nodes, "maxNodes": options.max_nodes, "tasks": tasks, "tasksPerNode": options.ntasks_per_node,
-            "distribution": options.distribution, "hosts": hosts, "inAllocation": not alone,
+            "distribution": options.distribution, "hosts": hosts and [entry for entry, _ in hosts],
+            "repeats": hosts and [times for _, times in hosts], "inAllocation": not alone,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:

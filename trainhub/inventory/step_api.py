@@ -90,6 +90,7 @@ def _count(body: dict, name: str) -> int | None:
 class Steps(SrunView):
     """POST {argv, environment, nodes?, maxNodes? (-N MIN-MAX: nodes is MIN), tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
     hosts? (-m arbitrary: SLURM_HOSTFILE's entries, host lists expanded here: steps.arbitrary_hosts),
+    repeats? (how many times each of hosts comes in a row; 1 each without it),
     inAllocation? (srun did not make the job: its tasks see srun's default SLURM_DISTRIBUTION), label?,
     pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
     [[node, [task, ...]], ...]}; while other
@@ -115,6 +116,10 @@ class Steps(SrunView):
         hosts = _field(body, "hosts", list, required=False, default=[])
         if not all(isinstance(host, str) and host for host in hosts) or len(hosts) > MAX_HOSTFILE_ENTRIES:
             raise invalid_argument([FieldViolation("hosts", f"at most {MAX_HOSTFILE_ENTRIES} node names")])
+        repeats = _field(body, "repeats", list, required=False, default=[1] * len(hosts))
+        if len(repeats) != len(hosts) or not all(isinstance(times, int) and not isinstance(times, bool)
+                                                 and times >= 1 for times in repeats):
+            raise invalid_argument([FieldViolation("repeats", "how many times each of hosts comes in a row, from 1")])
         tasks, nodes, max_nodes = _count(body, "tasks"), _count(body, "nodes"), _count(body, "maxNodes")
         if max_nodes is not None and (nodes is None or max_nodes < nodes):
             raise invalid_argument([FieldViolation("maxNodes", "-N MIN-MAX's MAX: with nodes, and not below it")])
@@ -122,7 +127,7 @@ class Steps(SrunView):
         in_allocation = bool(body.get("inAllocation"))
         if kind == "arbitrary":
             try:
-                hosts, tasks = arbitrary_hosts(hosts, tasks, min(max_nodes or nodes or principal.job.num_nodes,
+                hosts, tasks = arbitrary_hosts(list(zip(hosts, repeats, strict=True)), tasks, min(max_nodes or nodes or principal.job.num_nodes,
                                                                  principal.job.num_nodes))
             except ArbitraryCountDiffers as exc:
                 if in_allocation:

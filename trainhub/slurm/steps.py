@@ -164,37 +164,68 @@ class ArbitraryCountDiffers(ValueError):
 UNSPECIFIED_ERROR = "Unspecified error"
 
 
-def arbitrary_hosts(entries: Sequence[str], tasks: int | None,
+def arbitrary_hosts(entries: Sequence[tuple[str, int]], tasks: int | None,
                     nodes: int | None = None) -> tuple[tuple[str, ...], int]:
     """``-m arbitrary``'s node for each task and the step's task count, from SLURM_HOSTFILE's entries
-    as srun read them (trainhub.agent.srun.read_hostfile), for a step of at most ``nodes`` nodes (-N,
-    else the job's: srun takes SLURM_NNODES) and ``tasks`` (-n; None: a task a name). srun joins the
-    entries into one host list and reads it again (job_step_create_allocation; fixtures/22.05/
-    small-diffs/out-1.txt), so an entry may name several nodes, in order (``gpu[2-3]`` and ``gpu1``:
-    tasks on gpu2, gpu3, gpu1), and blanks part names as commas do. A list of more distinct nodes than
-    the step may have (``nodes`` lowered to ``tasks``) is cut to its first ones (first_nodes), the
-    file's order lost (``gpu3,gpu1,gpu2`` with -n 2 in a 3-node job: tasks on gpu1, gpu2). Raises
-    ArbitraryCountDiffers with srun's line where -n still differs from the names (``gpu3*3`` with -n 2:
-    ``You asked for 2 tasks but hostlist specified 3 nodes``), and ValueError for entries of more than
-    MAX_HOSTFILE_ENTRIES names (a step has no more; comma-separated ones counted before they are split
-    apart, a body of millions costs no list of them); entries that are no host list are kept as names
-    no node has."""
+    as srun read them (trainhub.agent.srun.read_hostfile's runs: entry, times in a row), for a step of
+    at most ``nodes`` nodes (-N, else the job's: srun takes SLURM_NNODES) and ``tasks`` (-n; None: a
+    task a name; hostfile_names). A list of more distinct nodes than the step may have (``nodes``
+    lowered to ``tasks``) is cut to its first ones (first_nodes), the file's order lost (``gpu3,gpu1,
+    gpu2`` with -n 2 in a 3-node job: tasks on gpu1, gpu2; ``gpu4*5000,gpu2`` with -n 1: gpu2,
+    fixtures/22.05/srun-range/many-star-cut). Raises ArbitraryCountDiffers with srun's line where -n
+    still differs from the names (``gpu3*3`` with -n 2: ``You asked for 2 tasks but hostlist specified
+    3 nodes``; 5,000 names with -n 2 the same, counted, not listed: srun-range/many-star), and
+    ValueError (hostfile_names) where more than MAX_HOSTFILE_ENTRIES names would be tasks."""
+    every, distinct, count = hostfile_names(entries)
+    if tasks is not None and nodes is not None and len(distinct) > min(nodes, tasks):
+        every = first_nodes(distinct, min(nodes, tasks))
+        count = len(every)
+    if tasks is not None and tasks != count:
+        raise ArbitraryCountDiffers(ARBITRARY_COUNT.format(tasks=tasks, hosts=count))
+    if every is None:
+        raise _too_many()
+    return tuple(every), count
+
+
+def _too_many() -> ValueError:
+    return ValueError(f"-m arbitrary's hosts name more than {MAX_HOSTFILE_ENTRIES} nodes (a step places at most "
+                      f"{MAX_HOSTFILE_ENTRIES} tasks by name)")
+
+
+def hostfile_names(entries: Sequence[tuple[str, int]]) -> tuple[list[str] | None, list[str], int]:
+    """SLURM_HOSTFILE's entries (runs: entry, times in a row) as names: every name in task order (None
+    where there are more than MAX_HOSTFILE_ENTRIES: no step places them), the distinct ones in that
+    order, and how many there are. srun joins the entries into one host list and reads it again
+    (job_step_create_allocation; fixtures/22.05/small-diffs/out-1.txt), so an entry may name several
+    nodes, in order (``gpu[2-3]`` and ``gpu1``: gpu2, gpu3, gpu1), and blanks part names as commas do;
+    entries that are no host list are kept as names no node has. More entries than MAX_HOSTFILE_ENTRIES
+    are counted, each run's names read once. Raises ValueError for runs of more than
+    MAX_HOSTFILE_ENTRIES names in all (what is held; comma-separated ones counted before they are
+    split apart, so a body of millions costs no list of them, and host lists once expanded)."""
+    if sum(times for _, times in entries) <= MAX_HOSTFILE_ENTRIES:
+        every = _names([entry for entry, times in entries for _ in range(times)])
+        return every, list(dict.fromkeys(every)), len(every)
+    once: list[list[str]] = []
+    for entry, _ in entries:
+        once.append(_names([entry]))
+        if sum(map(len, once)) > MAX_HOSTFILE_ENTRIES:
+            raise _too_many()
+    count = sum(len(names) * times for names, (_, times) in zip(once, entries, strict=True))
+    return None, list(dict.fromkeys(name for names in once for name in names)), count
+
+
+def _names(entries: list[str]) -> list[str]:
+    """The entries' names, host lists expanded; ValueError past MAX_HOSTFILE_ENTRIES of them."""
     words = [word for entry in entries for word in entry.split()]
-    too_many = ValueError(f"-m arbitrary's hosts name more than {MAX_HOSTFILE_ENTRIES} nodes (a step places at "
-                          f"most {MAX_HOSTFILE_ENTRIES} tasks by name)")
     if sum(word.count(",") + 1 for word in words) > MAX_HOSTFILE_ENTRIES:  # counted before any is split apart
-        raise too_many
+        raise _too_many()
     try:
         hosts = expand(",".join(words))
     except HostlistError:  # hostlist.py's bound on names included
         hosts = words
     if len(hosts) > MAX_HOSTFILE_ENTRIES:  # host lists (gpu[1-5000]) expanded
-        raise too_many
-    if tasks is not None and nodes is not None and len(set(hosts)) > min(nodes, tasks):
-        hosts = first_nodes(hosts, min(nodes, tasks))
-    if tasks is not None and tasks != len(hosts):
-        raise ArbitraryCountDiffers(ARBITRARY_COUNT.format(tasks=tasks, hosts=len(hosts)))
-    return tuple(hosts), len(hosts)
+        raise _too_many()
+    return hosts
 
 
 def first_nodes(hosts: Sequence[str], count: int) -> list[str]:
