@@ -9,6 +9,11 @@ MAX is more (``-N 1-2``: 2 tasks on gpu[1-2]; ``-N 2-4``: 3 on gpu[1-3]), one ta
 4-5``: ``Only allocated 3 nodes asked for 4``); -n below MIN lowers it with srun's warning naming MIN;
 ``-v`` lists ``nodes : 1-2``. A refused step takes no step id (sacct: 1.0 to 1.5 for the six that ran).
 
+A task's exit line as it exits (out-3.txt, exit-order-alone-*.txt): task 0 exits 3 at once, task 1 prints
+after 3 s: srun's ``srun: error: gpu1: task 0: Exited with exit code 3`` comes before task 1's line, in a
+batch script's output file (two nodes; on one node of one CPU the step is refused) and in srun's output
+outside a job, on two nodes and on one.
+
 SLURM_HOSTFILE of 5000 names with ``srun -n 2 --distribution=arbitrary`` outside a job (many-*): on one line
 (job 6) or as ``gpu4*5000`` (job 7) the job is allocated gpu4 with 2 CPUs and its step fails (``Unable to
 create step for job N: Unspecified error``, exit 1; the job FAILED, JobLaunchFailure, no step); 5000 lines
@@ -41,7 +46,7 @@ from trainhub.slurm.models import JobNode, JobState, NodePhase, SlurmCluster, Sl
 from trainhub.slurm.services.allocations import allocation_relinquish, allocation_submit
 from trainhub.slurm.services.jobs import Submission
 from trainhub.slurm.services.steps import step_create, step_credential, step_node_finished
-from trainhub.slurm.steps import ArbitraryCountDiffers, StepRequest, arbitrary_hosts
+from trainhub.slurm.steps import ArbitraryCountDiffers, StepRequest, arbitrary_hosts, node_step_status
 
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster, scontrol_differences
@@ -370,3 +375,81 @@ def test_srun_alone_allocates_5000_names_and_completes_its_job_failed(slurm_cli_
         JobState.FAILED, "JobLaunchFailure", "a4-1", 2, 0)
     shown = reports.scontrol_jobs(job.cluster, now=timezone.now(), job=str(job.job_id)).text.splitlines()
     assert shown[3:5] == (REAL / "scontrol-6.txt").read_text().splitlines()[3:5]
+
+
+
+# A task's exit line as it exits ----------------------------------------------------------------------
+
+#: The recording's tasks: task 0 exits 3 at once, task 1 prints after 3 s.
+EXIT3 = "if [ $SLURM_PROCID = 0 ]; then exit 3; fi; sleep 3; echo done"
+
+
+def on_test_nodes(text: str, job_id: int, recorded_id: int) -> str:
+    """A recorded output on the test cluster (gpu1 -> a4-0, gpu2 -> a4-1), its job id ``job_id``."""
+    return (text.replace("gpu1", "a4-0").replace("gpu2", "a4-1")
+            .replace(f"job {recorded_id}:", f"job {job_id}:"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_tasks_line_comes_as_it_exits_in_the_output_file(cluster, real_pools, now, tmp_path, live_server):
+    """End to end (real agents, srun and tasks) on the test cluster's 2 nodes of one CPU each, the
+    recording's script of job 3: out-3.txt byte for byte (task 0's error line before task 1's ``done``;
+    ``-N 1 -n 2`` refused: one CPU on a node)."""
+    from .test_srun import output, run_job
+
+    script = (REAL.parent / "srun-range.sh").read_text()
+    assert f"EXIT3='{EXIT3}'" in script
+    body = (f"#!/bin/bash\nsrun -N 2 -n 2 -l sh -c '{EXIT3}'; echo \"two nodes rc=$?\"\n"
+            f"srun -N 1 -n 2 -l sh -c '{EXIT3}'; echo \"one node rc=$?\"\n")
+    job = run_job(cluster, tmp_path, live_server, now, body, num_nodes=2)
+    assert output(tmp_path, job) == on_test_nodes((REAL / "out-3.txt").read_text(), job.job_id, 3).splitlines()
+
+
+@pytest.mark.parametrize(("name", "nodes"), [("exit-order-alone-4", "2"), ("exit-order-alone-5", "1")])
+def test_a_failed_tasks_line_comes_as_it_exits_outside_a_job(slurm_cli_as_uma, name, nodes):
+    """End to end, srun from a login shell on a terminal (its stdout and stderr in one stream, as the
+    recording's 2>&1): ``srun -N {2,1} -n 2 -l``: the error line, then task 1's, exit 3. sacct's job
+    FAILED 3:0 (srun completes it with the worst task's status) and its step the worst node's: 3:0
+    over two nodes, COMPLETED 0:0 on one (its last task's, steps.node_step_status)."""
+    from django.utils import timezone
+
+    from .test_srun_alone import on_trainhub_nodes, terminal_lines
+
+    code, shown = slurm_cli_as_uma.on_terminal("srun", "-N", nodes, "-n", "2", "-l", "sh", "-c", EXIT3,
+                                               react=lambda terminal, shown: None)
+    out, _, status = recorded(name)
+    assert (code, terminal_lines(shown)) == (status, on_test_nodes(out, 0, 0).splitlines())
+    job = SlurmJob.objects.get()
+    rows = [row[:7] for row in sacct_rows(job, timezone.now())]
+    recorded_rows = ["|".join(row[:7]) for row in recorded_sacct_rows(int(name.rsplit("-", 1)[1]))]
+    assert rows == [row.split("|") for row in on_trainhub_nodes(recorded_rows, 1, job.job_id)]
+
+
+class Answers:
+    """A control plane whose step answers ``answers`` in turn (lines as [task, stream, text])."""
+
+    def __init__(self, *answers: dict):
+        self.answers = list(answers)
+
+    def call(self, method, path, body=None):
+        return {"state": "RUNNING", "next": 0, "lines": [], "failed": [], **self.answers.pop(0)}
+
+
+def test_exits_read_together_share_a_line_per_node_and_exit_and_are_not_said_again(capsys):
+    """srun's follow prints a failure where its ``exit`` line comes among the tasks' lines; tasks of a
+    node that failed alike in one answer share a line, as slurmstepd's one message for them."""
+    client = Answers({"lines": [[0, "exit", "3 0"], [1, "exit", "3 0"], [2, "stdout", "done"], [3, "exit", "0 9"]],
+                      "next": 4},
+                     {"state": "FAILED", "next": 4, "failed": [[0, "gpu1", 3, 0], [1, "gpu1", 3, 0],
+                                                             [3, "gpu2", 0, 9]]})
+    ended = srun.follow(client, 0, label=True, num_tasks=4, poll=0, nodes={0: "gpu1", 1: "gpu1", 2: "gpu2", 3: "gpu2"})
+    out, err = capsys.readouterr()
+    assert (out, err.splitlines(), ended["said"]) == ("2: done\n", [
+        "srun: error: gpu1: tasks 0-1: Exited with exit code 3", "srun: error: gpu2: task 3: Killed"], [0, 1, 3])
+
+
+def test_a_nodes_step_status_is_its_first_killed_task_else_its_last_tasks_exit():
+    """sacct.txt: 5.0 (task 0 exit 3, task 1 exit 0 on one node) COMPLETED 0:0; a signal wins."""
+    assert node_step_status([(1, 0, 0), (0, 3, 0)], [0, 1]) == (0, 0)
+    assert node_step_status([(0, 0, 0), (1, 3, 0)], [0, 1]) == (3, 0)
+    assert node_step_status([(0, 3, 0), (1, 0, 9), (2, 0, 15)], [0, 1, 2]) == (0, 9)

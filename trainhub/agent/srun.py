@@ -5,9 +5,9 @@ library only, run by path: the node has no Django). It asks the control plane to
 (``POST /agent/v1/srun/steps`` with the run's step credential from TRAINHUB_STEP_CREDENTIAL),
 then follows it (``GET /agent/v1/srun/steps/N``): every task's lines are printed on srun's own
 stdout / stderr - the batch script's, so its output file - prefixed ``N: `` with ``-l``, as Slurm
-does; when the step has ended, a line for each task that failed (``srun: error: NODE: task N:
-Exited with exit code C``) and srun exits with the worst task's status (the highest exit code, or
-128 + the highest signal). One SIGINT says how the tasks are; two within a second, SIGTERM or SIGHUP
+does; a line for each task that failed as it fails (``srun: error: NODE: task N: Exited with exit
+code C``; a stopped one's once the step has ended) and srun exits with the worst task's status (the
+highest exit code, or 128 + the highest signal). One SIGINT says how the tasks are; two within a second, SIGTERM or SIGHUP
 (``timeout 60 srun ...``) have the step's tasks stopped on every node (SIGINT after two SIGINT,
 else SIGTERM) and srun waits for them (Interrupts). The job ending under the step (scancel) prints
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
@@ -637,23 +637,42 @@ class Terminal:
 
 
 def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: float = 0.2,
-           terminal: bool = False, interrupts: Interrupts | None = None, patience: float = 32.0) -> dict:
-    """Print the step's output until it has ended; its last answer. Interrupted (``interrupts``),
-    srun says so, or has the step's tasks stopped on every node and still waits for them.
-    ``terminal`` (--pty): task 0's terminal output, byte for byte, and nothing of the other tasks.
-    A step that ended under its tasks (the job was cancelled) is followed until every node reported
-    them stopped, at most ``patience`` seconds (KillWait + 2, as srun waits)."""
+           terminal: bool = False, interrupts: Interrupts | None = None, patience: float = 32.0,
+           nodes: Mapping[int, str] | None = None) -> dict:
+    """Print the step's output until it has ended; its last answer, with ``said``: the tasks whose
+    failure srun printed as it read it (the control plane's ``exit`` lines, after the task's own: a
+    task's ``srun: error: NODE: task N: Exited with exit code C`` as it exits, fixtures/22.05/
+    srun-range/out-3.txt; ``nodes``: each task's node; exits read together, as slurmstepd's one
+    message, share a line per node and exit: task_messages). Interrupted (``interrupts``), srun says
+    so, or has the step's tasks stopped on every node and still waits for them (their exits come in
+    the last answer's ``failed``). ``terminal`` (--pty): task 0's terminal output, byte for byte, and
+    nothing of the other tasks, their failures said after it. A step that ended under its tasks (the job was cancelled) is
+    followed until every node reported them stopped, at most ``patience`` seconds (KillWait + 2, as
+    srun waits)."""
     max_poll = TERMINAL_POLL if terminal else 1.0
     poll = min(poll, max_poll)
     width = len(str(max(num_tasks - 1, 0)))
     after = 0
     ended_at = None
+    said: list[int] = []
     while True:
         if interrupts is not None:
             interrupts.handle()
         answer = client.call("GET", f"/agent/v1/srun/steps/{step_id}?after={after}")
-        for task, stream, text in answer["lines"]:
-            if terminal and task != 0:
+        exited: list[list] = []
+        for task, stream, text in [*answer["lines"], (None, "", "")]:
+            if exited and stream != "exit":  # the exits read together, before what follows them
+                sys.stdout.flush()
+                _say(*task_messages(exited))
+                said += [item[0] for item in exited]
+                exited = []
+            if stream == "exit" and terminal:  # said once the terminal is itself again (raw now: no \r)
+                continue
+            if stream == "exit":
+                code, signum = (int(number) for number in text.split())
+                exited.append([task, (nodes or {}).get(task, "?"), code, signum])
+                continue
+            if task is None or (terminal and task != 0):
                 continue
             if stream == "pty":
                 sys.stdout.buffer.write(base64.b64decode(text))
@@ -670,10 +689,10 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
         if answer["state"] != "RUNNING" and not moved:
             ended_at = time.monotonic() if ended_at is None else ended_at
             if not answer.get("pendingNodes"):
-                return answer
+                return {**answer, "said": said}
             if time.monotonic() - ended_at > patience:
                 _say("srun: error: Timed out waiting for job step to complete")
-                return answer
+                return {**answer, "said": said}
         if not moved:
             time.sleep(poll)
             poll = min(poll * 1.5, max_poll)
@@ -914,7 +933,8 @@ def main(argv: list[str]) -> int:
         with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():
             ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"],
                            terminal=pty is not None, interrupts=interrupts,
-                           patience=step.get("killWait", 30) + 2)
+                           patience=step.get("killWait", 30) + 2,
+                           nodes={task: node for node, tasks in step["layout"] for task in tasks})
     except Refused as exc:
         _say_refused(exc)
         return 1
@@ -927,7 +947,8 @@ def main(argv: list[str]) -> int:
         _say(f"slurmstepd-{node}: error: *** STEP {step['jobId']}.{step['stepId']} ON {node} CANCELLED AT "
              f"{ended['endTime']}{cause} ***",
              f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
-    failed = [item for item in ended["failed"] if not (interrupts.ctrl_c_aborted and item[3])]
+    failed = [item for item in ended["failed"] if not (interrupts.ctrl_c_aborted and item[3])
+              and item[0] not in ended.get("said", ())]
     if options.verbose:
         _say(*completed_lines(step, ended["failed"]))
     for line in task_messages(failed):

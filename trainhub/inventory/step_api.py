@@ -251,18 +251,21 @@ class TaskLogs(AgentView):
 
 
 class TasksExited(AgentView):
-    """POST {exits: [[task, exitCode, signal]]}: every task of the step on this node has ended."""
+    """POST {exits: [[task, exitCode, signal]]}: these tasks of the step on this node have ended (every
+    one so far; the node has finished once all of its tasks are there)."""
 
     def post(self, request: Request, step_node_id: int) -> Response:
         step_node = _step_node_of(self.node(request), step_node_id)
         body = request.data if isinstance(request.data, dict) else {}
         exits = _field(body, "exits", list)
-        if (sorted(item[0] for item in exits if isinstance(item, list) and item) != sorted(step_node.task_ids)
+        tasks = [item[0] for item in exits if isinstance(item, list) and item]
+        if (not exits or len(set(tasks)) != len(exits) or not set(tasks) <= set(step_node.task_ids)
                 or not all(len(item) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in item)
                            for item in exits)):
-            raise invalid_argument([FieldViolation("exits", "[task, exit code, signal] for each of the node's tasks")])
-        step_services.step_node_finished(step_node=step_node, exits=[tuple(item) for item in exits],
-                                         now=_moment(body))
+            raise invalid_argument([FieldViolation("exits", "[task, exit code, signal] for tasks of the node, "
+                                                            "each once")])
+        step_services.step_tasks_exited(step_node=step_node, exits=[tuple(item) for item in exits],
+                                        now=_moment(body))
         return Response({})
 
 

@@ -279,6 +279,19 @@ def deal_tasks(tasks: int, room: list[int], size: int) -> list[tuple[int, ...]]:
     return [tuple(ids) for ids in dealt]
 
 
+def node_step_status(exits: Sequence[Sequence[int]], task_ids: Sequence[int]) -> tuple[int, int]:
+    """The step's (exit code, signal) as one node's slurmstepd reports it (22.05's mgr.c
+    ``_get_exit_code``; ``exits``: task, exit code, signal; ``task_ids``: the node's tasks in
+    SLURM_LOCALID order): the first task a signal killed, else the last task's exit, not the highest,
+    since its MAX weighs each task against the step's status before it, still 0
+    (fixtures/22.05/srun-range/sacct.txt: step 5.0, task 0 exiting 3 and task 1 then 0 on one node,
+    COMPLETED 0:0, while 4.0, the same over two nodes, is FAILED 3:0: slurmctld keeps the worst node's)."""
+    by_task = {task: (code, signal) for task, code, signal in exits}
+    ordered = [by_task[task] for task in task_ids if task in by_task]
+    killed = next(((0, signal) for _, signal in ordered if signal), None)
+    return killed or (ordered[-1][0] if ordered else 0, 0)
+
+
 @dataclass(frozen=True)
 class NodeShare:
     """One allocated node as steps see it: the job's CPUs and GPUs there, and what running
