@@ -577,7 +577,7 @@ class SlurmNodeWork:
                 run.kill(now.timestamp())
 
     def _tell_exits(self, doc: dict, exits: list[list[int]], now: dt.datetime) -> None:
-        """The control plane learns the exits of the step's tasks here so far (all of them: the node is done)."""
+        """Tell the control plane the exits of the step's tasks here so far; with all of them the node is done."""
         answer = self.api.post(f"/agent/v1/slurm/tasks/{doc['id']}/exited", {"time": now.timestamp(), "exits": exits})
         if answer.status not in (200, 404):
             raise RuntimeError(f"exits of step tasks {doc['id']} refused: {error_message(answer)}")

@@ -7,7 +7,8 @@ then follows it (``GET /agent/v1/srun/steps/N``): every task's lines are printed
 stdout / stderr - the batch script's, so its output file - prefixed ``N: `` with ``-l``, as Slurm
 does; a line for each task that failed as it fails (``srun: error: NODE: task N: Exited with exit
 code C``; a stopped one's once the step has ended) and srun exits with the worst task's status (the
-highest exit code, or 128 + the highest signal). One SIGINT says how the tasks are; two within a second, SIGTERM or SIGHUP
+highest exit code, or 128 + the highest signal). One SIGINT says how the tasks are; two within a
+second, SIGTERM or SIGHUP
 (``timeout 60 srun ...``) have the step's tasks stopped on every node (SIGINT after two SIGINT,
 else SIGTERM) and srun waits for them (Interrupts). The job ending under the step (scancel) prints
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
@@ -646,9 +647,9 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
     message, share a line per node and exit: task_messages). Interrupted (``interrupts``), srun says
     so, or has the step's tasks stopped on every node and still waits for them (their exits come in
     the last answer's ``failed``). ``terminal`` (--pty): task 0's terminal output, byte for byte, and
-    nothing of the other tasks, their failures said after it. A step that ended under its tasks (the job was cancelled) is
-    followed until every node reported them stopped, at most ``patience`` seconds (KillWait + 2, as
-    srun waits)."""
+    nothing of the other tasks, the failures said after it. A step that ended under its tasks (the
+    job was cancelled) is followed until every node reported them stopped, at most ``patience``
+    seconds (KillWait + 2, as srun waits)."""
     max_poll = TERMINAL_POLL if terminal else 1.0
     poll = min(poll, max_poll)
     width = len(str(max(num_tasks - 1, 0)))
@@ -911,7 +912,8 @@ def main(argv: list[str]) -> int:
     if options.verbose >= 2:
         _say(*propagated_lines(environment), *(ALLOCATION_THREAD if alone else ()), *PLUGINS)
     body = {"argv": options.command, "label": options.label, "environment": environment,
-            "nodes": options.nodes, "maxNodes": options.max_nodes, "tasks": tasks, "tasksPerNode": options.ntasks_per_node,
+            "nodes": options.nodes, "maxNodes": options.max_nodes, "tasks": tasks,
+            "tasksPerNode": options.ntasks_per_node,
             "distribution": options.distribution, "hosts": hosts and [entry for entry, _ in hosts],
             "repeats": hosts and [times for _, times in hosts], "inAllocation": not alone,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,

@@ -88,8 +88,8 @@ def _count(body: dict, name: str) -> int | None:
 
 
 class Steps(SrunView):
-    """POST {argv, environment, nodes?, maxNodes? (-N MIN-MAX: nodes is MIN), tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
-    hosts? (-m arbitrary: SLURM_HOSTFILE's entries, host lists expanded here: steps.arbitrary_hosts),
+    """POST {argv, environment, nodes?, maxNodes? (-N MIN-MAX: nodes is MIN), tasks?, tasksPerNode?,
+    gpusPerNode?, exact?, overlap?, distribution?, hosts? (-m arbitrary: SLURM_HOSTFILE's entries, host lists expanded here: steps.arbitrary_hosts),
     repeats? (how many times each of hosts comes in a row; 1 each without it),
     inAllocation? (srun did not make the job: its tasks see srun's default SLURM_DISTRIBUTION), label?,
     pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
@@ -126,9 +126,9 @@ class Steps(SrunView):
         principal = request.user
         in_allocation = bool(body.get("inAllocation"))
         if kind == "arbitrary":
+            step_nodes = min(max_nodes or nodes or principal.job.num_nodes, principal.job.num_nodes)
             try:
-                hosts, tasks = arbitrary_hosts(list(zip(hosts, repeats, strict=True)), tasks, min(max_nodes or nodes or principal.job.num_nodes,
-                                                                 principal.job.num_nodes))
+                hosts, tasks = arbitrary_hosts(list(zip(hosts, repeats, strict=True)), tasks, step_nodes)
             except ArbitraryCountDiffers as exc:
                 if in_allocation:
                     raise ApiError(400, str(exc), "FAILED_PRECONDITION") from None
