@@ -15,7 +15,7 @@ slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit sr
 (own_environment; inside a job it did not make, also srun's default SLURM_DISTRIBUTION, which the
 control plane adds). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
 --overlap, -m/--distribution (block, cyclic, plane=N, arbitrary with SLURM_HOSTFILE: read_hostfile), --cpu-bind
-(cpu_bind_variables), -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
+(cpu_bind_variables), -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD; -vvv its debug2 lines but its IO thread's) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
@@ -793,14 +793,21 @@ def _cpu_counts(text: str) -> str:
     return ",".join(item if "(x" in item else f"{item}(x1)" for item in text.split(",") if item)
 
 
-def launch_lines(step: dict, environ: dict[str, str], *, command: str, debug: bool = False) -> list[str]:
+def launch_lines(step: dict, environ: dict[str, str], *, command: str, debug: bool = False,
+                 debug2: bool = False) -> list[str]:
     """srun -v's lines once its step is created (fixtures/22.05/srun-details/verbose-4.err); ``debug``
     (-vv): 22.05's debug lines among them (srun-vv/vv-1.err; trainhub's srun listens on no port:
-    ``0``, its IO thread is its main thread)."""
+    ``0``, its IO thread is its main thread); ``debug2`` (-vvv): its debug2 lines but its IO thread's,
+    which has none here (srun-vv/vvv-2.err: the step's tasks and CPUs per task, the launch's replies,
+    each node's launch message)."""
     name = f"StepId={step['jobId']}.{step['stepId']}"
+    nodes = len(step["layout"])
     lines = [f"srun: jobid {step['jobId']}: nodes({environ.get('SLURM_JOB_NUM_NODES', '')}):"
              f"`{environ.get('SLURM_JOB_NODELIST', '')}', cpu counts: "
              f"{_cpu_counts(environ.get('SLURM_JOB_CPUS_PER_NODE', ''))}"]
+    if debug2:
+        lines += [f"srun: debug2: creating job with {step['numTasks']} tasks",
+                  f"srun: debug2: cpu:{environ.get('SLURM_CPUS_PER_TASK', '1')} is not a gres"]
     if debug:
         cpus = step["numTasks"] * int(environ.get("SLURM_CPUS_PER_TASK", "1"))
         lines += [f"srun: debug:  requesting job {step['jobId']}, user {os.getuid()}, nodes {len(step['layout'])} "
@@ -816,22 +823,28 @@ def launch_lines(step: dict, environ: dict[str, str], *, command: str, debug: bo
     lines += [f"srun: launching {name} on host {node}, {len(tasks)} tasks: {_numbers(tasks)}"
               for node, tasks in step["layout"]]
     lines.append("srun: route/default: init: route default plugin loaded")
+    if debug2:
+        lines += [f"srun: debug2: Tree head got back 0 looking for {nodes}",
+                  *(f"srun: debug2: Tree head got back {count}" for count in range(1, nodes + 1))]
     if debug:
-        lines += ["srun: debug:  launch returned msg_rc=0 err=0 type=8001"] * len(step["layout"])
-    lines += [f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started"
-              for node, tasks in step["layout"]]
+        lines += ["srun: debug:  launch returned msg_rc=0 err=0 type=8001"] * nodes
+    for node, tasks in step["layout"]:
+        lines += [*(["srun: debug2: received task launch"] if debug2 else []),
+                  f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started"]
     return lines
 
 
-def completed_lines(step: dict, failed: list[list]) -> list[str]:
-    """srun -v's lines for each node's tasks that exited 0, once the step ended."""
+def completed_lines(step: dict, failed: list[list], *, debug2: bool = False) -> list[str]:
+    """srun -v's lines for each node's tasks that exited 0, once the step ended; -vvv (``debug2``):
+    each after its message's ``received task exit`` (srun-vv/vvv-2.err)."""
     name = f"StepId={step['jobId']}.{step['stepId']}"
     lines = []
     for node, tasks in step["layout"]:
         done = [task for task in tasks if task not in {item[0] for item in failed}]
         if done:
             who = f"task {done[0]}" if len(done) == 1 else f"tasks {_ranges(done)}"
-            lines += [f"srun: launch/slurm: _task_finish: Received task exit notification for {len(done)} task"
+            lines += [*(["srun: debug2: received task exit"] if debug2 else []),
+                      f"srun: launch/slurm: _task_finish: Received task exit notification for {len(done)} task"
                       f"{'s' if len(done) > 1 else ''} of {name} (status=0x0000).",
                       f"srun: launch/slurm: _task_finish: {node}: {who}: Completed"]
     return lines
@@ -846,12 +859,14 @@ def stepd_unset_lines(step: dict, names: list[str], *, label: bool) -> list[str]
             for task, node in placed for line in unset_lines(names, f"slurmstepd-{node}")]
 
 
-def finished_lines(step: dict, *, alone: bool) -> list[str]:
+def finished_lines(step: dict, *, alone: bool, debug2: bool = False) -> list[str]:
     """srun -vv's last lines, once its tasks' exits are said: each task done, its IO thread's end and,
-    for srun that made its own allocation (``alone``), its allocation thread's (srun-vv/vv-1.err)."""
+    for srun that made its own allocation (``alone``), its allocation thread's (srun-vv/vv-1.err),
+    which -vvv (``debug2``) says it clears up first (vvv-2.err)."""
     tasks = [task for _, numbers in step["layout"] for task in numbers]
+    clearing = ["srun: debug2: slurm_allocation_msg_thr_destroy: clearing up message thread"] if debug2 else []
     return ([f"srun: debug:  task {task} done" for task in sorted(tasks)] + ["srun: debug:  IO thread exiting"]
-            + (["srun: debug:  Leaving _msg_thr_internal"] if alone else []))
+            + ([*clearing, "srun: debug:  Leaving _msg_thr_internal"] if alone else []))
 
 
 def main(argv: list[str]) -> int:
@@ -931,7 +946,8 @@ def main(argv: list[str]) -> int:
         interrupts = Interrupts(client, step)
         _say(*stepd_unset_lines(step, unset, label=options.label))
         if options.verbose:
-            _say(*launch_lines(step, dict(os.environ), command=options.command[0], debug=options.verbose >= 2))
+            _say(*launch_lines(step, dict(os.environ), command=options.command[0], debug=options.verbose >= 2,
+                               debug2=options.verbose >= 3))
         with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():
             ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"],
                            terminal=pty is not None, interrupts=interrupts,
@@ -952,11 +968,11 @@ def main(argv: list[str]) -> int:
     failed = [item for item in ended["failed"] if not (interrupts.ctrl_c_aborted and item[3])
               and item[0] not in ended.get("said", ())]
     if options.verbose:
-        _say(*completed_lines(step, ended["failed"]))
+        _say(*completed_lines(step, ended["failed"], debug2=options.verbose >= 3))
     for line in task_messages(failed):
         print(line, file=sys.stderr)
     if options.verbose >= 2:
-        _say(*finished_lines(step, alone=alone))
+        _say(*finished_lines(step, alone=alone, debug2=options.verbose >= 3))
     code = max((code for _, _, code, _ in ended["failed"]), default=0)
     signals = [signum for _, _, _, signum in ended["failed"] if signum]
     if ended["state"] == "CANCELLED" and not ended["failed"]:
