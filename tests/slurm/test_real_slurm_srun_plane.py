@@ -21,7 +21,7 @@ from trainhub.cli.client import CliError
 from trainhub.slurm.models import JobNode, SlurmJob
 from trainhub.slurm.services.allocations import allocation_submit
 from trainhub.slurm.services.jobs import Submission, job_submit
-from trainhub.slurm.steps import StepRequest
+from trainhub.slurm.steps import StepRequest, arbitrary_hosts
 
 from .conftest import run_pass
 from .test_real_slurm import harness_cluster
@@ -67,8 +67,9 @@ def test_a_plane_places_the_tasks_as_slurm(running, command):
 def _arbitrary_request(command: str, hostfile: Path | None) -> StepRequest:
     """The step ``[SLURM_HOSTFILE=F] srun ARGS`` asks for, as trainhub's srun sends it."""
     options = srun.parse([*shlex.split(command.split("srun ", 1)[1].split(" (")[0]), "true"])
-    tasks, hosts = srun.arbitrary_tasks(options, {"SLURM_HOSTFILE": str(hostfile)} if hostfile else {})
-    return StepRequest(tasks=tasks, overlap=True, distribution="arbitrary", hosts=tuple(hosts))
+    tasks, entries = srun.arbitrary_tasks(options, {"SLURM_HOSTFILE": str(hostfile)} if hostfile else {})
+    hosts, tasks = arbitrary_hosts(entries, tasks)
+    return StepRequest(tasks=tasks, overlap=True, distribution="arbitrary", hosts=hosts)
 
 
 @pytest.mark.parametrize("command", ["SLURM_HOSTFILE=hosts srun -n 3 -m arbitrary",
@@ -109,8 +110,9 @@ def test_arbitrary_outside_a_job_is_allocated_the_hostfiles_nodes(cast, now, tmp
     job = SlurmJob.objects.get(pk=job.pk)
     assert job.node_list == "gpu[1,3]"
     options = srun.parse(step[1:])
-    tasks, hosts = srun.arbitrary_tasks(options, {"SLURM_HOSTFILE": str(tmp_path / "hosts")})
-    request = StepRequest(tasks=tasks, overlap=True, distribution="arbitrary", hosts=tuple(hosts))
+    tasks, entries = srun.arbitrary_tasks(options, {"SLURM_HOSTFILE": str(tmp_path / "hosts")})
+    hosts, tasks = arbitrary_hosts(entries, tasks)
+    request = StepRequest(tasks=tasks, overlap=True, distribution="arbitrary", hosts=hosts)
     assert_srun_layout(job, (REAL / "srun-alone-arbitrary.txt").read_text(), now, request)
 
 

@@ -3,6 +3,7 @@ output here, exits with the step's status and releases the allocation; Slurm 22.
 (fixtures/22.05/srun-alone)."""
 
 import os
+import re
 import socket
 
 import pytest
@@ -524,6 +525,25 @@ def test_srun_vv_alone_prints_22_05s_debug_lines(slurm_cli_as_uma):
     recorded = (SRUN_VV_FIXTURES / "vv-1.err").read_text().splitlines()
     assert (code, out) == (0, f"{socket.gethostname()}\n")
     assert debug_masked(err.splitlines(), job.job_id) == debug_masked(recorded[:-1], job.job_id)
+
+
+#: srun -vvv's debug2 lines of its IO thread (stdio sockets and buffers: their number and order depend
+#: on when the tasks' output comes), which trainhub's srun, with no IO thread, does not print.
+IO_THREAD = re.compile(r"srun: debug2: (Called _file_|Entering _file_|Leaving  _file_|Activity on IO listening "
+                       r"socket|Entering io_init_msg|Leaving io_init_msg|Validated IO connection|"
+                       r"eio_message_socket_accept|  false, shutdown)")
+
+
+def test_srun_vvv_alone_prints_22_05s_debug2_lines_but_its_io_threads(slurm_cli_as_uma):
+    """fixtures/22.05/srun-vv/vvv-2.err: ``srun -A physics -p batch -vvv -N1 hostname``: -vv's lines and
+    the debug2 ones but the IO thread's: the step's tasks and CPUs per task, the launch's replies, each
+    node's launch and exit messages, the allocation's message thread cleared up."""
+    code, out, err = slurm_cli_as_uma("srun", "-A", "ml", "-p", "a4", "-vvv", "-N1", "hostname")
+    job = SlurmJob.objects.get()
+    recorded = [line for line in (SRUN_VV_FIXTURES / "vvv-2.err").read_text().splitlines()[:-1]
+                if not IO_THREAD.match(line)]
+    assert (code, out) == (0, f"{socket.gethostname()}\n")
+    assert debug_masked(err.splitlines(), job.job_id) == debug_masked(recorded, job.job_id)
 
 
 def test_srun_vv_inside_an_allocation_says_the_allocations_options_too(slurm_cli_as_uma):

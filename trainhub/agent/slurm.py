@@ -23,7 +23,8 @@ trainhub.slurm.services.lifecycle). It reads only the job-step documents of its 
   node of a step gets its tasks in its assignments and runs each under its own supervisor
   (trainhub.agent.supervisor, so a restarted agent re-adopts them), with the step's environment
   (jobenv.step_environments) over srun's own, in the job's working directory; it ships each
-  task's lines and, when all of the node's tasks have ended, their exits. When the job leaves
+  task's lines and its exit as it exits (srun says a failed task as it fails), the node done when all
+  of its tasks have ended. When the job leaves
   its RUNNING phase (cancel, time limit, the batch script ended) or srun was interrupted, the
   tasks are stopped - SIGTERM, SIGKILL after the grace period - before the epilog runs.
 - ``srun --pty``: the node of task 0 runs it on a pseudo-terminal (its supervisor's, of the size
@@ -174,6 +175,8 @@ class _StepTasks:
     preempt_sent: bool = False
     #: srun --pty: the last of srun's inputs written to task 0's terminal.
     delivered: int = 0
+    #: How many of the tasks' exits the control plane has been told (a task's as it exits).
+    exits_told: int = 0
 
 
 @dataclass
@@ -485,6 +488,11 @@ class SlurmNodeWork:
                            for task, run in tasks.runs.items()])
             if shipped and len(exits) == len(tasks.runs):
                 self._report_tasks(doc, exits, now)
+            elif shipped and len(exits) > tasks.exits_told:
+                # Those that exited so far, after their lines: srun says a failed one as it exits
+                # (trainhub.slurm.services.steps.step_tasks_exited).
+                self._tell_exits(doc, exits, now)
+                tasks.exits_told = len(exits)
 
     def _deliver_input(self, doc: dict, tasks: _StepTasks) -> None:
         """Write srun's new input to task 0's terminal and tell the control plane how far it got."""
@@ -568,10 +576,14 @@ class SlurmNodeWork:
             for run in tasks.runs.values():
                 run.kill(now.timestamp())
 
-    def _report_tasks(self, doc: dict, exits: list[list[int]], now: dt.datetime) -> None:
+    def _tell_exits(self, doc: dict, exits: list[list[int]], now: dt.datetime) -> None:
+        """Tell the control plane the exits of the step's tasks here so far; with all of them the node is done."""
         answer = self.api.post(f"/agent/v1/slurm/tasks/{doc['id']}/exited", {"time": now.timestamp(), "exits": exits})
         if answer.status not in (200, 404):
             raise RuntimeError(f"exits of step tasks {doc['id']} refused: {error_message(answer)}")
+
+    def _report_tasks(self, doc: dict, exits: list[list[int]], now: dt.datetime) -> None:
+        self._tell_exits(doc, exits, now)
         for run in self.tasks.pop(doc["id"]).runs.values():
             run.mark_reported()
         self.changed = True

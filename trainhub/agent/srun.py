@@ -5,16 +5,17 @@ library only, run by path: the node has no Django). It asks the control plane to
 (``POST /agent/v1/srun/steps`` with the run's step credential from TRAINHUB_STEP_CREDENTIAL),
 then follows it (``GET /agent/v1/srun/steps/N``): every task's lines are printed on srun's own
 stdout / stderr - the batch script's, so its output file - prefixed ``N: `` with ``-l``, as Slurm
-does; when the step has ended, a line for each task that failed (``srun: error: NODE: task N:
-Exited with exit code C``) and srun exits with the worst task's status (the highest exit code, or
-128 + the highest signal). One SIGINT says how the tasks are; two within a second, SIGTERM or SIGHUP
+does; a line for each task that failed as it fails (``srun: error: NODE: task N: Exited with exit
+code C``; a stopped one's once the step has ended) and srun exits with the worst task's status (the
+highest exit code, or 128 + the highest signal). One SIGINT says how the tasks are; two within a
+second, SIGTERM or SIGHUP
 (``timeout 60 srun ...``) have the step's tasks stopped on every node (SIGINT after two SIGINT,
 else SIGTERM) and srun waits for them (Interrupts). The job ending under the step (scancel) prints
 slurmstepd's and srun's lines (srun-details/scancel-8.err). The tasks inherit srun's environment
 (own_environment; inside a job it did not make, also srun's default SLURM_DISTRIBUTION, which the
 control plane adds). Options: -N/--nodes, -n/--ntasks, --ntasks-per-node, --gres=gpu:K, --exact,
 --overlap, -m/--distribution (block, cyclic, plane=N, arbitrary with SLURM_HOSTFILE: read_hostfile), --cpu-bind
-(cpu_bind_variables), -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD) (srun.1).
+(cpu_bind_variables), -l/--label, -v/--verbose (defined_options, launch_lines, completed_lines; -vv adds 22.05's debug lines: propagated_lines, ALLOCATION_THREAD; -vvv its debug2 lines but its IO thread's) (srun.1).
 
 While other steps of the job hold the CPUs or GPUs the step needs, the control plane answers 202
 and srun asks again until they are free, printing Slurm 22.05's lines (fixtures/22.05/steps/out-1.txt,
@@ -92,7 +93,7 @@ class Refused(Exception):
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="srun", allow_abbrev=False)
-    parser.add_argument("-N", "--nodes", type=int)
+    parser.add_argument("-N", "--nodes", type=node_range)
     parser.add_argument("-n", "--ntasks", type=int)
     parser.add_argument("--ntasks-per-node", type=int)
     parser.add_argument("--gres", type=gres_gpus)
@@ -105,11 +106,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-v", "--verbose", action="count", default=0)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
+    options.nodes, options.max_nodes = options.nodes or (None, None)
     if options.command and options.command[0] == "--":
         options.command = options.command[1:]
     if not options.command:
         parser.error("No command given to execute.")
     return options
+
+
+def node_range(text: str) -> tuple[int, int | None]:
+    """``-N``: a node count ``N`` (N, None) or a range ``MIN-MAX`` (MIN, MAX). Inside an allocation the
+    step runs on MAX of the job's nodes, all of them where it has fewer, MIN at least (22.05's srun
+    sends both to slurmctld, which takes as many as it may; fixtures/22.05/srun-range: ``-N 1-2`` in
+    a 3-node job runs on 2, ``-N 2-4`` on 3, ``-N 4-5`` is refused, ``Only allocated 3 nodes asked for
+    4``)."""
+    low, dash, high = text.partition("-")
+    if not low.isdigit() or (dash and not high.isdigit()):
+        raise argparse.ArgumentTypeError(f"invalid node count: {text!r}")
+    return int(low), int(high) if dash else None
 
 
 #: What may follow -m's node level: the distributions over sockets and cores (srun.1), which move
@@ -160,7 +174,7 @@ def _atoi(text: str) -> int:
 HOSTFILE_CHUNK = 1023
 
 
-def read_hostfile(path: str, tasks: int | None) -> list[str]:
+def read_hostfile(path: str, tasks: int | None) -> list[tuple[str, int]]:
     """SLURM_HOSTFILE's entries as 22.05's slurm_read_hostfile reads them for ``-m arbitrary`` with
     ``tasks`` (-n; None: the whole file; fixtures/22.05/small-diffs/out-1.txt): ``#`` starts a comment
     (``\\#`` is a ``#``), a blank line is skipped, a line is entries separated by commas, ``NAME*K`` is
@@ -168,11 +182,14 @@ def read_hostfile(path: str, tasks: int | None) -> list[str]:
     stops after the line that brings the count to ``tasks`` (more lines are not read; a line that
     goes past it is kept whole, and -n then differs). An entry counts as one here even where it is a
     host list (``gpu[1-2]``): the control plane expands it (trainhub.slurm.steps.arbitrary_hosts).
-    The file is read HOSTFILE_CHUNK characters at a time, as fgets reads it (_hostfile_lines), so no
-    line, however long, is held whole. Raises ValueError with srun's lines: slurm_read_hostfile's (a
-    line not starting with a letter or digit, a piece of HOSTFILE_CHUNK characters without a comma, no
-    entry, fewer than ``tasks``, a file it cannot open; trainhub's for more than MAX_HOSTFILE_ENTRIES
-    entries) and HOSTFILE_FAILED."""
+    The entries come as runs, (entry, how many times in a row), so that ``gpu4*5000`` or 5,000 names
+    ``gpu4`` on a line are one run: 22.05 allocates for them and fails the step (fixtures/22.05/
+    srun-range/many-*), which needs their count, not a list of them. The file is read HOSTFILE_CHUNK
+    characters at a time, as fgets reads it (_hostfile_lines), so no line, however long, is held
+    whole. Raises ValueError with srun's lines: slurm_read_hostfile's (a line not starting with a
+    letter or digit, a piece of HOSTFILE_CHUNK characters without a comma, no entry, fewer than
+    ``tasks``, a file it cannot open; trainhub's for more than MAX_HOSTFILE_ENTRIES runs, or names
+    without ``tasks``: a task a name, more than a step places) and HOSTFILE_FAILED."""
     shown = path if "/" in path else f"./{path}"
     try:
         return _hostfile_entries(shown, tasks)
@@ -183,27 +200,34 @@ def read_hostfile(path: str, tasks: int | None) -> list[str]:
     raise ValueError(f"srun: error: {problem}\n{HOSTFILE_FAILED}")
 
 
-def _hostfile_entries(shown: str, tasks: int | None) -> list[str]:
+def _hostfile_entries(shown: str, tasks: int | None) -> list[tuple[str, int]]:
     """read_hostfile's entries; OSError, or ValueError with slurm_read_hostfile's line."""
-    entries: list[str] = []
+    runs: list[tuple[str, int]] = []
+    count = 0
+    too_many = ValueError(f"Hostfile {shown} gives more than {MAX_HOSTFILE_ENTRIES} names")
     for number, text in _hostfile_lines(shown):
         if not text:
             continue
         if not (text[0].isascii() and text[0].isalnum()):
             raise ValueError(f"Invalid hostfile {shown} contents on line {number}")
         for word in filter(None, text.split(",")):
-            name, star, count = word.partition("*")
-            repeat = _atoi(count) if star else 0
-            if len(entries) + (max(repeat, 0) if repeat else 1) > MAX_HOSTFILE_ENTRIES:
-                raise ValueError(f"Hostfile {shown} gives more than {MAX_HOSTFILE_ENTRIES} names")
-            entries += [name] * max(repeat, 0) if repeat else [word]
-        if tasks is not None and len(entries) == tasks:
+            name, star, times = word.partition("*")
+            repeat = _atoi(times) if star else 0
+            entry, repeat = (name, max(repeat, 0)) if repeat else (word, 1)
+            if runs and runs[-1][0] == entry:
+                runs[-1] = (entry, runs[-1][1] + repeat)
+            elif repeat:
+                runs.append((entry, repeat))
+            count += repeat
+            if len(runs) > MAX_HOSTFILE_ENTRIES or (tasks is None and count > MAX_HOSTFILE_ENTRIES):
+                raise too_many
+        if tasks is not None and count == tasks:
             break
-    if not entries:
+    if not count:
         raise ValueError("Hostlist is empty!")
-    if tasks is not None and len(entries) < tasks:
+    if tasks is not None and count < tasks:
         raise ValueError("Too few NodeNames in Slurm Hostfile")
-    return entries
+    return runs
 
 
 def _hostfile_lines(shown: str) -> Iterator[tuple[int, str]]:
@@ -241,9 +265,10 @@ def _uncommented(line: str) -> str:
     return "".join(kept)
 
 
-def arbitrary_tasks(options: argparse.Namespace, environ: dict[str, str]) -> tuple[int | None, list[str]]:
+def arbitrary_tasks(options: argparse.Namespace,
+                    environ: dict[str, str]) -> tuple[int | None, list[tuple[str, int]]]:
     """``-m arbitrary``'s task count (-n; None: one an expanded entry) and SLURM_HOSTFILE's entries
-    (read_hostfile). Raises ValueError with srun's lines for a file it cannot read, and without
+    (read_hostfile's runs). Raises ValueError with srun's lines for a file it cannot read, and without
     SLURM_HOSTFILE (fixtures/22.05/srun-plane/out-1.txt: ``srun -n 3 -m arbitrary`` ``... hostlist
     specified 0 nodes``)."""
     path = environ.get("SLURM_HOSTFILE")
@@ -388,14 +413,18 @@ def nodes_within_tasks(options: argparse.Namespace, environ: Mapping[str, str] |
     job's (trainhub.slurm.sbatch.nodes_within_tasks; fixtures/22.05/tasks-nodes/salloc-7.err): srun's
     warning line, or None. Without -N srun takes SLURM_NNODES from ``environ`` (the job's node count
     in a batch script) and says the same (fixtures/22.05/small-diffs/out-1.txt: ``srun -n 1`` in a
-    3-node job, ``can't run 1 processes on 3 nodes``); the step is sent no -N then."""
+    3-node job, ``can't run 1 processes on 3 nodes``); the step is sent no -N then. A range's MIN is
+    the count said (fixtures/22.05/srun-range/batch-N2-3-n1.err: ``-N 2-3 -n 1``, ``on 2 nodes``), its
+    MAX is lowered to -n silently."""
     inherited = (environ or {}).get("SLURM_NNODES", "")
     nodes = options.nodes if options.nodes is not None else int(inherited) if inherited.isdigit() else None
+    if options.ntasks is not None and options.max_nodes is not None:
+        options.max_nodes = min(options.max_nodes, options.ntasks)
     if nodes is None or options.ntasks is None or options.ntasks >= nodes:
         return None
     warning = f"srun: Warning: can't run {options.ntasks} processes on {nodes} nodes, setting nnodes to {options.ntasks}"
     if options.nodes is not None:
-        options.nodes = options.ntasks
+        options.nodes, options.max_nodes = options.ntasks, None
     return warning
 
 
@@ -609,23 +638,42 @@ class Terminal:
 
 
 def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: float = 0.2,
-           terminal: bool = False, interrupts: Interrupts | None = None, patience: float = 32.0) -> dict:
-    """Print the step's output until it has ended; its last answer. Interrupted (``interrupts``),
-    srun says so, or has the step's tasks stopped on every node and still waits for them.
-    ``terminal`` (--pty): task 0's terminal output, byte for byte, and nothing of the other tasks.
-    A step that ended under its tasks (the job was cancelled) is followed until every node reported
-    them stopped, at most ``patience`` seconds (KillWait + 2, as srun waits)."""
+           terminal: bool = False, interrupts: Interrupts | None = None, patience: float = 32.0,
+           nodes: Mapping[int, str] | None = None) -> dict:
+    """Print the step's output until it has ended; its last answer, with ``said``: the tasks whose
+    failure srun printed as it read it (the control plane's ``exit`` lines, after the task's own: a
+    task's ``srun: error: NODE: task N: Exited with exit code C`` as it exits, fixtures/22.05/
+    srun-range/out-3.txt; ``nodes``: each task's node; exits read together, as slurmstepd's one
+    message, share a line per node and exit: task_messages). Interrupted (``interrupts``), srun says
+    so, or has the step's tasks stopped on every node and still waits for them (their exits come in
+    the last answer's ``failed``). ``terminal`` (--pty): task 0's terminal output, byte for byte, and
+    nothing of the other tasks, the failures said after it. A step that ended under its tasks (the
+    job was cancelled) is followed until every node reported them stopped, at most ``patience``
+    seconds (KillWait + 2, as srun waits)."""
     max_poll = TERMINAL_POLL if terminal else 1.0
     poll = min(poll, max_poll)
     width = len(str(max(num_tasks - 1, 0)))
     after = 0
     ended_at = None
+    said: list[int] = []
     while True:
         if interrupts is not None:
             interrupts.handle()
         answer = client.call("GET", f"/agent/v1/srun/steps/{step_id}?after={after}")
-        for task, stream, text in answer["lines"]:
-            if terminal and task != 0:
+        exited: list[list] = []
+        for task, stream, text in [*answer["lines"], (None, "", "")]:
+            if exited and stream != "exit":  # the exits read together, before what follows them
+                sys.stdout.flush()
+                _say(*task_messages(exited))
+                said += [item[0] for item in exited]
+                exited = []
+            if stream == "exit" and terminal:  # said once the terminal is itself again (raw now: no \r)
+                continue
+            if stream == "exit":
+                code, signum = (int(number) for number in text.split())
+                exited.append([task, (nodes or {}).get(task, "?"), code, signum])
+                continue
+            if task is None or (terminal and task != 0):
                 continue
             if stream == "pty":
                 sys.stdout.buffer.write(base64.b64decode(text))
@@ -642,10 +690,10 @@ def follow(client: Client, step_id: int, *, label: bool, num_tasks: int, poll: f
         if answer["state"] != "RUNNING" and not moved:
             ended_at = time.monotonic() if ended_at is None else ended_at
             if not answer.get("pendingNodes"):
-                return answer
+                return {**answer, "said": said}
             if time.monotonic() - ended_at > patience:
                 _say("srun: error: Timed out waiting for job step to complete")
-                return answer
+                return {**answer, "said": said}
         if not moved:
             time.sleep(poll)
             poll = min(poll * 1.5, max_poll)
@@ -710,7 +758,8 @@ def allocation_options(options: argparse.Namespace, environ: dict[str, str]) -> 
     """srun -v's options inside an allocation (srun-vv/salloc-3.err): what it takes from the
     allocation's variables first (its node list under the name ``(null)``, as Slurm 22.05 prints
     it, its job id and name), then those given (a flag's value is ``set``)."""
-    given = {"nodes": options.nodes, "ntasks": options.ntasks, "ntasks-per-node": options.ntasks_per_node,
+    nodes = options.nodes if options.max_nodes is None else f"{options.nodes}-{options.max_nodes}"
+    given = {"nodes": nodes, "ntasks": options.ntasks, "ntasks-per-node": options.ntasks_per_node,
              "distribution": options.distribution,
              "gres": None if options.gres is None else f"gpu:{options.gres}", "exact": options.exact or None,
              "overlap": options.overlap or None, "label": options.label or None, "pty": options.pty or None,
@@ -744,14 +793,21 @@ def _cpu_counts(text: str) -> str:
     return ",".join(item if "(x" in item else f"{item}(x1)" for item in text.split(",") if item)
 
 
-def launch_lines(step: dict, environ: dict[str, str], *, command: str, debug: bool = False) -> list[str]:
+def launch_lines(step: dict, environ: dict[str, str], *, command: str, debug: bool = False,
+                 debug2: bool = False) -> list[str]:
     """srun -v's lines once its step is created (fixtures/22.05/srun-details/verbose-4.err); ``debug``
     (-vv): 22.05's debug lines among them (srun-vv/vv-1.err; trainhub's srun listens on no port:
-    ``0``, its IO thread is its main thread)."""
+    ``0``, its IO thread is its main thread); ``debug2`` (-vvv): its debug2 lines but its IO thread's,
+    which has none here (srun-vv/vvv-2.err: the step's tasks and CPUs per task, the launch's replies,
+    each node's launch message)."""
     name = f"StepId={step['jobId']}.{step['stepId']}"
+    nodes = len(step["layout"])
     lines = [f"srun: jobid {step['jobId']}: nodes({environ.get('SLURM_JOB_NUM_NODES', '')}):"
              f"`{environ.get('SLURM_JOB_NODELIST', '')}', cpu counts: "
              f"{_cpu_counts(environ.get('SLURM_JOB_CPUS_PER_NODE', ''))}"]
+    if debug2:
+        lines += [f"srun: debug2: creating job with {step['numTasks']} tasks",
+                  f"srun: debug2: cpu:{environ.get('SLURM_CPUS_PER_TASK', '1')} is not a gres"]
     if debug:
         cpus = step["numTasks"] * int(environ.get("SLURM_CPUS_PER_TASK", "1"))
         lines += [f"srun: debug:  requesting job {step['jobId']}, user {os.getuid()}, nodes {len(step['layout'])} "
@@ -767,22 +823,28 @@ def launch_lines(step: dict, environ: dict[str, str], *, command: str, debug: bo
     lines += [f"srun: launching {name} on host {node}, {len(tasks)} tasks: {_numbers(tasks)}"
               for node, tasks in step["layout"]]
     lines.append("srun: route/default: init: route default plugin loaded")
+    if debug2:
+        lines += [f"srun: debug2: Tree head got back 0 looking for {nodes}",
+                  *(f"srun: debug2: Tree head got back {count}" for count in range(1, nodes + 1))]
     if debug:
-        lines += ["srun: debug:  launch returned msg_rc=0 err=0 type=8001"] * len(step["layout"])
-    lines += [f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started"
-              for node, tasks in step["layout"]]
+        lines += ["srun: debug:  launch returned msg_rc=0 err=0 type=8001"] * nodes
+    for node, tasks in step["layout"]:
+        lines += [*(["srun: debug2: received task launch"] if debug2 else []),
+                  f"srun: launch/slurm: _task_start: Node {node}, {len(tasks)} tasks started"]
     return lines
 
 
-def completed_lines(step: dict, failed: list[list]) -> list[str]:
-    """srun -v's lines for each node's tasks that exited 0, once the step ended."""
+def completed_lines(step: dict, failed: list[list], *, debug2: bool = False) -> list[str]:
+    """srun -v's lines for each node's tasks that exited 0, once the step ended; -vvv (``debug2``):
+    each after its message's ``received task exit`` (srun-vv/vvv-2.err)."""
     name = f"StepId={step['jobId']}.{step['stepId']}"
     lines = []
     for node, tasks in step["layout"]:
         done = [task for task in tasks if task not in {item[0] for item in failed}]
         if done:
             who = f"task {done[0]}" if len(done) == 1 else f"tasks {_ranges(done)}"
-            lines += [f"srun: launch/slurm: _task_finish: Received task exit notification for {len(done)} task"
+            lines += [*(["srun: debug2: received task exit"] if debug2 else []),
+                      f"srun: launch/slurm: _task_finish: Received task exit notification for {len(done)} task"
                       f"{'s' if len(done) > 1 else ''} of {name} (status=0x0000).",
                       f"srun: launch/slurm: _task_finish: {node}: {who}: Completed"]
     return lines
@@ -797,12 +859,14 @@ def stepd_unset_lines(step: dict, names: list[str], *, label: bool) -> list[str]
             for task, node in placed for line in unset_lines(names, f"slurmstepd-{node}")]
 
 
-def finished_lines(step: dict, *, alone: bool) -> list[str]:
+def finished_lines(step: dict, *, alone: bool, debug2: bool = False) -> list[str]:
     """srun -vv's last lines, once its tasks' exits are said: each task done, its IO thread's end and,
-    for srun that made its own allocation (``alone``), its allocation thread's (srun-vv/vv-1.err)."""
+    for srun that made its own allocation (``alone``), its allocation thread's (srun-vv/vv-1.err),
+    which -vvv (``debug2``) says it clears up first (vvv-2.err)."""
     tasks = [task for _, numbers in step["layout"] for task in numbers]
+    clearing = ["srun: debug2: slurm_allocation_msg_thr_destroy: clearing up message thread"] if debug2 else []
     return ([f"srun: debug:  task {task} done" for task in sorted(tasks)] + ["srun: debug:  IO thread exiting"]
-            + (["srun: debug:  Leaving _msg_thr_internal"] if alone else []))
+            + ([*clearing, "srun: debug:  Leaving _msg_thr_internal"] if alone else []))
 
 
 def main(argv: list[str]) -> int:
@@ -863,8 +927,10 @@ def main(argv: list[str]) -> int:
     if options.verbose >= 2:
         _say(*propagated_lines(environment), *(ALLOCATION_THREAD if alone else ()), *PLUGINS)
     body = {"argv": options.command, "label": options.label, "environment": environment,
-            "nodes": options.nodes, "tasks": tasks, "tasksPerNode": options.ntasks_per_node,
-            "distribution": options.distribution, "hosts": hosts, "inAllocation": not alone,
+            "nodes": options.nodes, "maxNodes": options.max_nodes, "tasks": tasks,
+            "tasksPerNode": options.ntasks_per_node,
+            "distribution": options.distribution, "hosts": hosts and [entry for entry, _ in hosts],
+            "repeats": hosts and [times for _, times in hosts], "inAllocation": not alone,
             "gpusPerNode": options.gres, "exact": options.exact, "overlap": options.overlap, "pty": pty,
             "srunHost": socket.gethostname().split(".")[0], "srunPid": os.getpid()}
     try:
@@ -880,11 +946,13 @@ def main(argv: list[str]) -> int:
         interrupts = Interrupts(client, step)
         _say(*stepd_unset_lines(step, unset, label=options.label))
         if options.verbose:
-            _say(*launch_lines(step, dict(os.environ), command=options.command[0], debug=options.verbose >= 2))
+            _say(*launch_lines(step, dict(os.environ), command=options.command[0], debug=options.verbose >= 2,
+                               debug2=options.verbose >= 3))
         with Terminal(client, step["stepId"]) if pty else contextlib.nullcontext():
             ended = follow(client, step["stepId"], label=options.label, num_tasks=step["numTasks"],
                            terminal=pty is not None, interrupts=interrupts,
-                           patience=step.get("killWait", 30) + 2)
+                           patience=step.get("killWait", 30) + 2,
+                           nodes={task: node for node, tasks in step["layout"] for task in tasks})
     except Refused as exc:
         _say_refused(exc)
         return 1
@@ -897,13 +965,14 @@ def main(argv: list[str]) -> int:
         _say(f"slurmstepd-{node}: error: *** STEP {step['jobId']}.{step['stepId']} ON {node} CANCELLED AT "
              f"{ended['endTime']}{cause} ***",
              f"srun: Job step aborted: Waiting up to {step.get('killWait', 30) + 2} seconds for job step to finish.")
-    failed = [item for item in ended["failed"] if not (interrupts.ctrl_c_aborted and item[3])]
+    failed = [item for item in ended["failed"] if not (interrupts.ctrl_c_aborted and item[3])
+              and item[0] not in ended.get("said", ())]
     if options.verbose:
-        _say(*completed_lines(step, ended["failed"]))
+        _say(*completed_lines(step, ended["failed"], debug2=options.verbose >= 3))
     for line in task_messages(failed):
         print(line, file=sys.stderr)
     if options.verbose >= 2:
-        _say(*finished_lines(step, alone=alone))
+        _say(*finished_lines(step, alone=alone, debug2=options.verbose >= 3))
     code = max((code for _, _, code, _ in ended["failed"]), default=0)
     signals = [signum for _, _, _, signum in ended["failed"] if signum]
     if ended["state"] == "CANCELLED" and not ended["failed"]:

@@ -94,10 +94,11 @@ def _arbitrary_allocation(given: list[tuple[str, str | None]]) -> list[str]:
     no more lines than -n); the step launcher puts the tasks there. More nodes than -n are cut to the
     first in node-list order, the job asked for all of them so that it says ``can't run 2 processes on
     3 nodes`` (srun's _opt_verify; hostfile-edge/alone-comma-over). A file of more names than -n is
-    allocated all the same and its step then fails (hostfile-edge/alone-over). Without the file srun
+    allocated all the same and its step then fails (hostfile-edge/alone-over; srun-range/many-*: 5,000
+    names with -n 2, counted, not listed, fail the same). Without the file srun
     refuses it (srun-alone-arbitrary-nohost.err), as it refuses a file it cannot read (read_hostfile)."""
     from trainhub.agent.srun import read_hostfile
-    from trainhub.slurm.steps import arbitrary_hosts, first_nodes
+    from trainhub.slurm.steps import first_nodes, hostfile_names
 
     path = os.environ.get("SLURM_HOSTFILE")
     if not path:
@@ -105,11 +106,10 @@ def _arbitrary_allocation(given: list[tuple[str, str | None]]) -> list[str]:
                        "with the -w option")
     ntasks = next((int(value) for name, value in given if name == "ntasks" and value and value.isdigit()), None)
     try:
-        hosts, tasks = arbitrary_hosts(read_hostfile(path, ntasks), None)
+        _, nodes, tasks = hostfile_names(read_hostfile(path, ntasks))
     except ValueError as exc:
         message = str(exc)
         raise CliError(message if message.startswith("srun: ") else f"srun: error: {message}") from exc
-    nodes = list(dict.fromkeys(hosts))
     kept = first_nodes(nodes, ntasks) if ntasks is not None and len(nodes) > ntasks else nodes
     return [f"--nodelist={','.join(kept)}", f"--nodes={len(nodes)}", *([f"--ntasks={tasks}"] if ntasks is None else [])]
 

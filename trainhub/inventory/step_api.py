@@ -88,8 +88,9 @@ def _count(body: dict, name: str) -> int | None:
 
 
 class Steps(SrunView):
-    """POST {argv, environment, nodes?, tasks?, tasksPerNode?, gpusPerNode?, exact?, overlap?, distribution?,
-    hosts? (-m arbitrary: SLURM_HOSTFILE's entries, host lists expanded here: steps.arbitrary_hosts),
+    """POST {argv, environment, nodes?, maxNodes? (-N MIN-MAX: nodes is MIN), tasks?, tasksPerNode?,
+    gpusPerNode?, exact?, overlap?, distribution?, hosts? (-m arbitrary: SLURM_HOSTFILE's entries, host lists expanded here: steps.arbitrary_hosts),
+    repeats? (how many times each of hosts comes in a row; 1 each without it),
     inAllocation? (srun did not make the job: its tasks see srun's default SLURM_DISTRIBUTION), label?,
     pty?: {rows, cols}, srunHost?, srunPid?} -> {stepId, jobId, nodeList, numTasks, killWait, layout:
     [[node, [task, ...]], ...]}; while other
@@ -115,19 +116,26 @@ class Steps(SrunView):
         hosts = _field(body, "hosts", list, required=False, default=[])
         if not all(isinstance(host, str) and host for host in hosts) or len(hosts) > MAX_HOSTFILE_ENTRIES:
             raise invalid_argument([FieldViolation("hosts", f"at most {MAX_HOSTFILE_ENTRIES} node names")])
-        tasks, nodes = _count(body, "tasks"), _count(body, "nodes")
+        repeats = _field(body, "repeats", list, required=False, default=[1] * len(hosts))
+        if len(repeats) != len(hosts) or not all(isinstance(times, int) and not isinstance(times, bool)
+                                                 and times >= 1 for times in repeats):
+            raise invalid_argument([FieldViolation("repeats", "how many times each of hosts comes in a row, from 1")])
+        tasks, nodes, max_nodes = _count(body, "tasks"), _count(body, "nodes"), _count(body, "maxNodes")
+        if max_nodes is not None and (nodes is None or max_nodes < nodes):
+            raise invalid_argument([FieldViolation("maxNodes", "-N MIN-MAX's MAX: with nodes, and not below it")])
         principal = request.user
         in_allocation = bool(body.get("inAllocation"))
         if kind == "arbitrary":
+            step_nodes = min(max_nodes or nodes or principal.job.num_nodes, principal.job.num_nodes)
             try:
-                hosts, tasks = arbitrary_hosts(hosts, tasks, nodes or principal.job.num_nodes)
+                hosts, tasks = arbitrary_hosts(list(zip(hosts, repeats, strict=True)), tasks, step_nodes)
             except ArbitraryCountDiffers as exc:
                 if in_allocation:
                     raise ApiError(400, str(exc), "FAILED_PRECONDITION") from None
                 raise _refused(principal, StepRefused(UNSPECIFIED_ERROR)) from None
             except ValueError as exc:
                 raise ApiError(400, str(exc), "FAILED_PRECONDITION") from None
-        wanted = StepRequest(nodes=nodes, tasks=tasks,
+        wanted = StepRequest(nodes=nodes, max_nodes=max_nodes, tasks=tasks,
                              tasks_per_node=_count(body, "tasksPerNode"), gpus_per_node=gpus,
                              exact=bool(body.get("exact")), overlap=bool(body.get("overlap")),
                              distribution=kind, plane_size=plane_size, hosts=tuple(hosts),
@@ -243,18 +251,21 @@ class TaskLogs(AgentView):
 
 
 class TasksExited(AgentView):
-    """POST {exits: [[task, exitCode, signal]]}: every task of the step on this node has ended."""
+    """POST {exits: [[task, exitCode, signal]]}: these tasks of the step on this node have ended (every
+    one so far; the node has finished once all of its tasks are there)."""
 
     def post(self, request: Request, step_node_id: int) -> Response:
         step_node = _step_node_of(self.node(request), step_node_id)
         body = request.data if isinstance(request.data, dict) else {}
         exits = _field(body, "exits", list)
-        if (sorted(item[0] for item in exits if isinstance(item, list) and item) != sorted(step_node.task_ids)
+        tasks = [item[0] for item in exits if isinstance(item, list) and item]
+        if (not exits or len(set(tasks)) != len(exits) or not set(tasks) <= set(step_node.task_ids)
                 or not all(len(item) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in item)
                            for item in exits)):
-            raise invalid_argument([FieldViolation("exits", "[task, exit code, signal] for each of the node's tasks")])
-        step_services.step_node_finished(step_node=step_node, exits=[tuple(item) for item in exits],
-                                         now=_moment(body))
+            raise invalid_argument([FieldViolation("exits", "[task, exit code, signal] for tasks of the node, "
+                                                            "each once")])
+        step_services.step_tasks_exited(step_node=step_node, exits=[tuple(item) for item in exits],
+                                        now=_moment(body))
         return Response({})
 
 

@@ -2,7 +2,9 @@
 "--gres"; slurm:src/common/slurm_step_layout.c). Pure Python.
 
 - The step runs on the first ``-N`` nodes of the allocation in node-list order; without ``-N``
-  on every node, or on ``-n`` nodes when fewer tasks than nodes are asked for.
+  on every node, or on ``-n`` nodes when fewer tasks than nodes are asked for. ``-N MIN-MAX`` runs on
+  MAX nodes, or all of the allocation's where it has fewer (fixtures/22.05/srun-range: ``-N 2-4`` in a
+  3-node job runs 3 tasks on 3 nodes).
 - Tasks: ``-n``; else ``--ntasks-per-node`` x nodes; else one per node with ``-N``; else the
   job's own task count (srun inherits SLURM_NTASKS from the batch script).
 - Block distribution (the default): the first ``tasks % nodes`` nodes get one task more, task
@@ -68,6 +70,8 @@ class StepRequest:
     """srun's options; None where the user gave none."""
 
     nodes: int | None = None
+    #: ``-N MIN-MAX``'s MAX (``nodes`` is its MIN): the step takes as many of the allocation's nodes.
+    max_nodes: int | None = None
     tasks: int | None = None
     tasks_per_node: int | None = None
     gpus_per_node: int | None = None
@@ -117,6 +121,8 @@ def layout(request: StepRequest, *, allocation_gpus: list[tuple[int, ...]], job_
     if request.nodes is not None and request.nodes > available:
         raise StepRefused(NOT_AVAILABLE)
     nodes = request.nodes or available
+    if request.max_nodes is not None:  # -N MIN-MAX: up to MAX of them (fixtures/22.05/srun-range)
+        nodes = max(nodes, min(request.max_nodes, available))
     if request.tasks is not None:
         tasks = request.tasks
     elif request.tasks_per_node is not None:
@@ -158,37 +164,68 @@ class ArbitraryCountDiffers(ValueError):
 UNSPECIFIED_ERROR = "Unspecified error"
 
 
-def arbitrary_hosts(entries: Sequence[str], tasks: int | None,
+def arbitrary_hosts(entries: Sequence[tuple[str, int]], tasks: int | None,
                     nodes: int | None = None) -> tuple[tuple[str, ...], int]:
     """``-m arbitrary``'s node for each task and the step's task count, from SLURM_HOSTFILE's entries
-    as srun read them (trainhub.agent.srun.read_hostfile), for a step of at most ``nodes`` nodes (-N,
-    else the job's: srun takes SLURM_NNODES) and ``tasks`` (-n; None: a task a name). srun joins the
-    entries into one host list and reads it again (job_step_create_allocation; fixtures/22.05/
-    small-diffs/out-1.txt), so an entry may name several nodes, in order (``gpu[2-3]`` and ``gpu1``:
-    tasks on gpu2, gpu3, gpu1), and blanks part names as commas do. A list of more distinct nodes than
-    the step may have (``nodes`` lowered to ``tasks``) is cut to its first ones (first_nodes), the
-    file's order lost (``gpu3,gpu1,gpu2`` with -n 2 in a 3-node job: tasks on gpu1, gpu2). Raises
-    ArbitraryCountDiffers with srun's line where -n still differs from the names (``gpu3*3`` with -n 2:
-    ``You asked for 2 tasks but hostlist specified 3 nodes``), and ValueError for entries of more than
-    MAX_HOSTFILE_ENTRIES names (a step has no more; comma-separated ones counted before they are split
-    apart, a body of millions costs no list of them); entries that are no host list are kept as names
-    no node has."""
+    as srun read them (trainhub.agent.srun.read_hostfile's runs: entry, times in a row), for a step of
+    at most ``nodes`` nodes (-N, else the job's: srun takes SLURM_NNODES) and ``tasks`` (-n; None: a
+    task a name; hostfile_names). A list of more distinct nodes than the step may have (``nodes``
+    lowered to ``tasks``) is cut to its first ones (first_nodes), the file's order lost (``gpu3,gpu1,
+    gpu2`` with -n 2 in a 3-node job: tasks on gpu1, gpu2; ``gpu4*5000,gpu2`` with -n 1: gpu2,
+    fixtures/22.05/srun-range/many-star-cut). Raises ArbitraryCountDiffers with srun's line where -n
+    still differs from the names (``gpu3*3`` with -n 2: ``You asked for 2 tasks but hostlist specified
+    3 nodes``; 5,000 names with -n 2 the same, counted, not listed: srun-range/many-star), and
+    ValueError (hostfile_names) where more than MAX_HOSTFILE_ENTRIES names would be tasks."""
+    every, distinct, count = hostfile_names(entries)
+    if tasks is not None and nodes is not None and len(distinct) > min(nodes, tasks):
+        every = first_nodes(distinct, min(nodes, tasks))
+        count = len(every)
+    if tasks is not None and tasks != count:
+        raise ArbitraryCountDiffers(ARBITRARY_COUNT.format(tasks=tasks, hosts=count))
+    if every is None:
+        raise _too_many()
+    return tuple(every), count
+
+
+def _too_many() -> ValueError:
+    return ValueError(f"-m arbitrary's hosts name more than {MAX_HOSTFILE_ENTRIES} nodes (a step places at most "
+                      f"{MAX_HOSTFILE_ENTRIES} tasks by name)")
+
+
+def hostfile_names(entries: Sequence[tuple[str, int]]) -> tuple[list[str] | None, list[str], int]:
+    """SLURM_HOSTFILE's entries (runs: entry, times in a row) as names: every name in task order (None
+    where there are more than MAX_HOSTFILE_ENTRIES: no step places them), the distinct ones in that
+    order, and how many there are. srun joins the entries into one host list and reads it again
+    (job_step_create_allocation; fixtures/22.05/small-diffs/out-1.txt), so an entry may name several
+    nodes, in order (``gpu[2-3]`` and ``gpu1``: gpu2, gpu3, gpu1), and blanks part names as commas do;
+    entries that are no host list are kept as names no node has. More entries than MAX_HOSTFILE_ENTRIES
+    are counted, each run's names read once. Raises ValueError for runs of more than
+    MAX_HOSTFILE_ENTRIES names in all (what is held; comma-separated ones counted before they are
+    split apart, so a body of millions costs no list of them, and host lists once expanded)."""
+    if sum(times for _, times in entries) <= MAX_HOSTFILE_ENTRIES:
+        every = _names([entry for entry, times in entries for _ in range(times)])
+        return every, list(dict.fromkeys(every)), len(every)
+    once: list[list[str]] = []
+    for entry, _ in entries:
+        once.append(_names([entry]))
+        if sum(map(len, once)) > MAX_HOSTFILE_ENTRIES:
+            raise _too_many()
+    count = sum(len(names) * times for names, (_, times) in zip(once, entries, strict=True))
+    return None, list(dict.fromkeys(name for names in once for name in names)), count
+
+
+def _names(entries: list[str]) -> list[str]:
+    """The entries' names, host lists expanded; ValueError past MAX_HOSTFILE_ENTRIES of them."""
     words = [word for entry in entries for word in entry.split()]
-    too_many = ValueError(f"-m arbitrary's hosts name more than {MAX_HOSTFILE_ENTRIES} nodes (a step places at "
-                          f"most {MAX_HOSTFILE_ENTRIES} tasks by name)")
     if sum(word.count(",") + 1 for word in words) > MAX_HOSTFILE_ENTRIES:  # counted before any is split apart
-        raise too_many
+        raise _too_many()
     try:
         hosts = expand(",".join(words))
     except HostlistError:  # hostlist.py's bound on names included
         hosts = words
     if len(hosts) > MAX_HOSTFILE_ENTRIES:  # host lists (gpu[1-5000]) expanded
-        raise too_many
-    if tasks is not None and nodes is not None and len(set(hosts)) > min(nodes, tasks):
-        hosts = first_nodes(hosts, min(nodes, tasks))
-    if tasks is not None and tasks != len(hosts):
-        raise ArbitraryCountDiffers(ARBITRARY_COUNT.format(tasks=tasks, hosts=len(hosts)))
-    return tuple(hosts), len(hosts)
+        raise _too_many()
+    return hosts
 
 
 def first_nodes(hosts: Sequence[str], count: int) -> list[str]:
@@ -240,6 +277,19 @@ def deal_tasks(tasks: int, room: list[int], size: int) -> list[tuple[int, ...]]:
         oversubscribe = oversubscribe or not progressed
         first_round = False
     return [tuple(ids) for ids in dealt]
+
+
+def node_step_status(exits: Sequence[Sequence[int]], task_ids: Sequence[int]) -> tuple[int, int]:
+    """The step's (exit code, signal) as one node's slurmstepd reports it (22.05's mgr.c
+    ``_get_exit_code``; ``exits``: task, exit code, signal; ``task_ids``: the node's tasks in
+    SLURM_LOCALID order): the first task a signal killed, else the last task's exit, not the highest,
+    since its MAX weighs each task against the step's status before it, still 0
+    (fixtures/22.05/srun-range/sacct.txt: step 5.0, task 0 exiting 3 and task 1 then 0 on one node,
+    COMPLETED 0:0, while 4.0, the same over two nodes, is FAILED 3:0: slurmctld keeps the worst node's)."""
+    by_task = {task: (code, signal) for task, code, signal in exits}
+    ordered = [by_task[task] for task in task_ids if task in by_task]
+    killed = next(((0, signal) for _, signal in ordered if signal), None)
+    return killed or (ordered[-1][0] if ordered else 0, 0)
 
 
 @dataclass(frozen=True)

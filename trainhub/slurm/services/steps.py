@@ -24,7 +24,8 @@ from trainhub.slurm.hostlist import compress
 from trainhub.slurm.jobenv import task_room
 from trainhub.slurm.models import (JobNode, JobState, JobStep, NodePhase, PendingStep, SlurmJob, StepInput,
                                    StepLogLine, StepNode)
-from trainhub.slurm.steps import NodeShare, StepRefused, StepRequest, default_distribution, layout, place, tres_per
+from trainhub.slurm.steps import (NodeShare, StepRefused, StepRequest, default_distribution, layout,
+                                  node_step_status, place, tres_per)
 
 _SALT = "trainhub.slurm.step-credential"
 #: srun's reason when the job is no longer running (slurm_strerror(ESLURM_ALREADY_DONE)).
@@ -123,10 +124,42 @@ def _close(step: JobStep, state: str, now: dt.datetime, *, exit_code: int, signa
     step.save(update_fields=["state", "end_time", "exit_code", "exit_signal"])
 
 
+#: The stream of a step's log line that says a task exited (its text: ``CODE SIGNAL``): srun prints
+#: ``srun: error: NODE: task N: Exited with exit code C`` as it reads it, after the task's own lines.
+EXIT_STREAM = "exit"
+
+
+@transaction.atomic
+def step_tasks_exited(*, step_node: StepNode, exits: list[tuple[int, int, int]], now: dt.datetime) -> None:
+    """Some of a node's tasks of a step ended (``exits``: task, exit code, signal; all of them so far):
+    a failed one's exit becomes a line of the step's log the first time it is reported, after its own
+    lines, so srun says a task failed as it fails, not once the whole step ended (slurmstepd sends
+    srun a task's exit as it exits; fixtures/22.05/srun-range/out-3.txt: task 0's ``Exited with exit
+    code 3`` before task 1's line 3 s later); with every task there the node has finished
+    (step_node_finished)."""
+    node = StepNode.objects.select_for_update().select_related("step__job").get(pk=step_node.pk)
+    if node.exits is not None:
+        return
+    job = node.step.job
+    # Stopped (srun interrupted, the job ending), srun says the exits once the step ended, after its
+    # own lines for the stop (fixtures/22.05/srun-details/scancel-8.err).
+    stopping = (node.stop_requested or node.step.state != JobState.RUNNING or job.state != JobState.RUNNING
+                or job.ending_state)
+    if not stopping:
+        said = set(StepLogLine.objects.filter(step_id=node.step_id, stream=EXIT_STREAM, task__in=node.task_ids)
+                   .values_list("task", flat=True))
+        StepLogLine.objects.bulk_create([
+            StepLogLine(step_id=node.step_id, task=task, stream=EXIT_STREAM, time=now, text=f"{code} {signal}")
+            for task, code, signal in sorted(exits) if (code or signal) and task not in said])
+    if {task for task, _, _ in exits} == set(node.task_ids):
+        step_node_finished(step_node=node, exits=exits, now=now)
+
+
 @transaction.atomic
 def step_node_finished(*, step_node: StepNode, exits: list[tuple[int, int, int]], now: dt.datetime) -> None:
     """A node's tasks of a step all ended (``exits``: task, exit code, signal). When the last node
-    of the step reports, the step ends with the worst exit: the highest code, then the highest signal.
+    of the step reports, the step ends with the worst of its nodes' statuses (steps.node_step_status):
+    the highest code, then the highest signal.
     A step srun stopped, or whose job is being stopped (its tasks got SIGTERM at a time limit:
     fixtures/22.05/srun-timeout/sacct-p.txt, step 1.0 CANCELLED 0:15), ends CANCELLED unless a task
     exited with a code of its own (a task that traps srun's SIGINT and exits 9: FAILED 9:0,
@@ -139,10 +172,10 @@ def step_node_finished(*, step_node: StepNode, exits: list[tuple[int, int, int]]
     node.save(update_fields=["exits"])
     if step.state != JobState.RUNNING or StepNode.objects.filter(step=step, exits__isnull=True).exists():
         return
-    every = [item for reported in StepNode.objects.filter(step=step).values_list("exits", flat=True)
-             for item in reported]
-    exit_code = max((code for _, code, _ in every), default=0)
-    signal = max((sig for _, _, sig in every), default=0)
+    statuses = [node_step_status(reported, task_ids)
+                for reported, task_ids in StepNode.objects.filter(step=step).values_list("exits", "task_ids")]
+    exit_code = max((code for code, _ in statuses), default=0)
+    signal = max((sig for _, sig in statuses), default=0)
     state = JobState.COMPLETED if exit_code == signal == 0 else JobState.FAILED
     stopping = SlurmJob.objects.filter(pk=step.job_id).exclude(ending_state="").exists()
     if exit_code == 0 and (stopping or StepNode.objects.filter(step=step, stop_requested=True).exists()):
