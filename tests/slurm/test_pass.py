@@ -492,3 +492,29 @@ def test_a_pass_keeps_reasons_for_accounting_in_its_one_write_of_each_pending_jo
     assert SlurmJob.objects.filter(reason_prev_db="JobHeldUser").count() == 8
     assert 1 <= len(kept) <= 3 and all('"reason" = ' in sql for sql in kept)
 
+
+def test_a_pending_jobs_first_record_carries_the_reason_kept_then(accounts, cast, now):
+    """services.accounting.job_records_sent (slurmctld's db_inx thread): a pending job's first record
+    takes its reason_prev_db, which later passes do not change; a job submitted after the tick waits
+    for the next."""
+    from trainhub.slurm.services.accounting import job_records_sent
+
+    early = submit(accounts, cast["uma"], "-H", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    late = submit(accounts, cast["uma"], "-H", "--wrap", "b", now=at(now, seconds=2))
+    assert job_records_sent(now=at(now, seconds=1)) == 1
+    assert (reload(early).reason_recorded, reload(late).reason_recorded) == ("JobHeldUser", "")
+    run_pass(accounts, at(now, seconds=3))
+    assert job_records_sent(now=at(now, seconds=6)) == 1
+    assert reload(late).reason_recorded == "JobHeldUser"
+
+
+def test_beat_sends_pending_jobs_first_records_every_5_seconds(accounts, cast, now, settings):
+    """As slurmctld's db_inx thread, apart from the passes (a pending job submitted in the past)."""
+    from trainhub.slurm import tasks
+
+    assert settings.CELERY_BEAT_SCHEDULE["slurm-job-records"] == {"task": "trainhub.slurm.tasks.job_records_send",
+                                                                  "schedule": 5.0}
+    held = submit(accounts, cast["uma"], "-H", "--wrap", "a", now=now - dt.timedelta(minutes=1))
+    tasks.job_records_send()
+    assert reload(held).reason_recorded == "None"  # no queue build had kept JobHeldUser
