@@ -232,6 +232,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trainhub.slurm.tasks.all_clusters_pass",
         "schedule": float(envint("TRAINHUB_SLURM_PASS_INTERVAL_SECONDS", 5)),
     },
+    # slurmctld's db_inx thread: pending jobs' first records (their sacct Reason), every 5 s as slurmctld.
+    "slurm-job-records": {
+        "task": "trainhub.slurm.tasks.job_records_send",
+        "schedule": 5.0,
+    },
     # Job mail (sbatch --mail-type) is sent after commit; this sends what a down worker or broker missed.
     "slurm-job-mail-flush": {
         "task": "trainhub.slurm.tasks.job_mail_flush",

@@ -14,6 +14,7 @@ from trainhub.slurm.formats import (
     SacctJob,
     SqueueFormatError,
     SqueueJob,
+    accounting_reason,
     in_squeue_order,
     print_fields,
     sacct_rows,
@@ -248,3 +249,16 @@ def test_scontrol_show_job_memory_and_tres_as_scontrol_prints_them():
     assert tres_text(cpus=1, mem_mb=16000, nodes=1, billing=1, gpus=0) == "cpu=1,mem=16000M,node=1,billing=1"
     assert scontrol_job_text([]) == "No jobs in the system\n"
     assert scontrol_job_text([], asked="7") == ""
+
+
+@pytest.mark.parametrize(("reason", "prev_db", "recorded", "started", "shown"), [
+    ("None", "Dependency", "None", True, "Dependency"),  # its start record carried the kept reason
+    ("None", "None", "", True, "None"),
+    ("JobHeldUser", "JobHeldUser", "JobHeldUser", False, "JobHeldUser"),  # first record after a build
+    ("AssocGrpCpuLimit", "AssocGrpCpuLimit", "None", False, "None"),  # first record before the build kept it
+    ("JobHeldUser", "JobHeldUser", "", False, "None"),  # ended before any record: the completion has none
+    ("PartitionNodeLimit", "PartitionNodeLimit", "", False, "PartitionConfig"),
+])
+def test_sacct_reason_is_the_kept_reason_slurmdbd_got_with_the_jobs_records(reason, prev_db, recorded, started, shown):
+    """fixtures/22.05/acct-reason (Dependency, JobHeldUser, AssocGrpCpuLimit) and job-records (PartitionConfig)."""
+    assert accounting_reason(reason=reason, reason_prev_db=prev_db, reason_recorded=recorded, started=started) == shown

@@ -453,3 +453,68 @@ def test_switching_to_priority_basic_gives_a_job_queued_before_the_lowest_priori
     run_pass(accounts, at(now, minutes=1))
     assert (reload(niced).state, reload(niced).priority) == (JobState.PENDING, 1)
     assert reload(later).priority > 1
+
+
+def test_a_pass_that_builds_a_queue_keeps_the_reason_its_jobs_waited_for_accounting(accounts, cast, now):
+    """build_job_queue (scheduler.reason_prev_db): a held job's JobHeldUser is kept by the first pass that runs
+    the main scheduler after its submission, not by one between (batch_sched_delay), and stays once it is
+    released and runs; Resources and Priority are not kept."""
+    submit(accounts, cast["uma"], "-N", "2", "--gres=gpu:8", "--wrap", "all", now=now)
+    run_pass(accounts, now)
+    held = submit(accounts, cast["uma"], "-H", "--wrap", "h", now=at(now, seconds=1))
+    waiting = [submit(accounts, cast["uma"], "--gres=gpu:1", "--wrap", str(i), now=at(now, seconds=1)) for i in range(2)]
+    run_pass(accounts, at(now, seconds=2))  # the main scheduler is not due: no queue build
+    assert reload(held).reason_prev_db == "None"
+    run_pass(accounts, at(now, seconds=3))
+    assert [reload(job).reason for job in waiting] == ["Resources", "Priority"]
+    assert reload(held).reason_prev_db == "JobHeldUser"
+    run_pass(accounts, at(now, seconds=6))
+    assert [reload(job).reason_prev_db for job in waiting] == ["None", "None"]
+    from trainhub.slurm.services.jobs import job_release
+
+    job_release(job=reload(held), actor=cast["uma"], is_admin=False, now=at(now, seconds=7))
+    run_pass(accounts, at(now, seconds=9))
+    assert (reload(held).state, reload(held).reason_prev_db) == (JobState.RUNNING, "JobHeldUser")
+
+
+def test_a_pass_keeps_reasons_for_accounting_in_its_one_write_of_each_pending_job(accounts, cast, now):
+    """The kept reasons go in the statements that write the pass's reasons (one executemany each, logged
+    once), not one query per job."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for i in range(8):
+        submit(accounts, cast["uma"], "-H", "--wrap", str(i), now=now)
+    with CaptureQueriesContext(connection) as queries:
+        run_pass(accounts, at(now, seconds=1))
+    kept = [query["sql"] for query in queries.captured_queries
+            if "UPDATE" in query["sql"] and '"reason_prev_db" = ' in query["sql"]]  # "N times: UPDATE ..."
+    assert SlurmJob.objects.filter(reason_prev_db="JobHeldUser").count() == 8
+    assert 1 <= len(kept) <= 3 and all('"reason" = ' in sql for sql in kept)
+
+
+def test_a_pending_jobs_first_record_carries_the_reason_kept_then(accounts, cast, now):
+    """services.accounting.job_records_sent (slurmctld's db_inx thread): a pending job's first record
+    takes its reason_prev_db, which later passes do not change; a job submitted after the tick waits
+    for the next."""
+    from trainhub.slurm.services.accounting import job_records_sent
+
+    early = submit(accounts, cast["uma"], "-H", "--wrap", "a", now=now)
+    run_pass(accounts, now)
+    late = submit(accounts, cast["uma"], "-H", "--wrap", "b", now=at(now, seconds=2))
+    assert job_records_sent(now=at(now, seconds=1)) == 1
+    assert (reload(early).reason_recorded, reload(late).reason_recorded) == ("JobHeldUser", "")
+    run_pass(accounts, at(now, seconds=3))
+    assert job_records_sent(now=at(now, seconds=6)) == 1
+    assert reload(late).reason_recorded == "JobHeldUser"
+
+
+def test_beat_sends_pending_jobs_first_records_every_5_seconds(accounts, cast, now, settings):
+    """As slurmctld's db_inx thread, apart from the passes (a pending job submitted in the past)."""
+    from trainhub.slurm import tasks
+
+    assert settings.CELERY_BEAT_SCHEDULE["slurm-job-records"] == {"task": "trainhub.slurm.tasks.job_records_send",
+                                                                  "schedule": 5.0}
+    held = submit(accounts, cast["uma"], "-H", "--wrap", "a", now=now - dt.timedelta(minutes=1))
+    tasks.job_records_send()
+    assert reload(held).reason_recorded == "None"  # no queue build had kept JobHeldUser

@@ -5,8 +5,9 @@ What Slurm did. NumTasks: ``-N 2 -n 3`` shows 3 and ``-N 2 --ntasks-per-node=2``
 waits for Resources or was cancelled while held; ``-N 2`` alone shows its node count, but N/A (squeue's
 TASKS 4294967294, NO_VAL) once cancelled while held, as a refused ``--gres=gpu:9`` does: slurmctld keeps -n's
 count from submission, and without one packs the pending job's nodes or its allocation's. sacct's Reason is
-``None`` for every job record, finished, running, pending, held, cancelled and refused, but ``PartitionConfig``
-for ``-N 5`` on the 4-node partition (squeue's PartitionNodeLimit), blank for a step (formats.accounting_reason).
+``None`` for every job record, finished, running, pending, held, cancelled and refused (the held jobs' first
+records came before the build that kept JobHeldUser: the replay sends none), but ``PartitionConfig`` for
+``-N 5`` on the 4-node partition (squeue's PartitionNodeLimit), blank for a step (formats.accounting_reason).
 EnforcePartLimits=ALL and ANY with the partition's MaxNodes=2 refuse a node range whose MAX is over it
 (``-N 1-4``, ``-N 2-4``) as they refuse ``-N 3``, and ``-N 1-2`` runs on 2. A node range's billing is counted
 again on the nodes select chose (GrpTRES=billing=3: ``-N 1-4`` waits AssocGrpBilling, ``-N 1-3`` runs on 3),

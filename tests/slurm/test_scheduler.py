@@ -4,6 +4,7 @@ delays a reservation, squeue --start estimates, preemption."""
 import dataclasses
 import datetime as dt
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from trainhub.slurm.scheduler import (
     Waiting,
     node_config_available,
     queue_order,
+    reason_prev_db,
     schedule,
     share_gpus_per_job,
 )
@@ -606,3 +608,15 @@ def test_a_node_range_waits_for_its_minimum_and_is_planned_on_it():
     assert plan.waiting[1].reason == "Resources"
     assert plan.waiting[1].estimated_start == NOW + dt.timedelta(minutes=5)
     assert plan.waiting[1].planned_nodes == ("gpu2", "gpu3", "gpu4")
+
+
+@pytest.mark.parametrize(("reason", "prev_db", "kept"), [
+    ("Dependency", "None", "Dependency"),
+    ("AssocGrpCpuLimit", "Dependency", "AssocGrpCpuLimit"),  # the last one kept
+    ("Resources", "JobHeldUser", "JobHeldUser"),  # None, Priority and Resources are not kept
+    ("Priority", "BeginTime", "BeginTime"),
+    ("None", "None", "None"),
+])
+def test_a_queue_build_keeps_a_pending_jobs_reason_for_accounting_unless_none_priority_or_resources(
+        reason, prev_db, kept):
+    assert reason_prev_db(reason=reason, prev_db=prev_db) == kept

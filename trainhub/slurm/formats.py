@@ -1068,19 +1068,22 @@ def _timestamp(moment: dt.datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S") if moment else "Unknown"
 
 
-def accounting_reason(*, reason: str, started: bool) -> str:
-    """sacct's Reason of a job record: the state_reason_prev_db slurmctld sent slurmdbd with the job's
-    record (sacct's print_fields PRINT_REASON), not squeue's reason. slurmctld sets it in build_job_queue
-    from a pending job's reason other than None, Priority and Resources; slurmdbd learns it when the
-    job's record is sent, which for a job that has not started is the accounting plugin's first pass
-    over new jobs, seconds after submission. 22.05.8 shows ``None`` for finished, running, pending
-    (Resources, Priority, held) and refused jobs, cancelled ones too, and ``PartitionConfig`` for a
-    ``-N 5`` on a 4-node partition (squeue's PartitionNodeLimit: the reason select_nodes gave before the
-    first queue build; fixtures/22.05/job-records/sacct-reason-j.txt, finished-jobs/sacct-x-more.txt).
-    Which reason slurmdbd gets races with that pass (another recording showed None for the same job,
-    and a ``-N 1-4`` cancelled while it waited AssocGrpBilling showed that reason), so only these are
-    modelled."""
-    return "PartitionConfig" if reason == "PartitionNodeLimit" and not started else "None"
+def accounting_reason(*, reason: str, reason_prev_db: str, reason_recorded: str, started: bool) -> str:
+    """sacct's Reason of a job record (sacct's print_fields PRINT_REASON): the state_reason_prev_db
+    slurmctld sent slurmdbd with the job's last start record (scheduler.reason_prev_db), not squeue's
+    reason. A job that ran: the one its start carried (``reason_prev_db``: Dependency, JobHeldUser,
+    BeginTime, AssocGrpCpuLimit for jobs that waited on them, None for Resources and Priority;
+    fixtures/22.05/acct-reason). A job that never ran: the one its first record carried
+    (``reason_recorded``, services.accounting.job_records_sent), None if none was sent, but
+    ``PartitionConfig`` for a job waiting PartitionNodeLimit (``-N 5`` on a 4-node partition;
+    job-records/sacct-reason-j.txt, finished-jobs/sacct-x-more.txt): slurmctld gave it PartitionConfig
+    at submission and a build kept that before the next one changed it, while trainhub gives
+    PartitionNodeLimit from the start."""
+    if started:
+        return reason_prev_db
+    if reason == "PartitionNodeLimit":
+        return "PartitionConfig"
+    return reason_recorded or "None"
 
 
 #: field name (lower case) -> (PrintField, value getter); widths from slurm:src/sacct/sacct.c

@@ -318,6 +318,12 @@ class SlurmJob(models.Model):
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     #: squeue's REASON for a pending job (Priority, Resources, AssocGrpGRES, ...).
     reason = models.CharField(max_length=128, default="None")
+    #: slurmctld's state_reason_prev_db: the last reason other than None, Priority and Resources a queue
+    #: build found the job pending with (scheduler.reason_prev_db); its start record carries it to sacct.
+    reason_prev_db = models.CharField(max_length=128, default="None")
+    #: reason_prev_db as slurmdbd got it with the pending job's first record (services.accounting.
+    #: job_records_sent, slurmctld's db_inx thread); blank before. sacct's Reason of a job that never ran.
+    reason_recorded = models.CharField(max_length=128, blank=True, default="")
     #: scontrol's state_desc ("launch failed requeued held", "cancelled by alice").
     state_desc = models.CharField(max_length=255, blank=True)
     priority = models.PositiveBigIntegerField(default=0)

@@ -1096,7 +1096,8 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
         alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres, req_cpus=asked_cpus, req_nodes=asked_nodes,
         alloc_nodes=run.num_nodes if run else 0,
-        reason=formats.accounting_reason(reason=job.reason, started=run is not None))
+        reason=formats.accounting_reason(reason=job.reason, reason_prev_db=job.reason_prev_db,
+                                         reason_recorded=job.reason_recorded, started=run is not None))
 
 
 def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJob], str]:
@@ -1170,7 +1171,7 @@ def _accounting(record: formats.SacctJob, run: JobRun | None) -> dict:
 _SACCT_JOB_FIELDS = ("cluster_id", "job_id", "name", "user_name", "account", "partition", "qos", "num_nodes",
                      "time_limit", "state", "state_desc", "priority", "restart_count", "submit_time", "start_time",
                      "end_time", "exit_code", "exit_signal", "array_job_id", "array_task_id", "array_pending",
-                     "array_max_running", "reason",
+                     "array_max_running", "reason", "reason_prev_db", "reason_recorded",
                      # ReqTRES's (_requested_tres)
                      "num_tasks", "cpus_per_task", "nodes_from_tasks", "gpus_per_job", "gpus_per_task",
                      "gpus_per_node", "mem_per_node", "mem_per_cpu", "mem_per_gpu", "min_nodes", "tasks_from_nodes")

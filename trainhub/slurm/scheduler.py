@@ -115,6 +115,7 @@ __all__ = [
     "main_due_in",
     "node_config_available",
     "queue_order",
+    "reason_prev_db",
     "schedule",
 ]
 
@@ -1270,6 +1271,20 @@ def main_due(config: SlurmConfig, last_main: dt.datetime | None, now: dt.datetim
     05:10:48, jobs 2 and 3 by backfill in that second, the others looked at by the main scheduler
     at 05:10:51: scontrol's Scheduler= and LastSchedEval=). ``job_ended``: a job ended since ``last_main``."""
     return job_ended or main_due_in(config, last_main, now) <= 0
+
+
+#: Reasons build_job_queue does not keep in state_reason_prev_db (WAIT_NO_REASON, WAIT_PRIORITY, WAIT_RESOURCES).
+_NOT_KEPT_FOR_ACCOUNTING = frozenset({"None", "Priority", "Resources"})
+
+
+def reason_prev_db(*, reason: str, prev_db: str) -> str:
+    """A pending job's state_reason_prev_db after a queue build (a main-scheduler run or a backfill
+    iteration) finds it pending with ``reason``, the reason the previous build or its submission left
+    it: slurm:src/slurmctld/job_scheduler.c build_job_queue, at the start of the build, keeps a reason
+    other than None, Priority and Resources; the job's records carry it to slurmdbd, whose sacct shows
+    it as Reason (fixtures/22.05/acct-reason: Dependency, JobHeldUser, BeginTime, AssocGrpCpuLimit for
+    jobs that waited on them and ran; None for Resources and Priority)."""
+    return prev_db if reason in _NOT_KEPT_FOR_ACCOUNTING else reason
 
 
 def main_due_in(config: SlurmConfig, last_main: dt.datetime | None, now: dt.datetime) -> float:

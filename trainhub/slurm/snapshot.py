@@ -57,6 +57,7 @@ class QueuedJob:
     requeue: bool
     state: str
     reason: str
+    reason_prev_db: str
     priority: int
     fifo_priority: int
     priority_time: dt.datetime | None

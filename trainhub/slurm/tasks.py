@@ -1,7 +1,9 @@
 """Thin Celery wrappers: one scheduler pass per cluster. Beat passes every cluster every
 TRAINHUB_SLURM_PASS_INTERVAL_SECONDS; submissions, job ends and admin edits request one more, and the
 requests made before it starts share it (services.clusters.request_pass).
-Job mail: each mail is sent after its transition commits; beat flushes what was missed every minute."""
+Job mail: each mail is sent after its transition commits; beat flushes what was missed every minute.
+Job records: beat sends pending jobs' first records every 5 seconds, as slurmctld's db_inx thread
+(services.accounting.job_records_sent)."""
 
 import logging
 
@@ -13,7 +15,7 @@ from trainhub.common.redis import get_redis
 from trainhub.scheduling import pass_requests
 from trainhub.scheduling.leader import leader_lock
 from trainhub.slurm.models import SlurmCluster
-from trainhub.slurm.services import mail, passes
+from trainhub.slurm.services import accounting, mail, passes
 from trainhub.slurm.services.clusters import pass_requested_flag
 
 logger = logging.getLogger(__name__)
@@ -53,3 +55,8 @@ def job_mail_send(mail_pk: int) -> None:
 @shared_task(ignore_result=True)
 def job_mail_flush() -> None:
     mail.job_mail_flush(now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def job_records_send() -> None:
+    accounting.job_records_sent(now=timezone.now())

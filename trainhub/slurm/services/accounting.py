@@ -9,6 +9,9 @@ to its name and its organization to the parent's (the name itself under root); a
 association is (account, user[, partition]) under the account's association; a user's first
 account becomes its default account; deleting an account removes every association below it;
 deleting associations cancels their pending and running jobs (resource_limits.shtml).
+
+Job records: slurmdbd learns a pending job's sacct Reason from the first record slurmctld sends of it
+(job_records_sent).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from trainhub.common.errors import ApiError
@@ -296,3 +300,17 @@ def qos_delete(*, cluster: SlurmCluster, qos_rows: list[Qos], actor: str, now: d
         Qos.objects.filter(pk__in=[q.pk for q in qos_rows]).delete()
         request_pass(cluster)
     return qos_rows
+
+
+def job_records_sent(*, now: dt.datetime) -> int:
+    """slurmctld's db_inx thread (slurm:src/plugins/accounting_storage/slurmdbd/accounting_storage_slurmdbd.c
+    _set_db_inx_thread): every 5 seconds it sends slurmdbd a start record of each job it has sent none of,
+    with the job's state_reason_prev_db (SlurmJob.reason_prev_db). That is the Reason sacct shows of a job
+    that never runs, pending or ended: a later queue build changes only slurmctld's copy, and the job's
+    completion record carries no reason (fixtures/22.05/job-records: ``-N 5`` kept PartitionConfig after
+    cancelling; acct-reason: a pending ``-d afterok`` shows Dependency, a job whose first build gave it
+    AssocGrpCpuLimit None until it ran). The thread runs apart from the scheduler, so whether a job's first
+    record comes before or after its first queue build is a race (job-records: held jobs cancelled after a
+    build showed None; acct-reason: JobHeldUser). Returns how many jobs' records were sent."""
+    return (SlurmJob.objects.filter(state=JobState.PENDING, reason_recorded="", submit_time__lte=now)
+            .update(reason_recorded=F("reason_prev_db")))

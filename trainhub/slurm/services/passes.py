@@ -302,7 +302,7 @@ def _schedule(cluster: SlurmCluster, state: snapshot.ClusterState, jobs: list[sn
                               backfill=backfill, main=main)
     task_starts = array_service.fold(plan, entries, by_id, running_tasks)
     summary.preempted = _preempt(by_id, plan, now)
-    _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill,
+    _store_queue(cluster, pending, recomputed, plan, now, estimated=backfill, built=main or backfill,
                  task_nodes={job.job_id: snapshot.scheduled_node_count(job, state) for job in pending
                              if job.nodes_from_tasks or job.min_nodes})
     held, released = array_service.throttle_changes(plan, by_id)
@@ -343,12 +343,14 @@ def _update_pending(columns: tuple[str, ...], rows: list[tuple]) -> None:
     _update_rows(SlurmJob, columns, rows, state=JobState.PENDING.value)
 
 
+#: What a pass writes of every pending job it changes, with its priority or evaluation time or alone.
+_REASON_COLUMNS = ("reason", "expected_start", "expected_nodes", "reason_prev_db")
 #: The reasons of a job the main scheduler tried and could not start (scheduler._Pass.main).
 _TRIED = frozenset({"Resources", scheduler.NODES_RESERVED})
 
 
 def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recomputed: list[snapshot.QueuedJob],
-                 plan: scheduler.SchedulePlan, now: dt.datetime, *, estimated: bool,
+                 plan: scheduler.SchedulePlan, now: dt.datetime, *, estimated: bool, built: bool,
                  task_nodes: Mapping[int, int]) -> None:
     """The pending jobs' new priorities (with their factors), the pass's evaluation of those and of
     jobs no pass had evaluated (sched_eval_time), and changed reasons and --start estimates, each
@@ -358,7 +360,9 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
     scheduler gave it a new one (its --begin, or the end of its preemption victims). A job of -n
     without -N (or of -N MIN-MAX) the main scheduler tried and could not start (Resources) shows the node
     count it was tried with (``task_nodes``: snapshot.scheduled_node_count; slurmctld's node_cnt_wag, set by
-    select_nodes whether or not the job starts)."""
+    select_nodes whether or not the job starts). A pass that builds a queue (``built``: the main scheduler
+    or a backfill iteration runs) first keeps each pending job's reason for accounting
+    (scheduler.reason_prev_db), from the reason it had before the pass."""
     adapt = connection.ops.adapt_datetimefield_value
     moment = adapt(now)
     # TRES terms exist only with PriorityWeightTRES (a JSON column, adapted as the ORM would).
@@ -377,20 +381,23 @@ def _store_queue(cluster: SlurmCluster, pending: list[snapshot.QueuedJob], recom
         else:
             reason, estimate, nodes = (waiting.reason if waiting else job.reason, job.expected_start,
                                        job.expected_nodes)
+        prev_db = (scheduler.reason_prev_db(reason=job.reason, prev_db=job.reason_prev_db) if built
+                   else job.reason_prev_db)
         if job.pk in new_priority:
             priority_rows.append((*(getattr(job, column) for column in _PRIORITY_COLUMNS),
                                   *((tres_field.get_db_prep_value(job.factor_tres, connection),) if with_tres else ()),
-                                  moment, moment, reason, adapt(estimate), nodes, job.pk))
+                                  moment, moment, reason, adapt(estimate), nodes, prev_db, job.pk))
         elif job.sched_eval_time is None:
-            evaluated_rows.append((moment, reason, adapt(estimate), nodes, job.pk))
-        elif (job.reason, job.expected_start, job.expected_nodes) != (reason, estimate, nodes):
-            reason_rows.append((reason, adapt(estimate), nodes, job.pk))
+            evaluated_rows.append((moment, reason, adapt(estimate), nodes, prev_db, job.pk))
+        elif ((job.reason, job.expected_start, job.expected_nodes, job.reason_prev_db)
+              != (reason, estimate, nodes, prev_db)):
+            reason_rows.append((reason, adapt(estimate), nodes, prev_db, job.pk))
     tres_columns = ("factor_tres",) if with_tres else ()
     with transaction.atomic():
-        _update_pending((*_PRIORITY_COLUMNS, *tres_columns, "priority_time", "sched_eval_time", "reason",
-                         "expected_start", "expected_nodes"), priority_rows)
-        _update_pending(("sched_eval_time", "reason", "expected_start", "expected_nodes"), evaluated_rows)
-        _update_pending(("reason", "expected_start", "expected_nodes"), reason_rows)
+        _update_pending((*_PRIORITY_COLUMNS, *tres_columns, "priority_time", "sched_eval_time", *_REASON_COLUMNS),
+                        priority_rows)
+        _update_pending(("sched_eval_time", *_REASON_COLUMNS), evaluated_rows)
+        _update_pending(_REASON_COLUMNS, reason_rows)
         _update_pending(("num_nodes",), node_rows)
         if recomputed and not with_tres:
             SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING).exclude(factor_tres={}).update(
