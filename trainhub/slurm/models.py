@@ -416,7 +416,11 @@ class SlurmJob(models.Model):
         constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="slurm_job_id_per_cluster")]
         indexes = [models.Index(fields=["cluster", "state", "job_id"], name="slurm_job_queue"),
                    models.Index(fields=["cluster", "state", "priority_time"], name="slurm_job_priority_due"),
-                   models.Index(fields=["cluster", "array_job_id"], name="slurm_job_array")]
+                   models.Index(fields=["cluster", "array_job_id"], name="slurm_job_array"),
+                   # the pending jobs whose first record is still to be sent (services.accounting.
+                   # job_records_sent, every 5 s): usually none, so the tick reads no other job's row
+                   models.Index(fields=["submit_time"], name="slurm_job_record_unsent",
+                                condition=models.Q(state="PENDING", reason_recorded=""))]
 
     def __str__(self) -> str:
         return f"{self.cluster.cluster_id}/{self.job_id}"

@@ -20,4 +20,9 @@ class Migration(migrations.Migration):
             name='reason_recorded',
             field=models.CharField(blank=True, default='', max_length=128),
         ),
+        migrations.AddIndex(
+            model_name='slurmjob',
+            index=models.Index(condition=models.Q(('reason_recorded', ''), ('state', 'PENDING')),
+                               fields=['submit_time'], name='slurm_job_record_unsent'),
+        ),
     ]
