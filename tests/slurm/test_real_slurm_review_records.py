@@ -1,0 +1,70 @@
+"""trainhub replays fixtures/22.05/review-records.sh (the review of issue 19's job records) on the slurm-harness
+cluster of 4 nodes x 16 CPUs x 8 GPUs, CR_CPU, AccountingStorageEnforce=associations,limits,qos.
+
+What Slurm did. A node range over a TRES-minutes limit is held back after select chose its nodes
+(acct_policy_job_runnable_post_select), as one over GrpTRES is: under QOS MaxTRESMinsPerJob=cpu=10,
+``-N 3-4 -t 5`` (15 CPU-minutes at MIN already) and ``-N 1-4 -t 5`` (5 at MIN, 20 on 4 nodes) both wait
+QOSMaxCpuMinutesPerJobLimit showing NumNodes=4-4. sacct's Reason of a job waiting PartitionNodeLimit for the
+partition's MaxNodes (``-N 3`` and ``-N 1-4`` under MaxNodes=2) is PartitionConfig, as ``-N 5``'s on 4 nodes is
+(job-records). Part 1 (squeue -O NumTasks of a running --ntasks-per-node job) is replayed by
+test_real_slurm_ntasks_per_node.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainhub.slurm import formats, reports
+from trainhub.slurm.models import Partition, SlurmJob
+from trainhub.slurm.services.sacctmgr import sacctmgr_run
+
+from .conftest import run_pass
+from .test_real_slurm import harness_cluster
+from .test_real_slurm_job_records import COMPARED, SECOND, job_id_masked, sbatch
+from .test_real_slurm_sched import Replay
+
+REAL = Path(__file__).parent / "fixtures" / "22.05" / "review-records"
+
+
+def real(name: str) -> str:
+    return (REAL / f"{name}.txt").read_text()
+
+
+def compared(text: str) -> str:
+    """scontrol's state and node count lines, without the job id."""
+    return "".join(line for line in text.splitlines(keepends=True) if COMPARED.match(line))
+
+
+def test_a_node_range_over_max_tres_mins_per_job_waits_with_the_nodes_select_chose(cast, now):
+    cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos")
+    sacctmgr_run(cluster=cluster, line="-i modify qos normal set MaxTRESMinsPerJob=cpu=10", actor="root",
+                 is_admin=True, now=now)
+    users = Replay(cluster, cast).users
+    for name in ("mins-N3-4", "mins-N1-4"):
+        out, error = sbatch(cluster, users, name, now, "-N", name.removeprefix("mins-N"), "-t", "5",
+                            "--wrap", "sleep 600")
+        assert error == "rc=0\n", out + error
+    run_pass(cluster, now + 2 * SECOND)
+    moment = now + 8 * SECOND
+    squeue = reports.squeue(cluster, now=moment, format="%i|%j|%T|%D|%C|%r").text
+    assert job_id_masked(squeue) == job_id_masked(real("squeue-mins"))
+    for job_id, recorded in ((1, "scontrol-4"), (2, "scontrol-5")):
+        shown = reports.scontrol_jobs(cluster, now=moment, job=str(job_id)).text
+        assert compared(shown) == compared(real(recorded)), recorded
+
+
+def test_sacct_reason_of_a_job_over_max_nodes_is_partition_config(cast, now):
+    cluster, _ = harness_cluster(cast, now)
+    partition = Partition.objects.get(cluster=cluster, name="batch")
+    Partition.objects.filter(pk=partition.pk).update(config={**partition.config, "MaxNodes": "2"})
+    users = Replay(cluster, cast).users
+    for name, nodes in (("N3", "3"), ("N1-4", "1-4")):
+        assert sbatch(cluster, users, name, now, "-N", nodes, "--wrap", "sleep 600")[1] == "rc=0\n"
+    run_pass(cluster, now + 2 * SECOND)
+    assert list(SlurmJob.objects.filter(cluster=cluster).values_list("reason", flat=True)) == [
+        "PartitionNodeLimit"] * 2
+    fields = ["JobID", "JobName", "State", "Reason"]
+    records = [record for record, _ in reports.sacct(cluster, now=now + 10 * SECOND, viewer="root", fields=fields,
+                                                     all_users=True, allocations=True).items]
+    recorded = "".join(line for line in real("sacct-reason").splitlines(keepends=True) if not line.startswith("1|"))
+    assert job_id_masked(formats.sacct_text(records, fields=fields, parsable="plain")) == job_id_masked(recorded)
