@@ -4,7 +4,8 @@ cluster of 4 nodes x 16 CPUs x 8 GPUs, CR_CPU, AccountingStorageEnforce=associat
 What Slurm did. A node range over a TRES-minutes limit is held back after select chose its nodes
 (acct_policy_job_runnable_post_select), as one over GrpTRES is: under QOS MaxTRESMinsPerJob=cpu=10,
 ``-N 3-4 -t 5`` (15 CPU-minutes at MIN already) and ``-N 1-4 -t 5`` (5 at MIN, 20 on 4 nodes) both wait
-QOSMaxCpuMinutesPerJobLimit showing NumNodes=4-4. sacct's Reason of a job waiting PartitionNodeLimit for the
+QOSMaxCpuMinutesPerJobLimit showing NumNodes=4-4, and so does ``-N 3-4 -c 3 -t 5``, whose request alone (one
+task's 3 CPUs) is over the limit at submission: its node test there gave it its count all the same. sacct's Reason of a job waiting PartitionNodeLimit for the
 partition's MaxNodes (``-N 3`` and ``-N 1-4`` under MaxNodes=2) is PartitionConfig, as ``-N 5``'s on 4 nodes is
 (job-records). Part 1 (squeue -O NumTasks of a running --ntasks-per-node job) is replayed by
 test_real_slurm_ntasks_per_node.
@@ -68,3 +69,18 @@ def test_sacct_reason_of_a_job_over_max_nodes_is_partition_config(cast, now):
                                                      all_users=True, allocations=True).items]
     recorded = "".join(line for line in real("sacct-reason").splitlines(keepends=True) if not line.startswith("1|"))
     assert job_id_masked(formats.sacct_text(records, fields=fields, parsable="plain")) == job_id_masked(recorded)
+
+
+def test_a_node_range_over_max_tres_mins_per_job_at_submission_shows_the_nodes_its_node_test_gave(cast, now):
+    """limits.counted_after_selection: a TRES-minutes limit waits after select chose the nodes, as GrpTRES does."""
+    cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos")
+    sacctmgr_run(cluster=cluster, line="-i modify qos normal set MaxTRESMinsPerJob=cpu=10", actor="root",
+                 is_admin=True, now=now)
+    out, error = sbatch(cluster, Replay(cluster, cast).users, "mins-N3-4-c3", now, "-N", "3-4", "-c", "3", "-t", "5",
+                        "--wrap", "sleep 600")
+    assert error == "rc=0\n", out + error
+    run_pass(cluster, now + 2 * SECOND)
+    moment = now + 8 * SECOND
+    squeue = reports.squeue(cluster, now=moment, format="%i|%j|%T|%D|%C|%r").text
+    assert job_id_masked(squeue) == job_id_masked(real("squeue-mins-c3"))
+    assert compared(reports.scontrol_jobs(cluster, now=moment, job="1").text) == compared(real("scontrol-6"))
