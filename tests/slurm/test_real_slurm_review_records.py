@@ -36,22 +36,29 @@ def compared(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if COMPARED.match(line))
 
 
-def test_a_node_range_over_max_tres_mins_per_job_waits_with_the_nodes_select_chose(cast, now):
+def replay_mins_cases(cast, now, cases: dict[str, tuple[str, ...]], squeue_recorded: str,
+                      scontrol_recorded: tuple[str, ...]) -> None:
+    """Part 3's cases (name -> sbatch arguments) submitted together under QOS normal's MaxTRESMinsPerJob=cpu=10,
+    then squeue and each one's scontrol lines, 8 s on, against the recording (job ids masked)."""
     cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos")
     sacctmgr_run(cluster=cluster, line="-i modify qos normal set MaxTRESMinsPerJob=cpu=10", actor="root",
                  is_admin=True, now=now)
     users = Replay(cluster, cast).users
-    for name in ("mins-N3-4", "mins-N1-4"):
-        out, error = sbatch(cluster, users, name, now, "-N", name.removeprefix("mins-N"), "-t", "5",
-                            "--wrap", "sleep 600")
+    for name, args in cases.items():
+        out, error = sbatch(cluster, users, name, now, *args, "--wrap", "sleep 600")
         assert error == "rc=0\n", out + error
     run_pass(cluster, now + 2 * SECOND)
     moment = now + 8 * SECOND
     squeue = reports.squeue(cluster, now=moment, format="%i|%j|%T|%D|%C|%r").text
-    assert job_id_masked(squeue) == job_id_masked(real("squeue-mins"))
-    for job_id, recorded in ((1, "scontrol-4"), (2, "scontrol-5")):
+    assert job_id_masked(squeue) == job_id_masked(real(squeue_recorded))
+    for job_id, recorded in enumerate(scontrol_recorded, start=1):
         shown = reports.scontrol_jobs(cluster, now=moment, job=str(job_id)).text
         assert compared(shown) == compared(real(recorded)), recorded
+
+
+def test_a_node_range_over_max_tres_mins_per_job_waits_with_the_nodes_select_chose(cast, now):
+    replay_mins_cases(cast, now, {"mins-N3-4": ("-N", "3-4", "-t", "5"), "mins-N1-4": ("-N", "1-4", "-t", "5")},
+                      "squeue-mins", ("scontrol-4", "scontrol-5"))
 
 
 def test_sacct_reason_of_a_job_over_max_nodes_is_partition_config(cast, now):
@@ -73,14 +80,5 @@ def test_sacct_reason_of_a_job_over_max_nodes_is_partition_config(cast, now):
 
 def test_a_node_range_over_max_tres_mins_per_job_at_submission_shows_the_nodes_its_node_test_gave(cast, now):
     """limits.counted_after_selection: a TRES-minutes limit waits after select chose the nodes, as GrpTRES does."""
-    cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos")
-    sacctmgr_run(cluster=cluster, line="-i modify qos normal set MaxTRESMinsPerJob=cpu=10", actor="root",
-                 is_admin=True, now=now)
-    out, error = sbatch(cluster, Replay(cluster, cast).users, "mins-N3-4-c3", now, "-N", "3-4", "-c", "3", "-t", "5",
-                        "--wrap", "sleep 600")
-    assert error == "rc=0\n", out + error
-    run_pass(cluster, now + 2 * SECOND)
-    moment = now + 8 * SECOND
-    squeue = reports.squeue(cluster, now=moment, format="%i|%j|%T|%D|%C|%r").text
-    assert job_id_masked(squeue) == job_id_masked(real("squeue-mins-c3"))
-    assert compared(reports.scontrol_jobs(cluster, now=moment, job="1").text) == compared(real("scontrol-6"))
+    replay_mins_cases(cast, now, {"mins-N3-4-c3": ("-N", "3-4", "-c", "3", "-t", "5")}, "squeue-mins-c3",
+                      ("scontrol-6",))
