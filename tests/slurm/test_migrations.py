@@ -90,3 +90,21 @@ def test_jobs_made_before_tasks_given_was_kept_count_their_tasks_given_where_n_s
     finally:
         migrate(None)
     assert [SlurmJob.objects.get(pk=job.pk).tasks_given for job in jobs] == [True, False]
+
+
+def test_jobs_made_before_tasks_given_was_kept_count_their_tasks_given_where_their_options_show_it(cluster, now):
+    """--ntasks-per-node is kept (ntasks_per_node), and a node range's tasks_from_nodes is off only where -n or
+    --ntasks-per-node gave its tasks: both gave tasks as -n alone did (NumTasks 4 for ``-N 2 --ntasks-per-node=2``
+    cancelled while held, not N/A); a plain -N 2 and a range without them did not."""
+    from trainhub.slurm.models import SlurmJob
+
+    jobs = [make_job(cluster, num_nodes=2, num_tasks=4, ntasks_per_node=2, now=now),
+            make_job(cluster, num_nodes=3, num_tasks=3, min_nodes=1, max_nodes=4, now=now),
+            make_job(cluster, num_nodes=2, now=now),
+            make_job(cluster, num_nodes=4, num_tasks=1, min_nodes=1, max_nodes=4, tasks_from_nodes=True, now=now)]
+    try:
+        migrate([("slurm", "0040_job_min_nodes")])
+        migrate(None)
+    finally:
+        migrate(None)
+    assert [SlurmJob.objects.get(pk=job.pk).tasks_given for job in jobs] == [True, True, False, False]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from trainhub.slurm import reports
+from trainhub.slurm import formats, reports
 from trainhub.slurm.models import JobNode, SlurmCluster, SlurmJob
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
 from trainhub.slurm.services.lifecycle import (
@@ -64,6 +64,17 @@ def test_squeue_shows_the_nodes_and_cpus_ntasks_per_node_gets(replay):
     needs 2 nodes with 12 CPUs free and waits (Resources), ``-n 4 --ntasks-per-node=16`` behind it."""
     cluster, _, moment = replay
     assert reports.squeue(cluster, now=moment, format="%i|%j|%T|%D|%C|%N|%r").text == real("squeue-o")
+
+
+def test_squeue_numtasks_of_a_running_job_is_what_its_cpus_hold_as_scontrols(replay):
+    """squeue -O NumTasks prints the num_tasks scontrol's NumTasks shows (both read pack_job's): for ``-n 20
+    --ntasks-per-node=8`` running on 3 x 8 CPUs 24, not -n's 20 (fixtures/22.05/review-records/squeue-O.txt,
+    the same job as this recording's job 1, named pn8 there)."""
+    cluster, _, moment = replay
+    fields = "JobID,Name,State,NumTasks,NumNodes,NumCPUs,Reason"
+    shown = reports.squeue(cluster, now=moment, jobs="1", format=formats.squeue_long_format(fields)).text
+    recorded = (REAL.parent / "review-records" / "squeue-O.txt").read_text()
+    assert shown.replace("n20pn8", "pn8   ") == recorded
 
 
 def test_scontrol_show_job_prints_what_it_printed(replay):

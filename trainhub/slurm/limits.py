@@ -163,20 +163,25 @@ _QOS_MIN = _reasons("QOSMinCpuNotSatisfied", "QOSMinMemory", "QOSMinNode", "QOSM
                     "QOSMinLicense", "QOSMinBB", "QOSMinBilling", "QOSMinUnknown")
 
 
-#: The reasons of TRES limits other than nodes that slurmctld counts only once select chose a job's nodes
-#: (acct_policy_job_runnable_post_select), where node limits cap the nodes before it (select_nodes'
-#: acct_policy_get_max_nodes) and job counts and wall time wait before it (_pre_select).
+#: The reasons of TRES limits that slurmctld counts only once select chose a job's nodes
+#: (acct_policy_job_runnable_post_select: TRES, TRES-minutes, per-node and minimum limits), but the node
+#: limits that cap the nodes before it (select_nodes' acct_policy_get_max_nodes); job counts and wall time
+#: wait before it (_pre_select).
 _AFTER_SELECTION = frozenset(
     reason for table in (_ASSOC_GRP, _ASSOC_MAX_PER_JOB, _QOS_GRP, _QOS_MAX_PER_JOB, _QOS_MAX_PER_USER,
                          _QOS_MAX_PER_ACCOUNT)
-    for name, reason in table.items() if name != "node")
+    for name, reason in table.items() if name != "node") | frozenset(
+    reason for table in (_ASSOC_GRP_MINUTES, _QOS_GRP_MINUTES, _QOS_MAX_MINUTES_PER_JOB, _ASSOC_MAX_PER_NODE,
+                         _QOS_MAX_PER_NODE, _QOS_MIN)
+    for reason in table.values())
 
 
 def counted_after_selection(reason: str | None) -> bool:
     """Whether a limit with this reason keeps a job waiting only after select chose its nodes, so that a
     node range has had its node test and shows its count (fixtures/22.05/job-records-mem mem-N3-4:
     ``-N 3-4 --mem=8000`` over GrpTRES=mem=20000 waits AssocGrpMemLimit showing NumNodes=4-4, where
-    range-limits mn-N3-4 under MaxTRESPerJob=node=2 shows 3-4)."""
+    range-limits mn-N3-4 under MaxTRESPerJob=node=2 shows 3-4; review-records mins-N3-4-c3: ``-N 3-4 -c 3
+    -t 5`` over MaxTRESMinsPerJob=cpu=10 at submission waits QOSMaxCpuMinutesPerJobLimit showing 4-4)."""
     return reason in _AFTER_SELECTION
 
 

@@ -259,7 +259,7 @@ def _squeue_item(row: tuple, now: dt.datetime) -> formats.SqueueJob:
         **(_squeue_more(more, start_time, submit_time, depends, now, tres, partial(
             scontrol_job.never_tested, state=state, reason=reason, node_list=node_list, start_time=start_time, now=now),
             partial(scontrol_job.shown_tasks, num_tasks=num_tasks, ntasks_per_node=ntasks_per_node,
-                    cpus_per_task=cpus_per_task, allocated_cpus=None))
+                    cpus_per_task=cpus_per_task))
            if more else {"num_tasks": num_tasks}))
 
 
@@ -269,14 +269,17 @@ def _squeue_more(more: Sequence, start_time: dt.datetime | None, submit_time: dt
     """SqueueJob's values of the _SQUEUE_MORE_FIELDS read for a row; ``tres``: scontrol_job.job_cpus_and_tres
     of the row's job, given what tres-alloc reads of the job and the cluster (its current run's CPUs and
     GPUs, None while it has none; its nodes' memory, None when not read): scontrol's TRES=. ``untested`` and
-    ``tasks``: scontrol_job.never_tested and shown_tasks of the row's job, given its hold, begin time and
-    whether its tasks were given (TASKS: NO_VAL where scontrol shows NumTasks=N/A)."""
+    ``tasks``: scontrol_job.never_tested and shown_tasks of the row's job, given its hold, begin time,
+    whether its tasks were given and a started job's CPUs (TASKS: scontrol's NumTasks, both pack_job's
+    num_tasks; NO_VAL where scontrol shows N/A; fixtures/22.05/review-records/squeue-O.txt: ``-n 20
+    --ntasks-per-node=8`` running on 3 x 8 CPUs, 24)."""
     (interactive, accrue_time, begin_time, hold, requeue, restart_count, exit_code, exit_signal, stdout_pattern,
      stderr_pattern, alloc_node, alloc_sid, uid, gid, group, script_path, script_args, nodes_from_tasks, mem_per_gpu,
      tasks_given, cluster_name, assoc_id, last_pass, node_memory, memory_is_consumable, alloc_cpus, alloc_gpus) = more
     started = start_time if start_time is not None and start_time < now else None
     allocated = (alloc_cpus, alloc_gpus) if alloc_cpus is not None else None
-    shown_tasks = tasks(tasks_given=tasks_given, untested=untested(hold=bool(hold), begin_time=begin_time))
+    shown_tasks = tasks(tasks_given=tasks_given, untested=untested(hold=bool(hold), begin_time=begin_time),
+                        allocated_cpus=alloc_cpus if started else None)
     return dict(
         num_tasks=scontrol_job.NO_VAL if shown_tasks is None else shown_tasks,
         tres=tres(allocated=allocated, nodes_from_tasks=nodes_from_tasks, mem_per_gpu=mem_per_gpu,
@@ -319,15 +322,17 @@ def _squeue_rows(cluster: SlurmCluster, format_text: str, now: dt.datetime) -> Q
 
 def _squeue_tres_context(cluster: SlurmCluster, format_text: str, now: dt.datetime) -> dict[str, Value]:
     """squeue_node_memory, squeue_memory_consumable and squeue_alloc_cpus/gpus: what tres-alloc needs of
-    the cluster and of the job's current run (scontrol show job's), read only for a format that shows it."""
+    the cluster and of the job's current run (scontrol show job's), read only for a format that shows it;
+    the run's CPUs for NumTasks too (a running --ntasks-per-node job's is what its CPUs hold)."""
+    run = JobRun.objects.filter(job=OuterRef("pk"), index=OuterRef("restart_count"))
+    alloc_cpus = (Subquery(run.values("alloc_cpus")[:1])
+                  if "{tres-alloc}" in format_text or "{numtasks}" in format_text else Value(None, IntegerField()))
     if "{tres-alloc}" not in format_text:
         return {"squeue_node_memory": Value(None, IntegerField()), "squeue_memory_consumable": Value(False),
-                "squeue_alloc_cpus": Value(None, IntegerField()), "squeue_alloc_gpus": Value(None, IntegerField())}
-    run = JobRun.objects.filter(job=OuterRef("pk"), index=OuterRef("restart_count"))
+                "squeue_alloc_cpus": alloc_cpus, "squeue_alloc_gpus": Value(None, IntegerField())}
     return {"squeue_node_memory": Value(_node_memory_mb(cluster, now)),
             "squeue_memory_consumable": Value(parse_config(cluster.config).memory_is_consumable),
-            "squeue_alloc_cpus": Subquery(run.values("alloc_cpus")[:1]),
-            "squeue_alloc_gpus": Subquery(run.values("alloc_gpus")[:1])}
+            "squeue_alloc_cpus": alloc_cpus, "squeue_alloc_gpus": Subquery(run.values("alloc_gpus")[:1])}
 
 
 def _squeue_items(rows, now: dt.datetime, shown: Callable[[formats.SqueueJob], list[formats.SqueueJob]] | None,
