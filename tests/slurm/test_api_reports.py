@@ -440,3 +440,21 @@ def test_report_answers_are_drf_json_and_follow_the_report_when_read_again(api, 
     assert read(pageSize=1) == first
     run_pass(accounts, now + 2 * DAY)
     assert read()["text"].splitlines()[1] == row(1, "a4", 2785, 0, 286, 2500)
+
+
+def test_a_report_text_over_the_kept_limit_is_answered_but_not_held(api, queue, monkeypatch):
+    """A process keeps the JSON of at most KEPT_TEXTS report texts, each at most KEPT_TEXT_LIMIT long: a
+    longer one (squeue -t all over a long history) is encoded for its answer and dropped."""
+    from rest_framework.renderers import JSONRenderer
+
+    from trainhub.slurm.api import reports as report_api
+
+    report_api._kept_text_json.cache_clear()
+    monkeypatch.setattr(report_api, "KEPT_TEXT_LIMIT", 10)
+    response = api("vic").get(f"{BASE}/sprio")
+    assert len(response.json()["text"]) > 10
+    assert response.content == JSONRenderer().render(response.json())
+    assert report_api._kept_text_json.cache_info().currsize == 0
+    monkeypatch.setattr(report_api, "KEPT_TEXT_LIMIT", 1 << 22)
+    assert api("vic").get(f"{BASE}/sprio").content == response.content
+    assert report_api._kept_text_json.cache_info().currsize == 1

@@ -178,12 +178,23 @@ REPORTS: dict[str, Callable[..., reports.Report]] = {
     "scontrolPartitions": partitions_text_report, "scontrolNodes": nodes_text_report}
 
 
-@functools.lru_cache(maxsize=8)
+#: The longest report text whose JSON is kept (_text_json): 4 MiB is some 50,000 sprio lines. Each
+#: process keeps at most KEPT_TEXTS texts and their JSON, so at most ~35 MB; a longer text (squeue -t all
+#: over a large history) is encoded on every read rather than held.
+KEPT_TEXT_LIMIT = 4 * 1024 * 1024
+KEPT_TEXTS = 4
+
+
+@functools.lru_cache(maxsize=KEPT_TEXTS)
+def _kept_text_json(text: str) -> bytes:
+    return JSONRenderer().render(text)
+
+
 def _text_json(text: str) -> bytes:
     """A report's text as JSON, as DRF's renderer writes it. A report read again unchanged is the
     same text (reports' ReportCache keeps sprio's; squeue's compares equal), so its encoding is kept
     too: encoding 10,000 sprio lines took 3-5 ms, a third of the read's CPU (issue 21)."""
-    return JSONRenderer().render(text)
+    return _kept_text_json(text) if len(text) <= KEPT_TEXT_LIMIT else JSONRenderer().render(text)
 
 
 def _answer(body: dict) -> HttpResponse:
