@@ -11,6 +11,7 @@ from trainhub.slurm.tres import (
     format_memory_mb,
     format_tres,
     gres_tres,
+    memory_tres,
     parse_billing_weights,
     parse_gres,
     parse_memory_mb,
@@ -114,3 +115,15 @@ def test_the_documented_billing_examples():
     max_jobs = {"Job1": {"cpu": 1, "mem": 60 * 1024}, "Job2": {"cpu": 15, "mem": 1024}, "Job3": {"cpu": 16, "mem": 64 * 1024}}
     assert {name: billable_tres(tres, weights, max_tres=True) for name, tres in max_jobs.items()} == {
         "Job1": 15, "Job2": 15, "Job3": 16}
+
+
+@pytest.mark.parametrize(("option", "memory"), [
+    # fixtures/22.05/job-records-mem: --mem counts per node, --mem-per-cpu per CPU, --mem-per-gpu per GPU
+    ({"mem_per_node": 8000}, 8000 * 3),
+    ({"mem_per_cpu": 6000}, 6000 * 4),
+    ({"mem_per_gpu": 1000}, 1000 * 2),
+    ({}, 0),
+])
+def test_a_jobs_memory_tres_counts_its_one_memory_option(option, memory):
+    counts = {"gpus": 2, "cpus": 4, "nodes": 3}
+    assert memory_tres(**{"mem_per_gpu": 0, "mem_per_cpu": 0, "mem_per_node": 0, **option}, **counts) == memory

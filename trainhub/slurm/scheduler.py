@@ -95,7 +95,7 @@ from trainhub.slurm.features import Constraint
 from trainhub.slurm.hostlist import compress
 from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason, max_nodes
 from trainhub.slurm.preemption import PreemptAction, PreemptJob, PreemptPolicy, choose_victims, preempt
-from trainhub.slurm.tres import billable_tres
+from trainhub.slurm.tres import billable_tres, memory_tres
 
 #: squeue's reason for the top job of a lower tier while a higher-tier job waits for the same nodes.
 NODES_RESERVED = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
@@ -617,8 +617,9 @@ def _selected_request(job: PendingJob, allocation: Mapping[str, Resources], part
            "gres/gpu": sum(held.gres.get("gpu", 0) for held in allocation.values())}
     tres = {**request.tres, "cpu": got["cpu"], "node": got["node"]}
     if "mem" in request.tres:  # job_get_tres_mem on them (snapshot.job_memory_tres: memory is consumable)
-        tres["mem"] = (job.mem_per_gpu * got["gres/gpu"] if job.mem_per_gpu else
-                       job.mem_per_cpu * got["cpu"] if job.mem_per_cpu else job.per_node.memory_mb * got["node"])
+        tres["mem"] = memory_tres(mem_per_gpu=job.mem_per_gpu, mem_per_cpu=job.mem_per_cpu,
+                                  mem_per_node=job.per_node.memory_mb, gpus=got["gres/gpu"], cpus=got["cpu"],
+                                  nodes=got["node"])
     if "billing" in request.tres:
         weights = partition.billing_weights if partition else {}
         tres["billing"] = int(billable_tres(got, weights, max_tres=max_tres))

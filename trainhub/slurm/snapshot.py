@@ -27,7 +27,7 @@ from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, par
 from trainhub.slurm.models import Account, Association, Hold, JobState, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.scontrol_job import asked_tasks, requested_gpus
 from trainhub.slurm.slurmconf import gpu_type, node_spec
-from trainhub.slurm.tres import billable_tres
+from trainhub.slurm.tres import billable_tres, memory_tres
 
 
 #: priority/basic's first job priority (TOP_PRIORITY); each later job gets one less.
@@ -459,15 +459,15 @@ def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
 
 
 def job_memory_tres(job: JobLike, state: ClusterState, gpus: int) -> int:
-    """The memory (MB) a job's TRES counts against limits such as ``GrpTRES=mem=`` (slurmctld's
-    job_get_tres_mem: --mem-per-gpu x its ``gpus``, --mem x its nodes, --mem-per-cpu x its CPUs), only
-    where memory is a consumable resource (CR_*_Memory): under CR_CPU 22.05 holds no such limit against
+    """The memory (MB) a job's TRES counts against limits such as ``GrpTRES=mem=`` (tres.memory_tres of
+    its request, ``gpus`` its GPUs), only where memory is a consumable resource (CR_*_Memory): under CR_CPU 22.05 holds no such limit against
     a job (fixtures/22.05/job-records mem-N3-4: ``-N 3-4 --mem=8000`` asks 24000M of 20000 and runs), under
     CR_CPU_Memory it does (job-records-mem mem-N3-4 waits AssocGrpMemLimit). 0 for a job without --mem*:
     trainhub gives it no memory (job_memory_mb), where 22.05 would count its nodes' whole RealMemory."""
     if not state.config.memory_is_consumable:
         return 0
-    return job.mem_per_gpu * gpus or job.mem_per_node * asked_nodes(job) or job.mem_per_cpu * job_cpus(job)
+    return memory_tres(mem_per_gpu=job.mem_per_gpu, mem_per_cpu=job.mem_per_cpu, mem_per_node=job.mem_per_node,
+                       gpus=gpus, cpus=job_cpus(job), nodes=asked_nodes(job))
 
 
 AssociationTerms = dict[tuple[str, str, str], tuple[float, int]]

@@ -13,6 +13,8 @@ Public API (pure Python, no Django)::
     gres_tres(requests) -> dict[str, int]                   # {"gres/gpu": 4, "gres/gpu:a100": 4, ...}
     parse_billing_weights(text: str) -> dict[str, float]    # TRESBillingWeights="CPU=1.0,Mem=0.25G,GRES/gpu=2.0"
     billable_tres(tres, weights, *, max_tres=False) -> float
+    memory_tres(*, mem_per_gpu, mem_per_cpu, mem_per_node, gpus, cpus, nodes) -> int
+                                                            # the memory (MB) a job's TRES counts
     TresFormatError(ValueError)
 
 TRES names are Slurm's ``type[/name]`` strings, lower-cased type: ``cpu``, ``mem`` (MB), ``node``,
@@ -41,6 +43,7 @@ __all__ = [
     "format_memory_mb",
     "format_tres",
     "gres_tres",
+    "memory_tres",
     "parse_billing_weights",
     "parse_gres",
     "parse_memory_mb",
@@ -231,3 +234,15 @@ def billable_tres(tres: Mapping[str, int], weights: Mapping[str, float], *, max_
         else:
             global_sum += value
     return per_node + global_sum
+
+
+def memory_tres(*, mem_per_gpu: int, mem_per_cpu: int, mem_per_node: int, gpus: int, cpus: int, nodes: int) -> int:
+    """The memory (MB) a job's TRES counts against limits such as ``GrpTRES=mem=`` (slurmctld's
+    job_get_tres_mem): --mem-per-gpu times its ``gpus``, else --mem-per-cpu times its ``cpus``, else
+    --mem (``mem_per_node``) times its ``nodes``; sbatch takes at most one of the three. The counts are
+    the request's, or, once select chose a node range's nodes, what it got there."""
+    if mem_per_gpu:
+        return mem_per_gpu * gpus
+    if mem_per_cpu:
+        return mem_per_cpu * cpus
+    return mem_per_node * nodes
