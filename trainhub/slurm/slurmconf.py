@@ -3,6 +3,9 @@ rendered slurm.conf: the database side of trainhub.slurm.conf."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import NamedTuple
+
 from trainhub.catalog.machines import QUOTA_GPU_NAME, machine_type_get
 from trainhub.inventory.models import Node, NodePool
 from trainhub.slurm.conf import (
@@ -18,35 +21,68 @@ from trainhub.slurm.models import SlurmCluster
 from trainhub.slurm.tres import GresRequest
 
 
+class PoolShape(NamedTuple):
+    """What every node of a pool has, from its machine type and accelerators: its CPUs, its machine's
+    memory in MB (its RealMemory unless the cluster's admin set one), its GPUs and the GRES type Slurm
+    would name them by (gpu:b200:8)."""
+
+    cpus: int
+    machine_memory_mb: int
+    gpus: int
+    gpu_type: str
+    gres: tuple[GresRequest, ...]
+
+
+@lru_cache(maxsize=1024)
+def pool_shape(machine_type: str, accelerator_type: str, accelerator_count: int) -> PoolShape:
+    """The PoolShape of a pool of these; computed once per process for each (the machine catalog is
+    fixed), not once per node: an sbatch reads every node of its partition."""
+    machine = machine_type_get(machine_type)
+    kind = QUOTA_GPU_NAME.get(accelerator_type, accelerator_type.lower())
+    return PoolShape(cpus=machine.vcpus if machine else 1,
+                     machine_memory_mb=int((machine.memory_gib if machine else 1) * 1024),
+                     gpus=accelerator_count, gpu_type=kind,
+                     gres=(GresRequest("gpu", kind, accelerator_count),) if accelerator_count else ())
+
+
+def shape_of(pool: NodePool) -> PoolShape:
+    return pool_shape(pool.machine_type, pool.accelerator_type, pool.accelerator_count)
+
+
 def gpu_type(pool: NodePool) -> str:
     """The GRES type Slurm would name the pool's GPUs by (gpu:b200:8)."""
-    return QUOTA_GPU_NAME.get(pool.accelerator_type, pool.accelerator_type.lower())
+    return shape_of(pool).gpu_type
 
 
 def machine_memory_mb(node: Node) -> int:
     """The memory of the node's machine type, in MB: its RealMemory unless the cluster's admin set one."""
-    machine = machine_type_get(node.pool.machine_type)
-    return int((machine.memory_gib if machine else 1) * 1024)
+    return shape_of(node.pool).machine_memory_mb
+
+
+def named_real_memory_mb(name: str, shape: PoolShape, cluster: SlurmCluster) -> int:
+    """RealMemory of the node ``name`` of a pool of ``shape``: the one the cluster's admin set
+    (services.clusters.node_real_memory_set), else its machine's memory."""
+    return cluster.node_real_memory.get(name) or shape.machine_memory_mb
+
+
+def named_weight(name: str, cluster: SlurmCluster) -> int:
+    """Weight= of the node ``name``: the one the cluster's admin set (services.clusters.node_weight_set), else 1."""
+    return cluster.node_weight.get(name, DEFAULT_NODE_WEIGHT)
 
 
 def real_memory_mb(node: Node, cluster: SlurmCluster) -> int:
-    """The node's RealMemory: the one the cluster's admin set (services.clusters.node_real_memory_set),
-    else its machine's memory."""
-    return cluster.node_real_memory.get(node.name) or machine_memory_mb(node)
+    return named_real_memory_mb(node.name, shape_of(node.pool), cluster)
 
 
 def node_weight(node: Node, cluster: SlurmCluster) -> int:
-    """The node's Weight=: the one the cluster's admin set (services.clusters.node_weight_set), else 1."""
-    return cluster.node_weight.get(node.name, DEFAULT_NODE_WEIGHT)
+    return named_weight(node.name, cluster)
 
 
 def node_spec(node: Node, cluster: SlurmCluster) -> NodeSpec:
     """The node's NodeName= line: its machine type's CPUs, its RealMemory (the admin's, else the
     machine's memory), its pool's GPUs, its available features and its Weight."""
-    machine = machine_type_get(node.pool.machine_type)
-    gres = (GresRequest("gpu", gpu_type(node.pool), node.pool.accelerator_count),) if node.pool.accelerator_count else ()
-    return NodeSpec(name=node.name, cpus=machine.vcpus if machine else 1,
-                    real_memory_mb=real_memory_mb(node, cluster), gres=gres,
+    shape = shape_of(node.pool)
+    return NodeSpec(name=node.name, cpus=shape.cpus, real_memory_mb=real_memory_mb(node, cluster), gres=shape.gres,
                     features=tuple(cluster.node_features.get(node.name, {}).get("available", ())),
                     weight=node_weight(node, cluster))
 

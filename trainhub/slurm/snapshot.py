@@ -12,7 +12,6 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection
@@ -26,7 +25,7 @@ from trainhub.slurm import dependency, fairshare, features, hostlist, limits, pr
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Account, Association, Hold, JobState, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.scontrol_job import asked_tasks, requested_gpus
-from trainhub.slurm.slurmconf import gpu_type, node_spec
+from trainhub.slurm.slurmconf import PoolShape, named_real_memory_mb, named_weight, pool_shape, shape_of
 from trainhub.slurm.tres import billable_tres, memory_tres
 
 
@@ -209,15 +208,17 @@ class ClusterState:
         return sum(node.cpus for node in self.nodes.values())
 
 
-def _node_info(node: Node, alive: bool, cluster: SlurmCluster) -> NodeInfo:
-    """The node as the scheduler sees it; ``alive``: its agent's last heartbeat is at or after _fresh_after."""
-    spec = node_spec(node, cluster)
-    node_features = cluster.node_features.get(node.name, {})
-    return NodeInfo(pk=node.pk, name=node.name, cpus=spec.cpus, memory_mb=spec.real_memory_mb,
-                    gpus=node.pool.accelerator_count, gpu_type=gpu_type(node.pool),
-                    available=node.state == NodeState.UP and alive, state=node.state, reason=node.state_reason,
-                    available_features=tuple(node_features.get("available", ())),
-                    active_features=tuple(node_features.get("active", ())), weight=spec.weight)
+def _node_info(pk: int, name: str, state: str, reason: str, alive: bool, shape: PoolShape,
+               cluster: SlurmCluster) -> NodeInfo:
+    """The node as the scheduler sees it (its NodeName= line, slurmconf.node_spec, with its state);
+    ``alive``: its agent's last heartbeat is at or after _fresh_after."""
+    node_features = cluster.node_features.get(name, {})
+    return NodeInfo(pk=pk, name=name, cpus=shape.cpus,
+                    memory_mb=named_real_memory_mb(name, shape, cluster),
+                    gpus=shape.gpus, gpu_type=shape.gpu_type, available=state == NodeState.UP and alive,
+                    state=state, reason=reason, available_features=tuple(node_features.get("available", ())),
+                    active_features=tuple(node_features.get("active", ())),
+                    weight=named_weight(name, cluster))
 
 
 def _partition_info(name: str, position: int, config: dict, node_pks: tuple[int, ...],
@@ -243,7 +244,8 @@ def load_cluster(cluster: SlurmCluster, *, now: dt.datetime) -> ClusterState:
                  .select_related("pool").defer("facts").order_by("name")):
         pool_of[node.pk] = node.pool_id
         alive = node.last_heartbeat is not None and node.last_heartbeat >= fresh_after
-        nodes[node.pk] = _node_info(node, alive, cluster)
+        nodes[node.pk] = _node_info(node.pk, node.name, node.state, node.state_reason, alive, shape_of(node.pool),
+                                    cluster)
     partitions = {}
     for row in rows:
         members = {pool.pk for pool in row.node_pools.all()}
@@ -309,24 +311,6 @@ def cluster_pools(cluster: SlurmCluster) -> dict[str, str]:
     return pools
 
 
-class _PoolRow(NamedTuple):
-    """What _node_info reads of a node's pool."""
-
-    machine_type: str
-    accelerator_type: str
-    accelerator_count: int
-
-
-class _NodeRow(NamedTuple):
-    """What _node_info reads of a node."""
-
-    pk: int
-    name: str
-    state: str
-    state_reason: str
-    pool: _PoolRow
-
-
 def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now: dt.datetime,
                         default_account: bool = False) -> tuple[ClusterState, str | None]:
     """What sbatch checks a job against, and nothing else of the cluster: the named partition and
@@ -345,17 +329,16 @@ def load_for_submission(cluster: SlurmCluster, *, partition: str, user: str, now
         (_PARTITION_NODES, (cluster.pk, partition, fresh_after)), (_USER_ASSOCIATIONS, (cluster.pk, user)), (_QOS, (cluster.pk,)),
         (_CLUSTER_POOLS, (cluster.owner_key,)), *([(_DEFAULT_ACCOUNT, (cluster.pk, user))] if default_account else []))
     setattr(cluster, _POOLS_READ, dict(pool_rows))
-    # The nodes' rows as plain tuples with the attributes _node_info reads, not Node and NodePool model
-    # instances (building a model instance costs more than reading its row: 16 nodes were a tenth of
-    # an sbatch's CPU).
-    found = None
+    # The nodes' rows as they come, not Node and NodePool model instances (building a model instance
+    # costs more than reading its row: 16 nodes were a tenth of an sbatch's CPU).
+    found, owner_key = None, cluster.owner_key
     for position, config, owner, pk, name, state, reason, alive, machine_type, accelerator, count in (
             row[1:] for row in partition_rows):
         found = position, config
-        if pk is not None and owner == cluster.owner_key:
+        if pk is not None and owner == owner_key:
             # a node without a heartbeat compares NULL: not alive
-            nodes[pk] = _node_info(_NodeRow(pk, name, state, reason, _PoolRow(machine_type, accelerator, count)),
-                                   bool(alive), cluster)
+            nodes[pk] = _node_info(pk, name, state, reason, bool(alive), pool_shape(machine_type, accelerator, count),
+                                   cluster)
     if found is not None:
         position, config = found
         partitions[partition] = _partition_info(partition, position, json.loads(config), tuple(nodes), nodes)
