@@ -372,44 +372,54 @@ def _submission_priority(state: snapshot.ClusterState, job: SlurmJob, now: dt.da
     return ()
 
 
-def _job_create(cluster: SlurmCluster, cluster_state: snapshot.ClusterState, *, user: AbstractBaseUser,
-                options: SbatchOptions, submission: Submission, script: str, now: dt.datetime, begin: dt.datetime,
-                time_limit: int | None, array: arrays.ArraySpec | None = None, event: str = "",
-                **values) -> SlurmJob:
-    """The job record under the cluster's next job id, with its priority (_submission_priority) and
-    its first event when ``event`` is given; an array's one record for all its tasks.
-
-    With its event, the job takes its id in the statement that writes both (on PostgreSQL; see
-    CompiledInsert.save_with), so the cluster's counter row is locked only while that statement
-    runs, not for a transaction around it: concurrent sbatch calls do not queue behind each other.
-    """
+def _job_record(cluster: SlurmCluster, *, user: AbstractBaseUser, options: SbatchOptions, submission: Submission,
+                script: str, now: dt.datetime, begin: dt.datetime, **values) -> SlurmJob:
+    """The unsaved record of the job as submitted; its limits are checked on it (snapshot.job_tres)
+    before _job_write gives it its id (and an array's tasks, _array_fields)."""
     username = user.get_username()
     identity = posix_account(user=user)
     # sbatch names a job after its script file (base_name(script_name)), "sbatch" for one on stdin
     name = options.job_name or ("interactive" if submission.allocation else "wrap" if options.wrap is not None
                                 else posixpath.basename(submission.script_path) or "sbatch")
-    numbered: tuple[Numbered, ...] = ("job_id",)
-    if array is not None:
-        numbered += ("array_job_id",)
-        tasks = arrays.compress(array.task_ids)
-        values.update(array_pending=tasks, array_tasks=tasks, array_max_running=array.max_running)
-    job = SlurmJob(
+    return SlurmJob(
         cluster=cluster, name=name, submitted_by=user, user_name=username, uid=identity.uid,
-        gid=identity.gid, group_name=identity.group, time_limit=time_limit,
+        gid=identity.gid, group_name=identity.group,
         script=script, script_args=list(submission.script_args), script_path=submission.script_path,
         work_dir=_work_dir(options, submission.submit_dir, username),
         stdout_pattern=_output_pattern(options.output, "--output", job_name=name, user=username) or (
-            "slurm-%A_%a.out" if array is not None else "slurm-%j.out"),
+            "slurm-%A_%a.out" if options.array is not None else "slurm-%j.out"),
         stderr_pattern=_output_pattern(options.error, "--error", job_name=name, user=username),
         comment=options.comment or "", submit_time=now, begin_time=begin, interactive=submission.allocation,
         salloc_seen=now if submission.allocation else None, alloc_node=submission.alloc_node[:255],
         alloc_sid=submission.alloc_sid, **values)
+
+
+def _array_fields(array: arrays.ArraySpec | None) -> dict:
+    """An array's one record for all its tasks: the tasks it has and those still pending in it."""
+    if array is None:
+        return {}
+    tasks = arrays.compress(array.task_ids)
+    return {"array_pending": tasks, "array_tasks": tasks, "array_max_running": array.max_running}
+
+
+def _job_write(job: SlurmJob, cluster_state: snapshot.ClusterState, *, now: dt.datetime, event: str = "",
+               **values) -> SlurmJob:
+    """``job`` (_job_record) with ``values`` written under the cluster's next job id, with its priority
+    (_submission_priority) and its first event when ``event`` is given.
+
+    With its event, the job takes its id in the statement that writes both (on PostgreSQL; see
+    CompiledInsert.save_with), so the cluster's counter row is locked only while that statement
+    runs, not for a transaction around it: concurrent sbatch calls do not queue behind each other.
+    """
+    for field, value in values.items():
+        setattr(job, field, value)
+    numbered: tuple[Numbered, ...] = ("job_id", "array_job_id") if job.array_tasks else ("job_id",)
     numbered += _submission_priority(cluster_state, job, now)
+    counter = (JOB_IDS, job.cluster_id, numbered)
     if event:
-        _JOB_INSERT.save_with(job, JobEvent(time=now, message=event), EVENT_INSERT,
-                              numbered_by=(JOB_IDS, cluster.pk, numbered))
+        _JOB_INSERT.save_with(job, JobEvent(time=now, message=event), EVENT_INSERT, numbered_by=counter)
     else:
-        _JOB_INSERT.save(job, numbered_by=(JOB_IDS, cluster.pk, numbered))
+        _JOB_INSERT.save(job, numbered_by=counter)
     return job
 
 
@@ -502,12 +512,12 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
         state = snapshot.load_cluster(cluster, now=now)
         context = snapshot.limit_context(state)
         active = list(SlurmJob.objects.filter(cluster=cluster, state__in=[JobState.PENDING, JobState.RUNNING]))
-    probe = SlurmJob(cluster=cluster, user_name=username, account=options.account or "", partition=partition,
-                     **fields)
+    job = _job_record(cluster, user=user, options=options, submission=submission, script=script, now=now,
+                      begin=begin, account=options.account or "", partition=partition, **fields)
     try:
         accepted = validate_submission(
             context, snapshot.limit_usage(state, context, active), user=username, account=options.account,
-            partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(probe, state),
+            partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(job, state),
             time_limit_minutes=options.time_limit, default_account=default_account,
             most_nodes=options.max_nodes or 0)
     except SubmitRejected as exc:
@@ -522,33 +532,30 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
         # mn-N3-4 shows NumNodes=3-4; a TRES limit waits after it, job-records-mem mem-N3-4 4-4) or whose MAX
         # is over the partition's MaxNodes (_part_access_check fails first, PartitionNodeLimit; pm-N1-4 shows
         # NumNodes=1-4)
-        fields["num_nodes"] = snapshot.node_range_count(state, partition, low=nodes, high=options.max_nodes,
-                                                        excluded=placement["exc_nodes"])
+        job.num_nodes = snapshot.node_range_count(state, partition, low=nodes, high=options.max_nodes,
+                                                  excluded=placement["exc_nodes"])
     if options.test_only:
         if node_error:
             raise _refuse(SUBMIT_FAILED + node_error)
-        return _test_only(cluster, state, probe, accepted, now)
+        return _test_only(cluster, state, job, accepted, now)
+    qos = accepted.qos or ""
     if node_error:
         # slurmctld made the job record before its node test failed: the job id is taken and sacct
         # shows the job FAILED 1:0 (fixtures/22.05/scenario: sbatch-3-gres9, sacct-a-*).
-        fields["num_nodes"] = max(fields["num_nodes"], _refused_node_count(options, state, partition))
-        _job_create(cluster, state, user=user, options=options, submission=submission, script=script, now=now,
-                    account=accepted.account, partition=partition, qos=accepted.qos or "", begin=now,
-                    time_limit=accepted.time_limit_minutes, state=JobState.FAILED, reason="BadConstraints",
-                    exit_code=1, exit_signal=0, start_time=now, end_time=now, **fields)
+        _job_write(job, state, now=now, account=accepted.account, qos=qos, begin_time=now,
+                   time_limit=accepted.time_limit_minutes, state=JobState.FAILED, reason="BadConstraints",
+                   exit_code=1, exit_signal=0, start_time=now, end_time=now,
+                   num_nodes=max(job.num_nodes, _refused_node_count(options, state, partition)))
         raise _refuse(_unsatisfied_lines(options, state, partition) + SUBMIT_FAILED + node_error)
     depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE
     reason = ("JobHeldUser" if hold else "BeginTime" if begin > now else dependency.pending_reason(depends)
               or accepted.pending_reason or "None")
     requeue = options.requeue if options.requeue is not None else bool(state.config.job_requeue)
-    qos = accepted.qos or ""
-    job = _job_create(cluster, state, user=user, options=options, submission=submission, script=script, now=now,
-                      account=accepted.account, partition=partition, qos=qos, begin=begin,
-                      time_limit=accepted.time_limit_minutes, requeue=requeue, nice=options.nice or 0,
-                      hold=hold, dependency=depends, reason=reason, array=array, **fields,
-                      event=f"Submitted by {username} to partition {partition} (account {accepted.account}, "
-                            f"QOS {qos or 'none'}).")
+    _job_write(job, state, now=now, account=accepted.account, qos=qos, time_limit=accepted.time_limit_minutes,
+               requeue=requeue, nice=options.nice or 0, hold=hold, dependency=depends, reason=reason,
+               **_array_fields(array), event=f"Submitted by {username} to partition {partition} (account {accepted.account}, "
+                     f"QOS {qos or 'none'}).")
     request_pass(cluster)
     return job
 
