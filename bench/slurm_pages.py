@@ -33,8 +33,9 @@ RUNS = 5
 TARGET_SECONDS = 0.5
 
 
-def slurm_cluster(now: dt.datetime):
-    """The seed's cluster on drained nodes, its accounts and users with usage; (cluster, admin, users)."""
+def slurm_cluster(now: dt.datetime, nodes: int = NODES):
+    """The seed's cluster on ``nodes`` drained nodes (its partition a4), its accounts and users with
+    usage; (cluster, admin, users)."""
     from trainhub.iam.models import Project
     from trainhub.iam.roles import ADMIN
     from trainhub.iam.services import membership_set, project_create, user_ensure
@@ -50,13 +51,15 @@ def slurm_cluster(now: dt.datetime):
     admin = user_ensure(username="bench-admin", password="bench", is_staff=True)
     project = Project.objects.filter(project_id="bench-slurm").first() or project_create(project_id="bench-slurm")
     membership_set(project=project, user=admin, role=ADMIN)
-    node_pool_ensure(name="bench-a4", machine_type="a4-highgpu-8g", node_count=NODES, executor=Executor.SIMULATED)
+    # a pool never shrinks (node_pool_ensure): another size is another pool
+    pool = "bench-a4" if nodes == NODES else f"bench-a4-{nodes}"
+    node_pool_ensure(name=pool, machine_type="a4-highgpu-8g", node_count=nodes, executor=Executor.SIMULATED)
     node_pool_ensure(name="bench-login", machine_type="n1-standard-4", node_count=1)
     body = {"orchestratorSpec": {"slurmSpec": {**SEED_SLURM_SPEC, "partitions": [
-        {"id": "a4", "node_pool_ids": ["bench-a4"]}], "login_node_pool_id": "bench-login"}}}
+        {"id": "a4", "node_pool_ids": [pool]}], "login_node_pool_id": "bench-login"}}}
     cluster = cluster_create(project=project, location="us-central1", cluster_id="bench", body=body, user=admin,
                              now=now)
-    Node.objects.filter(pool__name="bench-a4").update(state=NodeState.DRAIN, state_reason="benchmark",
+    Node.objects.filter(pool__name=pool).update(state=NodeState.DRAIN, state_reason="benchmark",
                                                       last_heartbeat=now)
     rng = random.Random(42)
     users = []

@@ -2,7 +2,9 @@
 one costs each party in CPU, and what one costs in-process (CPU and SQL statements).
 
 ``slurm_submit`` uses the ``slurm_pages`` cluster (the seed's Slurm cluster on drained simulated
-nodes, 20 users in 4 accounts), so every job stays pending and no scheduler pass starts one. Each
+nodes, 20 users in 4 accounts), so every job stays pending and no scheduler pass starts one. sbatch
+reads every node of its partition (16 here), so its in-process cost is measured on a partition of
+256 nodes too. Each
 client is a process with one kept-alive plain-socket connection sending ``POST .../slurmClusters/
 bench/jobs`` with ``-p a4 -A acct0 -t 10 --wrap hostname`` (what ``trainhub slurm sbatch`` sends),
 as ``rest_submit`` sends CustomJobs (bench.submission.http_run). Real Slurm 22.05 on this kind of
@@ -24,15 +26,18 @@ from bench.submission import _loads, _request_bytes, http_run
 
 SBATCH_ARGS = ["-p", "a4", "-A", "acct0", "-t", "10", "--wrap", "hostname"]
 CLIENT_COUNTS = (1, 2)
+#: A partition this big too, in-process: sbatch reads every node of its partition, so its CPU grows with it.
+WIDE_PARTITION_NODES = 256
 WARM_UP_PER_CLIENT = 20
 
 
-def sbatch_target(now: dt.datetime):
-    """The ``slurm_pages`` cluster with its administrator as a user of acct0: (cluster, admin, path)."""
-    from bench.slurm_pages import slurm_cluster
+def sbatch_target(now: dt.datetime, nodes: int | None = None):
+    """The ``slurm_pages`` cluster (its partition of ``nodes`` nodes; by default slurm_pages's) with its
+    administrator as a user of acct0: (cluster, admin, path)."""
+    from bench.slurm_pages import NODES, slurm_cluster
     from trainhub.slurm.services.accounting import user_add
 
-    cluster, admin, _ = slurm_cluster(now)
+    cluster, admin, _ = slurm_cluster(now, nodes or NODES)
     user_add(cluster=cluster, name=admin.get_username(), accounts=["acct0"], actor="bench", now=now)
     path = f"/v1/projects/{cluster.project.project_id}/locations/{cluster.location}/slurmClusters/{cluster.cluster_id}/jobs"
     return cluster, admin, path
@@ -78,6 +83,9 @@ def bench_slurm_submit(sizes: Sizes) -> Section:
         rows.append({"clients": clients, "jobs": sent, "stored": stored, **run.figures(sent),
                      "load": f"{_loads(run.load_before)} -> {_loads(run.load_after)}"})
     cluster_delete(cluster=cluster)
+    wide, wide_admin, wide_path = sbatch_target(dt.datetime.now(dt.UTC), WIDE_PARTITION_NODES)
+    wide_in_process = _in_process(wide_path, api_token_rotate(user=wide_admin).key, 50 if sizes == QUICK else 100)
+    cluster_delete(cluster=wide)
     cores = os.cpu_count() or 1
     section = Section(
         name="slurm_submit",
@@ -91,11 +99,14 @@ def bench_slurm_submit(sizes: Sizes) -> Section:
                  Column("cpu_ceiling_jobs_per_second", f"CPU ceiling jobs/s ({cores} cores)"),
                  Column("load", "load average before -> after")],
         rows=rows,
-        extra={"in_process": in_process, "real_slurm_22_05_jobs_per_second": {"1": 264, "2": 430}},
+        extra={"in_process": in_process, f"in_process_{WIDE_PARTITION_NODES}_nodes": wide_in_process,
+               "real_slurm_22_05_jobs_per_second": {"1": 264, "2": 430}},
     )
     section.notes += [
         f"in-process (Django's test client, no HTTP): {in_process['cpu_ms_per_request']:.2f} CPU ms and "
-        f"{in_process['queries_per_job']:.1f} SQL statements per sbatch (answers {in_process['statuses']})",
+        f"{in_process['queries_per_job']:.1f} SQL statements per sbatch (answers {in_process['statuses']}); "
+        f"to a partition of {WIDE_PARTITION_NODES} nodes: {wide_in_process['cpu_ms_per_request']:.2f} CPU ms and "
+        f"{wide_in_process['queries_per_job']:.1f} statements (answers {wide_in_process['statuses']})",
         "real Slurm 22.05 measured on this kind of machine, quiet (issue 21): 264 sbatch/s from 1 submitter, "
         "430/s from 2; bench/slurm_vs_real.py measures both in one run where the Slurm harness runs",
         "CPU ms/job as in rest_submit (gunicorn and PostgreSQL backends from /proc, clients their process time); "
