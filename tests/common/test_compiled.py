@@ -6,7 +6,7 @@ from django.db import connection
 from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
 
-from trainhub.common.compiled import CompiledInsert, CompiledQuery, rows_together
+from trainhub.common.compiled import CompiledInsert, CompiledQuery, field_names, instances, rows_together
 from trainhub.iam.models import ApiToken, Membership
 from trainhub.jobs.models import CustomJob, JobEvent
 
@@ -165,3 +165,17 @@ def test_a_value_json_cannot_carry_is_refused_not_misread():
         _text_input(dt.timedelta(days=1))
     with pytest.raises(TypeError, match="bytes"):
         _text_input(b"\x00")
+
+
+def test_instances_from_a_joined_row_are_what_the_orm_reads(cast):
+    membership = Membership.objects.filter(user=cast["vic"]).select_related("project", "user").first()
+    joined = CompiledQuery(lambda pk: Membership.objects.filter(pk=pk).values_list(
+        *field_names(Membership), *(f"project__{name}" for name in field_names(type(membership.project))),
+        *(f"user__{name}" for name in field_names(User))), -1)
+
+    made, project, user = instances(joined.rows(membership.pk)[0], Membership, type(membership.project), User)
+
+    assert (made.pk, made.role, made.project_id) == (membership.pk, membership.role, membership.project_id)
+    assert (project.project_id, project.created) == (membership.project.project_id, membership.project.created)
+    assert (user.username, user.is_active) == (membership.user.username, membership.user.is_active)
+    assert not made._state.adding  # saved rows, as from_db marks them

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache
 from typing import Any
 from uuid import UUID
 
@@ -211,6 +212,24 @@ def _adapted(connection: Any, value: Any) -> Any:
     """A sample or argument as the compiled query's parameter: a datetime as the backend adapts a
     DateTimeField's value, anything else as it is."""
     return connection.ops.adapt_datetimefield_value(value) if isinstance(value, dt.datetime) else value
+
+
+@cache
+def field_names(model: type[Model]) -> tuple[str, ...]:
+    """The attnames of a model's concrete fields, in column order (fixed once the app registry is ready):
+    what a compiled query selects to make instances of it (``instances``)."""
+    return tuple(field.attname for field in model._meta.concrete_fields)
+
+
+def instances(row: tuple, *models: type[Model], using: str = DEFAULT_DB_ALIAS) -> list[Model]:
+    """One instance of each model from consecutive slices of ``row`` (each model's ``field_names``, in
+    order), as the ORM makes them from its rows (``Model.from_db``)."""
+    made, start = [], 0
+    for model in models:
+        names = field_names(model)
+        made.append(model.from_db(using, names, row[start: start + len(names)]))
+        start += len(names)
+    return made
 
 
 def rows_together(*calls: tuple[CompiledQuery, tuple], using: str = DEFAULT_DB_ALIAS) -> list[list[tuple]]:

@@ -5,15 +5,13 @@ permission gets 403 naming the permission, as Google APIs do.
 """
 
 from dataclasses import dataclass
-from functools import cache
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 
-from trainhub.common.compiled import CompiledQuery
+from trainhub.common.compiled import CompiledQuery, field_names, instances
 from trainhub.common.errors import ApiError
 from trainhub.common.sealing import unseal
 from trainhub.iam.models import ApiToken, Membership, PosixIdentity, Project, RegistryCredential
@@ -33,30 +31,24 @@ def project_not_found(project_id: str) -> ApiError:
     return ApiError(404, f"Project {project_id!r} was not found or you are not a member of it.")
 
 
-@cache
-def _field_names(model: type[Model]) -> tuple[str, ...]:
-    """The attnames of a model's concrete fields, in column order (fixed once the app registry is ready)."""
-    return tuple(field.attname for field in model._meta.concrete_fields)
-
-
 #: A user's POSIX identity columns, read with their token (posix_account needs no query of its own).
 _POSIX_COLUMNS = ("user__posix_identity__uid", "user__posix_identity__gid", "user__posix_identity__group")
 
 # Every API request runs these lookups: compiled once (see trainhub.common.compiled).
 _MEMBERSHIP = CompiledQuery(
     lambda user_pk, project_id: Membership.objects.filter(user_id=user_pk, project__project_id=project_id)
-    .values_list("role", *(f"project__{name}" for name in _field_names(Project)))[:1],
+    .values_list("role", *(f"project__{name}" for name in field_names(Project)))[:1],
     -1, "\x00project")
 _TOKEN = CompiledQuery(
     lambda key: ApiToken.objects.filter(digest=key)
-    .values_list(*_field_names(ApiToken), *(f"user__{name}" for name in _field_names(get_user_model())),
+    .values_list(*field_names(ApiToken), *(f"user__{name}" for name in field_names(get_user_model())),
                  *_POSIX_COLUMNS)[:1],
     "\x00key")
 _TOKEN_WITH_MEMBERSHIP = CompiledQuery(
     lambda key, project_id: Membership.objects.filter(user__api_token__digest=key, project__project_id=project_id)
-    .values_list("role", *(f"project__{name}" for name in _field_names(Project)),
-                 *(f"user__api_token__{name}" for name in _field_names(ApiToken)),
-                 *(f"user__{name}" for name in _field_names(get_user_model())), *_POSIX_COLUMNS)[:1],
+    .values_list("role", *(f"project__{name}" for name in field_names(Project)),
+                 *(f"user__api_token__{name}" for name in field_names(ApiToken)),
+                 *(f"user__{name}" for name in field_names(get_user_model())), *_POSIX_COLUMNS)[:1],
     "\x00key", "\x00project")
 
 #: The attribute of a user object that holds the memberships read with its token, by project id:
@@ -65,16 +57,6 @@ _TOKEN_WITH_MEMBERSHIP = CompiledQuery(
 _MEMBERSHIPS_READ = "_trainhub_memberships_read"
 #: The attribute of a user object that holds their PosixAccount read with their token.
 _POSIX_ACCOUNT_READ = "_trainhub_posix_account_read"
-
-
-def _instances(row: tuple, *models: type[Model]) -> list[Model]:
-    """One instance of each model from consecutive slices of ``row`` (all concrete fields, in order)."""
-    instances, start = [], 0
-    for model in models:
-        names = _field_names(model)
-        instances.append(model.from_db(DEFAULT_DB_ALIAS, names, row[start: start + len(names)]))
-        start += len(names)
-    return instances
 
 
 def api_token_get(*, key: str, project_id: str = "") -> ApiToken | None:
@@ -91,14 +73,14 @@ def api_token_get(*, key: str, project_id: str = "") -> ApiToken | None:
     if project_id:
         rows = _TOKEN_WITH_MEMBERSHIP.rows(key, project_id)
         if rows:
-            project, token, token.user = _instances(rows[0][1:], Project, ApiToken, get_user_model())
+            project, token, token.user = instances(rows[0][1:], Project, ApiToken, get_user_model())
             setattr(token.user, _MEMBERSHIPS_READ, {project_id: (rows[0][0], project)})
             setattr(token.user, _POSIX_ACCOUNT_READ, _posix_account(token.user, *rows[0][-len(_POSIX_COLUMNS):]))
             return token
     rows = _TOKEN.rows(key)
     if not rows:
         return None
-    token, token.user = _instances(rows[0], ApiToken, get_user_model())
+    token, token.user = instances(rows[0], ApiToken, get_user_model())
     setattr(token.user, _POSIX_ACCOUNT_READ, _posix_account(token.user, *rows[0][-len(_POSIX_COLUMNS):]))
     if project_id:
         setattr(token.user, _MEMBERSHIPS_READ, {project_id: None})
@@ -112,7 +94,7 @@ def project_get_for_user(*, user: AbstractBaseUser, project_id: str, permission:
         membership = memberships_read[project_id]
     else:
         rows = _MEMBERSHIP.rows(user.pk, project_id) if user.is_authenticated else []
-        membership = (rows[0][0], _instances(rows[0][1:], Project)[0]) if rows else None
+        membership = (rows[0][0], instances(rows[0][1:], Project)[0]) if rows else None
     if membership is None:
         raise project_not_found(project_id)
     role, project = membership

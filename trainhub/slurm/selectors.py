@@ -10,13 +10,12 @@ from __future__ import annotations
 import datetime as dt
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Count, Model, Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from trainhub.catalog.machines import NO_ACCELERATOR
 from trainhub.slurm.conf import parse_config
-from trainhub.common.compiled import CompiledQuery
+from trainhub.common.compiled import CompiledQuery, field_names, instances
 from trainhub.common.errors import ApiError
 from trainhub.dashboards.sources import CapacityReading, FairShareRow
 from trainhub.iam.models import Project
@@ -39,19 +38,11 @@ def cluster_get_for_user(*, user: AbstractBaseUser, project_id: str, location: s
     if not rows:
         raise ApiError(404, f"SlurmCluster projects/{project_id}/locations/{location}/slurmClusters/{cluster_id} "
                             "not found.")
-    columns = len(_concrete_fields(SlurmCluster))
-    cluster = _from_db(SlurmCluster, rows[0][:columns])
+    (cluster,) = instances(rows[0], SlurmCluster)
     cluster.project = project
-    cluster.login_pool = _from_db(NodePool, rows[0][columns:]) if cluster.login_pool_id else None
+    cluster.login_pool = (instances(rows[0][len(field_names(SlurmCluster)):], NodePool)[0]
+                          if cluster.login_pool_id else None)
     return cluster
-
-
-def _concrete_fields(model: type[Model]) -> tuple[str, ...]:
-    return tuple(field.attname for field in model._meta.concrete_fields)
-
-
-def _from_db(model: type[Model], values: tuple) -> Model:
-    return model.from_db(DEFAULT_DB_ALIAS, _concrete_fields(model), values)
 
 
 # Every Slurm API request and page looks its cluster up (with its login pool, which the cluster's
@@ -59,7 +50,7 @@ def _from_db(model: type[Model], values: tuple) -> Model:
 _CLUSTER = CompiledQuery(
     lambda project_pk, location, cluster_id: SlurmCluster.objects.filter(
         project_id=project_pk, location=location, cluster_id=cluster_id)
-    .values_list(*_concrete_fields(SlurmCluster), *(f"login_pool__{name}" for name in _concrete_fields(NodePool)))[:1],
+    .values_list(*field_names(SlurmCluster), *(f"login_pool__{name}" for name in field_names(NodePool)))[:1],
     918273645, "\x00location", "\x00cluster")
 
 
