@@ -737,9 +737,10 @@ def over_partition_limits(reason: str | None) -> bool:
     _select_nodes_parts: job_limits_check fails, so ESLURM_REQUESTED_PART_CONFIG_UNAVAILABLE, WAIT_PART_CONFIG),
     over the BeginTime or Dependency job_independent gave it just before, but not a user hold (job_allocate
     restores WAIT_HELD_USER); the first queue build keeps that for accounting (scheduler.reason_prev_db) and
-    gives the job its limit's reason (fixtures/22.05/part-reason: ``-N 5`` on 4 nodes, ``-N 3`` and ``-N 1-4``
-    under MaxNodes=2, ``-N 5 --begin=now+600``, ``-t 10`` under MaxTime=5 show PartitionConfig in squeue and
-    scontrol until the main scheduler's run after their submission)."""
+    gives the job its limit's reason (fixtures/22.05/part-reason: ``-N 5`` on 4 nodes, ``-N 5 -d afterok:1``,
+    ``-N 3`` and ``-N 1-4`` under MaxNodes=2, ``-N 5 --begin=now+600``, ``-t 10`` under MaxTime=5 show
+    PartitionConfig in squeue and scontrol until the main scheduler's run after their submission; ``-N 5 -H``
+    JobHeldUser)."""
     return reason in _PARTITION_LIMITS
 
 
