@@ -251,14 +251,14 @@ def test_scontrol_show_job_memory_and_tres_as_scontrol_prints_them():
     assert scontrol_job_text([], asked="7") == ""
 
 
-@pytest.mark.parametrize(("reason", "prev_db", "recorded", "started", "shown"), [
-    ("None", "Dependency", "None", True, "Dependency"),  # its start record carried the kept reason
-    ("None", "None", "", True, "None"),
-    ("JobHeldUser", "JobHeldUser", "JobHeldUser", False, "JobHeldUser"),  # first record after a build
-    ("AssocGrpCpuLimit", "AssocGrpCpuLimit", "None", False, "None"),  # first record before the build kept it
-    ("JobHeldUser", "JobHeldUser", "", False, "None"),  # ended before any record: the completion has none
-    ("PartitionNodeLimit", "PartitionNodeLimit", "", False, "PartitionConfig"),
+@pytest.mark.parametrize(("prev_db", "recorded", "started", "shown"), [
+    ("Dependency", "None", True, "Dependency"),  # its start record carried the kept reason
+    ("None", "", True, "None"),
+    ("JobHeldUser", "JobHeldUser", False, "JobHeldUser"),  # first record after a build
+    ("AssocGrpCpuLimit", "None", False, "None"),  # first record before the build kept it
+    ("JobHeldUser", "", False, "None"),  # ended before any record: the completion has none
+    ("PartitionNodeLimit", "PartitionConfig", False, "PartitionConfig"),  # one build kept submission's reason
 ])
-def test_sacct_reason_is_the_kept_reason_slurmdbd_got_with_the_jobs_records(reason, prev_db, recorded, started, shown):
-    """fixtures/22.05/acct-reason (Dependency, JobHeldUser, AssocGrpCpuLimit) and job-records (PartitionConfig)."""
-    assert accounting_reason(reason=reason, reason_prev_db=prev_db, reason_recorded=recorded, started=started) == shown
+def test_sacct_reason_is_the_kept_reason_slurmdbd_got_with_the_jobs_records(prev_db, recorded, started, shown):
+    """fixtures/22.05/acct-reason (Dependency, JobHeldUser, AssocGrpCpuLimit) and part-reason (PartitionConfig)."""
+    assert accounting_reason(reason_prev_db=prev_db, reason_recorded=recorded, started=started) == shown

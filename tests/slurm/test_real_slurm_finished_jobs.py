@@ -8,7 +8,8 @@ where ``t`` compares the short state codes as strings (CA, CD, F, PD, R); plain 
 start and end. ``-N 5`` on the 4-node partition is not refused: it pends (PartitionNodeLimit).
 
 sacct's Reason (sacct-x-more.txt) is ``None`` for every finished job, the refused ones too (not their
-BadConstraints), and ``PartitionConfig`` for nodes5 (squeue's PartitionNodeLimit; formats.accounting_reason).
+BadConstraints), and ``PartitionConfig`` for nodes5 (squeue's PartitionNodeLimit: its submission's reason,
+which the build after it kept before its first record went; formats.accounting_reason).
 
 The replay steps its own clock on the recording's (scontrol's SubmitTime/StartTime/EndTime).
 """
@@ -24,6 +25,7 @@ import pytest
 from trainhub.common.errors import ApiError
 from trainhub.slurm import formats, reports
 from trainhub.slurm.models import JobNode, JobState, SlurmJob
+from trainhub.slurm.services.accounting import job_records_sent
 from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message
 from trainhub.slurm.services.lifecycle import job_batch_finished, job_node_prolog_finished
 
@@ -118,6 +120,7 @@ def replayed(cast, now) -> tuple[Replay, dict[str, tuple[str, str]]]:
         answers[name] = sbatch(replay, name, at("03:40:03"))
     run_pass(cluster, at("03:40:05"))  # keep's LastSchedEval
     launch(10, at("03:40:05"))
+    job_records_sent(now=at("03:40:06"))  # after the build that kept nodes5's PartitionConfig
     return replay, answers
 
 

@@ -6,8 +6,10 @@ waits for Resources or was cancelled while held; ``-N 2`` alone shows its node c
 TASKS 4294967294, NO_VAL) once cancelled while held, as a refused ``--gres=gpu:9`` does: slurmctld keeps -n's
 count from submission, and without one packs the pending job's nodes or its allocation's. sacct's Reason is
 ``None`` for every job record, finished, running, pending, held, cancelled and refused (the held jobs' first
-records came before the build that kept JobHeldUser: the replay sends none), but ``PartitionConfig`` for
-``-N 5`` on the 4-node partition (squeue's PartitionNodeLimit), blank for a step (formats.accounting_reason).
+records came before the build that kept JobHeldUser), but ``PartitionConfig`` for ``-N 5`` on the 4-node
+partition (squeue's PartitionNodeLimit: its submission's reason, which the build after it kept before its record
+went; fixtures/22.05/part-reason), blank for a step (formats.accounting_reason). The replay sends the records
+on slurmctld's 5-second ticks between those builds.
 EnforcePartLimits=ALL and ANY with the partition's MaxNodes=2 refuse a node range whose MAX is over it
 (``-N 1-4``, ``-N 2-4``) as they refuse ``-N 3``, and ``-N 1-2`` runs on 2. A node range's billing is counted
 again on the nodes select chose (GrpTRES=billing=3: ``-N 1-4`` waits AssocGrpBilling, ``-N 1-3`` runs on 3),
@@ -31,6 +33,7 @@ import pytest
 from trainhub.common.errors import ApiError
 from trainhub.slurm import formats, reports
 from trainhub.slurm.models import Partition, SlurmCluster, SlurmJob
+from trainhub.slurm.services.accounting import job_records_sent
 from trainhub.slurm.services.jobs import Submission, job_submit, submitted_message
 from trainhub.slurm.services.sacctmgr import sacctmgr_run
 
@@ -105,6 +108,7 @@ def part1(cast, now) -> tuple[Replay, dict[str, tuple[str, str]]]:
     replay.epilogs_done(at("07:04:58"))
     for name in PART1[1:11]:
         answers[name] = sbatch(cluster, replay.users, name, at("07:04:59"))
+    job_records_sent(now=at("07:05:00"))  # before the build that keeps the held jobs' JobHeldUser
     run_pass(cluster, at("07:05:01"))
     for job_id in (2, 3, 4, 11):
         launch(job_id, at("07:05:01"))
@@ -113,6 +117,7 @@ def part1(cast, now) -> tuple[Replay, dict[str, tuple[str, str]]]:
     run_pass(cluster, at("07:05:04"))
     for job_id in (8, 9, 10, 15):
         cancel(replay, job_id, "alice", at("07:05:04"))
+    job_records_sent(now=at("07:05:05"))  # after the build that kept nodes5's PartitionConfig
     return replay, answers
 
 

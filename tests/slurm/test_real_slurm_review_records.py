@@ -7,7 +7,8 @@ What Slurm did. A node range over a TRES-minutes limit is held back after select
 QOSMaxCpuMinutesPerJobLimit showing NumNodes=4-4, and so does ``-N 3-4 -c 3 -t 5``, whose request alone (one
 task's 3 CPUs) is over the limit at submission: its node test there gave it its count all the same. sacct's Reason of a job waiting PartitionNodeLimit for the
 partition's MaxNodes (``-N 3`` and ``-N 1-4`` under MaxNodes=2) is PartitionConfig, as ``-N 5``'s on 4 nodes is
-(job-records). Part 1 (squeue -O NumTasks of a running --ntasks-per-node job) is replayed by
+(job-records): their submission's reason, which the build after it kept before their first records went
+(fixtures/22.05/part-reason). Part 1 (squeue -O NumTasks of a running --ntasks-per-node job) is replayed by
 test_real_slurm_ntasks_per_node.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from trainhub.slurm import formats, reports
 from trainhub.slurm.models import Partition, SlurmJob
+from trainhub.slurm.services.accounting import job_records_sent
 from trainhub.slurm.services.sacctmgr import sacctmgr_run
 
 from .conftest import run_pass
@@ -68,9 +70,12 @@ def test_sacct_reason_of_a_job_over_max_nodes_is_partition_config(cast, now):
     users = Replay(cluster, cast).users
     for name, nodes in (("N3", "3"), ("N1-4", "1-4")):
         assert sbatch(cluster, users, name, now, "-N", nodes, "--wrap", "sleep 600")[1] == "rc=0\n"
+    assert list(SlurmJob.objects.filter(cluster=cluster).values_list("reason", flat=True)) == [
+        "PartitionConfig"] * 2  # until the first build (fixtures/22.05/part-reason)
     run_pass(cluster, now + 2 * SECOND)
     assert list(SlurmJob.objects.filter(cluster=cluster).values_list("reason", flat=True)) == [
         "PartitionNodeLimit"] * 2
+    job_records_sent(now=now + 3 * SECOND)  # after that build, which kept PartitionConfig
     fields = ["JobID", "JobName", "State", "Reason"]
     records = [record for record, _ in reports.sacct(cluster, now=now + 10 * SECOND, viewer="root", fields=fields,
                                                      all_users=True, allocations=True).items]

@@ -1068,21 +1068,19 @@ def _timestamp(moment: dt.datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S") if moment else "Unknown"
 
 
-def accounting_reason(*, reason: str, reason_prev_db: str, reason_recorded: str, started: bool) -> str:
+def accounting_reason(*, reason_prev_db: str, reason_recorded: str, started: bool) -> str:
     """sacct's Reason of a job record (sacct's print_fields PRINT_REASON): the state_reason_prev_db
     slurmctld sent slurmdbd with the job's last start record (scheduler.reason_prev_db), not squeue's
     reason. A job that ran: the one its start carried (``reason_prev_db``: Dependency, JobHeldUser,
     BeginTime, AssocGrpCpuLimit for jobs that waited on them, None for Resources and Priority;
     fixtures/22.05/acct-reason). A job that never ran: the one its first record carried
-    (``reason_recorded``, services.accounting.job_records_sent), None if none was sent, but
-    ``PartitionConfig`` for a job waiting PartitionNodeLimit (``-N 5`` on a 4-node partition;
-    job-records/sacct-reason-j.txt, finished-jobs/sacct-x-more.txt): slurmctld gave it PartitionConfig
-    at submission and a build kept that before the next one changed it, while trainhub gives
-    PartitionNodeLimit from the start."""
+    (``reason_recorded``, services.accounting.job_records_sent), None if none was sent. So a job over its
+    partition's limits shows what its submission gave it (PartitionConfig, limits.over_partition_limits) where
+    one build kept that before its record went, PartitionNodeLimit after two, None before any
+    (fixtures/22.05/part-reason; job-records/sacct-reason-j.txt, finished-jobs/sacct-x-more.txt: ``-N 5`` on a
+    4-node partition PartitionConfig)."""
     if started:
         return reason_prev_db
-    if reason == "PartitionNodeLimit":
-        return "PartitionConfig"
     return reason_recorded or "None"
 
 

@@ -726,6 +726,24 @@ def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: Job
     return "PartitionDown" if partition.state == "DOWN" else None
 
 
+#: What job_limits_check gives a job its partition's limits keep waiting (_part_access_check's
+#: ESLURM_INVALID_TIME_LIMIT and ESLURM_INVALID_NODE_COUNT under EnforcePartLimits=NO).
+_PARTITION_LIMITS = frozenset({"PartitionTimeLimit", "PartitionNodeLimit"})
+
+
+def over_partition_limits(reason: str | None) -> bool:
+    """Whether a job pending with ``reason`` is over its partition's time or node limit (or -N over its
+    nodes, which services.jobs tests). slurmctld gives such a job PartitionConfig at submission (job_allocate's
+    _select_nodes_parts: job_limits_check fails, so ESLURM_REQUESTED_PART_CONFIG_UNAVAILABLE, WAIT_PART_CONFIG),
+    over the BeginTime or Dependency job_independent gave it just before, but not a user hold (job_allocate
+    restores WAIT_HELD_USER); the first queue build keeps that for accounting (scheduler.reason_prev_db) and
+    gives the job its limit's reason (fixtures/22.05/part-reason: ``-N 5`` on 4 nodes, ``-N 5 -d afterok:1``,
+    ``-N 3`` and ``-N 1-4`` under MaxNodes=2, ``-N 5 --begin=now+600``, ``-t 10`` under MaxTime=5 show
+    PartitionConfig in squeue and scontrol until the main scheduler's run after their submission; ``-N 5 -H``
+    JobHeldUser)."""
+    return reason in _PARTITION_LIMITS
+
+
 def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, account: str | None,
                         partition: str, qos: str | None, nodes: int, tres: Mapping[str, int],
                         time_limit_minutes: int | None, default_account: str | None,

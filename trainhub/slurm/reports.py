@@ -1101,8 +1101,8 @@ def _run_record(job: SlurmJob, run: JobRun | None, now: dt.datetime, uids: Mappi
         restarts=job.restart_count, submit=run.submit_time if run else job.submit_time, start=start, end=end,
         alloc_tres=format_tres(tres, by_name=True), req_tres=req_tres, req_cpus=asked_cpus, req_nodes=asked_nodes,
         alloc_nodes=run.num_nodes if run else 0,
-        reason=formats.accounting_reason(reason=job.reason, reason_prev_db=job.reason_prev_db,
-                                         reason_recorded=job.reason_recorded, started=run is not None))
+        reason=formats.accounting_reason(reason_prev_db=job.reason_prev_db, reason_recorded=job.reason_recorded,
+                                         started=run is not None))
 
 
 def _requested_tres(cluster: SlurmCluster, now: dt.datetime) -> Callable[[SlurmJob], str]:

@@ -498,7 +498,8 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
     except arrays.ArrayError as exc:
         raise _refuse(SUBMIT_FAILED + str(exc)) from exc
     options, nodes, placement = _placement(options, state, partition)
-    node_error = _node_config_error(options, _placed_node_count(options, nodes), state, partition,
+    placed_nodes = _placed_node_count(options, nodes)
+    node_error = _node_config_error(options, placed_nodes, state, partition,
                                     held=bool(options.hold), from_tasks=placement["nodes_from_tasks"])
     if node_error == INVALID_NODE_COUNT:
         raise _refuse(SUBMIT_FAILED + node_error)
@@ -549,8 +550,12 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
         raise _refuse(_unsatisfied_lines(options, state, partition) + SUBMIT_FAILED + node_error)
     depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE
-    reason = ("JobHeldUser" if hold else "BeginTime" if begin > now else dependency.pending_reason(depends)
-              or accepted.pending_reason or "None")
+    # over MaxTime or MaxNodes, or -N over the partition's nodes (_part_access_check's "too many nodes"; -n's
+    # count is no partition limit: _node_config_error)
+    over_partition = limits.over_partition_limits(accepted.pending_reason) or (
+        not placement["nodes_from_tasks"] and placed_nodes > len(state.partitions[partition].node_pks))
+    reason = ("JobHeldUser" if hold else "PartitionConfig" if over_partition else "BeginTime" if begin > now
+              else dependency.pending_reason(depends) or accepted.pending_reason or "None")
     requeue = options.requeue if options.requeue is not None else bool(state.config.job_requeue)
     _job_write(job, state, now=now, account=accepted.account, qos=qos, time_limit=accepted.time_limit_minutes,
                requeue=requeue, nice=options.nice or 0, hold=hold, dependency=depends, reason=reason,
