@@ -559,7 +559,8 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
     requeue = options.requeue if options.requeue is not None else bool(state.config.job_requeue)
     _job_write(job, state, now=now, account=accepted.account, qos=qos, time_limit=accepted.time_limit_minutes,
                requeue=requeue, nice=options.nice or 0, hold=hold, dependency=depends, reason=reason,
-               **_array_fields(array), event=f"Submitted by {username} to partition {partition} (account {accepted.account}, "
+               **_array_fields(array),
+               event=f"Submitted by {username} to partition {partition} (account {accepted.account}, "
                      f"QOS {qos or 'none'}).")
     request_pass(cluster)
     return job
