@@ -164,6 +164,37 @@ def test_a_replicas_start_and_exit_reports_stand_for_the_heartbeats_those_change
     assert Node.objects.get(pk=replica.node_id).state == NodeState.UP
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_replica_that_ends_after_its_round_supervised_it_is_told_by_its_exit_report_not_a_heartbeat(
+        api, nodes, now, tmp_path):
+    group = agents_on(tmp_path)
+    group.tick(now=now)  # every agent's first heartbeat
+    job = submit(api, container_pool(command=["python3", "-c", "import time; time.sleep(0.2)"]))
+    scheduler_pass(now=later(now, 0.05))
+    replica = job.replicas.select_related("node").get()
+    agent = next(agent for agent in group.agents if agent.name == replica.node.name)
+    calls, supervise, send = [], agent._supervise, agent.api.call
+
+    def supervise_then_let_it_end(replica_id, doc, moment):
+        supervise(replica_id, doc, moment)
+        deadline = time.monotonic() + 30
+        while agent.handles[replica_id].run.exit_record() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def recording(method, path, body=None, *, etag=""):
+        calls.append(path)
+        return send(method, path, body, etag=etag)
+    agent._supervise, agent.api.call = supervise_then_let_it_end, recording
+    agent.tick(now=later(now, 0.1))  # starts it, sees it running, then it ends before the heartbeat
+    assert f"/agent/v1/replicas/{replica.pk}/started" in calls and agent.handles[replica.pk].run.exit_record()
+    assert "/agent/v1/heartbeat" not in calls, "a heartbeat said what the exit report is about to"
+    agent._supervise = supervise
+    agent.tick(now=later(now, 0.15))
+    assert calls.count(f"/agent/v1/replicas/{replica.pk}/exited") == 1 and "/agent/v1/heartbeat" not in calls
+    assert CustomJob.objects.get(pk=job.pk).state == states.SUCCEEDED
+    assert Node.objects.get(pk=replica.node_id).state == NodeState.UP
+
+
 def test_nvidia_smi_output_becomes_the_machines_gpus():
     gpus = parse_nvidia_smi((FIXTURES / "nvidia-smi-h100x2.csv").read_text())
     assert [(gpu["index"], gpu["name"], gpu["memoryMiB"]) for gpu in gpus] == [

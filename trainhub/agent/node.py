@@ -10,11 +10,12 @@ it in a loop for every node identity in its state directory. Each round:
 3. start the listed replicas it does not run yet, each under its own supervisor;
 4. ship each replica's new log lines, stop those asked to stop (SIGTERM, SIGKILL after the
    grace period), report those that ended, with their outputs;
-5. heart-beat with the replicas it sees running and its facts: at once when either changed or when
-   the assignments say the node's state is not what the last heartbeat was answered; otherwise
-   every ``heartbeat_seconds`` while it polls, but only every ``long_poll_heartbeat_seconds``
-   while it long-polls, since the control plane counts a held long poll as the node's contact
-   (``trainhub.inventory.contact``). The facts are discovered afresh every ``facts_seconds``.
+5. heart-beat with the replicas it sees running and its facts: at once when either changed (a
+   replica that ended waits for its exit report instead) or when the assignments say the node's
+   state is not what the last heartbeat was answered; otherwise every ``heartbeat_seconds`` while
+   it polls, but only every ``long_poll_heartbeat_seconds`` while it long-polls, since the
+   control plane counts a held long poll as the node's contact (``trainhub.inventory.contact``).
+   The facts are discovered afresh every ``facts_seconds``.
 A failure preparing, starting or reporting one replica is that replica's failure: it is logged,
 reported where it can be, and never stops the round for the others.
 
@@ -413,7 +414,7 @@ class NodeAgent:
         facts = self._facts(moment)
         period = (self.settings.long_poll_heartbeat_seconds if self._long_polling(moment)
                   else self.settings.heartbeat_seconds)
-        if (running == self.reported_running and facts == self.reported_facts and not self.heartbeat_due
+        if (not self._running_changed(running) and facts == self.reported_facts and not self.heartbeat_due
                 and moment - self.last_heartbeat < period):
             return
         body: dict[str, Any] = {"time": moment, "running": running}
@@ -424,6 +425,15 @@ class NodeAgent:
             raise ControlPlaneUnreachable(f"heartbeat: {_refusal(answer)}")
         self.reported_facts, self.reported_running, self.last_heartbeat = facts, running, moment
         self.reported_state, self.heartbeat_due = str(answer.body.get("state", "")), False
+
+    def _running_changed(self, running: list[int]) -> bool:
+        """Whether the replicas running here differ from the last heartbeat's in a way no report will
+        say. A replica that ended after this round supervised it is still held: the next round's
+        exit report tells the control plane, so its ending alone is no reason to heart-beat."""
+        if self.reported_running is None:
+            return True
+        exit_unreported = self.handles.keys() - set(running)
+        return bool((set(running) ^ set(self.reported_running)) - exit_unreported)
 
     def _facts(self, moment: float) -> dict:
         """The machine's facts, discovered afresh once ``facts_seconds`` have passed since the last look."""
