@@ -2,8 +2,10 @@
 counts the CPU of the harness's slurmctld beside the commands', measures trainhub only once the
 harness's daemons are idle again, and alternates the two sides' sbatch rounds."""
 
+import json
 import subprocess
 import sys
+import time
 
 from bench import slurm_vs_real
 from bench.slurm_vs_real import _slurmctld, harness_environment, harness_settled
@@ -58,3 +60,51 @@ def test_sbatch_rounds_alternate_the_sides_and_swap_their_order_each_round(monke
     runs.clear()
     assert slurm_vs_real._sbatch_rounds(None, b"", 10, rounds=1) == {("trainhub", 1): [9], ("trainhub", 2): [10]}
     assert runs == [("trainhub", 1), ("trainhub", 2)]
+
+
+WORKER = """
+import pathlib, signal, sys, time
+done = pathlib.Path(sys.argv[1])
+def answer(signum, frame):
+    spin = time.process_time() + 0.05
+    while time.process_time() < spin:
+        pass
+    done.write_text("answered")
+signal.signal(signal.SIGUSR1, answer)
+done.write_text("ready")
+while True:
+    time.sleep(1)
+"""
+
+CLIENT = """
+import json, os, pathlib, signal, sys, time
+runs = pathlib.Path(sys.argv[1])
+count = int(runs.read_text()) if runs.exists() else 0
+runs.write_text(str(count + 1))
+order, workers = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+pid, done = workers[order[min(count, len(order) - 1)]]
+pathlib.Path(done).unlink(missing_ok=True)
+os.kill(pid, signal.SIGUSR1)
+while not pathlib.Path(done).exists():
+    time.sleep(0.005)
+"""
+
+
+def test_the_cli_warm_up_runs_until_every_worker_has_answered_once(tmp_path):
+    """Which worker a new connection reaches is the server's choice; the warm-up goes on until each has
+    answered (its CPU time grew most in a run), and gives up after 4 runs a worker."""
+    workers = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path / f"done{index}")]) for index in range(2)]
+    try:
+        while not all((tmp_path / f"done{index}").exists() for index in range(2)):
+            time.sleep(0.01)  # until both workers handle the signal
+        doors = json.dumps([[worker.pid, str(tmp_path / f"done{index}")] for index, worker in enumerate(workers)])
+        pids = [worker.pid for worker in workers]
+        for order, runs in (([0, 0, 0, 1], 4), ([1, 0], 2), ([0], 8)):
+            counter = tmp_path / f"runs-{len(order)}-{order[0]}"
+            slurm_vs_real._warm_every_worker([sys.executable, "-c", CLIENT, str(counter), json.dumps(order), doors],
+                                             {}, pids)
+            assert int(counter.read_text()) == runs, order
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
