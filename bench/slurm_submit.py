@@ -4,11 +4,10 @@ one costs each party in CPU, and what one costs in-process (CPU and SQL statemen
 ``slurm_submit`` uses the ``slurm_pages`` cluster (the seed's Slurm cluster on drained simulated
 nodes, 20 users in 4 accounts), so every job stays pending and no scheduler pass starts one. sbatch
 reads every node of its partition (16 here), so its in-process cost is measured on a partition of
-256 nodes too. Each
-client is a process with one kept-alive plain-socket connection sending ``POST .../slurmClusters/
-bench/jobs`` with ``-p a4 -A acct0 -t 10 --wrap hostname`` (what ``trainhub slurm sbatch`` sends),
-as ``rest_submit`` sends CustomJobs (bench.submission.http_run). Real Slurm 22.05 on this kind of
-machine accepted 264 sbatch/s from one submitter and 430/s from two (issue 21);
+256 nodes too. Each client is a process with one kept-alive plain-socket connection sending ``POST
+.../slurmClusters/bench/jobs`` with ``-p a4 -A acct0 -t 10 --wrap hostname`` (what ``trainhub slurm
+sbatch`` sends), as ``rest_submit`` sends CustomJobs (bench.submission.http_run). Real Slurm 22.05 on
+this kind of machine accepted 264 sbatch/s from one submitter and 430/s from two (issue 21);
 ``bench/slurm_vs_real.py`` measures both sides in one run where the Slurm harness is running.
 """
 

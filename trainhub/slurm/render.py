@@ -8,7 +8,7 @@ from trainhub.common.wire import format_timestamp
 from trainhub.inventory.models import Node
 from trainhub.slurm import arrays, jobenv, scontrol_job
 from trainhub.slurm.models import JobRun, Partition, SlurmCluster, SlurmJob
-from trainhub.slurm.slurmconf import node_weight, real_memory_mb
+from trainhub.slurm.slurmconf import named_features, node_weight, real_memory_mb
 from trainhub.slurm.timefmt import format_time_limit
 
 
@@ -44,14 +44,15 @@ def render_cluster(cluster: SlurmCluster, partitions: list[Partition], nodes: li
     }
     if nodes is not None:
         # scontrol show node's AvailableFeatures= / ActiveFeatures=, RealMemory= and Weight=
-        features = cluster.node_features
-        body["nodes"] = [{"name": node.name, "nodePoolId": node.pool.name, "state": node.state,
-                          "reason": node.state_reason, "gpus": node.pool.accelerator_count,
-                          "availableFeatures": features.get(node.name, {}).get("available", []),
-                          "activeFeatures": features.get(node.name, {}).get("active", []),
-                          "realMemory": real_memory_mb(node, cluster), "weight": node_weight(node, cluster)}
-                         for node in nodes]
+        body["nodes"] = [_node_body(node, cluster) for node in nodes]
     return body
+
+
+def _node_body(node: Node, cluster: SlurmCluster) -> dict:
+    available, active = named_features(node.name, cluster)
+    return {"name": node.name, "nodePoolId": node.pool.name, "state": node.state, "reason": node.state_reason,
+            "gpus": node.pool.accelerator_count, "availableFeatures": list(available), "activeFeatures": list(active),
+            "realMemory": real_memory_mb(node, cluster), "weight": node_weight(node, cluster)}
 
 
 def render_job(job: SlurmJob, *, task_id: int | None = None) -> dict[str, Any]:

@@ -65,6 +65,15 @@ def named_real_memory_mb(name: str, shape: PoolShape, cluster: SlurmCluster) -> 
     return cluster.node_real_memory.get(name) or shape.machine_memory_mb
 
 
+def named_features(name: str, cluster: SlurmCluster) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """AvailableFeatures= and ActiveFeatures= of the node ``name``: those the cluster's admin set
+    (services.clusters.node_features_set), else none."""
+    features = cluster.node_features.get(name)
+    if not features:
+        return (), ()
+    return tuple(features.get("available", ())), tuple(features.get("active", ()))
+
+
 def named_weight(name: str, cluster: SlurmCluster) -> int:
     """Weight= of the node ``name``: the one the cluster's admin set (services.clusters.node_weight_set), else 1."""
     return cluster.node_weight.get(name, DEFAULT_NODE_WEIGHT)
@@ -83,7 +92,7 @@ def node_spec(node: Node, cluster: SlurmCluster) -> NodeSpec:
     machine's memory), its pool's GPUs, its available features and its Weight."""
     shape = shape_of(node.pool)
     return NodeSpec(name=node.name, cpus=shape.cpus, real_memory_mb=real_memory_mb(node, cluster), gres=shape.gres,
-                    features=tuple(cluster.node_features.get(node.name, {}).get("available", ())),
+                    features=named_features(node.name, cluster)[0],
                     weight=node_weight(node, cluster))
 
 

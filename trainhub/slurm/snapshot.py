@@ -26,7 +26,8 @@ from trainhub.slurm import dependency, fairshare, features, hostlist, limits, pr
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig, parse_config, parse_partition_options
 from trainhub.slurm.models import Account, Association, Hold, JobState, Partition, Qos, SlurmCluster, SlurmJob, SlurmUser
 from trainhub.slurm.scontrol_job import asked_tasks, requested_gpus
-from trainhub.slurm.slurmconf import PoolShape, named_real_memory_mb, named_weight, pool_shape, shape_of
+from trainhub.slurm.slurmconf import (PoolShape, named_features, named_real_memory_mb, named_weight, pool_shape,
+                                      shape_of)
 from trainhub.slurm.tres import billable_tres, memory_tres
 
 
@@ -215,13 +216,12 @@ def _node_info(pk: int, name: str, state: str, reason: str, alive: bool, shape: 
                cluster: SlurmCluster) -> NodeInfo:
     """The node as the scheduler sees it (its NodeName= line, slurmconf.node_spec, with its state);
     ``alive``: its agent's last heartbeat is at or after _fresh_after."""
-    node_features = cluster.node_features.get(name, {})
+    available_features, active_features = named_features(name, cluster)
     return NodeInfo(pk=pk, name=name, cpus=shape.cpus,
                     memory_mb=named_real_memory_mb(name, shape, cluster),
                     gpus=shape.gpus, gpu_type=shape.gpu_type, available=state == NodeState.UP and alive,
-                    state=state, reason=reason, available_features=tuple(node_features.get("available", ())),
-                    active_features=tuple(node_features.get("active", ())),
-                    weight=named_weight(name, cluster))
+                    state=state, reason=reason, available_features=available_features,
+                    active_features=active_features, weight=named_weight(name, cluster))
 
 
 def _partition_info(name: str, position: int, config: dict, node_pks: tuple[int, ...],
@@ -445,10 +445,11 @@ def job_tres(job: JobLike, state: ClusterState) -> dict[str, int]:
 
 def job_memory_tres(job: JobLike, state: ClusterState, gpus: int) -> int:
     """The memory (MB) a job's TRES counts against limits such as ``GrpTRES=mem=`` (tres.memory_tres of
-    its request, ``gpus`` its GPUs), only where memory is a consumable resource (CR_*_Memory): under CR_CPU 22.05 holds no such limit against
-    a job (fixtures/22.05/job-records mem-N3-4: ``-N 3-4 --mem=8000`` asks 24000M of 20000 and runs), under
-    CR_CPU_Memory it does (job-records-mem mem-N3-4 waits AssocGrpMemLimit). 0 for a job without --mem*:
-    trainhub gives it no memory (job_memory_mb), where 22.05 would count its nodes' whole RealMemory."""
+    its request, ``gpus`` its GPUs), only where memory is a consumable resource (CR_*_Memory): under
+    CR_CPU 22.05 holds no such limit against a job (fixtures/22.05/job-records mem-N3-4: ``-N 3-4
+    --mem=8000`` asks 24000M of 20000 and runs), under CR_CPU_Memory it does (job-records-mem mem-N3-4
+    waits AssocGrpMemLimit). 0 for a job without --mem*: trainhub gives it no memory (job_memory_mb),
+    where 22.05 would count its nodes' whole RealMemory."""
     if not state.config.memory_is_consumable:
         return 0
     return memory_tres(mem_per_gpu=job.mem_per_gpu, mem_per_cpu=job.mem_per_cpu, mem_per_node=job.mem_per_node,
