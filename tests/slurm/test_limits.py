@@ -278,6 +278,41 @@ def test_partition_limits_pend_by_default_and_reject_with_enforce_part_limits():
     assert rejection(strict, time_limit_minutes=10, nodes=4).message == INVALID_NODE_COUNT
 
 
+def test_the_node_limits_come_before_the_time_limit_as_in_slurm():
+    """fixtures/22.05/part-order: N3-t10, nomax-N5-t10 and all-N3-t10, all-nomax-N5-t10."""
+    partitions = {"gpu": parse_partition_options({"MaxTime": "5", "MaxNodes": "2"})}
+    assert submit(context(partitions=partitions), time_limit_minutes=10, nodes=3).pending_reason == \
+        "PartitionNodeLimit"
+    unlimited = {"gpu": parse_partition_options({"MaxTime": "5"})}
+    assert submit(context(partitions=unlimited), time_limit_minutes=10, nodes=5, partition_nodes=4,
+                  placed_nodes=5).pending_reason == "PartitionNodeLimit"
+    for limits in (partitions, unlimited):
+        strict = context(partitions=limits, config={**ENFORCE, "EnforcePartLimits": "ALL"})
+        assert rejection(strict, time_limit_minutes=10, nodes=5, partition_nodes=4,
+                         placed_nodes=5).message == INVALID_NODE_COUNT
+
+
+def test_a_count_from_ntasks_is_no_limit_of_the_partitions_node_count():
+    assert submit(context(), nodes=5, partition_nodes=4, placed_nodes=0).pending_reason is None
+
+
+def test_the_account_and_qos_are_validated_before_the_partitions_limits():
+    """fixtures/22.05/part-order: all-N5-acct, all-N5-qos, all-t10-acct under EnforcePartLimits=ALL."""
+    strict = context(partitions={"gpu": parse_partition_options({"MaxTime": "5", "MaxNodes": "2"})},
+                     config={**ENFORCE, "EnforcePartLimits": "ALL"})
+    over = dict(nodes=5, partition_nodes=4, placed_nodes=5)
+    assert rejection(strict, account="nosuchacct", **over).message == INVALID_ACCOUNT
+    assert rejection(strict, qos="nosuchqos", **over).message == INVALID_QOS
+    assert rejection(strict, account="nosuchacct", time_limit_minutes=10).message == INVALID_ACCOUNT
+
+
+def test_a_down_partition_comes_after_the_node_limits_and_before_the_time_limit():
+    """fixtures/22.05/part-order: at-down-N3 PartitionConfig (the node limit's), at-down-t10 PartitionDown."""
+    down = context(partitions={"gpu": parse_partition_options({"MaxTime": "5", "MaxNodes": "2", "State": "DOWN"})})
+    assert submit(down, nodes=3, time_limit_minutes=1).pending_reason == "PartitionNodeLimit"
+    assert submit(down, time_limit_minutes=10).pending_reason == "PartitionDown"
+
+
 def test_partition_default_time_then_max_time_fill_a_missing_limit():
     partitions = {"gpu": parse_partition_options({"MaxTime": "120", "DefaultTime": "15"})}
     assert submit(context(partitions=partitions), time_limit_minutes=None).time_limit_minutes == 15

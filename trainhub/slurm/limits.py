@@ -20,8 +20,10 @@ Public API (pure Python, no Django)::
     JobRequest(user, account, partition, qos, assoc_key, nodes, tres, time_limit_minutes)
     LimitUsage.of(context, [(JobRequest, running: bool), ...]); usage.add(job, running=); usage.start(job)
     validate_submission(context, usage, user=, account=, partition=, qos=, nodes=, tres=,
-                        time_limit_minutes=, default_account=, most_nodes=) -> Submission
-                        # raises SubmitRejected(message)
+                        time_limit_minutes=, default_account=, most_nodes=, partition_nodes=,
+                        placed_nodes=) -> Submission      # raises SubmitRejected(message)
+    partition_limit(partition, nodes=, time_limit_minutes=, partition_nodes=, placed_nodes=, most_nodes=)
+                        # PartitionNodeLimit / PartitionTimeLimit / None (submission and scheduler)
     limit_reason(context, usage, job) -> str | None      # why limits keep a pending job from starting
     tres_minutes_exhausted(context, job, allocated) -> str | None   # why a running job is killed (GrpTRESMins)
     SubmitRejected.message: one of Slurm's error strings below
@@ -49,9 +51,10 @@ Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
 - A QOS limit, where set, replaces the association's limit of the same kind (partition QOS first,
   unless the job QOS has OverPartQOS); Max* association limits are inherited from the nearest ancestor
   that sets them and count the user's jobs; Grp* limits apply at every level to the whole subtree.
-- EnforcePartLimits=NO (default): over MaxTime / MaxNodes pends (PartitionTimeLimit,
-  PartitionNodeLimit); ALL/ANY/YES reject. A node range counts by its MAX (``-N 1-4`` under
-  MaxNodes=2). A DOWN partition pends (PartitionDown); DRAIN/INACTIVE reject.
+- EnforcePartLimits=NO (default): over MaxTime / MaxNodes / the partition's node count pends
+  (PartitionTimeLimit, PartitionNodeLimit; nodes first); ALL/ANY/YES reject, after the association and
+  QOS. A node range counts by its MAX (``-N 1-4`` under MaxNodes=2). A DOWN partition pends
+  (PartitionDown, after the node limits and before the time limit); DRAIN/INACTIVE reject.
 - Scheduling-time order (acct_policy_job_runnable_pre_select, then _post_select): QOS then associations
   for job counts and wall time, then QOS then associations for TRES; the first limit hit is the reason.
 
@@ -103,6 +106,7 @@ __all__ = [
     "SubmitRejected",
     "Submission",
     "limit_reason",
+    "partition_limit",
     "tres_minutes_exhausted",
     "validate_submission",
 ]
@@ -703,27 +707,47 @@ def _resolve_time_limit(context: LimitContext, job: JobRequest, partition: Parti
     return partition.max_time_minutes
 
 
-def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest,
-                      most_nodes: int = 0) -> str | None:
-    """Why the partition keeps the job waiting, or raises SubmitRejected where EnforcePartLimits refuses it.
-    ``most_nodes``: a node range's MAX, which _part_access_check holds against MaxNodes as it does MIN
-    (job_mgr.c: ``job_desc->max_nodes > part_ptr->max_nodes``; fixtures/22.05/job-records: under
-    EnforcePartLimits=ALL and ANY with MaxNodes=2 ``-N 1-4`` and ``-N 2-4`` are refused as ``-N 3`` is,
-    ``Node count specification invalid``, and ``-N 1-2`` runs on 2)."""
+def partition_limit(partition: PartitionOptions, *, nodes: int, time_limit_minutes: int | None,
+                    partition_nodes: int | None = None, placed_nodes: int = 0, most_nodes: int = 0) -> str | None:
+    """The partition limit a job is over, nodes before time: PartitionNodeLimit where ``placed_nodes`` (-N's count,
+    raised by a constraint's counts; 0 for a count from -n alone, which is no partition limit:
+    fixtures/22.05/ntasks) is more than the partition's ``partition_nodes`` (_part_access_check's "too many
+    nodes") or ``nodes`` or a range's MAX ``most_nodes`` is over MaxNodes, else PartitionTimeLimit where the time
+    limit is over MaxTime, else None. This is the one place that decides "more nodes than the partition has".
+    The order is the one slurmctld was recorded to follow (job_mgr.c: _part_access_check's and _valid_job_part's
+    refusals under EnforcePartLimits, job_limits_check's reasons otherwise; fixtures/22.05/part-order:
+    with MaxNodes=2 MaxTime=5 on 4 nodes, ``-N 3 -t 10`` and ``-N 5 -t 10`` pend with PartitionNodeLimit under
+    EnforcePartLimits=NO and are refused as ``Node count specification invalid`` under ALL; with MaxNodes
+    unset, ``-N 5 -t 10`` the same: nomax-N5-t10, all-nomax-N5-t10)."""
+    if (partition_nodes is not None and placed_nodes > partition_nodes) or (
+            partition.max_nodes is not None and max(nodes, most_nodes) > partition.max_nodes):
+        return "PartitionNodeLimit"
+    if partition.max_time_minutes is not None and (
+            time_limit_minutes is None or time_limit_minutes > partition.max_time_minutes):
+        return "PartitionTimeLimit"
+    return None
+
+
+def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest, *,
+                      most_nodes: int = 0, partition_nodes: int | None = None, placed_nodes: int = 0) -> str | None:
+    """Why the partition keeps the job waiting, or raises SubmitRejected where EnforcePartLimits refuses it
+    (partition_limit: nodes, then time). ``most_nodes``: a node range's MAX, which _part_access_check holds
+    against MaxNodes as it does MIN (job_mgr.c: ``job_desc->max_nodes > part_ptr->max_nodes``;
+    fixtures/22.05/job-records: under EnforcePartLimits=ALL and ANY with MaxNodes=2 ``-N 1-4`` and ``-N 2-4``
+    are refused as ``-N 3`` is, ``Node count specification invalid``, and ``-N 1-2`` runs on 2).
+    A DOWN partition: at submission (job_allocate's job_limits_check) slurmctld was recorded to weigh the node
+    limits before the partition's state and its state before the time limit (fixtures/22.05/part-order: on a DOWN batch of
+    MaxNodes=2 MaxTime=5, ``-t 10`` pends with PartitionDown at once, ``-N 3`` and ``-N 5`` with PartitionConfig,
+    as a job over the node limit does)."""
     if partition.state in ("DRAIN", "INACTIVE"):
         raise SubmitRejected(PARTITION_NOT_AVAIL)
-    enforce = config.enforce_part_limits != "NO"
-    over_time = partition.max_time_minutes is not None and (
-        job.time_limit_minutes is None or job.time_limit_minutes > partition.max_time_minutes)
-    if over_time:
-        if enforce:
-            raise SubmitRejected(INVALID_TIME_LIMIT, "PartitionTimeLimit")
-        return "PartitionTimeLimit"
-    if partition.max_nodes is not None and max(job.nodes, most_nodes) > partition.max_nodes:
-        if enforce:
-            raise SubmitRejected(INVALID_NODE_COUNT, "PartitionNodeLimit")
-        return "PartitionNodeLimit"
-    return "PartitionDown" if partition.state == "DOWN" else None
+    limit = partition_limit(partition, nodes=job.nodes, time_limit_minutes=job.time_limit_minutes,
+                            partition_nodes=partition_nodes, placed_nodes=placed_nodes, most_nodes=most_nodes)
+    if limit and config.enforce_part_limits != "NO":
+        raise SubmitRejected(INVALID_NODE_COUNT if limit == "PartitionNodeLimit" else INVALID_TIME_LIMIT, limit)
+    if partition.state == "DOWN" and limit != "PartitionNodeLimit":
+        return "PartitionDown"
+    return limit
 
 
 #: What job_limits_check gives a job its partition's limits keep waiting (_part_access_check's
@@ -747,11 +771,17 @@ def over_partition_limits(reason: str | None) -> bool:
 def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, account: str | None,
                         partition: str, qos: str | None, nodes: int, tres: Mapping[str, int],
                         time_limit_minutes: int | None, default_account: str | None,
-                        most_nodes: int = 0) -> Submission:
+                        most_nodes: int = 0, partition_nodes: int | None = None,
+                        placed_nodes: int = 0) -> Submission:
     """Accept a job as slurmctld would, or raise :class:`SubmitRejected` with Slurm's message.
 
     ``partition`` must be a partition of the cluster (the caller reports unknown partitions);
-    ``most_nodes``: -N MIN-MAX's MAX (0: ``nodes`` alone).
+    ``most_nodes``: -N MIN-MAX's MAX (0: ``nodes`` alone); ``partition_nodes``: the partition's node count,
+    which ``placed_nodes`` (-N's count; 0 for one from -n alone) must not exceed (partition_limit).
+    The association and QOS are validated before the partition's limits, as _job_create validates them
+    before _valid_job_part (fixtures/22.05/part-order: under EnforcePartLimits=ALL, ``-N 5 -A nosuchacct``
+    on 4 nodes is refused as ``Invalid account or account/partition combination specified``, ``-N 5
+    --qos=nosuchqos`` as ``Invalid qos specification``).
     """
     config = context.config
     partition_options = context.partitions[partition]
@@ -774,7 +804,8 @@ def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, 
     job = JobRequest(user=user, account=account, partition=partition, qos=job_qos, assoc_key=assoc_key,
                      nodes=nodes, tres=dict(tres), time_limit_minutes=time_limit_minutes)
     job = replace(job, time_limit_minutes=_resolve_time_limit(context, job, partition_options))
-    reason = _partition_reason(config, partition_options, job, most_nodes)
+    reason = _partition_reason(config, partition_options, job, most_nodes=most_nodes,
+                               partition_nodes=partition_nodes, placed_nodes=placed_nodes)
     if config.enforces_limits:
         submit_reason = _submit_count_reason(context, usage, job)
         if submit_reason:

@@ -93,7 +93,7 @@ from dataclasses import dataclass, field, replace
 from trainhub.slurm.conf import PartitionOptions, SlurmConfig
 from trainhub.slurm.features import Constraint
 from trainhub.slurm.hostlist import compress
-from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason, max_nodes
+from trainhub.slurm.limits import JobRequest, LimitContext, LimitUsage, limit_reason, max_nodes, partition_limit
 from trainhub.slurm.preemption import PreemptAction, PreemptJob, PreemptPolicy, choose_victims, preempt
 from trainhub.slurm.tres import billable_tres, memory_tres
 
@@ -814,6 +814,13 @@ class _Pass:
     # -- reasons that need no resources --
 
     def _static_reason(self, job: PendingJob) -> str | None:
+        """The reason a job waits for whatever the nodes are doing: a hold, --begin, a dependency, then its
+        partition's state before its limits (the main scheduler's run gives a job of a DOWN partition
+        PartitionDown whatever its limits), and the node limits before the time limit (limits.partition_limit;
+        job_limits_check's order; fixtures/22.05/part-order: on batch of MaxNodes=2 MaxTime=5 and 4 nodes,
+        ``-N 3 -t 10`` and ``-N 5 -t 10`` pend with
+        PartitionNodeLimit after the first build, ``-t 10`` with PartitionTimeLimit; the batch DOWN, ``-N 3``,
+        ``-N 5`` and ``-t 10`` with PartitionDown)."""
         if job.hold_reason:
             return job.hold_reason
         if job.begin_time is not None and job.begin_time > self.now:
@@ -827,16 +834,13 @@ class _Pass:
             return "PartitionDown"
         if options.state == "INACTIVE":
             return "PartitionInactive"
-        if options.max_time_minutes is not None and (
-                job.time_limit_minutes is None or job.time_limit_minutes > options.max_time_minutes):
-            return "PartitionTimeLimit"
-        if job.spread is not None and not job.spread.exact_nodes and (
-                job.nodes > len(self.snapshot.partitions[job.partition])):
-            return "PartitionConfig"
-        if job.nodes > len(self.snapshot.partitions[job.partition]) or (
-                options.max_nodes is not None and job.nodes > options.max_nodes):
-            return "PartitionNodeLimit"
-        return self._constraint_reason(job)
+        members = len(self.snapshot.partitions[job.partition])
+        from_tasks = job.spread is not None and not job.spread.exact_nodes
+        limit = partition_limit(options, nodes=job.nodes, time_limit_minutes=job.time_limit_minutes,
+                                partition_nodes=members, placed_nodes=0 if from_tasks else job.nodes)
+        if from_tasks and job.nodes > members and limit != "PartitionTimeLimit":
+            return "PartitionConfig"  # a count from -n alone is no partition limit (fixtures/22.05/ntasks)
+        return limit or self._constraint_reason(job)
 
     def _constraint_reason(self, job: PendingJob) -> str | None:
         """ReqNodeNotAvail when the partition's usable nodes cannot satisfy the job's constraint or GPU

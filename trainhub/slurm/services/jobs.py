@@ -20,7 +20,7 @@ from trainhub.common.errors import ApiError
 from trainhub.iam.selectors import posix_account
 from trainhub.slurm import arrays, dependency, features, hostlist, jobenv, priority, scheduler, snapshot
 from trainhub.slurm import limits
-from trainhub.slurm.limits import INVALID_NODE_COUNT, SubmitRejected, validate_submission
+from trainhub.slurm.limits import SubmitRejected, validate_submission
 from trainhub.slurm.conf import parse_config
 from trainhub.slurm.models import Hold, JobEvent, JobState, SlurmCluster, SlurmJob
 from trainhub.slurm.sbatch import (
@@ -256,20 +256,16 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     none of whose alternatives has enough nodes, counts that too few nodes meet). -x is no
     reason to refuse (fixtures/22.05/options: ``-x gpu[1-4]`` is accepted), and a held job is not
     tested against the nodes (fixtures/22.05/constraint: held ``-C a100&v100`` and ``-N 3 -C a100``
-    are accepted, unheld refused). More nodes than the partition has: -N's count is refused only under
-    EnforcePartLimits, and otherwise pends with PartitionNodeLimit (_part_access_check's "too many
-    nodes", fixtures/22.05/finished-jobs nodes5: ``-N 5`` on 4 nodes); a count from -n alone
-    (``from_tasks``) is accepted and pends with PartitionConfig (fixtures/22.05/ntasks: ``-n 65``, ``-n 5
-    -c 16``); one from -n and --ntasks-per-node is refused as no node configuration (``-n 40
+    are accepted, unheld refused). More nodes than the partition has is no node configuration error here:
+    -N's count is a partition limit, limits.partition_limit's (refused under EnforcePartLimits after the
+    account and QOS, else pending with PartitionNodeLimit: fixtures/22.05/part-order, finished-jobs nodes5);
+    a count from -n alone (``from_tasks``) is accepted and pends with PartitionConfig (fixtures/22.05/ntasks:
+    ``-n 65``, ``-n 5 -c 16``); one from -n and --ntasks-per-node is refused as no node configuration (``-n 40
     --ntasks-per-node=8``: the select plugin's node test wants its 5 nodes)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     error, constraint = _feature_error(request, members)  # first, whatever the count (bad-input: -N 5 -C bogus)
     if nodes > len(members):
-        if error:
-            return error
-        if not from_tasks:
-            return INVALID_NODE_COUNT if state.config.enforce_part_limits != "NO" else None
-        return NODE_CONFIG_UNAVAILABLE if request.ntasks_per_node else None
+        return error or (NODE_CONFIG_UNAVAILABLE if from_tasks and request.ntasks_per_node else None)
     if error or held:
         return error
     required = set(_hosts(request.nodelist))
@@ -501,8 +497,6 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
     placed_nodes = _placed_node_count(options, nodes)
     node_error = _node_config_error(options, placed_nodes, state, partition,
                                     held=bool(options.hold), from_tasks=placement["nodes_from_tasks"])
-    if node_error == INVALID_NODE_COUNT:
-        raise _refuse(SUBMIT_FAILED + node_error)
     fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   tasks_given=options.ntasks is not None or bool(options.ntasks_per_node),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
@@ -520,7 +514,8 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
             context, snapshot.limit_usage(state, context, active), user=username, account=options.account,
             partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(job, state),
             time_limit_minutes=options.time_limit, default_account=default_account,
-            most_nodes=options.max_nodes or 0)
+            most_nodes=options.max_nodes or 0, partition_nodes=len(state.partitions[partition].node_pks),
+            placed_nodes=0 if placement["nodes_from_tasks"] else placed_nodes)
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     most = state.partitions[partition].options.max_nodes
@@ -550,10 +545,8 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
         raise _refuse(_unsatisfied_lines(options, state, partition) + SUBMIT_FAILED + node_error)
     depends = _dependency(cluster, options)
     hold = Hold.USER if options.hold else Hold.NONE
-    # over MaxTime or MaxNodes, or -N over the partition's nodes (_part_access_check's "too many nodes"; -n's
-    # count is no partition limit: _node_config_error)
-    over_partition = limits.over_partition_limits(accepted.pending_reason) or (
-        not placement["nodes_from_tasks"] and placed_nodes > len(state.partitions[partition].node_pks))
+    # over MaxTime or MaxNodes, or -N over the partition's nodes (limits.partition_limit)
+    over_partition = limits.over_partition_limits(accepted.pending_reason)
     reason = ("JobHeldUser" if hold else "PartitionConfig" if over_partition else "BeginTime" if begin > now
               else dependency.pending_reason(depends) or accepted.pending_reason or "None")
     requeue = options.requeue if options.requeue is not None else bool(state.config.job_requeue)
