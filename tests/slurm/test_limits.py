@@ -284,23 +284,31 @@ def test_the_node_limits_come_before_the_time_limit_as_in_slurm():
     assert submit(context(partitions=partitions), time_limit_minutes=10, nodes=3).pending_reason == \
         "PartitionNodeLimit"
     unlimited = {"gpu": parse_partition_options({"MaxTime": "5"})}
-    assert submit(context(partitions=unlimited), time_limit_minutes=10, nodes=5, partition_nodes=4,
-                  placed_nodes=5).pending_reason == "PartitionNodeLimit"
+    assert submit(context(partitions=unlimited), time_limit_minutes=10, nodes=5,
+                  partition_nodes=4).pending_reason == "PartitionNodeLimit"
     for limits in (partitions, unlimited):
         strict = context(partitions=limits, config={**ENFORCE, "EnforcePartLimits": "ALL"})
-        assert rejection(strict, time_limit_minutes=10, nodes=5, partition_nodes=4,
-                         placed_nodes=5).message == INVALID_NODE_COUNT
+        assert rejection(strict, time_limit_minutes=10, nodes=5, partition_nodes=4).message == INVALID_NODE_COUNT
 
 
 def test_a_count_from_ntasks_is_no_limit_of_the_partitions_node_count():
-    assert submit(context(), nodes=5, partition_nodes=4, placed_nodes=0).pending_reason is None
+    assert submit(context(), nodes=5, partition_nodes=4, from_tasks=True).pending_reason is None
+
+
+def test_a_count_from_ntasks_is_no_node_limit_before_the_time_limit():
+    """fixtures/22.05/part-edge: n40-t10, ``-n 40 -t 10`` (3 nodes) under MaxNodes=2 MaxTime=5, PartitionTimeLimit."""
+    partitions = {"gpu": parse_partition_options({"MaxTime": "5", "MaxNodes": "2"})}
+    assert submit(context(partitions=partitions), time_limit_minutes=10, nodes=3, partition_nodes=4,
+                  from_tasks=True).pending_reason == "PartitionTimeLimit"
+    assert submit(context(partitions=partitions), time_limit_minutes=1, nodes=3, partition_nodes=4,
+                  from_tasks=True).pending_reason is None
 
 
 def test_the_account_and_qos_are_validated_before_the_partitions_limits():
     """fixtures/22.05/part-order: all-N5-acct, all-N5-qos, all-t10-acct under EnforcePartLimits=ALL."""
     strict = context(partitions={"gpu": parse_partition_options({"MaxTime": "5", "MaxNodes": "2"})},
                      config={**ENFORCE, "EnforcePartLimits": "ALL"})
-    over = dict(nodes=5, partition_nodes=4, placed_nodes=5)
+    over = dict(nodes=5, partition_nodes=4)
     assert rejection(strict, account="nosuchacct", **over).message == INVALID_ACCOUNT
     assert rejection(strict, qos="nosuchqos", **over).message == INVALID_QOS
     assert rejection(strict, account="nosuchacct", time_limit_minutes=10).message == INVALID_ACCOUNT

@@ -21,8 +21,8 @@ Public API (pure Python, no Django)::
     LimitUsage.of(context, [(JobRequest, running: bool), ...]); usage.add(job, running=); usage.start(job)
     validate_submission(context, usage, user=, account=, partition=, qos=, nodes=, tres=,
                         time_limit_minutes=, default_account=, most_nodes=, partition_nodes=,
-                        placed_nodes=) -> Submission      # raises SubmitRejected(message)
-    partition_limit(partition, nodes=, time_limit_minutes=, partition_nodes=, placed_nodes=, most_nodes=)
+                        from_tasks=) -> Submission        # raises SubmitRejected(message)
+    partition_limit(partition, nodes=, time_limit_minutes=, partition_nodes=, most_nodes=, from_tasks=)
                         # PartitionNodeLimit / PartitionTimeLimit / None (submission and scheduler)
     limit_reason(context, usage, job) -> str | None      # why limits keep a pending job from starting
     tres_minutes_exhausted(context, job, allocated) -> str | None   # why a running job is killed (GrpTRESMins)
@@ -53,7 +53,8 @@ Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
   that sets them and count the user's jobs; Grp* limits apply at every level to the whole subtree.
 - EnforcePartLimits=NO (default): over MaxTime / MaxNodes / the partition's node count pends
   (PartitionTimeLimit, PartitionNodeLimit; nodes first); ALL/ANY/YES reject, after the association and
-  QOS. A node range counts by its MAX (``-N 1-4`` under MaxNodes=2). A DOWN partition pends
+  QOS, and before a feature no node has. A node range counts by its MAX (``-N 1-4`` under MaxNodes=2); a
+  count from -n alone, or a constraint's counts, is no node limit. A DOWN partition pends
   (PartitionDown, after the node limits and before the time limit); DRAIN/INACTIVE reject.
 - Scheduling-time order (acct_policy_job_runnable_pre_select, then _post_select): QOS then associations
   for job counts and wall time, then QOS then associations for TRES; the first limit hit is the reason.
@@ -708,19 +709,23 @@ def _resolve_time_limit(context: LimitContext, job: JobRequest, partition: Parti
 
 
 def partition_limit(partition: PartitionOptions, *, nodes: int, time_limit_minutes: int | None,
-                    partition_nodes: int | None = None, placed_nodes: int = 0, most_nodes: int = 0) -> str | None:
-    """The partition limit a job is over, nodes before time: PartitionNodeLimit where ``placed_nodes`` (-N's count,
-    raised by a constraint's counts; 0 for a count from -n alone, which is no partition limit:
-    fixtures/22.05/ntasks) is more than the partition's ``partition_nodes`` (_part_access_check's "too many
-    nodes") or ``nodes`` or a range's MAX ``most_nodes`` is over MaxNodes, else PartitionTimeLimit where the time
-    limit is over MaxTime, else None. This is the one place that decides "more nodes than the partition has".
+                    partition_nodes: int | None = None, most_nodes: int = 0, from_tasks: bool = False) -> str | None:
+    """The partition limit a job is over, nodes before time: PartitionNodeLimit where ``nodes`` (-N's count) is more
+    than the partition's ``partition_nodes`` (_part_access_check's "too many nodes") or it or a range's MAX
+    ``most_nodes`` is over MaxNodes, else PartitionTimeLimit where the time limit is over MaxTime, else None.
+    This is the one place that decides "more nodes than the partition has".
+    A count from -n alone (``from_tasks``) is no node limit, neither the partition's nodes (fixtures/22.05/ntasks)
+    nor MaxNodes, as slurmctld was recorded to weigh it (fixtures/22.05/part-edge: with MaxNodes=2 MaxTime=5,
+    ``-n 40 -t 10``, 3 nodes of 16 CPUs, pends with PartitionTimeLimit after the main scheduler's run). Nor is a
+    constraint's counts: ``nodes`` is -N's count before them (part-edge: ``-C a100*5`` on 4 nodes is refused as
+    no node configuration, under EnforcePartLimits=NO and ALL: a100x5, all-a100x5).
     The order is the one slurmctld was recorded to follow (job_mgr.c: _part_access_check's and _valid_job_part's
     refusals under EnforcePartLimits, job_limits_check's reasons otherwise; fixtures/22.05/part-order:
     with MaxNodes=2 MaxTime=5 on 4 nodes, ``-N 3 -t 10`` and ``-N 5 -t 10`` pend with PartitionNodeLimit under
     EnforcePartLimits=NO and are refused as ``Node count specification invalid`` under ALL; with MaxNodes
     unset, ``-N 5 -t 10`` the same: nomax-N5-t10, all-nomax-N5-t10)."""
-    if (partition_nodes is not None and placed_nodes > partition_nodes) or (
-            partition.max_nodes is not None and max(nodes, most_nodes) > partition.max_nodes):
+    if not from_tasks and ((partition_nodes is not None and nodes > partition_nodes) or (
+            partition.max_nodes is not None and max(nodes, most_nodes) > partition.max_nodes)):
         return "PartitionNodeLimit"
     if partition.max_time_minutes is not None and (
             time_limit_minutes is None or time_limit_minutes > partition.max_time_minutes):
@@ -729,7 +734,7 @@ def partition_limit(partition: PartitionOptions, *, nodes: int, time_limit_minut
 
 
 def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest, *,
-                      most_nodes: int = 0, partition_nodes: int | None = None, placed_nodes: int = 0) -> str | None:
+                      most_nodes: int = 0, partition_nodes: int | None = None, from_tasks: bool = False) -> str | None:
     """Why the partition keeps the job waiting, or raises SubmitRejected where EnforcePartLimits refuses it
     (partition_limit: nodes, then time). ``most_nodes``: a node range's MAX, which _part_access_check holds
     against MaxNodes as it does MIN (job_mgr.c: ``job_desc->max_nodes > part_ptr->max_nodes``;
@@ -742,7 +747,7 @@ def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: Job
     if partition.state in ("DRAIN", "INACTIVE"):
         raise SubmitRejected(PARTITION_NOT_AVAIL)
     limit = partition_limit(partition, nodes=job.nodes, time_limit_minutes=job.time_limit_minutes,
-                            partition_nodes=partition_nodes, placed_nodes=placed_nodes, most_nodes=most_nodes)
+                            partition_nodes=partition_nodes, most_nodes=most_nodes, from_tasks=from_tasks)
     if limit and config.enforce_part_limits != "NO":
         raise SubmitRejected(INVALID_NODE_COUNT if limit == "PartitionNodeLimit" else INVALID_TIME_LIMIT, limit)
     if partition.state == "DOWN" and limit != "PartitionNodeLimit":
@@ -772,16 +777,19 @@ def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, 
                         partition: str, qos: str | None, nodes: int, tres: Mapping[str, int],
                         time_limit_minutes: int | None, default_account: str | None,
                         most_nodes: int = 0, partition_nodes: int | None = None,
-                        placed_nodes: int = 0) -> Submission:
+                        from_tasks: bool = False) -> Submission:
     """Accept a job as slurmctld would, or raise :class:`SubmitRejected` with Slurm's message.
 
     ``partition`` must be a partition of the cluster (the caller reports unknown partitions);
     ``most_nodes``: -N MIN-MAX's MAX (0: ``nodes`` alone); ``partition_nodes``: the partition's node count,
-    which ``placed_nodes`` (-N's count; 0 for one from -n alone) must not exceed (partition_limit).
+    which ``nodes`` must not exceed unless ``from_tasks`` (a count from -n alone: partition_limit).
     The association and QOS are validated before the partition's limits, as _job_create validates them
     before _valid_job_part (fixtures/22.05/part-order: under EnforcePartLimits=ALL, ``-N 5 -A nosuchacct``
     on 4 nodes is refused as ``Invalid account or account/partition combination specified``, ``-N 5
-    --qos=nosuchqos`` as ``Invalid qos specification``).
+    --qos=nosuchqos`` as ``Invalid qos specification``), and the partition's limits before the nodes' features,
+    which the caller tests after this (fixtures/22.05/part-edge: with MaxNodes=2 MaxTime=5, ``-N 5 -C bogus`` and
+    ``-N 3 -C bogus`` are refused as ``Node count specification invalid``, ``-t 10 -C bogus`` as ``Requested time
+    limit is invalid``; batch DOWN, ``-t 10`` and ``-N 3`` are refused so too, ``-N 1 -t 1`` pends PartitionDown).
     """
     config = context.config
     partition_options = context.partitions[partition]
@@ -805,7 +813,7 @@ def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, 
                      nodes=nodes, tres=dict(tres), time_limit_minutes=time_limit_minutes)
     job = replace(job, time_limit_minutes=_resolve_time_limit(context, job, partition_options))
     reason = _partition_reason(config, partition_options, job, most_nodes=most_nodes,
-                               partition_nodes=partition_nodes, placed_nodes=placed_nodes)
+                               partition_nodes=partition_nodes, from_tasks=from_tasks)
     if config.enforces_limits:
         submit_reason = _submit_count_reason(context, usage, job)
         if submit_reason:

@@ -820,7 +820,8 @@ class _Pass:
         job_limits_check's order; fixtures/22.05/part-order: on batch of MaxNodes=2 MaxTime=5 and 4 nodes,
         ``-N 3 -t 10`` and ``-N 5 -t 10`` pend with
         PartitionNodeLimit after the first build, ``-t 10`` with PartitionTimeLimit; the batch DOWN, ``-N 3``,
-        ``-N 5`` and ``-t 10`` with PartitionDown)."""
+        ``-N 5`` and ``-t 10`` with PartitionDown; fixtures/22.05/part-edge: a count from -n alone is no node
+        limit, ``-n 40 -t 10`` pends with PartitionTimeLimit, ``-n 65 -t 10`` with PartitionConfig)."""
         if job.hold_reason:
             return job.hold_reason
         if job.begin_time is not None and job.begin_time > self.now:
@@ -836,10 +837,12 @@ class _Pass:
             return "PartitionInactive"
         members = len(self.snapshot.partitions[job.partition])
         from_tasks = job.spread is not None and not job.spread.exact_nodes
+        if from_tasks and job.nodes > members:
+            # a count from -n alone is no partition limit (fixtures/22.05/ntasks: -n 65), and its CPUs over the
+            # partition's come before the time limit (fixtures/22.05/part-edge: -n 65 -t 10 under MaxTime=5)
+            return "PartitionConfig"
         limit = partition_limit(options, nodes=job.nodes, time_limit_minutes=job.time_limit_minutes,
-                                partition_nodes=members, placed_nodes=0 if from_tasks else job.nodes)
-        if from_tasks and job.nodes > members and limit != "PartitionTimeLimit":
-            return "PartitionConfig"  # a count from -n alone is no partition limit (fixtures/22.05/ntasks)
+                                partition_nodes=members, from_tasks=from_tasks)
         return limit or self._constraint_reason(job)
 
     def _constraint_reason(self, job: PendingJob) -> str | None:
