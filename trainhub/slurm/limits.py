@@ -761,8 +761,8 @@ _PARTITION_LIMITS = frozenset({"PartitionTimeLimit", "PartitionNodeLimit"})
 
 
 def over_partition_limits(reason: str | None) -> bool:
-    """Whether a job pending with ``reason`` is over its partition's time or node limit (or -N over its
-    nodes, which services.jobs tests). slurmctld gives such a job PartitionConfig at submission (job_allocate's
+    """Whether a job pending with ``reason`` is over its partition's time or node limit (partition_limit,
+    -N over its nodes too). slurmctld gives such a job PartitionConfig at submission (job_allocate's
     _select_nodes_parts: job_limits_check fails, so ESLURM_REQUESTED_PART_CONFIG_UNAVAILABLE, WAIT_PART_CONFIG),
     over the BeginTime or Dependency job_independent gave it just before, but not a user hold (job_allocate
     restores WAIT_HELD_USER); the first queue build keeps that for accounting (scheduler.reason_prev_db) and

@@ -249,7 +249,7 @@ def _placed_node_count(options: SbatchOptions, nodes: int) -> int:
 
 
 def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str, *,
-                       held: bool, from_tasks: bool = False, counted: int | None = None) -> str | None:
+                       held: bool, counted: int, from_tasks: bool = False) -> str | None:
     """What no node of the partition can satisfy (slurmctld refuses it at submit): too few nodes, an
     invalid constraint, a -w node outside the partition or too small, too few nodes big enough
     (memory only where it is a consumable resource) or with the constraint's features (a matching OR
@@ -262,13 +262,13 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     a count from -n alone (``from_tasks``) is accepted and pends with PartitionConfig (fixtures/22.05/ntasks:
     ``-n 65``, ``-n 5 -c 16``); one from -n and --ntasks-per-node is refused as no node configuration (``-n 40
     --ntasks-per-node=8``: the select plugin's node test wants its 5 nodes). ``nodes`` is the count the job will
-    be given, raised by its constraint's counts (_placed_node_count), ``counted`` the count before them (default
-    ``nodes``): counts more than the partition has are tested as the nodes' configuration, not the partition's
+    be given, raised by its constraint's counts (_placed_node_count), ``counted`` the count before them:
+    counts more than the partition has are tested as the nodes' configuration, not the partition's
     (fixtures/22.05/part-edge: ``-C a100*5`` on 4 nodes is refused as ``Requested node configuration is not
     available`` under EnforcePartLimits=NO and ALL)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     error, constraint = _feature_error(request, members)  # first, whatever the count (bad-input: -N 5 -C bogus)
-    if (nodes if counted is None else counted) > len(members):
+    if counted > len(members):
         return error or (NODE_CONFIG_UNAVAILABLE if from_tasks and request.ntasks_per_node else None)
     if error or held:
         return error
@@ -498,9 +498,8 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
     except arrays.ArrayError as exc:
         raise _refuse(SUBMIT_FAILED + str(exc)) from exc
     options, nodes, placement = _placement(options, state, partition)
-    placed_nodes = _placed_node_count(options, nodes)
-    node_error = _node_config_error(options, placed_nodes, state, partition, held=bool(options.hold),
-                                    from_tasks=placement["nodes_from_tasks"], counted=nodes)
+    node_error = _node_config_error(options, _placed_node_count(options, nodes), state, partition,
+                                    held=bool(options.hold), counted=nodes, from_tasks=placement["nodes_from_tasks"])
     fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   tasks_given=options.ntasks is not None or bool(options.ntasks_per_node),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
