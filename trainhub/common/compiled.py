@@ -72,6 +72,12 @@ _AS_IS = {CharField: str, TextField: str, BooleanField: bool, IntegerField: int,
           BigIntegerField: int, PositiveIntegerField: int, PositiveSmallIntegerField: int,
           PositiveBigIntegerField: int, FloatField: float}
 
+#: The name a CompiledInsert's statement gives the row it reads from its JSON parameter, which it
+#: names once a column. Kept short: psycopg caches a statement's conversion to PostgreSQL's form only
+#: up to 4,096 bytes (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH), and sbatch's job-and-event
+#: INSERT, 98 columns with this prefix, went over it with a longer name (and was converted anew each time).
+_ROW_ALIAS = "src"
+
 #: A field that a Counter's number sets: its name (it takes the number), or (name, top): it takes
 #: ``top`` less the Counter's countdown after the row counted down (a value that falls with every
 #: row that has such a field, see Counter.countdown).
@@ -301,9 +307,9 @@ class CompiledInsert:
         if connection.vendor != "postgresql":
             return f"VALUES ({', '.join(['%s'] * len(fields))})"
         quote, taken = connection.ops.quote_name, taken or {}
-        values = ", ".join(taken.get(field.attname, f"submitted.{quote(field.column)}") for field in fields)
+        values = ", ".join(taken.get(field.attname, f"{_ROW_ALIAS}.{quote(field.column)}") for field in fields)
         return (f"SELECT {values} FROM {joined + ', ' if joined else ''}"
-                f"json_populate_record(NULL::{quote(self._model._meta.db_table)}, %s::json) AS submitted")
+                f"json_populate_record(NULL::{quote(self._model._meta.db_table)}, %s::json) AS {_ROW_ALIAS}")
 
     def _statement(self, connection: Any, using: str) -> tuple[list[Field], str]:
         key = (using, connection.vendor)
