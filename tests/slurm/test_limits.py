@@ -10,6 +10,7 @@ from trainhub.slurm.limits import (
     INVALID_QOS,
     INVALID_TIME_LIMIT,
     PARTITION_NOT_AVAIL,
+    TOO_MANY_CPUS,
     AssocRecord,
     JobRequest,
     LimitContext,
@@ -302,6 +303,19 @@ def test_a_count_from_ntasks_is_no_node_limit_before_the_time_limit():
                   from_tasks=True).pending_reason == "PartitionTimeLimit"
     assert submit(context(partitions=partitions), time_limit_minutes=1, nodes=3, partition_nodes=4,
                   from_tasks=True).pending_reason is None
+
+
+def test_more_cpus_than_the_partition_has_is_refused_first_under_enforce_part_limits():
+    """fixtures/22.05/part-more: all-n65-t10, ``-n 65 -t 10`` on 4 nodes of 16 CPUs under MaxNodes=2 MaxTime=5 and
+    EnforcePartLimits=ALL, ``More processors requested than permitted``; all-n40-t10 (40 CPUs) the time limit's
+    refusal. Under NO it pends (fixtures/22.05/part-edge n65-t10: PartitionConfig, the submission's word)."""
+    partitions = {"gpu": parse_partition_options({"MaxTime": "5", "MaxNodes": "2"})}
+    strict = context(partitions=partitions, config={**ENFORCE, "EnforcePartLimits": "ALL"})
+    over = dict(time_limit_minutes=10, nodes=5, partition_nodes=4, from_tasks=True, partition_cpus=64)
+    assert rejection(strict, tres={"cpu": 65}, **over).message == TOO_MANY_CPUS
+    assert rejection(strict, tres={"cpu": 40}, **{**over, "nodes": 3}).message == INVALID_TIME_LIMIT
+    assert rejection(strict, tres={"cpu": 65}, time_limit_minutes=1, partition_cpus=64).message == TOO_MANY_CPUS
+    assert submit(context(partitions=partitions), tres={"cpu": 65}, **over).pending_reason == "PartitionTimeLimit"
 
 
 def test_the_account_and_qos_are_validated_before_the_partitions_limits():

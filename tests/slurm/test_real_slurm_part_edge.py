@@ -17,16 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from .test_real_slurm_part_order import recorded, replay, script_steps
+from .part_replay import FEATURES, job_cases, recorded, replay, script_steps
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "part-edge"
 STEPS = script_steps(REAL.with_suffix(".sh"))
-CASES = [words[1] for words in STEPS if words[0] == "job"]
 #: A job Slurm accepted has its squeue lines (at-NAME), a refused one none.
-PENDING = [name for name in CASES if (REAL / f"at-{name}.txt").exists()]
-REFUSED = [name for name in CASES if name not in PENDING]
-#: constraint.sh's features, as the script's features lines set them.
-FEATURES = {"gpu1": "a100,ib", "gpu2": "a100,ib", "gpu3": "v100", "gpu4": "h100"}
+PENDING, REFUSED = job_cases(REAL, STEPS)
 
 
 def real(name: str) -> str:

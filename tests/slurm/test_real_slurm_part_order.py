@@ -14,36 +14,13 @@ the association and QOS before _valid_job_part).
 
 from __future__ import annotations
 
-import datetime as dt
-import shlex
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from trainhub.common.errors import ApiError
-from trainhub.inventory.models import Node
-from trainhub.slurm import reports
-from trainhub.slurm.models import JobState, Partition, SlurmCluster, SlurmJob
-from trainhub.slurm.services.clusters import node_features_set
-from trainhub.slurm.services.jobs import Submission, job_cancel, job_submit, submitted_message
-
-from .conftest import run_pass
-from .test_real_slurm import harness_cluster
-from .test_real_slurm_sched import Replay
+from .part_replay import replay, script_steps
 
 REAL = Path(__file__).parent / "fixtures" / "22.05" / "part-order"
-SECOND = dt.timedelta(seconds=1)
-#: The step kinds of part-order.sh and part-edge.sh (``job``: a submission either refused or pending).
-KINDS = ("part", "enforce", "features", "pend", "refuse", "job", "cancel")
-
-
-def script_steps(script: Path) -> list[list[str]]:
-    """A recording script's steps, in order, as words: part ARGS, enforce MODE, features, pend NAME ARGS, refuse NAME
-    ARGS, job NAME ARGS, cancel."""
-    return [shlex.split(line) for line in script.read_text().splitlines() if line.split(" ", 1)[0] in KINDS]
-
-
 #: The script's steps, in order, as words: part ARGS, enforce MODE, pend NAME ARGS, refuse NAME ARGS, cancel.
 STEPS = script_steps(REAL.with_suffix(".sh"))
 PENDING = [words[1] for words in STEPS if words[0] == "pend"]
@@ -52,67 +29,6 @@ REFUSED = [words[1] for words in STEPS if words[0] == "refuse"]
 
 def real(name: str, suffix: str = "txt") -> str:
     return (REAL / f"{name}.{suffix}").read_text()
-
-
-def recorded(folder: Path, step: str, name: str) -> str:
-    """A case's recording in ``folder`` for a replay's key ``step`` (``sub-{}``: sbatch's stderr and exit status,
-    ``sub-{}.txt`` its stdout, ``at-{}`` and ``built-{}`` squeue's line), NAME for ``{}``."""
-    key = step.format(name)
-    return (folder / (key if key.endswith(".txt") else f"{key}.{'err' if step == 'sub-{}' else 'txt'}")).read_text()
-
-
-def sbatch_args(args: list[str]) -> list[str]:
-    """The script's sb: -p batch, -A physics unless the case names -A, -o /dev/null."""
-    return ["-p", "batch", *([] if "-A" in args else ["-A", "physics"]), "-o", "/dev/null", *args, "--wrap", "true"]
-
-
-def squeue(cluster: SlurmCluster, job_id: int, moment: dt.datetime) -> str:
-    """``squeue -h -o '%i %T %r' -j JOB``."""
-    return reports.squeue(cluster, now=moment, jobs=str(job_id), format="%i %T %r").text.split("\n", 1)[1]
-
-
-def replay(cast, now, steps: list[list[str]], features: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every step of a script on trainhub: a part line updates batch's options, an enforce line slurm.conf's
-    EnforcePartLimits and resets batch to its configured options (as scontrol reconfigure did), a features line
-    gives each node of ``features`` those features (available and active), a pend, refuse or job case is
-    submitted and, where accepted, shown at once and after one pass (the main scheduler's run)."""
-    cluster, _ = harness_cluster(cast, now, AccountingStorageEnforce="associations,limits,qos")
-    users = Replay(cluster, cast).users
-    batch = Partition.objects.get(cluster=cluster, name="batch")
-    configured = dict(batch.config)
-    answers: dict[str, str] = {}
-    moment = now
-    for kind, *words in steps:
-        moment += 10 * SECOND
-        if kind == "features":
-            for name, featured in (features or {}).items():
-                cluster = node_features_set(cluster=cluster, node=Node.objects.get(name=name), available=featured,
-                                            active=featured, actor="root", now=moment)
-        elif kind == "part":
-            batch.refresh_from_db()
-            update = dict(word.split("=", 1) for word in words)
-            Partition.objects.filter(pk=batch.pk).update(config={**batch.config, **update})
-        elif kind == "enforce":
-            SlurmCluster.objects.filter(pk=cluster.pk).update(config={**cluster.config, "EnforcePartLimits": words[0]})
-            Partition.objects.filter(pk=batch.pk).update(config=configured)
-            cluster.refresh_from_db()
-        elif kind == "cancel":
-            for job in SlurmJob.objects.filter(cluster=cluster, state=JobState.PENDING):
-                job_cancel(job=job, actor=users["alice"], is_admin=True, now=moment)
-        else:
-            name, args = words[0], sbatch_args(["-J", words[0], *words[1:]])
-            try:
-                job = job_submit(cluster=cluster, user=users["alice"], now=moment,
-                                 submission=Submission(argv=tuple(args), alloc_node="localhost", submit_dir="/tmp"))
-            except ApiError as exc:
-                answers[f"sub-{name}"] = exc.message + "\nrc=1\n"
-                continue
-            answers[f"sub-{name}"] = "rc=0\n"
-            answers[f"sub-{name}.txt"] = submitted_message(job, Submission(argv=())) + "\n"
-            answers[f"at-{name}"] = squeue(cluster, job.job_id, moment)
-            run_pass(cluster, moment + SECOND)
-            answers[f"built-{name}"] = squeue(cluster, job.job_id, moment + 2 * SECOND)
-    return answers
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ Public API (pure Python, no Django)::
     LimitUsage.of(context, [(JobRequest, running: bool), ...]); usage.add(job, running=); usage.start(job)
     validate_submission(context, usage, user=, account=, partition=, qos=, nodes=, tres=,
                         time_limit_minutes=, default_account=, most_nodes=, partition_nodes=,
-                        from_tasks=) -> Submission        # raises SubmitRejected(message)
+                        from_tasks=, partition_cpus=) -> Submission        # raises SubmitRejected(message)
     partition_limit(partition, nodes=, time_limit_minutes=, partition_nodes=, most_nodes=, from_tasks=)
                         # PartitionNodeLimit / PartitionTimeLimit / None (submission and scheduler)
     limit_reason(context, usage, job) -> str | None      # why limits keep a pending job from starting
@@ -32,7 +32,8 @@ Messages (slurm:src/common/slurm_errno.c): INVALID_ACCOUNT "Invalid account or a
 combination specified", INVALID_QOS "Invalid qos specification", ACCOUNTING_POLICY "Job violates
 accounting/QOS policy (job submit limit, user's size and/or time limits)", INVALID_TIME_LIMIT
 "Requested time limit is invalid (missing or exceeds some limit)", INVALID_NODE_COUNT "Node count
-specification invalid", PARTITION_NOT_AVAIL "Required partition not available (inactive or drain)".
+specification invalid", PARTITION_NOT_AVAIL "Required partition not available (inactive or drain)",
+TOO_MANY_CPUS (ESLURM_TOO_MANY_REQUESTED_CPUS) "More processors requested than permitted".
 
 Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
 - ``associations`` (implied by limits/qos/safe): the job needs an association (user, account,
@@ -54,7 +55,9 @@ Rules (reference section 5; slurm:src/slurmctld/acct_policy.c, job_mgr.c):
 - EnforcePartLimits=NO (default): over MaxTime / MaxNodes / the partition's node count pends
   (PartitionTimeLimit, PartitionNodeLimit; nodes first); ALL/ANY/YES reject, after the association and
   QOS, and before a feature no node has. A node range counts by its MAX (``-N 1-4`` under MaxNodes=2); a
-  count from -n alone, or a constraint's counts, is no node limit. A DOWN partition pends
+  count from -n alone, or a constraint's counts, is no node limit (the node test, confined to MaxNodes, refuses
+  a -n count over it: services.jobs._node_config_error). Before the node and time limits, ALL/ANY/YES refuse a job
+  asking more CPUs than the partition has (TOO_MANY_CPUS); NO lets it pend. A DOWN partition pends
   (PartitionDown, after the node limits and before the time limit); DRAIN/INACTIVE reject.
 - Scheduling-time order (acct_policy_job_runnable_pre_select, then _post_select): QOS then associations
   for job counts and wall time, then QOS then associations for TRES; the first limit hit is the reason.
@@ -118,6 +121,7 @@ ACCOUNTING_POLICY = "Job violates accounting/QOS policy (job submit limit, user'
 INVALID_TIME_LIMIT = "Requested time limit is invalid (missing or exceeds some limit)"
 INVALID_NODE_COUNT = "Node count specification invalid"
 PARTITION_NOT_AVAIL = "Required partition not available (inactive or drain)"
+TOO_MANY_CPUS = "More processors requested than permitted"
 
 
 # --- reason strings (slurm:src/common/job_state_reason.c) ----------------------------------------
@@ -734,7 +738,8 @@ def partition_limit(partition: PartitionOptions, *, nodes: int, time_limit_minut
 
 
 def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: JobRequest, *,
-                      most_nodes: int = 0, partition_nodes: int | None = None, from_tasks: bool = False) -> str | None:
+                      most_nodes: int = 0, partition_nodes: int | None = None, from_tasks: bool = False,
+                      partition_cpus: int | None = None) -> str | None:
     """Why the partition keeps the job waiting, or raises SubmitRejected where EnforcePartLimits refuses it
     (partition_limit: nodes, then time). ``most_nodes``: a node range's MAX, which _part_access_check holds
     against MaxNodes as it does MIN (job_mgr.c: ``job_desc->max_nodes > part_ptr->max_nodes``;
@@ -743,9 +748,17 @@ def _partition_reason(config: SlurmConfig, partition: PartitionOptions, job: Job
     A DOWN partition: at submission (job_allocate's job_limits_check) slurmctld was recorded to weigh the node
     limits before the partition's state and its state before the time limit (fixtures/22.05/part-order: on a DOWN batch of
     MaxNodes=2 MaxTime=5, ``-t 10`` pends with PartitionDown at once, ``-N 3`` and ``-N 5`` with PartitionConfig,
-    as a job over the node limit does)."""
+    as a job over the node limit does).
+    Under EnforcePartLimits other than NO a job asking more CPUs than the partition's ``partition_cpus`` is refused
+    first, as _part_access_check tests the CPUs before the node counts and the time (fixtures/22.05/part-more: under
+    ALL with MaxNodes=2 MaxTime=5, ``-n 65 -t 10`` on 4 nodes of 16 CPUs is refused as ``More processors requested
+    than permitted``, ``-n 40 -t 10`` as ``Requested time limit is invalid``); under NO such a job pends with
+    PartitionConfig (fixtures/22.05/part-edge n65-t10, ntasks ``-n 65``: the scheduler's _static_reason)."""
     if partition.state in ("DRAIN", "INACTIVE"):
         raise SubmitRejected(PARTITION_NOT_AVAIL)
+    if (config.enforce_part_limits != "NO" and partition_cpus is not None
+            and job.tres.get("cpu", 0) > partition_cpus):
+        raise SubmitRejected(TOO_MANY_CPUS)
     limit = partition_limit(partition, nodes=job.nodes, time_limit_minutes=job.time_limit_minutes,
                             partition_nodes=partition_nodes, most_nodes=most_nodes, from_tasks=from_tasks)
     if limit and config.enforce_part_limits != "NO":
@@ -777,12 +790,13 @@ def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, 
                         partition: str, qos: str | None, nodes: int, tres: Mapping[str, int],
                         time_limit_minutes: int | None, default_account: str | None,
                         most_nodes: int = 0, partition_nodes: int | None = None,
-                        from_tasks: bool = False) -> Submission:
+                        from_tasks: bool = False, partition_cpus: int | None = None) -> Submission:
     """Accept a job as slurmctld would, or raise :class:`SubmitRejected` with Slurm's message.
 
     ``partition`` must be a partition of the cluster (the caller reports unknown partitions);
     ``most_nodes``: -N MIN-MAX's MAX (0: ``nodes`` alone); ``partition_nodes``: the partition's node count,
-    which ``nodes`` must not exceed unless ``from_tasks`` (a count from -n alone: partition_limit).
+    which ``nodes`` must not exceed unless ``from_tasks`` (a count from -n alone: partition_limit);
+    ``partition_cpus``: the partition's CPUs, which the job's ``cpu`` TRES must not exceed under EnforcePartLimits.
     The association and QOS are validated before the partition's limits, as _job_create validates them
     before _valid_job_part (fixtures/22.05/part-order: under EnforcePartLimits=ALL, ``-N 5 -A nosuchacct``
     on 4 nodes is refused as ``Invalid account or account/partition combination specified``, ``-N 5
@@ -813,7 +827,7 @@ def validate_submission(context: LimitContext, usage: LimitUsage, *, user: str, 
                      nodes=nodes, tres=dict(tres), time_limit_minutes=time_limit_minutes)
     job = replace(job, time_limit_minutes=_resolve_time_limit(context, job, partition_options))
     reason = _partition_reason(config, partition_options, job, most_nodes=most_nodes,
-                               partition_nodes=partition_nodes, from_tasks=from_tasks)
+                               partition_nodes=partition_nodes, from_tasks=from_tasks, partition_cpus=partition_cpus)
     if config.enforces_limits:
         submit_reason = _submit_count_reason(context, usage, job)
         if submit_reason:

@@ -249,7 +249,7 @@ def _placed_node_count(options: SbatchOptions, nodes: int) -> int:
 
 
 def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.ClusterState, partition: str, *,
-                       held: bool, counted: int, from_tasks: bool = False) -> str | None:
+                       held: bool, counted: int, from_tasks: bool = False, max_nodes: int | None = None) -> str | None:
     """What no node of the partition can satisfy (slurmctld refuses it at submit): too few nodes, an
     invalid constraint, a -w node outside the partition or too small, too few nodes big enough
     (memory only where it is a consumable resource) or with the constraint's features (a matching OR
@@ -265,13 +265,20 @@ def _node_config_error(request: SbatchOptions, nodes: int, state: snapshot.Clust
     be given, raised by its constraint's counts (_placed_node_count), ``counted`` the count before them:
     counts more than the partition has are tested as the nodes' configuration, not the partition's
     (fixtures/22.05/part-edge: ``-C a100*5`` on 4 nodes is refused as ``Requested node configuration is not
-    available`` under EnforcePartLimits=NO and ALL)."""
+    available`` under EnforcePartLimits=NO and ALL). ``max_nodes``: the most nodes the node test may give the job,
+    the partition's MaxNodes (select_nodes confines it so), None where partition_limit keeps the job waiting before
+    the test: a count from -n alone more than that is no partition limit but no node configuration either
+    (fixtures/22.05/part-more: with MaxNodes=2, ``-n 40``, 3 nodes of 16 CPUs, is refused as ``Requested node
+    configuration is not available`` under EnforcePartLimits=NO and ALL, while part-edge's ``-n 40 -t 10`` under
+    MaxTime=5 and NO pends with PartitionConfig)."""
     members = [state.nodes[pk] for pk in state.partitions[partition].node_pks]
     error, constraint = _feature_error(request, members)  # first, whatever the count (bad-input: -N 5 -C bogus)
     if counted > len(members):
         return error or (NODE_CONFIG_UNAVAILABLE if from_tasks and request.ntasks_per_node else None)
     if error or held:
         return error
+    if from_tasks and max_nodes is not None and counted > max_nodes:
+        return NODE_CONFIG_UNAVAILABLE
     required = set(_hosts(request.nodelist))
     # --ntasks-per-node's tasks' CPUs on every node (slurmctld's pn_min_cpus), or --cpus-per-gpu's for
     # its GPUs there (fixtures/22.05/cpus-per-gpu/sbatch-big: 17 CPUs for one GPU on nodes of 16)
@@ -498,8 +505,6 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
     except arrays.ArrayError as exc:
         raise _refuse(SUBMIT_FAILED + str(exc)) from exc
     options, nodes, placement = _placement(options, state, partition)
-    node_error = _node_config_error(options, _placed_node_count(options, nodes), state, partition,
-                                    held=bool(options.hold), counted=nodes, from_tasks=placement["nodes_from_tasks"])
     fields = dict(num_tasks=options.ntasks or nodes * (options.ntasks_per_node or 1),
                   tasks_given=options.ntasks is not None or bool(options.ntasks_per_node),
                   cpus_per_task=options.cpus_per_task or 1, gpus_per_node=options.gpus_per_node or 0, **placement)
@@ -518,10 +523,16 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
             partition=partition, qos=options.qos, nodes=nodes, tres=snapshot.job_tres(job, state),
             time_limit_minutes=options.time_limit, default_account=default_account,
             most_nodes=options.max_nodes or 0, partition_nodes=len(state.partitions[partition].node_pks),
-            from_tasks=placement["nodes_from_tasks"])
+            from_tasks=placement["nodes_from_tasks"],
+            partition_cpus=sum(state.nodes[pk].cpus for pk in state.partitions[partition].node_pks))
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     most = state.partitions[partition].options.max_nodes
+    # the node test confines a count from -n to MaxNodes, but not where the partition's limits keep the job
+    # waiting before it (limits.partition_limit's answer, the submission's pending reason)
+    node_error = _node_config_error(options, _placed_node_count(options, nodes), state, partition,
+                                    held=bool(options.hold), counted=nodes, from_tasks=placement["nodes_from_tasks"],
+                                    max_nodes=None if limits.over_partition_limits(accepted.pending_reason) else most)
     limited = accepted.pending_reason and not limits.counted_after_selection(accepted.pending_reason)
     if placement["min_nodes"] and options.gpus is None and not options.hold and not limited and (
             most is None or options.max_nodes <= most):
