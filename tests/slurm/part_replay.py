@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainhub.common.errors import ApiError
@@ -27,6 +28,10 @@ SECOND = dt.timedelta(seconds=1)
 KINDS = ("part", "enforce", "features", "pend", "refuse", "job", "cancel")
 #: constraint.sh's features, as the features lines of part-edge.sh and part-more.sh set them.
 FEATURES = {"gpu1": "a100,ib", "gpu2": "a100,ib", "gpu3": "v100", "gpu4": "h100"}
+#: The keys of what an accepted case recorded: sbatch's stderr and exit status, its stdout, squeue's line at once
+#: and after the main scheduler's run.
+ACCEPTED_STEPS = ("sub-{}", "sub-{}.txt", "at-{}", "built-{}")
+FIXTURES = Path(__file__).parent / "fixtures" / "22.05"
 
 
 def script_steps(script: Path) -> list[list[str]]:
@@ -35,19 +40,38 @@ def script_steps(script: Path) -> list[list[str]]:
     return [shlex.split(line) for line in script.read_text().splitlines() if line.split(" ", 1)[0] in KINDS]
 
 
-def job_cases(folder: Path, steps: list[list[str]]) -> tuple[list[str], list[str]]:
-    """The job lines' cases of a script recorded into ``folder``, in order: those Slurm accepted (they have their
-    squeue line, at-NAME) and those it refused (none)."""
-    names = [words[1] for words in steps if words[0] == "job"]
-    accepted = [name for name in names if (folder / f"at-{name}.txt").exists()]
-    return accepted, [name for name in names if name not in accepted]
+@dataclass(frozen=True)
+class Recording:
+    """A part-*.sh script with features lines (part-edge.sh, part-more.sh) and what it recorded into the folder of its
+    name: its job cases, those Slurm accepted (they have their squeue line, at-NAME) and those it refused (none)."""
 
+    folder: Path
+    steps: list[list[str]]
+    pending: list[str]
+    refused: list[str]
 
-def recorded(folder: Path, step: str, name: str) -> str:
-    """A case's recording in ``folder`` for a replay's key ``step`` (``sub-{}``: sbatch's stderr and exit status,
-    ``sub-{}.txt`` its stdout, ``at-{}`` and ``built-{}`` squeue's line), NAME for ``{}``."""
-    key = step.format(name)
-    return (folder / (key if key.endswith(".txt") else f"{key}.{'err' if step == 'sub-{}' else 'txt'}")).read_text()
+    @classmethod
+    def named(cls, name: str) -> Recording:
+        folder = FIXTURES / name
+        steps = script_steps(folder.with_suffix(".sh"))
+        cases = [words[1] for words in steps if words[0] == "job"]
+        accepted = [case for case in cases if (folder / f"at-{case}.txt").exists()]
+        return cls(folder, steps, accepted, [case for case in cases if case not in accepted])
+
+    def real(self, name: str) -> str:
+        """A command's recorded stdout (NAME.txt)."""
+        return (self.folder / f"{name}.txt").read_text()
+
+    def recorded(self, step: str, name: str) -> str:
+        """A case's recording for a replay's key ``step`` (``sub-{}``: sbatch's stderr and exit status, ``sub-{}.txt``
+        its stdout, ``at-{}`` and ``built-{}`` squeue's line), NAME for ``{}``."""
+        key = step.format(name)
+        return (self.folder / (key if key.endswith(".txt") else f"{key}.{'err' if step == 'sub-{}' else 'txt'}")
+                ).read_text()
+
+    def replay(self, cast, now) -> dict[str, str]:
+        """The script replayed on trainhub (``replay``), its features lines setting FEATURES."""
+        return replay(cast, now, self.steps, FEATURES)
 
 
 def sbatch_args(args: list[str]) -> list[str]:

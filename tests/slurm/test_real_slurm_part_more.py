@@ -16,25 +16,16 @@ gpu[1-2] and ends (``--wrap true``) before squeue's second look, which shows not
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from .part_replay import FEATURES, job_cases, recorded, replay, script_steps
+from .part_replay import ACCEPTED_STEPS, FEATURES, Recording
 
-REAL = Path(__file__).parent / "fixtures" / "22.05" / "part-more"
-STEPS = script_steps(REAL.with_suffix(".sh"))
-#: A job Slurm accepted has its squeue lines (at-NAME), a refused one none.
-PENDING, REFUSED = job_cases(REAL, STEPS)
-
-
-def real(name: str) -> str:
-    return (REAL / f"{name}.txt").read_text()
+PART = Recording.named("part-more")
 
 
 @pytest.fixture
 def replayed(cast, now) -> dict[str, str]:
-    return replay(cast, now, STEPS, FEATURES)
+    return PART.replay(cast, now)
 
 
 def test_the_replay_sets_the_limits_and_features_the_recording_had():
@@ -42,27 +33,27 @@ def test_the_replay_sets_the_limits_and_features_the_recording_had():
     features after each features line (fixtures/22.05/part-more: part-N, enforce-MODE, features-N)."""
     limited, unlimited = ("MaxNodes=2\nMaxTime=00:05:00\nState=UP\nTotalNodes=4\n",
                           "MaxNodes=UNLIMITED\nMaxTime=UNLIMITED\nState=UP\nTotalNodes=4\n")
-    assert [real(f"part-{index}") for index in range(1, 5)] == [limited, unlimited, limited, unlimited]
-    assert (real("enforce-ALL"), real("enforce-NO")) == ("EnforcePartLimits       = ALL\n",
-                                                          "EnforcePartLimits       = NO\n")
+    assert [PART.real(f"part-{index}") for index in range(1, 5)] == [limited, unlimited, limited, unlimited]
+    assert (PART.real("enforce-ALL"), PART.real("enforce-NO")) == ("EnforcePartLimits       = ALL\n",
+                                                                    "EnforcePartLimits       = NO\n")
     featured = "".join(f"{name} {features} {features}\n" for name, features in FEATURES.items())
-    assert [real(f"features-{index}") for index in (1, 2)] == [featured, featured]
+    assert [PART.real(f"features-{index}") for index in (1, 2)] == [featured, featured]
 
 
 def test_the_recording_has_both_kinds_of_case():
-    assert PENDING == ["N5-a100x5", "H-a100x5", "N2-a100x2", "all-H-a100x5", "all-N2-a100x2"]
-    assert REFUSED == ["n40", "all-n40-t10", "all-n65-t10", "all-n40", "all-N5-a100x5"]
+    assert PART.pending == ["N5-a100x5", "H-a100x5", "N2-a100x2", "all-H-a100x5", "all-N2-a100x2"]
+    assert PART.refused == ["n40", "all-n40-t10", "all-n65-t10", "all-n40", "all-N5-a100x5"]
 
 
-@pytest.mark.parametrize("name", PENDING)
+@pytest.mark.parametrize("name", PART.pending)
 def test_an_accepted_job_pends_as_in_slurm_before_and_after_the_main_schedulers_run(replayed, name):
     """fixtures/22.05/part-more: sub-NAME (sbatch's output, stderr and exit status), at-NAME and built-NAME (squeue
     at submission and after the main scheduler's run: nothing for a job that ran, ``true`` having ended)."""
-    steps = ("sub-{}", "sub-{}.txt", "at-{}", "built-{}")
-    assert [replayed[step.format(name)] for step in steps] == [recorded(REAL, step, name) for step in steps]
+    assert [replayed[step.format(name)] for step in ACCEPTED_STEPS] == [PART.recorded(step, name)
+                                                                        for step in ACCEPTED_STEPS]
 
 
-@pytest.mark.parametrize("name", REFUSED)
+@pytest.mark.parametrize("name", PART.refused)
 def test_a_refused_job_gets_slurms_first_error(replayed, name):
     """fixtures/22.05/part-more: sub-NAME.err (sbatch's message and exit status), nothing on its stdout."""
-    assert (replayed[f"sub-{name}"], recorded(REAL, "sub-{}.txt", name)) == (recorded(REAL, "sub-{}", name), "")
+    assert (replayed[f"sub-{name}"], PART.recorded("sub-{}.txt", name)) == (PART.recorded("sub-{}", name), "")
