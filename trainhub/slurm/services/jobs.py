@@ -524,7 +524,7 @@ def _job_submit(*, cluster: SlurmCluster, user: AbstractBaseUser, submission: Su
             time_limit_minutes=options.time_limit, default_account=default_account,
             most_nodes=options.max_nodes or 0, partition_nodes=len(state.partitions[partition].node_pks),
             from_tasks=placement["nodes_from_tasks"],
-            partition_cpus=sum(state.nodes[pk].cpus for pk in state.partitions[partition].node_pks))
+            partition_cpus=state.partitions[partition].tres_totals["cpu"])
     except SubmitRejected as exc:
         raise _refuse(SUBMIT_FAILED + exc.message) from exc
     most = state.partitions[partition].options.max_nodes
