@@ -14,6 +14,7 @@ import random
 import time
 from typing import TYPE_CHECKING
 
+from bench.environment import collect_statistics
 from bench.report import Column, Section
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ PAGES = (("jobs: active", ""), ("jobs: finished", "tab=finished"))
 
 
 def _build(sizes: Sizes):
-    from django.db import connection, transaction
+    from django.db import transaction
     from django.utils import timezone
 
     from bench.pages import _job_row
@@ -55,8 +56,7 @@ def _build(sizes: Sizes):
         replica = Replica.objects.create(job=running, pool_index=0, replica_index=0, node_id=node_id,
                                          gpu_indices=list(range(8)), state=states.REPLICA_RUNNING,
                                          assigned_at=now, started_at=now)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+    collect_statistics()
     return user, replica
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from bench.environment import collect_statistics
 from bench.report import Column, Section
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Dataset:
 
 def build_dataset(sizes: Sizes) -> Dataset:
     """Replace every job with the bench dataset; nodes, samples and Redis state to match."""
-    from django.db import connection, transaction
+    from django.db import transaction
     from django.utils import timezone
 
     from bench.dashboard_history import Pool, write_history
@@ -184,8 +185,7 @@ def build_dataset(sizes: Sizes) -> Dataset:
     slurm_queue(cluster, slurm_users, sizes.page_slurm_pending, now)
     slurm_history(cluster, slurm_users, sizes.page_slurm_finished, now)
     cluster_pass(cluster=cluster, now=now)  # every pending job's priority, as the Slurm beat keeps them
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")  # PostgreSQL's autovacuum would have; SQLite (PRAGMA optimize) likewise
+    collect_statistics()
     deep = CustomJob.objects.filter(FINISHED_TAB.condition).order_by("-end_time", "-id")[2500]
     targets = _targets(running_job=running_job, finished_job=finished_job, resource_id=resource_id, cluster=cluster)
     values = {"deep_cursor": FINISHED_TAB.default_sort.ordering.encode(deep), "finished_job_id": finished_job.job_id,

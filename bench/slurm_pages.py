@@ -20,6 +20,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
+from bench.environment import collect_statistics
 from bench.report import Column, Section
 from bench.scheduler_pass import counting_queries
 from bench.timing import measure
@@ -75,7 +76,8 @@ def slurm_cluster(now: dt.datetime, nodes: int = NODES):
 
 
 def slurm_queue(cluster, users: list[str], jobs: int, now: dt.datetime) -> None:
-    """``jobs`` pending jobs spread over the users, submitted during the last week."""
+    """``jobs`` pending jobs spread over the users, submitted during the last week; the database's
+    statistics then collected (environment.collect_statistics)."""
     from trainhub.slurm.models import SlurmJob
 
     rng = random.Random(7)
@@ -92,6 +94,7 @@ def slurm_queue(cluster, users: list[str], jobs: int, now: dt.datetime) -> None:
     SlurmJob.objects.bulk_create(rows, batch_size=2000)
     cluster.next_job_id = jobs + 1
     cluster.save(update_fields=["next_job_id"])
+    collect_statistics()
 
 
 def slurm_history(cluster, users: list[str], jobs: int, now: dt.datetime) -> None:
