@@ -349,7 +349,7 @@ def setup_django(*, allow_flush: bool) -> Stores:
     if database_url:
         call_command("flush", verbosity=0, interactive=False)
         note = f"{safe_url(database_url)} was migrated and FLUSHED (declared throwaway)."
-        if not _autovacuum_on(connection):
+        if connection.vendor == "postgresql" and not _autovacuum_on(connection):
             note += (" Its autovacuum is off: the benchmarks ANALYZE after each bulk load, as autovacuum would "
                      "(collect_statistics).")
     else:
@@ -373,6 +373,7 @@ def collect_statistics() -> None:
 
 
 def _autovacuum_on(connection: Any) -> bool:
+    """Whether PostgreSQL's autovacuum runs (``SHOW autovacuum``; PostgreSQL only)."""
     with connection.cursor() as cursor:
         cursor.execute("SHOW autovacuum")
         return cursor.fetchone()[0] == "on"

@@ -78,17 +78,23 @@ def test_the_benchmarks_flush_only_the_database_redis_url_names(no_stores_declar
     assert os.environ["REDIS_URL"] == f"{external_redis}/3"
 
 
+def _quick_job_submit(results: os.PathLike, **stores: str) -> subprocess.CompletedProcess:
+    """``python -m bench --quick --only job_submit`` on ``stores`` (DATABASE_URL, REDIS_URL) declared throwaway,
+    its figures written under ``results``."""
+    script = ("import pathlib, sys, bench.__main__ as bench\n"
+              "bench.RESULTS_DIR = pathlib.Path(sys.argv[1])\n"
+              "sys.exit(bench.main(['--quick', '--only', 'job_submit']))\n")
+    return subprocess.run([sys.executable, "-c", script, str(results)],  # noqa: S603
+                          env={**os.environ, **stores, "TRAINHUB_BENCH_ALLOW_FLUSH": "1"}, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
 def test_a_benchmark_run_keeps_its_scheduler_state_in_that_database(no_stores_declared, external_redis, tmp_path):
     ours, neighbour = (redis.Redis.from_url(f"{external_redis}/{db}") for db in (3, 4))
     ours.set("stale", "from an earlier run")
     neighbour.set("kept", "another user's")
-    script = ("import pathlib, sys, bench.__main__ as bench\n"
-              "bench.RESULTS_DIR = pathlib.Path(sys.argv[1])\n"
-              "sys.exit(bench.main(['--quick', '--only', 'job_submit']))\n")
-    env = {**os.environ, "REDIS_URL": f"{external_redis}/3", "TRAINHUB_BENCH_ALLOW_FLUSH": "1"}
 
-    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, cwd=REPO_ROOT,  # noqa: S603
-                         capture_output=True, text=True, timeout=300)
+    run = _quick_job_submit(tmp_path, REDIS_URL=f"{external_redis}/3")
 
     assert run.returncode == 0, run.stderr
     assert f"redis: {external_redis}/3 (declared throwaway: only this database is flushed" in run.stdout
@@ -96,6 +102,16 @@ def test_a_benchmark_run_keeps_its_scheduler_state_in_that_database(no_stores_de
     assert neighbour.get("kept") == b"another user's"
     machine = json.loads((tmp_path / "latest.json").read_text())["machine"]
     assert machine["redis"]["location"] == f"{external_redis}/3" and machine["redis"]["embedded"] is False
+
+
+@ONCE_ON_EMBEDDED_DEFAULTS
+def test_a_benchmark_run_takes_a_sqlite_database_url(no_stores_declared, tmp_path):
+    """The header asks PostgreSQL whether its autovacuum runs (``SHOW autovacuum``), which SQLite cannot
+    parse: a DATABASE_URL naming a SQLite file must still run, without that note."""
+    run = _quick_job_submit(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path / 'bench.sqlite3'}")
+
+    assert run.returncode == 0, run.stderr
+    assert f"database: sqlite:///{tmp_path / 'bench.sqlite3'} was migrated and FLUSHED (declared throwaway).\n" in run.stdout
 
 
 def test_the_stolen_share_counts_steal_against_every_tick_but_guest_time():
