@@ -22,7 +22,7 @@ from typing import Callable
 
 import requests
 
-from bench.chaos.cluster import Cluster, wait_until
+from bench.chaos.cluster import Cluster, Process, wait_until
 from bench.chaos.invariants import Check, Sampler, end_checks, wait_for_final_states
 from bench.chaos.load import JOBS_PATH, LOAD_POOLS, SubmissionLoad
 
@@ -129,11 +129,11 @@ def scheduler_kill(cluster: Cluster, sizes: Sizes) -> DrillResult:
     mid_pass = attempts = 0
     restart_seconds: list[float] = []
     with Sampler() as sampler:
-        while mid_pass < sizes.kills and attempts < sizes.kills * 3:
+        while mid_pass < sizes.kills and attempts < sizes.kills * 4:
             attempts += 1
             token = wait_until(lambda: (t := redis.get(LEADER_KEY)) and t not in killed_tokens and t,
                                timeout=60, interval=0.002, what="the next scheduler pass to start")
-            time.sleep(rng.uniform(0, 0.02))
+            time.sleep(rng.uniform(0, _kill_window(worker)))
             worker.kill9()
             interrupted = redis.get(LEADER_KEY) == token
             killed_tokens.add(token)
@@ -150,6 +150,15 @@ def scheduler_kill(cluster: Cluster, sizes: Sizes) -> DrillResult:
     result.checks.insert(0, Check(f"{sizes.kills} kills landed mid-pass", mid_pass >= sizes.kills,
                                   f"{mid_pass} of {attempts} kills"))
     return result
+
+
+def _kill_window(worker: Process) -> float:
+    """Seconds after a pass takes the leader lock within which a kill still lands mid-pass.
+
+    Half the median of the last ten passes the worker's log reports, so that most kills interrupt a pass on a fast
+    machine as on a slow one; a fixed window missed three kills in four where a pass took a few milliseconds."""
+    durations = sorted(end - start for start, end, _ in passes_in(worker.log_text())[-10:])
+    return durations[len(durations) // 2] / 2 if durations else 0.005
 
 
 def redis_flush(cluster: Cluster, sizes: Sizes) -> DrillResult:
