@@ -17,8 +17,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) -m trainhub.devrun
 
+# One test process per core (pytest-xdist); TEST_PROCESSES=0 runs the suite in this process.
+TEST_PROCESSES ?= auto
+
 test: $(STAMP)
-	$(PY) -m pytest -m "not browser"
+	$(PY) -m pytest -m "not browser" -n $(TEST_PROCESSES)
 
 # pyflakes, pycodestyle's errors and bugbear ([tool.ruff] in pyproject.toml); CI runs it first.
 lint: $(STAMP)

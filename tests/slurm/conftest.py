@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from django.db import connections
 
 from trainhub.inventory.models import Executor
 from trainhub.inventory.services import node_heartbeat, node_pool_ensure
@@ -214,6 +217,21 @@ def queue(accounts, cast, now):
     return jobs
 
 
+def database_thread(work: Callable[[], None]) -> threading.Thread:
+    """A daemon thread, started, that runs ``work`` and then closes its own database connections: left
+    open until collected, they keep the test database from being dropped when the run ends."""
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 class SlurmCli:
     """``trainhub slurm COMMAND ...`` as uma against the live server, scheduler passes and the
     agents of a4-0 and a4-1 ticking meanwhile (real prolog, real step tasks)."""
@@ -226,8 +244,6 @@ class SlurmCli:
 
     @contextlib.contextmanager
     def ticking(self):
-        import threading
-
         from django.utils import timezone
 
         stop = threading.Event()
@@ -240,8 +256,7 @@ class SlurmCli:
                 self.agents.tick(now=timezone.now())
                 rounds += 1
 
-        ticker = threading.Thread(target=tick, daemon=True)
-        ticker.start()
+        ticker = database_thread(tick)
         try:
             yield
         finally:

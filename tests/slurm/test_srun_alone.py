@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from tests.slurm.conftest import (SRUN_ABORT_FIXTURES, SRUN_ALONE_FIXTURES, SRUN_DETAILS_FIXTURES, SRUN_TIMEOUT_FIXTURES,
-                                  SRUN_VV_FIXTURES, run_pass)
+                                  SRUN_VV_FIXTURES, database_thread, run_pass)
 from tests.slurm.test_salloc import Clock, FakeAllocation, answer
 from trainhub.cli import salloc as salloc_cli
 from trainhub.cli import srun as srun_cli
@@ -355,7 +355,6 @@ def test_the_job_cancelled_under_its_step_prints_slurmstepds_and_sruns_lines(slu
     line, srun's abort line (the two come in either order from Slurm), a Terminated line per task,
     exit 143; no "revoked" line."""
     import re
-    import threading
     import time
 
     from django.utils import timezone
@@ -373,8 +372,7 @@ def test_the_job_cancelled_under_its_step_prints_slurmstepds_and_sruns_lines(slu
         job_cancel(job=SlurmJob.objects.get(), actor=get_user_model().objects.get(username="uma"), is_admin=False,
                    now=timezone.now())
 
-    canceller = threading.Thread(target=cancel_when_running)
-    canceller.start()
+    canceller = database_thread(cancel_when_running)
     try:
         code, out, err = slurm_cli_as_uma("srun", "-N2", "sh", "-c", f"export {marker}; sleep 300")
     finally:
@@ -463,7 +461,6 @@ def test_the_time_limit_under_the_step_prints_slurmstepds_time_limit_line(slurm_
     scheduler pass a minute after the start, run once the task runs.)"""
     import datetime as dt
     import re
-    import threading
     import time
 
     from django.utils import timezone
@@ -479,8 +476,7 @@ def test_the_time_limit_under_the_step_prints_slurmstepds_time_limit_line(slurm_
             time.sleep(0.1)
         run_pass(accounts, SlurmJob.objects.get().start_time + dt.timedelta(minutes=1))
 
-    stopper = threading.Thread(target=time_out_when_running)
-    stopper.start()
+    stopper = database_thread(time_out_when_running)
     try:
         code, out, err = slurm_cli_as_uma("srun", "-t", "1", "sleep", "300")
     finally:
