@@ -21,6 +21,14 @@ def test_a_range_holds_pairs_of_master_and_cluster_ports():
             parse_port_range(wrong)
 
 
+@pytest.fixture(autouse=True)
+def _the_default_range(settings):
+    """The ports these tests name are the default range's. A parallel run gives each test process another
+    range (tests/conftest.py's keep_workers_apart); nothing here listens on a port, so every process may use
+    the default one."""
+    settings.TRAINHUB_RENDEZVOUS_PORTS = "29500-29999"
+
+
 @pytest.fixture
 def submit(cast, nodes, now):
     def submit(replicas=1):
