@@ -26,6 +26,7 @@ from trainhub.iam.services import (
 )
 from trainhub.inventory.models import Executor
 from trainhub.inventory.services import node_heartbeat, node_pool_ensure
+from trainhub.jobs.ports import parse_port_range
 
 SEED_REST_BODY = {
     "displayName": "MyDwsJob",
@@ -67,9 +68,10 @@ def keep_workers_apart(settings) -> None:
         url = urlsplit(settings.REDIS_URL)
         database = (int(url.path.strip("/") or 0) - index) % 16
         settings.REDIS_URL = os.environ["REDIS_URL"] = urlunsplit(url._replace(path=f"/{database}"))
-    first, last = (int(port) for port in settings.TRAINHUB_RENDEZVOUS_PORTS.split("-"))
-    shift = index * (last - first + 1)
-    settings.TRAINHUB_RENDEZVOUS_PORTS = os.environ["TRAINHUB_RENDEZVOUS_PORTS"] = f"{first + shift}-{last + shift}"
+    ports = parse_port_range(settings.TRAINHUB_RENDEZVOUS_PORTS)  # ports.stop: the range's last port
+    shift = index * (ports.stop - ports.start + 1)
+    settings.TRAINHUB_RENDEZVOUS_PORTS = os.environ["TRAINHUB_RENDEZVOUS_PORTS"] = \
+        f"{ports.start + shift}-{ports.stop + shift}"
 
 
 def pytest_configure(config):
@@ -258,4 +260,3 @@ def held_a100(cast, nodes, now, settings):
                                     scheduling={"strategy": "FLEX_START", "maxWaitDuration": "7200s"}))
     scheduler_pass(now=later(now, 101))
     return gang
-
